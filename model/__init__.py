@@ -1,0 +1,33 @@
+"""kraftcheck's model: a pure state-transition model of Kafka's metadata control plane.
+
+Only the standard library is imported here and below. The public surface:
+
+- ``step(state, action, variant=CORRECT) -> state | None`` and ``enabled_actions(state, scope)``
+- ``SCOPES`` and ``initial_state(scope)``
+- ``PROPERTIES`` (the invariant registry) and ``SEEDED_BUGS``
+
+Part 1 (this package today): ZooKeeper, ZK controller election and epoch fencing, broker
+generations (KIP-380) and feature versioning (KIP-584).
+"""
+
+from model.bugs import CORRECT, SEEDED_BUGS, SEEDED_BUGS_BY_NAME, Bug, SeededBug, Variant
+from model.invariants import PROPERTIES, Kind, Property
+from model.scopes import SCOPES, Scope, initial_state
+from model.step import enabled_actions, step
+
+__all__ = [
+    "CORRECT",
+    "PROPERTIES",
+    "SCOPES",
+    "SEEDED_BUGS",
+    "SEEDED_BUGS_BY_NAME",
+    "Bug",
+    "Kind",
+    "Property",
+    "Scope",
+    "SeededBug",
+    "Variant",
+    "enabled_actions",
+    "initial_state",
+    "step",
+]

@@ -1,0 +1,251 @@
+"""The state of a ZooKeeper-era Kafka control plane: ZooKeeper, brokers, the network.
+
+Rules:
+- Everything is a frozen record of tuples, frozensets and enums, so a state is hashable and can
+  be a set member or a graph node. Small maps are sorted tuples of pairs.
+- Ground truth lives in ZooKeeper (``zk``); each broker holds only what it has learned, which may
+  be stale: that gap is what the invariants are about.
+- ``ghost`` records history for the checks only; it never influences a step and is left out of
+  equality and hashing, so two states that differ only in history are one state to the explorer
+  (every invariant over ghosts is checked on each generated state, before states are merged).
+- ``budget`` counts the perturbations still allowed (crashes, elections, ...); healing actions
+  never spend budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import field
+
+from model.record import record
+from model.types import (
+    BrokerEpoch,
+    BrokerId,
+    ControllerEpoch,
+    FeatureEpoch,
+    FeatureLevel,
+    FeatureStatus,
+    Ibp,
+    LeaderEpoch,
+    PartitionId,
+    ReplicaRole,
+    SessionId,
+    ZkVersion,
+)
+from model.zookeeper import ZkState
+
+# ---- znode paths (core/src/main/scala/kafka/zk/ZkData.scala) -------------------------------
+
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+TOPIC = "/brokers/topics/t"
+FEATURES = "/features"
+
+
+def broker_path(broker: BrokerId) -> str:
+    return f"{BROKER_IDS}/{broker}"
+
+
+def partition_state_path(partition: PartitionId) -> str:
+    return f"{TOPIC}/partitions/{partition}/state"
+
+
+FeatureRanges = tuple[tuple[str, tuple[FeatureLevel, FeatureLevel]], ...]  # sorted: name -> (min, max)
+
+
+# ---- znode data --------------------------------------------------------------------------
+
+@record
+class PartitionState:
+    """/brokers/topics/t/partitions/<p>/state: leader, leader epoch, ISR, writer's controller epoch."""
+
+    leader: BrokerId
+    leader_epoch: LeaderEpoch
+    isr: tuple[BrokerId, ...]
+    controller_epoch: ControllerEpoch
+
+
+@record
+class BrokerRegistration:
+    """/brokers/ids/<id> data: what the controller needs from a broker's registration (KIP-584)."""
+
+    ibp: Ibp
+    supported: FeatureRanges
+
+
+@record
+class FeaturesZNode:
+    """/features data (KIP-584 "Feature ZK node"); the znode's version is the feature epoch."""
+
+    status: FeatureStatus
+    finalized: FeatureRanges  # name -> (min_version_level, max_version_level)
+
+
+# ---- brokers -----------------------------------------------------------------------------
+
+@record
+class BrokerConfig:
+    ibp: Ibp  # inter.broker.protocol.version
+    supported: FeatureRanges  # what this broker's software supports
+
+
+@record
+class LocalReplica:
+    leader_epoch: LeaderEpoch
+    role: ReplicaRole
+
+
+@record
+class FeatureCache:
+    """A broker's copy of the finalized features; epoch -1 before it has read /features."""
+
+    epoch: FeatureEpoch
+    status: FeatureStatus
+    finalized: FeatureRanges
+
+
+NO_FEATURES = FeatureCache(FeatureEpoch(-1), FeatureStatus.DISABLED, ())
+
+
+@record
+class LiveBroker:
+    """The controller's cached view of an admitted broker, read from its registration."""
+
+    id: BrokerId
+    epoch: BrokerEpoch
+    supported: FeatureRanges
+
+
+@record
+class ControllerRole:
+    """What a broker that won the /controller election believes (and may keep believing as a zombie)."""
+
+    epoch: ControllerEpoch
+    epoch_zk_version: ZkVersion  # the /controller_epoch version every write of this controller checks
+    live: tuple[LiveBroker, ...]  # admitted live brokers, by id
+    initialized: bool  # onControllerFailover ran: features set up, brokers read, watch armed
+
+    def cached_epoch(self, broker: BrokerId) -> BrokerEpoch | None:
+        for b in self.live:
+            if b.id == broker:
+                return b.epoch
+        return None
+
+    def epochs(self) -> dict[BrokerId, BrokerEpoch]:
+        return {b.id: b.epoch for b in self.live}
+
+
+@record
+class Broker:
+    id: BrokerId
+    config: BrokerConfig
+    alive: bool
+    session: SessionId  # the ZooKeeper session this process holds (may have expired)
+    registered: bool  # /brokers/ids/<id> was created in ``session``
+    epoch: BrokerEpoch  # own broker epoch (czxid of its registration); -1 before the first
+    controller_epoch: ControllerEpoch  # the newest controller epoch it has accepted a request from
+    replicas: tuple[LocalReplica | None, ...]  # per partition; None: not hosted in this process
+    metadata: tuple[tuple[BrokerId, LeaderEpoch], ...]  # per partition, from the last UpdateMetadata
+    features: FeatureCache
+    shutdown_sent: bool  # a ControlledShutdown was sent in this generation
+    observed_epoch: tuple[ControllerEpoch, ZkVersion] | None  # /controller_epoch read before an election
+    controller: ControllerRole | None
+
+
+# ---- messages (KIP-380 §Public Interfaces) -------------------------------------------------
+
+@record
+class LeaderAndIsr:
+    controller_id: BrokerId
+    controller_epoch: ControllerEpoch
+    broker_epoch: BrokerEpoch
+    dest: BrokerId
+    partition: PartitionId
+    leader: BrokerId
+    leader_epoch: LeaderEpoch
+    isr: tuple[BrokerId, ...]
+
+
+@record
+class UpdateMetadata:
+    controller_id: BrokerId
+    controller_epoch: ControllerEpoch
+    broker_epoch: BrokerEpoch
+    dest: BrokerId
+    partitions: tuple[tuple[BrokerId, LeaderEpoch], ...]  # (leader, leader epoch) per partition
+
+
+@record
+class StopReplica:
+    controller_id: BrokerId
+    controller_epoch: ControllerEpoch
+    broker_epoch: BrokerEpoch
+    dest: BrokerId
+    partition: PartitionId
+    delete_partition: bool
+
+
+@record
+class ControlledShutdown:
+    broker_id: BrokerId
+    broker_epoch: BrokerEpoch
+    dest: BrokerId  # the controller it was sent to
+
+
+ControlRequest = LeaderAndIsr | UpdateMetadata | StopReplica
+Message = ControlRequest | ControlledShutdown
+
+_MESSAGE_ORDER = {LeaderAndIsr: 0, UpdateMetadata: 1, StopReplica: 2, ControlledShutdown: 3}
+
+
+def message_sort_key(m: Message) -> tuple:
+    """A total order on messages that does not depend on hash randomisation."""
+    return (_MESSAGE_ORDER[type(m)], tuple(getattr(m, f) for f in m.__slots__))
+
+
+# ---- budgets and ghosts -------------------------------------------------------------------
+
+@record
+class Budget:
+    crashes: int = 0  # broker processes dying without closing their session
+    restarts: int = 0  # operator stops (clean shutdown); restarting a stopped broker is free
+    expiries: int = 0  # ZooKeeper session expiries
+    elections: int = 0  # controller elections won
+    outages: int = 0  # ZooKeeper unavailable
+    drops: int = 0  # messages lost
+    operator: int = 0  # UpdateFeatures requests and IBP changes
+    shutdowns: int = 0  # ControlledShutdown requests brokers may send
+    max_in_flight: int = 6  # a cap, not spent: a send that would exceed it waits
+
+
+@record
+class AppliedWrite:
+    """Ghost: a controller write that ZooKeeper applied, and the controller epoch current then."""
+
+    writer: BrokerId
+    writer_epoch: ControllerEpoch
+    zk_epoch: ControllerEpoch  # /controller_epoch's value when the write applied
+    path: str
+
+
+@record
+class Ghost:
+    applied_writes: tuple[AppliedWrite, ...] = ()
+    last_multi: tuple = ()  # ZkCode results of the multi this step ran, () if none
+    registered_epochs: tuple[tuple[BrokerId, BrokerEpoch], ...] = ()  # epoch of each id's latest registration
+
+    def registered_epoch(self, broker: BrokerId) -> BrokerEpoch | None:
+        for b, e in self.registered_epochs:
+            if b == broker:
+                return e
+        return None
+
+
+@record
+class ClusterState:
+    zk: ZkState
+    brokers: tuple[Broker, ...]
+    network: frozenset[Message]
+    budget: Budget
+    ghost: Ghost = field(default=Ghost(), compare=False, hash=False, repr=False)
+

@@ -1,0 +1,830 @@
+"""``step(state, action) -> state | None``: the one transition function of the ZooKeeper-era model.
+
+How it works:
+- ``step`` dispatches on the action with ``match`` and ends in ``assert_never``. Each handler
+  first checks its enabling conditions (returning None when the action is not enabled), then
+  computes the new state. Nothing is mutated; untouched parts of the state are shared.
+- Decisions are pure functions of what the deciding node knows (``decide_*``), kept apart from
+  the state changes, so tests can assert the exact error code of a refusal.
+- Every controller write goes through ``_controller_write``: one ZooKeeper multi that starts
+  with a check on /controller_epoch's version (KIP-380/KAFKA-6082, KIP-866 §Controller
+  Leadership). A write that fails that check tells the controller it has moved: it resigns.
+- ``enabled_actions(state, scope)`` lists every action ``step`` accepts, in a fixed order.
+
+Seeds: KIP-380 (broker generations), KIP-584 (feature versioning), KIP-866 §Controller Leadership.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, assert_never
+
+from model import zookeeper as zkm
+from model.actions import (
+    Action,
+    ChangeIbp,
+    CrashBroker,
+    Deliver,
+    Drop,
+    ElectController,
+    ElectPartitionLeader,
+    ExpireSession,
+    InitializeController,
+    ObserveControllerEpoch,
+    OpenSession,
+    ProcessBrokerChange,
+    RefreshFeatureCache,
+    RegisterBroker,
+    ResignController,
+    RestartBroker,
+    SendControlledShutdown,
+    StopBroker,
+    UpdateFeatures,
+    ZkOutage,
+    ZkRecover,
+)
+from model.bugs import CORRECT, Bug, Variant
+from model.state import (
+    BROKER_IDS,
+    CONTROLLER,
+    CONTROLLER_EPOCH,
+    FEATURES,
+    NO_FEATURES,
+    TOPIC,
+    AppliedWrite,
+    Broker,
+    BrokerRegistration,
+    ClusterState,
+    ControlledShutdown,
+    ControllerRole,
+    FeatureCache,
+    FeatureRanges,
+    FeaturesZNode,
+    Ghost,
+    LeaderAndIsr,
+    LiveBroker,
+    LocalReplica,
+    Message,
+    PartitionState,
+    StopReplica,
+    UpdateMetadata,
+    broker_path,
+    message_sort_key,
+    partition_state_path,
+)
+from model.types import (
+    NO_SESSION,
+    UNKNOWN_BROKER_EPOCH,
+    BrokerEpoch,
+    BrokerId,
+    ControllerEpoch,
+    Errors,
+    FeatureEpoch,
+    FeatureLevel,
+    FeatureStatus,
+    LeaderEpoch,
+    PartitionId,
+    ReplicaRole,
+    SessionId,
+    ZkCode,
+    ZkVersion,
+)
+from model.zookeeper import Check, Create, Delete, Op, SetData, WatchKind
+
+if TYPE_CHECKING:
+    from model.scopes import Scope
+
+# /controller_epoch read as absent: the election creates it instead of setting it.
+ABSENT = ZkVersion(-2)
+
+
+def step(state: ClusterState, action: Action, variant: Variant = CORRECT) -> ClusterState | None:
+    """The state after ``action``, or None when ``action`` is not enabled in ``state``."""
+    if state.ghost.last_multi:
+        state = state.replace(ghost=state.ghost.replace(last_multi=()))
+    match action:
+        case ZkOutage():
+            return _zk_outage(state)
+        case ZkRecover():
+            return _zk_recover(state)
+        case ExpireSession(session=session):
+            return _expire_session(state, session, variant)
+        case Drop(message=message):
+            return _drop(state, message)
+        case Deliver(message=message):
+            return _deliver(state, message, variant)
+        case CrashBroker(broker=b):
+            return _crash(state, b)
+        case StopBroker(broker=b):
+            return _stop(state, b, variant)
+        case RestartBroker(broker=b):
+            return _restart(state, b)
+        case ChangeIbp(broker=b, ibp=ibp):
+            return _change_ibp(state, b, ibp)
+        case OpenSession(broker=b):
+            return _open_session(state, b)
+        case RegisterBroker(broker=b):
+            return _register(state, b, variant)
+        case SendControlledShutdown(broker=b):
+            return _send_controlled_shutdown(state, b)
+        case RefreshFeatureCache(broker=b):
+            return _refresh_feature_cache(state, b, variant)
+        case ObserveControllerEpoch(broker=b):
+            return _observe_controller_epoch(state, b)
+        case ElectController(broker=b):
+            return _elect_controller(state, b, variant)
+        case ResignController(broker=b):
+            return _resign(state, b)
+        case InitializeController(controller=c):
+            return _initialize_controller(state, c, variant)
+        case ProcessBrokerChange(controller=c):
+            return _process_broker_change(state, c, variant)
+        case ElectPartitionLeader(controller=c, partition=p):
+            return _elect_partition_leader(state, c, p, variant)
+        case UpdateFeatures(controller=c, feature=f, level=level, allow_downgrade=allow):
+            return _update_features(state, c, f, level, allow, variant)
+        case _:
+            assert_never(action)
+
+
+# ---- small helpers ----------------------------------------------------------------------------
+
+def _put(state: ClusterState, broker: Broker) -> ClusterState:
+    brokers = list(state.brokers)
+    brokers[broker.id] = broker
+    return state.replace(brokers=tuple(brokers))
+
+
+def _spend(state: ClusterState, **spent: int) -> ClusterState:
+    budget = state.budget
+    return state.replace(budget=budget.replace(**{k: getattr(budget, k) - v for k, v in spent.items()}))
+
+
+def _data(state: ClusterState, path: str):
+    node = zkm.get(state.zk, path)
+    return None if node is None else node.data
+
+
+def _send(state: ClusterState, messages: list[Message]) -> ClusterState | None:
+    """Put ``messages`` in flight, or None when that would exceed the scope's cap."""
+    network = state.network.union(messages)
+    if len(network) > state.budget.max_in_flight:
+        return None
+    return state.replace(network=network)
+
+
+def _connected(state: ClusterState, b: Broker) -> bool:
+    """The broker's process runs and can talk to ZooKeeper through a live session."""
+    return b.alive and state.zk.available and _holds_session(state, b)
+
+
+def _holds_session(state: ClusterState, b: Broker) -> bool:
+    """The broker's session is alive and is its own (the model hands out freed session ids again)."""
+    return zkm.session_client(state.zk, b.session) == b.id
+
+
+def _acting_controller(state: ClusterState, c: BrokerId) -> Broker | None:
+    """The broker if it believes it is an initialized controller and can reach ZooKeeper.
+
+    It may be a zombie: nothing here asks ZooKeeper whether it still is the controller.
+    """
+    b = state.brokers[c]
+    if b.controller is None or not b.controller.initialized or not _connected(state, b):
+        return None
+    return b
+
+
+def is_current_controller(state: ClusterState, b: Broker) -> bool:
+    """ZooKeeper agrees that ``b`` is the controller: it holds /controller and the epoch version."""
+    if b.controller is None or not b.alive or not _holds_session(state, b):
+        return False
+    node = zkm.get(state.zk, CONTROLLER)
+    epoch = zkm.get(state.zk, CONTROLLER_EPOCH)
+    return (
+        node is not None
+        and node.ephemeral_owner == b.session
+        and epoch is not None
+        and epoch.version == b.controller.epoch_zk_version
+    )
+
+
+def _fresh_process(b: Broker) -> Broker:
+    """What survives a process restart: identity and configuration, nothing in memory."""
+    return b.replace(
+        session=NO_SESSION,
+        registered=False,
+        epoch=UNKNOWN_BROKER_EPOCH,
+        controller_epoch=ControllerEpoch(0),
+        replicas=(None,) * len(b.replicas),
+        metadata=(),
+        features=NO_FEATURES,
+        shutdown_sent=False,
+        observed_epoch=None,
+        controller=None,
+    )
+
+
+def _forget_notifications(state: ClusterState, b: BrokerId) -> ClusterState:
+    zk = state.zk
+    stale = [n for n in zk.notifications if n[0] == b]
+    if not stale:
+        return state
+    return state.replace(zk=zk.replace(notifications=zk.notifications.difference(stale)))
+
+
+def _controller_write(
+    state: ClusterState, c: Broker, ops: tuple[Op, ...], variant: Variant
+) -> tuple[ClusterState, bool]:
+    """Run a controller's write as one multi fenced by /controller_epoch's version.
+
+    On success the ghost records each applied write with the epoch current at that moment.
+    A failed epoch check means another controller was elected since: ``c`` resigns.
+    """
+    assert c.controller is not None
+    fenced = not variant.has(Bug.SKIP_CONTROLLER_EPOCH_CHECK)
+    if fenced:
+        ops = (Check(CONTROLLER_EPOCH, c.controller.epoch_zk_version),) + ops
+    zk_epoch = _data(state, CONTROLLER_EPOCH)
+    zk, results = zkm.multi(state.zk, c.session, ops, variant.bugs)
+    ghost = state.ghost.replace(last_multi=results)
+    ok = zkm.succeeded(results)
+    if ok:
+        ghost = ghost.replace(
+            applied_writes=ghost.applied_writes
+            + tuple(
+                AppliedWrite(c.id, c.controller.epoch, zk_epoch, op.path) for op in ops if not isinstance(op, Check)
+            )
+        )
+    state = state.replace(zk=zk, ghost=ghost)
+    if not ok and fenced and results[0] in (ZkCode.BAD_VERSION, ZkCode.NO_NODE):
+        state = _resign(state, c.id) or state
+    return state, ok
+
+
+# ---- feature versioning (KIP-584) -------------------------------------------------------------
+
+def _ranges(ranges: FeatureRanges) -> dict[str, tuple[FeatureLevel, FeatureLevel]]:
+    return dict(ranges)
+
+
+def incompatible_features(supported: FeatureRanges, finalized: FeatureRanges) -> tuple[str, ...]:
+    """Finalized features whose [min, max] levels fall outside a broker's supported range.
+
+    KIP-584 §Broker protections: a finalized range is compatible only if the broker supports
+    the feature and supported.min <= finalized.min and finalized.max <= supported.max.
+    """
+    have = _ranges(supported)
+    bad = []
+    for name, (fmin, fmax) in finalized:
+        rng = have.get(name)
+        if rng is None or not (rng[0] <= fmin and fmax <= rng[1]):
+            bad.append(name)
+    return tuple(bad)
+
+
+def _finalized(state: ClusterState) -> FeatureRanges:
+    """Finalized features in force: those of an Enabled /features znode, else none."""
+    data = _data(state, FEATURES)
+    if data is None or data.status is not FeatureStatus.ENABLED:
+        return ()
+    return data.finalized
+
+
+def decide_update_features(
+    state: ClusterState, c: Broker, feature: str, level: FeatureLevel, allow_downgrade: bool, variant: Variant
+) -> tuple[Errors, FeatureRanges]:
+    """The ZK controller's UpdateFeatures validation (KIP-584 §Controller, reference §5.2).
+
+    Returns the error, or NONE with the new finalized features.
+    """
+    assert c.controller is not None
+    data = _data(state, FEATURES)
+    if data is None or data.status is not FeatureStatus.ENABLED or not c.config.ibp.supports_feature_versioning:
+        return Errors.INVALID_REQUEST, ()
+    finalized = _ranges(data.finalized)
+    current = finalized.get(feature)
+    if level < 1:
+        # KIP-584: a level below 1 asks for deletion, which needs AllowDowngrade.
+        if not allow_downgrade or current is None:
+            return Errors.INVALID_REQUEST, ()
+        if variant.has(Bug.FINALIZE_LEVEL_ZERO):
+            finalized[feature] = (current[0], level)
+        else:
+            del finalized[feature]
+        return Errors.NONE, tuple(sorted(finalized.items()))
+    if current is not None and level == current[1]:
+        return Errors.INVALID_REQUEST, ()
+    is_downgrade = current is not None and level < current[1]
+    if is_downgrade and not allow_downgrade:
+        return Errors.INVALID_REQUEST, ()
+    if allow_downgrade and not is_downgrade:
+        return Errors.INVALID_REQUEST, ()
+    own = _ranges(c.config.supported).get(feature)
+    if own is None:
+        return Errors.INVALID_REQUEST, ()
+    new = (current[0] if current is not None else own[0], level)
+    if new[1] < new[0] or not (own[0] <= new[0] and new[1] <= own[1]):
+        return Errors.INVALID_REQUEST, ()
+    if not variant.has(Bug.UPDATE_SKIPS_BROKER_CHECK):
+        for b in c.controller.live:
+            if incompatible_features(b.supported, ((feature, new),)):
+                return Errors.INVALID_REQUEST, ()
+    finalized[feature] = new
+    return Errors.NONE, tuple(sorted(finalized.items()))
+
+
+def _feature_bootstrap_ops(state: ClusterState, c: Broker, variant: Variant) -> tuple[Op, ...]:
+    """KIP-584 §Feature ZK node status: the three bootstrap cases, decided by the controller's IBP."""
+    node = zkm.get(state.zk, FEATURES)
+    if c.config.ibp.supports_feature_versioning:
+        if node is None:  # new cluster: finalize everything the controller supports
+            return (Create(FEATURES, FeaturesZNode(FeatureStatus.ENABLED, c.config.supported)),)
+        if node.data.status is FeatureStatus.DISABLED:  # upgrade: enable, finalize nothing yet
+            enabled = FeaturesZNode(FeatureStatus.ENABLED, ())
+            if variant.has(Bug.RECREATE_FEATURES_ZNODE):
+                return (Delete(FEATURES, node.version), Create(FEATURES, enabled))
+            return (SetData(FEATURES, enabled, node.version),)
+        return ()
+    if node is None:
+        return (Create(FEATURES, FeaturesZNode(FeatureStatus.DISABLED, ())),)
+    if node.data.status is FeatureStatus.ENABLED:  # downgrade: disable and finalize nothing
+        kept = node.data.finalized if variant.has(Bug.DISABLE_KEEPS_FEATURES) else ()
+        return (SetData(FEATURES, FeaturesZNode(FeatureStatus.DISABLED, kept), node.version),)
+    return ()
+
+
+# ---- KIP-380 decisions ------------------------------------------------------------------------
+
+def broker_epoch_is_stale(request_epoch: BrokerEpoch, current: BrokerEpoch) -> bool:
+    """KIP-380 §Broker Rejects Control Requests: reject epochs smaller than the broker's own.
+
+    -1 (UNKNOWN_BROKER_EPOCH) is accepted as shipped Kafka does (reference §4); newer epochs are
+    accepted as the seed and KAFKA-9839 say (the first KIP-380 code threw on them).
+    """
+    return request_epoch != UNKNOWN_BROKER_EPOCH and request_epoch < current
+
+
+def decide_control_request(b: Broker, m: LeaderAndIsr | UpdateMetadata | StopReplica, variant: Variant) -> Errors:
+    """Whether broker ``b`` accepts a control request (KafkaApis: broker epoch first, then controller epoch)."""
+    if broker_epoch_is_stale(m.broker_epoch, b.epoch) and not variant.has(Bug.ACCEPT_STALE_BROKER_EPOCH):
+        return Errors.STALE_BROKER_EPOCH
+    if m.controller_epoch < b.controller_epoch and not variant.has(Bug.ACCEPT_STALE_CONTROLLER_EPOCH):
+        return Errors.STALE_CONTROLLER_EPOCH
+    return Errors.NONE
+
+
+def decide_controlled_shutdown(c: Broker, m: ControlledShutdown, variant: Variant) -> Errors:
+    """KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations."""
+    if c.controller is None or not c.controller.initialized:
+        return Errors.NOT_CONTROLLER
+    cached = c.controller.cached_epoch(m.broker_id)
+    if cached is None:
+        return Errors.BROKER_NOT_AVAILABLE
+    if broker_epoch_is_stale(m.broker_epoch, cached) and not variant.has(Bug.SHUTDOWN_IGNORES_BROKER_EPOCH):
+        return Errors.STALE_BROKER_EPOCH
+    return Errors.NONE
+
+
+def classify_broker_change(
+    known: dict[BrokerId, BrokerEpoch],
+    current: dict[BrokerId, BrokerEpoch],
+    variant: Variant = CORRECT,
+) -> tuple[frozenset[BrokerId], frozenset[BrokerId], frozenset[BrokerId]]:
+    """KIP-380 §Controller Detects Bounced Broker: (new, dead, bounced) from cached and current czxids."""
+    new = frozenset(current.keys() - known.keys())
+    dead = frozenset(known.keys() - current.keys())
+    if variant.has(Bug.BROKER_CHANGE_IGNORES_CZXID):
+        bounced: frozenset[BrokerId] = frozenset()
+    else:
+        bounced = frozenset(b for b in current.keys() & known.keys() if current[b] > known[b])
+    return new, dead, bounced
+
+
+# ---- the environment --------------------------------------------------------------------------
+
+def _zk_outage(state: ClusterState) -> ClusterState | None:
+    if not state.zk.available or state.budget.outages <= 0:
+        return None
+    state = _spend(state, outages=1)
+    return state.replace(zk=state.zk.replace(available=False))
+
+
+def _zk_recover(state: ClusterState) -> ClusterState | None:
+    if state.zk.available:
+        return None
+    return state.replace(zk=state.zk.replace(available=True))
+
+
+def _expire_session(state: ClusterState, session: SessionId, variant: Variant) -> ClusterState | None:
+    if not state.zk.available or state.budget.expiries <= 0 or not zkm.session_alive(state.zk, session):
+        return None
+    state = _spend(state, expiries=1)
+    return state.replace(zk=zkm.close_session(state.zk, session, variant.bugs))
+
+
+def _drop(state: ClusterState, message: Message) -> ClusterState | None:
+    if message not in state.network or state.budget.drops <= 0:
+        return None
+    state = _spend(state, drops=1)
+    return state.replace(network=state.network - {message})
+
+
+# ---- broker processes -------------------------------------------------------------------------
+
+def _crash(state: ClusterState, b: BrokerId) -> ClusterState | None:
+    broker = state.brokers[b]
+    if not broker.alive or state.budget.crashes <= 0:
+        return None
+    state = _spend(state, crashes=1)
+    return _forget_notifications(_put(state, _fresh_process(broker).replace(alive=False)), b)
+
+
+def _stop(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
+    broker = state.brokers[b]
+    if not broker.alive or not state.zk.available or state.budget.restarts <= 0:
+        return None
+    state = _spend(state, restarts=1)
+    if _holds_session(state, broker):
+        if variant.has(Bug.STOP_DELETES_CONTROLLER_EPOCH) and is_current_controller(state, broker):
+            zk, results = zkm.multi(state.zk, broker.session, (Delete(CONTROLLER_EPOCH),), variant.bugs)
+            state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
+        state = state.replace(zk=zkm.close_session(state.zk, broker.session, variant.bugs))
+    return _forget_notifications(_put(state, _fresh_process(broker).replace(alive=False)), b)
+
+
+def _restart(state: ClusterState, b: BrokerId) -> ClusterState | None:
+    broker = state.brokers[b]
+    if broker.alive:
+        return None
+    return _put(state, broker.replace(alive=True))
+
+
+def _change_ibp(state: ClusterState, b: BrokerId, ibp) -> ClusterState | None:
+    broker = state.brokers[b]
+    if broker.alive or broker.config.ibp == ibp or state.budget.operator <= 0:
+        return None
+    state = _spend(state, operator=1)
+    return _put(state, broker.replace(config=broker.config.replace(ibp=ibp)))
+
+
+def _open_session(state: ClusterState, b: BrokerId) -> ClusterState | None:
+    broker = state.brokers[b]
+    if not broker.alive or not state.zk.available or _holds_session(state, broker):
+        return None
+    zk, session = zkm.open_session(state.zk, b)
+    return _put(state.replace(zk=zk), broker.replace(session=session, registered=False))
+
+
+def _register(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
+    """KIP-380 §Broker Registration: create the ephemeral and learn its czxid in one multi."""
+    broker = state.brokers[b]
+    path = broker_path(b)
+    if not _connected(state, broker) or broker.registered or zkm.get(state.zk, path) is not None:
+        return None
+    registration = BrokerRegistration(broker.config.ibp, broker.config.supported)
+    ops = (Create(path, registration, ephemeral=True), SetData(path, registration, ZkVersion(0)))
+    zk, results = zkm.multi(state.zk, broker.session, ops, variant.bugs)
+    state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
+    if not zkm.succeeded(results):
+        return state
+    epoch = BrokerEpoch(zkm.get(zk, path).czxid)
+    if variant.has(Bug.BROKER_KEEPS_OLD_EPOCH) and broker.epoch != UNKNOWN_BROKER_EPOCH:
+        epoch = broker.epoch
+    elif variant.has(Bug.BROKER_EPOCH_FROM_SESSION_ID):
+        epoch = BrokerEpoch(broker.session)
+    epochs = dict(state.ghost.registered_epochs)
+    epochs[b] = epoch
+    state = state.replace(ghost=state.ghost.replace(registered_epochs=tuple(sorted(epochs.items()))))
+    return _put(state, broker.replace(registered=True, epoch=epoch, shutdown_sent=False))
+
+
+def _send_controlled_shutdown(state: ClusterState, b: BrokerId) -> ClusterState | None:
+    broker = state.brokers[b]
+    if not _connected(state, broker) or not broker.registered or broker.shutdown_sent or state.budget.shutdowns <= 0:
+        return None
+    controller = _data(state, CONTROLLER)
+    if controller is None:
+        return None
+    state = _send(_spend(state, shutdowns=1), [ControlledShutdown(b, broker.epoch, controller)])
+    return None if state is None else _put(state, broker.replace(shutdown_sent=True))
+
+
+def _refresh_feature_cache(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
+    """KIP-584 §Broker protections: read /features; never go back in epoch; die if incompatible."""
+    broker = state.brokers[b]
+    node = zkm.get(state.zk, FEATURES)
+    if not _connected(state, broker) or node is None or node.version == broker.features.epoch:
+        return None
+    epoch = FeatureEpoch(node.version)
+    if epoch < broker.features.epoch:
+        return state  # refused: an older epoch than the cache holds (FeatureCacheUpdateException)
+    data: FeaturesZNode = node.data
+    if data.status is FeatureStatus.DISABLED:
+        if variant.has(Bug.BROKER_RESETS_FEATURE_EPOCH):
+            epoch = FeatureEpoch(-1)
+        return _put(state, broker.replace(features=FeatureCache(epoch, FeatureStatus.DISABLED, ())))
+    if incompatible_features(broker.config.supported, data.finalized):
+        # Fatal for the broker: it exits without closing its session.
+        return _forget_notifications(_put(state, _fresh_process(broker).replace(alive=False)), b)
+    return _put(state, broker.replace(features=FeatureCache(epoch, FeatureStatus.ENABLED, data.finalized)))
+
+
+# ---- controller election (KIP-866 §Controller Leadership; KafkaZkClient) ------------------------
+
+def _observe_controller_epoch(state: ClusterState, b: BrokerId) -> ClusterState | None:
+    broker = state.brokers[b]
+    if (
+        not _connected(state, broker)
+        or not broker.registered
+        or broker.controller is not None
+        or broker.observed_epoch is not None
+        or zkm.get(state.zk, CONTROLLER) is not None
+    ):
+        return None
+    node = zkm.get(state.zk, CONTROLLER_EPOCH)
+    observed = (ControllerEpoch(0), ABSENT) if node is None else (node.data, node.version)
+    return _put(state, broker.replace(observed_epoch=observed))
+
+
+def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
+    """registerControllerAndIncrementControllerEpoch: create /controller and CAS the epoch, atomically."""
+    broker = state.brokers[b]
+    if (
+        broker.observed_epoch is None
+        or not _connected(state, broker)
+        or state.budget.elections <= 0
+        or zkm.get(state.zk, CONTROLLER) is not None
+    ):
+        return None
+    seen, version = broker.observed_epoch
+    epoch = seen if variant.has(Bug.ELECTION_REUSES_EPOCH) else ControllerEpoch(seen + 1)
+    if version == ABSENT:
+        bump: Op = Create(CONTROLLER_EPOCH, epoch)
+    else:
+        cas = ZkVersion(-1) if variant.has(Bug.ELECTION_WITHOUT_EPOCH_CAS) else version
+        bump = SetData(CONTROLLER_EPOCH, epoch, cas)
+    ops = (Create(CONTROLLER, b, ephemeral=True), bump)
+    zk, results = zkm.multi(state.zk, broker.session, ops, variant.bugs)
+    state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
+    if not zkm.succeeded(results):
+        return _put(state, broker.replace(observed_epoch=None))
+    state = _spend(state, elections=1)
+    role = ControllerRole(epoch, zkm.get(zk, CONTROLLER_EPOCH).version, (), False)
+    return _put(state, broker.replace(observed_epoch=None, controller=role))
+
+
+def _resign(state: ClusterState, b: BrokerId) -> ClusterState | None:
+    """onControllerResignation: the controller learned (from ZooKeeper) that it lost leadership."""
+    broker = state.brokers[b]
+    if broker.controller is None or not state.zk.available or is_current_controller(state, broker):
+        return None
+    return _forget_notifications(_put(state, broker.replace(controller=None)), b)
+
+
+# ---- controller work ----------------------------------------------------------------------------
+
+def _admitted(state: ClusterState, variant: Variant) -> tuple[LiveBroker, ...]:
+    """Live brokers (children of /brokers/ids) that the controller admits, with their czxids.
+
+    KIP-584: a broker whose supported range excludes a finalized level is not admitted.
+    """
+    finalized = _finalized(state)
+    admitted = []
+    for name, node in zkm.children(state.zk, BROKER_IDS):
+        if finalized and incompatible_features(node.data.supported, finalized):
+            if not variant.has(Bug.ADMIT_INCOMPATIBLE_BROKER):
+                continue
+        admitted.append(LiveBroker(BrokerId(int(name)), BrokerEpoch(node.czxid), node.data.supported))
+    return tuple(sorted(admitted, key=_by_id))
+
+
+def _by_id(b: LiveBroker) -> BrokerId:
+    return b.id
+
+
+def _partition_states(state: ClusterState) -> list[tuple[PartitionId, PartitionState, ZkVersion]]:
+    assignment = _data(state, TOPIC)
+    found = []
+    for p in range(len(assignment)):
+        node = zkm.get(state.zk, partition_state_path(PartitionId(p)))
+        found.append((PartitionId(p), node.data, node.version))
+    return found
+
+
+def _startup_requests(state: ClusterState, c: Broker, brokers: list[LiveBroker]) -> list[Message]:
+    """onBrokerStartup: UpdateMetadata to each, then LeaderAndIsr for the partitions it hosts."""
+    assert c.controller is not None
+    assignment = _data(state, TOPIC)
+    partitions = _partition_states(state)
+    leaders = tuple((s.leader, s.leader_epoch) for _, s, _ in partitions)
+    out: list[Message] = []
+    for b in brokers:
+        out.append(UpdateMetadata(c.id, c.controller.epoch, b.epoch, b.id, leaders))
+        for p, s, _ in partitions:
+            if b.id in assignment[p]:
+                out.append(LeaderAndIsr(c.id, c.controller.epoch, b.epoch, b.id, p, s.leader, s.leader_epoch, s.isr))
+    return out
+
+
+def _initialize_controller(state: ClusterState, c: BrokerId, variant: Variant) -> ClusterState | None:
+    """onControllerFailover: feature setup first (so admission sees it), then the broker cache."""
+    broker = state.brokers[c]
+    if broker.controller is None or broker.controller.initialized or not _connected(state, broker):
+        return None
+    ops = _feature_bootstrap_ops(state, broker, variant)
+    if ops:
+        state, ok = _controller_write(state, broker, ops, variant)
+        if not ok:
+            return state
+    live = _admitted(state, variant)
+    role = broker.controller.replace(live=live, initialized=True)
+    broker = broker.replace(controller=role)
+    zk = zkm.add_watch(state.zk, broker.session, BROKER_IDS, WatchKind.CHILD)
+    state = state.replace(zk=zkm.consume(zk, c, BROKER_IDS, WatchKind.CHILD))
+    state = _send(state, _startup_requests(state, broker, list(live)))
+    return None if state is None else _put(state, broker)
+
+
+def _process_broker_change(state: ClusterState, c: BrokerId, variant: Variant) -> ClusterState | None:
+    """KafkaController.processBrokerChange, as KIP-380 §Controller Detects Bounced Broker specifies."""
+    broker = _acting_controller(state, c)
+    if broker is None or not zkm.pending(state.zk, c, BROKER_IDS, WatchKind.CHILD):
+        return None
+    role = broker.controller
+    current = {BrokerId(int(n)): BrokerEpoch(z.czxid) for n, z in zkm.children(state.zk, BROKER_IDS)}
+    new, _dead, bounced = classify_broker_change(role.epochs(), current, variant)
+    started = [b for b in _admitted(state, variant) if b.id in new or b.id in bounced]
+    kept = [b for b in role.live if b.id in current and b.id not in bounced]
+    live = tuple(sorted(kept + started, key=_by_id))
+    broker = broker.replace(controller=role.replace(live=live))
+    zk = zkm.consume(state.zk, c, BROKER_IDS, WatchKind.CHILD)
+    state = state.replace(zk=zkm.add_watch(zk, broker.session, BROKER_IDS, WatchKind.CHILD))
+    state = _send(state, _startup_requests(state, broker, started))
+    return None if state is None else _put(state, broker)
+
+
+def _elect_partition_leader(
+    state: ClusterState, c: BrokerId, p: PartitionId, variant: Variant
+) -> ClusterState | None:
+    """Offline-partition election: first live replica of the ISR in assignment order."""
+    broker = _acting_controller(state, c)
+    if broker is None:
+        return None
+    live = broker.controller.epochs()
+    path = partition_state_path(p)
+    node = zkm.get(state.zk, path)
+    current: PartitionState = node.data
+    if current.leader in live:
+        return None
+    assignment = _data(state, TOPIC)[p]
+    candidates = [r for r in assignment if r in current.isr and r in live]
+    if not candidates:
+        return None
+    isr = tuple(r for r in current.isr if r in live)
+    new = PartitionState(candidates[0], LeaderEpoch(current.leader_epoch + 1), isr, broker.controller.epoch)
+    state, ok = _controller_write(state, broker, (SetData(path, new, node.version),), variant)
+    if not ok:
+        return state
+    requests = [
+        LeaderAndIsr(c, broker.controller.epoch, live[r], r, p, new.leader, new.leader_epoch, new.isr)
+        for r in assignment
+        if r in live
+    ]
+    return _send(state, requests)
+
+
+def _update_features(
+    state: ClusterState, c: BrokerId, feature: str, level: FeatureLevel, allow: bool, variant: Variant
+) -> ClusterState | None:
+    broker = _acting_controller(state, c)
+    if broker is None or state.budget.operator <= 0:
+        return None
+    state = _spend(state, operator=1)
+    error, finalized = decide_update_features(state, broker, feature, level, allow, variant)
+    if error is not Errors.NONE:
+        return state
+    node = zkm.get(state.zk, FEATURES)
+    write = SetData(FEATURES, FeaturesZNode(FeatureStatus.ENABLED, finalized), node.version)
+    state, _ = _controller_write(state, broker, (write,), variant)
+    return state
+
+
+# ---- the network --------------------------------------------------------------------------------
+
+def _deliver(state: ClusterState, m: Message, variant: Variant) -> ClusterState | None:
+    if m not in state.network:
+        return None
+    state = state.replace(network=state.network - {m})
+    dest = state.brokers[m.dest]
+    if not dest.alive:
+        return state  # the connection died with the process
+    if isinstance(m, ControlledShutdown):
+        return _handle_controlled_shutdown(state, dest, m, variant)
+    if decide_control_request(dest, m, variant) is not Errors.NONE:
+        return state
+    dest = dest.replace(controller_epoch=max(dest.controller_epoch, m.controller_epoch))
+    match m:
+        case LeaderAndIsr(partition=p, leader=leader, leader_epoch=leader_epoch):
+            local = dest.replicas[p]
+            if local is None or leader_epoch > local.leader_epoch or variant.has(Bug.ACCEPT_OLDER_LEADER_EPOCH):
+                role = ReplicaRole.LEADER if leader == dest.id else ReplicaRole.FOLLOWER
+                replicas = list(dest.replicas)
+                replicas[p] = LocalReplica(leader_epoch, role)
+                dest = dest.replace(replicas=tuple(replicas))
+        case UpdateMetadata(partitions=partitions):
+            dest = dest.replace(metadata=partitions)
+        case StopReplica(partition=p):
+            local = dest.replicas[p]
+            if local is not None:
+                replicas = list(dest.replicas)
+                replicas[p] = local.replace(role=ReplicaRole.STOPPED)
+                dest = dest.replace(replicas=tuple(replicas))
+    return _put(state, dest)
+
+
+def _handle_controlled_shutdown(
+    state: ClusterState, c: Broker, m: ControlledShutdown, variant: Variant
+) -> ClusterState | None:
+    """KafkaController.doControlledShutdown: move leaderships away, shrink ISRs, stop follower replicas."""
+    if not _connected(state, c) or decide_controlled_shutdown(c, m, variant) is not Errors.NONE:
+        return state
+    role = c.controller
+    live = role.epochs()
+    leaving = m.broker_id
+    assignment = _data(state, TOPIC)
+    writes: list[Op] = []
+    changed: list[tuple[PartitionId, PartitionState]] = []
+    stops: list[PartitionId] = []
+    for p, s, version in _partition_states(state):
+        if s.leader == leaving:
+            others = [r for r in assignment[p] if r in s.isr and r in live and r != leaving]
+            if others:
+                new = PartitionState(others[0], LeaderEpoch(s.leader_epoch + 1), _without(s.isr, leaving), role.epoch)
+            elif variant.has(Bug.SHUTDOWN_SHRINKS_LEADER_OUT_OF_ISR):
+                new = PartitionState(leaving, LeaderEpoch(s.leader_epoch + 1), _without(s.isr, leaving), role.epoch)
+            else:
+                continue
+        elif leaving in s.isr:
+            new = PartitionState(s.leader, LeaderEpoch(s.leader_epoch + 1), _without(s.isr, leaving), role.epoch)
+            stops.append(p)
+        else:
+            continue
+        writes.append(SetData(partition_state_path(p), new, version))
+        changed.append((p, new))
+    if not writes:
+        return state
+    state, ok = _controller_write(state, c, tuple(writes), variant)
+    if not ok:
+        return state
+    requests: list[Message] = [
+        LeaderAndIsr(c.id, role.epoch, live[r], r, p, new.leader, new.leader_epoch, new.isr)
+        for p, new in changed
+        for r in assignment[p]
+        if r in live and r != leaving
+    ]
+    requests += [StopReplica(c.id, role.epoch, live[leaving], leaving, p, False) for p in stops]
+    return _send(state, requests)
+
+
+def _without(isr: tuple[BrokerId, ...], b: BrokerId) -> tuple[BrokerId, ...]:
+    return tuple(r for r in isr if r != b)
+
+
+# ---- what can happen next -----------------------------------------------------------------------
+
+def enabled_actions(state: ClusterState, scope: Scope, variant: Variant = CORRECT) -> list[tuple[Action, ClusterState]]:
+    """Every enabled action with its successor, in a fixed order that does not depend on hashing."""
+    out = []
+    for action in candidate_actions(state, scope):
+        nxt = step(state, action, variant)
+        if nxt is not None:
+            out.append((action, nxt))
+    return out
+
+
+def candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
+    """Actions that might be enabled; ``step`` decides. The order is fixed by the scope and the state."""
+    actions: list[Action] = [ZkOutage(), ZkRecover()]
+    actions += [ExpireSession(s) for s, _ in state.zk.sessions]
+    for b in state.brokers:
+        i = b.id
+        actions += [
+            OpenSession(i),
+            RegisterBroker(i),
+            ObserveControllerEpoch(i),
+            ElectController(i),
+            ResignController(i),
+            InitializeController(i),
+            ProcessBrokerChange(i),
+            RefreshFeatureCache(i),
+            SendControlledShutdown(i),
+            RestartBroker(i),
+            CrashBroker(i),
+            StopBroker(i),
+        ]
+        actions += [ChangeIbp(i, ibp) for ibp in scope.ibp_choices]
+        if b.controller is not None:
+            actions += [ElectPartitionLeader(i, PartitionId(p)) for p in range(len(scope.partitions))]
+            actions += [UpdateFeatures(i, f, FeatureLevel(lvl), allow) for f, lvl, allow in scope.feature_updates]
+    for m in sorted(state.network, key=message_sort_key):
+        actions += [Deliver(m), Drop(m)]
+    return actions

@@ -1,0 +1,85 @@
+"""Identifiers, counters, error codes and the finite enums of the control plane.
+
+Each identifier and counter has its own type so that a broker epoch is never compared with a
+controller epoch by accident (``NewType`` costs nothing at run time, the type checker does the
+work). Names follow Kafka's: error codes are the wire codes from ``Errors.java``, IBP names are
+``inter.broker.protocol.version`` values.
+"""
+
+from __future__ import annotations
+
+from enum import Enum, IntEnum
+from typing import NewType
+
+BrokerId = NewType("BrokerId", int)
+PartitionId = NewType("PartitionId", int)
+ControllerEpoch = NewType("ControllerEpoch", int)
+BrokerEpoch = NewType("BrokerEpoch", int)
+LeaderEpoch = NewType("LeaderEpoch", int)
+ZkVersion = NewType("ZkVersion", int)
+Zxid = NewType("Zxid", int)
+SessionId = NewType("SessionId", int)
+FeatureLevel = NewType("FeatureLevel", int)
+FeatureEpoch = NewType("FeatureEpoch", int)
+
+NO_SESSION = SessionId(0)
+NO_LEADER = BrokerId(-1)
+# KIP-380 as shipped: -1 means "the sender does not know the broker epoch" and is accepted
+# (reference §4, ZkBrokerEpochManager). The seed does not mention it.
+UNKNOWN_BROKER_EPOCH = BrokerEpoch(-1)
+NO_EPOCH = ControllerEpoch(-1)
+# ZooKeeper's "any version" in setData/delete/check.
+ANY_VERSION = ZkVersion(-1)
+# Kafka's KafkaController.InitialControllerEpoch: /controller_epoch holds 0 before the first election.
+INITIAL_CONTROLLER_EPOCH = ControllerEpoch(0)
+
+
+class Errors(IntEnum):
+    """Kafka error codes the model returns from its decisions (clients/.../Errors.java)."""
+
+    NONE = 0
+    BROKER_NOT_AVAILABLE = 8
+    STALE_CONTROLLER_EPOCH = 11
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    STALE_BROKER_EPOCH = 77
+    FEATURE_UPDATE_FAILED = 96
+
+
+class ZkCode(Enum):
+    """ZooKeeper result codes (KeeperException.Code) used by the model."""
+
+    OK = "OK"
+    BAD_VERSION = "BADVERSION"
+    NO_NODE = "NONODE"
+    NODE_EXISTS = "NODEEXISTS"
+    RUNTIME_INCONSISTENCY = "RUNTIMEINCONSISTENCY"
+    CONNECTION_LOSS = "CONNECTIONLOSS"
+    SESSION_EXPIRED = "SESSIONEXPIRED"
+
+
+class Ibp(IntEnum):
+    """inter.broker.protocol.version values the model distinguishes, in release order."""
+
+    IBP_2_6_IV0 = 26
+    IBP_2_7_IV0 = 27  # KIP-584 feature versioning ("migration_ibp_version" in the seed's text)
+    IBP_3_4_IV0 = 34  # KIP-866 bridge release
+
+    @property
+    def supports_feature_versioning(self) -> bool:
+        return self >= Ibp.IBP_2_7_IV0
+
+
+class FeatureStatus(IntEnum):
+    """Status of the /features znode (KIP-584 "Feature ZK node status")."""
+
+    DISABLED = 0
+    ENABLED = 1
+
+
+class ReplicaRole(Enum):
+    """What a broker does with a partition it hosts, as set by LeaderAndIsr / StopReplica."""
+
+    LEADER = "Leader"
+    FOLLOWER = "Follower"
+    STOPPED = "Stopped"

@@ -1,0 +1,275 @@
+"""ZooKeeper as the control plane sees it: znodes, zxids, sessions, ephemerals, multi, watches.
+
+Rules (ZooKeeper's own, as its PrepRequestProcessor and DataTree implement them):
+- Every write request is one transaction and takes the next zxid, whether it succeeds or
+  fails (a failed request is logged as an error txn). Creating and closing a session are
+  transactions too. Reads take no zxid.
+- A znode keeps its czxid for its whole life; setData bumps its version and sets its mzxid.
+  Deleting and re-creating a path makes a new znode: version 0, a new czxid.
+- ``multi`` runs its ops in order against the tree as the earlier ops left it, and applies all
+  of them or none. Results are per op, as ZooKeeper reports them: on failure the ops before
+  the failing one read OK, the failing one its own code, the ones after RUNTIMEINCONSISTENCY.
+- A session that closes or expires takes its ephemeral znodes and its watches with it.
+- Session ids are not ordered: a new session takes the smallest id not in use. KIP-380 §Rejected
+  Alternatives rejects session ids as broker generations for exactly that reason. (Real ids are
+  never reused; here they are, to keep states finite, so a client's session is its only if the
+  id is alive *and* registered to that client: ``session_client``.)
+- Watches are one-shot. A fired watch becomes a notification addressed to the session's client;
+  the client consumes it when it processes the event, which may be much later.
+- While ZooKeeper is unavailable (quorum lost), nothing is read, written, opened or expired.
+
+Abstraction: only the znodes the control plane reads exist; parents are implicit (no NoNode for
+a missing parent, no NotEmpty on delete). Data is any hashable value. Seeded bugs
+(``model.bugs``) that break ZooKeeper's own rules are threaded through as ``bugs``.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Hashable
+from enum import Enum
+
+from model.bugs import Bug
+from model.record import record
+from model.types import ANY_VERSION, NO_SESSION, SessionId, ZkCode, ZkVersion, Zxid
+
+
+class WatchKind(Enum):
+    DATA = "data"  # getData / exists: fires on create, setData, delete of the path
+    CHILD = "child"  # getChildren: fires on create or delete of a child, and delete of the path
+
+
+@record
+class Znode:
+    data: Hashable
+    version: ZkVersion
+    czxid: Zxid
+    mzxid: Zxid
+    ephemeral_owner: SessionId  # NO_SESSION for a persistent znode
+
+
+@record
+class ZkState:
+    zxid: Zxid  # the last zxid handed out
+    paths: tuple[str, ...]  # sorted; nodes[i] is the znode at paths[i]
+    nodes: tuple[Znode, ...]
+    sessions: tuple[tuple[SessionId, int], ...]  # live sessions, sorted: (session id, client id)
+    watches: frozenset[tuple[SessionId, str, WatchKind]]
+    notifications: frozenset[tuple[int, str, WatchKind]]  # fired, not yet consumed: (client, path, kind)
+    available: bool
+
+
+# ---- multi ops ---------------------------------------------------------------------------
+
+@record
+class Check:
+    path: str
+    version: ZkVersion
+
+
+@record
+class Create:
+    path: str
+    data: Hashable
+    ephemeral: bool = False
+
+
+@record
+class SetData:
+    path: str
+    data: Hashable
+    version: ZkVersion = ANY_VERSION
+
+
+@record
+class Delete:
+    path: str
+    version: ZkVersion = ANY_VERSION
+
+
+Op = Check | Create | SetData | Delete
+
+NO_BUGS: frozenset[Bug] = frozenset()
+
+
+# ---- construction and reads --------------------------------------------------------------
+
+def initial(nodes: dict[str, Hashable]) -> ZkState:
+    """A fresh ensemble holding persistent ``nodes``, created one per zxid in path order."""
+    paths = tuple(sorted(nodes))
+    znodes = tuple(
+        Znode(nodes[p], ZkVersion(0), Zxid(i + 1), Zxid(i + 1), NO_SESSION) for i, p in enumerate(paths)
+    )
+    return ZkState(Zxid(len(paths)), paths, znodes, (), frozenset(), frozenset(), True)
+
+
+def get(zk: ZkState, path: str) -> Znode | None:
+    i = bisect_left(zk.paths, path)
+    if i < len(zk.paths) and zk.paths[i] == path:
+        return zk.nodes[i]
+    return None
+
+
+def parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
+def children(zk: ZkState, path: str) -> tuple[tuple[str, Znode], ...]:
+    """The (child name, znode) pairs directly under ``path``, in name order."""
+    prefix = path + "/"
+    i = bisect_left(zk.paths, prefix)
+    found = []
+    while i < len(zk.paths) and zk.paths[i].startswith(prefix):
+        rest = zk.paths[i][len(prefix):]
+        if "/" not in rest:
+            found.append((rest, zk.nodes[i]))
+        i += 1
+    return tuple(found)
+
+
+def session_alive(zk: ZkState, session: SessionId) -> bool:
+    return any(s == session for s, _ in zk.sessions)
+
+
+def session_client(zk: ZkState, session: SessionId) -> int | None:
+    for s, client in zk.sessions:
+        if s == session:
+            return client
+    return None
+
+
+# ---- sessions ----------------------------------------------------------------------------
+
+def open_session(zk: ZkState, client: int) -> tuple[ZkState, SessionId]:
+    used = {s for s, _ in zk.sessions}
+    session = SessionId(1)
+    while session in used:
+        session = SessionId(session + 1)
+    sessions = tuple(sorted(zk.sessions + ((session, client),)))
+    return zk.replace(zxid=Zxid(zk.zxid + 1), sessions=sessions), session
+
+
+def close_session(zk: ZkState, session: SessionId, bugs: frozenset[Bug] = NO_BUGS) -> ZkState:
+    """closeSession or expiry: the session's ephemerals and watches go in one transaction."""
+    zxid = Zxid(zk.zxid + 1)
+    doomed = () if Bug.EXPIRY_KEEPS_EPHEMERALS in bugs else tuple(
+        p for p, n in zip(zk.paths, zk.nodes) if n.ephemeral_owner == session
+    )
+    paths, nodes = list(zk.paths), list(zk.nodes)
+    for path in doomed:
+        i = paths.index(path)
+        del paths[i], nodes[i]
+    watches = frozenset(w for w in zk.watches if w[0] != session)
+    zk = zk.replace(
+        zxid=zxid,
+        paths=tuple(paths),
+        nodes=tuple(nodes),
+        sessions=tuple(s for s in zk.sessions if s[0] != session),
+        watches=watches,
+    )
+    return _fire(zk, [(p, "delete") for p in doomed])
+
+
+def add_watch(zk: ZkState, session: SessionId, path: str, kind: WatchKind) -> ZkState:
+    return zk.replace(watches=zk.watches | {(session, path, kind)})
+
+
+def consume(zk: ZkState, client: int, path: str, kind: WatchKind) -> ZkState:
+    return zk.replace(notifications=zk.notifications - {(client, path, kind)})
+
+
+def pending(zk: ZkState, client: int, path: str, kind: WatchKind) -> bool:
+    return (client, path, kind) in zk.notifications
+
+
+def _fire(zk: ZkState, events: list[tuple[str, str]]) -> ZkState:
+    """Turn the watches that ``events`` (path, "create" | "set" | "delete") trigger into notifications."""
+    if not zk.watches or not events:
+        return zk
+    triggered = set()
+    for path, what in events:
+        triggered.add((path, WatchKind.DATA))
+        if what != "set":
+            triggered.add((parent(path), WatchKind.CHILD))
+        if what == "delete":
+            triggered.add((path, WatchKind.CHILD))
+    fired = [w for w in zk.watches if (w[1], w[2]) in triggered]
+    if not fired:
+        return zk
+    clients = dict(zk.sessions)
+    return zk.replace(
+        watches=zk.watches.difference(fired),
+        notifications=zk.notifications | {(clients[s], p, k) for s, p, k in fired},
+    )
+
+
+# ---- writes ------------------------------------------------------------------------------
+
+def multi(
+    zk: ZkState, session: SessionId, ops: tuple[Op, ...], bugs: frozenset[Bug] = NO_BUGS
+) -> tuple[ZkState, tuple[ZkCode, ...]]:
+    """Run ``ops`` as one ZooKeeper transaction on behalf of ``session``.
+
+    Returns the new state and one result code per op. The zxid advances even when the
+    multi fails; the tree changes only when every op succeeds.
+    """
+    if not zk.available:
+        return zk, (ZkCode.CONNECTION_LOSS,) * len(ops)
+    if not session_alive(zk, session):
+        return zk, (ZkCode.SESSION_EXPIRED,) * len(ops)
+    zxid = zk.zxid if Bug.WRITE_WITHOUT_ZXID in bugs else Zxid(zk.zxid + 1)
+    tree = dict(zip(zk.paths, zk.nodes))
+    events: list[tuple[str, str]] = []
+    results: list[ZkCode] = []
+    failed_at = -1
+    for i, op in enumerate(ops):
+        code = _apply(tree, op, zxid, session, bugs)
+        results.append(code)
+        if code is not ZkCode.OK:
+            failed_at = i
+            break
+        events.append((op.path, _EVENT[type(op)]))
+    if failed_at >= 0:
+        results.extend([ZkCode.RUNTIME_INCONSISTENCY] * (len(ops) - failed_at - 1))
+        if Bug.MULTI_APPLIES_PREFIX not in bugs or failed_at == 0:
+            return zk.replace(zxid=Zxid(zk.zxid + 1)), tuple(results)
+        # the seeded bug: keep what the ops before the failing one did
+    paths = tuple(sorted(tree))
+    zk = zk.replace(zxid=zxid, paths=paths, nodes=tuple(tree[p] for p in paths))
+    return _fire(zk, events), tuple(results)
+
+
+_EVENT = {Create: "create", SetData: "set", Delete: "delete", Check: "check"}
+
+
+def _apply(tree: dict[str, Znode], op: Op, zxid: Zxid, session: SessionId, bugs: frozenset[Bug]) -> ZkCode:
+    node = tree.get(op.path)
+    match op:
+        case Check(version=version):
+            if node is None:
+                return ZkCode.NO_NODE
+            if version != ANY_VERSION and version != node.version:
+                return ZkCode.BAD_VERSION
+        case Create(data=data, ephemeral=ephemeral):
+            if node is not None:
+                return ZkCode.NODE_EXISTS
+            owner = session if ephemeral else NO_SESSION
+            tree[op.path] = Znode(data, ZkVersion(0), zxid, zxid, owner)
+        case SetData(data=data, version=version):
+            if node is None:
+                return ZkCode.NO_NODE
+            if version != ANY_VERSION and version != node.version:
+                return ZkCode.BAD_VERSION
+            czxid = zxid if Bug.SETDATA_RESETS_CZXID in bugs else node.czxid
+            tree[op.path] = Znode(data, ZkVersion(node.version + 1), czxid, zxid, node.ephemeral_owner)
+        case Delete(version=version):
+            if node is None:
+                return ZkCode.NO_NODE
+            if version != ANY_VERSION and version != node.version:
+                return ZkCode.BAD_VERSION
+            del tree[op.path]
+    return ZkCode.OK
+
+
+def succeeded(results: tuple[ZkCode, ...]) -> bool:
+    return all(r is ZkCode.OK for r in results)
