@@ -52,17 +52,25 @@ class Property:
     kind: Kind
     meaning: str
     source: str
+    section: str  # the part of the control plane it is about, for the catalogue
     predicate: Callable
 
 
 PROPERTIES: list[Property] = []
+_section = ""
+
+
+def section(title: str) -> None:
+    """Properties registered after this call belong to ``title`` in the catalogue."""
+    global _section
+    _section = title
 
 
 def _register(kind: Kind, name: str, meaning: str, source: str):
     def wrap(fn: Callable) -> Callable:
         if any(p.name == name for p in PROPERTIES):
             raise ValueError(f"duplicate property {name}")
-        PROPERTIES.append(Property(name, kind, meaning, source, fn))
+        PROPERTIES.append(Property(name, kind, meaning, source, _section, fn))
         return fn
 
     return wrap
@@ -117,6 +125,7 @@ def _in_sync_controllers(state: ClusterState):
 
 
 # ---- ZooKeeper's own rules ----------------------------------------------------------------------
+section("ZooKeeper")
 
 @transition(
     "ZxidStrictlyIncreases",
@@ -167,6 +176,7 @@ def multi_is_all_or_nothing(before: ClusterState, action: Action, after: Cluster
 
 
 # ---- controller election and epoch fencing ---------------------------------------------------------
+section("Controller election and epoch fencing")
 
 @always(
     "AtMostOneControllerPerEpoch",
@@ -213,6 +223,7 @@ def only_current_controller_writes_apply(state: ClusterState) -> bool:
 
 
 # ---- broker generations (KIP-380) ---------------------------------------------------------------
+section("Broker generations (KIP-380)")
 
 @always(
     "BrokerEpochIsRegistrationCzxid",
@@ -295,6 +306,7 @@ def stale_controlled_shutdown_moves_nothing(before: ClusterState, action: Action
 
 
 # ---- partitions ---------------------------------------------------------------------------------
+section("Partitions")
 
 @transition(
     "LeaderEpochsNeverDecrease",
@@ -323,6 +335,7 @@ def leader_is_in_isr(state: ClusterState) -> bool:
 
 
 # ---- feature versioning (KIP-584) --------------------------------------------------------------------
+section("Feature versioning (KIP-584)")
 
 @always(
     "FinalizedFeaturesWellFormed",
@@ -386,6 +399,7 @@ def broker_feature_cache_never_goes_back(before: ClusterState, action: Action, a
 
 
 # ---- witnesses -------------------------------------------------------------------------------------
+section("Witnesses")
 
 _CONTROLLER_WRITES = (InitializeController, ElectPartitionLeader, UpdateFeatures)
 

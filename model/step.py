@@ -296,6 +296,7 @@ def decide_update_features(
 
     Returns the error, or NONE with the new finalized features.
     """
+    # Differs: levels are (min, max) ranges and AllowDowngrade a flag, as in the seed; Kafka >= 3.3 (KIP-778) has one level and UpgradeType.
     assert c.controller is not None
     data = _data(state, FEATURES)
     if data is None or data.status is not FeatureStatus.ENABLED or not c.config.ibp.supports_feature_versioning:
@@ -337,6 +338,7 @@ def _feature_bootstrap_ops(state: ClusterState, c: Broker, variant: Variant) -> 
     node = zkm.get(state.zk, FEATURES)
     if c.config.ibp.supports_feature_versioning:
         if node is None:  # new cluster: finalize everything the controller supports
+            # Differs: Kafka >= 3.3 finalizes nothing here (ZK brokers advertise no features); the seed finalizes all.
             return (Create(FEATURES, FeaturesZNode(FeatureStatus.ENABLED, c.config.supported)),)
         if node.data.status is FeatureStatus.DISABLED:  # upgrade: enable, finalize nothing yet
             enabled = FeaturesZNode(FeatureStatus.ENABLED, ())
@@ -357,9 +359,9 @@ def _feature_bootstrap_ops(state: ClusterState, c: Broker, variant: Variant) -> 
 def broker_epoch_is_stale(request_epoch: BrokerEpoch, current: BrokerEpoch) -> bool:
     """KIP-380 §Broker Rejects Control Requests: reject epochs smaller than the broker's own.
 
-    -1 (UNKNOWN_BROKER_EPOCH) is accepted as shipped Kafka does (reference §4); newer epochs are
-    accepted as the seed and KAFKA-9839 say (the first KIP-380 code threw on them).
+    Newer epochs are accepted, as the seed and KAFKA-9839 say (the first KIP-380 code threw).
     """
+    # Differs: the seed does not mention -1; shipped Kafka accepts UNKNOWN_BROKER_EPOCH (-1), and so does the model.
     return request_epoch != UNKNOWN_BROKER_EPOCH and request_epoch < current
 
 
@@ -519,6 +521,7 @@ def _refresh_feature_cache(state: ClusterState, b: BrokerId, variant: Variant) -
         return state  # refused: an older epoch than the cache holds (FeatureCacheUpdateException)
     data: FeaturesZNode = node.data
     if data.status is FeatureStatus.DISABLED:
+        # Differs: Kafka clears its cache (and its epoch) on Disabled; the model keeps the epoch, empties the levels.
         if variant.has(Bug.BROKER_RESETS_FEATURE_EPOCH):
             epoch = FeatureEpoch(-1)
         return _put(state, broker.replace(features=FeatureCache(epoch, FeatureStatus.DISABLED, ())))

@@ -1,0 +1,271 @@
+"""The ``kraftcheck`` command line.
+
+Exit codes, for every command: 0 when the check is clean, 1 when it found a violation (or a
+seeded bug escaped), 2 for bad usage (an unknown scope, bug or option), with a one-line error.
+Results go to stdout (``--json`` for machines); progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from model import PROPERTIES, SCOPES, SEEDED_BUGS_BY_NAME, Kind, Variant
+from model.invariants import BY_NAME
+from properties import catalogue
+
+CLEAN, VIOLATION, USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not the usage block
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(USAGE)
+
+
+def _scope(name: str) -> str:
+    if name not in SCOPES:
+        raise argparse.ArgumentTypeError(f"unknown scope {name!r} (known: {', '.join(SCOPES)})")
+    return name
+
+
+def _bug(name: str) -> str:
+    if name not in SEEDED_BUGS_BY_NAME:
+        raise argparse.ArgumentTypeError(f"unknown seeded bug {name!r} (see `kraftcheck mutants --list`)")
+    return name
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def _variant(bugs: list[str] | None) -> Variant:
+    return Variant(frozenset(SEEDED_BUGS_BY_NAME[b].bug for b in bugs or ()))
+
+
+def _print_trace(actions: list, indent: str = "  ") -> None:
+    for i, action in enumerate(actions, 1):
+        print(f"{indent}{i:3d}. {action!r}")
+
+
+# ---- commands ---------------------------------------------------------------------------------
+
+def cmd_invariants(args: argparse.Namespace) -> int:
+    rows = [
+        {"name": p.name, "kind": p.kind.value, "meaning": p.meaning, "source": p.source, "section": p.section}
+        for p in PROPERTIES
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+    else:
+        for r in rows:
+            print(f"{r['name']} [{r['kind']}]\n    {r['meaning']}\n    source: {r['source']}")
+    return CLEAN
+
+
+def cmd_scopes(args: argparse.Namespace) -> int:
+    rows = [{"name": s.name, "brokers": s.brokers, "max_depth": s.max_depth, "summary": s.summary} for s in SCOPES.values()]
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+    else:
+        for r in rows:
+            print(f"{r['name']:20s} {r['summary']}")
+    return CLEAN
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from properties.explore import explore
+
+    variant = _variant(args.bug)
+    with _progress(args, f"exploring {args.scope}") as report:
+        result = explore(args.scope, variant, max_depth=args.depth, max_states=args.max_states, progress=report)
+    sometimes = [p.name for p in PROPERTIES if p.kind is Kind.SOMETIMES]
+    out = {
+        "scope": result.scope,
+        "bugs": sorted(args.bug or []),
+        "distinct_states": result.distinct_states,
+        "generated": result.generated,
+        "depth": result.depth,
+        "complete": result.complete,
+        "seconds": round(result.seconds, 3),
+        "violations": [
+            {"invariant": name, "meaning": BY_NAME[name].meaning, "actions": [repr(a) for a in t.actions]}
+            for name, t in result.violations.items()
+        ],
+        "witnesses": sorted(result.witnesses),
+        "witnesses_missing": sorted(set(sometimes) - set(result.witnesses)),
+    }
+    if args.json:
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        extent = "complete" if result.complete else f"to depth {result.depth}"
+        print(
+            f"scope {result.scope}: {result.distinct_states} distinct states, {result.generated} steps "
+            f"checked, {extent}, {result.seconds:.1f}s"
+        )
+        for name, trace in result.violations.items():
+            print(f"VIOLATION {name}: {BY_NAME[name].meaning}\n  shortest counterexample ({len(trace)} steps):")
+            _print_trace(trace.actions, "    ")
+        if not result.violations:
+            print("no violation")
+        if out["witnesses_missing"]:
+            print(f"witnesses not reached: {', '.join(out['witnesses_missing'])}")
+    return VIOLATION if result.violations else CLEAN
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from properties.simulate import walk
+
+    result = walk(args.scope, args.seed, args.steps, _variant(args.bug))
+    out = {
+        "scope": result.scope,
+        "seed": result.seed,
+        "steps": result.steps,
+        "deadlocked": result.deadlocked,
+        "seconds": round(result.seconds, 3),
+        "violation": result.violation,
+        "actions": [repr(a) for a in result.trace] if result.violation else None,
+        "witnesses": sorted(result.witnesses),
+    }
+    if args.json:
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        print(f"scope {result.scope}, seed {result.seed}: {result.steps} steps in {result.seconds:.2f}s"
+              + (" (deadlocked)" if result.deadlocked else ""))
+        if result.violation:
+            print(f"VIOLATION {result.violation}: {BY_NAME[result.violation].meaning}")
+            _print_trace(result.trace)
+        else:
+            print("no violation")
+    return VIOLATION if result.violation else CLEAN
+
+
+def cmd_mutants(args: argparse.Namespace) -> int:
+    from properties.mutants import run_all
+
+    if args.list:
+        for name, bug in SEEDED_BUGS_BY_NAME.items():
+            print(f"{name:40s} breaks {bug.invariant} ({bug.mistake})")
+        return CLEAN
+    results = run_all(args.bug or None)
+    if args.json:
+        print(json.dumps([r.as_json() for r in results], indent=2, ensure_ascii=False))
+    else:
+        for r in results:
+            verdict = f"caught by {r.caught_by} in {len(r.counterexample)} steps" if r.caught_by else "ESCAPED"
+            print(f"{r.name:40s} {r.invariant:42s} {verdict} ({r.seconds:.1f}s)")
+        caught = sum(r.caught_by is not None for r in results)
+        print(f"{caught}/{len(results)} seeded bugs caught")
+    return CLEAN if all(r.caught_by for r in results) else VIOLATION
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    if args.check:
+        if catalogue.is_stale():
+            print(f"{catalogue.CATALOGUE} is stale: run `kraftcheck docs`", file=sys.stderr)
+            return VIOLATION
+        print(f"{catalogue.CATALOGUE} is up to date")
+        return CLEAN
+    catalogue.write()
+    print(f"wrote {catalogue.CATALOGUE}")
+    return CLEAN
+
+
+class _progress:
+    """A rich progress line on stderr while a search runs (silent with --json or off a terminal)."""
+
+    def __init__(self, args: argparse.Namespace, label: str) -> None:
+        self.enabled = not getattr(args, "json", False) and sys.stderr.isatty()
+        self.label = label
+        self.progress = None
+
+    def __enter__(self):
+        if not self.enabled:
+            return None
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True)
+        self.progress.start()
+        task = self.progress.add_task(self.label)
+
+        def report(result) -> None:
+            self.progress.update(
+                task, description=f"{self.label}: depth {result.depth}, {result.distinct_states} states"
+            )
+
+        return report
+
+    def __exit__(self, *exc) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kraftcheck", description="Check the design of Kafka's metadata control plane.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("invariants", help="list the invariant registry")
+    p.add_argument("--json", action="store_true", help="print a JSON list of {name, kind, meaning, source}")
+    p.set_defaults(run=cmd_invariants)
+
+    p = sub.add_parser("scopes", help="list the named scopes")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_scopes)
+
+    p = sub.add_parser("explore", help="explore a scope breadth-first, checking every step")
+    p.add_argument("--scope", type=_scope, required=True)
+    p.add_argument("--depth", type=_positive, default=None, help="stop after this many levels (default: all)")
+    p.add_argument("--max-states", type=_positive, default=None, help="stop after this many distinct states")
+    p.add_argument("--bug", type=_bug, action="append", help="switch a seeded bug on (repeatable)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_explore)
+
+    p = sub.add_parser("simulate", help="a long seeded random walk through a scope")
+    p.add_argument("--scope", type=_scope, required=True)
+    p.add_argument("--seed", type=_non_negative, required=True)
+    p.add_argument("--steps", type=_positive, required=True)
+    p.add_argument("--bug", type=_bug, action="append", help="switch a seeded bug on (repeatable)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_simulate)
+
+    p = sub.add_parser("mutants", help="run every seeded bug through the checks (the seeded-bug score)")
+    p.add_argument("--bug", type=_bug, action="append", help="run only this seeded bug (repeatable)")
+    p.add_argument("--list", action="store_true", help="list the seeded bugs and exit")
+    p.add_argument("--json", action="store_true", help="print a JSON list of {name, layer, invariant, caught_by, seconds}")
+    p.set_defaults(run=cmd_mutants)
+
+    p = sub.add_parser("docs", help="regenerate docs/invariants.md from the model")
+    p.add_argument("--check", action="store_true", help="only check that the committed page is up to date")
+    p.set_defaults(run=cmd_docs)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except BrokenPipeError:  # `kraftcheck ... | head` closed stdout early: not an error
+        sys.stderr.close()
+        return CLEAN
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""Every seeded bug breaks the invariant it targets, in a bounded search of its scope.
+
+The seeded-bug score is what shows that the invariants can fail: an invariant that no plausible
+mistake breaks, or a search too shallow to reach the break, would pass vacuously.
+"""
+
+import functools
+
+import pytest
+
+from model import PROPERTIES, SCOPES, SEEDED_BUGS, Kind, Variant, initial_state, step
+from model.invariants import BY_NAME, violations
+from properties.mutants import run_mutant as _run_mutant
+
+run_mutant = functools.cache(_run_mutant)  # one search per bug, shared by the tests below
+
+
+@pytest.mark.parametrize("bug", SEEDED_BUGS, ids=lambda b: b.name)
+def test_seeded_bug_is_caught_by_its_invariant_and_replays(bug):
+    """The shortest counterexample the search returns replays step by step and ends in the violation."""
+    result = run_mutant(bug)
+    assert result.caught_by == f"explore:{bug.scope}", f"{bug.name} escaped the bounded search of {bug.scope}"
+    variant = Variant(frozenset({bug.bug}))
+    state = initial_state(SCOPES[bug.scope])
+    for i, action in enumerate(result.counterexample):
+        nxt = step(state, action, variant)
+        assert nxt is not None, f"step {i + 1} ({action!r}) of the counterexample is not enabled"
+        broken = violations(state, action, nxt)
+        if i < len(result.counterexample) - 1:
+            assert not broken, f"the counterexample breaks {broken} before its last step"
+        state, last = nxt, broken
+    assert bug.invariant in last
+
+
+@pytest.mark.parametrize("bug", SEEDED_BUGS, ids=lambda b: b.name)
+def test_seeded_bug_counterexample_is_harmless_without_the_bug(bug):
+    """The same actions under the correct model break nothing: the bug, not the scope, is to blame."""
+    result = run_mutant(bug)
+    state = initial_state(SCOPES[bug.scope])
+    for action in result.counterexample:
+        nxt = step(state, action)
+        if nxt is None:
+            break  # the correct model does not even allow this path
+        assert not violations(state, action, nxt)
+        state = nxt
+
+
+def test_every_safety_property_is_the_target_of_a_seeded_bug():
+    targeted = {b.invariant for b in SEEDED_BUGS}
+    safety = {p.name for p in PROPERTIES if p.kind is not Kind.SOMETIMES}
+    assert safety - targeted == set()
+
+
+def test_seeded_bugs_name_real_invariants_and_scopes():
+    for bug in SEEDED_BUGS:
+        assert bug.invariant in BY_NAME and BY_NAME[bug.invariant].kind is not Kind.SOMETIMES
+        assert bug.scope in SCOPES
+    assert len({b.name for b in SEEDED_BUGS}) == len(SEEDED_BUGS)
