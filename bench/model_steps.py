@@ -20,7 +20,7 @@ import statistics
 import time
 from collections import defaultdict
 
-from model import SCOPES, enabled_actions, initial_state, step
+from model import SCOPES, successors, initial_state, step
 
 TARGET_STEPS_PER_SECOND = 50_000
 
@@ -33,7 +33,7 @@ def workload(bfs_depth: int = 4, walks: int = 40, walk_steps: int = 200) -> list
         for _ in range(bfs_depth):
             nxt_frontier = []
             for state in frontier:
-                for action, nxt in enabled_actions(state, scope):
+                for action, nxt in successors(state, scope):
                     pairs.append((state, action))
                     if nxt not in seen:
                         seen.add(nxt)
@@ -44,7 +44,7 @@ def workload(bfs_depth: int = 4, walks: int = 40, walk_steps: int = 200) -> list
         rng = random.Random(seed)
         state = initial_state(cluster)
         for _ in range(walk_steps):
-            choices = enabled_actions(state, cluster)
+            choices = successors(state, cluster)
             if not choices:
                 break
             action, nxt = choices[rng.randrange(len(choices))]

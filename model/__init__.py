@@ -2,7 +2,8 @@
 
 Only the standard library is imported here and below. The public surface:
 
-- ``step(state, action, variant=CORRECT) -> state | None`` and ``enabled_actions(state, scope)``
+- ``step(state, action, variant=CORRECT) -> state | None``, ``enabled_actions(state, scope)`` and
+  ``successors(state, scope)`` (each enabled action with its next state)
 - ``SCOPES`` and ``initial_state(scope)``
 - ``PROPERTIES`` (the invariant registry) and ``SEEDED_BUGS``
 
@@ -13,7 +14,7 @@ generations (KIP-380) and feature versioning (KIP-584).
 from model.bugs import CORRECT, SEEDED_BUGS, SEEDED_BUGS_BY_NAME, Bug, SeededBug, Variant
 from model.invariants import PROPERTIES, Kind, Property
 from model.scopes import SCOPES, Scope, initial_state
-from model.step import enabled_actions, step
+from model.step import enabled_actions, step, successors
 
 __all__ = [
     "CORRECT",
@@ -30,4 +31,5 @@ __all__ = [
     "enabled_actions",
     "initial_state",
     "step",
+    "successors",
 ]

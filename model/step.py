@@ -794,7 +794,7 @@ def _without(isr: tuple[BrokerId, ...], b: BrokerId) -> tuple[BrokerId, ...]:
 
 # ---- what can happen next -----------------------------------------------------------------------
 
-def enabled_actions(state: ClusterState, scope: Scope, variant: Variant = CORRECT) -> list[tuple[Action, ClusterState]]:
+def successors(state: ClusterState, scope: Scope, variant: Variant = CORRECT) -> list[tuple[Action, ClusterState]]:
     """Every enabled action with its successor, in a fixed order that does not depend on hashing."""
     out = []
     for action in candidate_actions(state, scope):
@@ -802,6 +802,11 @@ def enabled_actions(state: ClusterState, scope: Scope, variant: Variant = CORREC
         if nxt is not None:
             out.append((action, nxt))
     return out
+
+
+def enabled_actions(state: ClusterState, scope: Scope, variant: Variant = CORRECT) -> list[Action]:
+    """Every action ``step`` accepts in ``state``, in the same fixed order as ``successors``."""
+    return [action for action, _ in successors(state, scope, variant)]
 
 
 def candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:

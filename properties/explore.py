@@ -1,7 +1,7 @@
 """Breadth-first exploration of a scope: every reachable state up to a depth, every step checked.
 
 How it works:
-- BFS over ``enabled_actions`` from ``initial_state(scope)``, with a seen-set of states (the
+- BFS over ``successors`` from ``initial_state(scope)``, with a seen-set of states (the
   states are hashable; equality ignores ghosts, see ``model.state``). Each state remembers the
   state and action it was first reached by, so a trace is rebuilt by walking back: BFS makes
   it a shortest one.
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from model import CORRECT, SCOPES, Scope, Variant, enabled_actions, initial_state
+from model import CORRECT, SCOPES, Scope, Variant, successors, initial_state
 from model.actions import Action
 from model.invariants import violations, witnessed
 from model.state import ClusterState
@@ -70,7 +70,7 @@ def explore(
             break
         next_frontier: list[ClusterState] = []
         for state in frontier:
-            for action, nxt in enabled_actions(state, scope, variant):
+            for action, nxt in successors(state, scope, variant):
                 result.generated += 1
                 kind = type(action).__name__
                 result.action_counts[kind] = result.action_counts.get(kind, 0) + 1

@@ -11,7 +11,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from model import CORRECT, SCOPES, Scope, Variant, enabled_actions, initial_state
+from model import CORRECT, SCOPES, Scope, Variant, successors, initial_state
 from model.actions import Action
 from model.invariants import violations, witnessed
 
@@ -37,7 +37,7 @@ def walk(scope: Scope | str, seed: int, steps: int, variant: Variant = CORRECT) 
     result = WalkResult(scope.name, seed)
     state = initial_state(scope)
     for _ in range(steps):
-        choices = enabled_actions(state, scope, variant)
+        choices = successors(state, scope, variant)
         if not choices:
             result.deadlocked = True
             break

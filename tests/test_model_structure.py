@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from model import SCOPES, enabled_actions, initial_state, step
+from model import SCOPES, successors, initial_state, step
 from model.actions import ACTION_TYPES, Deliver, ElectController
 from model.state import Ghost
 
@@ -43,11 +43,11 @@ def test_ghost_history_does_not_split_states():
     assert state == other and hash(state) == hash(other)
 
 
-def test_enabled_actions_are_deterministic_and_agree_with_step():
+def test_successors_are_deterministic_and_agree_with_step():
     scope = SCOPES["cluster"]
     state = initial_state(scope)
-    first = enabled_actions(state, scope)
-    assert first == enabled_actions(state, scope)
+    first = successors(state, scope)
+    assert first == successors(state, scope)
     for action, nxt in first:
         assert step(state, action) == nxt
 
@@ -68,7 +68,7 @@ def test_every_action_type_is_taken_somewhere():
         for _ in range(4):
             nxt = []
             for state in frontier:
-                for action, succ in enabled_actions(state, scope):
+                for action, succ in successors(state, scope):
                     seen.add(type(action))
                     nxt.append(succ)
             frontier = list(dict.fromkeys(nxt))[:400]
