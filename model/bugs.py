@@ -34,6 +34,8 @@ class Bug(Enum):
     BROKER_EPOCH_FROM_SESSION_ID = "broker_epoch_from_session_id"
     ACCEPT_STALE_BROKER_EPOCH = "accept_stale_broker_epoch"
     ACCEPT_STALE_CONTROLLER_EPOCH = "accept_stale_controller_epoch"
+    SERVE_BEFORE_REGISTERING = "serve_before_registering"
+    BOUNCE_SKIPS_BROKER_FAILURE = "bounce_skips_broker_failure"
     BROKER_CHANGE_IGNORES_CZXID = "broker_change_ignores_czxid"
     SHUTDOWN_IGNORES_BROKER_EPOCH = "shutdown_ignores_broker_epoch"
     ACCEPT_OLDER_LEADER_EPOCH = "accept_older_leader_epoch"
@@ -97,6 +99,10 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "a broker applies control requests addressed to an earlier generation of itself"),
     SeededBug(Bug.ACCEPT_STALE_CONTROLLER_EPOCH, "NoStaleControlRequestApplied", "fencing",
               "a broker applies control requests from an older controller epoch"),
+    SeededBug(Bug.SERVE_BEFORE_REGISTERING, "NoStaleControlRequestApplied", "bounce",
+              "a restarted broker handles control requests before it has registered and learned its epoch"),
+    SeededBug(Bug.BOUNCE_SKIPS_BROKER_FAILURE, "OneLeaderPerLeaderEpoch", "leader-bounce",
+              "a bounced broker is only re-started, not failed first, so it leads again in its old leader epoch"),
     SeededBug(Bug.BROKER_CHANGE_IGNORES_CZXID, "ControllerSeesEveryBounce", "bounce",
               "broker-change processing compares ids only, so a fast bounce is missed"),
     SeededBug(Bug.SHUTDOWN_IGNORES_BROKER_EPOCH, "StaleControlledShutdownMovesNothing", "bounce",

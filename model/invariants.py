@@ -36,7 +36,7 @@ from model.state import (
     partition_state_path,
 )
 from model.step import broker_epoch_is_stale, incompatible_features, is_current_controller
-from model.types import NO_LEADER, FeatureStatus, PartitionId, ZkCode
+from model.types import NO_LEADER, UNKNOWN_BROKER_EPOCH, FeatureStatus, PartitionId, ZkCode
 from model.zookeeper import WatchKind
 
 
@@ -248,7 +248,7 @@ def broker_epoch_is_registration_czxid(state: ClusterState) -> bool:
 def broker_epoch_grows_with_each_registration(before: ClusterState, action: Action, after: ClusterState) -> bool:
     for old, new in zip(before.brokers, after.brokers):
         if new.registered and not old.registered:
-            previous = before.ghost.registered_epoch(new.id)
+            previous = before.history.registered_epoch(new.id)
             if previous is not None and new.epoch <= previous:
                 return False
     return True
@@ -266,7 +266,9 @@ def no_stale_control_request_applied(before: ClusterState, action: Action, after
     dest = before.brokers[m.dest]
     if not dest.alive:
         return True
-    stale = broker_epoch_is_stale(m.broker_epoch, dest.epoch) or m.controller_epoch < dest.controller_epoch
+    # A process that has not registered yet has no generation: every addressed request is for an earlier one.
+    unborn = dest.epoch == UNKNOWN_BROKER_EPOCH and m.broker_epoch != UNKNOWN_BROKER_EPOCH
+    stale = unborn or broker_epoch_is_stale(m.broker_epoch, dest.epoch) or m.controller_epoch < dest.controller_epoch
     return not stale or after.brokers[m.dest] == dest
 
 
@@ -322,6 +324,31 @@ def leader_epochs_never_decrease(before: ClusterState, action: Action, after: Cl
             for r_old, r_new in zip(old.replicas, new.replicas):
                 if r_old is not None and (r_new is None or r_new.leader_epoch < r_old.leader_epoch):
                     return False
+    return True
+
+
+def _terms_by_leader_epoch(state: ClusterState) -> dict:
+    by_epoch: dict = {}
+    for p, e, broker, broker_epoch, controller_epoch in state.history.leader_terms:
+        by_epoch.setdefault((p, e), []).append((broker, broker_epoch, controller_epoch))
+    return by_epoch
+
+
+@always(
+    "OneLeaderPerLeaderEpoch",
+    "One broker leads a partition in a given leader epoch, and under one controller a bounced broker never leads"
+    " again in a leader epoch its earlier generation led in.",
+    "KIP-380 §Controller Detects Bounced Broker (onBrokerFailure before onBrokerStartup)",
+)
+def one_leader_per_leader_epoch(state: ClusterState) -> bool:
+    for terms in _terms_by_leader_epoch(state).values():
+        if len({broker for broker, _, _ in terms}) > 1:
+            return False
+        per_controller: dict = {}
+        for _, broker_epoch, controller_epoch in terms:
+            per_controller.setdefault(controller_epoch, set()).add(broker_epoch)
+        if any(len(epochs) > 1 for epochs in per_controller.values()):
+            return False
     return True
 
 
@@ -474,6 +501,18 @@ def stale_controlled_shutdown_arrives(before: ClusterState, action: Action, afte
     controller = before.brokers[m.dest].controller
     cached = None if controller is None else controller.cached_epoch(m.broker_id)
     return cached is not None and broker_epoch_is_stale(m.broker_epoch, cached)
+
+
+@sometimes(
+    "LeaderEpochReusedAcrossControllerFailover",
+    "Finding: a restarted broker leads again in the leader epoch its earlier generation led in, because a new"
+    " controller, which has no cached epochs, cannot tell that it bounced.",
+    "KIP-380 §Controller Detects Bounced Broker (detection compares with the controller's own cache)",
+)
+def leader_epoch_reused_across_controller_failover(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    return any(
+        len({broker_epoch for _, broker_epoch, _ in terms}) > 1 for terms in _terms_by_leader_epoch(after).values()
+    )
 
 
 @sometimes(

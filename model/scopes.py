@@ -124,8 +124,8 @@ def initial_state(scope: Scope) -> ClusterState:
         state = nxt
     while scope.settled and state.network:
         state = step(state, Deliver(min(state.network, key=message_sort_key)))
-    # Keep the ghost's registration history: the next registration must still beat it.
-    return state.replace(budget=scope.budget, ghost=state.ghost.replace(applied_writes=(), last_multi=()))
+    # The history stays: the next registration of each broker must still beat the warm-up's.
+    return state.replace(budget=scope.budget, ghost=type(state.ghost)())
 
 
 SAME_RANGE = ranges(group_coordinator=(1, 3))
@@ -159,6 +159,15 @@ SCOPES: dict[str, Scope] = {
             ibps=(Ibp.IBP_2_7_IV0,) * 2,
             supported=(SAME_RANGE,) * 2,
             partitions=((BrokerId(0), BrokerId(1)),),
+            budget=Budget(restarts=1, shutdowns=1, max_in_flight=8),
+            max_depth=8,
+        ),
+        Scope(
+            name="leader-bounce",
+            summary="2 brokers; the partition's leader is not the controller, and it bounces",
+            ibps=(Ibp.IBP_2_7_IV0,) * 2,
+            supported=(SAME_RANGE,) * 2,
+            partitions=((BrokerId(1), BrokerId(0)),),
             budget=Budget(restarts=1, shutdowns=1, max_in_flight=8),
             max_depth=8,
         ),

@@ -5,9 +5,13 @@ Rules:
   be a set member or a graph node. Small maps are sorted tuples of pairs.
 - Ground truth lives in ZooKeeper (``zk``); each broker holds only what it has learned, which may
   be stale: that gap is what the invariants are about.
-- ``ghost`` records history for the checks only; it never influences a step and is left out of
-  equality and hashing, so two states that differ only in history are one state to the explorer
-  (every invariant over ghosts is checked on each generated state, before states are merged).
+- Two records exist for the checks only and never influence a step. ``history`` holds what past
+  steps established that later steps are compared with (the epoch of each broker's last
+  registration, every leadership term taken); it is part of the state's identity, since two
+  states with different histories can go on to different verdicts. ``ghost`` holds per-step
+  annotations (the last multi's results, the log of applied controller writes) whose
+  invariants are decided when the entry is made; it is left out of equality and hashing, so
+  it never splits a state.
 - ``budget`` counts the perturbations still allowed (crashes, elections, ...); healing actions
   never spend budget.
 """
@@ -230,9 +234,19 @@ class AppliedWrite:
 
 @record
 class Ghost:
+    """Per-step annotations for the checks: not part of a state's identity."""
+
     applied_writes: tuple[AppliedWrite, ...] = ()
     last_multi: tuple = ()  # ZkCode results of the multi this step ran, () if none
+
+
+@record
+class History:
+    """What past steps established, for the checks: part of a state's identity."""
+
     registered_epochs: tuple[tuple[BrokerId, BrokerEpoch], ...] = ()  # epoch of each id's latest registration
+    # every leadership a broker took on: (partition, leader epoch, broker, its broker epoch, sender's controller epoch)
+    leader_terms: frozenset[tuple[PartitionId, LeaderEpoch, BrokerId, BrokerEpoch, ControllerEpoch]] = frozenset()
 
     def registered_epoch(self, broker: BrokerId) -> BrokerEpoch | None:
         for b, e in self.registered_epochs:
@@ -247,5 +261,6 @@ class ClusterState:
     brokers: tuple[Broker, ...]
     network: frozenset[Message]
     budget: Budget
+    history: History = History()
     ghost: Ghost = field(default=Ghost(), compare=False, hash=False, repr=False)
 

@@ -72,6 +72,7 @@ from model.state import (
     partition_state_path,
 )
 from model.types import (
+    NO_LEADER,
     NO_SESSION,
     UNKNOWN_BROKER_EPOCH,
     BrokerEpoch,
@@ -377,7 +378,8 @@ def decide_control_request(b: Broker, m: LeaderAndIsr | UpdateMetadata | StopRep
 def decide_controlled_shutdown(c: Broker, m: ControlledShutdown, variant: Variant) -> Errors:
     """KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations."""
     if c.controller is None or not c.controller.initialized:
-        return Errors.NOT_CONTROLLER
+        # Shipped Kafka answers ControllerMovedException here, which maps to STALE_CONTROLLER_EPOCH (reference §4).
+        return Errors.STALE_CONTROLLER_EPOCH
     cached = c.controller.cached_epoch(m.broker_id)
     if cached is None:
         return Errors.BROKER_NOT_AVAILABLE
@@ -493,9 +495,9 @@ def _register(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterStat
         epoch = broker.epoch
     elif variant.has(Bug.BROKER_EPOCH_FROM_SESSION_ID):
         epoch = BrokerEpoch(broker.session)
-    epochs = dict(state.ghost.registered_epochs)
+    epochs = dict(state.history.registered_epochs)
     epochs[b] = epoch
-    state = state.replace(ghost=state.ghost.replace(registered_epochs=tuple(sorted(epochs.items()))))
+    state = state.replace(history=state.history.replace(registered_epochs=tuple(sorted(epochs.items()))))
     return _put(state, broker.replace(registered=True, epoch=epoch, shutdown_sent=False))
 
 
@@ -654,15 +656,64 @@ def _process_broker_change(state: ClusterState, c: BrokerId, variant: Variant) -
         return None
     role = broker.controller
     current = {BrokerId(int(n)): BrokerEpoch(z.czxid) for n, z in zkm.children(state.zk, BROKER_IDS)}
-    new, _dead, bounced = classify_broker_change(role.epochs(), current, variant)
+    new, dead, bounced = classify_broker_change(role.epochs(), current, variant)
     started = [b for b in _admitted(state, variant) if b.id in new or b.id in bounced]
     kept = [b for b in role.live if b.id in current and b.id not in bounced]
     live = tuple(sorted(kept + started, key=_by_id))
     broker = broker.replace(controller=role.replace(live=live))
     zk = zkm.consume(state.zk, c, BROKER_IDS, WatchKind.CHILD)
     state = state.replace(zk=zkm.add_watch(zk, broker.session, BROKER_IDS, WatchKind.CHILD))
-    state = _send(state, _startup_requests(state, broker, started))
+    failed = dead if variant.has(Bug.BOUNCE_SKIPS_BROKER_FAILURE) else dead | bounced
+    state, changed = _on_broker_failure(state, broker, failed, {b.id for b in live}, variant)
+    if state.brokers[c].controller is None:  # fenced: it resigned instead
+        return state
+    requests = _startup_requests(state, broker, started)
+    epochs = broker.controller.epochs()
+    assignment = _data(state, TOPIC)
+    requests += [
+        LeaderAndIsr(c, role.epoch, epochs[r], r, p, s.leader, s.leader_epoch, s.isr)
+        for p, s in changed
+        for r in assignment[p]
+        if r in epochs
+    ]
+    state = _send(state, requests)
     return None if state is None else _put(state, broker)
+
+
+def _on_broker_failure(
+    state: ClusterState, c: Broker, failed: frozenset[BrokerId], live: set[BrokerId], variant: Variant
+) -> tuple[ClusterState, list[tuple[PartitionId, PartitionState]]]:
+    """onBrokerFailure: partitions led by a failed broker get a new leader (KIP-380 step 4).
+
+    A failed leader's partition goes to the first live ISR replica that did not fail, in
+    assignment order. A bounced leader with no such replica is offline and then online again
+    at once (onBrokerStartup), so it leads again, but in a new leader epoch. A dead leader with
+    no candidate leaves the partition offline with NoLeader (-1), as OfflineReplica handling
+    does, until ``ElectPartitionLeader`` finds a live ISR replica.
+    """
+    if not failed:
+        return state, []
+    assignment = _data(state, TOPIC)
+    writes: list[Op] = []
+    changed: list[tuple[PartitionId, PartitionState]] = []
+    for p, s, version in _partition_states(state):
+        if s.leader not in failed:
+            continue
+        survivors = [r for r in assignment[p] if r in s.isr and r in live and r not in failed]
+        if survivors:
+            isr = tuple(r for r in s.isr if r in live and r not in failed)
+            new = PartitionState(survivors[0], LeaderEpoch(s.leader_epoch + 1), isr, c.controller.epoch)
+        elif s.leader in live:  # bounced, and alone in the ISR among the live
+            isr = tuple(r for r in s.isr if r == s.leader or (r in live and r not in failed))
+            new = PartitionState(s.leader, LeaderEpoch(s.leader_epoch + 1), isr, c.controller.epoch)
+        else:  # dead with no one to take over: offline, NoLeader, the ISR kept for a clean election later
+            new = PartitionState(NO_LEADER, LeaderEpoch(s.leader_epoch + 1), s.isr, c.controller.epoch)
+        writes.append(SetData(partition_state_path(p), new, version))
+        changed.append((p, new))
+    if not writes:
+        return state, []
+    state, ok = _controller_write(state, c, tuple(writes), variant)
+    return state, changed if ok else []
 
 
 def _elect_partition_leader(
@@ -722,6 +773,10 @@ def _deliver(state: ClusterState, m: Message, variant: Variant) -> ClusterState 
         return state  # the connection died with the process
     if isinstance(m, ControlledShutdown):
         return _handle_controlled_shutdown(state, dest, m, variant)
+    if dest.epoch == UNKNOWN_BROKER_EPOCH and not variant.has(Bug.SERVE_BEFORE_REGISTERING):
+        # KafkaServer.startup opens request processing only after registerBroker: until the new
+        # process knows its generation the sender's request waits (KIP-380 §Motivation, KAFKA-7235).
+        return None
     if decide_control_request(dest, m, variant) is not Errors.NONE:
         return state
     dest = dest.replace(controller_epoch=max(dest.controller_epoch, m.controller_epoch))
@@ -733,6 +788,10 @@ def _deliver(state: ClusterState, m: Message, variant: Variant) -> ClusterState 
                 replicas = list(dest.replicas)
                 replicas[p] = LocalReplica(leader_epoch, role)
                 dest = dest.replace(replicas=tuple(replicas))
+                if role is ReplicaRole.LEADER:
+                    term = (p, leader_epoch, dest.id, dest.epoch, m.controller_epoch)
+                    terms = state.history.leader_terms | {term}
+                    state = state.replace(history=state.history.replace(leader_terms=terms))
         case UpdateMetadata(partitions=partitions):
             dest = dest.replace(metadata=partitions)
         case StopReplica(partition=p):

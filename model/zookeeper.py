@@ -228,7 +228,8 @@ def multi(
         if code is not ZkCode.OK:
             failed_at = i
             break
-        events.append((op.path, _EVENT[type(op)]))
+        if not isinstance(op, Check):  # a check reads; it triggers no watch
+            events.append((op.path, _EVENT[type(op)]))
     if failed_at >= 0:
         results.extend([ZkCode.RUNTIME_INCONSISTENCY] * (len(ops) - failed_at - 1))
         if Bug.MULTI_APPLIES_PREFIX not in bugs or failed_at == 0:
@@ -239,7 +240,7 @@ def multi(
     return _fire(zk, events), tuple(results)
 
 
-_EVENT = {Create: "create", SetData: "set", Delete: "delete", Check: "check"}
+_EVENT = {Create: "create", SetData: "set", Delete: "delete"}
 
 
 def _apply(tree: dict[str, Znode], op: Op, zxid: Zxid, session: SessionId, bugs: frozenset[Bug]) -> ZkCode:

@@ -2,7 +2,7 @@
 
 How it works:
 - BFS over ``successors`` from ``initial_state(scope)``, with a seen-set of states (the
-  states are hashable; equality ignores ghosts, see ``model.state``). Each state remembers the
+  states are hashable; equality ignores per-step ghosts, see ``model.state``). Each state remembers the
   state and action it was first reached by, so a trace is rebuilt by walking back: BFS makes
   it a shortest one.
 - Every generated step is checked before it is merged into the seen-set: the ALWAYS properties

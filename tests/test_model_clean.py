@@ -16,6 +16,7 @@ CI_DEPTHS = {
     "fencing": 7,
     "election": 9,
     "bounce": None,
+    "leader-bounce": 12,
     "features": 8,
     "features-upgrade": 10,
     "features-downgrade": 10,

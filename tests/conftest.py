@@ -1,0 +1,138 @@
+"""Shared helpers for driving the model through ``step`` with explicit action sequences.
+
+Rules the helpers enforce, so that each test only states its situation:
+- ``run`` takes actions one by one and fails on the first that is not enabled (``step`` returned
+  None): a scenario that silently skips a step proves nothing.
+- For the correct model, ``run`` also checks every registered invariant on every step
+  (``model.invariants.violations(before, action, after)`` must be empty); a seeded-bug variant is
+  run without that check, and the test asks ``violations`` itself.
+- Everything else here only reads a state: znodes, messages in flight, brokers.
+"""
+
+from __future__ import annotations
+
+from model import zookeeper as zkm
+from model.actions import Action
+from model.bugs import CORRECT, Bug, Variant
+from model.invariants import violations
+from model.scopes import SAME_RANGE, Scope, ranges
+from model.state import (
+    Budget,
+    ClusterState,
+    FeaturesZNode,
+    Message,
+    message_sort_key,
+)
+from model.step import step
+from model.types import BrokerId, FeatureStatus, Ibp
+from model.zookeeper import ZkState, Znode
+
+__all__ = [
+    "OFFLINE",
+    "TWO_PARTITIONS",
+    "EXCLUDED",
+    "buggy",
+    "messages",
+    "only",
+    "run",
+    "run_steps",
+    "tree",
+    "znode",
+]
+
+
+def buggy(*bugs: Bug) -> Variant:
+    return Variant(frozenset(bugs))
+
+
+def run(state: ClusterState, *actions: Action, variant: Variant = CORRECT) -> ClusterState:
+    """Apply ``actions`` in order; each must be enabled. Invariants are checked for the correct model."""
+    for action in actions:
+        after = step(state, action, variant)
+        assert after is not None, f"not enabled: {action}"
+        if variant == CORRECT:
+            broken = violations(state, action, after)
+            assert broken == [], f"{action} broke {broken}"
+        state = after
+    return state
+
+
+def run_steps(
+    state: ClusterState, *actions: Action, variant: Variant = CORRECT
+) -> list[tuple[ClusterState, Action, ClusterState]]:
+    """Like ``run``, but returns every (before, action, after) so a test can inspect each step."""
+    steps = []
+    for action in actions:
+        after = run(state, action, variant=variant)
+        steps.append((state, action, after))
+        state = after
+    return steps
+
+
+def znode(state: ClusterState | ZkState, path: str) -> Znode:
+    zk = state.zk if isinstance(state, ClusterState) else state
+    node = zkm.get(zk, path)
+    assert node is not None, f"no znode at {path}"
+    return node
+
+
+def tree(state: ClusterState | ZkState) -> tuple:
+    """The znode tree alone (paths and znodes), without zxid, sessions or watches."""
+    zk = state.zk if isinstance(state, ClusterState) else state
+    return zk.paths, zk.nodes
+
+
+def messages(state: ClusterState, kind: type | None = None, dest: int | None = None) -> list[Message]:
+    """Messages in flight, in the model's fixed order, optionally of one type and to one broker."""
+    found = [
+        m
+        for m in sorted(state.network, key=message_sort_key)
+        if (kind is None or isinstance(m, kind)) and (dest is None or m.dest == dest)
+    ]
+    return found
+
+
+def only(state: ClusterState, kind: type, dest: int) -> Message:
+    """The one message of ``kind`` in flight to ``dest``."""
+    found = messages(state, kind, dest)
+    assert len(found) == 1, f"expected one {kind.__name__} to {dest}, found {found}"
+    return found[0]
+
+
+# ---- scopes the shipped ones do not cover --------------------------------------------------------
+
+# Two partitions led by different brokers, start-up requests delivered: a ControlledShutdown then
+# moves one leadership and shrinks one follower out of an ISR at once.
+TWO_PARTITIONS = Scope(
+    name="test-two-partitions",
+    summary="2 brokers, partition 0 led by 1 and partition 1 led by 0; settled",
+    ibps=(Ibp.IBP_2_7_IV0,) * 2,
+    supported=(SAME_RANGE,) * 2,
+    partitions=((BrokerId(1), BrokerId(0)), (BrokerId(0), BrokerId(1))),
+    budget=Budget(shutdowns=1, max_in_flight=8),
+    settled=True,
+)
+
+# Three replicas whose preferred leader (1) is not the controller (0), so the leader can die
+# while the controller lives; assignment order (1, 2, 0) differs from id order.
+OFFLINE = Scope(
+    name="test-offline",
+    summary="3 brokers, 1 partition assigned (1, 2, 0); settled",
+    ibps=(Ibp.IBP_2_7_IV0,) * 3,
+    supported=(SAME_RANGE,) * 3,
+    partitions=((BrokerId(1), BrokerId(2), BrokerId(0)),),
+    budget=Budget(crashes=1, restarts=1, expiries=1, shutdowns=2, max_in_flight=12),
+    settled=True,
+)
+
+# /features already finalizes group_coordinator up to 3 while broker 1 only supports up to 2.
+EXCLUDED = Scope(
+    name="test-excluded",
+    summary="2 brokers; broker 1's supported range excludes the finalized level",
+    ibps=(Ibp.IBP_2_7_IV0,) * 2,
+    supported=(ranges(group_coordinator=(1, 3)), ranges(group_coordinator=(1, 2))),
+    partitions=((BrokerId(0), BrokerId(1)),),
+    budget=Budget(elections=1, expiries=1, max_in_flight=8),
+    features_znode=FeaturesZNode(FeatureStatus.ENABLED, ranges(group_coordinator=(1, 3))),
+    warm=False,
+)
