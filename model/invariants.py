@@ -30,13 +30,19 @@ from model.state import (
     BROKER_IDS,
     CONTROLLER_EPOCH,
     FEATURES,
-    TOPIC,
     ClusterState,
     ControlledShutdown,
-    partition_state_path,
+    PartitionState,
+    znode_data,
 )
-from model.step import broker_epoch_is_stale, incompatible_features, is_current_controller
-from model.types import NO_LEADER, UNKNOWN_BROKER_EPOCH, FeatureStatus, PartitionId, ZkCode
+from model.step import (
+    broker_epoch_is_stale,
+    finalized_features,
+    incompatible_features,
+    is_current_controller,
+    partition_states,
+)
+from model.types import NO_LEADER, UNKNOWN_BROKER_EPOCH, FeatureStatus, ZkCode
 from model.zookeeper import WatchKind
 
 
@@ -90,25 +96,12 @@ def sometimes(name: str, meaning: str, source: str):
 
 # ---- shared readings --------------------------------------------------------------------------
 
-def _value(state: ClusterState, path: str):
-    node = zkm.get(state.zk, path)
-    return None if node is None else node.data
-
-
 def _tree(state: ClusterState):
     return state.zk.paths, state.zk.nodes
 
 
-def _partitions(state: ClusterState):
-    for p in range(len(_value(state, TOPIC))):
-        yield _value(state, partition_state_path(PartitionId(p)))
-
-
-def _finalized(state: ClusterState):
-    data = _value(state, FEATURES)
-    if data is None or data.status is not FeatureStatus.ENABLED:
-        return ()
-    return data.finalized
+def _partitions(state: ClusterState) -> list[PartitionState]:
+    return [s for _, s, _ in partition_states(state)]
 
 
 def _in_sync_controllers(state: ClusterState):
@@ -194,8 +187,8 @@ def at_most_one_controller_per_epoch(state: ClusterState) -> bool:
     "KIP-866 §Controller Leadership (the monotonic epoch invariant)",
 )
 def controller_epoch_never_decreases(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    old = _value(before, CONTROLLER_EPOCH)
-    new = _value(after, CONTROLLER_EPOCH)
+    old = znode_data(before, CONTROLLER_EPOCH)
+    new = znode_data(after, CONTROLLER_EPOCH)
     return old is None or (new is not None and new >= old)
 
 
@@ -207,8 +200,8 @@ def controller_epoch_never_decreases(before: ClusterState, action: Action, after
 def every_election_bumps_controller_epoch(before: ClusterState, action: Action, after: ClusterState) -> bool:
     for old, new in zip(before.brokers, after.brokers):
         if old.controller is None and new.controller is not None:
-            prior = _value(before, CONTROLLER_EPOCH) or 0
-            if new.controller.epoch != prior + 1 or _value(after, CONTROLLER_EPOCH) != new.controller.epoch:
+            prior = znode_data(before, CONTROLLER_EPOCH) or 0
+            if new.controller.epoch != prior + 1 or znode_data(after, CONTROLLER_EPOCH) != new.controller.epoch:
                 return False
     return True
 
@@ -256,7 +249,8 @@ def broker_epoch_grows_with_each_registration(before: ClusterState, action: Acti
 
 @transition(
     "NoStaleControlRequestApplied",
-    "A broker changes nothing on a control request for an earlier generation of itself or from an older controller epoch.",
+    "A broker changes nothing on a control request for an earlier generation of itself or from an older"
+    " controller epoch.",
     "KIP-380 §Broker Rejects Control Requests Applied to Former Generations",
 )
 def no_stale_control_request_applied(before: ClusterState, action: Action, after: ClusterState) -> bool:
@@ -278,7 +272,7 @@ def no_stale_control_request_applied(before: ClusterState, action: Action, after
     "KIP-380 §Controller Detects Bounced Broker",
 )
 def controller_sees_every_bounce(state: ClusterState) -> bool:
-    finalized = _finalized(state)
+    finalized = finalized_features(state)
     registered = {int(name): node for name, node in zkm.children(state.zk, BROKER_IDS)}
     for c in _in_sync_controllers(state):
         cached = c.controller.epochs()
@@ -370,7 +364,7 @@ section("Feature versioning (KIP-584)")
     "KIP-584 §Feature ZK node (min_version_level >= 1, max >= 1, min <= max)",
 )
 def finalized_features_well_formed(state: ClusterState) -> bool:
-    data = _value(state, FEATURES)
+    data = znode_data(state, FEATURES)
     return data is None or all(1 <= lo <= hi for _, (lo, hi) in data.finalized)
 
 
@@ -380,7 +374,7 @@ def finalized_features_well_formed(state: ClusterState) -> bool:
     "KIP-584 §Broker protections against race conditions; §Controller (UpdateFeatures validation)",
 )
 def admitted_brokers_support_finalized_features(state: ClusterState) -> bool:
-    finalized = _finalized(state)
+    finalized = finalized_features(state)
     if not finalized:
         return True
     for c in state.brokers:
@@ -408,7 +402,7 @@ def feature_epoch_never_decreases(before: ClusterState, action: Action, after: C
     "KIP-584 §Feature ZK node status (Disabled: finalized features are not relevant)",
 )
 def disabled_features_finalize_nothing(state: ClusterState) -> bool:
-    data = _value(state, FEATURES)
+    data = znode_data(state, FEATURES)
     return data is None or data.status is FeatureStatus.ENABLED or not data.finalized
 
 

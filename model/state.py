@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
+from model import zookeeper as zkm
 from model.record import record
 from model.types import (
     BrokerEpoch,
@@ -264,3 +265,8 @@ class ClusterState:
     history: History = History()
     ghost: Ghost = field(default=Ghost(), compare=False, hash=False, repr=False)
 
+
+def znode_data(state: ClusterState, path: str):
+    """The data of the znode at ``path``, or None when there is none."""
+    node = zkm.get(state.zk, path)
+    return None if node is None else node.data

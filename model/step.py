@@ -59,7 +59,6 @@ from model.state import (
     FeatureCache,
     FeatureRanges,
     FeaturesZNode,
-    Ghost,
     LeaderAndIsr,
     LiveBroker,
     LocalReplica,
@@ -70,6 +69,7 @@ from model.state import (
     broker_path,
     message_sort_key,
     partition_state_path,
+    znode_data,
 )
 from model.types import (
     NO_LEADER,
@@ -160,11 +160,6 @@ def _spend(state: ClusterState, **spent: int) -> ClusterState:
     return state.replace(budget=budget.replace(**{k: getattr(budget, k) - v for k, v in spent.items()}))
 
 
-def _data(state: ClusterState, path: str):
-    node = zkm.get(state.zk, path)
-    return None if node is None else node.data
-
-
 def _send(state: ClusterState, messages: list[Message]) -> ClusterState | None:
     """Put ``messages`` in flight, or None when that would exceed the scope's cap."""
     network = state.network.union(messages)
@@ -244,7 +239,7 @@ def _controller_write(
     fenced = not variant.has(Bug.SKIP_CONTROLLER_EPOCH_CHECK)
     if fenced:
         ops = (Check(CONTROLLER_EPOCH, c.controller.epoch_zk_version),) + ops
-    zk_epoch = _data(state, CONTROLLER_EPOCH)
+    zk_epoch = znode_data(state, CONTROLLER_EPOCH)
     zk, results = zkm.multi(state.zk, c.session, ops, variant.bugs)
     ghost = state.ghost.replace(last_multi=results)
     ok = zkm.succeeded(results)
@@ -263,17 +258,13 @@ def _controller_write(
 
 # ---- feature versioning (KIP-584) -------------------------------------------------------------
 
-def _ranges(ranges: FeatureRanges) -> dict[str, tuple[FeatureLevel, FeatureLevel]]:
-    return dict(ranges)
-
-
 def incompatible_features(supported: FeatureRanges, finalized: FeatureRanges) -> tuple[str, ...]:
     """Finalized features whose [min, max] levels fall outside a broker's supported range.
 
     KIP-584 §Broker protections: a finalized range is compatible only if the broker supports
     the feature and supported.min <= finalized.min and finalized.max <= supported.max.
     """
-    have = _ranges(supported)
+    have = dict(supported)
     bad = []
     for name, (fmin, fmax) in finalized:
         rng = have.get(name)
@@ -282,9 +273,9 @@ def incompatible_features(supported: FeatureRanges, finalized: FeatureRanges) ->
     return tuple(bad)
 
 
-def _finalized(state: ClusterState) -> FeatureRanges:
+def finalized_features(state: ClusterState) -> FeatureRanges:
     """Finalized features in force: those of an Enabled /features znode, else none."""
-    data = _data(state, FEATURES)
+    data = znode_data(state, FEATURES)
     if data is None or data.status is not FeatureStatus.ENABLED:
         return ()
     return data.finalized
@@ -297,12 +288,12 @@ def decide_update_features(
 
     Returns the error, or NONE with the new finalized features.
     """
-    # Differs: levels are (min, max) ranges and AllowDowngrade a flag, as in the seed; Kafka >= 3.3 (KIP-778) has one level and UpgradeType.
+    # Differs: (min, max) levels and an AllowDowngrade flag, as in the seed; Kafka >= 3.3 has one level and UpgradeType.
     assert c.controller is not None
-    data = _data(state, FEATURES)
+    data = znode_data(state, FEATURES)
     if data is None or data.status is not FeatureStatus.ENABLED or not c.config.ibp.supports_feature_versioning:
         return Errors.INVALID_REQUEST, ()
-    finalized = _ranges(data.finalized)
+    finalized = dict(data.finalized)
     current = finalized.get(feature)
     if level < 1:
         # KIP-584: a level below 1 asks for deletion, which needs AllowDowngrade.
@@ -320,7 +311,7 @@ def decide_update_features(
         return Errors.INVALID_REQUEST, ()
     if allow_downgrade and not is_downgrade:
         return Errors.INVALID_REQUEST, ()
-    own = _ranges(c.config.supported).get(feature)
+    own = dict(c.config.supported).get(feature)
     if own is None:
         return Errors.INVALID_REQUEST, ()
     new = (current[0] if current is not None else own[0], level)
@@ -505,7 +496,7 @@ def _send_controlled_shutdown(state: ClusterState, b: BrokerId) -> ClusterState 
     broker = state.brokers[b]
     if not _connected(state, broker) or not broker.registered or broker.shutdown_sent or state.budget.shutdowns <= 0:
         return None
-    controller = _data(state, CONTROLLER)
+    controller = znode_data(state, CONTROLLER)
     if controller is None:
         return None
     state = _send(_spend(state, shutdowns=1), [ControlledShutdown(b, broker.epoch, controller)])
@@ -592,7 +583,7 @@ def _admitted(state: ClusterState, variant: Variant) -> tuple[LiveBroker, ...]:
 
     KIP-584: a broker whose supported range excludes a finalized level is not admitted.
     """
-    finalized = _finalized(state)
+    finalized = finalized_features(state)
     admitted = []
     for name, node in zkm.children(state.zk, BROKER_IDS):
         if finalized and incompatible_features(node.data.supported, finalized):
@@ -606,8 +597,9 @@ def _by_id(b: LiveBroker) -> BrokerId:
     return b.id
 
 
-def _partition_states(state: ClusterState) -> list[tuple[PartitionId, PartitionState, ZkVersion]]:
-    assignment = _data(state, TOPIC)
+def partition_states(state: ClusterState) -> list[tuple[PartitionId, PartitionState, ZkVersion]]:
+    """Each partition with its state znode's data and version."""
+    assignment = znode_data(state, TOPIC)
     found = []
     for p in range(len(assignment)):
         node = zkm.get(state.zk, partition_state_path(PartitionId(p)))
@@ -615,11 +607,24 @@ def _partition_states(state: ClusterState) -> list[tuple[PartitionId, PartitionS
     return found
 
 
+def _tell_replicas(
+    c: Broker, epochs: dict[BrokerId, BrokerEpoch], replicas: tuple[BrokerId, ...], p: PartitionId, s: PartitionState,
+    skip: BrokerId | None = None,
+) -> list[Message]:
+    """LeaderAndIsr with partition ``p``'s new state to each of its live replicas, at their cached epochs."""
+    assert c.controller is not None
+    return [
+        LeaderAndIsr(c.id, c.controller.epoch, epochs[r], r, p, s.leader, s.leader_epoch, s.isr)
+        for r in replicas
+        if r in epochs and r != skip
+    ]
+
+
 def _startup_requests(state: ClusterState, c: Broker, brokers: list[LiveBroker]) -> list[Message]:
     """onBrokerStartup: UpdateMetadata to each, then LeaderAndIsr for the partitions it hosts."""
     assert c.controller is not None
-    assignment = _data(state, TOPIC)
-    partitions = _partition_states(state)
+    assignment = znode_data(state, TOPIC)
+    partitions = partition_states(state)
     leaders = tuple((s.leader, s.leader_epoch) for _, s, _ in partitions)
     out: list[Message] = []
     for b in brokers:
@@ -669,13 +674,9 @@ def _process_broker_change(state: ClusterState, c: BrokerId, variant: Variant) -
         return state
     requests = _startup_requests(state, broker, started)
     epochs = broker.controller.epochs()
-    assignment = _data(state, TOPIC)
-    requests += [
-        LeaderAndIsr(c, role.epoch, epochs[r], r, p, s.leader, s.leader_epoch, s.isr)
-        for p, s in changed
-        for r in assignment[p]
-        if r in epochs
-    ]
+    assignment = znode_data(state, TOPIC)
+    for p, s in changed:
+        requests += _tell_replicas(broker, epochs, assignment[p], p, s)
     state = _send(state, requests)
     return None if state is None else _put(state, broker)
 
@@ -693,10 +694,10 @@ def _on_broker_failure(
     """
     if not failed:
         return state, []
-    assignment = _data(state, TOPIC)
+    assignment = znode_data(state, TOPIC)
     writes: list[Op] = []
     changed: list[tuple[PartitionId, PartitionState]] = []
-    for p, s, version in _partition_states(state):
+    for p, s, version in partition_states(state):
         if s.leader not in failed:
             continue
         survivors = [r for r in assignment[p] if r in s.isr and r in live and r not in failed]
@@ -729,7 +730,7 @@ def _elect_partition_leader(
     current: PartitionState = node.data
     if current.leader in live:
         return None
-    assignment = _data(state, TOPIC)[p]
+    assignment = znode_data(state, TOPIC)[p]
     candidates = [r for r in assignment if r in current.isr and r in live]
     if not candidates:
         return None
@@ -738,12 +739,7 @@ def _elect_partition_leader(
     state, ok = _controller_write(state, broker, (SetData(path, new, node.version),), variant)
     if not ok:
         return state
-    requests = [
-        LeaderAndIsr(c, broker.controller.epoch, live[r], r, p, new.leader, new.leader_epoch, new.isr)
-        for r in assignment
-        if r in live
-    ]
-    return _send(state, requests)
+    return _send(state, _tell_replicas(broker, live, assignment, p, new))
 
 
 def _update_features(
@@ -812,11 +808,11 @@ def _handle_controlled_shutdown(
     role = c.controller
     live = role.epochs()
     leaving = m.broker_id
-    assignment = _data(state, TOPIC)
+    assignment = znode_data(state, TOPIC)
     writes: list[Op] = []
     changed: list[tuple[PartitionId, PartitionState]] = []
     stops: list[PartitionId] = []
-    for p, s, version in _partition_states(state):
+    for p, s, version in partition_states(state):
         if s.leader == leaving:
             others = [r for r in assignment[p] if r in s.isr and r in live and r != leaving]
             if others:
@@ -837,12 +833,9 @@ def _handle_controlled_shutdown(
     state, ok = _controller_write(state, c, tuple(writes), variant)
     if not ok:
         return state
-    requests: list[Message] = [
-        LeaderAndIsr(c.id, role.epoch, live[r], r, p, new.leader, new.leader_epoch, new.isr)
-        for p, new in changed
-        for r in assignment[p]
-        if r in live and r != leaving
-    ]
+    requests: list[Message] = []
+    for p, new in changed:
+        requests += _tell_replicas(c, live, assignment[p], p, new, skip=leaving)
     requests += [StopReplica(c.id, role.epoch, live[leaving], leaving, p, False) for p in stops]
     return _send(state, requests)
 

@@ -82,7 +82,10 @@ def cmd_invariants(args: argparse.Namespace) -> int:
 
 
 def cmd_scopes(args: argparse.Namespace) -> int:
-    rows = [{"name": s.name, "brokers": s.brokers, "max_depth": s.max_depth, "summary": s.summary} for s in SCOPES.values()]
+    rows = [
+        {"name": s.name, "brokers": s.brokers, "max_depth": s.max_depth, "summary": s.summary}
+        for s in SCOPES.values()
+    ]
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
     else:
@@ -249,7 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mutants", help="run every seeded bug through the checks (the seeded-bug score)")
     p.add_argument("--bug", type=_bug, action="append", help="run only this seeded bug (repeatable)")
     p.add_argument("--list", action="store_true", help="list the seeded bugs and exit")
-    p.add_argument("--json", action="store_true", help="print a JSON list of {name, layer, invariant, caught_by, seconds}")
+    p.add_argument(
+        "--json", action="store_true", help="print a JSON list of {name, layer, invariant, caught_by, seconds}"
+    )
     p.set_defaults(run=cmd_mutants)
 
     p = sub.add_parser("docs", help="regenerate docs/invariants.md from the model")

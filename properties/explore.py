@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from model import CORRECT, SCOPES, Scope, Variant, successors, initial_state
+from model import CORRECT, SCOPES, Scope, Variant, initial_state, successors
 from model.actions import Action
 from model.invariants import violations, witnessed
 from model.state import ClusterState

@@ -11,7 +11,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from model import CORRECT, SCOPES, Scope, Variant, successors, initial_state
+from model import CORRECT, SCOPES, Scope, Variant, initial_state, successors
 from model.actions import Action
 from model.invariants import violations, witnessed
 

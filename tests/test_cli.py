@@ -35,7 +35,9 @@ def test_explore_clean_scope_exits_zero_with_json(capsys):
 
 
 def test_explore_with_a_seeded_bug_exits_one_with_the_counterexample(capsys):
-    code, out, _ = run(capsys, "explore", "--scope", "bounce", "--depth", "6", "--bug", "broker_change_ignores_czxid", "--json")
+    code, out, _ = run(
+        capsys, "explore", "--scope", "bounce", "--depth", "6", "--bug", "broker_change_ignores_czxid", "--json"
+    )
     result = json.loads(out)
     assert code == 1
     (violation,) = [v for v in result["violations"] if v["invariant"] == "ControllerSeesEveryBounce"]

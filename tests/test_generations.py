@@ -12,7 +12,6 @@ from __future__ import annotations
 from model import zookeeper as zkm
 from model.actions import (
     Deliver,
-    ElectPartitionLeader,
     OpenSession,
     ProcessBrokerChange,
     RegisterBroker,

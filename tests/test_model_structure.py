@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from model import SCOPES, successors, initial_state, step
+from model import SCOPES, initial_state, step, successors
 from model.actions import ACTION_TYPES, Deliver, ElectController
 from model.state import Ghost, History
 from properties.simulate import walk

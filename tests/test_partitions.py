@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from model.actions import (
     CrashBroker,
-    OpenSession,
-    RegisterBroker,
-    RestartBroker,
     Deliver,
     ElectPartitionLeader,
     ExpireSession,
+    OpenSession,
     ProcessBrokerChange,
+    RegisterBroker,
+    RestartBroker,
     SendControlledShutdown,
     StopBroker,
 )
@@ -33,7 +33,7 @@ from model.state import (
 )
 from model.step import step
 from model.types import ReplicaRole, ZkCode
-from tests.conftest import OFFLINE, TWO_PARTITIONS, messages, run, znode
+from tests.conftest import OFFLINE, messages, run, znode
 
 LEADER, FOLLOWER, STOPPED = ReplicaRole.LEADER, ReplicaRole.FOLLOWER, ReplicaRole.STOPPED
 
