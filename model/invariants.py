@@ -104,6 +104,16 @@ def _partitions(state: ClusterState) -> list[PartitionState]:
     return [s for _, s, _ in partition_states(state)]
 
 
+def _delivers_stale_controlled_shutdown(before: ClusterState, action: Action) -> bool:
+    """The step delivers a ControlledShutdown older than the epoch its controller holds for the broker."""
+    if not isinstance(action, Deliver) or not isinstance(action.message, ControlledShutdown):
+        return False
+    m = action.message
+    controller = before.brokers[m.dest].controller
+    cached = None if controller is None else controller.cached_epoch(m.broker_id)
+    return cached is not None and broker_epoch_is_stale(m.broker_epoch, cached)
+
+
 def _in_sync_controllers(state: ClusterState):
     """Current, initialized controllers whose /brokers/ids watch is armed with nothing pending."""
     for b in state.brokers:
@@ -291,13 +301,9 @@ def controller_sees_every_bounce(state: ClusterState) -> bool:
     "KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations",
 )
 def stale_controlled_shutdown_moves_nothing(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if not isinstance(action, Deliver) or not isinstance(action.message, ControlledShutdown):
+    if not _delivers_stale_controlled_shutdown(before, action):
         return True
     m = action.message
-    controller = before.brokers[m.dest].controller
-    cached = None if controller is None else controller.cached_epoch(m.broker_id)
-    if cached is None or not broker_epoch_is_stale(m.broker_epoch, cached):
-        return True
     return list(_partitions(before)) == list(_partitions(after)) and after.network == before.network - {m}
 
 
@@ -489,12 +495,7 @@ def fast_bounce_detected(before: ClusterState, action: Action, after: ClusterSta
     "KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations",
 )
 def stale_controlled_shutdown_arrives(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if not isinstance(action, Deliver) or not isinstance(action.message, ControlledShutdown):
-        return False
-    m = action.message
-    controller = before.brokers[m.dest].controller
-    cached = None if controller is None else controller.cached_epoch(m.broker_id)
-    return cached is not None and broker_epoch_is_stale(m.broker_epoch, cached)
+    return _delivers_stale_controlled_shutdown(before, action)
 
 
 @sometimes(
