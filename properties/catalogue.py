@@ -1,18 +1,21 @@
 """Generate the invariant catalogue (docs/invariants.md) from the model's own registries.
 
 Nothing in the catalogue is written by hand: properties come from ``model.invariants``, seeded
-bugs from ``model.bugs``, scopes from ``model.scopes``, and the differences from the seeds and
+bugs from ``model.bugs``, scopes from ``model.scopes`` with their pinned reachability from
+``properties/manifest.json``, and the differences from the seeds and
 shipped Kafka from the one-line ``# Differs:`` comments where the model makes them. A test
 regenerates the page and fails when the committed copy is stale (``kraftcheck docs`` rewrites it).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import fields
 from pathlib import Path
 
 from model import PROPERTIES, SCOPES, SEEDED_BUGS, Kind
+from properties.manifest import MANIFEST
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = ROOT / "docs" / "invariants.md"
@@ -73,15 +76,25 @@ def render() -> str:
             out.append("")
     out += ["## Seeded bugs", "", "| seeded bug | breaks | found in scope | the mistake |", "|---|---|---|---|"]
     out += [f"| `{b.name}` | {b.invariant} | `{b.scope}` | {b.mistake} |" for b in SEEDED_BUGS]
-    out += ["", "## Scopes", "", "| scope | brokers | partitions | budgets | start | what it is for |",
-            "|---|---|---|---|---|---|"]
+    pinned = json.loads(MANIFEST.read_text()) if MANIFEST.exists() else {}
+    out += ["", "## Scopes", "",
+            "Reachability pinned in `properties/manifest.json` (checked by a test; `kraftcheck manifest --write`).", "",
+            "| scope | brokers | partitions | budgets | start | pinned reachability | what it is for |",
+            "|---|---|---|---|---|---|---|"]
     for s in SCOPES.values():
         budgets = ", ".join(
             f"{f.name} {getattr(s.budget, f.name)}" for f in fields(s.budget) if getattr(s.budget, f.name)
         )
         start = ("settled " if s.settled else "") + ("warm" if s.warm else "cold")
         partitions = " ".join("(" + ",".join(str(r) for r in p) + ")" for p in s.partitions)
-        out.append(f"| `{s.name}` | {s.brokers} | {partitions} | {budgets} | {start} | {s.summary} |")
+        pin = pinned.get(s.name)
+        if pin is None:
+            reach = "not pinned"
+        elif pin["complete"]:
+            reach = f"{pin['distinct_states']:,} states, all of them (depth {pin['depth']})"
+        else:
+            reach = f"{pin['distinct_states']:,} states to depth {pin['depth']}"
+        out.append(f"| `{s.name}` | {s.brokers} | {partitions} | {budgets} | {start} | {reach} | {s.summary} |")
     out += ["", "## Differences from the seeds and from shipped Kafka", "",
             "Each is marked where the model makes it, with a one-line `# Differs:` comment.", ""]
     out += [f"- `{file}` `{where}`: {text}" for file, where, text in differences()]

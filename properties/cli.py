@@ -177,6 +177,25 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     return CLEAN if all(r.caught_by for r in results) else VIOLATION
 
 
+def cmd_manifest(args: argparse.Namespace) -> int:
+    from properties import manifest
+
+    measured = manifest.measure_all()
+    if args.write:
+        manifest.write(measured)
+        print(f"wrote {manifest.MANIFEST}")
+        return CLEAN
+    pinned = manifest.load()
+    moved = sorted(name for name in measured if pinned.get(name) != measured[name])
+    for name in moved:
+        print(f"{name}: pinned {pinned.get(name)}, measured {measured[name]}")
+    if moved:
+        print("reachability moved: if on purpose, run `kraftcheck manifest --write`", file=sys.stderr)
+        return VIOLATION
+    print(f"{len(measured)} scopes match {manifest.MANIFEST}")
+    return CLEAN
+
+
 def cmd_docs(args: argparse.Namespace) -> int:
     if args.check:
         if catalogue.is_stale():
@@ -253,6 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print a JSON list of {name, layer, invariant, caught_by, seconds}"
     )
     p.set_defaults(run=cmd_mutants)
+
+    p = sub.add_parser("manifest", help="check (or --write) the pinned state counts of every scope")
+    p.add_argument("--write", action="store_true", help="pin the counts measured now")
+    p.set_defaults(run=cmd_manifest)
 
     p = sub.add_parser("docs", help="regenerate docs/invariants.md from the model")
     p.add_argument("--check", action="store_true", help="only check that the committed page is up to date")
