@@ -8,7 +8,9 @@ Kinds (after stateright's ``always`` / ``sometimes`` and TLA+'s action propertie
 
 Every property names the seed section it comes from (``KIP-nnn §Section``); the invariant
 catalogue in docs/ is generated from this registry. Predicates read ground truth from ZooKeeper
-and compare it with what nodes believe; they never call ``step``.
+and compare it with what nodes believe; they never call ``step``. An ALWAYS predicate reads only
+what is part of a state's identity (never ``state.ghost``), so checking each distinct state once
+is enough; what depends on per-step ghosts is a TRANSITION property.
 """
 
 from __future__ import annotations
@@ -136,6 +138,8 @@ section("ZooKeeper")
     "KIP-380 §Broker Registration in Zookeeper (czxid is a generation only because zxids increase)",
 )
 def zxid_strictly_increases(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.zk is before.zk:  # records are immutable: the same object is the same ZooKeeper
+        return True
     if after.zk.zxid < before.zk.zxid:
         return False
     if _tree(after) != _tree(before) and after.zk.zxid == before.zk.zxid:
@@ -149,6 +153,8 @@ def zxid_strictly_increases(before: ClusterState, action: Action, after: Cluster
     "KIP-380 §Broker Registration in Zookeeper",
 )
 def czxid_fixed_for_node_life(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.zk.nodes is before.zk.nodes:
+        return True
     for path, node in zip(after.zk.paths, after.zk.nodes):
         old = zkm.get(before.zk, path)
         if old is not None and old.czxid != node.czxid and not (node.version == 0 and node.czxid == node.mzxid):
@@ -197,6 +203,8 @@ def at_most_one_controller_per_epoch(state: ClusterState) -> bool:
     "KIP-866 §Controller Leadership (the monotonic epoch invariant)",
 )
 def controller_epoch_never_decreases(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.zk.nodes is before.zk.nodes:
+        return True
     old = znode_data(before, CONTROLLER_EPOCH)
     new = znode_data(after, CONTROLLER_EPOCH)
     return old is None or (new is not None and new >= old)
@@ -208,6 +216,8 @@ def controller_epoch_never_decreases(before: ClusterState, action: Action, after
     "KIP-866 §Controller Leadership; KafkaZkClient.registerControllerAndIncrementControllerEpoch",
 )
 def every_election_bumps_controller_epoch(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.brokers is before.brokers:
+        return True
     for old, new in zip(before.brokers, after.brokers):
         if old.controller is None and new.controller is not None:
             prior = znode_data(before, CONTROLLER_EPOCH) or 0
@@ -216,13 +226,14 @@ def every_election_bumps_controller_epoch(before: ClusterState, action: Action, 
     return True
 
 
-@always(
+@transition(
     "OnlyCurrentControllerWritesApply",
-    "Every controller write that ZooKeeper applied was made under the controller epoch current then.",
+    "Every controller write that ZooKeeper applies is made under the controller epoch current then.",
     "KIP-866 §Controller Leadership (every controller write is a multi checking /controller_epoch)",
 )
-def only_current_controller_writes_apply(state: ClusterState) -> bool:
-    return all(w.writer_epoch == w.zk_epoch for w in state.ghost.applied_writes)
+def only_current_controller_writes_apply(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    applied = after.ghost.applied_writes[len(before.ghost.applied_writes):]  # this step's entries in the log
+    return all(w.writer_epoch == w.zk_epoch for w in applied)
 
 
 # ---- broker generations (KIP-380) ---------------------------------------------------------------
@@ -249,6 +260,8 @@ def broker_epoch_is_registration_czxid(state: ClusterState) -> bool:
     "KIP-380 §Motivation (a unique and monotonically increasing generation); §Rejected Alternatives",
 )
 def broker_epoch_grows_with_each_registration(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.brokers is before.brokers:
+        return True
     for old, new in zip(before.brokers, after.brokers):
         if new.registered and not old.registered:
             previous = before.history.registered_epoch(new.id)
@@ -316,11 +329,12 @@ section("Partitions")
     "KIP-380 §Motivation (LeaderAndIsr ordering); KIP-500 §Broker States (leader epochs)",
 )
 def leader_epochs_never_decrease(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    for old, new in zip(_partitions(before), _partitions(after)):
-        if new.leader_epoch < old.leader_epoch:
-            return False
+    if after.zk.nodes is not before.zk.nodes:
+        for old, new in zip(_partitions(before), _partitions(after)):
+            if new.leader_epoch < old.leader_epoch:
+                return False
     for old, new in zip(before.brokers, after.brokers):
-        if old.alive and new.alive:
+        if old is not new and old.alive and new.alive:
             for r_old, r_new in zip(old.replicas, new.replicas):
                 if r_old is not None and (r_new is None or r_new.leader_epoch < r_old.leader_epoch):
                     return False
@@ -397,6 +411,8 @@ def admitted_brokers_support_finalized_features(state: ClusterState) -> bool:
     "KIP-584 §Feature ZK node (the epoch is monotonically increasing)",
 )
 def feature_epoch_never_decreases(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.zk.nodes is before.zk.nodes:
+        return True
     old = zkm.get(before.zk, FEATURES)
     new = zkm.get(after.zk, FEATURES)
     return old is None or (new is not None and new.czxid == old.czxid and new.version >= old.version)
@@ -537,11 +553,22 @@ TRANSITIONS = [p for p in PROPERTIES if p.kind is Kind.TRANSITION]
 SOMETIMES = [p for p in PROPERTIES if p.kind is Kind.SOMETIMES]
 
 
+def broken_always(state: ClusterState) -> list[str]:
+    """Names of the ALWAYS properties ``state`` breaks. They read only the state's identity, so a
+    state need be checked once, however many steps lead to it."""
+    return [p.name for p in ALWAYS if not p.predicate(state)]
+
+
+def broken_transitions(before: ClusterState, action: Action, after: ClusterState) -> list[str]:
+    """Names of the TRANSITION properties the step breaks."""
+    return [p.name for p in TRANSITIONS if not p.predicate(before, action, after)]
+
+
 def violations(before: ClusterState | None, action: Action | None, after: ClusterState) -> list[str]:
     """Names of the ALWAYS properties ``after`` breaks and the TRANSITION properties the step breaks."""
-    broken = [p.name for p in ALWAYS if not p.predicate(after)]
+    broken = broken_always(after)
     if before is not None:
-        broken += [p.name for p in TRANSITIONS if not p.predicate(before, action, after)]
+        broken += broken_transitions(before, action, after)
     return broken
 
 

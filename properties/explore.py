@@ -5,8 +5,9 @@ How it works:
   states are hashable; equality ignores per-step ghosts, see ``model.state``). Each state remembers the
   state and action it was first reached by, so a trace is rebuilt by walking back: BFS makes
   it a shortest one.
-- Every generated step is checked before it is merged into the seen-set: the ALWAYS properties
-  on the new state, the TRANSITION properties on the step, the SOMETIMES witnesses recorded.
+- Every generated step is checked before it is merged into the seen-set: the TRANSITION
+  properties on the step, the SOMETIMES witnesses recorded, and the ALWAYS properties on the
+  new state the first time it is reached (they read only the state's identity).
 - The first violation of each property is kept (the shortest, since BFS goes level by level).
   ``stop_at`` ends the search at the first violation of the named property.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 
 from model import CORRECT, SCOPES, Scope, Variant, initial_state, successors
 from model.actions import Action
-from model.invariants import violations, witnessed
+from model.invariants import broken_always, broken_transitions, violations, witnessed
 from model.state import ClusterState
 
 
@@ -74,13 +75,17 @@ def explore(
                 result.generated += 1
                 kind = type(action).__name__
                 result.action_counts[kind] = result.action_counts.get(kind, 0) + 1
-                for name in violations(state, action, nxt):
+                fresh = nxt not in parents
+                broken = broken_transitions(state, action, nxt)
+                if fresh:
+                    broken += broken_always(nxt)
+                for name in broken:
                     if name not in result.violations:
                         result.violations[name] = Trace(_trace(parents, state) + [action])
                 for name in witnessed(state, action, nxt):
                     if name not in result.witnesses:
                         result.witnesses[name] = Trace(_trace(parents, state) + [action])
-                if nxt not in parents:
+                if fresh:
                     parents[nxt] = (state, action)
                     next_frontier.append(nxt)
             if stop_at is not None and stop_at in result.violations:
