@@ -82,6 +82,7 @@ from model.types import (
     FeatureEpoch,
     FeatureLevel,
     FeatureStatus,
+    Ibp,
     LeaderEpoch,
     PartitionId,
     ReplicaRole,
@@ -217,6 +218,11 @@ def _fresh_process(b: Broker) -> Broker:
         observed_epoch=None,
         controller=None,
     )
+
+
+def _process_dies(state: ClusterState, broker: Broker) -> ClusterState:
+    """The broker's process is gone, and with it everything it held in memory and its event queue."""
+    return _forget_notifications(_put(state, _fresh_process(broker).replace(alive=False)), broker.id)
 
 
 def _forget_notifications(state: ClusterState, b: BrokerId) -> ClusterState:
@@ -430,7 +436,7 @@ def _crash(state: ClusterState, b: BrokerId) -> ClusterState | None:
     if not broker.alive or state.budget.crashes <= 0:
         return None
     state = _spend(state, crashes=1)
-    return _forget_notifications(_put(state, _fresh_process(broker).replace(alive=False)), b)
+    return _process_dies(state, broker)
 
 
 def _stop(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
@@ -443,7 +449,7 @@ def _stop(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | 
             zk, results = zkm.multi(state.zk, broker.session, (Delete(CONTROLLER_EPOCH),), variant.bugs)
             state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
         state = state.replace(zk=zkm.close_session(state.zk, broker.session, variant.bugs))
-    return _forget_notifications(_put(state, _fresh_process(broker).replace(alive=False)), b)
+    return _process_dies(state, broker)
 
 
 def _restart(state: ClusterState, b: BrokerId) -> ClusterState | None:
@@ -453,7 +459,7 @@ def _restart(state: ClusterState, b: BrokerId) -> ClusterState | None:
     return _put(state, broker.replace(alive=True))
 
 
-def _change_ibp(state: ClusterState, b: BrokerId, ibp) -> ClusterState | None:
+def _change_ibp(state: ClusterState, b: BrokerId, ibp: Ibp) -> ClusterState | None:
     broker = state.brokers[b]
     if broker.alive or broker.config.ibp == ibp or state.budget.operator <= 0:
         return None
@@ -520,7 +526,7 @@ def _refresh_feature_cache(state: ClusterState, b: BrokerId, variant: Variant) -
         return _put(state, broker.replace(features=FeatureCache(epoch, FeatureStatus.DISABLED, ())))
     if incompatible_features(broker.config.supported, data.finalized):
         # Fatal for the broker: it exits without closing its session.
-        return _forget_notifications(_put(state, _fresh_process(broker).replace(alive=False)), b)
+        return _process_dies(state, broker)
     return _put(state, broker.replace(features=FeatureCache(epoch, FeatureStatus.ENABLED, data.finalized)))
 
 
