@@ -291,20 +291,17 @@ def no_stale_control_request_applied(before: ClusterState, action: Action, after
 
 @always(
     "ControllerSeesEveryBounce",
-    "Once the controller has processed broker changes, its cached epochs equal the live brokers' czxids.",
+    "Once the controller has processed broker changes, its cached epochs equal the live brokers' czxids,"
+    " and every live broker it does not cache is one it refused at that very czxid.",
     "KIP-380 §Controller Detects Bounced Broker",
 )
 def controller_sees_every_bounce(state: ClusterState) -> bool:
-    finalized = finalized_features(state)
-    registered = {int(name): node for name, node in zkm.children(state.zk, BROKER_IDS)}
+    registered = {int(name): node.czxid for name, node in zkm.children(state.zk, BROKER_IDS)}
     for c in _in_sync_controllers(state):
         cached = c.controller.epochs()
-        for b, epoch in cached.items():
-            if b not in registered or registered[b].czxid != epoch:
-                return False
-        for b, node in registered.items():
-            if b not in cached and not incompatible_features(node.data.supported, finalized):
-                return False
+        seen = {**dict(c.controller.refused), **cached}
+        if seen != registered or len(seen) != len(cached) + len(c.controller.refused):
+            return False
     return True
 
 

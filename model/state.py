@@ -129,6 +129,8 @@ class ControllerRole:
     epoch_zk_version: ZkVersion  # the /controller_epoch version every write of this controller checks
     live: tuple[LiveBroker, ...]  # admitted live brokers, by id
     initialized: bool  # onControllerFailover ran: features set up, brokers read, watch armed
+    # registered brokers it left out for their features, with the czxid it saw (re-checked at every change)
+    refused: frozenset[tuple[BrokerId, BrokerEpoch]] = frozenset()
 
     def cached_epoch(self, broker: BrokerId) -> BrokerEpoch | None:
         for b in self.live:

@@ -584,19 +584,23 @@ def _resign(state: ClusterState, b: BrokerId) -> ClusterState | None:
 
 # ---- controller work ----------------------------------------------------------------------------
 
-def _admitted(state: ClusterState, variant: Variant) -> tuple[LiveBroker, ...]:
-    """Live brokers (children of /brokers/ids) that the controller admits, with their czxids.
+def _admission(
+    state: ClusterState, variant: Variant
+) -> tuple[tuple[LiveBroker, ...], frozenset[tuple[BrokerId, BrokerEpoch]]]:
+    """Live brokers (children of /brokers/ids) the controller admits, and those it refuses, with czxids.
 
     KIP-584: a broker whose supported range excludes a finalized level is not admitted.
     """
     finalized = finalized_features(state)
-    admitted = []
+    admitted, refused = [], set()
     for name, node in zkm.children(state.zk, BROKER_IDS):
+        broker, czxid = BrokerId(int(name)), BrokerEpoch(node.czxid)
         if finalized and incompatible_features(node.data.supported, finalized):
             if not variant.has(Bug.ADMIT_INCOMPATIBLE_BROKER):
+                refused.add((broker, czxid))
                 continue
-        admitted.append(LiveBroker(BrokerId(int(name)), BrokerEpoch(node.czxid), node.data.supported))
-    return tuple(sorted(admitted, key=_by_id))
+        admitted.append(LiveBroker(broker, czxid, node.data.supported))
+    return tuple(sorted(admitted, key=_by_id)), frozenset(refused)
 
 
 def _by_id(b: LiveBroker) -> BrokerId:
@@ -651,8 +655,8 @@ def _initialize_controller(state: ClusterState, c: BrokerId, variant: Variant) -
         state, ok = _controller_write(state, broker, ops, variant)
         if not ok:
             return state
-    live = _admitted(state, variant)
-    role = broker.controller.replace(live=live, initialized=True)
+    live, refused = _admission(state, variant)
+    role = broker.controller.replace(live=live, initialized=True, refused=refused)
     broker = broker.replace(controller=role)
     zk = zkm.add_watch(state.zk, broker.session, BROKER_IDS, WatchKind.CHILD)
     state = state.replace(zk=zkm.consume(zk, c, BROKER_IDS, WatchKind.CHILD))
@@ -668,10 +672,11 @@ def _process_broker_change(state: ClusterState, c: BrokerId, variant: Variant) -
     role = broker.controller
     current = {BrokerId(int(n)): BrokerEpoch(z.czxid) for n, z in zkm.children(state.zk, BROKER_IDS)}
     new, dead, bounced = classify_broker_change(role.epochs(), current, variant)
-    started = [b for b in _admitted(state, variant) if b.id in new or b.id in bounced]
+    admitted, refused = _admission(state, variant)
+    started = [b for b in admitted if b.id in new or b.id in bounced]
     kept = [b for b in role.live if b.id in current and b.id not in bounced]
     live = tuple(sorted(kept + started, key=_by_id))
-    broker = broker.replace(controller=role.replace(live=live))
+    broker = broker.replace(controller=role.replace(live=live, refused=refused))
     zk = zkm.consume(state.zk, c, BROKER_IDS, WatchKind.CHILD)
     state = state.replace(zk=zkm.add_watch(zk, broker.session, BROKER_IDS, WatchKind.CHILD))
     failed = dead if variant.has(Bug.BOUNCE_SKIPS_BROKER_FAILURE) else dead | bounced
