@@ -553,6 +553,7 @@ def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> Clu
     if (
         broker.observed_epoch is None
         or not _connected(state, broker)
+        or not broker.registered  # Kafka re-registers a broker before it runs for controller again
         or state.budget.elections <= 0
         or zkm.get(state.zk, CONTROLLER) is not None
     ):

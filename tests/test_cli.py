@@ -98,3 +98,25 @@ def test_bad_usage_is_one_line_and_exit_two(capsys, argv, complaint):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
     assert complaint in err and len(err.strip().splitlines()) == 1
+
+
+def test_prove_json_lists_obligations_that_all_hold(capsys):
+    code, out, _ = run(capsys, "prove", "--depth", "4", "--json")
+    rows = json.loads(out)
+    assert code == 0
+    assert all({"name", "result", "seconds"} <= set(r) for r in rows)
+    assert {r["result"] for r in rows} <= {"holds", "proved"}
+    assert any(r["name"] == "ElectController/AtMostOneControllerPerEpoch" for r in rows)
+
+
+def test_prove_with_a_fencing_bug_exits_one_with_a_replayed_counterexample(capsys):
+    code, out, _ = run(capsys, "prove", "--depth", "5", "--bug", "election_reuses_epoch", "--json")
+    rows = json.loads(out)
+    assert code == 1
+    violated = [r for r in rows if r["result"] == "violated"]
+    assert violated and all(r["counterexample"]["actions"] for r in violated)
+
+
+def test_prove_refuses_a_bug_outside_the_encoding(capsys):
+    code, out, err = run(capsys, "prove", "--bug", "accept_stale_broker_epoch")
+    assert code == 2 and out == "" and "does not switch accept_stale_broker_epoch" in err

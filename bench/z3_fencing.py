@@ -1,0 +1,98 @@
+"""Benchmark: the z3 proofs of epoch fencing against their time targets.
+
+    python -m bench.z3_fencing [--json] [--repeats N] [--depth D]
+
+Measured (medians of ``--repeats`` runs, correct model, 2 brokers):
+- BMC to depth ``--depth`` (20) of every encoded property, per scope ("fencing", "election"),
+  with its ratio to the target of 60 s (ratio < 1 meets it);
+- every induction obligation, for 2 brokers and for any number of brokers, with the largest
+  ratio to the target of 10 s per obligation.
+The targets are the issue's; the tests do not time anything, this does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+from model import CORRECT
+from properties.proofs import bmc, prove, prove_unbounded
+
+BMC_TARGET_SECONDS = 60.0
+OBLIGATION_TARGET_SECONDS = 10.0
+SCOPES = ("fencing", "election")
+
+
+def measure(repeats: int, depth: int) -> dict:
+    bmc_runs = {scope: [bmc(depth, CORRECT, scope=scope) for _ in range(repeats)] for scope in SCOPES}
+    for runs in bmc_runs.values():
+        assert all(r.holds and r.complete for r in runs), "BMC found a violation in the correct model"
+    bmc_rows = {}
+    for scope, runs in bmc_runs.items():
+        seconds = statistics.median(r.seconds for r in runs)
+        bmc_rows[scope] = {
+            "seconds": round(seconds, 3),
+            "ratio_to_target": round(seconds / BMC_TARGET_SECONDS, 3),
+            "per_property_seconds": {
+                p.name: round(statistics.median(r.properties[i].seconds for r in runs), 3)
+                for i, p in enumerate(runs[0].properties)
+            },
+        }
+
+    obligations: dict[tuple[str, str], list[float]] = {}
+    results: dict[tuple[str, str], str] = {}
+    for _ in range(repeats):
+        for r in prove(CORRECT) + prove_unbounded(CORRECT):
+            obligations.setdefault((r.brokers, r.name), []).append(r.seconds)
+            results[(r.brokers, r.name)] = r.result
+    rows = [
+        {"name": name, "brokers": brokers, "result": results[(brokers, name)], "seconds": statistics.median(times)}
+        for (brokers, name), times in obligations.items()
+    ]
+    slowest = max(rows, key=lambda r: r["seconds"])
+    return {
+        "repeats": repeats,
+        "bmc_depth": depth,
+        "bmc_target_seconds": BMC_TARGET_SECONDS,
+        "bmc": bmc_rows,
+        "bmc_max_ratio_to_target": max(r["ratio_to_target"] for r in bmc_rows.values()),
+        "obligation_target_seconds": OBLIGATION_TARGET_SECONDS,
+        "obligations": [{**r, "seconds": round(r["seconds"], 4)} for r in rows],
+        "obligations_proved": sum(r["result"] == "proved" for r in rows),
+        "obligations_total": len(rows),
+        "obligation_max_seconds": round(slowest["seconds"], 4),
+        "obligation_slowest": f"{slowest['name']} ({slowest['brokers']})",
+        "obligation_max_ratio_to_target": round(slowest["seconds"] / OBLIGATION_TARGET_SECONDS, 5),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--depth", type=int, default=20)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = measure(args.repeats, args.depth)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"correct model, 2 brokers, medians of {args.repeats} runs")
+    for scope, row in result["bmc"].items():
+        print(
+            f"BMC {scope:9s} depth {args.depth}: {row['seconds']:6.2f} s"
+            f"  (target {BMC_TARGET_SECONDS:.0f} s: ratio {row['ratio_to_target']:.2f})"
+        )
+        for name, seconds in row["per_property_seconds"].items():
+            print(f"    {name:40s} {seconds:6.2f} s")
+    print(
+        f"induction: {result['obligations_proved']}/{result['obligations_total']} obligations proved;"
+        f" slowest {result['obligation_slowest']} {result['obligation_max_seconds'] * 1000:.1f} ms"
+        f"  (target {OBLIGATION_TARGET_SECONDS:.0f} s: max ratio {result['obligation_max_ratio_to_target']:.4f})"
+    )
+    for r in result["obligations"]:
+        print(f"    {r['brokers']:22s} {r['name']:62s} {r['result']:10s} {r['seconds'] * 1000:7.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
