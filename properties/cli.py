@@ -198,6 +198,35 @@ def cmd_prove(args: argparse.Namespace) -> int:
     return CLEAN if all_hold(rows) else VIOLATION
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    from properties import traces
+
+    try:
+        trace = traces.load_trace(args.file)
+    except traces.TraceError as err:
+        print(f"kraftcheck replay: error: {err}", file=sys.stderr)
+        return USAGE
+    result = traces.replay(trace)
+    if args.json:
+        out = {
+            "file": args.file,
+            "scope": trace.scope,
+            "bugs": sorted(b.value for b in trace.bugs),
+            "recorded_violation": trace.violation,
+            "violation_step": result.violation_step,
+            "violations": list(result.violations),
+            "reproduced": result.reproduced,
+            "not_enabled_index": result.not_enabled_index,
+            "steps": len(result.steps),
+        }
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        print(traces.render(result))
+    if result.not_enabled_index is not None:
+        return USAGE  # the trace does not fit this model
+    return VIOLATION if result.violation_step is not None else CLEAN
+
+
 def cmd_manifest(args: argparse.Namespace) -> int:
     from properties import manifest
 
@@ -299,6 +328,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bug", type=_bug, action="append", help="switch a seeded bug on (repeatable; fencing bugs only)")
     p.add_argument("--json", action="store_true", help="print a JSON list of {name, brokers, result, seconds}")
     p.set_defaults(run=cmd_prove)
+
+    p = sub.add_parser("replay", help="replay a trace file through the model, checking every step")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_replay)
 
     p = sub.add_parser("manifest", help="check (or --write) the pinned state counts of every scope")
     p.add_argument("--write", action="store_true", help="pin the counts measured now")

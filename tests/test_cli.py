@@ -120,3 +120,25 @@ def test_prove_with_a_fencing_bug_exits_one_with_a_replayed_counterexample(capsy
 def test_prove_refuses_a_bug_outside_the_encoding(capsys):
     code, out, err = run(capsys, "prove", "--bug", "accept_stale_broker_epoch")
     assert code == 2 and out == "" and "does not switch accept_stale_broker_epoch" in err
+
+
+def test_replay_reports_the_violation_of_a_saved_trace(capsys, tmp_path):
+    from model import SEEDED_BUGS_BY_NAME
+    from properties import traces
+    from properties.mutants import run_mutant
+
+    bug = SEEDED_BUGS_BY_NAME["broker_change_ignores_czxid"]
+    found = run_mutant(bug)
+    path = tmp_path / "trace.json"
+    trace = traces.Trace(bug.scope, tuple(found.counterexample), frozenset({bug.bug}), bug.invariant)
+    traces.save_trace(path, trace)
+    code, out, _ = run(capsys, "replay", str(path), "--json")
+    result = json.loads(out)
+    assert code == 1 and result["reproduced"] and result["violation_step"] == len(found.counterexample)
+
+
+def test_replay_of_a_malformed_file_is_one_line_and_exit_two(capsys, tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text("{not json")
+    code, out, err = run(capsys, "replay", str(path))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1

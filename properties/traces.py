@@ -1,0 +1,469 @@
+"""Replayable trace files: a counterexample as plain JSON that any later run can check again.
+
+A trace file names a scope, the seeded bugs switched on, the actions taken from the scope's
+initial state, and the invariant the last action broke::
+
+    {
+      "schema": "kraftcheck-trace",
+      "version": 1,
+      "scope": "bounce",
+      "bugs": ["broker_change_ignores_czxid"],
+      "violation": "ControllerSeesEveryBounce",
+      "seed": null,
+      "actions": [
+        {"kind": "StopBroker", "broker": 1},
+        {"kind": "Deliver", "message": {"kind": "UpdateMetadata", "controller_id": 0, ...}},
+        ...
+      ]
+    }
+
+Rules:
+- The codec is generic: a record (an action or a message inside ``Deliver``/``Drop``) is an
+  object whose ``kind`` is its class name, with one key per dataclass field. Each field is
+  encoded and decoded by its annotated type: integers (and the ``NewType`` identifiers over
+  them) as numbers, enums by member name, tuples as lists, unions by the ``kind`` of the
+  record. A new action or message type in the model needs no change here: the registry is
+  read from ``ACTION_TYPES`` and the ``Message`` union.
+- Decoding is exact: ``decode(encode(action)) == action`` for every model action.
+- A malformed file is a ``TraceError`` with one line saying where and what: the file, the
+  JSON path (``actions[3].message.isr[1]``) and the problem. Nothing else escapes ``load_trace``.
+- ``save_trace`` writes a temporary file in the target's directory and renames it over the
+  target, so a reader sees the old file or the whole new one, never half of one.
+- ``replay`` runs the actions through ``step`` from ``initial_state(scope)`` with the trace's
+  variant, checks ``violations`` after every step, and stops at the first violation or at the
+  first action that is not enabled. It replays against the model as it is now: a trace saved
+  before the model changed may no longer reproduce, and the summary says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields, is_dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from model import SCOPES, Variant, initial_state, step
+from model.actions import ACTION_TYPES, Action
+from model.bugs import Bug
+from model.invariants import BY_NAME, Kind, violations
+from model.state import Message
+
+SCHEMA = "kraftcheck-trace"
+VERSION = 1
+_TOP_LEVEL_KEYS = ("schema", "version", "scope", "bugs", "violation", "seed", "actions")
+_REQUIRED_KEYS = frozenset(_TOP_LEVEL_KEYS) - {"seed"}
+
+MESSAGE_TYPES: tuple[type, ...] = typing.get_args(Message)
+# Every record type a trace can hold, by the name written in its "kind".
+RECORD_TYPES: dict[str, type] = {cls.__name__: cls for cls in (*ACTION_TYPES, *MESSAGE_TYPES)}
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read, written or trusted; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A run of the model: which scope and bugs, which actions, and what the last one broke."""
+
+    scope: str
+    actions: tuple[Action, ...]
+    bugs: frozenset[Bug] = frozenset()
+    violation: str | None = None
+    seed: int | None = None
+
+    @property
+    def variant(self) -> Variant:
+        return Variant(frozenset(self.bugs))
+
+
+# ---- the codec: records, enums, tuples and integers, driven by field annotations -------------
+
+
+def _field_types(cls: type) -> list[tuple[str, Any]]:
+    hints = typing.get_type_hints(cls)
+    return [(f.name, hints[f.name]) for f in fields(cls)]
+
+
+_FIELDS: dict[type, list[tuple[str, Any]]] = {cls: _field_types(cls) for cls in RECORD_TYPES.values()}
+
+
+def _base(hint: Any) -> Any:
+    """The runtime type behind a ``NewType`` (``BrokerId`` -> ``int``), else the hint itself."""
+    while hasattr(hint, "__supertype__"):
+        hint = hint.__supertype__
+    return hint
+
+
+def _is_union(hint: Any) -> bool:
+    return isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+
+
+def _hint_name(hint: Any) -> str:
+    if _is_union(hint):
+        return " or ".join(_hint_name(h) for h in typing.get_args(hint))
+    return getattr(hint, "__name__", str(hint))
+
+
+def encode(value: Any, hint: Any = Action, where: str = "action") -> Any:
+    """``value`` (of annotated type ``hint``) as plain JSON data; TraceError if it does not fit."""
+    hint = _base(hint)
+    if _is_union(hint):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is not type(None) and type(value) is _base(option):
+                return encode(value, option, where)
+        raise TraceError(f"{where}: expected {_hint_name(hint)}, got {type(value).__name__}")
+    if hint in _FIELDS:
+        if type(value) is not hint:
+            raise TraceError(f"{where}: expected {hint.__name__}, got {type(value).__name__}")
+        out: dict[str, Any] = {"kind": hint.__name__}
+        for name, field_hint in _FIELDS[hint]:
+            out[name] = encode(getattr(value, name), field_hint, f"{where}.{name}")
+        return out
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        if not isinstance(value, hint):
+            raise TraceError(f"{where}: expected {hint.__name__}, got {value!r}")
+        return value.name
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise TraceError(f"{where}: expected a boolean, got {value!r}")
+        return value
+    if hint is int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TraceError(f"{where}: expected an integer, got {value!r}")
+        return int(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise TraceError(f"{where}: expected a string, got {value!r}")
+        return value
+    if typing.get_origin(hint) is tuple:
+        if not isinstance(value, tuple):
+            raise TraceError(f"{where}: expected a tuple, got {type(value).__name__}")
+        return [encode(item, h, f"{where}[{i}]") for i, (item, h) in enumerate(zip(value, _item_hints(hint, value)))]
+    raise TraceError(f"{where}: no JSON form for annotation {hint!r}")
+
+
+def _item_hints(hint: Any, items: Sequence) -> list[Any]:
+    """One hint per item of a tuple annotation: ``tuple[X, ...]`` or a fixed ``tuple[X, Y]``."""
+    args = typing.get_args(hint)
+    if len(args) == 2 and args[1] is Ellipsis:
+        return [args[0]] * len(items)
+    if len(args) != len(items):
+        raise TraceError(f"expected {len(args)} items, got {len(items)}")
+    return list(args)
+
+
+def decode(data: Any, hint: Any = Action, where: str = "action") -> Any:
+    """The value of annotated type ``hint`` that ``data`` encodes; TraceError naming ``where`` if none."""
+    hint = _base(hint)
+    if _is_union(hint):
+        options = typing.get_args(hint)
+        if data is None:
+            if type(None) in options:
+                return None
+            raise TraceError(f"{where}: expected {_hint_name(hint)}, got null")
+        records = [o for o in options if o in _FIELDS]
+        if records and isinstance(data, dict):
+            return _decode_record(data, {o.__name__: o for o in records}, where)
+        for option in options:
+            if option is not type(None) and option not in _FIELDS:
+                return decode(data, option, where)
+        raise TraceError(f"{where}: expected an object for {_hint_name(hint)}, got {_json_type(data)}")
+    if hint in _FIELDS:
+        return _decode_record(data, {hint.__name__: hint}, where)
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        if not isinstance(data, str) or data not in hint.__members__:
+            known = ", ".join(hint.__members__)
+            raise TraceError(f"{where}: expected one of {hint.__name__} ({known}), got {json.dumps(data)}")
+        return hint[data]
+    if hint is bool:
+        if not isinstance(data, bool):
+            raise TraceError(f"{where}: expected true or false, got {json.dumps(data)}")
+        return data
+    if hint is int:
+        if not isinstance(data, int) or isinstance(data, bool):
+            raise TraceError(f"{where}: expected an integer, got {json.dumps(data)}")
+        return data
+    if hint is str:
+        if not isinstance(data, str):
+            raise TraceError(f"{where}: expected a string, got {json.dumps(data)}")
+        return data
+    if typing.get_origin(hint) is tuple:
+        if not isinstance(data, list):
+            raise TraceError(f"{where}: expected a list, got {_json_type(data)}")
+        try:
+            item_hints = _item_hints(hint, data)
+        except TraceError as err:
+            raise TraceError(f"{where}: {err}") from None
+        return tuple(decode(item, h, f"{where}[{i}]") for i, (item, h) in enumerate(zip(data, item_hints)))
+    raise TraceError(f"{where}: no JSON form for annotation {hint!r}")
+
+
+def _decode_record(data: Any, allowed: dict[str, type], where: str) -> Any:
+    if not isinstance(data, dict):
+        raise TraceError(f"{where}: expected an object with a \"kind\", got {_json_type(data)}")
+    noun = _noun(allowed.values())
+    kind = data.get("kind")
+    if not isinstance(kind, str):
+        raise TraceError(f"{where}: missing \"kind\" (a string naming the {noun})")
+    cls = allowed.get(kind)
+    if cls is None:
+        known = ", ".join(allowed) if len(allowed) <= 6 else f"the {noun}s in model/actions.py"
+        raise TraceError(f"{where}: unknown {noun} kind {kind!r} (known: {known})")
+    names = [name for name, _ in _FIELDS[cls]]
+    unknown = sorted(set(data) - {"kind", *names})
+    if unknown:
+        raise TraceError(f"{where}: {kind} has no field {unknown[0]!r} (fields: {', '.join(names) or 'none'})")
+    missing = [name for name in names if name not in data]
+    if missing:
+        raise TraceError(f"{where}: {kind} is missing field {missing[0]!r}")
+    return cls(**{name: decode(data[name], h, f"{where}.{name}") for name, h in _FIELDS[cls]})
+
+
+def _noun(classes: Iterable[type]) -> str:
+    classes = set(classes)
+    if classes <= set(ACTION_TYPES):
+        return "action"
+    if classes <= set(MESSAGE_TYPES):
+        return "message"
+    return "record"
+
+
+def _json_type(data: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(data), "a number"
+    )
+
+
+# ---- whole traces ----------------------------------------------------------------------------
+
+
+def trace_to_json(trace: Trace) -> dict[str, Any]:
+    """The trace as the JSON object a file holds (TraceError if it names unknown things)."""
+    _check_header(trace.scope, [b.value for b in trace.bugs], trace.violation, trace.seed)
+    return {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "scope": trace.scope,
+        "bugs": sorted(b.value for b in trace.bugs),
+        "violation": trace.violation,
+        "seed": trace.seed,
+        "actions": [encode(a, Action, f"actions[{i}]") for i, a in enumerate(trace.actions)],
+    }
+
+
+def trace_from_json(data: Any) -> Trace:
+    """The trace a parsed JSON document holds; TraceError (one line, no file name) if malformed."""
+    if not isinstance(data, dict):
+        raise TraceError(f"expected a JSON object at the top, got {_json_type(data)}")
+    if data.get("schema") != SCHEMA:
+        raise TraceError(f"schema is {json.dumps(data.get('schema'))}, expected \"{SCHEMA}\"")
+    version = data.get("version")
+    if version != VERSION or isinstance(version, bool):
+        raise TraceError(f"version is {json.dumps(version)}, this kraftcheck reads version {VERSION}")
+    unknown = sorted(set(data) - set(_TOP_LEVEL_KEYS))
+    if unknown:
+        raise TraceError(f"unknown key {unknown[0]!r} (a version {VERSION} trace has: {', '.join(_TOP_LEVEL_KEYS)})")
+    missing = sorted(_REQUIRED_KEYS - set(data))
+    if missing:
+        raise TraceError(f"missing key {missing[0]!r}")
+    bugs = data["bugs"]
+    if not isinstance(bugs, list) or not all(isinstance(b, str) for b in bugs):
+        raise TraceError(f"bugs: expected a list of seeded-bug names, got {json.dumps(bugs)}")
+    _check_header(data["scope"], bugs, data["violation"], data.get("seed"))
+    actions = data["actions"]
+    if not isinstance(actions, list):
+        raise TraceError(f"actions: expected a list, got {_json_type(actions)}")
+    decoded = tuple(decode(a, Action, f"actions[{i}]") for i, a in enumerate(actions))
+    return Trace(
+        scope=data["scope"],
+        actions=decoded,
+        bugs=frozenset(Bug(b) for b in bugs),
+        violation=data["violation"],
+        seed=data.get("seed"),
+    )
+
+
+def _check_header(scope: Any, bugs: list[str], violation: Any, seed: Any) -> None:
+    if not isinstance(scope, str) or scope not in SCOPES:
+        raise TraceError(f"scope: unknown scope {json.dumps(scope)} (known: {', '.join(SCOPES)})")
+    known_bugs = {b.value for b in Bug}
+    seen: set[str] = set()
+    for b in bugs:
+        if b not in known_bugs:
+            raise TraceError(f"bugs: unknown seeded bug {json.dumps(b)} (see `kraftcheck mutants --list`)")
+        if b in seen:
+            raise TraceError(f"bugs: {json.dumps(b)} is listed twice")
+        seen.add(b)
+    if violation is not None:
+        prop = BY_NAME.get(violation) if isinstance(violation, str) else None
+        if prop is None or prop.kind is Kind.SOMETIMES:
+            raise TraceError(
+                f"violation: {json.dumps(violation)} is not an ALWAYS or TRANSITION property "
+                "(see `kraftcheck invariants`)"
+            )
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise TraceError(f"seed: expected an integer or null, got {json.dumps(seed)}")
+
+
+def dumps(trace: Trace) -> str:
+    """The file text: the header one key a line, then one action a line (readable, diffable)."""
+    data = trace_to_json(trace)
+    header = [f"  {json.dumps(k)}: {json.dumps(data[k])}," for k in _TOP_LEVEL_KEYS if k != "actions"]
+    actions = ",\n".join(f"    {json.dumps(a, separators=(', ', ': '))}" for a in data["actions"])
+    body = f"[\n{actions}\n  ]" if actions else "[]"
+    return "{\n" + "\n".join(header) + f'\n  "actions": {body}\n}}\n'
+
+
+def loads(text: str) -> Trace:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise TraceError(f"not JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    return trace_from_json(data)
+
+
+def load_trace(path: str | os.PathLike) -> Trace:
+    """Read and validate a trace file; every problem is a one-line TraceError naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise TraceError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    except OSError as err:
+        raise TraceError(f"{path}: cannot read: {err.strerror or err}") from None
+    try:
+        return loads(text)
+    except TraceError as err:
+        raise TraceError(f"{path}: {err}") from None
+    except RecursionError:
+        raise TraceError(f"{path}: nested too deeply to be a trace") from None
+
+
+def save_trace(path: str | os.PathLike, trace: Trace) -> Path:
+    """Write ``trace`` to ``path`` atomically (temporary file in the same directory, then rename).
+
+    The trace is encoded in full before anything touches the disk, so a trace that cannot be
+    encoded raises TraceError and leaves no file, new or temporary, behind.
+    """
+    path = Path(path)
+    text = dumps(trace)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp makes it private; a trace is meant to be shared
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# ---- replay ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplayedStep:
+    number: int  # 1-based: step n takes actions[n - 1]
+    action: Action
+    enabled: bool
+    violations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """What replaying a trace did: the steps taken, and where (if anywhere) it stopped."""
+
+    trace: Trace
+    steps: tuple[ReplayedStep, ...]
+    violation_step: int | None  # the step number that broke something (0: the initial state)
+    violations: tuple[str, ...]  # what that step broke
+    not_enabled_index: int | None  # index in trace.actions of the first action step refused
+
+    @property
+    def reproduced(self) -> bool:
+        """The trace's recorded violation happened again."""
+        return self.trace.violation is not None and self.trace.violation in self.violations
+
+    def summary(self) -> str:
+        t = self.trace
+        head = f"scope {t.scope}" + (f", bugs {', '.join(sorted(b.value for b in t.bugs))}" if t.bugs else "")
+        if self.not_enabled_index is not None:
+            i = self.not_enabled_index
+            return f"{head}: actions[{i}] (step {i + 1}) is not enabled: {describe(t.actions[i])}"
+        if self.violation_step is not None:
+            verdict = "reproduced" if self.reproduced else (
+                f"expected {t.violation}" if t.violation else "the trace recorded no violation"
+            )
+            return f"{head}: step {self.violation_step} breaks {', '.join(self.violations)} ({verdict})"
+        expected = f"; expected {t.violation}, which did not happen" if t.violation else ""
+        return f"{head}: {len(self.steps)} steps, no violation{expected}"
+
+
+def replay(trace: Trace) -> ReplayResult:
+    """Run the trace's actions from its scope's initial state, checking every step."""
+    variant = trace.variant
+    state = initial_state(SCOPES[trace.scope])
+    broken = violations(None, None, state)
+    if broken:
+        return ReplayResult(trace, (), 0, tuple(broken), None)
+    steps: list[ReplayedStep] = []
+    for index, action in enumerate(trace.actions):
+        after = step(state, action, variant)
+        if after is None:
+            steps.append(ReplayedStep(index + 1, action, enabled=False))
+            return ReplayResult(trace, tuple(steps), None, (), index)
+        broken = violations(state, action, after)
+        steps.append(ReplayedStep(index + 1, action, enabled=True, violations=tuple(broken)))
+        if broken:
+            return ReplayResult(trace, tuple(steps), index + 1, tuple(broken), None)
+        state = after
+    return ReplayResult(trace, tuple(steps), None, (), None)
+
+
+# ---- reading a trace -------------------------------------------------------------------------
+
+
+def describe(value: Any) -> str:
+    """A record as ``Kind(field=value, ...)``, enums as ``Ibp.IBP_2_7_IV0``: like repr, but readable."""
+    if is_dataclass(value) and not isinstance(value, type):
+        inner = ", ".join(f"{f.name}={describe(getattr(value, f.name))}" for f in fields(value))
+        return f"{type(value).__name__}({inner})"
+    if isinstance(value, Enum):
+        return f"{type(value).__name__}.{value.name}"
+    if isinstance(value, tuple):
+        items = ", ".join(describe(v) for v in value)
+        return f"({items},)" if len(value) == 1 else f"({items})"
+    return repr(value)
+
+
+def format_table(rows: Iterable[tuple[int, Action, str]]) -> str:
+    """Rows of (step number, action, what it broke) as an aligned text table."""
+    rows = [(str(n), describe(a), broke or "-") for n, a, broke in rows]
+    header = ("step", "action", "violations")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(2)]
+    lines = [f"{header[0]:>{widths[0]}}  {header[1]:<{widths[1]}}  {header[2]}"]
+    lines += [f"{n:>{widths[0]}}  {a:<{widths[1]}}  {v}" for n, a, v in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def render(result: ReplayResult) -> str:
+    """The replayed trace as a table, with a heading and a one-line verdict."""
+    rows = []
+    for s in result.steps:
+        broke = ", ".join(s.violations) if s.enabled else "NOT ENABLED"
+        rows.append((s.number, s.action, broke))
+    return f"{format_table(rows)}\n{result.summary()}"
