@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import random
 import statistics
 import time
 from collections import defaultdict
 
 from model import SCOPES, initial_state, step, successors
+from properties.simulate import random_path
 
 TARGET_STEPS_PER_SECOND = 50_000
 
@@ -39,17 +39,10 @@ def workload(bfs_depth: int = 4, walks: int = 40, walk_steps: int = 200) -> list
                         seen.add(nxt)
                         nxt_frontier.append(nxt)
             frontier = nxt_frontier
-    cluster = SCOPES["cluster"]
     for seed in range(walks):
-        rng = random.Random(seed)
-        state = initial_state(cluster)
-        for _ in range(walk_steps):
-            choices = successors(state, cluster)
-            if not choices:
-                break
-            action, nxt = choices[rng.randrange(len(choices))]
-            pairs.append((state, action))
-            state = nxt
+        for state, choices, chosen in random_path(SCOPES["cluster"], seed, walk_steps):
+            if chosen >= 0:
+                pairs.append((state, choices[chosen][0]))
     return pairs
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from model import CORRECT, SCOPES, Scope, Variant, initial_state, successors
 from model.actions import Action
 from model.invariants import violations, witnessed
+from model.state import ClusterState
 
 
 @dataclass
@@ -29,19 +31,35 @@ class WalkResult:
     action_counts: dict[str, int] = field(default_factory=dict)
 
 
-def walk(scope: Scope | str, seed: int, steps: int, variant: Variant = CORRECT) -> WalkResult:
-    if isinstance(scope, str):
-        scope = SCOPES[scope]
+def random_path(
+    scope: Scope, seed: int, steps: int, variant: Variant = CORRECT
+) -> Iterator[tuple[ClusterState, list[tuple[Action, ClusterState]], int]]:
+    """The seeded walk itself: each visited state, its successors, and the index of the one taken.
+
+    Ends after ``steps`` steps or at a state with no successor (yielded with index -1).
+    """
     rng = random.Random(seed)
-    start = time.perf_counter()
-    result = WalkResult(scope.name, seed)
     state = initial_state(scope)
     for _ in range(steps):
         choices = successors(state, scope, variant)
         if not choices:
+            yield state, choices, -1
+            return
+        chosen = rng.randrange(len(choices))
+        yield state, choices, chosen
+        state = choices[chosen][1]
+
+
+def walk(scope: Scope | str, seed: int, steps: int, variant: Variant = CORRECT) -> WalkResult:
+    if isinstance(scope, str):
+        scope = SCOPES[scope]
+    start = time.perf_counter()
+    result = WalkResult(scope.name, seed)
+    for state, choices, chosen in random_path(scope, seed, steps, variant):
+        if chosen < 0:
             result.deadlocked = True
             break
-        action, nxt = choices[rng.randrange(len(choices))]
+        action, nxt = choices[chosen]
         result.trace.append(action)
         result.steps += 1
         kind = type(action).__name__
@@ -51,6 +69,5 @@ def walk(scope: Scope | str, seed: int, steps: int, variant: Variant = CORRECT) 
         if broken:
             result.violation = broken[0]
             break
-        state = nxt
     result.seconds = time.perf_counter() - start
     return result

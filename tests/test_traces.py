@@ -7,7 +7,6 @@ shows the same violation at the same step.
 
 import json
 import os
-import random
 
 import pytest
 
@@ -17,6 +16,7 @@ from model.bugs import Bug
 from model.state import LeaderAndIsr
 from model.types import Ibp
 from properties import traces
+from properties.simulate import random_path
 from properties.traces import Trace, TraceError
 
 
@@ -25,15 +25,9 @@ def walk_actions(seed_count: int = 25, steps: int = 60) -> dict[type, list]:
     seen: dict[type, list] = {}
     for scope in SCOPES.values():
         for seed in range(seed_count):
-            rng = random.Random(seed)
-            state = initial_state(scope)
-            for _ in range(steps):
-                choices = successors(state, scope)
-                if not choices:
-                    break
+            for _, choices, _ in random_path(scope, seed, steps):
                 for action, _ in choices:
                     seen.setdefault(type(action), []).append(action)
-                _, state = choices[rng.randrange(len(choices))]
     return seen
 
 
