@@ -127,7 +127,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         if not result.violations:
             print("no violation")
         if out["witnesses_missing"]:
-            print(f"witnesses not reached: {', '.join(out['witnesses_missing'])}")
+            print(f"witnesses this scope does not reach (others may): {', '.join(out['witnesses_missing'])}")
     return VIOLATION if result.violations else CLEAN
 
 
