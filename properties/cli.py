@@ -58,6 +58,10 @@ def _variant(bugs: list[str] | None) -> Variant:
     return Variant(frozenset(SEEDED_BUGS_BY_NAME[b].bug for b in bugs or ()))
 
 
+def _print_json(data) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
 def _print_trace(actions: list, indent: str = "  ") -> None:
     for i, action in enumerate(actions, 1):
         print(f"{indent}{i:3d}. {action!r}")
@@ -71,7 +75,7 @@ def cmd_invariants(args: argparse.Namespace) -> int:
         for p in PROPERTIES
     ]
     if args.json:
-        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        _print_json(rows)
     else:
         for r in rows:
             print(f"{r['name']} [{r['kind']}]\n    {r['meaning']}\n    source: {r['source']}")
@@ -84,7 +88,7 @@ def cmd_scopes(args: argparse.Namespace) -> int:
         for s in SCOPES.values()
     ]
     if args.json:
-        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        _print_json(rows)
     else:
         for r in rows:
             print(f"{r['name']:20s} {r['summary']}")
@@ -114,7 +118,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         "witnesses_missing": sorted(set(sometimes) - set(result.witnesses)),
     }
     if args.json:
-        print(json.dumps(out, indent=2, ensure_ascii=False))
+        _print_json(out)
     else:
         extent = "complete" if result.complete else f"to depth {result.depth}"
         print(
@@ -146,7 +150,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         "witnesses": sorted(result.witnesses),
     }
     if args.json:
-        print(json.dumps(out, indent=2, ensure_ascii=False))
+        _print_json(out)
     else:
         print(f"scope {result.scope}, seed {result.seed}: {result.steps} steps in {result.seconds:.2f}s"
               + (" (deadlocked)" if result.deadlocked else ""))
@@ -167,7 +171,7 @@ def cmd_mutants(args: argparse.Namespace) -> int:
         return CLEAN
     results = run_all(args.bug or None)
     if args.json:
-        print(json.dumps([r.as_json() for r in results], indent=2, ensure_ascii=False))
+        _print_json([r.as_json() for r in results])
     else:
         for r in results:
             verdict = f"caught by {r.caught_by} in {len(r.counterexample)} steps" if r.caught_by else "ESCAPED"
@@ -187,7 +191,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
         return USAGE
     rows = check_all(variant, depth=args.depth)
     if args.json:
-        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        _print_json(rows)
     else:
         for r in rows:
             print(f"{r['result']:27s} {r['seconds']:8.3f}s  {r['name']}  [{r['brokers']}]")
@@ -219,7 +223,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             "not_enabled_index": result.not_enabled_index,
             "steps": len(result.steps),
         }
-        print(json.dumps(out, indent=2, ensure_ascii=False))
+        _print_json(out)
     else:
         print(traces.render(result))
     if result.not_enabled_index is not None:
