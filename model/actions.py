@@ -7,6 +7,7 @@ liveness checks leave out of fairness.
 
 from __future__ import annotations
 
+from model.kraft import ControllerId
 from model.record import record
 from model.state import Message
 from model.types import BrokerId, FeatureLevel, Ibp, PartitionId, SessionId
@@ -161,6 +162,224 @@ class UpdateFeatures:
     allow_downgrade: bool
 
 
+# ---- the KRaft quorum (KIP-500 §Controller Quorum; reference §7) ------------------------------
+
+
+@record
+class StartElection:
+    """A voter's election timeout fires: a candidate in the next epoch, voting for itself. (perturbation)"""
+
+    controller: ControllerId
+
+
+@record
+class RequestVote:
+    """One Vote exchange: the voter grants it if it has not voted in this epoch and the candidate's log is as fresh."""
+
+    controller: ControllerId  # the candidate
+    voter: ControllerId
+
+
+@record
+class BecomeLeader:
+    """A candidate with a majority leads: it appends LeaderChange, then its activation records."""
+
+    controller: ControllerId
+
+
+@record
+class Fetch:
+    """One Fetch exchange: the follower truncates where it diverges, copies the leader's log, the HW moves."""
+
+    controller: ControllerId  # the follower
+    leader: ControllerId
+
+
+@record
+class CrashController:
+    """A KRaft controller dies; its quorum-state file and log survive. (perturbation)"""
+
+    controller: ControllerId
+
+
+@record
+class ShutdownController:
+    """The operator stops a KRaft controller cleanly; a leader waits until ZooKeeper has caught up. (perturbation)"""
+
+    controller: ControllerId
+
+
+@record
+class RestartController:
+    """A stopped KRaft controller starts again from its persisted epoch, vote and log."""
+
+    controller: ControllerId
+
+
+@record
+class ReconfigureController:
+    """The operator sets zookeeper.metadata.migration.enable on a stopped controller. (perturbation)"""
+
+    controller: ControllerId
+    migration_enabled: bool
+
+
+# ---- the migration driver (KRaftMigrationDriver; reference §1.4) ------------------------------
+
+
+@record
+class RecoverMigrationState:
+    """UNINITIALIZED -> INACTIVE: read /migration, creating it when absent."""
+
+    controller: ControllerId
+
+
+@record
+class KRaftLeaderChange:
+    """The driver handles a KRaftLeaderEvent: INACTIVE, or WAIT_FOR_CONTROLLER_QUORUM when this node leads."""
+
+    controller: ControllerId
+
+
+@record
+class WaitForControllerQuorum:
+    """Decide from the committed migration state and the quorum's readiness where the driver goes."""
+
+    controller: ControllerId
+
+
+@record
+class WaitForZkBrokers:
+    """Every known ZK broker (live or named in an assignment) has registered with KRaft: go claim."""
+
+    controller: ControllerId
+
+
+@record
+class BecomeZkController:
+    """Claim ZooKeeper controllership: CAS /controller_epoch + 1 and write a persistent /controller, in one multi."""
+
+    controller: ControllerId
+
+
+@record
+class MigrateMetadata:
+    """Begin the migration transaction and copy ZooKeeper's metadata into the log."""
+
+    controller: ControllerId
+
+
+@record
+class CompleteMigration:
+    """Append ZkMigrationStateRecord(MIGRATION) and end the transaction."""
+
+    controller: ControllerId
+
+
+@record
+class MigrationCommitted:
+    """The migration transaction is committed: record its offset in /migration."""
+
+    controller: ControllerId
+
+
+@record
+class SyncKRaftToZk:
+    """Reconcile ZooKeeper with the whole committed image (after any failover), fenced as a dual write."""
+
+    controller: ControllerId
+
+
+@record
+class SendRPCsToBrokers:
+    """A full UpdateMetadata, then full LeaderAndIsr, to every registered ZK broker."""
+
+    controller: ControllerId
+
+
+@record
+class DualWrite:
+    """Write the committed records not yet in ZooKeeper, with /migration's new offset, in one fenced multi."""
+
+    controller: ControllerId
+
+
+# ---- brokers talking to the KRaft controller ------------------------------------------------
+
+
+@record
+class RegisterWithKRaft:
+    """BrokerRegistration to the active controller (a ZK broker sets IsMigratingZkBroker)."""
+
+    broker: BrokerId
+    controller: ControllerId
+
+
+@record
+class BrokerHeartbeat:
+    """BrokerHeartbeat with the exact broker epoch: unfence, start or finish a controlled shutdown."""
+
+    broker: BrokerId
+    controller: ControllerId
+
+
+@record
+class FetchMetadata:
+    """A KRaft broker replays the committed metadata the leader has."""
+
+    broker: BrokerId
+    controller: ControllerId
+
+
+@record
+class SessionTimeout:
+    """The active controller fences a broker whose heartbeats stopped (a live one's were lost: perturbation)."""
+
+    broker: BrokerId
+    controller: ControllerId
+
+
+@record
+class BeginControlledShutdown:
+    """A KRaft broker gets SIGINT: Stopping, and its heartbeats ask to shut down. (perturbation)"""
+
+    broker: BrokerId
+
+
+@record
+class MigrateBrokerToKRaft:
+    """The operator turns a stopped ZK broker into a KRaft broker (meta.properties stays v0). (perturbation)"""
+
+    broker: BrokerId
+
+
+@record
+class RollbackBrokerToZk:
+    """The operator turns a stopped KRaft broker back into a ZK broker (rollback). (perturbation)"""
+
+    broker: BrokerId
+
+
+@record
+class AlterConfigs:
+    """An admin's IncrementalAlterConfigs on the active controller (refused in pre-migration). (perturbation)"""
+
+    controller: ControllerId
+
+
+@record
+class UpdateMetadataVersion:
+    """An admin's UpdateFeatures for metadata.version on the active controller. (perturbation)"""
+
+    controller: ControllerId
+    level: Ibp
+
+
+@record
+class DeleteControllerZNodes:
+    """Rollback's last step: the operator removes the KRaft /controller (and /controller_epoch). (perturbation)"""
+
+
 Action = (
     ZkOutage
     | ZkRecover
@@ -182,12 +401,61 @@ Action = (
     | ProcessBrokerChange
     | ElectPartitionLeader
     | UpdateFeatures
+    | StartElection
+    | RequestVote
+    | BecomeLeader
+    | Fetch
+    | CrashController
+    | ShutdownController
+    | RestartController
+    | ReconfigureController
+    | RecoverMigrationState
+    | KRaftLeaderChange
+    | WaitForControllerQuorum
+    | WaitForZkBrokers
+    | BecomeZkController
+    | MigrateMetadata
+    | CompleteMigration
+    | MigrationCommitted
+    | SyncKRaftToZk
+    | SendRPCsToBrokers
+    | DualWrite
+    | RegisterWithKRaft
+    | BrokerHeartbeat
+    | FetchMetadata
+    | SessionTimeout
+    | BeginControlledShutdown
+    | MigrateBrokerToKRaft
+    | RollbackBrokerToZk
+    | AlterConfigs
+    | UpdateMetadataVersion
+    | DeleteControllerZNodes
 )
 
 ACTION_TYPES: tuple[type, ...] = Action.__args__  # type: ignore[attr-defined]
 
 PERTURBATIONS: frozenset[type] = frozenset(
-    {ZkOutage, ExpireSession, Drop, CrashBroker, StopBroker, ChangeIbp, UpdateFeatures, SendControlledShutdown}
+    {
+        ZkOutage,
+        ExpireSession,
+        Drop,
+        CrashBroker,
+        StopBroker,
+        ChangeIbp,
+        UpdateFeatures,
+        SendControlledShutdown,
+        StartElection,
+        CrashController,
+        ShutdownController,
+        ReconfigureController,
+        SessionTimeout,
+        BeginControlledShutdown,
+        MigrateBrokerToKRaft,
+        RollbackBrokerToZk,
+        AlterConfigs,
+        UpdateMetadataVersion,
+        DeleteControllerZNodes,
+    }
 )
 
 

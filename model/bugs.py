@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+from model.migration import Profile
 from model.record import record
 
 
@@ -47,6 +48,38 @@ class Bug(Enum):
     RECREATE_FEATURES_ZNODE = "recreate_features_znode"
     DISABLE_KEEPS_FEATURES = "disable_keeps_features"
     BROKER_RESETS_FEATURE_EPOCH = "broker_resets_feature_epoch"
+    # The KRaft quorum (KIP-500)
+    VOTE_TWICE_IN_EPOCH = "vote_twice_in_epoch"
+    VOTE_IGNORES_LOG = "vote_ignores_log"
+    RESTART_FORGETS_EPOCH = "restart_forgets_epoch"
+    COMMIT_WITHOUT_MAJORITY = "commit_without_majority"
+    LEADER_RESETS_HIGH_WATERMARK = "leader_resets_high_watermark"
+    # Broker lifecycle on KRaft
+    BROKER_EPOCH_FROM_INCARNATION = "broker_epoch_from_incarnation"
+    UNFENCE_BEFORE_CAUGHT_UP = "unfence_before_caught_up"
+    SERVE_FENCED_BROKERS = "serve_fenced_brokers"
+    KRAFT_BROKER_TAKES_LIVE_ZK_ID = "kraft_broker_takes_live_zk_id"
+    ADMIT_ZK_BROKER_WITH_OTHER_IBP = "admit_zk_broker_with_other_ibp"
+    # The migration (KIP-866)
+    DRIVER_SKIPS_TO_DUAL_WRITE = "driver_skips_to_dual_write"
+    DUAL_WRITE_BEFORE_SYNC = "dual_write_before_sync"
+    DUAL_WRITE_UNCOMMITTED = "dual_write_uncommitted"
+    DUAL_WRITE_DROPS_CONFIG = "dual_write_drops_config"
+    DUAL_WRITE_SKIPS_EPOCH_CHECK = "dual_write_skips_epoch_check"
+    CLAIM_REUSES_ZK_EPOCH = "claim_reuses_zk_epoch"
+    CLAIM_IGNORES_NEWER_KRAFT_EPOCH = "claim_ignores_newer_kraft_epoch"
+    RPCS_WAIT_FOR_NEWER_OFFSET = "rpcs_wait_for_newer_offset"
+    MIGRATION_OUTSIDE_TRANSACTION = "migration_outside_transaction"
+    NO_ABORT_ON_FAILOVER = "no_abort_on_failover"
+    PRE_MIGRATION_ACCEPTS_WRITES = "pre_migration_accepts_writes"
+    IGNORE_LAG_BOUND = "ignore_lag_bound"
+    REENTER_MIGRATION_AFTER_FINALIZE = "reenter_migration_after_finalize"
+    KRAFT_BORN_MIGRATES = "kraft_born_migrates"
+    MV_CHANGE_DURING_MIGRATION = "mv_change_during_migration"
+    SHUTDOWN_WITHOUT_ZK_CATCH_UP = "shutdown_without_zk_catch_up"
+    SYNC_SKIPS_TOPIC_DELETION = "sync_skips_topic_deletion"
+    WAIT_ONLY_FOR_LIVE_BROKERS = "wait_only_for_live_brokers"
+    INACTIVE_IGNORES_LEADERSHIP = "inactive_ignores_leadership"
 
 
 @record
@@ -54,6 +87,7 @@ class Variant:
     """Which model runs: the correct one (no bugs) or one with seeded bugs switched on."""
 
     bugs: frozenset[Bug] = frozenset()
+    profile: Profile = Profile.KIP  # whose rules where the seeds and shipped Kafka differ
 
     def has(self, bug: Bug) -> bool:
         return bug in self.bugs
@@ -123,6 +157,67 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "an IBP downgrade marks /features Disabled but keeps the finalized levels"),
     SeededBug(Bug.BROKER_RESETS_FEATURE_EPOCH, "BrokerFeatureCacheNeverGoesBack", "features-downgrade",
               "a broker forgets its feature epoch when /features is Disabled"),
+    # model part 2: the KRaft quorum
+    SeededBug(Bug.VOTE_TWICE_IN_EPOCH, "AtMostOneKRaftLeaderPerEpoch", "kraft-quorum",
+              "a voter grants its vote to a second candidate in the same epoch"),
+    SeededBug(Bug.VOTE_IGNORES_LOG, "CommittedRecordsNeverChange", "kraft-quorum",
+              "a voter grants its vote without comparing the candidate's log with its own"),
+    SeededBug(Bug.RESTART_FORGETS_EPOCH, "KRaftEpochNeverDecreases", "kraft-quorum",
+              "a restarted controller starts from epoch 0 instead of its quorum-state file"),
+    SeededBug(Bug.COMMIT_WITHOUT_MAJORITY, "CommittedRecordsOnMajority", "kraft-quorum",
+              "the leader advances its high watermark on its own append"),
+    SeededBug(Bug.LEADER_RESETS_HIGH_WATERMARK, "HighWatermarkNeverDecreases", "kraft-quorum",
+              "a new leader starts its high watermark from zero instead of what it learned as a follower"),
+    # brokers on KRaft
+    SeededBug(Bug.BROKER_EPOCH_FROM_INCARNATION, "BrokerEpochIsRegistrationOffset", "pre-migration",
+              "the controller gives a registering broker its incarnation number as its epoch"),
+    SeededBug(Bug.UNFENCE_BEFORE_CAUGHT_UP, "UnfencedOnlyWhenCaughtUp", "broker-migration",
+              "a heartbeat unfences a KRaft broker that has not replayed its own registration yet"),
+    SeededBug(Bug.SERVE_FENCED_BROKERS, "FencedBrokersNeverServed", "broker-migration",
+              "metadata responses list every registered broker, fenced ones too"),
+    SeededBug(Bug.KRAFT_BROKER_TAKES_LIVE_ZK_ID, "NoKRaftBrokerTakesALiveZkBrokersId", "broker-migration",
+              "a KRaft broker's registration replaces a ZK broker's registration that is still live"),
+    SeededBug(Bug.ADMIT_ZK_BROKER_WITH_OTHER_IBP, "ZkBrokersAdmittedAtMetadataVersion", "pre-migration",
+              "a migrating ZK broker is admitted whatever IBP it advertises"),
+    # the migration
+    SeededBug(Bug.DRIVER_SKIPS_TO_DUAL_WRITE, "DriverTakesOnlyTableTransitions", "pre-migration",
+              "the driver goes from WAIT_FOR_CONTROLLER_QUORUM straight to DUAL_WRITE"),
+    SeededBug(Bug.DUAL_WRITE_BEFORE_SYNC, "DualWritesOnlyInDualWriteStates", "migration",
+              "metadata changes are dual-written while the driver is still in SYNC_KRAFT_TO_ZK"),
+    SeededBug(Bug.DUAL_WRITE_UNCOMMITTED, "ZkWritesFollowKRaftCommits", "dual-write",
+              "the dual write sends records to ZooKeeper before KRaft has committed them"),
+    SeededBug(Bug.DUAL_WRITE_DROPS_CONFIG, "ZkEqualsImageAtMigrationOffset", "dual-write",
+              "a dual write advances /migration past a config change it did not write"),
+    SeededBug(Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK, "OnlyCurrentKRaftLeaderWritesApply", "dual-write",
+              "a dual-write multi leaves out the /controller_epoch check"),
+    SeededBug(Bug.CLAIM_REUSES_ZK_EPOCH, "ZkControllerEpochsIncreaseAcrossHandOver", "migration",
+              "the KRaft claim writes /controller_epoch back unchanged instead of + 1"),
+    SeededBug(Bug.CLAIM_IGNORES_NEWER_KRAFT_EPOCH, "KRaftEpochInZkOnlyIncreases", "migration",
+              "the claim overwrites a /controller that holds a newer Raft epoch"),
+    SeededBug(Bug.RPCS_WAIT_FOR_NEWER_OFFSET, "MigrationReachesDualWriteWithoutFaults", "handover",
+              "SendRPCsToBrokers waits for an image newer than /migration's offset instead of as new (off by one)"),
+    SeededBug(Bug.MIGRATION_OUTSIDE_TRANSACTION, "InitialMigrationAllOrNothing", "migration",
+              "the initial migration writes its records without a metadata transaction"),
+    SeededBug(Bug.NO_ABORT_ON_FAILOVER, "FailoverAbortsMigrationTransaction", "migration",
+              "a new leader leaves its predecessor's migration transaction open"),
+    SeededBug(Bug.PRE_MIGRATION_ACCEPTS_WRITES, "OnlyAllowedWritesInPreMigration", "pre-migration",
+              "the controller in pre-migration accepts an admin write"),
+    SeededBug(Bug.IGNORE_LAG_BOUND, "WriteBehindLagBounded", "dual-write",
+              "metadata writes go on while ZooKeeper falls further behind than the bound"),
+    SeededBug(Bug.REENTER_MIGRATION_AFTER_FINALIZE, "NoZkWriteAfterPostMigration", "finalize",
+              "a driver that sees POST_MIGRATION claims ZooKeeper again"),
+    SeededBug(Bug.KRAFT_BORN_MIGRATES, "MigrationStateOnlyMovesForward", "kraft-born",
+              "a driver in a KRaft-born cluster (NONE) goes on to migrate"),
+    SeededBug(Bug.MV_CHANGE_DURING_MIGRATION, "MetadataVersionFixedDuringMigration", "dual-write",
+              "UpdateFeatures changes metadata.version while the migration is in progress"),
+    SeededBug(Bug.SHUTDOWN_WITHOUT_ZK_CATCH_UP, "RollbackLosesNothingCommitted", "rollback",
+              "the KRaft leader shuts down cleanly before ZooKeeper has its committed records"),
+    SeededBug(Bug.SYNC_SKIPS_TOPIC_DELETION, "TopicDeletionsCompletedByMigration", "migration",
+              "the KRaft-to-ZooKeeper sync leaves a pending topic deletion in ZooKeeper"),
+    SeededBug(Bug.WAIT_ONLY_FOR_LIVE_BROKERS, "MigrationStartsOnlyWithEveryKnownZkBroker", "pre-migration",
+              "the driver waits only for brokers live in /brokers/ids, not those named in assignments"),
+    SeededBug(Bug.INACTIVE_IGNORES_LEADERSHIP, "ActiveDriverNeverStaysInactive", "handover",
+              "an INACTIVE driver ignores the event that makes its node the leader again"),
 )
 
 SEEDED_BUGS_BY_NAME = {b.name: b for b in SEEDED_BUGS}

@@ -5,6 +5,11 @@ Kinds (after stateright's ``always`` / ``sometimes`` and TLA+'s action propertie
 - ``TRANSITION``: a predicate on every step ``(before, action, after)``; monotonicity lives here.
 - ``SOMETIMES``: a witness on a step that some reachable step must satisfy. Each keeps an
   ALWAYS or TRANSITION property from being vacuous (the situation it guards does happen).
+- ``EVENTUALLY``: a leads-to property ``when ~> goal`` on states: on every fair behaviour, from any
+  reachable state where ``when`` holds (the initial state when ``when`` is None), a state where
+  the goal (the predicate) holds eventually comes. Fairness: weak fairness of every action
+  instance whose type is not in ``model.actions.PERTURBATIONS``; perturbations get none (the
+  rule is ``properties.liveness.is_fair``, which checks these on the explored graph).
 
 Every property names the seed section it comes from (``KIP-nnn §Section``); the invariant
 catalogue in docs/ is generated from this registry. Predicates read ground truth from ZooKeeper
@@ -22,6 +27,7 @@ from enum import Enum
 from model import zookeeper as zkm
 from model.actions import (
     Action,
+    DeleteControllerZNodes,
     Deliver,
     ElectPartitionLeader,
     InitializeController,
@@ -52,6 +58,7 @@ class Kind(Enum):
     ALWAYS = "always"
     TRANSITION = "transition"
     SOMETIMES = "sometimes"
+    EVENTUALLY = "eventually"
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,7 @@ class Property:
     source: str
     section: str  # the part of the control plane it is about, for the catalogue
     predicate: Callable
+    when: Callable | None = None  # EVENTUALLY only: the trigger; None: from the initial state
 
 
 PROPERTIES: list[Property] = []
@@ -74,11 +82,11 @@ def section(title: str) -> None:
     _section = title
 
 
-def _register(kind: Kind, name: str, meaning: str, source: str):
+def _register(kind: Kind, name: str, meaning: str, source: str, when: Callable | None = None):
     def wrap(fn: Callable) -> Callable:
         if any(p.name == name for p in PROPERTIES):
             raise ValueError(f"duplicate property {name}")
-        PROPERTIES.append(Property(name, kind, meaning, source, _section, fn))
+        PROPERTIES.append(Property(name, kind, meaning, source, _section, fn, when))
         return fn
 
     return wrap
@@ -94,6 +102,12 @@ def transition(name: str, meaning: str, source: str):
 
 def sometimes(name: str, meaning: str, source: str):
     return _register(Kind.SOMETIMES, name, meaning, source)
+
+
+def eventually(name: str, meaning: str, source: str, when: Callable | None = None):
+    """``when ~> goal``: the decorated function is the goal, ``goal(state) -> bool``; ``when(state)``
+    is the trigger (None: from the initial state). Checked under weak fairness of non-perturbations."""
+    return _register(Kind.EVENTUALLY, name, meaning, source, when)
 
 
 # ---- shared readings --------------------------------------------------------------------------
@@ -205,6 +219,10 @@ def at_most_one_controller_per_epoch(state: ClusterState) -> bool:
 def controller_epoch_never_decreases(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.zk.nodes is before.zk.nodes:
         return True
+    if isinstance(action, DeleteControllerZNodes):
+        # KIP-866 §Rollback to ZK has the operator remove it; ZkControllerEpochsIncreaseAcrossHandOver
+        # then checks what the next election writes.
+        return True
     old = znode_data(before, CONTROLLER_EPOCH)
     new = znode_data(after, CONTROLLER_EPOCH)
     return old is None or (new is not None and new >= old)
@@ -283,9 +301,11 @@ def no_stale_control_request_applied(before: ClusterState, action: Action, after
     dest = before.brokers[m.dest]
     if not dest.alive:
         return True
+    # A KRaft controller addresses the broker's KRaft generation (the offset of its registration record).
+    own = dest.kraft_epoch if m.kraft else dest.epoch
     # A process that has not registered yet has no generation: every addressed request is for an earlier one.
-    unborn = dest.epoch == UNKNOWN_BROKER_EPOCH and m.broker_epoch != UNKNOWN_BROKER_EPOCH
-    stale = unborn or broker_epoch_is_stale(m.broker_epoch, dest.epoch) or m.controller_epoch < dest.controller_epoch
+    unborn = own == UNKNOWN_BROKER_EPOCH and m.broker_epoch != UNKNOWN_BROKER_EPOCH
+    stale = unborn or broker_epoch_is_stale(m.broker_epoch, own) or m.controller_epoch < dest.controller_epoch
     return not stale or after.brokers[m.dest] == dest
 
 
@@ -544,10 +564,66 @@ def multi_fails(before: ClusterState, action: Action, after: ClusterState) -> bo
     return any(r is not ZkCode.OK for r in after.ghost.last_multi)
 
 
+# ---- liveness (leads-to under weak fairness of the non-perturbations) ------------------------------
+section("Liveness")
+
+
+def _holds_registration(state: ClusterState, b) -> bool:
+    """The broker's process holds /brokers/ids/<id>, created in its own live session."""
+    node = zkm.get(state.zk, f"{BROKER_IDS}/{b.id}")
+    return (
+        b.registered
+        and node is not None
+        and node.ephemeral_owner == b.session
+        and zkm.session_client(state.zk, b.session) == b.id
+    )
+
+
+def _every_live_zk_broker_registered(state: ClusterState) -> bool:
+    return all(_holds_registration(state, b) for b in state.brokers if b.alive and not b.config.kraft_mode)
+
+
+@eventually(
+    "EveryLiveBrokerEventuallyRegistered",
+    "Whenever a running ZooKeeper broker is not registered, eventually every running one holds its"
+    " /brokers/ids/<id> in its own session.",
+    "KIP-380 §Broker Registration in Zookeeper (a broker that (re)-joins creates its ephemeral znode)",
+    when=lambda state: not _every_live_zk_broker_registered(state),
+)
+def every_live_broker_eventually_registered(state: ClusterState) -> bool:
+    return _every_live_zk_broker_registered(state)
+
+
+def _controller_caught_up(state: ClusterState) -> bool:
+    """Every current, initialized controller's cached epochs and refusals are /brokers/ids's czxids."""
+    registered = {int(name): node.czxid for name, node in zkm.children(state.zk, BROKER_IDS)}
+    for c in state.brokers:
+        if c.controller is not None and c.controller.initialized and is_current_controller(state, c):
+            if {**dict(c.controller.refused), **c.controller.epochs()} != registered:
+                return False
+    return True
+
+
+@eventually(
+    "ControllerEventuallySeesEveryBroker",
+    "Whenever the current controller's view of the registered brokers differs from /brokers/ids, it"
+    " eventually matches it again: no new, dead or bounced broker goes unprocessed.",
+    "KIP-380 §Motivation (assumption 4: the controller has processed the BrokerChange once a bounce ends);"
+    " §Controller Detects Bounced Broker",
+    when=lambda state: not _controller_caught_up(state),
+)
+def controller_eventually_sees_every_broker(state: ClusterState) -> bool:
+    return _controller_caught_up(state)
+
+
+# Model part 2 registers its properties here too (KRaft quorum, brokers on KRaft, migration).
+from model import migration_invariants  # noqa: E402,F401
+
 BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}
 ALWAYS = [p for p in PROPERTIES if p.kind is Kind.ALWAYS]
 TRANSITIONS = [p for p in PROPERTIES if p.kind is Kind.TRANSITION]
 SOMETIMES = [p for p in PROPERTIES if p.kind is Kind.SOMETIMES]
+EVENTUALLY = [p for p in PROPERTIES if p.kind is Kind.EVENTUALLY]
 
 
 def broken_always(state: ClusterState) -> list[str]:

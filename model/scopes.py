@@ -13,12 +13,43 @@ from __future__ import annotations
 
 from model import zookeeper as zkm
 from model.actions import (
+    BecomeLeader,
+    BecomeZkController,
+    BrokerHeartbeat,
+    CompleteMigration,
     Deliver,
+    DualWrite,
     ElectController,
+    Fetch,
+    FetchMetadata,
     InitializeController,
+    KRaftLeaderChange,
+    MigrateBrokerToKRaft,
+    MigrateMetadata,
+    MigrationCommitted,
     ObserveControllerEpoch,
     OpenSession,
+    RecoverMigrationState,
     RegisterBroker,
+    RegisterWithKRaft,
+    RequestVote,
+    RestartBroker,
+    SendRPCsToBrokers,
+    SessionTimeout,
+    StartElection,
+    StopBroker,
+    SyncKRaftToZk,
+    WaitForControllerQuorum,
+    WaitForZkBrokers,
+)
+from model.kraft import FIRST_CONTROLLER_ID, ControllerConfig, ControllerId, KRaftEpoch, QuorumRole, image_of
+from model.migration import (
+    CONFIG,
+    DELETED_TOPIC,
+    Driver,
+    MigrationDriverState,
+    pending_deletion_path,
+    topic_path,
 )
 from model.record import record
 from model.state import (
@@ -32,6 +63,7 @@ from model.state import (
     ClusterState,
     FeatureRanges,
     FeaturesZNode,
+    KRaftController,
     PartitionState,
     message_sort_key,
     partition_state_path,
@@ -71,6 +103,19 @@ class Scope:
     feature_updates: tuple[tuple[str, int, bool], ...] = ()  # UpdateFeatures (feature, level, allow_downgrade)
     settled: bool = False  # a warm start delivers its start-up requests before checks begin
     max_depth: int = 12  # depth of the bounded search the seeded-bug tests run
+    # ---- model part 2: the KRaft quorum and the migration (defaults: none of it)
+    controllers: tuple[ControllerConfig, ...] = ()  # one per KRaft controller, ids from 3000
+    broker_flags: tuple[tuple[bool, bool], ...] = ()  # per broker: (migration flag, controller configs)
+    zk_config: int | None = None  # /config/cluster at the start
+    pending_deletion: bool = False  # a topic whose deletion ZooKeeper has not finished
+    stage: str | None = None  # how far a canonical prefix takes the KRaft side (see STAGES)
+    controller_flag_choices: tuple[bool, ...] = ()  # values ReconfigureController may set
+    metadata_version_choices: tuple[Ibp, ...] = ()  # levels UpdateMetadataVersion may ask for
+    # Properties the correct model breaks here under a profile: findings about the seeds, reported, not bugs.
+    findings: tuple[tuple[str, str], ...] = ()  # (profile, property)
+
+    def expected_findings(self, profile) -> set[str]:
+        return {prop for p, prop in self.findings if p == profile.value}
 
     @property
     def brokers(self) -> int:
@@ -83,16 +128,22 @@ def cold_state(scope: Scope) -> ClusterState:
         CONTROLLER_EPOCH: INITIAL_CONTROLLER_EPOCH,
         TOPIC: scope.partitions,
     }
+    if scope.zk_config is not None:
+        nodes[CONFIG] = scope.zk_config
+    if scope.pending_deletion:
+        nodes[topic_path(DELETED_TOPIC)] = ()
+        nodes[pending_deletion_path(DELETED_TOPIC)] = ()
     for p, replicas in enumerate(scope.partitions):
         nodes[partition_state_path(PartitionId(p))] = PartitionState(
             replicas[0], LeaderEpoch(0), replicas, INITIAL_CONTROLLER_EPOCH
         )
     if scope.features_znode is not None:
         nodes[FEATURES] = scope.features_znode
+    flags = scope.broker_flags or ((False, False),) * scope.brokers
     brokers = tuple(
         Broker(
             id=BrokerId(i),
-            config=BrokerConfig(scope.ibps[i], scope.supported[i]),
+            config=BrokerConfig(scope.ibps[i], scope.supported[i], False, *flags[i]),
             alive=True,
             session=NO_SESSION,
             registered=False,
@@ -107,13 +158,30 @@ def cold_state(scope: Scope) -> ClusterState:
         )
         for i in range(scope.brokers)
     )
-    return ClusterState(zkm.initial(nodes), brokers, frozenset(), scope.budget)
+    controllers = tuple(
+        KRaftController(
+            id=ControllerId(FIRST_CONTROLLER_ID + i), config=config, alive=True, epoch=KRaftEpoch(0), voted_for=None,
+            log=(), role=QuorumRole.UNATTACHED, leader=None, votes=frozenset(), high_watermark=0, fetched=(),
+            active=False, driver=Driver() if config.migration_enabled else None,
+        )
+        for i, config in enumerate(scope.controllers)
+    )
+    return ClusterState(zkm.initial(nodes), brokers, frozenset(), scope.budget, controllers)
 
 
 def initial_state(scope: Scope) -> ClusterState:
     state = cold_state(scope)
     if not scope.warm:
         return state
+    if scope.brokers:
+        state = _zk_warm_up(state, scope)
+    if scope.stage is not None:
+        state = _kraft_warm_up(state, scope)
+    # The history stays: the next registration of each broker must still beat the warm-up's.
+    return state.replace(budget=scope.budget, ghost=type(state.ghost)())
+
+
+def _zk_warm_up(state: ClusterState, scope: Scope) -> ClusterState:
     state = state.replace(budget=state.budget.replace(elections=1))
     prefix = [a(BrokerId(b)) for b in range(scope.brokers) for a in (OpenSession, RegisterBroker)]
     prefix += [ObserveControllerEpoch(BrokerId(0)), ElectController(BrokerId(0)), InitializeController(BrokerId(0))]
@@ -122,10 +190,94 @@ def initial_state(scope: Scope) -> ClusterState:
         if nxt is None:
             raise ValueError(f"scope {scope.name}: warm start cannot take {action}")
         state = nxt
-    while scope.settled and state.network:
+    while (scope.settled or scope.stage is not None) and state.network:
         state = step(state, Deliver(min(state.network, key=message_sort_key)))
-    # The history stays: the next registration of each broker must still beat the warm-up's.
-    return state.replace(budget=scope.budget, ghost=type(state.ghost)())
+    return state
+
+
+# How far a warm start takes the KRaft side, each stage a goal reached by protocol steps only.
+STAGES = ("quorum", "registered", "dual-write", "kraft-brokers")
+
+# The happy path's step kinds, in the order a canonical warm-up prefers them.
+_HAPPY_PATH: tuple[type, ...] = (
+    Deliver, RecoverMigrationState, BecomeLeader, RequestVote, Fetch, KRaftLeaderChange, WaitForControllerQuorum,
+    SessionTimeout, RegisterWithKRaft, BrokerHeartbeat, FetchMetadata, WaitForZkBrokers, BecomeZkController,
+    MigrateMetadata, CompleteMigration, MigrationCommitted, SyncKRaftToZk, SendRPCsToBrokers, DualWrite,
+    RestartBroker,
+)
+
+
+def _kraft_warm_up(state: ClusterState, scope: Scope) -> ClusterState:
+    """Run the happy path until the scope's stage holds: a reachable start for a focused scope."""
+    stage = scope.stage
+    if stage not in STAGES:
+        raise ValueError(f"scope {scope.name}: unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+    generous = Budget(kraft_elections=1, migrations=2 * scope.brokers, max_in_flight=64, max_lag=1 << 20)
+    state = state.replace(budget=generous)
+    state = step(state, StartElection(ControllerId(FIRST_CONTROLLER_ID)))
+    goals = STAGES[: STAGES.index(stage) + 1]
+    for goal in goals:
+        if goal == "kraft-brokers":
+            for b in range(scope.brokers):
+                for action in (StopBroker(BrokerId(b)), MigrateBrokerToKRaft(BrokerId(b))):
+                    state = _must(state, scope, action)
+        state = _advance(state, scope, lambda s, g=goal: _stage_reached(s, g))
+    return state
+
+
+def _must(state: ClusterState, scope: Scope, action) -> ClusterState:
+    budget = state.budget
+    nxt = step(state.replace(budget=budget.replace(restarts=1, migrations=1)), action)
+    if nxt is None:
+        raise ValueError(f"scope {scope.name}: warm start cannot take {action}")
+    return nxt.replace(budget=budget)
+
+
+def _advance(state: ClusterState, scope: Scope, done) -> ClusterState:
+    from model.step import candidate_actions
+
+    for _ in range(500):
+        if done(state):
+            return state
+        for kind in _HAPPY_PATH:
+            taken = False
+            for action in candidate_actions(state, scope):
+                if type(action) is kind:
+                    nxt = step(state, action)
+                    if nxt is not None and nxt != state:
+                        state, taken = nxt, True
+                        break
+            if taken:
+                break
+        else:
+            raise ValueError(f"scope {scope.name}: the warm start is stuck before its stage")
+    raise ValueError(f"scope {scope.name}: the warm start does not reach its stage")
+
+
+def _stage_reached(state: ClusterState, goal: str) -> bool:
+    if state.network:
+        return False
+    leader = state.controllers[0]
+    caught_up = all(c.log == leader.log and c.high_watermark == len(c.log) for c in state.controllers)
+    drivers = [c.driver for c in state.controllers if c.driver is not None]
+    settled = caught_up and all(d.state is not MigrationDriverState.UNINITIALIZED and d.kraft_epoch == leader.epoch
+                                for d in drivers)
+    if goal == "quorum":
+        return leader.role is QuorumRole.LEADER and leader.active and settled
+    ready = [b for b in state.brokers if b.config.migration_enabled and b.config.controller_configs]
+    registered = all(
+        (r := image_of(leader.log).registration(b.id)) is not None and not r.fenced and b.kraft_epoch == r.epoch
+        for b in ready
+    )
+    if goal == "registered":
+        return settled and registered
+    dual = leader.driver is not None and leader.driver.state is MigrationDriverState.DUAL_WRITE
+    synced = leader.driver is not None and leader.driver.migration_offset == leader.high_watermark
+    if goal == "dual-write":
+        return settled and registered and dual and synced
+    online = all(b.alive and b.config.kraft_mode and b.image.offset == leader.high_watermark and
+                 b.lifecycle.value == "Online" for b in state.brokers)
+    return settled and dual and synced and online
 
 
 SAME_RANGE = ranges(group_coordinator=(1, 3))
@@ -231,3 +383,144 @@ SCOPES: dict[str, Scope] = {
         ),
     )
 }
+
+
+# ---- model part 2: the migration's scopes -------------------------------------------------------
+
+MIGRATING = ControllerConfig(migration_enabled=True)
+KRAFT_ONLY = ControllerConfig(migration_enabled=False)
+READY = (True, True)  # a ZK broker with the migration flag and the controller configs
+
+
+def _migration_scope(**kw) -> Scope:
+    defaults = dict(
+        ibps=(Ibp.IBP_3_4_IV0,) * 2,
+        supported=(SAME_RANGE,) * 2,
+        partitions=((BrokerId(0), BrokerId(1)),),
+        broker_flags=(READY, READY),
+        controllers=(MIGRATING,) * 2,
+        zk_config=1,
+        settled=True,
+    )
+    defaults.update(kw)
+    return Scope(**defaults)
+
+
+MIGRATION_SCOPES = (
+    Scope(
+        name="kraft-quorum",
+        summary="3 KRaft voters of a KRaft-born cluster: split votes, a deposed leader, truncation",
+        ibps=(),
+        supported=(),
+        partitions=(),
+        controllers=(KRAFT_ONLY,) * 3,
+        budget=Budget(kraft_elections=3, controller_crashes=1, operator=2),
+        max_depth=12,
+    ),
+    _migration_scope(
+        name="kraft-born",
+        summary="a KRaft-born quorum of 1 is restarted with the migration flag: it must never migrate",
+        ibps=(Ibp.IBP_3_4_IV0,),
+        supported=(SAME_RANGE,),
+        partitions=((BrokerId(0),),),
+        broker_flags=(READY,),
+        controllers=(KRAFT_ONLY,),
+        stage="quorum",
+        budget=Budget(migrations=3, kraft_elections=1),
+        controller_flag_choices=(True,),
+        max_depth=18,
+    ),
+    _migration_scope(
+        name="pre-migration",
+        summary="2 ZK brokers (one at another IBP), 2 migrating controllers: registration, refused writes, a failover",
+        ibps=(Ibp.IBP_3_4_IV0, Ibp.IBP_3_6_IV1),
+        stage="quorum",
+        budget=Budget(kraft_elections=1, controller_crashes=1, operator=1, restarts=1, max_in_flight=8),
+        max_depth=14,
+    ),
+    _migration_scope(
+        name="migration",
+        summary="the claim and the initial migration with a pending topic deletion, and a failover in the middle",
+        stage="registered",
+        pending_deletion=True,
+        budget=Budget(kraft_elections=1, controller_crashes=1, max_in_flight=8),
+        max_depth=14,
+    ),
+    _migration_scope(
+        name="dual-write",
+        summary="dual writes under a ZooKeeper outage, admin writes against the lag bound, a KRaft failover",
+        stage="dual-write",
+        # The bound must admit the largest atomic batch (a fence and its partition change: 2 records).
+        budget=Budget(kraft_elections=1, outages=1, operator=3, max_lag=2, max_in_flight=10),
+        metadata_version_choices=(Ibp.IBP_3_6_IV1,),
+        max_depth=12,
+    ),
+    _migration_scope(
+        name="broker-migration",
+        summary="rolling restart of ZK brokers into KRaft mode during dual write, with a controlled shutdown",
+        stage="dual-write",
+        budget=Budget(restarts=1, migrations=2, shutdowns=1, timeouts=1, max_in_flight=10),
+        max_depth=14,
+    ),
+    _migration_scope(
+        name="finalize",
+        summary="every broker on KRaft; the controller restarted without the flag, then with it again",
+        ibps=(Ibp.IBP_3_4_IV0,),
+        supported=(SAME_RANGE,),
+        partitions=((BrokerId(0),),),
+        broker_flags=(READY,),
+        controllers=(MIGRATING,),
+        stage="kraft-brokers",
+        budget=Budget(migrations=5, kraft_elections=2, max_in_flight=10),
+        controller_flag_choices=(False, True),
+        max_depth=14,
+    ),
+    _migration_scope(
+        name="rollback",
+        summary="a broker on KRaft goes back to ZK, the quorum stops cleanly, /controller is removed, ZK elects",
+        stage="dual-write",
+        # KIP-866 §Rollback to ZK has the operator delete /controller_epoch too: the next ZK election
+        # starts again from epoch 1, an epoch already used (Kafka's documented procedure keeps it).
+        findings=(("kip", "ZkControllerEpochsIncreaseAcrossHandOver"), ("kip", "AtMostOneControllerPerEpoch")),
+        budget=Budget(restarts=1, migrations=5, elections=1, operator=1, max_in_flight=10),
+        max_depth=16,
+    ),
+)
+
+SCOPES.update({s.name: s for s in MIGRATION_SCOPES})
+
+# Small enough to explore completely, which liveness needs (properties.liveness).
+LIVENESS_SCOPES = (
+    _migration_scope(
+        name="handover",
+        summary="1 ZK broker, 1 controller: the whole migration to DUAL_WRITE with a controller crash and a ZK outage",
+        ibps=(Ibp.IBP_3_4_IV0,),
+        supported=(SAME_RANGE,),
+        partitions=((BrokerId(0),),),
+        broker_flags=(READY,),
+        controllers=(MIGRATING,),
+        stage="quorum",
+        budget=Budget(controller_crashes=1, outages=1, max_in_flight=6),
+        max_depth=20,
+    ),
+)
+SCOPES.update({s.name: s for s in LIVENESS_SCOPES})
+
+# The whole life of a migration in one small cluster, for random walks and Hypothesis machines:
+# each run may finalize it, roll it back, or neither.
+LIFECYCLE = _migration_scope(
+    name="lifecycle",
+    summary="1 ZK broker, 1 controller, from dual write to finalized or rolled back, for walks and machines",
+    ibps=(Ibp.IBP_3_4_IV0,),
+    supported=(SAME_RANGE,),
+    partitions=((BrokerId(0),),),
+    broker_flags=(READY,),
+    controllers=(MIGRATING,),
+    stage="dual-write",
+    budget=Budget(restarts=2, migrations=4, elections=1, controller_crashes=1, outages=1, operator=1,
+                  max_in_flight=6),
+    controller_flag_choices=(False,),
+    max_depth=9,
+    findings=(("kip", "ZkControllerEpochsIncreaseAcrossHandOver"), ("kip", "AtMostOneControllerPerEpoch")),
+)
+SCOPES[LIFECYCLE.name] = LIFECYCLE

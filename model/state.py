@@ -21,8 +21,21 @@ from __future__ import annotations
 from dataclasses import field
 
 from model import zookeeper as zkm
+from model.kraft import (
+    EMPTY_IMAGE,
+    BrokerState,
+    ControllerConfig,
+    ControllerId,
+    Incarnation,
+    KRaftEpoch,
+    Log,
+    MetadataImage,
+    QuorumRole,
+)
+from model.migration import Driver
 from model.record import record
 from model.types import (
+    UNKNOWN_BROKER_EPOCH,
     BrokerEpoch,
     BrokerId,
     ControllerEpoch,
@@ -92,6 +105,9 @@ class FeaturesZNode:
 class BrokerConfig:
     ibp: Ibp  # inter.broker.protocol.version
     supported: FeatureRanges  # what this broker's software supports
+    kraft_mode: bool = False  # process.roles=broker (a KRaft broker) instead of a ZooKeeper broker
+    migration_enabled: bool = False  # zookeeper.metadata.migration.enable (KIP-866 §Migration Trigger 2)
+    controller_configs: bool = False  # controller.quorum.voters and controller.listener.names (Trigger 3)
 
 
 @record
@@ -157,6 +173,43 @@ class Broker:
     shutdown_sent: bool  # a ControlledShutdown was sent in this generation
     observed_epoch: tuple[ControllerEpoch, ZkVersion] | None  # /controller_epoch read before an election
     controller: ControllerRole | None
+    # ---- the KRaft side (KIP-866 §Broker Registration, KIP-500 §Broker States); unused by part 1's scopes
+    incarnation: Incarnation = Incarnation(0)  # a new one per process start
+    kraft_epoch: BrokerEpoch = UNKNOWN_BROKER_EPOCH  # the offset of its RegisterBrokerRecord, once accepted
+    lifecycle: BrokerState = BrokerState.OFFLINE  # KRaft brokers' own view of their state
+    image: MetadataImage = EMPTY_IMAGE  # KRaft brokers: the committed metadata replayed so far
+    metadata_live: tuple[BrokerId, ...] = ()  # ZK brokers: live brokers of the last KRaft UpdateMetadata
+    meta_properties: int = 0  # meta.properties version in its log dirs (KIP-866 §Meta.Properties)
+    want_shutdown: bool = False  # SIGINT received: controlled shutdown under way
+
+
+# ---- KRaft controllers (KIP-500 §Controller Quorum; KIP-866 §Controller Migration) --------------
+
+@record
+class KRaftController:
+    """A dedicated KRaft controller: a quorum voter, and the active controller while it leads."""
+
+    id: ControllerId
+    config: ControllerConfig
+    alive: bool
+    # persisted (the quorum-state file and the log): survives a crash
+    epoch: KRaftEpoch
+    voted_for: ControllerId | None
+    log: Log
+    # in memory only
+    role: QuorumRole
+    leader: ControllerId | None  # the leader it follows (itself when leading)
+    votes: frozenset[ControllerId]  # granted to it as a candidate
+    high_watermark: int  # entries known committed
+    fetched: tuple[int, ...]  # as leader: each voter's log end offset, by index
+    active: bool  # as leader: activation ran (QuorumController's completeActivation)
+    driver: Driver | None  # the migration driver; exists when the migration flag is set
+
+
+def controller_index(c: ControllerId) -> int:
+    from model.kraft import FIRST_CONTROLLER_ID
+
+    return c - FIRST_CONTROLLER_ID
 
 
 # ---- messages (KIP-380 §Public Interfaces) -------------------------------------------------
@@ -171,6 +224,7 @@ class LeaderAndIsr:
     leader: BrokerId
     leader_epoch: LeaderEpoch
     isr: tuple[BrokerId, ...]
+    kraft: bool = False  # IsKRaftController (KIP-866 §Controller RPCs)
 
 
 @record
@@ -180,6 +234,8 @@ class UpdateMetadata:
     broker_epoch: BrokerEpoch
     dest: BrokerId
     partitions: tuple[tuple[BrokerId, LeaderEpoch], ...]  # (leader, leader epoch) per partition
+    kraft: bool = False  # IsKRaftController
+    live: tuple[BrokerId, ...] = ()  # LiveBrokers as a KRaft controller sends them: the unfenced
 
 
 @record
@@ -190,6 +246,7 @@ class StopReplica:
     dest: BrokerId
     partition: PartitionId
     delete_partition: bool
+    kraft: bool = False
 
 
 @record
@@ -223,6 +280,12 @@ class Budget:
     operator: int = 0  # UpdateFeatures requests and IBP changes
     shutdowns: int = 0  # ControlledShutdown requests brokers may send
     max_in_flight: int = 6  # a cap, not spent: a send that would exceed it waits
+    # the KRaft side
+    kraft_elections: int = 0  # election timeouts of KRaft voters
+    controller_crashes: int = 0  # KRaft controllers dying without a clean shutdown
+    timeouts: int = 0  # a live broker's heartbeats lost long enough to time its session out
+    migrations: int = 0  # operator steps of the migration and its rollback (restarts with new configs)
+    max_lag: int = 4  # KIP-866 §Unavailable ZooKeeper: the bound on records not yet written to ZooKeeper
 
 
 @record
@@ -236,11 +299,27 @@ class AppliedWrite:
 
 
 @record
+class KRaftWrite:
+    """Ghost: a KRaft controller's ZooKeeper write that applied, with what held when it was made."""
+
+    writer: ControllerId
+    writer_epoch: KRaftEpoch
+    kind: str  # "claim", "recover", "migration", "sync", "dual-write"
+    driver_state: object  # the writer's MigrationDriverState when it wrote
+    writer_offset: int  # the /migration offset it wrote (-1: none)
+    writer_log_end: int
+    post_migration: bool  # the writer's own log said POST_MIGRATION
+
+
+@record
 class Ghost:
     """Per-step annotations for the checks: not part of a state's identity."""
 
     applied_writes: tuple[AppliedWrite, ...] = ()
     last_multi: tuple = ()  # ZkCode results of the multi this step ran, () if none
+    kraft_writes: tuple[KRaftWrite, ...] = ()  # ZooKeeper writes of KRaft controllers that applied
+    sent: tuple = ()  # messages this step sent, in the order they were queued
+    attempted_kraft_write: tuple = ()  # (writer, epoch) of a KRaft write to ZooKeeper this step tried
 
 
 @record
@@ -250,6 +329,11 @@ class History:
     registered_epochs: tuple[tuple[BrokerId, BrokerEpoch], ...] = ()  # epoch of each id's latest registration
     # every leadership a broker took on: (partition, leader epoch, broker, its broker epoch, sender's controller epoch)
     leader_terms: frozenset[tuple[PartitionId, LeaderEpoch, BrokerId, BrokerEpoch, ControllerEpoch]] = frozenset()
+    kraft_terms: frozenset[tuple[KRaftEpoch, ControllerId]] = frozenset()  # every KRaft leadership won
+    committed: Log = ()  # the longest committed prefix of the metadata log so far
+    max_controller_epoch: ControllerEpoch = ControllerEpoch(0)  # the largest /controller_epoch ever written
+    # KRaft controllers that crashed since ZooKeeper last caught up with the committed log
+    crashed_controllers: frozenset[ControllerId] = frozenset()
 
     def registered_epoch(self, broker: BrokerId) -> BrokerEpoch | None:
         for b, e in self.registered_epochs:
@@ -264,6 +348,7 @@ class ClusterState:
     brokers: tuple[Broker, ...]
     network: frozenset[Message]
     budget: Budget
+    controllers: tuple[KRaftController, ...] = ()
     history: History = History()
     ghost: Ghost = field(default=Ghost(), compare=False, hash=False, repr=False)
 

@@ -21,28 +21,58 @@ from typing import TYPE_CHECKING, assert_never
 from model import zookeeper as zkm
 from model.actions import (
     Action,
+    AlterConfigs,
+    BecomeLeader,
+    BecomeZkController,
+    BeginControlledShutdown,
+    BrokerHeartbeat,
     ChangeIbp,
+    CompleteMigration,
     CrashBroker,
+    CrashController,
+    DeleteControllerZNodes,
     Deliver,
     Drop,
+    DualWrite,
     ElectController,
     ElectPartitionLeader,
     ExpireSession,
+    Fetch,
+    FetchMetadata,
     InitializeController,
+    KRaftLeaderChange,
+    MigrateBrokerToKRaft,
+    MigrateMetadata,
+    MigrationCommitted,
     ObserveControllerEpoch,
     OpenSession,
     ProcessBrokerChange,
+    ReconfigureController,
+    RecoverMigrationState,
     RefreshFeatureCache,
     RegisterBroker,
+    RegisterWithKRaft,
+    RequestVote,
     ResignController,
     RestartBroker,
+    RestartController,
+    RollbackBrokerToZk,
     SendControlledShutdown,
+    SendRPCsToBrokers,
+    SessionTimeout,
+    ShutdownController,
+    StartElection,
     StopBroker,
+    SyncKRaftToZk,
     UpdateFeatures,
+    UpdateMetadataVersion,
+    WaitForControllerQuorum,
+    WaitForZkBrokers,
     ZkOutage,
     ZkRecover,
 )
 from model.bugs import CORRECT, Bug, Variant
+from model.kraft import EMPTY_IMAGE, BrokerState, QuorumRole
 from model.state import (
     BROKER_IDS,
     CONTROLLER,
@@ -101,8 +131,9 @@ ABSENT = ZkVersion(-2)
 
 def step(state: ClusterState, action: Action, variant: Variant = CORRECT) -> ClusterState | None:
     """The state after ``action``, or None when ``action`` is not enabled in ``state``."""
-    if state.ghost.last_multi:
-        state = state.replace(ghost=state.ghost.replace(last_multi=()))
+    ghost = state.ghost
+    if ghost.last_multi or ghost.kraft_writes or ghost.sent or ghost.attempted_kraft_write:
+        state = state.replace(ghost=ghost.replace(last_multi=(), kraft_writes=(), sent=(), attempted_kraft_write=()))
     match action:
         case ZkOutage():
             return _zk_outage(state)
@@ -144,6 +175,8 @@ def step(state: ClusterState, action: Action, variant: Variant = CORRECT) -> Clu
             return _elect_partition_leader(state, c, p, variant)
         case UpdateFeatures(controller=c, feature=f, level=level, allow_downgrade=allow):
             return _update_features(state, c, f, level, allow, variant)
+        case _ if type(action) in KRAFT_ACTIONS:
+            return kraft_step.handle(state, action, variant)
         case _:
             assert_never(action)
 
@@ -205,8 +238,13 @@ def is_current_controller(state: ClusterState, b: Broker) -> bool:
 
 
 def _fresh_process(b: Broker) -> Broker:
-    """What survives a process restart: identity and configuration, nothing in memory."""
+    """What survives a process restart: identity, configuration and meta.properties, nothing in memory."""
     return b.replace(
+        kraft_epoch=UNKNOWN_BROKER_EPOCH,
+        lifecycle=BrokerState.OFFLINE,
+        image=EMPTY_IMAGE,
+        metadata_live=(),
+        want_shutdown=False,
         session=NO_SESSION,
         registered=False,
         epoch=UNKNOWN_BROKER_EPOCH,
@@ -364,8 +402,13 @@ def broker_epoch_is_stale(request_epoch: BrokerEpoch, current: BrokerEpoch) -> b
 
 
 def decide_control_request(b: Broker, m: LeaderAndIsr | UpdateMetadata | StopReplica, variant: Variant) -> Errors:
-    """Whether broker ``b`` accepts a control request (KafkaApis: broker epoch first, then controller epoch)."""
-    if broker_epoch_is_stale(m.broker_epoch, b.epoch) and not variant.has(Bug.ACCEPT_STALE_BROKER_EPOCH):
+    """Whether broker ``b`` accepts a control request (KafkaApis: broker epoch first, then controller epoch).
+
+    A request from a KRaft controller carries the broker's KRaft epoch, and is compared with the
+    epoch its BrokerLifecycleManager learned (reference §4).
+    """
+    own = b.kraft_epoch if m.kraft else b.epoch
+    if broker_epoch_is_stale(m.broker_epoch, own) and not variant.has(Bug.ACCEPT_STALE_BROKER_EPOCH):
         return Errors.STALE_BROKER_EPOCH
     if m.controller_epoch < b.controller_epoch and not variant.has(Bug.ACCEPT_STALE_CONTROLLER_EPOCH):
         return Errors.STALE_CONTROLLER_EPOCH
@@ -456,6 +499,9 @@ def _restart(state: ClusterState, b: BrokerId) -> ClusterState | None:
     broker = state.brokers[b]
     if broker.alive:
         return None
+    if broker.config.migration_enabled or broker.config.kraft_mode:
+        # A process that talks to KRaft gets a new incarnation id at each start (KIP-866 §Broker Registration).
+        broker = kraft_step.fresh_kraft_process(broker)
     return _put(state, broker.replace(alive=True))
 
 
@@ -503,7 +549,7 @@ def _send_controlled_shutdown(state: ClusterState, b: BrokerId) -> ClusterState 
     if not _connected(state, broker) or not broker.registered or broker.shutdown_sent or state.budget.shutdowns <= 0:
         return None
     controller = znode_data(state, CONTROLLER)
-    if controller is None:
+    if not isinstance(controller, int):  # none, or a KRaft controller: shutdown goes by heartbeats then
         return None
     state = _send(_spend(state, shutdowns=1), [ControlledShutdown(b, broker.epoch, controller)])
     return None if state is None else _put(state, broker.replace(shutdown_sent=True))
@@ -571,6 +617,8 @@ def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> Clu
     if not zkm.succeeded(results):
         return _put(state, broker.replace(observed_epoch=None))
     state = _spend(state, elections=1)
+    if epoch > state.history.max_controller_epoch:
+        state = state.replace(history=state.history.replace(max_controller_epoch=epoch))
     role = ControllerRole(epoch, zkm.get(zk, CONTROLLER_EPOCH).version, (), False)
     return _put(state, broker.replace(observed_epoch=None, controller=role))
 
@@ -777,11 +825,12 @@ def _deliver(state: ClusterState, m: Message, variant: Variant) -> ClusterState 
         return None
     state = state.replace(network=state.network - {m})
     dest = state.brokers[m.dest]
-    if not dest.alive:
-        return state  # the connection died with the process
+    if not dest.alive or dest.config.kraft_mode:
+        return state  # the connection died with the process (a KRaft broker is a new process)
     if isinstance(m, ControlledShutdown):
         return _handle_controlled_shutdown(state, dest, m, variant)
-    if dest.epoch == UNKNOWN_BROKER_EPOCH and not variant.has(Bug.SERVE_BEFORE_REGISTERING):
+    own = dest.kraft_epoch if m.kraft else dest.epoch
+    if own == UNKNOWN_BROKER_EPOCH and not variant.has(Bug.SERVE_BEFORE_REGISTERING):
         # KafkaServer.startup opens request processing only after registerBroker: until the new
         # process knows its generation the sender's request waits (KIP-380 §Motivation, KAFKA-7235).
         return None
@@ -800,8 +849,10 @@ def _deliver(state: ClusterState, m: Message, variant: Variant) -> ClusterState 
                     term = (p, leader_epoch, dest.id, dest.epoch, m.controller_epoch)
                     terms = state.history.leader_terms | {term}
                     state = state.replace(history=state.history.replace(leader_terms=terms))
-        case UpdateMetadata(partitions=partitions):
+        case UpdateMetadata(partitions=partitions, kraft=kraft, live=live):
             dest = dest.replace(metadata=partitions)
+            if kraft:
+                dest = dest.replace(metadata_live=live)
         case StopReplica(partition=p):
             local = dest.replicas[p]
             if local is not None:
@@ -899,4 +950,50 @@ def candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
             actions += [UpdateFeatures(i, f, FeatureLevel(lvl), allow) for f, lvl, allow in scope.feature_updates]
     for m in sorted(state.network, key=message_sort_key):
         actions += [Deliver(m), Drop(m)]
+    if state.controllers:
+        actions += kraft_candidate_actions(state, scope)
     return actions
+
+
+def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
+    """The KRaft side's candidates: quorum exchanges, driver events, brokers' requests, operator steps."""
+    actions: list[Action] = []
+    ids = [c.id for c in state.controllers]
+    leaders = [c.id for c in state.controllers if c.alive and c.role is QuorumRole.LEADER]
+    for c in state.controllers:
+        i = c.id
+        actions += [StartElection(i), BecomeLeader(i)]
+        actions += [RequestVote(i, v) for v in ids if v != i]
+        actions += [Fetch(i, leader) for leader in leaders if leader != i]
+        if c.driver is not None:
+            actions += [
+                RecoverMigrationState(i), KRaftLeaderChange(i), WaitForControllerQuorum(i), WaitForZkBrokers(i),
+                BecomeZkController(i), MigrateMetadata(i), CompleteMigration(i), MigrationCommitted(i),
+                SyncKRaftToZk(i), SendRPCsToBrokers(i), DualWrite(i),
+            ]
+        actions += [CrashController(i), ShutdownController(i), RestartController(i)]
+        actions += [ReconfigureController(i, enabled) for enabled in scope.controller_flag_choices]
+        if c.id in leaders:
+            actions += [AlterConfigs(i)]
+            actions += [UpdateMetadataVersion(i, level) for level in scope.metadata_version_choices]
+    for b in state.brokers:
+        for leader in leaders:
+            actions += [RegisterWithKRaft(b.id, leader), BrokerHeartbeat(b.id, leader), FetchMetadata(b.id, leader),
+                        SessionTimeout(b.id, leader)]
+        actions += [BeginControlledShutdown(b.id), MigrateBrokerToKRaft(b.id), RollbackBrokerToZk(b.id)]
+    actions.append(DeleteControllerZNodes())
+    return actions
+
+
+from model import kraft_step  # noqa: E402  (kraft_step uses this module's helpers)
+
+KRAFT_ACTIONS: frozenset[type] = frozenset(
+    {
+        StartElection, RequestVote, BecomeLeader, Fetch, CrashController, ShutdownController, RestartController,
+        ReconfigureController, RecoverMigrationState, KRaftLeaderChange, WaitForControllerQuorum, WaitForZkBrokers,
+        BecomeZkController, MigrateMetadata, CompleteMigration, MigrationCommitted, SyncKRaftToZk,
+        SendRPCsToBrokers, DualWrite, RegisterWithKRaft, BrokerHeartbeat, FetchMetadata, SessionTimeout,
+        BeginControlledShutdown, MigrateBrokerToKRaft, RollbackBrokerToZk, AlterConfigs, UpdateMetadataVersion,
+        DeleteControllerZNodes,
+    }
+)

@@ -43,6 +43,10 @@ class Errors(IntEnum):
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     STALE_BROKER_EPOCH = 77
+    UNSUPPORTED_VERSION = 35
+    INVALID_UPDATE_VERSION = 95
+    DUPLICATE_BROKER_REGISTRATION = 101
+    BROKER_ID_NOT_REGISTERED = 102
     FEATURE_UPDATE_FAILED = 96
 
 
@@ -63,7 +67,9 @@ class Ibp(IntEnum):
 
     IBP_2_6_IV0 = 26
     IBP_2_7_IV0 = 27  # KIP-584 feature versioning ("migration_ibp_version" in the seed's text)
-    IBP_3_4_IV0 = 34  # KIP-866 bridge release
+    IBP_3_4_IV0 = 34  # KIP-866 bridge release: the first metadata.version that can migrate
+    IBP_3_6_IV1 = 36  # metadata transactions (KIP-868); Kafka 3.9 needs it to start a migration
+    IBP_3_7_IV0 = 37  # controller registration (KIP-919): the quorum's readiness is checked from here on
 
     @property
     def supports_feature_versioning(self) -> bool:

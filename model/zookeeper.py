@@ -215,7 +215,8 @@ def multi(
     """
     if not zk.available:
         return zk, (ZkCode.CONNECTION_LOSS,) * len(ops)
-    if not session_alive(zk, session):
+    # NO_SESSION: a client that creates no ephemerals (a KRaft controller writes persistent znodes only).
+    if session != NO_SESSION and not session_alive(zk, session):
         return zk, (ZkCode.SESSION_EXPIRED,) * len(ops)
     zxid = zk.zxid if Bug.WRITE_WITHOUT_ZXID in bugs else Zxid(zk.zxid + 1)
     tree = dict(zip(zk.paths, zk.nodes))

@@ -47,14 +47,18 @@ def render() -> str:
         " Do not edit by hand: a test fails when this page is stale. -->",
         "",
         f"{len(PROPERTIES)} properties: {kinds[Kind.ALWAYS]} `always` (on every reachable state), "
-        f"{kinds[Kind.TRANSITION]} `transition` (on every step: before, action, after) and "
+        f"{kinds[Kind.TRANSITION]} `transition` (on every step: before, action, after), "
         f"{kinds[Kind.SOMETIMES]} `sometimes` (witnesses that must be reachable, so that the others are not "
-        "vacuous). Every `always` and `transition` property is checked on every step of every exploration "
-        "(`kraftcheck explore`), and is the target of at least one seeded bug that the bounded search of its "
-        "scope must catch (`kraftcheck mutants`).",
+        f"vacuous) and {kinds[Kind.EVENTUALLY]} `eventually` (leads-to under weak fairness of the healing "
+        "actions, checked on a scope's whole state graph by `kraftcheck liveness`). Every `always` and "
+        "`transition` property is checked on every step of every exploration (`kraftcheck explore`), and is "
+        "the target of at least one seeded bug that the bounded search of its scope must catch "
+        "(`kraftcheck mutants`).",
         "",
         "Sources cite the seed documents by KIP and section: KIP-380 (broker generations), KIP-584 "
-        "(feature versioning), KIP-866 (ZooKeeper to KRaft migration), KIP-500 (KRaft).",
+        "(feature versioning), KIP-866 (ZooKeeper to KRaft migration), KIP-500 (KRaft). Where the seeds "
+        "and shipped Kafka differ, the model follows the seeds under the `kip` profile (the default) and "
+        "shipped Kafka under `kafka-3.9`; the list of differences closes this page.",
         "",
     ]
     killers: dict[str, list] = {}

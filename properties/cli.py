@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from model import PROPERTIES, SCOPES, SEEDED_BUGS_BY_NAME, Kind, Variant
 from model.invariants import BY_NAME
+from model.migration import Profile
 from properties import catalogue
 
 CLEAN, VIOLATION, USAGE = 0, 1, 2
@@ -54,8 +55,22 @@ _positive = _integer(1, "a positive integer")
 _non_negative = _integer(0, "an integer >= 0")
 
 
-def _variant(bugs: list[str] | None) -> Variant:
-    return Variant(frozenset(SEEDED_BUGS_BY_NAME[b].bug for b in bugs or ()))
+def _profile(name: str) -> Profile:
+    try:
+        return Profile(name)
+    except ValueError:
+        known = ", ".join(p.value for p in Profile)
+        raise argparse.ArgumentTypeError(f"unknown profile {name!r} (known: {known})") from None
+
+
+def _eventually(name: str) -> str:
+    if name not in BY_NAME or BY_NAME[name].kind is not Kind.EVENTUALLY:
+        raise argparse.ArgumentTypeError(f"unknown eventually property {name!r} (see `kraftcheck invariants`)")
+    return name
+
+
+def _variant(bugs: list[str] | None, profile: Profile = Profile.KIP) -> Variant:
+    return Variant(frozenset(SEEDED_BUGS_BY_NAME[b].bug for b in bugs or ()), profile)
 
 
 def _print_json(data) -> None:
@@ -98,12 +113,13 @@ def cmd_scopes(args: argparse.Namespace) -> int:
 def cmd_explore(args: argparse.Namespace) -> int:
     from properties.explore import explore
 
-    variant = _variant(args.bug)
+    variant = _variant(args.bug, args.profile)
     with _progress(args, f"exploring {args.scope}") as report:
         result = explore(args.scope, variant, max_depth=args.depth, max_states=args.max_states, progress=report)
     sometimes = [p.name for p in PROPERTIES if p.kind is Kind.SOMETIMES]
     out = {
         "scope": result.scope,
+        "profile": args.profile.value,
         "bugs": sorted(args.bug or []),
         "distinct_states": result.distinct_states,
         "generated": result.generated,
@@ -138,7 +154,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from properties.simulate import walk
 
-    result = walk(args.scope, args.seed, args.steps, _variant(args.bug))
+    result = walk(args.scope, args.seed, args.steps, _variant(args.bug, args.profile))
     out = {
         "scope": result.scope,
         "seed": result.seed,
@@ -160,6 +176,22 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         else:
             print("no violation")
     return VIOLATION if result.violation else CLEAN
+
+
+def cmd_liveness(args: argparse.Namespace) -> int:
+    from properties.liveness import VIOLATED, as_json, check_liveness, render
+
+    result = check_liveness(
+        args.scope, _variant(args.bug, args.profile), max_depth=args.depth, props=args.property or None,
+        max_states=args.max_states,
+    )
+    if args.json:
+        out = as_json(result)
+        out["profile"] = args.profile.value
+        _print_json(out)
+    else:
+        print(render(result))
+    return VIOLATION if any(v.result == VIOLATED for v in result.verdicts) else CLEAN
 
 
 def cmd_mutants(args: argparse.Namespace) -> int:
@@ -291,6 +323,9 @@ class _progress:
             self.progress.stop()
 
 
+_PROFILE_HELP = "whose rules where the seeds and shipped Kafka differ: kip (default) or kafka-3.9"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kraftcheck", description="Check the design of Kafka's metadata control plane.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -308,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=_positive, default=None, help="stop after this many levels (default: all)")
     p.add_argument("--max-states", type=_positive, default=None, help="stop after this many distinct states")
     p.add_argument("--bug", type=_bug, action="append", help="switch a seeded bug on (repeatable)")
+    p.add_argument("--profile", type=_profile, default=Profile.KIP, help=_PROFILE_HELP)
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_explore)
 
@@ -316,8 +352,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_non_negative, required=True)
     p.add_argument("--steps", type=_positive, required=True)
     p.add_argument("--bug", type=_bug, action="append", help="switch a seeded bug on (repeatable)")
+    p.add_argument("--profile", type=_profile, default=Profile.KIP, help=_PROFILE_HELP)
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_simulate)
+
+    p = sub.add_parser("liveness", help="eventually-properties under weak fairness of the healing actions (lassos)")
+    p.add_argument("--scope", type=_scope, required=True)
+    p.add_argument("--depth", type=_positive, default=None, help="stop after this many levels (then: inconclusive)")
+    p.add_argument("--max-states", type=_positive, default=None, help="stop after this many distinct states")
+    p.add_argument("--property", type=_eventually, action="append", help="check only this property (repeatable)")
+    p.add_argument("--bug", type=_bug, action="append", help="switch a seeded bug on (repeatable)")
+    p.add_argument("--profile", type=_profile, default=Profile.KIP, help=_PROFILE_HELP)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_liveness)
 
     p = sub.add_parser("mutants", help="run every seeded bug through the checks (the seeded-bug score)")
     p.add_argument("--bug", type=_bug, action="append", help="run only this seeded bug (repeatable)")

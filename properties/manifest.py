@@ -6,6 +6,9 @@ generated steps, the depth reached and whether the search was complete. A test e
 scope again and compares; when a change to the model or a scope moves a count on purpose,
 ``kraftcheck manifest --write`` pins the new figures, and the diff of the JSON file is where a
 reviewer sees (and should ask) why reachability moved.
+
+Keys are scope names, explored under the default profile (``kip``); the scopes of model part 2
+(those with KRaft controllers) are also pinned under ``kafka-3.9`` as ``<scope>@kafka-3.9``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from model import SCOPES
+from model import SCOPES, Variant
+from model.migration import Profile
 from properties.explore import ExploreResult, explore
 
 MANIFEST = Path(__file__).resolve().parent / "manifest.json"
@@ -29,7 +33,30 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "features-upgrade": 10,
     "features-downgrade": 10,
     "cluster": 3,
+    "kraft-quorum": 7,
+    "kraft-born": None,
+    "pre-migration": 6,
+    "migration": 10,
+    "dual-write": 9,
+    "broker-migration": 6,
+    "finalize": 10,
+    "rollback": 6,
+    "handover": None,
+    "lifecycle": 6,
 }
+
+
+def keys() -> list[str]:
+    """Every manifest entry: each scope, and each KRaft scope under the kafka-3.9 profile too."""
+    out = list(SCOPES)
+    out += [f"{name}@{Profile.KAFKA_3_9.value}" for name, scope in SCOPES.items() if scope.controllers]
+    return out
+
+
+def split(key: str) -> tuple[str, Profile]:
+    """A manifest key's scope and profile."""
+    name, _, profile = key.partition("@")
+    return name, Profile(profile) if profile else Profile.KIP
 
 
 def entry(result: ExploreResult, depth_limit: int | None) -> dict:
@@ -42,9 +69,10 @@ def entry(result: ExploreResult, depth_limit: int | None) -> dict:
     }
 
 
-def measure(name: str) -> tuple[ExploreResult, dict]:
+def measure(key: str) -> tuple[ExploreResult, dict]:
+    name, profile = split(key)
     depth_limit = DEPTH_LIMITS[name]
-    result = explore(name, max_depth=depth_limit)
+    result = explore(name, Variant(profile=profile), max_depth=depth_limit)
     return result, entry(result, depth_limit)
 
 
@@ -62,4 +90,4 @@ def measure_all() -> dict[str, dict]:
     missing = set(SCOPES) - set(DEPTH_LIMITS)
     if missing:
         raise ValueError(f"scopes without a manifest depth limit: {sorted(missing)}")
-    return {name: measure(name)[1] for name in SCOPES}
+    return {key: measure(key)[1] for key in keys()}

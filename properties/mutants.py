@@ -2,8 +2,9 @@
 
 A seeded bug is caught when a check reports a violation of the invariant the bug targets (a
 violation of some other invariant does not count: it would hide a check that cannot fire).
-Today the model layer has one check, the bounded breadth-first search of the bug's scope
-(``explore:<scope>``); later checks (Hypothesis machines, z3) add themselves to ``CHECKS``.
+The model layer has two checks: the bounded breadth-first search of the bug's scope for safety
+properties (``explore:<scope>``), and the fair-cycle search of the complete graph of its scope
+for EVENTUALLY properties (``liveness:<scope>``). Later checks add themselves to ``CHECKS``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from model import SCOPES, SEEDED_BUGS, SeededBug, Variant
 from model.actions import Action
+from model.invariants import BY_NAME, Kind
 from properties.explore import explore
 
 
@@ -39,13 +41,27 @@ class MutantResult:
 
 
 def _bounded_search(bug: SeededBug) -> tuple[str, list[Action]] | None:
+    if BY_NAME[bug.invariant].kind is Kind.EVENTUALLY:
+        return None
     scope = SCOPES[bug.scope]
     found = explore(scope, Variant(frozenset({bug.bug})), max_depth=scope.max_depth, stop_at=bug.invariant)
     trace = found.violations.get(bug.invariant)
     return None if trace is None else (f"explore:{scope.name}", trace.actions)
 
 
-CHECKS: list[Callable[[SeededBug], tuple[str, list[Action]] | None]] = [_bounded_search]
+def _liveness_search(bug: SeededBug) -> tuple[str, list[Action]] | None:
+    if BY_NAME[bug.invariant].kind is not Kind.EVENTUALLY:
+        return None
+    from properties.liveness import VIOLATED, check_liveness
+
+    result = check_liveness(bug.scope, Variant(frozenset({bug.bug})), props=[bug.invariant])
+    verdict = result.verdicts[0]
+    if verdict.result != VIOLATED:
+        return None
+    return f"liveness:{bug.scope}", list(verdict.lasso.prefix) + list(verdict.lasso.loop)
+
+
+CHECKS: list[Callable[[SeededBug], tuple[str, list[Action]] | None]] = [_bounded_search, _liveness_search]
 
 
 def run_mutant(bug: SeededBug) -> MutantResult:

@@ -37,6 +37,7 @@ Rules:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -52,12 +53,13 @@ from model import SCOPES, Variant, initial_state, step
 from model.actions import ACTION_TYPES, Action
 from model.bugs import Bug
 from model.invariants import BY_NAME, Kind, violations
+from model.migration import Profile
 from model.state import Message
 
 SCHEMA = "kraftcheck-trace"
 VERSION = 1
-_TOP_LEVEL_KEYS = ("schema", "version", "scope", "bugs", "violation", "seed", "actions")
-_REQUIRED_KEYS = frozenset(_TOP_LEVEL_KEYS) - {"seed"}
+_TOP_LEVEL_KEYS = ("schema", "version", "scope", "profile", "bugs", "violation", "seed", "actions")
+_REQUIRED_KEYS = frozenset(_TOP_LEVEL_KEYS) - {"seed", "profile"}  # absent profile: kip
 
 MESSAGE_TYPES: tuple[type, ...] = typing.get_args(Message)
 # Every record type a trace can hold, by the name written in its "kind".
@@ -77,10 +79,11 @@ class Trace:
     bugs: frozenset[Bug] = frozenset()
     violation: str | None = None
     seed: int | None = None
+    profile: Profile = Profile.KIP  # optional in files: absent means kip
 
     @property
     def variant(self) -> Variant:
-        return Variant(frozenset(self.bugs))
+        return Variant(frozenset(self.bugs), self.profile)
 
 
 # ---- the codec: records, enums, tuples and integers, driven by field annotations -------------
@@ -223,10 +226,12 @@ def _decode_record(data: Any, allowed: dict[str, type], where: str) -> Any:
     unknown = sorted(set(data) - {"kind", *names})
     if unknown:
         raise TraceError(f"{where}: {kind} has no field {unknown[0]!r} (fields: {', '.join(names) or 'none'})")
-    missing = [name for name in names if name not in data]
+    # Fields added later with a default (a message's ``kraft`` flag) may be absent from older files.
+    optional = {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+    missing = [name for name in names if name not in data and name not in optional]
     if missing:
         raise TraceError(f"{where}: {kind} is missing field {missing[0]!r}")
-    return cls(**{name: decode(data[name], h, f"{where}.{name}") for name, h in _FIELDS[cls]})
+    return cls(**{name: decode(data[name], h, f"{where}.{name}") for name, h in _FIELDS[cls] if name in data})
 
 
 def _noun(classes: Iterable[type]) -> str:
@@ -254,6 +259,7 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
         "schema": SCHEMA,
         "version": VERSION,
         "scope": trace.scope,
+        "profile": trace.profile.value,
         "bugs": sorted(b.value for b in trace.bugs),
         "violation": trace.violation,
         "seed": trace.seed,
@@ -283,6 +289,10 @@ def trace_from_json(data: Any) -> Trace:
     actions = data["actions"]
     if not isinstance(actions, list):
         raise TraceError(f"actions: expected a list, got {_json_type(actions)}")
+    profile = data.get("profile", Profile.KIP.value)
+    if profile not in {p.value for p in Profile}:
+        known = ", ".join(p.value for p in Profile)
+        raise TraceError(f"profile: expected one of {known}, got {json.dumps(profile)}")
     decoded = tuple(decode(a, Action, f"actions[{i}]") for i, a in enumerate(actions))
     return Trace(
         scope=data["scope"],
@@ -290,6 +300,7 @@ def trace_from_json(data: Any) -> Trace:
         bugs=frozenset(Bug(b) for b in bugs),
         violation=data["violation"],
         seed=data.get("seed"),
+        profile=Profile(profile),
     )
 
 

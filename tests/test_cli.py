@@ -23,7 +23,7 @@ def test_invariants_json_lists_the_registry(capsys):
     assert code == 0
     assert [r["name"] for r in rows] == [p.name for p in PROPERTIES]
     assert all({"name", "kind", "meaning", "source"} <= set(r) for r in rows)
-    assert {r["kind"] for r in rows} == {"always", "transition", "sometimes"}
+    assert {r["kind"] for r in rows} == {"always", "transition", "sometimes", "eventually"}
 
 
 def test_explore_clean_scope_exits_zero_with_json(capsys):
@@ -142,3 +142,37 @@ def test_replay_of_a_malformed_file_is_one_line_and_exit_two(capsys, tmp_path):
     path.write_text("{not json")
     code, out, err = run(capsys, "replay", str(path))
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+
+
+def test_liveness_kafka_3_9_strands_a_migration_and_exits_one_with_a_lasso(capsys):
+    """`kraftcheck liveness`: a violated eventually-property comes back as a lasso and exit code 1
+    (docs/model.md, "A migration can be stranded"); the same scope holds under the kip profile."""
+    code, out, _ = run(
+        capsys, "liveness", "--scope", "handover", "--profile", "kafka-3.9",
+        "--property", "ActiveDriverNeverStaysInactive", "--json",
+    )
+    result = json.loads(out)
+    assert code == 1 and result["profile"] == "kafka-3.9" and result["complete"]
+    (verdict,) = result["properties"]
+    assert verdict["result"] == "violated" and verdict["lasso"]["prefix"]
+    code, out, _ = run(capsys, "liveness", "--scope", "handover", "--property", "ActiveDriverNeverStaysInactive",
+                       "--json")
+    assert code == 0 and json.loads(out)["properties"][0]["result"] == "holds"
+
+
+def test_explore_documented_finding_of_the_kip_rollback_exits_one(capsys):
+    """The seed's rollback deletes /controller_epoch: the kip profile reports it; kafka-3.9 does not."""
+    code, out, _ = run(capsys, "explore", "--scope", "rollback", "--depth", "5", "--json")
+    assert code == 1
+    assert "ZkControllerEpochsIncreaseAcrossHandOver" in {v["invariant"] for v in json.loads(out)["violations"]}
+    code, out, _ = run(capsys, "explore", "--scope", "rollback", "--depth", "5", "--profile", "kafka-3.9", "--json")
+    assert code == 0 and json.loads(out)["profile"] == "kafka-3.9"
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["explore", "--scope", "rollback", "--profile", "kafka-4.0"], "unknown profile 'kafka-4.0'"),
+    (["liveness", "--scope", "handover", "--property", "LeaderIsInIsr"], "unknown eventually property"),
+])
+def test_profile_and_property_errors_are_one_line(capsys, argv, expected):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and expected in err and err.count("\n") == 1

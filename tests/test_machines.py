@@ -23,6 +23,7 @@ from model.actions import (
     StopBroker,
     UpdateFeatures,
 )
+from model.migration import Profile
 from properties import traces
 from properties.machines import InvariantViolation, machine_class, rule_name, run_machine
 
@@ -34,9 +35,9 @@ def raised_violations(error: BaseException) -> list[InvariantViolation]:
     return [error] if isinstance(error, InvariantViolation) else []
 
 
-def run_clean(scope: str, witnesses: set[str]):
+def run_clean(scope: str, witnesses: set[str], variant: Variant = Variant()):
     """Run the correct model's machine in ``scope``: nothing may break, ``witnesses`` must be reached."""
-    machine = machine_class(scope)
+    machine = machine_class(scope, variant)
     run_machine(machine)
     coverage = machine.coverage
     wanted = settings.default.max_examples
@@ -83,6 +84,21 @@ def test_machine_cluster_correct_model_survives_every_perturbation():
     run_clean("cluster", {"ControllerFailover", "LeaderEpochReusedAcrossControllerFailover"})
 
 
+@pytest.mark.parametrize("profile", list(Profile), ids=lambda p: p.value)
+def test_machine_lifecycle_correct_model_finalizes_some_migrations_and_rolls_back_others(profile):
+    """From dual write, examples finalize (POST_MIGRATION) or roll back to a ZK controller (KIP-866
+    §Finalizing the Migration, §Rollback to ZK), with every invariant checked after every step.
+    The statistics (``--hypothesis-show-statistics``) count the examples that reach each one."""
+    coverage = run_clean("lifecycle", {"MigrationFinalized", "RollbackCompletes"}, Variant(profile=profile))
+    assert coverage.witnesses["MigrationFinalized"] >= 5 and coverage.witnesses["RollbackCompletes"] >= 5
+
+
+@pytest.mark.parametrize("profile", list(Profile), ids=lambda p: p.value)
+def test_machine_migration_correct_model_survives_failover_mid_migration(profile):
+    """The claim and the initial migration with a KRaft failover in the middle (KIP-866 §Initial Data Migration)."""
+    run_clean("migration", {"MigrationReachesDualWrite"}, Variant(profile=profile))
+
+
 # ---- a seeded bug is caught by its invariant -------------------------------------------------------
 
 # One bug from each part of the control plane, ALWAYS and TRANSITION targets both.
@@ -94,6 +110,8 @@ CAUGHT_BUGS = [
     "broker_change_ignores_czxid",  # KIP-380 bounce detection (ALWAYS)
     "shutdown_shrinks_leader_out_of_isr",  # partitions under controlled shutdown (ALWAYS)
     "finalize_level_zero",  # KIP-584 feature levels (ALWAYS)
+    "dual_write_uncommitted",  # KIP-866 write-behind (TRANSITION)
+    "vote_twice_in_epoch",  # KIP-500 quorum election safety (ALWAYS)
 ]
 
 

@@ -63,8 +63,12 @@ def test_step_returns_none_when_not_enabled():
 
 
 def test_every_action_type_is_taken_somewhere():
-    """No action is dead code: seeded random walks of the cluster scope take every kind."""
+    """No action is dead code: seeded random walks of the cluster scope and the KRaft scopes take every kind."""
     seen = set()
     for seed in range(300):
         seen |= set(walk("cluster", seed, 500).action_counts)
+    for name in ("kraft-quorum", "kraft-born", "pre-migration", "migration", "dual-write", "broker-migration",
+                 "finalize", "rollback"):
+        for seed in range(40):
+            seen |= set(walk(name, seed, 120).action_counts)
     assert {t.__name__ for t in ACTION_TYPES} - seen == set()

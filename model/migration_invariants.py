@@ -1,0 +1,671 @@
+"""Properties of model part 2: the KRaft quorum, brokers on KRaft, and the migration (KIP-500, KIP-866).
+
+They register into the one registry of ``model.invariants`` (imported at its end), with the same
+rules: ALWAYS predicates read only a state's identity (``history`` included, never ``ghost``);
+what a step did is read from its ghost by TRANSITION properties; every SOMETIMES witness keeps
+a safety property from being vacuous; EVENTUALLY properties are leads-to under weak fairness of
+the non-perturbation actions (``properties.liveness``).
+
+What "committed" means: ``history.committed``, the longest prefix any high watermark has
+covered (Raft's committed log); ``committed_image`` is what that prefix replays to.
+"""
+
+from __future__ import annotations
+
+from model import zookeeper as zkm
+from model.actions import (
+    Action,
+    BecomeLeader,
+    BrokerHeartbeat,
+    ElectController,
+    Fetch,
+    RegisterWithKRaft,
+    RestartController,
+    WaitForZkBrokers,
+)
+from model.invariants import always, eventually, section, sometimes, transition
+from model.kraft import (
+    BeginTransactionRecord,
+    BrokerState,
+    MetadataImage,
+    QuorumRole,
+    RegisterBrokerRecord,
+    ZkMigrationState,
+    image_of,
+    is_metadata,
+    majority,
+)
+from model.kraft_step import committed_image as controller_committed
+from model.kraft_step import is_active, own_image, zk_brokers_ready
+from model.migration import (
+    CONFIG,
+    DELETE_TOPICS,
+    MIGRATION,
+    STATE_ORDER,
+    MigrationDriverState,
+    is_valid_transition,
+)
+from model.state import CONTROLLER, CONTROLLER_EPOCH, ClusterState, znode_data
+from model.step import partition_states
+from model.types import UNKNOWN_BROKER_EPOCH
+
+D = MigrationDriverState
+
+
+def committed_image(state: ClusterState) -> MetadataImage:
+    return image_of(state.history.committed)
+
+
+def _kraft_owns_zk(state: ClusterState):
+    """The KRaft /controller znode, when a KRaft controller has claimed ZooKeeper."""
+    data = znode_data(state, CONTROLLER)
+    return None if data is None or isinstance(data, int) else data
+
+
+def _zk_projection(state: ClusterState):
+    """What dual writes keep equal in ZooKeeper: partitions, the dynamic config, live topics."""
+    parts = tuple((s.leader, s.isr, s.leader_epoch) for _, s, _ in partition_states(state)) if _has_topic(state) else ()
+    return parts, znode_data(state, CONFIG)
+
+
+def _has_topic(state: ClusterState) -> bool:
+    from model.state import TOPIC
+
+    return zkm.get(state.zk, TOPIC) is not None
+
+
+def _image_projection(image: MetadataImage):
+    return tuple((p.leader, p.isr, p.leader_epoch) for p in image.partitions), image.config
+
+
+# ---- the KRaft quorum --------------------------------------------------------------------------
+
+section("KRaft quorum (KIP-500)")
+
+
+@always(
+    "AtMostOneKRaftLeaderPerEpoch",
+    "No two controllers ever lead the quorum in the same epoch.",
+    "KIP-500 §Controller Quorum (Raft election safety); RaftEventSimulationTest SingleLeader",
+)
+def at_most_one_kraft_leader_per_epoch(state: ClusterState) -> bool:
+    epochs = [e for e, _ in state.history.kraft_terms]
+    return len(epochs) == len(set(epochs))
+
+
+@transition(
+    "KRaftEpochNeverDecreases",
+    "A controller's persisted epoch never goes down, across crashes and restarts too.",
+    "KIP-500 §Controller Quorum; RaftEventSimulationTest MonotonicEpoch",
+)
+def kraft_epoch_never_decreases(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.controllers is before.controllers:
+        return True
+    return all(a.epoch >= b.epoch for b, a in zip(before.controllers, after.controllers))
+
+
+@transition(
+    "CommittedRecordsNeverChange",
+    "Once committed, a record stays at its offset: the committed log only ever grows.",
+    "KIP-500 §Controller Quorum; RaftEventSimulationTest ConsistentCommittedData",
+)
+def committed_records_never_change(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    old, new = before.history.committed, after.history.committed
+    return new is old or new[: len(old)] == old
+
+
+@always(
+    "CommittedRecordsOnMajority",
+    "Every committed record sits, at its offset, in the logs of a majority of the voters.",
+    "KIP-500 §Controller Quorum; RaftEventSimulationTest MajorityReachedHighWatermark",
+)
+def committed_records_on_majority(state: ClusterState) -> bool:
+    committed = state.history.committed
+    if not committed:
+        return True
+    need = majority(len(state.controllers))
+    n = len(committed)
+    holders = sum(1 for c in state.controllers if len(c.log) >= n and c.log[n - 1] == committed[-1])
+    return holders >= need
+
+
+@transition(
+    "HighWatermarkNeverDecreases",
+    "A running controller's high watermark never moves back (it is soft state: a restart starts it over).",
+    "KIP-500 §Controller Quorum; RaftEventSimulationTest MonotonicHighWatermark",
+)
+def high_watermark_never_decreases(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.controllers is before.controllers:
+        return True
+    return all(
+        a.high_watermark >= b.high_watermark
+        for b, a in zip(before.controllers, after.controllers)
+        if b.alive and a.alive
+    )
+
+
+# ---- brokers on KRaft ----------------------------------------------------------------------------
+
+section("Brokers on KRaft (KIP-500 §Broker States)")
+
+
+@always(
+    "FencedBrokersNeverServed",
+    "A KRaft broker's metadata for clients lists only brokers its image has unfenced.",
+    "KIP-500 §Broker States (Fenced: omitted from the metadata sent to clients)",
+)
+def fenced_brokers_never_served(state: ClusterState) -> bool:
+    for b in state.brokers:
+        if b.alive and b.config.kraft_mode:
+            unfenced = set(b.image.unfenced())
+            if any(x not in unfenced for x in b.metadata_live):
+                return False
+    return True
+
+
+@transition(
+    "UnfencedOnlyWhenCaughtUp",
+    "A KRaft broker is unfenced only once it has replayed the metadata up to its own registration.",
+    "KIP-500 §Broker States (Fenced while it fetches the newest metadata); reference §3.2",
+)
+def unfenced_only_when_caught_up(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, BrokerHeartbeat):
+        return True
+    b = before.brokers[action.broker]
+    if not b.config.kraft_mode:
+        return True
+    was = own_image(_controller(before, action.controller)).registration(b.id)
+    now = own_image(_controller(after, action.controller)).registration(b.id)
+    if was is None or now is None or not was.fenced or now.fenced:
+        return True
+    return b.image.offset > was.epoch
+
+
+@always(
+    "BrokerEpochIsRegistrationOffset",
+    "Every committed registration's broker epoch is the offset of its own RegisterBrokerRecord.",
+    "KIP-500 §Broker Registration; reference §3.1 (newBrokerEpoch = nextWriteOffset)",
+)
+def broker_epoch_is_registration_offset(state: ClusterState) -> bool:
+    committed = state.history.committed
+    for i, entry in enumerate(committed):
+        if isinstance(entry.record, RegisterBrokerRecord) and entry.record.epoch != i:
+            return False
+    return True
+
+
+@always(
+    "ZkBrokersAdmittedAtMetadataVersion",
+    "Every migrating ZK broker KRaft admitted runs an IBP equal to the quorum's metadata.version.",
+    "KIP-866 §Broker Registration",
+)
+def zk_brokers_admitted_at_metadata_version(state: ClusterState) -> bool:
+    image = committed_image(state)
+    return all(r.ibp == image.metadata_version for r in image.brokers if r.is_migrating_zk_broker)
+
+
+@transition(
+    "NoKRaftBrokerTakesALiveZkBrokersId",
+    "A KRaft broker is never registered under the id of a ZK broker whose registration is still live.",
+    "KIP-866 §Broker Registration (a KRaft broker with an existing ZK broker's id is rejected)",
+)
+def no_kraft_broker_takes_live_zk_id(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, RegisterWithKRaft) or not before.brokers[action.broker].config.kraft_mode:
+        return True
+    c_before, c_after = _controller(before, action.controller), _controller(after, action.controller)
+    if len(c_after.log) == len(c_before.log):
+        return True
+    old = own_image(c_before).registration(action.broker)
+    return old is None or old.fenced or not old.is_migrating_zk_broker
+
+
+def _controller(state: ClusterState, cid):
+    from model.kraft_step import ctrl
+
+    return ctrl(state, cid)
+
+
+# ---- the migration ---------------------------------------------------------------------------------
+
+section("Migration (KIP-866)")
+
+
+@transition(
+    "MigrationStateOnlyMovesForward",
+    "The committed migration state only moves NONE or PRE_MIGRATION -> MIGRATION -> POST_MIGRATION; NONE and"
+    " POST_MIGRATION are final.",
+    "KIP-866 §Migration Overview, §Misconfigurations",
+)
+def migration_state_only_moves_forward(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.history.committed is before.history.committed:
+        return True
+    old, new = committed_image(before).migration, committed_image(after).migration
+    return old == new or new in STATE_ORDER[old]
+
+
+@transition(
+    "DriverTakesOnlyTableTransitions",
+    "The migration driver moves only along KRaftMigrationDriver's transition table.",
+    "KIP-866 §Migration Overview; reference §1.3 (isValidStateChange)",
+)
+def driver_takes_only_table_transitions(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.controllers is before.controllers:
+        return True
+    for b, a in zip(before.controllers, after.controllers):
+        if a.driver is None:
+            continue
+        old = D.UNINITIALIZED if b.driver is None else b.driver.state
+        if not is_valid_transition(old, a.driver.state):
+            return False
+    return True
+
+
+@transition(
+    "DualWritesOnlyInDualWriteStates",
+    "A KRaft controller writes metadata changes to ZooKeeper only in KRAFT_CONTROLLER_TO_BROKER_COMM or DUAL_WRITE.",
+    "KIP-866 §Dual Metadata Writes; reference §1.2 (allowDualWrite)",
+)
+def dual_writes_only_in_dual_write_states(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    return all(w.driver_state.allows_dual_write for w in after.ghost.kraft_writes if w.kind == "dual-write")
+
+
+@always(
+    "InitialMigrationAllOrNothing",
+    "The committed image holds ZooKeeper's metadata exactly when it holds MIGRATION or POST_MIGRATION.",
+    "KIP-866 §Controller Migration (one metadata transaction), §Initial Data Migration",
+)
+def initial_migration_all_or_nothing(state: ClusterState) -> bool:
+    image = committed_image(state)
+    if image.migration not in (None, ZkMigrationState.PRE_MIGRATION):
+        return True  # migrated, or a KRaft-born cluster whose metadata never came from ZooKeeper
+    return not image.partitions and image.config is None
+
+
+@always(
+    "FailoverAbortsMigrationTransaction",
+    "An active controller's log holds no migration transaction left open by an earlier leadership.",
+    "KIP-866 §Initial Data Migration (the next active controller aborts the transaction)",
+)
+def failover_aborts_migration_transaction(state: ClusterState) -> bool:
+    for c in state.controllers:
+        if not is_active(c) or image_of(c.log).open_transaction is None:
+            continue
+        begins = [e for e in c.log if isinstance(e.record, BeginTransactionRecord)]
+        if begins and begins[-1].epoch != c.epoch:
+            return False
+    return True
+
+
+@transition(
+    "ZkWritesFollowKRaftCommits",
+    "Everything a KRaft controller writes to ZooKeeper was committed in KRaft first.",
+    "KIP-866 §Dual Metadata Writes (write-behind: ZK only has what KRaft committed)",
+)
+def zk_writes_follow_kraft_commits(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    return all(w.writer_offset <= len(after.history.committed) for w in after.ghost.kraft_writes)
+
+
+@always(
+    "ZkEqualsImageAtMigrationOffset",
+    "While KRaft owns ZooKeeper, ZooKeeper's metadata equals the committed image at /migration's offset.",
+    "KIP-866 §Dual Metadata Writes, §Migration State ZNode",
+)
+def zk_equals_image_at_migration_offset(state: ClusterState) -> bool:
+    if _kraft_owns_zk(state) is None:
+        return True
+    node = znode_data(state, MIGRATION)
+    if node is None or node.kraft_metadata_offset <= 0:
+        return True
+    committed = state.history.committed
+    if node.kraft_metadata_offset > len(committed):
+        return True  # ZkWritesFollowKRaftCommits reports that
+    return _zk_projection(state) == _image_projection(image_of(committed, node.kraft_metadata_offset))
+
+
+@always(
+    "TopicDeletionsCompletedByMigration",
+    "Once ZooKeeper has been synchronised with KRaft, no topic deletion is left pending in ZooKeeper.",
+    "KIP-866 §Topic Deletions",
+)
+def topic_deletions_completed_by_migration(state: ClusterState) -> bool:
+    synced = any(
+        c.alive and c.driver is not None and c.driver.state in (D.KRAFT_CONTROLLER_TO_BROKER_COMM, D.DUAL_WRITE)
+        for c in state.controllers
+    )
+    return not synced or not zkm.children(state.zk, DELETE_TOPICS)
+
+
+@always(
+    "WriteBehindLagBounded",
+    "While the migration is in progress, the committed metadata records not yet in ZooKeeper never exceed the bound.",
+    "KIP-866 §Unavailable ZooKeeper (bounded write-behind)",
+)
+def write_behind_lag_bounded(state: ClusterState) -> bool:
+    node = znode_data(state, MIGRATION)
+    if node is None or node.kraft_metadata_offset <= 0 or _kraft_owns_zk(state) is None:
+        return True
+    committed = state.history.committed
+    if image_of(committed).migration is not ZkMigrationState.MIGRATION:
+        return True
+    lag = sum(1 for e in committed[node.kraft_metadata_offset:] if is_metadata(e))
+    return lag <= state.budget.max_lag
+
+
+@transition(
+    "OnlyCurrentKRaftLeaderWritesApply",
+    "After a KRaft leader has claimed ZooKeeper, no write of a controller with an older Raft epoch applies.",
+    "KIP-866 §Controller Leadership, §Dual Metadata Writes (conditional /migration update)",
+)
+def only_current_kraft_leader_writes_apply(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    claimed = _kraft_owns_zk(before)
+    if claimed is None:
+        return True
+    return all(w.writer_epoch >= claimed.kraft_epoch for w in after.ghost.kraft_writes)
+
+
+@transition(
+    "KRaftEpochInZkOnlyIncreases",
+    "The Raft epoch a KRaft controller writes into /controller only increases: no claim by an older leadership"
+    " replaces a newer one.",
+    "KIP-866 §Controller Leadership; reference §2.3 (ControllerMovedException on a same or newer epoch)",
+)
+def kraft_epoch_in_zk_only_increases(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    old, new = _kraft_owns_zk(before), _kraft_owns_zk(after)
+    return old is None or new is None or new is old or new.kraft_epoch > old.kraft_epoch or new == old
+
+
+@transition(
+    "ZkControllerEpochsIncreaseAcrossHandOver",
+    "Every /controller_epoch an election or a KRaft claim writes exceeds every one written before it.",
+    "KIP-866 §Controller Leadership (the first KRaft epoch exceeds the last ZK one), §Rollback to ZK",
+)
+def zk_controller_epochs_increase(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    old, new = zkm.get(before.zk, CONTROLLER_EPOCH), zkm.get(after.zk, CONTROLLER_EPOCH)
+    if new is None or (old is not None and (old.version, old.czxid) == (new.version, new.czxid)):
+        return True  # not written by this step
+    return new.data > before.history.max_controller_epoch
+
+
+@always(
+    "OnlyAllowedWritesInPreMigration",
+    "While the committed state is PRE_MIGRATION, nothing but registrations, heartbeats and the migration itself"
+    " is committed.",
+    "KIP-866 §KRaft Controller Pre-Migration State",
+)
+def only_allowed_writes_in_pre_migration(state: ClusterState) -> bool:
+    image = committed_image(state)
+    if image.migration is not ZkMigrationState.PRE_MIGRATION:
+        return True
+    return image.config is None and not image.partitions or image.open_transaction is not None
+
+
+@transition(
+    "NoZkWriteAfterPostMigration",
+    "No KRaft controller writes to ZooKeeper once its log says POST_MIGRATION.",
+    "KIP-866 §Finalizing the Migration (no longer perform writes to ZK)",
+)
+def no_zk_write_after_post_migration(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    return not any(w.post_migration for w in after.ghost.kraft_writes)
+
+
+@transition(
+    "RollbackLosesNothingCommitted",
+    "A ZK controller elected after a rollback whose KRaft quorum stopped cleanly finds in ZooKeeper everything"
+    " KRaft committed.",
+    "KIP-866 §Rollback to ZK (clean shutdown: nothing committed is lost)",
+)
+def rollback_loses_nothing_committed(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, ElectController) or after.brokers[action.broker].controller is None:
+        return True
+    if before.history.crashed_controllers:
+        return True  # KIP-866: "a forceful shutdown could let some metadata be lost" (a hazard, not a violation)
+    committed = before.history.committed
+    image = image_of(committed)
+    if image.migration is not ZkMigrationState.MIGRATION:
+        return True
+    return _zk_projection(before) == _image_projection(image)
+
+
+@transition(
+    "MigrationStartsOnlyWithEveryKnownZkBroker",
+    "The driver goes to claim ZooKeeper only once every live ZK broker and every broker named in an assignment"
+    " has registered with KRaft.",
+    "KIP-866 §ZK Broker Presence, §Migration Trigger 4",
+)
+def migration_starts_only_with_every_known_zk_broker(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, WaitForZkBrokers):
+        return True
+    c = _controller(after, action.controller)
+    if c.driver is None or c.driver.state is not D.BECOME_CONTROLLER:
+        return True
+    from model.state import BROKER_IDS, TOPIC
+
+    known = {int(name) for name, _ in zkm.children(before.zk, BROKER_IDS)}
+    known |= {r for replicas in (znode_data(before, TOPIC) or ()) for r in replicas}
+    image = controller_committed(c)
+    return all((r := image.registration(b)) is not None and r.is_migrating_zk_broker for b in known)
+
+
+@transition(
+    "MetadataVersionFixedDuringMigration",
+    "metadata.version does not change while a migration is in progress.",
+    "KIP-866 §MetadataVersion; reference §5.1",
+)
+def metadata_version_fixed_during_migration(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.history.committed is before.history.committed:
+        return True
+    old, new = committed_image(before), committed_image(after)
+    if old.migration_state.in_progress and new.migration_state.in_progress:
+        return old.metadata_version == new.metadata_version
+    return True
+
+
+# ---- witnesses ---------------------------------------------------------------------------------
+
+section("Witnesses (KRaft and migration)")
+
+
+@sometimes(
+    "SplitVote",
+    "Two candidates stand in the same epoch.",
+    "KIP-500 §Controller Quorum",
+)
+def split_vote(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    candidates = [c.epoch for c in after.controllers if c.role is QuorumRole.CANDIDATE]
+    return len(candidates) != len(set(candidates))
+
+
+@sometimes(
+    "FollowerTruncates",
+    "A follower drops log entries that diverge from the new leader's.",
+    "KIP-500 §Controller Quorum (followers truncate on divergence)",
+)
+def follower_truncates(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, Fetch):
+        return False
+    from model.state import controller_index
+
+    i = controller_index(action.controller)
+    old, new = before.controllers[i].log, after.controllers[i].log
+    return len(old) > 0 and new[: len(old)] != old
+
+
+@sometimes(
+    "DeposedKRaftLeaderAttemptsZkWrite",
+    "A KRaft controller tries to write to ZooKeeper after a newer Raft epoch has claimed it.",
+    "KIP-866 §Controller Leadership",
+)
+def deposed_kraft_leader_attempts_zk_write(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    attempt = after.ghost.attempted_kraft_write
+    claimed = _kraft_owns_zk(before)
+    return bool(attempt) and claimed is not None and attempt[1] < claimed.kraft_epoch
+
+
+@sometimes(
+    "FailoverAbortsMigration",
+    "A new leader aborts the migration transaction its predecessor left open.",
+    "KIP-866 §Initial Data Migration",
+)
+def failover_aborts_migration(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, BecomeLeader):
+        return False
+    from model.kraft import AbortTransactionRecord
+
+    c = _controller(after, action.controller)
+    return any(isinstance(e.record, AbortTransactionRecord) and e.epoch == c.epoch for e in c.log)
+
+
+@sometimes(
+    "MigrationReachesDualWrite",
+    "A driver reaches DUAL_WRITE.",
+    "KIP-866 §Controller Migration",
+)
+def migration_reaches_dual_write(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    return any(
+        c.driver is not None
+        and c.driver.state is D.DUAL_WRITE
+        and (b.driver is None or b.driver.state is not D.DUAL_WRITE)
+        for b, c in zip(before.controllers, after.controllers)
+    )
+
+
+@sometimes(
+    "MigrationFinalized",
+    "POST_MIGRATION is committed.",
+    "KIP-866 §Finalizing the Migration",
+)
+def migration_finalized(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    return (
+        after.history.committed is not before.history.committed
+        and committed_image(after).migration is ZkMigrationState.POST_MIGRATION
+        and committed_image(before).migration is not ZkMigrationState.POST_MIGRATION
+    )
+
+
+@sometimes(
+    "RollbackCompletes",
+    "After the KRaft era, a ZK broker is elected controller again.",
+    "KIP-866 §Rollback to ZK",
+)
+def rollback_completes(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    return (
+        isinstance(action, ElectController)
+        and after.brokers[action.broker].controller is not None
+        and committed_image(before).migration is ZkMigrationState.MIGRATION
+    )
+
+
+@sometimes(
+    "FinalizedClusterSeesFlagAgain",
+    "A controller with the migration flag runs in a finalized cluster.",
+    "KIP-866 §Misconfigurations",
+)
+def finalized_cluster_sees_flag_again(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, RestartController):
+        return False
+    c = _controller(after, action.controller)
+    return c.config.migration_enabled and committed_image(after).migration is ZkMigrationState.POST_MIGRATION
+
+
+@sometimes(
+    "MigrationWaitsForOfflineBroker",
+    "The driver waits for a ZK broker that is named in an assignment but not registered in ZooKeeper.",
+    "KIP-866 §ZK Broker Presence",
+)
+def migration_waits_for_offline_broker(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    return any(
+        c.driver is not None and c.driver.state is D.WAIT_FOR_BROKERS and is_active(c)
+        and len(zkm.children(after.zk, "/brokers/ids")) < len(after.brokers)
+        for c in after.controllers
+    )
+
+
+@sometimes(
+    "ZkWriteRefusedByLagBound",
+    "The write-behind lag reaches its bound with ZooKeeper unavailable.",
+    "KIP-866 §Unavailable ZooKeeper",
+)
+def zk_write_refused_by_lag_bound(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    from model.bugs import CORRECT
+    from model.kraft_step import writes_blocked
+
+    return not after.zk.available and any(is_active(c) and writes_blocked(after, c, CORRECT) for c in after.controllers)
+
+
+# ---- liveness ------------------------------------------------------------------------------------
+
+section("Liveness (KIP-866)")
+
+
+def _brokers_ready_but_waiting(state: ClusterState) -> bool:
+    from model.bugs import CORRECT
+
+    return any(
+        is_active(c) and c.driver is not None and c.driver.state is D.WAIT_FOR_BROKERS
+        and state.zk.available and zk_brokers_ready(state, c, CORRECT)
+        for c in state.controllers
+    )
+
+
+@eventually(
+    "DriverLeavesWaitForBrokersWhenReady",
+    "A driver waiting for ZK brokers while they are all registered eventually moves on.",
+    "KIP-866 §Controller Migration (the migration begins once every known ZK broker registered)",
+    when=_brokers_ready_but_waiting,
+)
+def driver_leaves_wait_for_brokers(state: ClusterState) -> bool:
+    return not _brokers_ready_but_waiting(state)
+
+
+def _migration_possible(state: ClusterState) -> bool:
+    image = committed_image(state)
+    return image.migration is ZkMigrationState.PRE_MIGRATION
+
+
+@eventually(
+    "MigrationReachesDualWriteWithoutFaults",
+    "From pre-migration, with no faults from some point on, some driver reaches DUAL_WRITE.",
+    "KIP-866 §Controller Migration, §Controller Crashes",
+    when=_migration_possible,
+)
+def migration_reaches_dual_write_eventually(state: ClusterState) -> bool:
+    return any(c.driver is not None and c.driver.state is D.DUAL_WRITE for c in state.controllers) or (
+        committed_image(state).migration is not ZkMigrationState.PRE_MIGRATION
+        and committed_image(state).migration is not ZkMigrationState.MIGRATION
+    )
+
+
+def _leader_driver_inactive(state: ClusterState) -> bool:
+    image = committed_image(state)
+    if image.migration is not ZkMigrationState.MIGRATION:
+        return False
+    return any(is_active(c) and c.driver is not None and c.driver.state is D.INACTIVE for c in state.controllers)
+
+
+@eventually(
+    "ActiveDriverNeverStaysInactive",
+    "While the migration is in progress, the active controller's driver does not stay INACTIVE.",
+    "KIP-866 §Controller Crashes (a new leader takes over the migration)",
+    when=_leader_driver_inactive,
+)
+def active_driver_never_stays_inactive(state: ClusterState) -> bool:
+    return not _leader_driver_inactive(state)
+
+
+def _live_fenced_broker(state: ClusterState) -> bool:
+    return any(
+        b.alive and b.config.kraft_mode and b.kraft_epoch != UNKNOWN_BROKER_EPOCH and b.lifecycle is BrokerState.FENCED
+        and not b.want_shutdown
+        for b in state.brokers
+    )
+
+
+@eventually(
+    "LiveFencedBrokerEventuallyUnfenced",
+    "A live KRaft broker that is fenced is eventually unfenced (or stops).",
+    "KIP-500 §Broker States (Fenced -> Online once caught up)",
+    when=_live_fenced_broker,
+)
+def live_fenced_broker_eventually_unfenced(state: ClusterState) -> bool:
+    return not _live_fenced_broker(state)
+
