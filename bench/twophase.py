@@ -57,6 +57,7 @@ from bench.twophase_model import (
     successors,
     tc_consistent,
 )
+from properties.explore import path_to
 
 # Distinct states as TLC reports them (tlaplus/Examples manifest for 3, Stateright's 2pc
 # example for 3 and 5, TwoPhase.tla's closing comment for 6, the issue for 7).
@@ -104,7 +105,7 @@ def explore(rms: int, variant: Variant = CORRECT, max_depth: int | None = None) 
                 fresh = nxt not in parents
                 if fresh:
                     if result.violation is None and not tc_consistent(nxt):
-                        result.violation = _trace(parents, state) + [action]
+                        result.violation = path_to(parents, state) + [action]
                     parents[nxt] = (state, action)
                     next_frontier.append(nxt)
         frontier = next_frontier
@@ -117,16 +118,6 @@ def explore(rms: int, variant: Variant = CORRECT, max_depth: int | None = None) 
     return result
 
 
-def _trace(parents: dict, state: TwoPhaseState) -> list[Action]:
-    actions: list[Action] = []
-    while True:
-        parent, action = parents[state]
-        if parent is None:
-            break
-        actions.append(action)
-        state = parent
-    actions.reverse()
-    return actions
 
 
 # ---- one run per process ------------------------------------------------------------------------

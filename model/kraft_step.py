@@ -116,7 +116,7 @@ from model.state import (
     partition_state_path,
     znode_data,
 )
-from model.step import _process_dies
+from model.step import _process_dies, _put
 from model.types import (
     NO_LEADER,
     NO_SESSION,
@@ -208,12 +208,6 @@ def _put_ctrl(state: ClusterState, c: KRaftController) -> ClusterState:
     controllers = list(state.controllers)
     controllers[controller_index(c.id)] = c
     return state.replace(controllers=tuple(controllers))
-
-
-def _put_broker(state: ClusterState, b: Broker) -> ClusterState:
-    brokers = list(state.brokers)
-    brokers[b.id] = b
-    return state.replace(brokers=tuple(brokers))
 
 
 def _spend(state: ClusterState, **spent: int) -> ClusterState | None:
@@ -1015,13 +1009,13 @@ def _register_with_kraft(
         return None
     if rec is None:
         reg = image.registration(bid)
-        return _put_broker(state, b.replace(kraft_epoch=reg.epoch, lifecycle=_fenced_state(b)))
+        return _put(state, b.replace(kraft_epoch=reg.epoch, lifecycle=_fenced_state(b)))
     if writes_blocked(state, c, variant):
         return None
     state = _append(state, c, [rec], variant)
     # Differs: Kafka answers once the record commits; the model answers at once (a truncated registration
     # shows up as STALE_BROKER_EPOCH on the next heartbeat and the broker registers again).
-    return _put_broker(state, b.replace(kraft_epoch=rec.epoch, lifecycle=_fenced_state(b)))
+    return _put(state, b.replace(kraft_epoch=rec.epoch, lifecycle=_fenced_state(b)))
 
 
 def _leaderships(image: MetadataImage, b: BrokerId) -> list[int]:
@@ -1075,7 +1069,7 @@ def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: V
     reg = image.registration(bid)
     if reg is None or reg.epoch != b.kraft_epoch:
         # STALE_BROKER_EPOCH: the broker registers again.
-        return _put_broker(state, b.replace(kraft_epoch=UNKNOWN_BROKER_EPOCH, lifecycle=_fenced_state(b)))
+        return _put(state, b.replace(kraft_epoch=UNKNOWN_BROKER_EPOCH, lifecycle=_fenced_state(b)))
     leads = bool(_leaderships(image, bid))
     records: list[MetadataRecord] = []
     shutdown_now = False
@@ -1103,7 +1097,7 @@ def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: V
         return _process_dies(state, state.brokers[bid])  # SHUTDOWN_NOW: the broker exits, Offline
     if not records and lifecycle == b.lifecycle:
         return None
-    return _put_broker(state, state.brokers[bid].replace(lifecycle=lifecycle))
+    return _put(state, state.brokers[bid].replace(lifecycle=lifecycle))
 
 
 def _fenced_state(b: Broker) -> BrokerState:
@@ -1129,7 +1123,7 @@ def _fetch_metadata(
     if terms is not state.history.leader_terms:
         state = state.replace(history=state.history.replace(leader_terms=terms))
     served = served_brokers(image, variant)
-    return _put_broker(state, b.replace(image=image, meta_properties=meta, metadata_live=served))
+    return _put(state, b.replace(image=image, meta_properties=meta, metadata_live=served))
 
 
 def timeout_heals(state: ClusterState, bid: BrokerId, cid: ControllerId) -> bool:
@@ -1163,7 +1157,7 @@ def _session_timeout(state: ClusterState, bid: BrokerId, cid: ControllerId, vari
         return None
     state = _append(state, c, records, variant)
     if alive_same and b.config.kraft_mode:
-        state = _put_broker(state, state.brokers[bid].replace(lifecycle=BrokerState.FENCED))
+        state = _put(state, state.brokers[bid].replace(lifecycle=BrokerState.FENCED))
     return state
 
 
@@ -1174,7 +1168,7 @@ def _begin_controlled_shutdown(state: ClusterState, bid: BrokerId) -> ClusterSta
     state = _spend(state, shutdowns=1)
     if state is None:
         return None
-    return _put_broker(state, b.replace(want_shutdown=True, lifecycle=BrokerState.STOPPING))
+    return _put(state, b.replace(want_shutdown=True, lifecycle=BrokerState.STOPPING))
 
 
 def _migrate_broker(state: ClusterState, bid: BrokerId) -> ClusterState | None:
@@ -1185,7 +1179,7 @@ def _migrate_broker(state: ClusterState, bid: BrokerId) -> ClusterState | None:
     state = _spend(state, migrations=1)
     if state is None:
         return None
-    return _put_broker(state, b.replace(config=b.config.replace(kraft_mode=True)))
+    return _put(state, b.replace(config=b.config.replace(kraft_mode=True)))
 
 
 def _rollback_broker(state: ClusterState, bid: BrokerId) -> ClusterState | None:
@@ -1196,7 +1190,7 @@ def _rollback_broker(state: ClusterState, bid: BrokerId) -> ClusterState | None:
     state = _spend(state, migrations=1)
     if state is None:
         return None
-    return _put_broker(state, b.replace(config=b.config.replace(kraft_mode=False)))
+    return _put(state, b.replace(config=b.config.replace(kraft_mode=False)))
 
 
 def fresh_kraft_process(b: Broker) -> Broker:

@@ -81,10 +81,10 @@ def explore(
                     broken += broken_always(nxt)
                 for name in broken:
                     if name not in result.violations:
-                        result.violations[name] = Trace(_trace(parents, state) + [action])
+                        result.violations[name] = Trace(path_to(parents, state) + [action])
                 for name in witnessed(state, action, nxt):
                     if name not in result.witnesses:
-                        result.witnesses[name] = Trace(_trace(parents, state) + [action])
+                        result.witnesses[name] = Trace(path_to(parents, state) + [action])
                 if fresh:
                     parents[nxt] = (state, action)
                     next_frontier.append(nxt)
@@ -106,7 +106,8 @@ def explore(
     return result
 
 
-def _trace(parents: dict, state: ClusterState) -> list[Action]:
+def path_to(parents: dict, state) -> list[Action]:
+    """The actions from the root to ``state``, walking back over a map of state -> (parent, action)."""
     actions: list[Action] = []
     while True:
         parent, action = parents[state]
