@@ -7,7 +7,7 @@ liveness checks leave out of fairness.
 
 from __future__ import annotations
 
-from model.kraft import ControllerId
+from model.kraft import ControllerId, UpgradeType
 from model.record import record
 from model.state import Message
 from model.types import BrokerId, FeatureLevel, Ibp, PartitionId, SessionId
@@ -373,6 +373,7 @@ class UpdateMetadataVersion:
 
     controller: ControllerId
     level: Ibp
+    upgrade_type: UpgradeType = UpgradeType.UPGRADE
 
 
 @record

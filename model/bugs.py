@@ -38,6 +38,8 @@ class Bug(Enum):
     SERVE_BEFORE_REGISTERING = "serve_before_registering"
     BOUNCE_SKIPS_BROKER_FAILURE = "bounce_skips_broker_failure"
     BROKER_CHANGE_IGNORES_CZXID = "broker_change_ignores_czxid"
+    BROKER_CHANGE_WATCH_NOT_REARMED = "broker_change_watch_not_rearmed"
+    RESTARTED_BROKER_KEEPS_DEAD_SESSION = "restarted_broker_keeps_dead_session"
     SHUTDOWN_IGNORES_BROKER_EPOCH = "shutdown_ignores_broker_epoch"
     ACCEPT_OLDER_LEADER_EPOCH = "accept_older_leader_epoch"
     SHUTDOWN_SHRINKS_LEADER_OUT_OF_ISR = "shutdown_shrinks_leader_out_of_isr"
@@ -57,6 +59,7 @@ class Bug(Enum):
     # Broker lifecycle on KRaft
     BROKER_EPOCH_FROM_INCARNATION = "broker_epoch_from_incarnation"
     UNFENCE_BEFORE_CAUGHT_UP = "unfence_before_caught_up"
+    CAUGHT_UP_OFF_BY_ONE = "caught_up_off_by_one"
     SERVE_FENCED_BROKERS = "serve_fenced_brokers"
     KRAFT_BROKER_TAKES_LIVE_ZK_ID = "kraft_broker_takes_live_zk_id"
     ADMIT_ZK_BROKER_WITH_OTHER_IBP = "admit_zk_broker_with_other_ibp"
@@ -79,6 +82,7 @@ class Bug(Enum):
     SHUTDOWN_WITHOUT_ZK_CATCH_UP = "shutdown_without_zk_catch_up"
     SYNC_SKIPS_TOPIC_DELETION = "sync_skips_topic_deletion"
     WAIT_ONLY_FOR_LIVE_BROKERS = "wait_only_for_live_brokers"
+    READY_COMPARES_ZK_EPOCH = "ready_compares_zk_epoch"
     INACTIVE_IGNORES_LEADERSHIP = "inactive_ignores_leadership"
 
 
@@ -139,6 +143,10 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "a bounced broker is only re-started, not failed first, so it leads again in its old leader epoch"),
     SeededBug(Bug.BROKER_CHANGE_IGNORES_CZXID, "ControllerSeesEveryBounce", "bounce",
               "broker-change processing compares ids only, so a fast bounce is missed"),
+    SeededBug(Bug.BROKER_CHANGE_WATCH_NOT_REARMED, "ControllerEventuallySeesEveryBroker", "bounce",
+              "after a broker change the controller does not arm the /brokers/ids child watch again"),
+    SeededBug(Bug.RESTARTED_BROKER_KEEPS_DEAD_SESSION, "EveryLiveBrokerEventuallyRegistered", "bounce",
+              "a restarted broker that registered before never opens a new ZooKeeper session"),
     SeededBug(Bug.SHUTDOWN_IGNORES_BROKER_EPOCH, "StaleControlledShutdownMovesNothing", "bounce",
               "the controller acts on a ControlledShutdown without comparing its broker epoch"),
     SeededBug(Bug.ACCEPT_OLDER_LEADER_EPOCH, "LeaderEpochsNeverDecrease", "fencing",
@@ -173,6 +181,8 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "the controller gives a registering broker its incarnation number as its epoch"),
     SeededBug(Bug.UNFENCE_BEFORE_CAUGHT_UP, "UnfencedOnlyWhenCaughtUp", "broker-migration",
               "a heartbeat unfences a KRaft broker that has not replayed its own registration yet"),
+    SeededBug(Bug.CAUGHT_UP_OFF_BY_ONE, "LiveFencedBrokerEventuallyUnfenced", "kraft-broker-restart",
+              "a broker counts as caught up only past the record after its registration, which may never come"),
     SeededBug(Bug.SERVE_FENCED_BROKERS, "FencedBrokersNeverServed", "broker-migration",
               "metadata responses list every registered broker, fenced ones too"),
     SeededBug(Bug.KRAFT_BROKER_TAKES_LIVE_ZK_ID, "NoKRaftBrokerTakesALiveZkBrokersId", "broker-migration",
@@ -208,7 +218,7 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "a driver that sees POST_MIGRATION claims ZooKeeper again"),
     SeededBug(Bug.KRAFT_BORN_MIGRATES, "MigrationStateOnlyMovesForward", "kraft-born",
               "a driver in a KRaft-born cluster (NONE) goes on to migrate"),
-    SeededBug(Bug.MV_CHANGE_DURING_MIGRATION, "MetadataVersionFixedDuringMigration", "dual-write",
+    SeededBug(Bug.MV_CHANGE_DURING_MIGRATION, "MetadataVersionFixedDuringMigration", "finalize",
               "UpdateFeatures changes metadata.version while the migration is in progress"),
     SeededBug(Bug.SHUTDOWN_WITHOUT_ZK_CATCH_UP, "RollbackLosesNothingCommitted", "rollback",
               "the KRaft leader shuts down cleanly before ZooKeeper has its committed records"),
@@ -216,6 +226,8 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "the KRaft-to-ZooKeeper sync leaves a pending topic deletion in ZooKeeper"),
     SeededBug(Bug.WAIT_ONLY_FOR_LIVE_BROKERS, "MigrationStartsOnlyWithEveryKnownZkBroker", "pre-migration",
               "the driver waits only for brokers live in /brokers/ids, not those named in assignments"),
+    SeededBug(Bug.READY_COMPARES_ZK_EPOCH, "DriverLeavesWaitForBrokersWhenReady", "handover",
+              "a ZK broker counts as registered only if its KRaft broker epoch equals its ZooKeeper czxid"),
     SeededBug(Bug.INACTIVE_IGNORES_LEADERSHIP, "ActiveDriverNeverStaysInactive", "handover",
               "an INACTIVE driver ignores the event that makes its node the leader again"),
 )

@@ -50,6 +50,14 @@ class ZkMigrationState(Enum):
         return self in (ZkMigrationState.PRE_MIGRATION, ZkMigrationState.MIGRATION)
 
 
+class UpgradeType(Enum):
+    """How an UpdateFeatures request may move a level (clients/.../FeatureUpdate.java; KIP-778)."""
+
+    UPGRADE = 1
+    SAFE_DOWNGRADE = 2
+    UNSAFE_DOWNGRADE = 3
+
+
 class QuorumRole(Enum):
     """KIP-500 / KIP-595 quorum states (raft/.../QuorumState.java; 3.9 folds Voted into Unattached)."""
 

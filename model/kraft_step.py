@@ -76,6 +76,7 @@ from model.kraft import (
     PartitionRecord,
     QuorumRole,
     RegisterBrokerRecord,
+    UpgradeType,
     ZkMigrationState,
     ZkMigrationStateRecord,
     advance_high_watermark,
@@ -191,8 +192,8 @@ def handle(state: ClusterState, action, variant: Variant) -> ClusterState | None
             return _rollback_broker(state, b)
         case AlterConfigs(controller=c):
             return _alter_configs(state, c, variant)
-        case UpdateMetadataVersion(controller=c, level=level):
-            return _update_metadata_version(state, c, level, variant)
+        case UpdateMetadataVersion(controller=c, level=level, upgrade_type=upgrade_type):
+            return _update_metadata_version(state, c, level, upgrade_type, variant)
         case DeleteControllerZNodes():
             return _delete_controller_znodes(state, variant)
     raise TypeError(f"not a KRaft action: {action!r}")
@@ -652,6 +653,10 @@ def zk_brokers_ready(state: ClusterState, c: KRaftController, variant: Variant) 
         reg = image.registration(b)
         if reg is None or not reg.is_migrating_zk_broker:
             return False
+        if variant.has(Bug.READY_COMPARES_ZK_EPOCH):
+            node = zkm.get(state.zk, f"{BROKER_IDS}/{b}")
+            if node is None or node.czxid != reg.epoch:
+                return False
         # Differs: the KIP asks for registered brokers "in a valid state" (unfenced); Kafka does not check.
         if reg.fenced and variant.profile is Profile.KIP:
             return False
@@ -1051,12 +1056,14 @@ def _elect_leaderless(image: MetadataImage, b: BrokerId) -> list[MetadataRecord]
     ]
 
 
-def caught_up(b: Broker, reg_epoch: BrokerEpoch) -> bool:
+def caught_up(b: Broker, reg_epoch: BrokerEpoch, variant: Variant) -> bool:
     """KIP-500 §Fenced: a broker leaves Fenced once it has the metadata up to its own registration."""
     if not b.config.kraft_mode:
         # Differs: ZK brokers do not replay the log; the model treats them as caught up (they take
         # UpdateMetadata from the controller instead).
         return True
+    if variant.has(Bug.CAUGHT_UP_OFF_BY_ONE):
+        return b.image.offset > reg_epoch + 1
     return b.image.offset > reg_epoch
 
 
@@ -1077,7 +1084,7 @@ def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: V
     if reg.fenced:
         if b.want_shutdown:
             shutdown_now = True
-        elif caught_up(b, reg.epoch) or variant.has(Bug.UNFENCE_BEFORE_CAUGHT_UP):
+        elif caught_up(b, reg.epoch, variant) or variant.has(Bug.UNFENCE_BEFORE_CAUGHT_UP):
             records = [BrokerRegistrationChangeRecord(bid, reg.epoch, False)] + _elect_leaderless(image, bid)
             lifecycle = BrokerState.ONLINE if b.config.kraft_mode else b.lifecycle
     elif reg.in_controlled_shutdown or b.want_shutdown:
@@ -1227,21 +1234,34 @@ def _alter_configs(state: ClusterState, cid: ControllerId, variant: Variant) -> 
     return _append(state, c, [ConfigRecord((image.config or 0) + 1)], variant)
 
 
-def decide_metadata_version(image: MetadataImage, level: Ibp, variant: Variant) -> Errors:
-    """FeatureControlManager.updateMetadataVersion (reference §5.1)."""
+def decide_metadata_version(
+    image: MetadataImage, level: Ibp, upgrade_type: UpgradeType, variant: Variant
+) -> Errors:
+    """FeatureControlManager.updateFeature for metadata.version, in Kafka's order (reference §5.1).
+
+    Every refusal but pre-migration's is INVALID_UPDATE_VERSION (95). A migrating ZK broker
+    advertises metadata.version as [IBP, IBP], so while one is registered the level cannot move.
+    Every downgrade between the modelled levels changes metadata (transactions at 3.6-IV1,
+    controller registrations at 3.7-IV0): unsafe ones are never done, safe ones are refused.
+    """
     if decide_write(image, variant) is not Errors.NONE:
         return Errors.NOT_CONTROLLER
+    if any(r.is_migrating_zk_broker and r.ibp != level for r in image.brokers):
+        return Errors.INVALID_UPDATE_VERSION  # a registered broker does not support the level
+    current = image.metadata_version
+    if current is not None and level < current and upgrade_type is UpgradeType.UPGRADE:
+        return Errors.INVALID_UPDATE_VERSION  # a downgrade needs a downgrade type
+    if current is not None and level > current and upgrade_type is not UpgradeType.UPGRADE:
+        return Errors.INVALID_UPDATE_VERSION  # "Can't downgrade to a newer version."
     if image.migration_state.in_progress and not variant.has(Bug.MV_CHANGE_DURING_MIGRATION):
         return Errors.INVALID_UPDATE_VERSION  # "Unable to modify metadata.version while a ZK migration is in progress."
-    if image.metadata_version is not None and level < image.metadata_version:
-        return Errors.INVALID_UPDATE_VERSION  # a downgrade that changes metadata is refused
-    if level == image.metadata_version:
-        return Errors.INVALID_UPDATE_VERSION
+    if current is not None and level < current:
+        return Errors.INVALID_UPDATE_VERSION  # the downgrade would change metadata
     return Errors.NONE
 
 
 def _update_metadata_version(
-    state: ClusterState, cid: ControllerId, level: Ibp, variant: Variant
+    state: ClusterState, cid: ControllerId, level: Ibp, upgrade_type: UpgradeType, variant: Variant
 ) -> ClusterState | None:
     c = ctrl(state, cid)
     if not is_active(c) or writes_blocked(state, c, variant):
@@ -1250,8 +1270,9 @@ def _update_metadata_version(
     if state is None:
         return None
     image = own_image(c)
-    if decide_metadata_version(image, level, variant) is not Errors.NONE:
-        return state
+    refused = decide_metadata_version(image, level, upgrade_type, variant) is not Errors.NONE
+    if refused or level == image.metadata_version:
+        return state  # refused, or already at that level (nothing to write)
     return _append(state, c, [FeatureLevelRecord(METADATA_VERSION, level)], variant)
 
 

@@ -42,7 +42,15 @@ from model.actions import (
     WaitForControllerQuorum,
     WaitForZkBrokers,
 )
-from model.kraft import FIRST_CONTROLLER_ID, ControllerConfig, ControllerId, KRaftEpoch, QuorumRole, image_of
+from model.kraft import (
+    FIRST_CONTROLLER_ID,
+    ControllerConfig,
+    ControllerId,
+    KRaftEpoch,
+    QuorumRole,
+    UpgradeType,
+    image_of,
+)
 from model.migration import (
     CONFIG,
     DELETED_TOPIC,
@@ -110,7 +118,7 @@ class Scope:
     pending_deletion: bool = False  # a topic whose deletion ZooKeeper has not finished
     stage: str | None = None  # how far a canonical prefix takes the KRaft side (see STAGES)
     controller_flag_choices: tuple[bool, ...] = ()  # values ReconfigureController may set
-    metadata_version_choices: tuple[Ibp, ...] = ()  # levels UpdateMetadataVersion may ask for
+    metadata_version_choices: tuple[tuple[Ibp, UpgradeType], ...] = ()  # what UpdateMetadataVersion may ask for
     # Properties the correct model breaks here under a profile: findings about the seeds, reported, not bugs.
     findings: tuple[tuple[str, str], ...] = ()  # (profile, property)
 
@@ -452,7 +460,7 @@ MIGRATION_SCOPES = (
         stage="dual-write",
         # The bound must admit the largest atomic batch (a fence and its partition change: 2 records).
         budget=Budget(kraft_elections=1, outages=1, operator=3, max_lag=2, max_in_flight=10),
-        metadata_version_choices=(Ibp.IBP_3_6_IV1,),
+        metadata_version_choices=((Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE),),
         max_depth=12,
     ),
     _migration_scope(
@@ -471,7 +479,12 @@ MIGRATION_SCOPES = (
         broker_flags=(READY,),
         controllers=(MIGRATING,),
         stage="kraft-brokers",
-        budget=Budget(migrations=5, kraft_elections=2, max_in_flight=10),
+        budget=Budget(migrations=5, kraft_elections=2, operator=1, max_in_flight=10),
+        # With every ZK broker gone, only the migration rule keeps metadata.version from moving.
+        metadata_version_choices=(
+            (Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE),
+            (Ibp.IBP_3_4_IV0, UpgradeType.SAFE_DOWNGRADE),
+        ),
         controller_flag_choices=(False, True),
         max_depth=14,
     ),
@@ -524,3 +537,18 @@ LIFECYCLE = _migration_scope(
     findings=(("kip", "ZkControllerEpochsIncreaseAcrossHandOver"), ("kip", "AtMostOneControllerPerEpoch")),
 )
 SCOPES[LIFECYCLE.name] = LIFECYCLE
+
+# A KRaft broker after the migration restarts once: small enough for liveness to see all of it.
+KRAFT_BROKER_RESTART = _migration_scope(
+    name="kraft-broker-restart",
+    summary="1 KRaft broker and 1 controller in dual write; the broker restarts and must come back Online",
+    ibps=(Ibp.IBP_3_4_IV0,),
+    supported=(SAME_RANGE,),
+    partitions=((BrokerId(0),),),
+    broker_flags=(READY,),
+    controllers=(MIGRATING,),
+    stage="kraft-brokers",
+    budget=Budget(restarts=1, max_in_flight=6),
+    max_depth=12,
+)
+SCOPES[KRAFT_BROKER_RESTART.name] = KRAFT_BROKER_RESTART

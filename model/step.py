@@ -154,7 +154,7 @@ def step(state: ClusterState, action: Action, variant: Variant = CORRECT) -> Clu
         case ChangeIbp(broker=b, ibp=ibp):
             return _change_ibp(state, b, ibp)
         case OpenSession(broker=b):
-            return _open_session(state, b)
+            return _open_session(state, b, variant)
         case RegisterBroker(broker=b):
             return _register(state, b, variant)
         case SendControlledShutdown(broker=b):
@@ -513,9 +513,11 @@ def _change_ibp(state: ClusterState, b: BrokerId, ibp: Ibp) -> ClusterState | No
     return _put(state, broker.replace(config=broker.config.replace(ibp=ibp)))
 
 
-def _open_session(state: ClusterState, b: BrokerId) -> ClusterState | None:
+def _open_session(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
     broker = state.brokers[b]
     if not broker.alive or not state.zk.available or _holds_session(state, broker):
+        return None
+    if variant.has(Bug.RESTARTED_BROKER_KEEPS_DEAD_SESSION) and state.history.registered_epoch(b) is not None:
         return None
     zk, session = zkm.open_session(state.zk, b)
     return _put(state.replace(zk=zk), broker.replace(session=session, registered=False))
@@ -727,7 +729,9 @@ def _process_broker_change(state: ClusterState, c: BrokerId, variant: Variant) -
     live = tuple(sorted(kept + started, key=_by_id))
     broker = broker.replace(controller=role.replace(live=live, refused=refused))
     zk = zkm.consume(state.zk, c, BROKER_IDS, WatchKind.CHILD)
-    state = state.replace(zk=zkm.add_watch(zk, broker.session, BROKER_IDS, WatchKind.CHILD))
+    if not variant.has(Bug.BROKER_CHANGE_WATCH_NOT_REARMED):
+        zk = zkm.add_watch(zk, broker.session, BROKER_IDS, WatchKind.CHILD)
+    state = state.replace(zk=zk)
     failed = dead if variant.has(Bug.BOUNCE_SKIPS_BROKER_FAILURE) else dead | bounced
     state, changed = _on_broker_failure(state, broker, failed, {b.id for b in live}, variant)
     if state.brokers[c].controller is None:  # fenced: it resigned instead
@@ -975,7 +979,7 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
         actions += [ReconfigureController(i, enabled) for enabled in scope.controller_flag_choices]
         if c.id in leaders:
             actions += [AlterConfigs(i)]
-            actions += [UpdateMetadataVersion(i, level) for level in scope.metadata_version_choices]
+            actions += [UpdateMetadataVersion(i, level, kind) for level, kind in scope.metadata_version_choices]
     for b in state.brokers:
         for leader in leaders:
             actions += [RegisterWithKRaft(b.id, leader), BrokerHeartbeat(b.id, leader), FetchMetadata(b.id, leader),

@@ -51,9 +51,10 @@ def render() -> str:
         f"{kinds[Kind.SOMETIMES]} `sometimes` (witnesses that must be reachable, so that the others are not "
         f"vacuous) and {kinds[Kind.EVENTUALLY]} `eventually` (leads-to under weak fairness of the healing "
         "actions, checked on a scope's whole state graph by `kraftcheck liveness`). Every `always` and "
-        "`transition` property is checked on every step of every exploration (`kraftcheck explore`), and is "
-        "the target of at least one seeded bug that the bounded search of its scope must catch "
-        "(`kraftcheck mutants`).",
+        "`transition` property is checked on every step of every exploration (`kraftcheck explore`). Every "
+        "property but the witnesses is the target of at least one seeded bug that the checks must catch "
+        "(`kraftcheck mutants`): the bounded search of its scope for safety, the liveness check of its scope "
+        "for `eventually`.",
         "",
         "Sources cite the seed documents by KIP and section: KIP-380 (broker generations), KIP-584 "
         "(feature versioning), KIP-866 (ZooKeeper to KRaft migration), KIP-500 (KRaft). Where the seeds "

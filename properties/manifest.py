@@ -43,6 +43,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "rollback": 6,
     "handover": None,
     "lifecycle": 6,
+    "kraft-broker-restart": None,
 }
 
 

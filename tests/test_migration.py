@@ -69,6 +69,7 @@ from model.kraft import (
     PartitionRecord,
     QuorumRole,
     RegisterBrokerRecord,
+    UpgradeType,
     ZkMigrationState,
     ZkMigrationStateRecord,
     image_of,
@@ -381,13 +382,13 @@ def test_pre_migration_admin_write_is_refused_with_not_controller():
     state = initial_state(SCOPES["pre-migration"])
     image = own_image(ctrl(state, C0))
     assert decide_write(image, CORRECT) is Errors.NOT_CONTROLLER
-    assert decide_metadata_version(image, Ibp.IBP_3_6_IV1, CORRECT) is Errors.NOT_CONTROLLER
+    assert decide_metadata_version(image, Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT) is Errors.NOT_CONTROLLER
     after = run(state, AlterConfigs(C0))
     assert after.controllers == state.controllers
     assert after == state.replace(budget=state.budget.replace(operator=0))
     # During the migration metadata.version is frozen.
     dual = own_image(ctrl(initial_state(SCOPES["dual-write"]), C0))
-    assert decide_metadata_version(dual, Ibp.IBP_3_6_IV1, CORRECT) is Errors.INVALID_UPDATE_VERSION
+    assert decide_metadata_version(dual, Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT) is Errors.INVALID_UPDATE_VERSION
 
 
 # ---- 4. rolling back to ZooKeeper ------------------------------------------------------------------
@@ -608,3 +609,32 @@ def test_metrics_zk_migration_state_bytes_differ_per_profile_and_dual_write_repo
     }
     state = run(state, DualWrite(C0))
     assert metrics(state)["ZkWriteBehindLag"] == 0
+
+
+def test_metadata_version_update_follows_upgrade_types_and_freezes_during_migration():
+    """UpdateFeatures for metadata.version on KRaft (reference §5.1; KIP-866 §MetadataVersion).
+
+    After every broker moved to KRaft the migration is still in progress: metadata.version stays
+    put (INVALID_UPDATE_VERSION). Once finalized it may go up with UPGRADE; going down needs a
+    downgrade type, and every modelled downgrade changes metadata, so it is refused either way.
+    """
+    state = initial_state(SCOPES["finalize"])
+    image = own_image(ctrl(state, C0))
+    assert image.migration is M.MIGRATION and not any(r.is_migrating_zk_broker for r in image.brokers)
+    frozen = decide_metadata_version(image, Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT)
+    assert frozen is Errors.INVALID_UPDATE_VERSION
+    finalized = image.replace(migration=M.POST_MIGRATION)
+    assert decide_metadata_version(finalized, Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT) is Errors.NONE
+    assert (
+        decide_metadata_version(finalized, Ibp.IBP_3_6_IV1, UpgradeType.SAFE_DOWNGRADE, CORRECT)
+        is Errors.INVALID_UPDATE_VERSION
+    )
+    upgraded = finalized.replace(metadata_version=Ibp.IBP_3_6_IV1)
+    for kind in UpgradeType:
+        assert decide_metadata_version(upgraded, Ibp.IBP_3_4_IV0, kind, CORRECT) is Errors.INVALID_UPDATE_VERSION
+    # A migrating ZK broker advertises [IBP, IBP]: while one is registered the level cannot move.
+    dual = own_image(ctrl(initial_state(SCOPES["dual-write"]), C0))
+    assert (
+        decide_metadata_version(dual.replace(migration=M.POST_MIGRATION), Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT)
+        is Errors.INVALID_UPDATE_VERSION
+    )
