@@ -115,11 +115,15 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
     variant = _variant(args.bug, args.profile)
     with _progress(args, f"exploring {args.scope}") as report:
-        result = explore(args.scope, variant, max_depth=args.depth, max_states=args.max_states, progress=report)
+        result = explore(
+            args.scope, variant, max_depth=args.depth, max_states=args.max_states, progress=report,
+            symmetry=args.symmetry,
+        )
     sometimes = [p.name for p in PROPERTIES if p.kind is Kind.SOMETIMES]
     out = {
         "scope": result.scope,
         "profile": args.profile.value,
+        "symmetry": args.symmetry,
         "bugs": sorted(args.bug or []),
         "distinct_states": result.distinct_states,
         "generated": result.generated,
@@ -344,6 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-states", type=_positive, default=None, help="stop after this many distinct states")
     p.add_argument("--bug", type=_bug, action="append", help="switch a seeded bug on (repeatable)")
     p.add_argument("--profile", type=_profile, default=Profile.KIP, help=_PROFILE_HELP)
+    p.add_argument(
+        "--symmetry", action="store_true", help="count states that differ only by interchangeable controllers' ids once"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_explore)
 

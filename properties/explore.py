@@ -22,6 +22,7 @@ from model import CORRECT, SCOPES, Scope, Variant, initial_state, successors
 from model.actions import Action
 from model.invariants import broken_always, broken_transitions, violations, witnessed
 from model.state import ClusterState
+from model.symmetry import canonical
 
 
 @dataclass
@@ -54,14 +55,22 @@ def explore(
     stop_at: str | None = None,
     max_states: int | None = None,
     progress: Callable[[ExploreResult], None] | None = None,
+    symmetry: bool = False,
 ) -> ExploreResult:
-    """Explore ``scope`` breadth-first to ``max_depth`` levels (all of it when None)."""
+    """Explore ``scope`` breadth-first to ``max_depth`` levels (all of it when None).
+
+    With ``symmetry``, states that differ only by the names of interchangeable KRaft controllers
+    count as one (``model.symmetry``): the first state reached of each class is the one explored,
+    so counterexamples are still real action sequences from the initial state.
+    """
     if isinstance(scope, str):
         scope = SCOPES[scope]
     start = time.perf_counter()
     result = ExploreResult(scope.name)
     init = initial_state(scope)
+    key = canonical if symmetry else _identity
     parents: dict[ClusterState, tuple[ClusterState | None, Action | None]] = {init: (None, None)}
+    seen = {key(init)}
     for name in violations(None, None, init):
         result.violations[name] = Trace([])
     frontier = [init]
@@ -75,7 +84,11 @@ def explore(
                 result.generated += 1
                 kind = type(action).__name__
                 result.action_counts[kind] = result.action_counts.get(kind, 0) + 1
-                fresh = nxt not in parents
+                if symmetry:
+                    canon = key(nxt)
+                    fresh = canon not in seen
+                else:
+                    canon, fresh = nxt, nxt not in parents
                 broken = broken_transitions(state, action, nxt)
                 if fresh:
                     broken += broken_always(nxt)
@@ -86,6 +99,8 @@ def explore(
                     if name not in result.witnesses:
                         result.witnesses[name] = Trace(path_to(parents, state) + [action])
                 if fresh:
+                    if symmetry:
+                        seen.add(canon)
                     parents[nxt] = (state, action)
                     next_frontier.append(nxt)
             if stop_at is not None and stop_at in result.violations:
@@ -104,6 +119,10 @@ def explore(
     result.distinct_states = len(parents)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _identity(state: ClusterState) -> ClusterState:
+    return state
 
 
 def path_to(parents: dict, state) -> list[Action]:
