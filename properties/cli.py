@@ -205,7 +205,9 @@ def cmd_mutants(args: argparse.Namespace) -> int:
         for name, bug in SEEDED_BUGS_BY_NAME.items():
             print(f"{name:40s} breaks {bug.invariant} ({bug.mistake})")
         return CLEAN
-    results = run_all(args.bug or None)
+    from properties.mutants import DEFAULT_CHECKS
+
+    results = run_all(args.bug or None, tuple(args.check or DEFAULT_CHECKS))
     if args.json:
         _print_json([r.as_json() for r in results])
     else:
@@ -376,6 +378,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mutants", help="run every seeded bug through the checks (the seeded-bug score)")
     p.add_argument("--bug", type=_bug, action="append", help="run only this seeded bug (repeatable)")
     p.add_argument("--list", action="store_true", help="list the seeded bugs and exit")
+    p.add_argument(
+        "--check", choices=("explore", "liveness", "hypothesis", "z3"), action="append",
+        help="run these checks, in this order (repeatable; default: explore, liveness)",
+    )
     p.add_argument(
         "--json", action="store_true", help="print a JSON list of {name, layer, invariant, caught_by, seconds}"
     )

@@ -2,9 +2,12 @@
 
 A seeded bug is caught when a check reports a violation of the invariant the bug targets (a
 violation of some other invariant does not count: it would hide a check that cannot fire).
-The model layer has two checks: the bounded breadth-first search of the bug's scope for safety
-properties (``explore:<scope>``), and the fair-cycle search of the complete graph of its scope
-for EVENTUALLY properties (``liveness:<scope>``). Later checks add themselves to ``CHECKS``.
+The model layer's checks, in ``CHECKS``: the bounded breadth-first search of the bug's scope for
+safety properties (``explore:<scope>``), the fair-cycle search of the complete graph of its scope
+for EVENTUALLY properties (``liveness:<scope>``), the scope's Hypothesis machine
+(``hypothesis:<scope>``) and z3 bounded model checking for the bugs the encoding switches
+(``z3-bmc:<scope>``). By default the first two run (they are exhaustive within their bounds);
+``kraftcheck mutants --check NAME`` runs the named checks, in order, to score one check alone.
 """
 
 from __future__ import annotations
@@ -61,19 +64,71 @@ def _liveness_search(bug: SeededBug) -> tuple[str, list[Action]] | None:
     return f"liveness:{bug.scope}", list(verdict.lasso.prefix) + list(verdict.lasso.loop)
 
 
-CHECKS: list[Callable[[SeededBug], tuple[str, list[Action]] | None]] = [_bounded_search, _liveness_search]
+HYPOTHESIS_EXAMPLES = 1_000  # Hypothesis stops at the first failure; a clean run of this many is an escape
 
 
-def run_mutant(bug: SeededBug) -> MutantResult:
+def _hypothesis_machine(bug: SeededBug) -> tuple[str, list[Action]] | None:
+    """The scope's Hypothesis machine with the bug switched on (derandomized, so a verdict repeats)."""
+    if BY_NAME[bug.invariant].kind is Kind.EVENTUALLY:
+        return None
+    import tempfile
+
+    from properties.machines import InvariantViolation, machine_class, run_machine
+
+    with tempfile.TemporaryDirectory() as traces_dir:
+        machine = machine_class(bug.scope, Variant(frozenset({bug.bug})), trace_dir=traces_dir)
+        try:
+            run_machine(
+                machine, max_examples=HYPOTHESIS_EXAMPLES, derandomize=True, database=None, deadline=None,
+                stateful_step_count=50,
+            )
+        except (InvariantViolation, BaseExceptionGroup) as raised:
+            for violation in _violations(raised):
+                if bug.invariant in violation.invariants:
+                    return f"hypothesis:{bug.scope}", list(violation.trace.actions)
+    return None
+
+
+def _violations(error: BaseException) -> list:
+    if isinstance(error, BaseExceptionGroup):
+        return [v for e in error.exceptions for v in _violations(e)]
+    return [error] if hasattr(error, "invariants") else []
+
+
+def _z3_bmc(bug: SeededBug) -> tuple[str, list[Action]] | None:
+    """Bounded model checking of the z3 encoding, for the bugs it can switch on (properties.proofs)."""
+    from properties.proofs import ENCODED_BUGS, PROPERTY_NAMES, bmc
+
+    if bug.bug not in ENCODED_BUGS or bug.invariant not in PROPERTY_NAMES or bug.scope not in ("fencing", "election"):
+        return None
+    result = bmc(20, Variant(frozenset({bug.bug})), scope=bug.scope, properties=(bug.invariant,))
+    for p in result.properties:
+        if p.name == bug.invariant and not p.holds and p.counterexample is not None:
+            return f"z3-bmc:{bug.scope}", list(p.counterexample.actions)
+    return None
+
+
+# In order: the first check that catches a bug is credited. ``--check`` narrows the list, to see
+# what one check alone catches.
+CHECKS: dict[str, Callable[[SeededBug], tuple[str, list[Action]] | None]] = {
+    "explore": _bounded_search,
+    "liveness": _liveness_search,
+    "hypothesis": _hypothesis_machine,
+    "z3": _z3_bmc,
+}
+DEFAULT_CHECKS = ("explore", "liveness")
+
+
+def run_mutant(bug: SeededBug, checks: tuple[str, ...] = DEFAULT_CHECKS) -> MutantResult:
     start = time.perf_counter()
-    for check in CHECKS:
-        caught = check(bug)
+    for name in checks:
+        caught = CHECKS[name](bug)
         if caught is not None:
             by, trace = caught
             return MutantResult(bug.name, "model", bug.invariant, by, time.perf_counter() - start, trace)
     return MutantResult(bug.name, "model", bug.invariant, None, time.perf_counter() - start, None)
 
 
-def run_all(names: list[str] | None = None) -> list[MutantResult]:
+def run_all(names: list[str] | None = None, checks: tuple[str, ...] = DEFAULT_CHECKS) -> list[MutantResult]:
     chosen = [b for b in SEEDED_BUGS if names is None or b.name in names]
-    return [run_mutant(b) for b in chosen]
+    return [run_mutant(b, checks) for b in chosen]

@@ -176,3 +176,20 @@ def test_explore_documented_finding_of_the_kip_rollback_exits_one(capsys):
 def test_profile_and_property_errors_are_one_line(capsys, argv, expected):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == "" and expected in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("check, bug, caught_by", [
+    ("z3", "election_reuses_epoch", "z3-bmc:election"),
+    ("hypothesis", "claim_reuses_zk_epoch", "hypothesis:migration"),
+])
+def test_mutants_scores_one_check_alone(capsys, check, bug, caught_by):
+    """`--check` runs only the named checks: z3's BMC and the Hypothesis machine catch seeded bugs too."""
+    code, out, _ = run(capsys, "mutants", "--check", check, "--bug", bug, "--json")
+    (row,) = json.loads(out)
+    assert code == 0 and row["caught_by"] == caught_by and row["counterexample_length"] >= 1
+
+
+def test_mutants_z3_does_not_claim_bugs_it_cannot_encode(capsys):
+    """A bug outside the z3 encoding escapes the z3 check (exit 1), rather than being credited to it."""
+    code, out, _ = run(capsys, "mutants", "--check", "z3", "--bug", "vote_twice_in_epoch", "--json")
+    assert code == 1 and json.loads(out)[0]["caught_by"] is None
