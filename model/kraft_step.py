@@ -167,7 +167,7 @@ def handle(state: ClusterState, action, variant: Variant) -> ClusterState | None
         case MigrateMetadata(controller=c):
             return _migrate_metadata(state, c, variant)
         case CompleteMigration(controller=c):
-            return _complete_migration(state, c)
+            return _complete_migration(state, c, variant)
         case MigrationCommitted(controller=c):
             return _migration_committed(state, c, variant)
         case SyncKRaftToZk(controller=c):
@@ -764,7 +764,7 @@ def _migration_appended(c: KRaftController) -> bool:
                for e in c.log)
 
 
-def _complete_migration(state: ClusterState, cid: ControllerId) -> ClusterState | None:
+def _complete_migration(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
     c = ctrl(state, cid)
     if _driver(c, D.ZK_MIGRATION) is None or not _leading(c) or not is_active(c):
         return None
@@ -773,7 +773,7 @@ def _complete_migration(state: ClusterState, cid: ControllerId) -> ClusterState 
     records: list[MetadataRecord] = [ZkMigrationStateRecord(ZkMigrationState.MIGRATION)]
     if image_of(c.log).open_transaction is not None:
         records.append(EndTransactionRecord())
-    return _append(state, c, records, Variant())
+    return _append(state, c, records, variant)
 
 
 def _migration_committed(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
