@@ -68,6 +68,7 @@ class Bug(Enum):
     DUAL_WRITE_BEFORE_SYNC = "dual_write_before_sync"
     DUAL_WRITE_UNCOMMITTED = "dual_write_uncommitted"
     DUAL_WRITE_DROPS_CONFIG = "dual_write_drops_config"
+    LEADER_AND_ISR_BEFORE_UPDATE_METADATA = "leader_and_isr_before_update_metadata"
     DUAL_WRITE_SKIPS_EPOCH_CHECK = "dual_write_skips_epoch_check"
     CLAIM_REUSES_ZK_EPOCH = "claim_reuses_zk_epoch"
     CLAIM_IGNORES_NEWER_KRAFT_EPOCH = "claim_ignores_newer_kraft_epoch"
@@ -196,6 +197,8 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "metadata changes are dual-written while the driver is still in SYNC_KRAFT_TO_ZK"),
     SeededBug(Bug.DUAL_WRITE_UNCOMMITTED, "ZkWritesFollowKRaftCommits", "dual-write",
               "the dual write sends records to ZooKeeper before KRaft has committed them"),
+    SeededBug(Bug.LEADER_AND_ISR_BEFORE_UPDATE_METADATA, "UpdateMetadataBeforeLeaderAndIsr", "migration",
+              "the KRaft controller queues LeaderAndIsr to a ZK broker before its UpdateMetadata"),
     SeededBug(Bug.DUAL_WRITE_DROPS_CONFIG, "ZkEqualsImageAtMigrationOffset", "dual-write",
               "a dual write advances /migration past a config change it did not write"),
     SeededBug(Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK, "OnlyCurrentKRaftLeaderWritesApply", "dual-write",

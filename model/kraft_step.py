@@ -913,13 +913,18 @@ def _controller_rpcs(
     cid = BrokerId(c.id)
     epoch = ControllerEpoch(d.zk_epoch)
     for b, broker_epoch in zk_broker_targets(image):
-        if full or partitions:
-            out.append(UpdateMetadata(cid, epoch, broker_epoch, b, leaders, kraft=True, live=live))
-        for p in partitions:
-            part = image.partitions[p]
-            if b in part.isr or b == part.leader or full:
-                out.append(LeaderAndIsr(cid, epoch, broker_epoch, b, PartitionId(p), part.leader, part.leader_epoch,
-                                        part.isr, kraft=True))
+        update = [UpdateMetadata(cid, epoch, broker_epoch, b, leaders, kraft=True, live=live)]
+        if not (full or partitions):
+            update = []
+        leaderships = [
+            LeaderAndIsr(cid, epoch, broker_epoch, b, PartitionId(p), image.partitions[p].leader,
+                         image.partitions[p].leader_epoch, image.partitions[p].isr, kraft=True)
+            for p in partitions
+            if full or b in image.partitions[p].isr or b == image.partitions[p].leader
+        ]
+        # KIP-866 §ZK Broker RPCs: a broker learns of the KRaft controller (and of live brokers) from the
+        # UpdateMetadata, so it must be queued first.
+        out += leaderships + update if variant.has(Bug.LEADER_AND_ISR_BEFORE_UPDATE_METADATA) else update + leaderships
     return out
 
 
@@ -1290,4 +1295,6 @@ def _delete_controller_znodes(state: ClusterState, variant: Variant) -> ClusterS
         # Differs: Kafka's documented rollback removes /controller and /migration and keeps /controller_epoch.
         ops.append(Delete(MIGRATION))
     zk, results = zkm.multi(state.zk, NO_SESSION, tuple(ops))
-    return state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
+    # What KRaft had committed when it handed ZooKeeper back: what the next ZK controller must find.
+    history = state.history.replace(handed_back=len(state.history.committed))
+    return state.replace(zk=zk, history=history, ghost=state.ghost.replace(last_multi=results))

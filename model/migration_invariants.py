@@ -45,7 +45,7 @@ from model.migration import (
     MigrationDriverState,
     is_valid_transition,
 )
-from model.state import CONTROLLER, CONTROLLER_EPOCH, ClusterState, znode_data
+from model.state import CONTROLLER, CONTROLLER_EPOCH, ClusterState, LeaderAndIsr, UpdateMetadata, znode_data
 from model.step import partition_states
 from model.types import UNKNOWN_BROKER_EPOCH
 
@@ -364,6 +364,24 @@ def only_current_kraft_leader_writes_apply(before: ClusterState, action: Action,
 
 
 @transition(
+    "UpdateMetadataBeforeLeaderAndIsr",
+    "A KRaft controller sends a ZK broker LeaderAndIsr only after an UpdateMetadata in the same leadership:"
+    " earlier in the same batch, or in the full one it sent after the failover.",
+    "KIP-866 §ZK Broker RPCs; reference §1.4 (full UpdateMetadata, then full LeaderAndIsr)",
+)
+def update_metadata_before_leader_and_isr(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    told: set = set()
+    for m in after.ghost.sent:
+        if isinstance(m, UpdateMetadata) and m.kraft:
+            told.add((m.controller_id, m.dest))
+        elif isinstance(m, LeaderAndIsr) and m.kraft and (m.controller_id, m.dest) not in told:
+            c = next((c for c in before.controllers if c.id == m.controller_id), None)
+            if c is None or c.driver is None or m.dest not in c.driver.umr_sent:
+                return False
+    return True
+
+
+@transition(
     "KRaftEpochInZkOnlyIncreases",
     "The Raft epoch a KRaft controller writes into /controller only increases: no claim by an older leadership"
     " replaces a newer one.",
@@ -419,7 +437,10 @@ def rollback_loses_nothing_committed(before: ClusterState, action: Action, after
         return True
     if before.history.crashed_controllers:
         return True  # KIP-866: "a forceful shutdown could let some metadata be lost" (a hazard, not a violation)
-    committed = before.history.committed
+    if before.history.handed_back is None:
+        return True
+    # What KRaft committed before the hand-back (a quorum restarted afterwards is the operator's own mistake).
+    committed = before.history.committed[: before.history.handed_back]
     image = image_of(committed)
     if image.migration is not ZkMigrationState.MIGRATION:
         return True

@@ -396,6 +396,13 @@ SCOPES: dict[str, Scope] = {
 # ---- model part 2: the migration's scopes -------------------------------------------------------
 
 MIGRATING = ControllerConfig(migration_enabled=True)
+# Deleting /controller_epoch (KIP-866 §Rollback to ZK) lets the next ZK controller reuse epoch 1; the
+# properties keyed by controller epoch report it (leader terms are kept per controller epoch too).
+ROLLBACK_REUSES_ZK_EPOCH = (
+    ("kip", "ZkControllerEpochsIncreaseAcrossHandOver"),
+    ("kip", "AtMostOneControllerPerEpoch"),
+    ("kip", "OneLeaderPerLeaderEpoch"),
+)
 KRAFT_ONLY = ControllerConfig(migration_enabled=False)
 READY = (True, True)  # a ZK broker with the migration flag and the controller configs
 
@@ -494,7 +501,7 @@ MIGRATION_SCOPES = (
         stage="dual-write",
         # KIP-866 §Rollback to ZK has the operator delete /controller_epoch too: the next ZK election
         # starts again from epoch 1, an epoch already used (Kafka's documented procedure keeps it).
-        findings=(("kip", "ZkControllerEpochsIncreaseAcrossHandOver"), ("kip", "AtMostOneControllerPerEpoch")),
+        findings=ROLLBACK_REUSES_ZK_EPOCH,
         budget=Budget(restarts=1, migrations=5, elections=1, operator=1, max_in_flight=10),
         max_depth=16,
     ),
@@ -534,7 +541,7 @@ LIFECYCLE = _migration_scope(
                   max_in_flight=6),
     controller_flag_choices=(False,),
     max_depth=9,
-    findings=(("kip", "ZkControllerEpochsIncreaseAcrossHandOver"), ("kip", "AtMostOneControllerPerEpoch")),
+    findings=ROLLBACK_REUSES_ZK_EPOCH,
 )
 SCOPES[LIFECYCLE.name] = LIFECYCLE
 

@@ -334,6 +334,7 @@ class History:
     max_controller_epoch: ControllerEpoch = ControllerEpoch(0)  # the largest /controller_epoch ever written
     # KRaft controllers that crashed since ZooKeeper last caught up with the committed log
     crashed_controllers: frozenset[ControllerId] = frozenset()
+    handed_back: int | None = None  # committed entries when the operator gave ZooKeeper back (rollback)
 
     def registered_epoch(self, broker: BrokerId) -> BrokerEpoch | None:
         for b, e in self.registered_epochs:

@@ -455,12 +455,14 @@ def test_rollback_kip_deleting_controller_epoch_restarts_zk_epochs_at_one():
     assert "ZkControllerEpochsIncreaseAcrossHandOver" in expected
 
     # Before the zombie resigns, the scope's second finding shows as well: two controllers of epoch 1.
+    # (The third, OneLeaderPerLeaderEpoch, needs the new controller's LeaderAndIsr to arrive.)
     zombie = rolled_back_quorum(CORRECT, zombie_resigns=False)
     assert zombie.brokers[0].controller.epoch == 1
     again = step(zombie, ElectController(B1))
-    assert sorted(violations(zombie, ElectController(B1), again)) == sorted(expected) == [
+    assert sorted(violations(zombie, ElectController(B1), again)) == [
         "AtMostOneControllerPerEpoch", "ZkControllerEpochsIncreaseAcrossHandOver",
     ]
+    assert set(violations(zombie, ElectController(B1), again)) < expected
 
 
 # ---- 5. a misconfigured controller ----------------------------------------------------------------
