@@ -421,6 +421,14 @@ def _migration_scope(**kw) -> Scope:
     return Scope(**defaults)
 
 
+def _small_migration_scope(**kw) -> Scope:
+    """One ZK broker hosting one partition alone, with the migration configs: for scopes explored whole."""
+    one_broker = dict(
+        ibps=(Ibp.IBP_3_4_IV0,), supported=(SAME_RANGE,), partitions=((BrokerId(0),),), broker_flags=(READY,)
+    )
+    return _migration_scope(**{**one_broker, **kw})
+
+
 MIGRATION_SCOPES = (
     Scope(
         name="kraft-quorum",
@@ -432,13 +440,9 @@ MIGRATION_SCOPES = (
         budget=Budget(kraft_elections=3, controller_crashes=1, operator=2),
         max_depth=12,
     ),
-    _migration_scope(
+    _small_migration_scope(
         name="kraft-born",
         summary="a KRaft-born quorum of 1 is restarted with the migration flag: it must never migrate",
-        ibps=(Ibp.IBP_3_4_IV0,),
-        supported=(SAME_RANGE,),
-        partitions=((BrokerId(0),),),
-        broker_flags=(READY,),
         controllers=(KRAFT_ONLY,),
         stage="quorum",
         budget=Budget(migrations=3, kraft_elections=1),
@@ -477,13 +481,9 @@ MIGRATION_SCOPES = (
         budget=Budget(restarts=1, migrations=2, shutdowns=1, timeouts=1, max_in_flight=10),
         max_depth=14,
     ),
-    _migration_scope(
+    _small_migration_scope(
         name="finalize",
         summary="every broker on KRaft; the controller restarted without the flag, then with it again",
-        ibps=(Ibp.IBP_3_4_IV0,),
-        supported=(SAME_RANGE,),
-        partitions=((BrokerId(0),),),
-        broker_flags=(READY,),
         controllers=(MIGRATING,),
         stage="kraft-brokers",
         budget=Budget(migrations=5, kraft_elections=2, operator=1, max_in_flight=10),
@@ -511,13 +511,9 @@ SCOPES.update({s.name: s for s in MIGRATION_SCOPES})
 
 # Small enough to explore completely, which liveness needs (properties.liveness).
 LIVENESS_SCOPES = (
-    _migration_scope(
+    _small_migration_scope(
         name="handover",
         summary="1 ZK broker, 1 controller: the whole migration to DUAL_WRITE with a controller crash and a ZK outage",
-        ibps=(Ibp.IBP_3_4_IV0,),
-        supported=(SAME_RANGE,),
-        partitions=((BrokerId(0),),),
-        broker_flags=(READY,),
         controllers=(MIGRATING,),
         stage="quorum",
         budget=Budget(controller_crashes=1, outages=1, max_in_flight=6),
@@ -528,13 +524,9 @@ SCOPES.update({s.name: s for s in LIVENESS_SCOPES})
 
 # The whole life of a migration in one small cluster, for random walks and Hypothesis machines:
 # each run may finalize it, roll it back, or neither.
-LIFECYCLE = _migration_scope(
+LIFECYCLE = _small_migration_scope(
     name="lifecycle",
     summary="1 ZK broker, 1 controller, from dual write to finalized or rolled back, for walks and machines",
-    ibps=(Ibp.IBP_3_4_IV0,),
-    supported=(SAME_RANGE,),
-    partitions=((BrokerId(0),),),
-    broker_flags=(READY,),
     controllers=(MIGRATING,),
     stage="dual-write",
     budget=Budget(restarts=2, migrations=4, elections=1, controller_crashes=1, outages=1, operator=1,
@@ -546,13 +538,9 @@ LIFECYCLE = _migration_scope(
 SCOPES[LIFECYCLE.name] = LIFECYCLE
 
 # A KRaft broker after the migration restarts once: small enough for liveness to see all of it.
-KRAFT_BROKER_RESTART = _migration_scope(
+KRAFT_BROKER_RESTART = _small_migration_scope(
     name="kraft-broker-restart",
     summary="1 KRaft broker and 1 controller in dual write; the broker restarts and must come back Online",
-    ibps=(Ibp.IBP_3_4_IV0,),
-    supported=(SAME_RANGE,),
-    partitions=((BrokerId(0),),),
-    broker_flags=(READY,),
     controllers=(MIGRATING,),
     stage="kraft-brokers",
     budget=Budget(restarts=1, max_in_flight=6),
