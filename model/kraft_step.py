@@ -117,7 +117,7 @@ from model.state import (
     partition_state_path,
     znode_data,
 )
-from model.step import _process_dies, _put
+from model.step import _process_dies, _put, _send, _spend
 from model.types import (
     NO_LEADER,
     NO_SESSION,
@@ -209,20 +209,6 @@ def _put_ctrl(state: ClusterState, c: KRaftController) -> ClusterState:
     controllers = list(state.controllers)
     controllers[controller_index(c.id)] = c
     return state.replace(controllers=tuple(controllers))
-
-
-def _spend(state: ClusterState, **spent: int) -> ClusterState | None:
-    budget = state.budget
-    if any(getattr(budget, k) < v for k, v in spent.items()):
-        return None
-    return state.replace(budget=budget.replace(**{k: getattr(budget, k) - v for k, v in spent.items()}))
-
-
-def _send(state: ClusterState, messages: list[Message]) -> ClusterState | None:
-    network = state.network.union(messages)
-    if len(network) > state.budget.max_in_flight:
-        return None
-    return state.replace(network=network, ghost=state.ghost.replace(sent=state.ghost.sent + tuple(messages)))
 
 
 def is_active(c: KRaftController) -> bool:

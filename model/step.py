@@ -189,17 +189,23 @@ def _put(state: ClusterState, broker: Broker) -> ClusterState:
     return state.replace(brokers=tuple(brokers))
 
 
-def _spend(state: ClusterState, **spent: int) -> ClusterState:
+def _spend(state: ClusterState, **spent: int) -> ClusterState | None:
+    """Take ``spent`` from the budget, or None when the budget has not that much left."""
     budget = state.budget
+    if any(getattr(budget, k) < v for k, v in spent.items()):
+        return None
     return state.replace(budget=budget.replace(**{k: getattr(budget, k) - v for k, v in spent.items()}))
 
 
 def _send(state: ClusterState, messages: list[Message]) -> ClusterState | None:
-    """Put ``messages`` in flight, or None when that would exceed the scope's cap."""
+    """Put ``messages`` in flight, or None when that would exceed the scope's cap.
+
+    The ghost keeps the order they were queued in (a channel to one broker is a queue in Kafka).
+    """
     network = state.network.union(messages)
     if len(network) > state.budget.max_in_flight:
         return None
-    return state.replace(network=network)
+    return state.replace(network=network, ghost=state.ghost.replace(sent=state.ghost.sent + tuple(messages)))
 
 
 def _connected(state: ClusterState, b: Broker) -> bool:

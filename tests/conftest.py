@@ -31,12 +31,14 @@ __all__ = [
     "OFFLINE",
     "TWO_PARTITIONS",
     "EXCLUDED",
+    "appended",
     "buggy",
     "messages",
     "only",
     "run",
     "run_steps",
     "tree",
+    "with_budget",
     "znode",
 ]
 
@@ -188,3 +190,18 @@ _hypothesis_settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 _hypothesis_settings.load_profile("ci")
+
+
+def appended(before: ClusterState, after: ClusterState, cid) -> list:
+    """The records KRaft controller ``cid`` appended between two states."""
+    from model.kraft_step import ctrl
+
+    return [e.record for e in ctrl(after, cid).log[len(ctrl(before, cid).log):]]
+
+
+def with_budget(name: str, **budget) -> Scope:
+    """Scope ``name`` with some of its budgets changed."""
+    from model.scopes import SCOPES
+
+    scope = SCOPES[name]
+    return scope.replace(budget=scope.budget.replace(**budget))

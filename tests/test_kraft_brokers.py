@@ -47,22 +47,13 @@ from model.kraft import (
     RegisterBrokerRecord,
     image_of,
 )
-from model.kraft_step import decide_broker_registration, own_image
+from model.kraft_step import ctrl, decide_broker_registration, own_image
 from model.scopes import MIGRATING, SCOPES, initial_state
 from model.step import step
 from model.types import UNKNOWN_BROKER_EPOCH, BrokerEpoch, BrokerId, Errors, Ibp, LeaderEpoch
-from tests.conftest import run
+from tests.conftest import appended, run, with_budget
 
 C0, C1, C2 = ControllerId(3000), ControllerId(3001), ControllerId(3002)
-
-
-def ctrl(state, cid):
-    return state.controllers[cid - 3000]
-
-
-def appended(before, after, cid=C0) -> list:
-    """The records a controller appended between two states."""
-    return [e.record for e in ctrl(after, cid).log[len(ctrl(before, cid).log):]]
 
 
 def refusal(state, broker: int, cid=C0) -> Errors:
@@ -70,11 +61,6 @@ def refusal(state, broker: int, cid=C0) -> Errors:
     c = ctrl(state, cid)
     error, _ = decide_broker_registration(own_image(c), c, state.brokers[broker], CORRECT)
     return error
-
-
-def with_budget(name: str, **budget):
-    scope = SCOPES[name]
-    return scope.replace(budget=scope.budget.replace(**budget))
 
 
 def test_registration_broker_epoch_is_the_offset_of_its_register_broker_record():
@@ -93,7 +79,7 @@ def test_registration_broker_epoch_is_the_offset_of_its_register_broker_record()
 
     before = run(state, Fetch(C1, C0))
     state = run(before, BrokerHeartbeat(BrokerId(0), C0), Fetch(C1, C0))
-    assert appended(before, state) == [BrokerRegistrationChangeRecord(BrokerId(0), BrokerEpoch(3), False)]
+    assert appended(before, state, C0) == [BrokerRegistrationChangeRecord(BrokerId(0), BrokerEpoch(3), False)]
     reg = image_of(state.history.committed).registration(BrokerId(0))
     assert (reg.epoch, reg.incarnation, reg.is_migrating_zk_broker, reg.fenced) == (3, 0, True, False)
 
@@ -189,7 +175,7 @@ def test_registration_kraft_broker_refused_while_the_zk_broker_with_its_id_is_li
     assert refusal(state, 1) is Errors.NONE
     before = state
     state = run(state, RegisterWithKRaft(BrokerId(1), C0))
-    assert appended(before, state) == [
+    assert appended(before, state, C0) == [
         RegisterBrokerRecord(BrokerId(1), Incarnation(1), BrokerEpoch(14), False, Ibp.IBP_3_4_IV0)
     ]
 
@@ -254,7 +240,7 @@ def test_kraft_broker_is_fenced_until_caught_up_then_online():
     assert state.brokers[1].image.offset == 15  # its RegisterBrokerRecord (offset 14) replayed
     before = state
     state = run(state, BrokerHeartbeat(BrokerId(1), C0))
-    assert appended(before, state) == [BrokerRegistrationChangeRecord(BrokerId(1), BrokerEpoch(14), False)]
+    assert appended(before, state, C0) == [BrokerRegistrationChangeRecord(BrokerId(1), BrokerEpoch(14), False)]
     assert state.brokers[1].lifecycle is BrokerState.ONLINE
 
 
@@ -304,7 +290,7 @@ def test_kraft_broker_controlled_shutdown_moves_its_leadership_then_exits():
 
     before = state
     state = run(state, BrokerHeartbeat(BrokerId(0), C0), Fetch(C1, C0))
-    assert appended(before, state) == [
+    assert appended(before, state, C0) == [
         BrokerRegistrationChangeRecord(BrokerId(0), BrokerEpoch(13), None, True),
         PartitionChangeRecord(0, BrokerId(1), (1,), LeaderEpoch(1)),
     ]
@@ -312,7 +298,7 @@ def test_kraft_broker_controlled_shutdown_moves_its_leadership_then_exits():
 
     before = run(state, DualWrite(C0))
     state = run(before, BrokerHeartbeat(BrokerId(0), C0))
-    assert appended(before, state) == [BrokerRegistrationChangeRecord(BrokerId(0), BrokerEpoch(13), True)]
+    assert appended(before, state, C0) == [BrokerRegistrationChangeRecord(BrokerId(0), BrokerEpoch(13), True)]
     assert (state.brokers[0].alive, state.brokers[0].lifecycle) == (False, BrokerState.OFFLINE)
 
 
@@ -333,7 +319,7 @@ def test_fencing_the_last_isr_member_keeps_it_for_reelection_when_it_returns():
     )
     before = state
     state = run(state, SessionTimeout(BrokerId(0), C0))
-    assert appended(before, state) == [
+    assert appended(before, state, C0) == [
         BrokerRegistrationChangeRecord(BrokerId(0), BrokerEpoch(3), True),
         PartitionChangeRecord(0, BrokerId(-1), (0,), LeaderEpoch(1)),
     ]
@@ -343,7 +329,7 @@ def test_fencing_the_last_isr_member_keeps_it_for_reelection_when_it_returns():
     )
     before = state
     state = run(state, BrokerHeartbeat(BrokerId(0), C0))
-    assert appended(before, state) == [
+    assert appended(before, state, C0) == [
         BrokerRegistrationChangeRecord(BrokerId(0), BrokerEpoch(12), False),
         PartitionChangeRecord(0, BrokerId(0), (0,), LeaderEpoch(2)),
     ]

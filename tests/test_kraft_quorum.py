@@ -32,6 +32,7 @@ from model.kraft import (
     image_of,
     log_up_to_date,
 )
+from model.kraft_step import ctrl
 from model.scopes import SCOPES, initial_state
 from model.step import step
 from model.types import Ibp
@@ -46,10 +47,6 @@ BOOTSTRAP = (
     LogEntry(KRaftEpoch(1), FeatureLevelRecord("metadata.version", Ibp.IBP_3_4_IV0)),
     LogEntry(KRaftEpoch(1), ZkMigrationStateRecord(ZkMigrationState.NONE)),
 )
-
-
-def ctrl(state, cid):
-    return state.controllers[cid - 3000]
 
 
 def led_by_3000():

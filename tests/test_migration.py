@@ -74,7 +74,7 @@ from model.kraft import (
     ZkMigrationStateRecord,
     image_of,
 )
-from model.kraft_step import decide_metadata_version, decide_write, own_image, writes_blocked
+from model.kraft_step import ctrl, decide_metadata_version, decide_write, own_image, writes_blocked
 from model.metrics import DUAL, KRAFT, ZOOKEEPER, metrics
 from model.migration import (
     CONFIG,
@@ -91,7 +91,7 @@ from model.state import CONTROLLER, CONTROLLER_EPOCH, LeaderAndIsr, UpdateMetada
 from model.step import step
 from model.types import NO_SESSION, BrokerEpoch, BrokerId, ControllerEpoch, Errors, Ibp, LeaderEpoch, PartitionId
 from model.zookeeper import get
-from tests.conftest import run, tree
+from tests.conftest import appended, run, tree, with_budget
 
 D = MigrationDriverState
 M = ZkMigrationState
@@ -115,10 +115,6 @@ def drive(state, *actions, variant: Variant = CORRECT):
     return state
 
 
-def ctrl(state, cid):
-    return state.controllers[cid - 3000]
-
-
 def driver_state(state, cid):
     d = ctrl(state, cid).driver
     return None if d is None else d.state
@@ -129,18 +125,9 @@ def committed(state):
     return image_of(state.history.committed)
 
 
-def appended(before, after, cid=C0) -> list:
-    return [e.record for e in ctrl(after, cid).log[len(ctrl(before, cid).log):]]
-
-
 def data(state, path):
     node = get(state.zk, path)
     return None if node is None else node.data
-
-
-def with_budget(name: str, **budget):
-    scope = SCOPES[name]
-    return scope.replace(budget=scope.budget.replace(**budget))
 
 
 # ---- 1. the whole migration, one ZK broker and one controller ------------------------------------
@@ -183,7 +170,7 @@ def test_migration_full_path_from_zookeeper_to_post_migration(variant):
     # The initial migration: one metadata transaction.
     before = state
     state = drive(state, MigrateMetadata(C0), variant=variant)
-    assert appended(before, state) == [
+    assert appended(before, state, C0) == [
         BeginTransactionRecord("ZK Migration"),
         PartitionRecord(0, B0, (0,), LeaderEpoch(0)),
         ConfigRecord(1),
@@ -191,7 +178,7 @@ def test_migration_full_path_from_zookeeper_to_post_migration(variant):
     assert (committed(state).partitions, committed(state).config) == ((), None)  # the transaction is open
     before = state
     state = drive(state, CompleteMigration(C0), variant=variant)
-    assert appended(before, state) == [ZkMigrationStateRecord(M.MIGRATION), EndTransactionRecord()]
+    assert appended(before, state, C0) == [ZkMigrationStateRecord(M.MIGRATION), EndTransactionRecord()]
     image = committed(state)
     assert (image.migration, image.partitions, image.config) == (
         M.MIGRATION, (PartitionImage(B0, (0,), LeaderEpoch(0)),), 1,
@@ -217,7 +204,7 @@ def test_migration_full_path_from_zookeeper_to_post_migration(variant):
     # The broker rolls into KRaft mode: stop, its ZK incarnation's session times out, restart on KRaft.
     before = state
     state = drive(state, StopBroker(B0), SessionTimeout(B0, C0), variant=variant)
-    fence, move = appended(before, state)
+    fence, move = appended(before, state, C0)
     assert fence == BrokerRegistrationChangeRecord(B0, BrokerEpoch(3), True)
     assert (type(move), move.leader, move.leader_epoch) == (PartitionChangeRecord, -1, 1)
     state = drive(state, DualWrite(C0), variant=variant)
@@ -233,13 +220,13 @@ def test_migration_full_path_from_zookeeper_to_post_migration(variant):
     )
     before = state
     state = drive(state, RegisterWithKRaft(B0, C0), FetchMetadata(B0, C0), variant=variant)
-    assert appended(before, state) == [
+    assert appended(before, state, C0) == [
         RegisterBrokerRecord(B0, Incarnation(1), BrokerEpoch(12), False, Ibp.IBP_3_4_IV0)
     ]
     assert (state.brokers[0].image.migration, state.brokers[0].meta_properties) == (M.MIGRATION, 0)
     before = state
     state = drive(state, BrokerHeartbeat(B0, C0), variant=variant)
-    assert appended(before, state)[0] == BrokerRegistrationChangeRecord(B0, BrokerEpoch(12), False)
+    assert appended(before, state, C0)[0] == BrokerRegistrationChangeRecord(B0, BrokerEpoch(12), False)
     assert state.brokers[0].lifecycle is BrokerState.ONLINE
 
     # Finalize: ZooKeeper caught up, the controller restarted without the flag.
@@ -560,7 +547,7 @@ def test_kraft_born_cluster_restarted_with_the_flag_never_migrates(variant):
     assert driver_state(state, C0) is D.UNINITIALIZED
     before = state
     state = drive(state, BecomeLeader(C0), variant=variant)
-    assert appended(before, state) == [LeaderChangeMessage(C0)]
+    assert appended(before, state, C0) == [LeaderChangeMessage(C0)]
     if variant == CORRECT:
         assert (ctrl(state, C0).role, ctrl(state, C0).active) == (QuorumRole.LEADER, True)
         state = drive(state, RecoverMigrationState(C0), KRaftLeaderChange(C0), variant=variant)
