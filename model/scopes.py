@@ -178,18 +178,27 @@ def cold_state(scope: Scope) -> ClusterState:
 
 
 def initial_state(scope: Scope) -> ClusterState:
+    return warm_up(scope)[0]
+
+
+def warm_up(scope: Scope) -> tuple[ClusterState, tuple]:
+    """The scope's initial state and the actions that lead to it from ``cold_state`` (empty when cold).
+
+    The implementation's differential tests drive the same prefix through the implementation.
+    """
     state = cold_state(scope)
     if not scope.warm:
-        return state
+        return state, ()
+    taken: list = []
     if scope.brokers:
-        state = _zk_warm_up(state, scope)
+        state = _zk_warm_up(state, scope, taken)
     if scope.stage is not None:
-        state = _kraft_warm_up(state, scope)
+        state = _kraft_warm_up(state, scope, taken)
     # The history stays: the next registration of each broker must still beat the warm-up's.
-    return state.replace(budget=scope.budget, ghost=type(state.ghost)())
+    return state.replace(budget=scope.budget, ghost=type(state.ghost)()), tuple(taken)
 
 
-def _zk_warm_up(state: ClusterState, scope: Scope) -> ClusterState:
+def _zk_warm_up(state: ClusterState, scope: Scope, taken: list) -> ClusterState:
     state = state.replace(budget=state.budget.replace(elections=1))
     prefix = [a(BrokerId(b)) for b in range(scope.brokers) for a in (OpenSession, RegisterBroker)]
     prefix += [ObserveControllerEpoch(BrokerId(0)), ElectController(BrokerId(0)), InitializeController(BrokerId(0))]
@@ -198,8 +207,11 @@ def _zk_warm_up(state: ClusterState, scope: Scope) -> ClusterState:
         if nxt is None:
             raise ValueError(f"scope {scope.name}: warm start cannot take {action}")
         state = nxt
+        taken.append(action)
     while (scope.settled or scope.stage is not None) and state.network:
-        state = step(state, Deliver(min(state.network, key=message_sort_key)))
+        action = Deliver(min(state.network, key=message_sort_key))
+        state = step(state, action)
+        taken.append(action)
     return state
 
 
@@ -215,21 +227,24 @@ _HAPPY_PATH: tuple[type, ...] = (
 )
 
 
-def _kraft_warm_up(state: ClusterState, scope: Scope) -> ClusterState:
+def _kraft_warm_up(state: ClusterState, scope: Scope, taken: list) -> ClusterState:
     """Run the happy path until the scope's stage holds: a reachable start for a focused scope."""
     stage = scope.stage
     if stage not in STAGES:
         raise ValueError(f"scope {scope.name}: unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
     generous = Budget(kraft_elections=1, migrations=2 * scope.brokers, max_in_flight=64, max_lag=1 << 20)
     state = state.replace(budget=generous)
-    state = step(state, StartElection(ControllerId(FIRST_CONTROLLER_ID)))
+    first = StartElection(ControllerId(FIRST_CONTROLLER_ID))
+    state = step(state, first)
+    taken.append(first)
     goals = STAGES[: STAGES.index(stage) + 1]
     for goal in goals:
         if goal == "kraft-brokers":
             for b in range(scope.brokers):
                 for action in (StopBroker(BrokerId(b)), MigrateBrokerToKRaft(BrokerId(b))):
                     state = _must(state, scope, action)
-        state = _advance(state, scope, lambda s, g=goal: _stage_reached(s, g))
+                    taken.append(action)
+        state = _advance(state, scope, lambda s, g=goal: _stage_reached(s, g), taken)
     return state
 
 
@@ -241,21 +256,22 @@ def _must(state: ClusterState, scope: Scope, action) -> ClusterState:
     return nxt.replace(budget=budget)
 
 
-def _advance(state: ClusterState, scope: Scope, done) -> ClusterState:
+def _advance(state: ClusterState, scope: Scope, done, taken: list) -> ClusterState:
     from model.step import candidate_actions
 
     for _ in range(500):
         if done(state):
             return state
         for kind in _HAPPY_PATH:
-            taken = False
+            moved = False
             for action in candidate_actions(state, scope):
                 if type(action) is kind:
                     nxt = step(state, action)
                     if nxt is not None and nxt != state:
-                        state, taken = nxt, True
+                        state, moved = nxt, True
+                        taken.append(action)
                         break
-            if taken:
+            if moved:
                 break
         else:
             raise ValueError(f"scope {scope.name}: the warm start is stuck before its stage")

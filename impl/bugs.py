@@ -1,0 +1,47 @@
+"""Seeded bugs of the implementation: plausible mistakes, each switched on by name in one node.
+
+Rules:
+- A bug is a member of ``ImplBug``; a node receives the set it runs with and tests
+  ``bug in self.bugs`` exactly where the mistake would be made, nowhere else.
+- Each bug names the model property it is expected to break (``IMPL_SEEDED_BUGS``), and the
+  scope whose differential run must catch it. ``kraftcheck mutants`` lists them with
+  ``layer: "impl"``; a test requires that differential testing or the invariants catch each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class ImplBug(Enum):
+    # ZooKeeper-mode brokers and the ZooKeeper controller (impl.broker, impl.zk_controller)
+    ACCEPT_OLDER_BROKER_EPOCH = "impl_accept_older_broker_epoch"
+    ACCEPT_STALE_CONTROLLER_EPOCH = "impl_accept_stale_controller_epoch"
+    CONTROLLER_WRITE_WITHOUT_EPOCH_CHECK = "impl_controller_write_without_epoch_check"
+    ELECTION_SETS_EPOCH_WITHOUT_VERSION = "impl_election_sets_epoch_without_version"
+    BROKER_EPOCH_FROM_SESSION_ID = "impl_broker_epoch_from_session_id"
+    FEATURE_CACHE_GOES_BACK = "impl_feature_cache_goes_back"
+    # KRaft controllers and the migration driver (impl.kraft_controller)
+    DUAL_WRITE_WITHOUT_EPOCH_CHECK = "impl_dual_write_without_epoch_check"
+    STALE_MIGRATION_VERSION_AFTER_CLAIM = "impl_stale_migration_version_after_claim"
+    LEADER_AND_ISR_BEFORE_UPDATE_METADATA = "impl_leader_and_isr_before_update_metadata"
+    MIGRATION_EVENT_IN_WRONG_DRIVER_STATE = "impl_migration_event_in_wrong_driver_state"
+    HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH = "impl_heartbeat_accepts_older_broker_epoch"
+    VOTE_IGNORES_LOG = "impl_vote_ignores_log"
+    CLAIM_WITHOUT_EPOCH_CAS = "impl_claim_without_epoch_cas"
+
+
+@dataclass(frozen=True)
+class ImplSeededBug:
+    bug: ImplBug
+    invariant: str  # the model property the mistake breaks, when the abstraction shows it
+    scope: str  # the scope whose differential run must catch it
+    mistake: str  # one line: what the buggy code does
+
+    @property
+    def name(self) -> str:
+        return self.bug.value
+
+
+IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = ()  # filled in as the nodes implement each bug
