@@ -1,0 +1,264 @@
+"""A broker's KRaft-facing part: BrokerLifecycleManager and the metadata fetcher, sans-IO.
+
+Who owns what: ``impl.broker.BrokerNode`` (a broker process, ZooKeeper mode or KRaft mode) holds
+one ``KRaftBrokerClient`` as ``self.kraft`` and hands it the KRaft actions; this module never
+touches ZooKeeper and never sends the ZooKeeper-era control messages.
+
+The interface with ``BrokerNode`` (both sides code against this list):
+
+What the client reads (and the two fields it writes) on the broker node it is given:
+- ``node.alive: bool``: the process runs.
+- ``node.config: dict[str, str]``: server.properties, Kafka's keys. ``process.roles`` is
+  ``"broker"`` for a KRaft broker (absent or anything else: a ZooKeeper broker);
+  ``zookeeper.metadata.migration.enable`` (``"true"``: the flag); ``controller.quorum.voters``
+  and ``controller.listener.names`` (both present: the controller configs, KIP-866 §Migration
+  Trigger 3); ``inter.broker.protocol.version`` (a name of ``impl.codec.IBP_NAMES``; kept after
+  MigrateBrokerToKRaft: the model's registration carries it).
+- ``node.registered: bool``: the model's ``Broker.registered`` (its /brokers/ids znode was
+  created in its current session); a ZK broker registers with KRaft only then.
+- ``node.meta_properties: int``: read, and set to 1 when a KRaft broker replays POST_MIGRATION
+  (KIP-866 §Meta.Properties). ``BrokerNode`` owns and abstracts it.
+- ``node.metadata_live: tuple[int, ...]``: set by FetchMetadata (the unfenced brokers of the
+  replayed image). ``BrokerNode`` owns and abstracts it (ZK brokers set it from UpdateMetadata).
+- ``node.exit_process()``: called when a heartbeat answers ShouldShutDown: the process exits
+  at once, without closing its ZooKeeper session, as the model's ``_process_dies`` (it must
+  also call ``self.kraft.process_stopped()``).
+
+What ``BrokerNode`` calls:
+- ``KRaftBrokerClient(broker_id, incarnation, kraft_mode)`` when a process that talks to KRaft
+  starts (the model's ``fresh_kraft_process``: ``zookeeper.metadata.migration.enable`` or a
+  KRaft broker; ``incarnation`` is ``Start.incarnation``). The cold cluster's brokers are built
+  with ``incarnation=0, kraft_mode=False``. A process with neither keeps its old client.
+- ``process_stopped()`` when the process dies or stops (crash, stop, fatal error, exit): the
+  model's ``_fresh_process``: KRaft epoch, lifecycle, image and shutdown wish are forgotten,
+  the incarnation stays.
+- ``offers(node, now)``: the KRaft actions it may try (``RegisterWithKRaft``, ``BrokerHeartbeat``,
+  ``FetchMetadata`` towards every voter, ``BeginControlledShutdown``).
+- ``perform(node, event)``: a generator (``yield from`` it) for ``Perform`` of those four actions;
+  it yields ``Rpc(controller_id, request)`` round trips and the ``Trace``, or nothing (refused).
+- ``handle_request(node, event)``: a generator for an ``RpcRequest`` whose request is one of
+  ``impl.kraft.rpc.BROKER_REQUESTS`` (the controller's ``BrokerSessionTimedOut``); it returns
+  the response. ``BrokerNode.handle`` forwards those requests here.
+- ``kraft_epoch: int``: the broker epoch KRaft gave this process (-1 before): a ZK broker
+  compares the BrokerEpoch of a control request marked IsKRaftController with it (reference §4).
+- ``abstract_fields(view)``: the model ``Broker`` fields this client owns: ``incarnation``,
+  ``kraft_epoch``, ``lifecycle``, ``image``, ``want_shutdown``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from impl.codec import IBP_BY_NAME
+from impl.kraft.image import BrokerImage
+from impl.kraft.rpc import (
+    ApiError,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    BrokerSessionTimedOut,
+    BrokerSessionTimedOutResponse,
+    MetadataFetchRequest,
+    MetadataFetchResponse,
+)
+from impl.protocol import Handler, Perform, Rpc, RpcRequest, Trace
+from model.actions import Action, BeginControlledShutdown, BrokerHeartbeat, FetchMetadata, RegisterWithKRaft
+from model.kraft import BrokerState, ControllerId, ZkMigrationState
+from model.types import BrokerId, Ibp
+
+UNKNOWN_BROKER_EPOCH = -1
+
+
+def kraft_mode(config: dict[str, str]) -> bool:
+    """process.roles=broker: a KRaft broker."""
+    return config.get("process.roles", "") == "broker"
+
+
+def migration_enabled(config: dict[str, str]) -> bool:
+    return config.get("zookeeper.metadata.migration.enable", "false") == "true"
+
+
+def has_controller_configs(config: dict[str, str]) -> bool:
+    return "controller.quorum.voters" in config and "controller.listener.names" in config
+
+
+def voter_ids(config: dict[str, str]) -> list[int]:
+    """The ids of ``controller.quorum.voters`` ("3000@controller-3000:9093,...")."""
+    voters = config.get("controller.quorum.voters", "")
+    return sorted(int(v.split("@", 1)[0]) for v in voters.split(",") if v.strip())
+
+
+def ibp_of(config: dict[str, str]) -> Ibp:
+    return IBP_BY_NAME[config["inter.broker.protocol.version"]]
+
+
+class KRaftBrokerClient:
+    """The KRaft side of one broker process: its registration, heartbeats and replayed metadata."""
+
+    def __init__(self, broker_id: int, incarnation: int, kraft_mode: bool) -> None:
+        self.broker_id = broker_id
+        self.incarnation = incarnation
+        self.kraft_epoch = UNKNOWN_BROKER_EPOCH
+        self.lifecycle = BrokerState.FENCED if kraft_mode else BrokerState.OFFLINE
+        self.metadata = BrokerImage()  # the committed log it replayed, and its image
+        self.want_shutdown = False
+
+    def process_stopped(self) -> None:
+        self.kraft_epoch = UNKNOWN_BROKER_EPOCH
+        self.lifecycle = BrokerState.OFFLINE
+        self.metadata = BrokerImage()
+        self.want_shutdown = False
+
+    # ---- what it offers -----------------------------------------------------------------------
+
+    def offers(self, node: Any, now: int) -> list[Action]:
+        if not node.alive:
+            return []
+        b = BrokerId(self.broker_id)
+        out: list[Action] = []
+        kraft = kraft_mode(node.config)
+        for c in voter_ids(node.config):
+            cid = ControllerId(c)
+            if self.kraft_epoch == UNKNOWN_BROKER_EPOCH:
+                out.append(RegisterWithKRaft(b, cid))
+            else:
+                out.append(BrokerHeartbeat(b, cid))
+            if kraft:
+                out.append(FetchMetadata(b, cid))
+        if kraft and not self.want_shutdown and self.lifecycle is BrokerState.ONLINE:
+            out.append(BeginControlledShutdown(b))
+        return out
+
+    # ---- the actions --------------------------------------------------------------------------
+
+    def perform(self, node: Any, event: Perform) -> Handler:
+        match event.action:
+            case RegisterWithKRaft(controller=c):
+                return (yield from self._register(node, event.action, c))
+            case BrokerHeartbeat(controller=c):
+                return (yield from self._heartbeat(node, event.action, c))
+            case FetchMetadata(controller=c):
+                return (yield from self._fetch_metadata(node, event.action, c))
+            case BeginControlledShutdown():
+                return (yield from self._begin_controlled_shutdown(node, event.action))
+        raise TypeError(f"not a KRaft broker action: {event.action!r}")
+
+    def _register(self, node: Any, action: RegisterWithKRaft, controller: int) -> Handler:
+        """BrokerLifecycleManager's registration (KIP-866 §Broker Registration; reference §3.1)."""
+        if not node.alive or self.kraft_epoch != UNKNOWN_BROKER_EPOCH:
+            return
+        config = node.config
+        kraft = kraft_mode(config)
+        if not kraft:
+            # KIP-866 §Migration Trigger 1-3: a ZK broker with the flag, the controller configs and the bridge IBP.
+            ok = migration_enabled(config) and has_controller_configs(config) and ibp_of(config) >= Ibp.IBP_3_4_IV0
+            if not ok or not node.registered:
+                return
+        request = BrokerRegistrationRequest(self.broker_id, self.incarnation, not kraft, int(ibp_of(config)))
+        response = yield Rpc(controller, request)
+        if not isinstance(response, BrokerRegistrationResponse) or response.error is not ApiError.NONE:
+            return  # Differs (as the model): a refused broker retries instead of terminating
+        self.kraft_epoch = response.broker_epoch
+        if kraft:
+            self.lifecycle = BrokerState.FENCED
+        yield Trace(action)
+
+    def _heartbeat(self, node: Any, action: BrokerHeartbeat, controller: int) -> Handler:
+        """BrokerLifecycleManager's heartbeat and what its answer does to the broker (KIP-500 §Broker States)."""
+        if not node.alive or self.kraft_epoch == UNKNOWN_BROKER_EPOCH:
+            return
+        kraft = kraft_mode(node.config)
+        request = BrokerHeartbeatRequest(
+            self.broker_id, self.kraft_epoch, self.metadata.offset, self.want_shutdown, not kraft
+        )
+        response = yield Rpc(controller, request)
+        if not isinstance(response, BrokerHeartbeatResponse):
+            return
+        if response.error is ApiError.STALE_BROKER_EPOCH:
+            self.kraft_epoch = UNKNOWN_BROKER_EPOCH  # register again
+            if kraft:
+                self.lifecycle = BrokerState.FENCED
+            yield Trace(action)
+            return
+        if response.error is not ApiError.NONE:
+            return
+        if response.should_shut_down:
+            node.exit_process()  # SHUTDOWN_NOW: the process exits, Offline
+            yield Trace(action)
+            return
+        lifecycle = self.lifecycle
+        if kraft and response.unfenced:
+            lifecycle = BrokerState.ONLINE
+        elif kraft and not response.is_fenced and not response.in_controlled_shutdown and not self.want_shutdown:
+            lifecycle = BrokerState.ONLINE
+        if not response.appended and lifecycle == self.lifecycle:
+            return  # nothing changed: the model refuses the step
+        self.lifecycle = lifecycle
+        yield Trace(action)
+
+    def _fetch_metadata(self, node: Any, action: FetchMetadata, controller: int) -> Handler:
+        """The broker's metadata fetcher: committed entries from the leader, replayed in order."""
+        if not node.alive or not kraft_mode(node.config):
+            return
+        replayed = self.metadata
+        first = True
+        while True:
+            request = MetadataFetchRequest(self.broker_id, replayed.offset, replayed.last_epoch)
+            response = yield Rpc(controller, request)
+            if not isinstance(response, MetadataFetchResponse) or response.error is not ApiError.NONE:
+                return
+            if first and response.high_watermark <= self.metadata.offset:
+                return  # nothing newer committed than what it replayed
+            first = False
+            if response.diverging_epoch < 0:
+                break
+            # Only reachable when committed entries changed under the broker (a broken quorum): start over
+            # from the common prefix, as a broker loading a snapshot does.
+            replayed = replayed.truncated(response.diverging_epoch, response.diverging_end_offset)
+        replayed = replayed.extended(response.records)
+        self.metadata = replayed
+        if replayed.image.migration_state is ZkMigrationState.POST_MIGRATION:
+            node.meta_properties = 1  # KIP-866 §Meta.Properties: the v1 file once the migration is final
+        node.metadata_live = replayed.image.unfenced()
+        yield Trace(action)
+
+    def _begin_controlled_shutdown(self, node: Any, action: BeginControlledShutdown) -> Handler:
+        """SIGINT on a running KRaft broker: Stopping; its heartbeats now ask to shut down."""
+        if not node.alive or not kraft_mode(node.config) or self.want_shutdown:
+            return
+        if self.lifecycle is not BrokerState.ONLINE:
+            return
+        self.want_shutdown = True
+        self.lifecycle = BrokerState.STOPPING
+        yield Trace(action)
+
+    # ---- requests from the controller ---------------------------------------------------------
+
+    def handle_request(self, node: Any, event: RpcRequest) -> Handler:
+        request = event.request
+        if isinstance(request, BrokerSessionTimedOut):
+            same = (
+                node.alive
+                and request.incarnation_id == self.incarnation
+                and request.broker_epoch == self.kraft_epoch
+            )
+            if same and kraft_mode(node.config):
+                self.lifecycle = BrokerState.FENCED
+            return BrokerSessionTimedOutResponse(same)
+        raise TypeError(f"not a request a broker serves: {request!r}")
+        yield  # pragma: no cover - makes this a generator
+
+    # ---- the refinement map -------------------------------------------------------------------
+
+    def abstract_fields(self, view: Any) -> dict[str, Any]:
+        from model.kraft import Incarnation
+        from model.types import BrokerEpoch
+
+        return {
+            "incarnation": Incarnation(view.incarnation(self.broker_id, self.incarnation)),
+            "kraft_epoch": BrokerEpoch(self.kraft_epoch),
+            "lifecycle": self.lifecycle,
+            "image": self.metadata.image.to_model(lambda b, i: view.incarnation(b, i)),
+            "want_shutdown": self.want_shutdown,
+        }
