@@ -1,0 +1,657 @@
+"""A Kafka broker process in ZooKeeper mode (``KafkaServer``), and its KRaft side during a migration.
+
+How it works:
+- ``BrokerNode`` is a sans-IO node (``impl.protocol``): one event is one step, its ZooKeeper
+  calls and messages are effects, and it names the model step it committed with a ``Trace``.
+  A guard that does not hold (ZooKeeper says no, or the process is in the wrong state) yields
+  no trace: a stutter.
+- What it holds in memory is what a KafkaServer holds: its ZooKeeper session and whether it
+  registered in it, its broker epoch (the czxid of /brokers/ids/<id>, KIP-380), the newest
+  controller epoch it accepted a request from, its replicas (leader epoch and role per
+  partition), the metadata cache of the last UpdateMetadata, the finalized-feature cache
+  (KIP-584), and, when it won /controller, the controller role (``impl.zk_controller``).
+  A crash or a stop loses all of it; the configuration and meta.properties stay.
+- Connectivity is learned from ZooKeeper itself: a read raises ``SessionExpired`` when the
+  session is gone and ``ConnectionLoss`` when ZooKeeper is unavailable; either refuses a step
+  that needs a live session. The node never asks for a watch the model does not arm (only the
+  controller's /brokers/ids child watch), so the watch tables agree.
+- Control requests (LeaderAndIsr, UpdateMetadata, StopReplica) are checked as KafkaApis does:
+  broker epoch first (STALE_BROKER_EPOCH when addressed to an earlier generation; -1 is
+  accepted), then controller epoch (STALE_CONTROLLER_EPOCH). Until the process knows its own
+  epoch it does not serve them: the message stays in flight (``DEFER``).
+- KRaft-facing work (registering with the KRaft quorum, heartbeats, metadata fetches) is done
+  by ``impl.kraft_broker.KRaftBrokerClient`` (``self.kraft``), created at each process start;
+  the node delegates those actions to it and merges its fields into the abstraction.
+
+Seeds: KIP-380 (broker generations), KIP-584 (feature versioning), KIP-866 §Broker Migration and
+§Rollback to ZK.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from impl.bugs import ImplBug
+from impl.codec import IBP_BY_NAME, decode, encode
+from impl.protocol import (
+    DEFER,
+    Crash,
+    Event,
+    Handler,
+    Node,
+    Notifications,
+    Perform,
+    Receive,
+    Reconfigure,
+    RpcRequest,
+    Send,
+    Start,
+    Stop,
+    Trace,
+    ZkCall,
+    nothing,
+)
+from impl.zk.port import ConnectionLoss, CreateOp, NoNode, SessionExpired, SetDataOp, ZkCode
+from impl.zk_controller import (
+    KafkaController,
+    incompatible_features,
+    read_controller_epoch,
+    read_features,
+    register_controller_and_increment_controller_epoch,
+)
+from model.actions import (
+    Action,
+    BeginControlledShutdown,
+    BrokerHeartbeat,
+    ChangeIbp,
+    CrashBroker,
+    ElectController,
+    ElectPartitionLeader,
+    FetchMetadata,
+    InitializeController,
+    MigrateBrokerToKRaft,
+    ObserveControllerEpoch,
+    OpenSession,
+    ProcessBrokerChange,
+    RefreshFeatureCache,
+    RegisterBroker,
+    RegisterWithKRaft,
+    ResignController,
+    RestartBroker,
+    RollbackBrokerToZk,
+    SendControlledShutdown,
+    StopBroker,
+    UpdateFeatures,
+)
+from model.kraft import EMPTY_IMAGE, BrokerState
+from model.state import (
+    BROKER_IDS,
+    CONTROLLER,
+    CONTROLLER_EPOCH,
+    Broker,
+    BrokerConfig,
+    BrokerRegistration,
+    ControlledShutdown,
+    ControllerRole,
+    FeatureCache,
+    FeatureRanges,
+    LeaderAndIsr,
+    LiveBroker,
+    LocalReplica,
+    StopReplica,
+    UpdateMetadata,
+    broker_path,
+)
+from model.types import (
+    NO_SESSION,
+    UNKNOWN_BROKER_EPOCH,
+    BrokerEpoch,
+    BrokerId,
+    ControllerEpoch,
+    FeatureEpoch,
+    FeatureStatus,
+    Ibp,
+    LeaderEpoch,
+    ReplicaRole,
+    ZkVersion,
+)
+
+try:  # written by another engineer; part-1 scopes run without it
+    from impl.kraft.rpc import BROKER_REQUESTS
+    from impl.kraft_broker import KRaftBrokerClient
+except ImportError:  # pragma: no cover - until impl/kraft_broker.py exists
+    KRaftBrokerClient = None  # type: ignore[assignment,misc]
+    BROKER_REQUESTS = ()
+
+SESSION_TIMEOUT_MS = 6_000  # zookeeper.session.timeout.ms when the config does not say
+KRAFT_ACTIONS = (RegisterWithKRaft, BrokerHeartbeat, FetchMetadata, BeginControlledShutdown)
+# Fields of the model's Broker the node keeps itself even when the KRaft client reports them.
+_NODE_FIELDS = frozenset({"metadata_live", "meta_properties"})
+
+
+def _flag(config: dict[str, str], key: str) -> bool:
+    return config.get(key, "false").strip().lower() == "true"
+
+
+class BrokerNode(Node):
+    def __init__(self, broker_id: int, config: dict[str, str], supported: FeatureRanges,
+                 bugs: frozenset[ImplBug] = frozenset()) -> None:
+        self.node_id = broker_id
+        self.broker_id = broker_id
+        self.config = dict(config)
+        self.supported = supported  # what this broker's software supports (KIP-584), not a config
+        self.bugs = bugs
+        self.notifications = Notifications()
+        # persisted: survives the process
+        self.meta_properties = 0  # meta.properties version in the log dirs (KIP-866 §Meta.Properties)
+        self.incarnation = 0  # the id of the current process, when it talks to KRaft
+        self._probe_session: int | None = None  # the last session this host opened: asks ZooKeeper if it serves
+        self._alive = True
+        self._fresh_process()
+        self.kraft = self._new_kraft_client()
+
+    # ---- configuration -------------------------------------------------------------------------
+
+    @property
+    def ibp(self) -> Ibp:
+        return IBP_BY_NAME[self.config["inter.broker.protocol.version"]]
+
+    @property
+    def kraft_mode(self) -> bool:
+        return "broker" in [r.strip() for r in self.config.get("process.roles", "").split(",") if r.strip()]
+
+    @property
+    def migration_enabled(self) -> bool:
+        return _flag(self.config, "zookeeper.metadata.migration.enable")
+
+    @property
+    def controller_configs(self) -> bool:
+        return bool(self.config.get("controller.quorum.voters", "").strip()) and \
+            bool(self.config.get("controller.listener.names", "").strip())
+
+    @property
+    def model_config(self) -> BrokerConfig:
+        return BrokerConfig(self.ibp, self.supported, self.kraft_mode, self.migration_enabled, self.controller_configs)
+
+    # ---- process lifecycle -----------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    def _fresh_process(self) -> None:
+        """What a process holds in memory, as it starts: nothing learned yet."""
+        self.session: int | None = None
+        self.registered = False
+        self.epoch = UNKNOWN_BROKER_EPOCH  # czxid of our registration (impl zxid)
+        self.controller_epoch = 0
+        self.replicas: dict[int, tuple[int, ReplicaRole]] = {}  # partition -> (leader epoch, role)
+        self.metadata: tuple = ()
+        self.features = (-1, FeatureStatus.DISABLED, ())  # (epoch, status, finalized)
+        self.shutdown_sent = False
+        self.observed_epoch: tuple[int, int] | None = None
+        self.controller: KafkaController | None = None
+        self.metadata_live: tuple[BrokerId, ...] = ()
+
+    def _new_kraft_client(self):
+        if KRaftBrokerClient is None:
+            return None
+        return KRaftBrokerClient(self.broker_id, self.incarnation, self.kraft_mode)
+
+    def die(self) -> None:
+        """The process is gone (a crash, a fatal error, a shutdown): memory and queued events with it."""
+        self._fresh_process()
+        self._alive = False
+        self.notifications.clear()
+        if self.kraft is not None:
+            self.kraft.process_stopped()
+
+    def exit_process(self) -> None:
+        """A heartbeat answered ShouldShutDown: the process exits without closing its ZooKeeper session."""
+        self.die()
+
+    # ---- the node contract -----------------------------------------------------------------------
+
+    def offers(self, now: int) -> list[Action]:
+        if not self._alive:
+            return []
+        b = BrokerId(self.broker_id)
+        out: list[Action] = [OpenSession(b), RegisterBroker(b), RefreshFeatureCache(b), SendControlledShutdown(b)]
+        if self.controller is None:
+            out += [ObserveControllerEpoch(b), ElectController(b)]
+        else:
+            out.append(ResignController(b))
+            if not self.controller.initialized:
+                out.append(InitializeController(b))
+            if self.notifications.has(BROKER_IDS, "child"):
+                out.append(ProcessBrokerChange(b))
+        if self.kraft is not None:
+            out += self.kraft.offers(self, now)
+        return out
+
+    def handle(self, event: Event) -> Handler:
+        match event:
+            case Perform(action=action):
+                return self._perform(event, action)
+            case Receive(message=message):
+                return self._receive(event, message)
+            case RpcRequest(request=request):
+                if self.kraft is not None and isinstance(request, BROKER_REQUESTS):
+                    return self.kraft.handle_request(self, event)
+                return nothing()
+            case Crash():
+                return self._crash()
+            case Stop():
+                return self._stop()
+            case Start(incarnation=incarnation):
+                return self._start(incarnation)
+            case Reconfigure(changes=changes):
+                return self._reconfigure(changes)
+        raise TypeError(f"broker {self.broker_id}: unknown event {event!r}")
+
+    def _perform(self, event: Perform, action: Action) -> Handler:
+        if not self._alive:
+            return None
+        b = BrokerId(self.broker_id)
+        if isinstance(action, KRAFT_ACTIONS):
+            if self.kraft is None:
+                return None
+            return (yield from self.kraft.perform(self, event))
+        # Differs (as the model does): a KRaft-mode broker still takes the ZooKeeper-mode steps
+        # (OpenSession, RegisterBroker, ...); process.roles=broker has no ZooKeeper client in Kafka.
+        match action:
+            case OpenSession():
+                yield from self._open_session(b)
+            case RegisterBroker():
+                yield from self._register(b, event.now)
+            case SendControlledShutdown():
+                yield from self._send_controlled_shutdown(b)
+            case RefreshFeatureCache():
+                yield from self._refresh_feature_cache(b)
+            case ObserveControllerEpoch():
+                yield from self._observe_controller_epoch(b)
+            case ElectController():
+                yield from self._elect_controller(b, event.now)
+            case ResignController():
+                yield from self._resign_controller(b)
+            case InitializeController():
+                yield from self._initialize_controller(b, event.now)
+            case ProcessBrokerChange():
+                yield from self._process_broker_change(b)
+            case ElectPartitionLeader(partition=p):
+                yield from self._elect_partition_leader(b, p)
+            case UpdateFeatures(feature=f, level=level, allow_downgrade=allow):
+                yield from self._update_features(b, f, level, allow, event.now)
+        return None
+
+    # ---- sessions and registration (KIP-380 §Broker Registration) --------------------------------
+
+    def _session_alive(self) -> Handler:
+        """True / False for our session, None when ZooKeeper does not answer (ConnectionLoss)."""
+        if self.session is None:
+            return False
+        try:
+            yield ZkCall("exists", self.session, "/")
+        except SessionExpired:
+            return False
+        except ConnectionLoss:
+            return None
+        return True
+
+    def _open_session(self, b: BrokerId) -> Handler:
+        alive = yield from self._session_alive()
+        if alive is not False:
+            return
+        try:
+            session = yield ZkCall("open_session", int(self.config.get("zookeeper.session.timeout.ms",
+                                                                        SESSION_TIMEOUT_MS)))
+        except ConnectionLoss:
+            return
+        self.session, self._probe_session, self.registered = session, session, False
+        yield Trace(OpenSession(b))
+
+    def _register(self, b: BrokerId, now: int) -> Handler:
+        """Create the ephemeral /brokers/ids/<id> and learn its czxid in one multi: the broker epoch."""
+        if self.session is None or self.registered:
+            return
+        path = broker_path(b)
+        try:
+            if (yield ZkCall("exists", self.session, path)) is not None:
+                return  # the previous generation's znode is still there (its session has not expired)
+        except (SessionExpired, ConnectionLoss):
+            return
+        data = encode(path, BrokerRegistration(self.ibp, self.supported), now)
+        results = yield ZkCall("multi", self.session, [CreateOp(path, data, ephemeral=True), SetDataOp(path, data, 0)])
+        yield Trace(RegisterBroker(b))
+        if any(r.code is not ZkCode.OK for r in results):
+            return
+        epoch = results[1].stat.czxid
+        if ImplBug.BROKER_EPOCH_FROM_SESSION_ID in self.bugs:
+            epoch = self.session
+        self.registered, self.epoch, self.shutdown_sent = True, epoch, False
+
+    def _send_controlled_shutdown(self, b: BrokerId) -> Handler:
+        if self.session is None or not self.registered or self.shutdown_sent:
+            return
+        try:
+            data, _ = yield ZkCall("get_data", self.session, CONTROLLER)
+        except (NoNode, SessionExpired, ConnectionLoss):
+            return
+        controller = decode(CONTROLLER, data)
+        if not isinstance(controller, int):  # a KRaft controller: shutdown goes by heartbeats then
+            return
+        yield Send(ControlledShutdown(b, BrokerEpoch(self.epoch), BrokerId(controller)))
+        yield Trace(SendControlledShutdown(b))
+        self.shutdown_sent = True
+
+    # ---- features (KIP-584 §Broker protections) ---------------------------------------------------
+
+    def _refresh_feature_cache(self, b: BrokerId) -> Handler:
+        """FinalizedFeatureChangeListener: read /features; never go back in epoch; exit if incompatible."""
+        if self.session is None:
+            return
+        try:
+            features = yield from read_features(self.session)
+        except (SessionExpired, ConnectionLoss):
+            return
+        if features is None:
+            return
+        data, version = features
+        cached = self.features[0]
+        if version == cached:
+            return
+        yield Trace(RefreshFeatureCache(b))
+        if version < cached:
+            return  # FeatureCacheUpdateException: an older epoch than the cache holds
+        if data.status is FeatureStatus.DISABLED:
+            # Kafka clears the cache; here the epoch stays (the model's choice) unless the seeded bug forgets it.
+            epoch = -1 if ImplBug.FEATURE_CACHE_GOES_BACK in self.bugs else version
+            self.features = (epoch, FeatureStatus.DISABLED, ())
+            return
+        if incompatible_features(self.supported, data.finalized):
+            self.die()  # fatal: the broker exits without closing its session
+            return
+        self.features = (version, FeatureStatus.ENABLED, data.finalized)
+
+    # ---- the controller election (KafkaController.elect) ------------------------------------------
+
+    def _observe_controller_epoch(self, b: BrokerId) -> Handler:
+        if self.session is None or not self.registered or self.controller is not None \
+                or self.observed_epoch is not None:
+            return
+        try:
+            if (yield ZkCall("exists", self.session, CONTROLLER)) is not None:
+                return
+            observed = yield from read_controller_epoch(self.session)
+        except (SessionExpired, ConnectionLoss):
+            return
+        self.observed_epoch = observed
+        yield Trace(ObserveControllerEpoch(b))
+
+    def _elect_controller(self, b: BrokerId, now: int) -> Handler:
+        if self.observed_epoch is None or self.session is None or not self.registered:
+            return
+        try:
+            if (yield ZkCall("exists", self.session, CONTROLLER)) is not None:
+                return
+        except (SessionExpired, ConnectionLoss):
+            return
+        role = yield from register_controller_and_increment_controller_epoch(
+            self.broker_id, self.session, self.observed_epoch, self.bugs, now)
+        yield Trace(ElectController(b))
+        self.observed_epoch = None
+        self.controller = role
+
+    def _is_current_controller(self) -> Handler:
+        """ZooKeeper agrees we are the controller: our session holds /controller and the epoch version.
+
+        None when ZooKeeper does not answer.
+        """
+        try:
+            node = yield ZkCall("exists", self.session, CONTROLLER)
+            epoch = yield ZkCall("exists", self.session, CONTROLLER_EPOCH)
+        except SessionExpired:
+            return False
+        except ConnectionLoss:
+            return None
+        return (node is not None and node.ephemeral_owner == self.session and epoch is not None
+                and epoch.version == self.controller.epoch_zk_version)
+
+    def _resign_controller(self, b: BrokerId) -> Handler:
+        """onControllerResignation: ZooKeeper says someone else is the controller now, or our session is gone."""
+        if self.controller is None:
+            return
+        current = yield from self._is_current_controller()
+        if current is not False:
+            return
+        yield Trace(ResignController(b))
+        self._drop_controller_role()
+
+    def _drop_controller_role(self) -> None:
+        self.controller = None
+        self.notifications.clear()  # the controller's event queue goes with it
+
+    def _acting_controller(self) -> Handler:
+        """The initialized role, if the session still answers (it may be a zombie: nothing asks ZooKeeper)."""
+        if self.controller is None or not self.controller.initialized:
+            return None
+        alive = yield from self._session_alive()
+        return self.controller if alive else None
+
+    def _after_controller_write(self) -> None:
+        if self.controller is not None and self.controller.resigned:
+            self._drop_controller_role()
+
+    def _initialize_controller(self, b: BrokerId, now: int) -> Handler:
+        role = self.controller
+        if role is None or role.initialized:
+            return
+        alive = yield from self._session_alive()
+        if not alive:
+            return
+        yield from role.on_controller_failover(self.session, self.ibp, self.supported, now)
+        if role.initialized:
+            self.notifications.take(BROKER_IDS, "child")
+        yield Trace(InitializeController(b))
+        self._after_controller_write()
+
+    def _process_broker_change(self, b: BrokerId) -> Handler:
+        role = yield from self._acting_controller()
+        if role is None or not self.notifications.has(BROKER_IDS, "child"):
+            return
+        self.notifications.take(BROKER_IDS, "child")
+        yield from role.process_broker_change(self.session)
+        yield Trace(ProcessBrokerChange(b))
+        self._after_controller_write()
+
+    def _elect_partition_leader(self, b: BrokerId, p: int) -> Handler:
+        role = yield from self._acting_controller()
+        if role is None:
+            return
+        if not (yield from role.elect_offline_partition(self.session, p)):
+            return
+        yield Trace(ElectPartitionLeader(b, p))
+        self._after_controller_write()
+
+    def _update_features(self, b: BrokerId, feature: str, level: int, allow: bool, now: int) -> Handler:
+        role = yield from self._acting_controller()
+        if role is None:
+            return
+        features = yield from read_features(self.session)
+        yield from role.update_features(self.session, features, self.ibp, self.supported, feature, level, allow, now)
+        yield Trace(UpdateFeatures(b, feature, level, allow))
+        self._after_controller_write()
+
+    # ---- the network -----------------------------------------------------------------------------
+
+    def _receive(self, event: Receive, m) -> Handler:
+        if not self._alive or self.kraft_mode:
+            return None  # the connection died with the process (a KRaft broker is a new process)
+        if isinstance(m, ControlledShutdown):
+            if self.controller is None or self.session is None:
+                return None
+            try:
+                yield from self.controller.process_controlled_shutdown(self.session, m.broker_id, m.broker_epoch)
+            except (SessionExpired, ConnectionLoss):
+                return None
+            self._after_controller_write()
+            return None
+        own = self._kraft_epoch() if m.kraft else self.epoch
+        if own == UNKNOWN_BROKER_EPOCH:
+            # KafkaServer opens request processing only after it registered: the request waits (KAFKA-7235).
+            return DEFER
+        if m.broker_epoch != UNKNOWN_BROKER_EPOCH and m.broker_epoch < own \
+                and ImplBug.ACCEPT_OLDER_BROKER_EPOCH not in self.bugs:
+            return None  # STALE_BROKER_EPOCH
+        if m.controller_epoch < self.controller_epoch and ImplBug.ACCEPT_STALE_CONTROLLER_EPOCH not in self.bugs:
+            return None  # STALE_CONTROLLER_EPOCH
+        self.controller_epoch = max(self.controller_epoch, m.controller_epoch)
+        match m:
+            case LeaderAndIsr(partition=p, leader=leader, leader_epoch=leader_epoch):
+                local = self.replicas.get(p)
+                if local is None or leader_epoch > local[0]:
+                    role = ReplicaRole.LEADER if leader == self.broker_id else ReplicaRole.FOLLOWER
+                    self.replicas[p] = (leader_epoch, role)
+            case UpdateMetadata(partitions=partitions, kraft=kraft, live=live):
+                self.metadata = partitions
+                if kraft:
+                    self.metadata_live = live
+            case StopReplica(partition=p):
+                local = self.replicas.get(p)
+                if local is not None:
+                    self.replicas[p] = (local[0], ReplicaRole.STOPPED)
+        return None
+
+    def _kraft_epoch(self) -> int:
+        if self.kraft is None:
+            return UNKNOWN_BROKER_EPOCH
+        return getattr(self.kraft, "kraft_epoch", UNKNOWN_BROKER_EPOCH)
+
+    # ---- crash, stop, start, reconfigure ----------------------------------------------------------
+
+    def _crash(self) -> Handler:
+        if not self._alive:
+            return
+        self.die()
+        yield Trace(CrashBroker(BrokerId(self.broker_id)))
+
+    def _stop(self) -> Handler:
+        """SIGTERM: close the ZooKeeper session (its ephemerals go at once), then exit."""
+        if not self._alive:
+            return
+        b = BrokerId(self.broker_id)
+        probe = self.session if self.session is not None else self._probe_session
+        alive = False
+        if probe is not None:
+            try:
+                yield ZkCall("exists", probe, "/")
+                alive = probe == self.session
+            except SessionExpired:
+                pass
+            except ConnectionLoss:
+                # The clean shutdown cannot close its session: the process exits as if it crashed.
+                self.die()
+                yield Trace(CrashBroker(b))
+                return
+        if alive:
+            yield ZkCall("close_session", self.session)
+        self.die()
+        yield Trace(StopBroker(b))
+
+    def _start(self, incarnation: int) -> Handler:
+        if self._alive:
+            return
+        if self.migration_enabled or self.kraft_mode:
+            # A process that talks to KRaft gets a new incarnation id at each start (KIP-866 §Broker Registration).
+            self.incarnation = incarnation
+        self._fresh_process()
+        self._alive = True
+        if self.migration_enabled or self.kraft_mode or self.kraft is None:
+            self.kraft = self._new_kraft_client()  # else the process keeps its old (stopped) client
+        yield Trace(RestartBroker(BrokerId(self.broker_id)))
+
+    def _reconfigure(self, changes: tuple[tuple[str, str], ...]) -> Handler:
+        """The operator edits server.properties of the stopped broker: an IBP change, or a move to or from KRaft."""
+        if self._alive:
+            return
+        before = self.model_config
+        config = dict(self.config)
+        for key, value in changes:
+            if value == "":
+                config.pop(key, None)
+            else:
+                config[key] = value
+        old, self.config = self.config, config
+        after = self.model_config
+        b = BrokerId(self.broker_id)
+        action: Action | None = None
+        if after == before.replace(ibp=after.ibp) and after.ibp != before.ibp:
+            action = ChangeIbp(b, after.ibp)
+        elif after == before.replace(kraft_mode=True) and not before.kraft_mode and before.migration_enabled:
+            action = MigrateBrokerToKRaft(b)
+        elif after == before.replace(kraft_mode=False) and before.kraft_mode and self.meta_properties == 0:
+            # KIP-866 §Rollback to ZK: only while meta.properties is still v0.
+            action = RollbackBrokerToZk(b)
+        if action is None:
+            self.config = old
+            return
+        yield Trace(action)
+
+    # ---- the refinement map ------------------------------------------------------------------------
+
+    def abstract(self, view: Any) -> Broker:
+        role = None
+        if self.controller is not None:
+            c = self.controller
+            role = ControllerRole(
+                ControllerEpoch(c.epoch),
+                ZkVersion(c.epoch_zk_version),
+                tuple(LiveBroker(BrokerId(b), self._epoch_of(view, e.epoch), e.supported)
+                      for b, e in sorted(c.live.items())),
+                c.initialized,
+                frozenset((BrokerId(b), self._epoch_of(view, z)) for b, z in c.refused),
+            )
+        replicas = tuple(
+            LocalReplica(LeaderEpoch(self.replicas[p][0]), self.replicas[p][1]) if p in self.replicas else None
+            for p in range(view.partitions)
+        )
+        epoch, status, finalized = self.features
+        features = FeatureCache(FeatureEpoch(epoch), status, finalized)
+        observed = None
+        if self.observed_epoch is not None:
+            observed = (ControllerEpoch(self.observed_epoch[0]), ZkVersion(self.observed_epoch[1]))
+        broker = Broker(
+            id=BrokerId(self.broker_id),
+            config=self.model_config,
+            alive=self._alive,
+            session=view.session(self.session) if self.session is not None else NO_SESSION,
+            registered=self.registered,
+            epoch=self._epoch_of(view, self.epoch),
+            controller_epoch=ControllerEpoch(self.controller_epoch),
+            replicas=replicas,
+            metadata=self.metadata,
+            features=features,
+            shutdown_sent=self.shutdown_sent,
+            observed_epoch=observed,
+            controller=role,
+            incarnation=view.incarnation(self.broker_id, self.incarnation),
+            kraft_epoch=UNKNOWN_BROKER_EPOCH,
+            lifecycle=BrokerState.OFFLINE,
+            image=EMPTY_IMAGE,
+            metadata_live=self.metadata_live,
+            meta_properties=self.meta_properties,
+            want_shutdown=False,
+        )
+        if self.kraft is not None:
+            fields = {k: v for k, v in self.kraft.abstract_fields(view).items() if k not in _NODE_FIELDS}
+            broker = broker.replace(**fields)
+        return broker
+
+    def _epoch_of(self, view: Any, epoch: int) -> BrokerEpoch:
+        """A broker epoch (a czxid) in the model's numbering."""
+        if epoch == UNKNOWN_BROKER_EPOCH:
+            return UNKNOWN_BROKER_EPOCH
+        if ImplBug.BROKER_EPOCH_FROM_SESSION_ID in self.bugs and view.knows_session(epoch):
+            return BrokerEpoch(view.session(epoch))
+        return BrokerEpoch(view.zxid(epoch))
+
