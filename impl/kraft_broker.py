@@ -72,7 +72,7 @@ UNKNOWN_BROKER_EPOCH = -1
 
 def kraft_mode(config: dict[str, str]) -> bool:
     """process.roles=broker: a KRaft broker."""
-    return config.get("process.roles", "") == "broker"
+    return "broker" in [r.strip() for r in config.get("process.roles", "").split(",")]
 
 
 def migration_enabled(config: dict[str, str]) -> bool:

@@ -1,0 +1,455 @@
+"""KRaftMigrationDriver: the active controller's ZooKeeper side during the migration (KIP-866; reference §1.4).
+
+Rules:
+- The driver's fields are Kafka's ZkMigrationLeadershipState plus the driver state
+  (``MigrationDriverState``). It moves only through ``_transition``, which refuses a move outside
+  ``model.migration.VALID_TRANSITIONS`` (KRaftMigrationDriver.isValidStateChange).
+- Each event is one generator method, run only in the one driver state that handles it and only
+  while the driver believes its node leads (``leader``: KAFKA-16667, an event runs for the
+  leadership it was raised in; a deposed leader's driver learns of it from a KRaftLeaderEvent).
+  A method returns True when the event did something (the node then traces it), False when it
+  was refused; it reads ZooKeeper before it changes anything, so a ``ConnectionLoss`` thrown
+  into a read leaves no trace.
+- Every ZooKeeper write after the claim is one multi (``_fenced_write``): check /controller_epoch's
+  version, the metadata ops, compare-and-set /migration (KIP-866 §Dual Metadata Writes). A failed
+  multi parks the driver in INACTIVE until the next leadership event (the model's rule).
+- What the driver reads from the log is the committed image without any record of a leadership
+  newer than the one it has heard of (``driver_image``): Raft tells its listeners of a leader
+  change before it hands them that leader's records.
+- Only the ``kip`` profile's rules are implemented (Profile.KIP).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from impl.bugs import ImplBug
+from impl.codec import encode
+from impl.kraft.image import Image, image_at
+from impl.protocol import Handler, Send, ZkCall
+from impl.zk.port import CheckOp, CreateOp, DeleteOp, NoNode, SetDataOp, ZkCode
+from model.kraft import (
+    BeginTransactionRecord,
+    ConfigRecord,
+    EndTransactionRecord,
+    PartitionRecord,
+    ZkMigrationState,
+    ZkMigrationStateRecord,
+)
+from model.migration import (
+    CONFIG,
+    DELETED_TOPIC,
+    EMPTY_MIGRATION,
+    MIGRATION,
+    VALID_TRANSITIONS,
+    KRaftControllerZNode,
+    MigrationDriverState,
+    MigrationZNode,
+    pending_deletion_path,
+    topic_path,
+)
+from model.state import (
+    BROKER_IDS,
+    CONTROLLER,
+    CONTROLLER_EPOCH,
+    TOPIC,
+    LeaderAndIsr,
+    PartitionState,
+    UpdateMetadata,
+    partition_state_path,
+)
+from model.types import BrokerId, ControllerEpoch, LeaderEpoch, PartitionId
+
+if TYPE_CHECKING:
+    from impl.kraft_controller import ControllerNode
+
+D = MigrationDriverState
+
+
+def is_valid_state_change(old: MigrationDriverState, new: MigrationDriverState) -> bool:
+    """KRaftMigrationDriver.isValidStateChange: self-moves are valid, nothing goes back to UNINITIALIZED."""
+    if old == new:
+        return True
+    if new is D.UNINITIALIZED:
+        return False
+    return new in VALID_TRANSITIONS[old]
+
+
+class KRaftMigrationDriver:
+    def __init__(self, node: ControllerNode) -> None:
+        self.node = node
+        self.state = D.UNINITIALIZED
+        # ZkMigrationLeadershipState
+        self.kraft_epoch = -1  # the leadership it last heard of (KRaftLeaderEvent)
+        self.leader = False  # that leadership is its node's
+        self.migration_offset = -1  # /migration's kraft_metadata_offset as last read or written
+        self.migration_version = -2  # /migration's zkVersion; -2: unknown
+        self.zk_epoch = -1  # the /controller_epoch value it claimed
+        self.zk_epoch_version = -2  # /controller_epoch's version after its claim; -2: unknown
+        self.umr_sent: set[int] = set()  # ZK brokers sent a full UpdateMetadata in this leadership
+        # /controller_epoch as read at the last leadership event (only the seeded bug CLAIM_WITHOUT_EPOCH_CAS uses it)
+        self.seen_zk_epoch: tuple[int, int] | None = None
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    def _transition(self, new: MigrationDriverState, check: bool = True, **changes: Any) -> None:
+        if check and not is_valid_state_change(self.state, new):
+            raise AssertionError(f"driver of {self.node.node_id}: {self.state.value} -> {new.value} is not valid")
+        self.state = new
+        for name, value in changes.items():
+            setattr(self, name, value)
+
+    def _forget_zk_controller(self) -> dict[str, Any]:
+        return {"zk_epoch": -1, "zk_epoch_version": -2}
+
+    def _in(self, state: MigrationDriverState) -> bool:
+        """The event is handled: the node runs, the driver is in ``state`` and believes its node leads."""
+        return self.node.alive and self.state is state and self.leader
+
+    @property
+    def _session(self) -> int:
+        return self.node.zk_session
+
+    def _read(self, path: str) -> Handler:
+        """(value, stat) of ``path``, or (None, None); ConnectionLoss propagates (the event is refused)."""
+        from impl.codec import decode
+
+        try:
+            data, stat = yield ZkCall("get_data", self._session, path)
+        except NoNode:
+            return None, None
+        return decode(path, data), stat
+
+    def _exists(self, path: str) -> Handler:
+        return (yield ZkCall("exists", self._session, path)) is not None
+
+    def _multi(self, ops: list, now: int) -> Handler:
+        results = yield ZkCall("multi", self._session, [_port_op(op, now) for op in ops])
+        return results
+
+    def driver_image(self) -> Image:
+        raft = self.node.raft
+        upto = raft.high_watermark
+        while upto > 0 and raft.log[upto - 1].epoch > self.kraft_epoch:
+            upto -= 1
+        return image_at(raft.log, upto)
+
+    # ---- events ------------------------------------------------------------------------------
+
+    def recover_migration_state(self, now: int) -> Handler:
+        """RecoverMigrationStateFromZKEvent: read /migration, creating it empty when absent."""
+        if not self.node.alive or self.state is not D.UNINITIALIZED:
+            return False
+        value, stat = yield from self._read(MIGRATION)
+        if value is None:
+            yield from self._multi([("create", MIGRATION, EMPTY_MIGRATION)], now)
+            value, stat = yield from self._read(MIGRATION)
+        self._transition(D.INACTIVE, migration_offset=value.kraft_metadata_offset, migration_version=stat.version)
+        return True
+
+    def kraft_leader_change(self, now: int) -> Handler:
+        """KRaftLeaderEvent: leading -> WAIT_FOR_CONTROLLER_QUORUM (re-reading /migration); else INACTIVE."""
+        node = self.node
+        if not node.alive or self.state is D.UNINITIALIZED:
+            return False
+        leads = node.is_active()
+        epoch = node.raft.epoch
+        if (self.kraft_epoch, self.leader) == (epoch, leads):
+            return False
+        if not leads:
+            self._transition(D.INACTIVE, kraft_epoch=epoch, leader=False, umr_sent=set(),
+                             **self._forget_zk_controller())
+            return True
+        value, stat = yield from self._read(MIGRATION)
+        if value is None:
+            return False
+        zk_epoch, zk_epoch_stat = yield from self._read(CONTROLLER_EPOCH)
+        wrong_state = ImplBug.MIGRATION_EVENT_IN_WRONG_DRIVER_STATE in node.bugs
+        if self.state is not D.INACTIVE and not wrong_state:
+            # The event of losing the leadership in between comes first: INACTIVE, then this one.
+            self._transition(D.INACTIVE, leader=False, umr_sent=set(), **self._forget_zk_controller())
+            return True
+        self._transition(
+            D.WAIT_FOR_CONTROLLER_QUORUM, check=not wrong_state, kraft_epoch=epoch, leader=True, umr_sent=set(),
+            migration_offset=value.kraft_metadata_offset, migration_version=stat.version,
+            seen_zk_epoch=None if zk_epoch is None else (zk_epoch, zk_epoch_stat.version),
+            **self._forget_zk_controller(),
+        )
+        return True
+
+    def wait_for_controller_quorum(self, now: int) -> Handler:
+        """WaitForControllerQuorumEvent: where the committed migration state says the driver goes."""
+        if not self._in(D.WAIT_FOR_CONTROLLER_QUORUM):
+            return False
+        image = self.driver_image()
+        if image.offset == 0:  # no image published yet (firstPublish)
+            return False
+        match image.migration_state:
+            case ZkMigrationState.NONE:
+                self._transition(D.INACTIVE)  # a cluster born in KRaft never migrates
+            case ZkMigrationState.POST_MIGRATION:
+                self._transition(D.INACTIVE)  # KIP-866 §Misconfigurations: never re-enter migration
+            case ZkMigrationState.MIGRATION:
+                self._transition(D.BECOME_CONTROLLER)
+            case _:
+                ready = yield from self.node.quorum_ready()
+                if not ready:
+                    return False
+                self._transition(D.WAIT_FOR_BROKERS)
+        return True
+
+    def wait_for_zk_brokers(self, now: int) -> Handler:
+        """WaitForZkBrokersEvent: every known ZK broker registered with KRaft (KIP-866 §ZK Broker Presence)."""
+        if not self._in(D.WAIT_FOR_BROKERS):
+            return False
+        live = yield ZkCall("get_children", self._session, BROKER_IDS)
+        assignment, _ = yield from self._read(TOPIC)
+        image = self.driver_image()
+        if not image.brokers or not live:
+            return False
+        known = {int(name) for name in live} | {r for replicas in assignment or () for r in replicas}
+        for b in known:
+            reg = image.registration(b)
+            # Differs (as the model's kip profile): the KIP asks for registered brokers "in a valid state".
+            if reg is None or not reg.is_migrating_zk_broker or reg.fenced:
+                return False
+        self._transition(D.BECOME_CONTROLLER)
+        return True
+
+    def become_zk_controller(self, now: int) -> Handler:
+        """BecomeZkControllerEvent: the claim, then (KAFKA-16171) an unconditional write of /migration."""
+        if not self._in(D.BECOME_CONTROLLER):
+            return False
+        if self.zk_epoch_version < 0:
+            return (yield from self._claim(now))
+        value, _ = yield from self._read(MIGRATION)
+        if value is None:
+            return False
+        data = value.replace(kraft_controller_id=self.node.node_id, kraft_controller_epoch=self.kraft_epoch)
+        results = yield from self._multi([("set", MIGRATION, data, -1)], now)
+        version = results[-1].stat.version if _succeeded(results) else self.migration_version
+        if ImplBug.STALE_MIGRATION_VERSION_AFTER_CLAIM in self.node.bugs:
+            version = self.migration_version
+        done = data.kraft_metadata_offset > 0
+        done = done or self.node.committed_image().migration_state is ZkMigrationState.MIGRATION
+        self._transition(D.SYNC_KRAFT_TO_ZK if done else D.ZK_MIGRATION, migration_version=version,
+                         migration_offset=data.kraft_metadata_offset)
+        return True
+
+    def _claim(self, now: int) -> Handler:
+        """KafkaZkClient.tryRegisterKRaftControllerAsActiveController: CAS /controller_epoch + 1, new /controller."""
+        epoch, epoch_stat = yield from self._read(CONTROLLER_EPOCH)
+        current, current_stat = yield from self._read(CONTROLLER)
+        newer = isinstance(current, KRaftControllerZNode) and current.kraft_epoch >= self.kraft_epoch
+        if epoch is None or newer:
+            return False  # ControllerMovedException: wait for a newer leadership
+        new_epoch, version = epoch + 1, epoch_stat.version
+        if ImplBug.CLAIM_WITHOUT_EPOCH_CAS in self.node.bugs and self.seen_zk_epoch is not None:
+            # The mistake: bump what it read at its leadership event, and set it whatever is there now.
+            new_epoch, version = self.seen_zk_epoch[0] + 1, -1
+        ops: list = [("set", CONTROLLER_EPOCH, ControllerEpoch(new_epoch), version)]
+        if current is not None:
+            ops.append(("delete", CONTROLLER, current_stat.version))
+        ops.append(("create", CONTROLLER, KRaftControllerZNode(self.node.node_id, self.kraft_epoch)))
+        results = yield from self._multi(ops, now)
+        if not _succeeded(results):
+            return False
+        self.zk_epoch, self.zk_epoch_version = new_epoch, results[0].stat.version
+        return True
+
+    def migrate_metadata(self, now: int) -> Handler:
+        """MigrateMetadataEvent: beginMigration, then ZooKeeper's data as records (KIP-866 §Initial Data Migration)."""
+        node = self.node
+        if not self._in(D.ZK_MIGRATION) or not node.is_active():
+            return False  # appending needs the Raft leadership, not only the driver's belief
+        if node.migration_begun() or node.migration_end() is not None:
+            return False
+        records: list = [BeginTransactionRecord("ZK Migration")]
+        assignment, _ = yield from self._read(TOPIC)
+        if assignment is not None:
+            for p in range(len(assignment)):
+                s, _ = yield from self._read(partition_state_path(PartitionId(p)))
+                records.append(PartitionRecord(p, s.leader, s.isr, s.leader_epoch))
+        config, _ = yield from self._read(CONFIG)
+        if config is not None:
+            records.append(ConfigRecord(config))
+        # A topic pending deletion is not copied (KIP-866 §Topic Deletions); the sync removes it from ZooKeeper.
+        node.raft.append(records)
+        return True
+
+    def complete_migration(self, now: int) -> Handler:
+        """The last records of the migration: ZkMigrationStateRecord(MIGRATION), and the transaction's end."""
+        node = self.node
+        if not self._in(D.ZK_MIGRATION) or not node.is_active():
+            return False
+        if not node.migration_begun() or node.migration_end() is not None:
+            return False
+        records: list = [ZkMigrationStateRecord(ZkMigrationState.MIGRATION)]
+        if image_at(node.raft.log).open_transaction is not None:
+            records.append(EndTransactionRecord())
+        node.raft.append(records)
+        return True
+        yield  # pragma: no cover - makes this a generator
+
+    def migration_committed(self, now: int) -> Handler:
+        """completeMigration's future resolved: /migration gets the migration's offset."""
+        if not self._in(D.ZK_MIGRATION):
+            return False
+        end = self.node.migration_end()
+        if end is None or self.node.raft.high_watermark < end:
+            return False
+        ok = yield from self._fenced_write([], end, now)
+        if ok:
+            self._transition(D.SYNC_KRAFT_TO_ZK)
+        return True
+
+    def sync_kraft_to_zk(self, now: int) -> Handler:
+        """SyncKRaftMetadataEvent: the whole committed image to ZooKeeper before any RPC."""
+        if not self._in(D.SYNC_KRAFT_TO_ZK):
+            return False
+        image = self.driver_image()
+        if image.offset < self.migration_offset:
+            return False
+        ops = yield from self._reconcile_ops(image)
+        ok = yield from self._fenced_write(ops, image.offset, now)
+        if ok:
+            self._transition(D.KRAFT_CONTROLLER_TO_BROKER_COMM)
+        return True
+
+    def send_rpcs_to_brokers(self, now: int) -> Handler:
+        """SendRPCsToBrokersEvent: a full UpdateMetadata, then full LeaderAndIsr, to every ZK broker."""
+        if not self._in(D.KRAFT_CONTROLLER_TO_BROKER_COMM):
+            return False
+        image = self.driver_image()
+        if image.offset < self.migration_offset:
+            return False
+        for m in self._controller_rpcs(image, list(range(len(image.partitions))), True):
+            yield Send(m)
+        self._transition(D.DUAL_WRITE, umr_sent={b for b, _ in zk_broker_targets(image)})
+        return True
+
+    def dual_write(self, now: int) -> Handler:
+        """MetadataChangeEvent in DUAL_WRITE: the committed delta to ZooKeeper, then RPCs to the ZK brokers."""
+        if not self._in(D.DUAL_WRITE):
+            return False
+        image = self.driver_image()
+        if image.offset <= self.migration_offset:
+            return False
+        before = image_at(self.node.raft.log, self.migration_offset) if self.migration_offset > 0 else None
+        ops = yield from self._reconcile_ops(image)
+        ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True)
+        if not ok:
+            return True
+        parts = image.partitions
+        changed = [
+            p for p, part in enumerate(parts)
+            if before is None or p >= len(before.partitions) or before.partitions[p] != part
+        ]
+        if changed:
+            rpcs = self._controller_rpcs(image, changed, False)
+        elif before is None or before.to_model().brokers != image.to_model().brokers:
+            rpcs = [m for m in self._controller_rpcs(image, [], True) if isinstance(m, UpdateMetadata)]
+        else:
+            rpcs = []
+        for m in rpcs:
+            yield Send(m)
+        return True
+
+    # ---- ZooKeeper writes ----------------------------------------------------------------------
+
+    def _fenced_write(self, ops: list, offset: int, now: int, dual_write: bool = False) -> Handler:
+        """One multi: check /controller_epoch, the ops, CAS /migration to ``offset`` (reference §2.4)."""
+        fenced = not (dual_write and ImplBug.DUAL_WRITE_WITHOUT_EPOCH_CHECK in self.node.bugs)
+        head = [("check", CONTROLLER_EPOCH, self.zk_epoch_version)] if fenced else []
+        update = ("set", MIGRATION, MigrationZNode(self.node.node_id, self.kraft_epoch, offset), self.migration_version)
+        results = yield from self._multi(head + ops + [update], now)
+        if not _succeeded(results):
+            # Differs (as the model): Kafka retries on its next poll and fails the same way until a
+            # KRaftLeaderEvent; the driver parks in INACTIVE instead.
+            self._transition(D.INACTIVE, **self._forget_zk_controller())
+            return False
+        self.migration_offset, self.migration_version = offset, results[-1].stat.version
+        return True
+
+    def _reconcile_ops(self, image: Image) -> Handler:
+        """KRaftMigrationZkWriter: the writes that make ZooKeeper's projection equal ``image``."""
+        ops: list = []
+        for p, part in enumerate(image.partitions):
+            path = partition_state_path(PartitionId(p))
+            s, _ = yield from self._read(path)
+            if s is None or (s.leader, s.isr, s.leader_epoch) != (part.leader, part.isr, part.leader_epoch):
+                # KIP profile: the KRaft controller writes as a ZK controller of the epoch it claimed.
+                new = PartitionState(BrokerId(part.leader), LeaderEpoch(part.leader_epoch), part.isr,
+                                     ControllerEpoch(self.zk_epoch))
+                ops.append(("set", path, new, -1))
+        if image.config is not None:
+            config, _ = yield from self._read(CONFIG)
+            if config != image.config:
+                ops.append(("create", CONFIG, image.config) if config is None else ("set", CONFIG, image.config, -1))
+        if (yield from self._exists(pending_deletion_path(DELETED_TOPIC))):
+            ops.append(("delete", topic_path(DELETED_TOPIC), -1))
+            ops.append(("delete", pending_deletion_path(DELETED_TOPIC), -1))
+        return ops
+
+    # ---- RPCs to ZK brokers ----------------------------------------------------------------------
+
+    def _controller_rpcs(self, image: Image, partitions: list[int], full: bool) -> list:
+        """UpdateMetadata, then LeaderAndIsr, to each target ZK broker, marked IsKRaftController."""
+        leaders = tuple((BrokerId(p.leader), LeaderEpoch(p.leader_epoch)) for p in image.partitions)
+        live = image.unfenced()
+        cid = BrokerId(self.node.node_id)
+        epoch = ControllerEpoch(self.zk_epoch)
+        out: list = []
+        for b, broker_epoch in zk_broker_targets(image):
+            update = [UpdateMetadata(cid, epoch, broker_epoch, b, leaders, kraft=True, live=live)]
+            if not (full or partitions):
+                update = []
+            leaderships = [
+                LeaderAndIsr(cid, epoch, broker_epoch, b, PartitionId(p), BrokerId(image.partitions[p].leader),
+                             LeaderEpoch(image.partitions[p].leader_epoch), image.partitions[p].isr, kraft=True)
+                for p in partitions
+                if full or b in image.partitions[p].isr or b == image.partitions[p].leader
+            ]
+            # KIP-866 §ZK Broker RPCs: the broker learns of the KRaft controller from the UpdateMetadata first.
+            if ImplBug.LEADER_AND_ISR_BEFORE_UPDATE_METADATA in self.node.bugs:
+                out += leaderships + update
+            else:
+                out += update + leaderships
+        return out
+
+    # ---- the refinement map ----------------------------------------------------------------------
+
+    def abstract(self):
+        from model.kraft import KRaftEpoch, Offset
+        from model.migration import Driver
+
+        return Driver(
+            state=self.state, kraft_epoch=KRaftEpoch(self.kraft_epoch), leader=self.leader,
+            migration_offset=Offset(self.migration_offset), migration_version=self.migration_version,
+            zk_epoch=self.zk_epoch, zk_epoch_version=self.zk_epoch_version,
+            umr_sent=frozenset(BrokerId(b) for b in self.umr_sent),
+        )
+
+
+def zk_broker_targets(image: Image) -> list[tuple[BrokerId, int]]:
+    """ZK brokers the KRaft controller sends RPCs to: registered as migrating and not fenced."""
+    return [(BrokerId(b), r.epoch) for b, r in sorted(image.brokers.items())
+            if r.is_migrating_zk_broker and not r.fenced]
+
+
+def _succeeded(results) -> bool:
+    return all(r.code is ZkCode.OK for r in results)
+
+
+def _port_op(op: tuple, now: int):
+    """The port's op for ("check" | "create" | "set" | "delete", path, ...), data encoded as Kafka writes it."""
+    kind, path = op[0], op[1]
+    if kind == "check":
+        return CheckOp(path, op[2])
+    if kind == "create":
+        return CreateOp(path, encode(path, op[2], now))
+    if kind == "set":
+        return SetDataOp(path, encode(path, op[2], now), op[3])
+    if kind == "delete":
+        return DeleteOp(path, op[2])
+    raise ValueError(kind)

@@ -1,0 +1,662 @@
+"""A dedicated KRaft controller process: a quorum voter, the active controller while it leads, and its
+migration driver (KIP-500 §Controller Quorum; KIP-866 §Controller Migration), sans-IO.
+
+How it works:
+- ``raft`` (``impl.kraft.raft.QuorumState``) is the voter's Raft state; the quorum's exchanges are
+  ``Rpc`` round trips: the candidate asks each voter (``RequestVote``: one ``VoteRequest``), a
+  follower fetches (``Fetch``: ``FetchRequest`` until the logs agree, then the entries and the
+  high watermark).
+- As leader it is QuorumController: activation (``_activate``: bootstrap records, or the check of
+  the migration state against its flag), then deciding requests (``decide_*``: a request ->
+  an error or records, from ``own_image``, the whole log with an open transaction counted, as
+  QuorumController's timeline) and appending the records. Every node's knowledge is an image
+  replayed from a log prefix (``impl.kraft.image``).
+- The migration driver (``impl.kraft.driver``) exists while ``zookeeper.metadata.migration.enable``
+  is set; its events are the model's driver actions, performed on this node.
+- Brokers reach it with BrokerRegistration, BrokerHeartbeat and metadata fetches
+  (``RpcRequest``); it fences a broker whose heartbeats stopped (``SessionTimeout``) and tells
+  the broker so.
+- What it needs to know of the other voters (alive, flag, ZooKeeper configs: KIP-866 §Migration
+  Trigger 5, §Finalizing the Migration) it asks them (``ApiVersionsRequest``); an unreachable
+  voter is a voter that is down.
+- Only the ``kip`` profile (``model.migration.Profile.KIP``, the seeds' text) is implemented.
+
+Config keys: ``node.id``, ``process.roles`` (controller), ``controller.quorum.voters``,
+``controller.listener.names``, ``zookeeper.metadata.migration.enable``, ``zookeeper.connect``.
+Its ZooKeeper session (``zk_session``) is opened by the runner at bootstrap and never expires.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from impl.bugs import ImplBug
+from impl.kraft.driver import KRaftMigrationDriver
+from impl.kraft.image import NO_LEADER, Image, image_at, rename_record
+from impl.kraft.raft import QuorumState, diverging_point
+from impl.kraft.rpc import (
+    ApiError,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    BrokerSessionTimedOut,
+    FetchRequest,
+    FetchResponse,
+    MetadataFetchRequest,
+    MetadataFetchResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from impl.kraft_broker import voter_ids
+from impl.protocol import (
+    Crash,
+    Event,
+    Handler,
+    Node,
+    Notifications,
+    Perform,
+    Reconfigure,
+    Rpc,
+    RpcRequest,
+    Start,
+    Stop,
+    Trace,
+    ZkCall,
+)
+from impl.zk.port import ZkError
+from model.actions import (
+    AlterConfigs,
+    BecomeLeader,
+    BecomeZkController,
+    CompleteMigration,
+    CrashController,
+    DualWrite,
+    Fetch,
+    KRaftLeaderChange,
+    MigrateMetadata,
+    MigrationCommitted,
+    ReconfigureController,
+    RecoverMigrationState,
+    RequestVote,
+    RestartController,
+    SendRPCsToBrokers,
+    SessionTimeout,
+    ShutdownController,
+    StartElection,
+    SyncKRaftToZk,
+    UpdateMetadataVersion,
+    WaitForControllerQuorum,
+    WaitForZkBrokers,
+)
+from model.kraft import (
+    METADATA_VERSION,
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    ControllerConfig,
+    ControllerId,
+    EndTransactionRecord,
+    FeatureLevelRecord,
+    KRaftEpoch,
+    LeaderChangeMessage,
+    LogEntry,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    QuorumRole,
+    RegisterBrokerRecord,
+    UpgradeType,
+    ZkMigrationState,
+    ZkMigrationStateRecord,
+)
+from model.migration import MIGRATION
+from model.state import KRaftController
+from model.types import BrokerEpoch, BrokerId, Ibp, LeaderEpoch
+
+MIGRATION_FLAG = "zookeeper.metadata.migration.enable"
+
+
+class ControllerNode(Node):
+    def __init__(
+        self,
+        node_id: int,
+        config: dict[str, str],
+        bootstrap_metadata_version: Ibp,
+        max_lag: int,
+        bugs: frozenset[ImplBug] = frozenset(),
+    ) -> None:
+        self.node_id = node_id
+        self.config = dict(config)
+        self.bootstrap_metadata_version = bootstrap_metadata_version
+        self.max_lag = max_lag
+        self.bugs = bugs
+        self.notifications = Notifications()
+        self.zk_session: int = 0  # opened by the runner at bootstrap
+        self._alive = True
+        self.raft = QuorumState(node_id, voter_ids(self.config))
+        self.driver: KRaftMigrationDriver | None = KRaftMigrationDriver(self) if self.migration_enabled else None
+
+    # ---- configuration and reads -----------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    @property
+    def migration_enabled(self) -> bool:
+        return self.config.get(MIGRATION_FLAG, "false") == "true"
+
+    @property
+    def zk_configured(self) -> bool:
+        return "zookeeper.connect" in self.config
+
+    def is_active(self) -> bool:
+        """It believes it is the active controller (a deposed leader does until an exchange tells it)."""
+        return self._alive and self.raft.role is QuorumRole.LEADER and self.raft.active
+
+    def own_image(self) -> Image:
+        """What the active controller decides from: its whole log, an open transaction counted."""
+        return image_at(self.raft.log).decided()
+
+    def committed_image(self) -> Image:
+        return image_at(self.raft.log, self.raft.high_watermark)
+
+    def migration_end(self) -> int | None:
+        """The log end just after the migration's records, if they were appended."""
+        log = self.raft.log
+        for i, e in enumerate(log):
+            if isinstance(e.record, ZkMigrationStateRecord) and e.record.state is ZkMigrationState.MIGRATION:
+                ends = i + 1 < len(log) and isinstance(log[i + 1].record, EndTransactionRecord)
+                return i + 2 if ends else i + 1
+        return None
+
+    def migration_begun(self) -> bool:
+        """This leadership has begun copying ZooKeeper's data into the log."""
+        return any(
+            e.epoch == self.raft.epoch and isinstance(e.record, (BeginTransactionRecord, PartitionRecord, ConfigRecord))
+            for e in self.raft.log
+        )
+
+    def writes_blocked(self, adding: int = 1) -> bool:
+        """KIP-866 §Unavailable ZooKeeper: no metadata write may take the write-behind lag past its bound."""
+        if self.own_image().migration_state is not ZkMigrationState.MIGRATION:
+            return False
+        known = self.migration_end() or 0
+        if self.driver is not None:
+            known = max(known, self.driver.migration_offset)
+        lag = sum(1 for e in self.raft.log[known:] if _is_metadata(e.record))
+        return lag + adding > self.max_lag
+
+    def quorum_ready(self) -> Handler:
+        """KIP-866 §Migration Trigger 5: every voter is up, with the flag and the ZooKeeper configs."""
+        for v in self.raft.voters:
+            if v == self.node_id:
+                ready = self.migration_enabled and self.zk_configured
+            else:
+                response = yield Rpc(v, ApiVersionsRequest())
+                ready = isinstance(response, ApiVersionsResponse) and response.zk_migration_ready
+            if not ready:
+                return False
+        return True
+
+    def _quorum_finalizing(self) -> Handler:
+        """KIP-866 §Finalizing the Migration: every voter is up and runs without the flag."""
+        for v in self.raft.voters:
+            if v == self.node_id:
+                finalizing = not self.migration_enabled
+            else:
+                response = yield Rpc(v, ApiVersionsRequest())
+                finalizing = isinstance(response, ApiVersionsResponse) and not response.migration_enabled
+            if not finalizing:
+                return False
+        return True
+
+    # ---- events ----------------------------------------------------------------------------------
+
+    def offers(self, now: int) -> list[Any]:
+        if not self._alive:
+            return []
+        c = ControllerId(self.node_id)
+        others = [ControllerId(v) for v in self.raft.voters if v != self.node_id]
+        out: list[Any] = [StartElection(c), BecomeLeader(c)]
+        out += [RequestVote(c, v) for v in others]
+        out += [Fetch(c, v) for v in others]
+        if self.driver is not None:
+            out += [a(c) for a in (
+                RecoverMigrationState, KRaftLeaderChange, WaitForControllerQuorum, WaitForZkBrokers,
+                BecomeZkController, MigrateMetadata, CompleteMigration, MigrationCommitted, SyncKRaftToZk,
+                SendRPCsToBrokers, DualWrite,
+            )]
+        if self.is_active():
+            out.append(AlterConfigs(c))
+            out += [SessionTimeout(BrokerId(b), c) for b in sorted(self.own_image().brokers)]
+        return out
+
+    def handle(self, event: Event) -> Handler:
+        match event:
+            case Perform(action=action):
+                return (yield from self._perform(event, action))
+            case RpcRequest(request=request):
+                return (yield from self._serve(event, request))
+            case Crash():
+                if self._alive:
+                    self._process_stops()
+                    yield Trace(CrashController(ControllerId(self.node_id)))
+            case Stop():
+                yield from self._shutdown(event)
+            case Start():
+                if not self._alive:
+                    self._alive = True
+                    self.raft.restart()
+                    self.driver = KRaftMigrationDriver(self) if self.migration_enabled else None
+                    yield Trace(RestartController(ControllerId(self.node_id)))
+            case Reconfigure(changes=changes):
+                yield from self._reconfigure(changes)
+        return None
+
+    def _process_stops(self) -> None:
+        self._alive = False
+        self.raft.process_stops()
+        self.driver = None
+        self.notifications.clear()
+
+    def _shutdown(self, event: Event) -> Handler:
+        """A clean stop. KIP-866 §Rollback to ZK: the leader stops only once ZooKeeper has every committed record."""
+        if not self._alive:
+            return
+        if self.is_active() and self.driver is not None:
+            if self.committed_image().migration_state is ZkMigrationState.MIGRATION:
+                try:
+                    from impl.codec import decode
+
+                    data, _ = yield ZkCall("get_data", self.zk_session, MIGRATION)
+                    offset = decode(MIGRATION, data).kraft_metadata_offset
+                except ZkError as e:
+                    if e.code.value != "CONNECTIONLOSS":
+                        return
+                    # Differs: ZooKeeper is down; the driver knows what it last read or wrote there.
+                    offset = self.driver.migration_offset
+                if offset < self.raft.high_watermark:
+                    return
+        self._process_stops()
+        yield Trace(ShutdownController(ControllerId(self.node_id)))
+
+    def _reconfigure(self, changes: tuple[tuple[str, str], ...]) -> Handler:
+        if self._alive:
+            return
+        updated = dict(self.config)
+        updated.update(changes)
+        enabled = updated.get(MIGRATION_FLAG, "false") == "true"
+        if enabled == self.migration_enabled:
+            return
+        self.config = updated
+        yield Trace(ReconfigureController(ControllerId(self.node_id), enabled))
+
+    def _perform(self, event: Perform, action: Any) -> Handler:
+        if getattr(action, "controller", None) != self.node_id or not self._alive:
+            return None
+        handler = self._ACTIONS.get(type(action))
+        if handler is None:
+            return None
+        try:
+            done = yield from handler(self, event, action)
+        except ZkError:
+            return None  # ZooKeeper unavailable: refused before anything changed
+        if done:
+            yield Trace(action)
+        return None
+
+    # ---- the quorum ------------------------------------------------------------------------------
+
+    def _start_election(self, event: Perform, action: StartElection) -> Handler:
+        return self.raft.start_election()
+        yield  # pragma: no cover - makes this a generator
+
+    def _request_vote(self, event: Perform, action: RequestVote) -> Handler:
+        """One Vote round trip (KafkaRaftClient.handleVoteRequest / handleVoteResponse)."""
+        raft, voter = self.raft, action.voter
+        if voter == self.node_id or raft.role is not QuorumRole.CANDIDATE or voter in raft.votes:
+            return False
+        response = yield Rpc(voter, raft.vote_request())
+        if not isinstance(response, VoteResponse):
+            return False
+        return raft.handle_vote_response(voter, response)
+
+    def _become_leader(self, event: Perform, action: BecomeLeader) -> Handler:
+        if not self.raft.can_become_leader():
+            return False
+        self.raft.become_leader()
+        self.raft.append([LeaderChangeMessage(ControllerId(self.node_id))])
+        yield from self._activate()
+        return True
+
+    def _activate(self) -> Handler:
+        """QuorumController's activation (ActivationRecordsGenerator): bootstrap the log, or check it."""
+        image = image_at(self.raft.log)
+        flag = self.migration_enabled
+        records: list[MetadataRecord] = []
+        if image.open_transaction is not None:
+            # KIP-866 §Initial Data Migration: the next active controller aborts the unfinished migration.
+            records.append(AbortTransactionRecord())
+        if image.metadata_version is None:  # an empty log: bootstrap
+            records.append(FeatureLevelRecord(METADATA_VERSION, self.bootstrap_metadata_version))
+            state = ZkMigrationState.PRE_MIGRATION if flag else ZkMigrationState.NONE
+            records.append(ZkMigrationStateRecord(state))
+        else:
+            current = image.migration_state
+            if current.in_progress and not flag:
+                finalizing = current is ZkMigrationState.MIGRATION and (yield from self._quorum_finalizing())
+                if not finalizing:
+                    # KIP-866 §Misconfigurations: a migration is in progress and this controller lacks the flag.
+                    self.raft.resign()
+                    return
+                records.append(ZkMigrationStateRecord(ZkMigrationState.POST_MIGRATION))
+        self.raft.active = True
+        if records:
+            self.raft.append(records)
+
+    def _fetch(self, event: Perform, action: Fetch) -> Handler:
+        """One Fetch exchange: the epoch check, truncation where the logs diverge, replication, the HW."""
+        raft, leader = self.raft, action.leader
+        if leader == self.node_id:
+            return False
+        before = raft.snapshot()
+        leader_changed = False
+        while True:
+            response = yield Rpc(leader, raft.fetch_request(acknowledge=True))
+            if not isinstance(response, FetchResponse):
+                return False
+            leader_changed = leader_changed or response.leader_changed
+            if response.error is ApiError.FENCED_LEADER_EPOCH:
+                return leader_changed  # the deposed leader learned of this voter's newer epoch
+            if response.error is not ApiError.NONE:
+                return False
+            raft.follow(response.leader_epoch, leader)
+            if response.diverging_epoch < 0:
+                raft.replicate(response.records, response.high_watermark)
+                break
+            raft.truncate(response.diverging_epoch, response.diverging_end_offset)
+        return leader_changed or raft.snapshot() != before
+
+    # ---- brokers ---------------------------------------------------------------------------------
+
+    def _session_timeout(self, event: Perform, action: SessionTimeout) -> Handler:
+        """maybeFenceOneStaleBroker: fence a registration whose heartbeats stopped, and say so to the broker."""
+        if not self.is_active():
+            return False
+        image = self.own_image()
+        reg = image.registration(action.broker)
+        if reg is None or reg.fenced:
+            return False
+        records: list[MetadataRecord] = [BrokerRegistrationChangeRecord(BrokerId(reg.broker_id),
+                                                                        BrokerEpoch(reg.epoch), True)]
+        if image.migration_state is not ZkMigrationState.PRE_MIGRATION:
+            records += move_leaders_off(image, reg.broker_id, True)
+        if self.writes_blocked(len(records)):
+            return False
+        self.raft.append(records)
+        yield Rpc(reg.broker_id, BrokerSessionTimedOut(reg.broker_id, reg.incarnation_id, reg.epoch))
+        return True
+
+    def _register_broker(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+        """ClusterControlManager.registerBroker (reference §3.1; KIP-866 §Broker Registration)."""
+        if not self.is_active():
+            return BrokerRegistrationResponse(ApiError.NOT_CONTROLLER)
+        image = self.own_image()
+        error, record = self.decide_broker_registration(image, request)
+        if error is not ApiError.NONE:
+            return BrokerRegistrationResponse(error)
+        if record is None:
+            return BrokerRegistrationResponse(ApiError.NONE, image.registration(request.broker_id).epoch)
+        if self.writes_blocked():
+            return BrokerRegistrationResponse(ApiError.THROTTLING_QUOTA_EXCEEDED)
+        self.raft.append([record])
+        # Differs (as the model): Kafka answers once the record commits; this answers at once.
+        return BrokerRegistrationResponse(ApiError.NONE, record.epoch)
+
+    def decide_broker_registration(
+        self, image: Image, request: BrokerRegistrationRequest
+    ) -> tuple[ApiError, RegisterBrokerRecord | None]:
+        """The checks in Kafka's order; NONE with no record: the same incarnation keeps its registration."""
+        is_zk = request.is_migrating_zk_broker
+        existing = image.registration(request.broker_id)
+        if existing is not None and existing.incarnation_id != request.incarnation_id and not existing.fenced:
+            return ApiError.DUPLICATE_BROKER_REGISTRATION, None
+        if is_zk and not (self.migration_enabled and (image.metadata_version or 0) >= Ibp.IBP_3_4_IV0):
+            return ApiError.BROKER_ID_NOT_REGISTERED, None
+        if not is_zk and image.migration_state is ZkMigrationState.PRE_MIGRATION:
+            # "The controller is in pre-migration mode and cannot register KRaft brokers" (102).
+            return ApiError.BROKER_ID_NOT_REGISTERED, None
+        if is_zk and request.ibp != image.metadata_version:
+            return ApiError.UNSUPPORTED_VERSION, None  # ZK brokers advertise metadata.version as [IBP, IBP]
+        if existing is not None and existing.incarnation_id == request.incarnation_id:
+            return ApiError.NONE, None
+        epoch = BrokerEpoch(len(self.raft.log))  # the offset of the record (reference §3.1)
+        return ApiError.NONE, RegisterBrokerRecord(BrokerId(request.broker_id), request.incarnation_id, epoch,
+                                                   is_zk, Ibp(request.ibp))
+
+    def _broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        """BrokerHeartbeatManager.calculateNextBrokerState and its records (reference §3.2, KIP-500 §Broker States)."""
+        if not self.is_active():
+            return BrokerHeartbeatResponse(ApiError.NOT_CONTROLLER)
+        image = self.own_image()
+        b = request.broker_id
+        reg = image.registration(b)
+        stale = reg is None or reg.epoch != request.broker_epoch
+        if reg is not None and ImplBug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH in self.bugs:
+            stale = reg.epoch < request.broker_epoch  # the mistake: only a newer epoch than registered is refused
+        if stale:
+            return BrokerHeartbeatResponse(ApiError.STALE_BROKER_EPOCH)
+        epoch = BrokerEpoch(reg.epoch)
+        leads = any(p.leader == b for p in image.partitions)
+        caught_up = request.is_migrating_zk_broker or request.current_metadata_offset > reg.epoch
+        records: list[MetadataRecord] = []
+        shutdown_now = unfenced = False
+        if reg.fenced:
+            if request.want_shut_down:
+                shutdown_now = True
+            elif caught_up:
+                records = [BrokerRegistrationChangeRecord(BrokerId(b), epoch, False)] + elect_leaderless(image, b)
+                unfenced = True
+        elif reg.in_controlled_shutdown or request.want_shut_down:
+            if not leads:
+                shutdown_now = True
+                records = [BrokerRegistrationChangeRecord(BrokerId(b), epoch, True)] + move_leaders_off(image, b, True)
+            elif not reg.in_controlled_shutdown:
+                records = [BrokerRegistrationChangeRecord(BrokerId(b), epoch, None, True)]
+                records += move_leaders_off(image, b, False)
+        if records:
+            if self.writes_blocked(len(records)):
+                return BrokerHeartbeatResponse(ApiError.THROTTLING_QUOTA_EXCEEDED)
+            self.raft.append(records)
+        fenced = reg.fenced and not unfenced
+        return BrokerHeartbeatResponse(
+            ApiError.NONE, is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shutdown_now,
+            in_controlled_shutdown=reg.in_controlled_shutdown, appended=bool(records), unfenced=unfenced,
+        )
+
+    def _metadata_fetch(self, request: MetadataFetchRequest) -> MetadataFetchResponse:
+        """A broker fetches committed metadata from the leader (a deposed one serves what it has)."""
+        raft = self.raft
+        if raft.role is not QuorumRole.LEADER:
+            return MetadataFetchResponse(ApiError.NOT_LEADER_OR_FOLLOWER)
+        hw = raft.high_watermark
+        if request.fetch_offset >= hw:
+            return MetadataFetchResponse(ApiError.NONE, hw)
+        committed = raft.log[:hw]
+        diverging = diverging_point(committed, request.fetch_offset, request.last_fetched_epoch)
+        if diverging is not None:
+            return MetadataFetchResponse(ApiError.NONE, hw, *diverging)
+        return MetadataFetchResponse(ApiError.NONE, hw, records=tuple(committed[request.fetch_offset:]))
+
+    # ---- admin requests --------------------------------------------------------------------------
+
+    def _decide_write(self, image: Image) -> ApiError:
+        """In pre-migration every write but registrations and heartbeats is NOT_CONTROLLER (reference §6)."""
+        if image.migration_state is ZkMigrationState.PRE_MIGRATION:
+            return ApiError.NOT_CONTROLLER
+        return ApiError.NONE
+
+    def _alter_configs(self, event: Perform, action: AlterConfigs) -> Handler:
+        if not self.is_active() or self.writes_blocked():
+            return False
+        image = self.own_image()
+        if self._decide_write(image) is ApiError.NONE:
+            self.raft.append([ConfigRecord((image.config or 0) + 1)])
+        return True  # answered, refused or not
+        yield  # pragma: no cover - makes this a generator
+
+    def decide_metadata_version(self, image: Image, level: Ibp, upgrade_type: UpgradeType) -> ApiError:
+        """FeatureControlManager.updateFeature for metadata.version, in Kafka's order (reference §5.1)."""
+        if self._decide_write(image) is not ApiError.NONE:
+            return ApiError.NOT_CONTROLLER
+        if any(r.is_migrating_zk_broker and r.ibp != level for r in image.brokers.values()):
+            return ApiError.INVALID_UPDATE_VERSION  # a registered ZK broker advertises [IBP, IBP]
+        current = image.metadata_version
+        if current is not None and level < current and upgrade_type is UpgradeType.UPGRADE:
+            return ApiError.INVALID_UPDATE_VERSION
+        if current is not None and level > current and upgrade_type is not UpgradeType.UPGRADE:
+            return ApiError.INVALID_UPDATE_VERSION  # "Can't downgrade to a newer version."
+        if image.migration_state.in_progress:
+            # "Unable to modify metadata.version while a ZK migration is in progress."
+            return ApiError.INVALID_UPDATE_VERSION
+        if current is not None and level < current:
+            return ApiError.INVALID_UPDATE_VERSION  # every modelled downgrade changes metadata
+        return ApiError.NONE
+
+    def _update_metadata_version(self, event: Perform, action: UpdateMetadataVersion) -> Handler:
+        if not self.is_active() or self.writes_blocked():
+            return False
+        image = self.own_image()
+        refused = self.decide_metadata_version(image, action.level, action.upgrade_type) is not ApiError.NONE
+        if not refused and action.level != image.metadata_version:
+            self.raft.append([FeatureLevelRecord(METADATA_VERSION, action.level)])
+        return True
+        yield  # pragma: no cover - makes this a generator
+
+    # ---- requests from other nodes ---------------------------------------------------------------
+
+    def _serve(self, event: RpcRequest, request: Any) -> Handler:
+        if not self._alive:
+            return None
+        match request:
+            case VoteRequest():
+                return self.raft.handle_vote(request, ImplBug.VOTE_IGNORES_LOG in self.bugs)
+            case FetchRequest():
+                return self.raft.handle_fetch(request)
+            case ApiVersionsRequest():
+                return ApiVersionsResponse(self.migration_enabled and self.zk_configured, self.migration_enabled)
+            case BrokerRegistrationRequest():
+                return self._register_broker(request)
+            case BrokerHeartbeatRequest():
+                return self._broker_heartbeat(request)
+            case MetadataFetchRequest():
+                return self._metadata_fetch(request)
+        raise TypeError(f"not a request a KRaft controller serves: {request!r}")
+        yield  # pragma: no cover - makes this a generator
+
+    _ACTIONS: dict[type, Any] = {}
+
+    # ---- the refinement map ----------------------------------------------------------------------
+
+    def abstract(self, view: Any) -> KRaftController:
+        raft = self.raft
+
+        def rename(broker: int, incarnation: int) -> int:
+            return view.incarnation(broker, incarnation)
+
+        log = tuple(LogEntry(e.epoch, rename_record(e.record, rename)) for e in raft.log)
+        return KRaftController(
+            id=ControllerId(self.node_id),
+            config=ControllerConfig(self.migration_enabled, self.bootstrap_metadata_version, self.zk_configured),
+            alive=self._alive,
+            epoch=KRaftEpoch(raft.epoch),
+            voted_for=None if raft.voted_for is None else ControllerId(raft.voted_for),
+            log=log,
+            role=raft.role,
+            leader=None if raft.leader is None else ControllerId(raft.leader),
+            votes=frozenset(ControllerId(v) for v in raft.votes),
+            high_watermark=raft.high_watermark,
+            fetched=tuple(raft.fetched),
+            active=raft.active,
+            driver=None if self.driver is None else self.driver.abstract(),
+        )
+
+
+def _driver_event(name: str):
+    """The handler of a driver action: the driver's event method of that name (refused without a driver)."""
+
+    def run(node: ControllerNode, event: Perform, action: Any) -> Handler:
+        if node.driver is None:
+            return False
+        return (yield from getattr(node.driver, name)(event.now))
+
+    return run
+
+
+ControllerNode._ACTIONS = {
+    StartElection: ControllerNode._start_election,
+    RequestVote: ControllerNode._request_vote,
+    BecomeLeader: ControllerNode._become_leader,
+    Fetch: ControllerNode._fetch,
+    SessionTimeout: ControllerNode._session_timeout,
+    AlterConfigs: ControllerNode._alter_configs,
+    UpdateMetadataVersion: ControllerNode._update_metadata_version,
+    **{
+        action: _driver_event(name)
+        for action, name in (
+            (RecoverMigrationState, "recover_migration_state"),
+            (KRaftLeaderChange, "kraft_leader_change"),
+            (WaitForControllerQuorum, "wait_for_controller_quorum"),
+            (WaitForZkBrokers, "wait_for_zk_brokers"),
+            (BecomeZkController, "become_zk_controller"),
+            (MigrateMetadata, "migrate_metadata"),
+            (CompleteMigration, "complete_migration"),
+            (MigrationCommitted, "migration_committed"),
+            (SyncKRaftToZk, "sync_kraft_to_zk"),
+            (SendRPCsToBrokers, "send_rpcs_to_brokers"),
+            (DualWrite, "dual_write"),
+        )
+    },
+}
+
+
+# ---- partition changes a broker's state causes (ReplicationControlManager) ---------------------------
+
+def move_leaders_off(image: Image, b: int, drop_from_isr: bool) -> list[MetadataRecord]:
+    """Partition changes taking ``b`` out of leadership (and the ISR when it is fenced)."""
+    unfenced = set(image.unfenced()) - {b}
+    records: list[MetadataRecord] = []
+    for p, part in enumerate(image.partitions):
+        if part.leader != b and not (drop_from_isr and b in part.isr):
+            continue
+        isr = tuple(r for r in part.isr if r != b) if drop_from_isr or part.leader == b else part.isr
+        if part.leader == b:
+            candidates = [r for r in isr if r in unfenced]
+            leader = candidates[0] if candidates else NO_LEADER
+            if leader == NO_LEADER:
+                isr = part.isr  # Kafka never empties the ISR: the last member is kept for a clean election
+        else:
+            leader = part.leader
+        if (leader, isr) != (part.leader, part.isr):
+            records.append(PartitionChangeRecord(p, BrokerId(leader), isr, LeaderEpoch(part.leader_epoch + 1)))
+    return records
+
+
+def elect_leaderless(image: Image, b: int) -> list[MetadataRecord]:
+    """On unfencing: leaderless partitions whose ISR holds ``b`` get it as leader."""
+    return [
+        PartitionChangeRecord(p, BrokerId(b), part.isr, LeaderEpoch(part.leader_epoch + 1))
+        for p, part in enumerate(image.partitions)
+        if part.leader == NO_LEADER and b in part.isr
+    ]
+
+
+def _is_metadata(rec: MetadataRecord) -> bool:
+    """Records that carry metadata (what the write-behind lag counts), not Raft or transaction markers."""
+    return not isinstance(rec, (LeaderChangeMessage, BeginTransactionRecord, EndTransactionRecord,
+                                AbortTransactionRecord))
