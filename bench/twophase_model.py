@@ -20,6 +20,11 @@ where a plain Python value is faster to build, hash and compare:
 - ``rm_state``: a tuple of those ints, indexed by RM (RMs are 0..N-1);
 - ``tm_prepared`` and ``msgs``: bitmasks. ``msgs`` holds ``COMMIT_MSG``, ``ABORT_MSG`` and one
   ``prepared_msg(rm)`` bit per RM; like the TLA+ set, messages are only ever added.
+
+The exploration (``bench.twophase``) runs on ``Packed``: the same state graph with each state
+packed into one int and each step an addition, so that generating a successor allocates at most
+one int and the seen-set holds ints. The records above stay the specification: ``Packed`` is
+checked against them state by state (tests/test_twophase.py), and traces are told in them.
 """
 
 from __future__ import annotations
@@ -257,3 +262,103 @@ def reachable_states(rms: int) -> int:
     An independent check on the exploration, for N where TLC published no figure (N=8: 1,745,408).
     """
     return 2**rms + 4**rms + 6**rms
+
+
+# ---- the packed encoding: what the exploration runs on --------------------------------------------
+
+
+class Packed:
+    """TwoPhase for ``rms`` RMs with a state packed into one int, and a step into one addition.
+
+    Layout, from bit 0 up: rmState (2 bits per RM, RM ``rm`` at bit 2*rm), tmState (2 bits),
+    tmPrepared (one bit per RM), msgs (the record's bitmask, ``COMMIT_MSG`` first). Every action
+    changes a few fields by a fixed amount given the fields it reads, so a step is ``code + delta``
+    (0 for a stuttering step) and ``deltas(code)`` lists one delta per enabled action, in the
+    order of ``actions``, so the search meets states in the same order as over the records. The
+    deltas come from two tables built lazily during a run, each keyed by the fields its actions read:
+    - the RM actions (RMPrepare, RMChooseToAbort, RMRcvCommitMsg, RMRcvAbortMsg) read rmState and
+      whether Commit or Abort was sent;
+    - the TM actions (TMCommit, TMAbort, TMRcvPrepared) are enabled only in tmState init, and then
+      read tmPrepared and msgs, the bits above tmState.
+    """
+
+    def __init__(self, rms: int, variant: Variant = CORRECT) -> None:
+        self.rms = rms
+        self.variant = variant
+        self.tm_shift = 2 * rms
+        self.tm_prepared_shift = self.tm_shift + 2
+        self.msgs_shift = self.tm_prepared_shift + rms
+        self.rm_mask = (1 << 2 * rms) - 1
+        self._low_bits = sum(1 << 2 * rm for rm in range(rms))  # the low bit of each RM's field
+        self._rm_deltas: dict[int, tuple[int, ...]] = {}
+        self._tm_deltas: dict[int, tuple[int, ...]] = {}
+        # Sent decisions (COMMIT_MSG, ABORT_MSG) moved down next to rmState, for the RM table's key.
+        self._decisions_shift = self.msgs_shift - 2 * rms
+        self._decisions_mask = 3 << 2 * rms
+
+    def pack(self, state: TwoPhaseState) -> int:
+        rm_bits = sum(rm_state << 2 * rm for rm, rm_state in enumerate(state.rm_state))
+        return (
+            rm_bits
+            | state.tm_state << self.tm_shift
+            | state.tm_prepared << self.tm_prepared_shift
+            | state.msgs << self.msgs_shift
+        )
+
+    def unpack(self, code: int) -> TwoPhaseState:
+        rm_state = tuple((code >> 2 * rm) & 3 for rm in range(self.rms))
+        tm_prepared = (code >> self.tm_prepared_shift) & ((1 << self.rms) - 1)
+        return TwoPhaseState(rm_state, (code >> self.tm_shift) & 3, tm_prepared, code >> self.msgs_shift)
+
+    def deltas(self, code: int) -> tuple[int, ...]:
+        """One delta per enabled action in ``code``: the successors are ``code + delta``."""
+        key = (code & self.rm_mask) | ((code >> self._decisions_shift) & self._decisions_mask)
+        found = self._rm_deltas.get(key)
+        if found is None:
+            found = self._rm_deltas[key] = self._rm_actions(key)
+        if (code >> self.tm_shift) & 3 == TM_INIT:
+            key = code >> self.tm_prepared_shift
+            tm = self._tm_deltas.get(key)
+            if tm is None:
+                tm = self._tm_deltas[key] = self._tm_actions(key)
+            found = tm + found  # the TM's actions come first in ``actions``
+        return found
+
+    def successors(self, code: int) -> list[int]:
+        return [code + delta for delta in self.deltas(code)]
+
+    def consistent(self, code: int) -> bool:
+        """TCConsistent: no RM field is COMMITTED (0b10) while another is ABORTED (0b11)."""
+        rms, low = code & self.rm_mask, self._low_bits
+        return not ((rms >> 1) & ~rms & low and rms & (rms >> 1) & low)
+
+    def _rm_actions(self, key: int) -> tuple[int, ...]:
+        out = []
+        sent = key >> 2 * self.rms
+        for rm in range(self.rms):
+            if (key >> 2 * rm) & 3 == WORKING:
+                out.append((PREPARED << 2 * rm) + (prepared_msg(rm) << self.msgs_shift))  # RMPrepare
+                out.append(ABORTED << 2 * rm)  # RMChooseToAbort
+        for message, outcome in ((COMMIT_MSG, COMMITTED), (ABORT_MSG, ABORTED)):  # RMRcvCommitMsg, RMRcvAbortMsg
+            if sent & message:
+                out += [(outcome - ((key >> 2 * rm) & 3)) << 2 * rm for rm in range(self.rms)]
+        return tuple(out)
+
+    def _tm_actions(self, key: int) -> tuple[int, ...]:
+        tm_prepared, msgs = key & ((1 << self.rms) - 1), key >> self.rms
+        out = []
+        if tm_prepared == (1 << self.rms) - 1 or self.variant.early_commit:  # TMCommit
+            out.append((TM_COMMITTED << self.tm_shift) + (COMMIT_MSG << self.msgs_shift))
+        out.append((TM_ABORTED << self.tm_shift) + (ABORT_MSG << self.msgs_shift))  # TMAbort
+        for rm in range(self.rms):  # TMRcvPrepared
+            if msgs & prepared_msg(rm):
+                out.append(0 if tm_prepared >> rm & 1 else 1 << (self.tm_prepared_shift + rm))
+        return tuple(out)
+
+    def action_between(self, code: int, nxt: int) -> Action:
+        """The first action (in ``actions`` order) that takes ``code`` to ``nxt``, for a trace."""
+        state = self.unpack(code)
+        for action, after in successors(state, self.variant):
+            if self.pack(after) == nxt:
+                return action
+        raise ValueError(f"no step from {state} to {self.unpack(nxt)}")

@@ -18,6 +18,7 @@ from bench.twophase_model import (
     COMMITTED,
     CORRECT,
     EARLY_COMMIT,
+    Packed,
     RMChooseToAbort,
     RMPrepare,
     RMRcvAbortMsg,
@@ -94,6 +95,19 @@ def test_twophase_actions_lists_every_enabled_action():
             enabled = [a for a in every_action(3) if step(state, a, variant) is not None]
             listed = [a for a in actions(state) if step(state, a, variant) is not None]
             assert sorted(map(repr, listed)) == sorted(map(repr, enabled))
+
+
+@pytest.mark.parametrize("variant", [CORRECT, EARLY_COMMIT], ids=["correct", "early_commit"])
+@pytest.mark.parametrize("rms", range(1, 5))
+def test_twophase_packed_states_step_exactly_as_the_records(rms, variant):
+    """The search runs on ``Packed``: from every reachable state, its successors are the records'
+    successors packed, stutters included and in the same order, and TCConsistent agrees."""
+    packed = Packed(rms, variant)
+    for state in reachable(rms, variant):
+        code = packed.pack(state)
+        assert packed.unpack(code) == state
+        assert packed.successors(code) == [packed.pack(after) for _, after in successors(state, variant)]
+        assert packed.consistent(code) == tc_consistent(state)
 
 
 def test_twophase_tm_commits_only_when_every_rm_prepared():
