@@ -46,6 +46,14 @@ class Deliver:
     message: Message
 
 
+@record
+class Redeliver:
+    """The network delivers a copy of a message that stays in flight: a request resent after a
+    reconnect (Kafka's RequestSendThread resends until it gets a response). (perturbation)"""
+
+    message: Message
+
+
 # ---- broker processes ----------------------------------------------------------------------
 
 
@@ -386,6 +394,7 @@ Action = (
     | ZkRecover
     | ExpireSession
     | Drop
+    | Redeliver
     | Deliver
     | CrashBroker
     | StopBroker
@@ -440,6 +449,7 @@ PERTURBATIONS: frozenset[type] = frozenset(
         ZkOutage,
         ExpireSession,
         Drop,
+        Redeliver,
         CrashBroker,
         StopBroker,
         ChangeIbp,

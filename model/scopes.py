@@ -396,6 +396,7 @@ SCOPES: dict[str, Scope] = {
                 elections=6,
                 outages=2,
                 drops=3,
+                duplicates=2,
                 operator=4,
                 shutdowns=3,
                 max_in_flight=10,

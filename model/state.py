@@ -277,6 +277,7 @@ class Budget:
     elections: int = 0  # controller elections won
     outages: int = 0  # ZooKeeper unavailable
     drops: int = 0  # messages lost
+    duplicates: int = 0  # messages delivered twice (Redeliver)
     operator: int = 0  # UpdateFeatures requests and IBP changes
     shutdowns: int = 0  # ControlledShutdown requests brokers may send
     max_in_flight: int = 6  # a cap, not spent: a send that would exceed it waits

@@ -49,6 +49,7 @@ from model.actions import (
     ProcessBrokerChange,
     ReconfigureController,
     RecoverMigrationState,
+    Redeliver,
     RefreshFeatureCache,
     RegisterBroker,
     RegisterWithKRaft,
@@ -141,6 +142,8 @@ def step(state: ClusterState, action: Action, variant: Variant = CORRECT) -> Clu
             return _zk_recover(state)
         case ExpireSession(session=session):
             return _expire_session(state, session, variant)
+        case Redeliver(message=message):
+            return _redeliver(state, message, variant)
         case Drop(message=message):
             return _drop(state, message)
         case Deliver(message=message):
@@ -469,6 +472,17 @@ def _expire_session(state: ClusterState, session: SessionId, variant: Variant) -
         return None
     state = _spend(state, expiries=1)
     return state.replace(zk=zkm.close_session(state.zk, session, variant.bugs))
+
+
+def _redeliver(state: ClusterState, message: Message, variant: Variant) -> ClusterState | None:
+    """A duplicate: the message is delivered as by ``Deliver`` and a copy stays in flight."""
+    if message not in state.network or state.budget.duplicates <= 0:
+        return None
+    after = _deliver(state, message, variant)
+    if after is None:
+        return None
+    after = _spend(after, duplicates=1).replace(network=after.network | {message})
+    return None if len(after.network) > after.budget.max_in_flight else after
 
 
 def _drop(state: ClusterState, message: Message) -> ClusterState | None:
@@ -959,7 +973,7 @@ def candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
             actions += [ElectPartitionLeader(i, PartitionId(p)) for p in range(len(scope.partitions))]
             actions += [UpdateFeatures(i, f, FeatureLevel(lvl), allow) for f, lvl, allow in scope.feature_updates]
     for m in sorted(state.network, key=message_sort_key):
-        actions += [Deliver(m), Drop(m)]
+        actions += [Deliver(m), Drop(m), Redeliver(m)]
     if state.controllers:
         actions += kraft_candidate_actions(state, scope)
     return actions

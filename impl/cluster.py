@@ -1,0 +1,379 @@
+"""The runner: a whole cluster of sans-IO nodes, its ZooKeeper port and its network, driven step by step.
+
+Rules:
+- ``Cluster.run(node, event)`` is the only place a node's effects happen: ZooKeeper calls go to
+  the port (errors are thrown back into the node's generator), messages go on the network, RPCs
+  run the peer's handler inside the caller's step, traces are collected. After every ZooKeeper
+  call the fired watches are handed to the nodes whose sessions set them.
+- ``Cluster.perform(action)`` drives the implementation with one model action: the acting node
+  gets ``Perform(action)``, or the environment does it (deliver or drop a message, a ZooKeeper
+  outage, a session expiry, a crash, a restart, an operator's reconfiguration or znode
+  deletion). It returns the model actions the implementation says it took: usually
+  ``[action]``, ``[]`` for a refusal, or something else when the world decided otherwise (a
+  clean stop whose session could not be closed is a crash).
+- Time and randomness come from outside: ``now`` is set by the simulator, incarnation ids are
+  drawn from the cluster's ``random.Random(seed)``, message delays and partitions are hooks the
+  simulator sets (``delay``, ``reachable``). Driven by the differential tests, time stands still,
+  every message can be delivered at once and nothing is partitioned.
+- ``Cluster.from_scope(scope)`` builds the implementation of a model scope's cold start
+  (``model.scopes.cold_state``): the same znodes (written as Kafka's JSON under real parents),
+  one process per broker and per KRaft controller with the same configuration, as Kafka
+  properties.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from impl.bugs import ImplBug
+from impl.codec import IBP_NAMES, PERSISTENT_PATHS, encode
+from impl.protocol import (
+    DEFER,
+    Crash,
+    Event,
+    Node,
+    Perform,
+    Receive,
+    Reconfigure,
+    Rpc,
+    RpcRequest,
+    Send,
+    Start,
+    Stop,
+    Trace,
+    Unreachable,
+    ZkCall,
+)
+from impl.refinement import View
+from impl.zk.port import ZkError, ZkPort, parent_of
+from model.actions import (
+    Action,
+    ChangeIbp,
+    CrashBroker,
+    CrashController,
+    DeleteControllerZNodes,
+    Deliver,
+    Drop,
+    ExpireSession,
+    MigrateBrokerToKRaft,
+    ReconfigureController,
+    RestartBroker,
+    RestartController,
+    RollbackBrokerToZk,
+    SessionTimeout,
+    ShutdownController,
+    StopBroker,
+    ZkOutage,
+    ZkRecover,
+)
+from model.kraft import FIRST_CONTROLLER_ID
+from model.state import CONTROLLER, CONTROLLER_EPOCH, Message
+
+SESSION_TIMEOUT_MS = 6_000  # zookeeper.session.timeout.ms (Kafka's default is 18 s; shorter to keep runs short)
+ZOOKEEPER_CONNECT = "zookeeper:2181"
+
+
+@dataclass
+class InFlight:
+    seq: int
+    message: Message
+    deliver_at: int
+
+
+def voters_config(controllers: int) -> str:
+    """controller.quorum.voters for ``controllers`` KRaft controllers with ids from 3000."""
+    ids = [FIRST_CONTROLLER_ID + i for i in range(max(controllers, 1))]
+    return ",".join(f"{c}@controller-{c}:9093" for c in ids)
+
+
+def broker_properties(broker_id: int, config, voters: str) -> dict[str, str]:
+    """A broker's server.properties, from the model's BrokerConfig."""
+    props = {
+        "broker.id": str(broker_id),
+        "inter.broker.protocol.version": IBP_NAMES[config.ibp],
+        "zookeeper.connect": ZOOKEEPER_CONNECT,
+        "zookeeper.metadata.migration.enable": "true" if config.migration_enabled else "false",
+    }
+    if config.controller_configs:
+        props["controller.quorum.voters"] = voters
+        props["controller.listener.names"] = "CONTROLLER"
+    if config.kraft_mode:
+        props["process.roles"] = "broker"
+        props["node.id"] = str(broker_id)
+    return props
+
+
+def controller_properties(controller_id: int, config, voters: str) -> dict[str, str]:
+    """A KRaft controller's server.properties, from the model's ControllerConfig."""
+    props = {
+        "node.id": str(controller_id),
+        "process.roles": "controller",
+        "controller.quorum.voters": voters,
+        "controller.listener.names": "CONTROLLER",
+        "zookeeper.metadata.migration.enable": "true" if config.migration_enabled else "false",
+    }
+    if config.zk_configured:
+        props["zookeeper.connect"] = ZOOKEEPER_CONNECT
+    return props
+
+
+class Cluster:
+    def __init__(self, port: ZkPort, view: View, seed: int = 0) -> None:
+        self.port = port
+        self.view = view
+        self.rng = random.Random(seed)
+        self.brokers: dict[int, Node] = {}
+        self.controllers: dict[int, Node] = {}
+        self.network: list[InFlight] = []
+        self.session_owner: dict[int, int] = {}  # ZooKeeper session -> the node that opened it
+        self.operator_session = 0  # the admin tool's session (bootstrap, rollback's znode deletion)
+        self.zk_available = True
+        self.now = 0
+        self.trace_log: list[tuple[int, Action]] = []  # (stimulus id, action), the whole run
+        self._stimulus = 0
+        self._seq = 0
+        # hooks the simulator sets
+        self.delay: Callable[[Message], int] = lambda message: 0
+        self.reachable: Callable[[int, int], bool] = lambda source, dest: True
+        self.on_deliver_copy: Callable[[Message], None] = lambda message: None
+
+    # ---- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_scope(cls, scope, bugs: frozenset[ImplBug] = frozenset(), port: ZkPort | None = None,
+                   seed: int = 0) -> Cluster:
+        from model.scopes import cold_state
+
+        cold = cold_state(scope)
+        if port is None:
+            from impl.zk.embedded import EmbeddedZk
+
+            port = EmbeddedZk()
+        cluster = cls(port, View(partitions=len(scope.partitions)), seed)
+        cluster.operator_session = port.open_session(SESSION_TIMEOUT_MS)
+        created: dict[int, int] = {}
+        for path in PERSISTENT_PATHS:
+            cluster._ensure(path)
+        for path, node in zip(cold.zk.paths, cold.zk.nodes):
+            cluster._ensure(parent_of(path))
+            stat = port.create(cluster.operator_session, path, encode(path, node.data))
+            created[stat.czxid] = node.czxid
+        voters = voters_config(len(cold.controllers))
+        if cold.brokers:
+            from impl.broker import BrokerNode
+
+            for b in cold.brokers:
+                cluster.brokers[b.id] = BrokerNode(b.id, broker_properties(b.id, b.config, voters), b.config.supported,
+                                                   bugs)
+        if cold.controllers:
+            from impl.kraft_controller import ControllerNode
+
+            for c in cold.controllers:
+                node = ControllerNode(c.id, controller_properties(c.id, c.config, voters), c.config.metadata_version,
+                                      scope.budget.max_lag, bugs)
+                node.zk_session = port.open_session(SESSION_TIMEOUT_MS)
+                cluster.session_owner[node.zk_session] = c.id
+                cluster.controllers[c.id] = node
+        cluster.view.booted(port.last_zxid(), cold.zk.zxid, created)
+        port.drain_watch_events()
+        return cluster
+
+    def _ensure(self, path: str) -> None:
+        if path == "/" or self.port.exists(self.operator_session, path) is not None:
+            return
+        self._ensure(parent_of(path))
+        self.port.create(self.operator_session, path, b"")
+
+    # ---- running a node's handler ----------------------------------------------------------------
+
+    def node(self, node_id: int) -> Node:
+        return self.brokers[node_id] if node_id in self.brokers else self.controllers[node_id]
+
+    def event_fields(self) -> dict[str, int]:
+        self._stimulus += 1
+        return {"now": self.now, "stimulus_id": self._stimulus}
+
+    def run(self, node: Node, event: Event, traces: list[Action] | None = None) -> tuple[Any, list[Action]]:
+        """Run ``node``'s handler for ``event`` to its end; returns its result and the traces of the step."""
+        traces = [] if traces is None else traces
+        handler = node.handle(event)
+        value: Any = None
+        error: ZkError | None = None
+        while True:
+            try:
+                effect = handler.throw(error) if error is not None else handler.send(value)
+            except StopIteration as stop:
+                return stop.value, traces
+            value, error = None, None
+            if isinstance(effect, ZkCall):
+                try:
+                    value = self._zk(node, effect)
+                except ZkError as e:
+                    error = e
+            elif isinstance(effect, Send):
+                self.send(effect.message)
+            elif isinstance(effect, Rpc):
+                value = self._rpc(node, effect, event, traces)
+            elif isinstance(effect, Trace):
+                traces.append(effect.action)
+                self.trace_log.append((event.stimulus_id, effect.action))
+            else:
+                raise TypeError(f"{type(node).__name__} yielded {effect!r}, not an effect")
+
+    def _zk(self, node: Node, call: ZkCall) -> Any:
+        try:
+            result = getattr(self.port, call.method)(*call.args, **dict(call.kwargs))
+        finally:
+            self._route_watch_events()
+        if call.method == "open_session":
+            self.session_owner[result] = node.node_id
+            if node.node_id in self.brokers:
+                self.view.session_opened(result)
+        elif call.method == "close_session":
+            self.view.session_closed(call.args[0])
+        return result
+
+    def _route_watch_events(self) -> None:
+        for event in self.port.drain_watch_events():
+            owner = self.session_owner.get(event.session)
+            if owner is None:
+                continue
+            self.node(owner).notifications.add(event.path, "child" if event.kind == "child" else "data")
+
+    def _rpc(self, node: Node, rpc: Rpc, event: Event, traces: list[Action]) -> Any:
+        dest = self.brokers.get(rpc.dest) or self.controllers.get(rpc.dest)
+        if dest is None or not dest.alive or not self.reachable(node.node_id, rpc.dest):
+            return Unreachable(rpc.dest)
+        request = RpcRequest(event.now, event.stimulus_id, node.node_id, rpc.request)
+        response, _ = self.run(dest, request, traces)
+        return response
+
+    # ---- the network ----------------------------------------------------------------------------
+
+    def send(self, message: Message) -> None:
+        self._seq += 1
+        self.network.append(InFlight(self._seq, message, self.now + self.delay(message)))
+
+    def in_flight_messages(self) -> list[Message]:
+        return [entry.message for entry in self.network]
+
+    def _take(self, message: Message) -> InFlight | None:
+        for entry in self.network:
+            if entry.message == message:
+                return entry
+        return None
+
+    def deliver(self, entry: InFlight, keep: bool = False) -> list[Action]:
+        """Hand ``entry`` to its destination; ``keep``: a duplicate, the original stays in flight."""
+        message = entry.message
+        node = self.brokers.get(message.dest)
+        if node is None or not node.alive:
+            if not keep:
+                self.network.remove(entry)
+            return [Deliver(message)]
+        traces: list[Action] = [Deliver(message)]
+        result, _ = self.run(node, Receive(message=message, **self.event_fields()), traces)
+        if result is DEFER:
+            if len(traces) > 1:
+                raise AssertionError(f"node {node.node_id} deferred {message} after acting on it: {traces[1:]}")
+            return []
+        if not keep:
+            self.network.remove(entry)
+        self.trace_log.append((self._stimulus, traces[0]))
+        return traces
+
+    # ---- one model action -----------------------------------------------------------------------
+
+    def perform(self, action: Action) -> list[Action]:
+        match action:
+            case Deliver(message=m):
+                entry = self._take(m)
+                return [] if entry is None else self.deliver(entry)
+            case Drop(message=m):
+                entry = self._take(m)
+                if entry is None:
+                    return []
+                self.network.remove(entry)
+                return self._env(action)
+            case ZkOutage():
+                if not self.zk_available:
+                    return []
+                self.zk_available = False
+                self.port.set_available(False)
+                return self._env(action)
+            case ZkRecover():
+                if self.zk_available:
+                    return []
+                self.zk_available = True
+                self.port.set_available(True)
+                return self._env(action)
+            case ExpireSession(session=s):
+                session = self.view.impl_session(s)
+                if session is None or not self.zk_available or not self.port.session_alive(session):
+                    return []
+                self.port.expire_session(session)
+                self.view.session_closed(session)
+                self._route_watch_events()
+                return self._env(action)
+            case DeleteControllerZNodes():
+                return self._delete_controller_znodes(action)
+            case CrashBroker(broker=n) | CrashController(controller=n):
+                return self._lifecycle(n, Crash(**self.event_fields()))
+            case StopBroker(broker=n) | ShutdownController(controller=n):
+                return self._lifecycle(n, Stop(**self.event_fields()))
+            case RestartBroker(broker=n) | RestartController(controller=n):
+                return self._lifecycle(n, Start(incarnation=self.rng.getrandbits(62) | 1, **self.event_fields()))
+            case ChangeIbp(broker=b, ibp=ibp):
+                return self._reconfigure(b, {"inter.broker.protocol.version": IBP_NAMES[ibp]})
+            case MigrateBrokerToKRaft(broker=b):
+                return self._reconfigure(b, {"process.roles": "broker", "node.id": str(b)})
+            case RollbackBrokerToZk(broker=b):
+                return self._reconfigure(b, {"process.roles": ""})
+            case ReconfigureController(controller=c, migration_enabled=enabled):
+                return self._reconfigure(c, {"zookeeper.metadata.migration.enable": "true" if enabled else "false"})
+            case _:
+                node = self.node(self.actor(action))
+                _, traces = self.run(node, Perform(action=action, **self.event_fields()))
+                return traces
+
+    @staticmethod
+    def actor(action: Action) -> int:
+        """The node that takes ``action``: the broker, except for the controller's own SessionTimeout."""
+        if hasattr(action, "broker") and not isinstance(action, SessionTimeout):
+            return action.broker
+        return action.controller
+
+    def _env(self, action: Action) -> list[Action]:
+        self.trace_log.append((self.event_fields()["stimulus_id"], action))
+        return [action]
+
+    def _lifecycle(self, node_id: int, event: Event) -> list[Action]:
+        _, traces = self.run(self.node(node_id), event)
+        return traces
+
+    def _reconfigure(self, node_id: int, changes: dict[str, str]) -> list[Action]:
+        event = Reconfigure(changes=tuple(sorted(changes.items())), **self.event_fields())
+        _, traces = self.run(self.node(node_id), event)
+        return traces
+
+    def _delete_controller_znodes(self, action: Action) -> list[Action]:
+        """KIP-866 §Rollback to ZK, last step: the operator deletes /controller and /controller_epoch
+        (the seed's procedure) once every KRaft controller is down."""
+        from impl.codec import decode
+        from impl.zk.port import DeleteOp
+        from model.migration import KRaftControllerZNode
+
+        if not self.zk_available or any(c.alive for c in self.controllers.values()):
+            return []
+        try:
+            data, _ = self.port.get_data(self.operator_session, CONTROLLER)
+        except ZkError:
+            return []
+        if not isinstance(decode(CONTROLLER, data), KRaftControllerZNode):
+            return []
+        self.port.multi(self.operator_session, [DeleteOp(CONTROLLER), DeleteOp(CONTROLLER_EPOCH)])
+        self._route_watch_events()
+        return self._env(action)

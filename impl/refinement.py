@@ -1,0 +1,184 @@
+"""The refinement map: the implementation's state, seen as a state of the model.
+
+Rules:
+- ``abstract(cluster, aux)`` builds a ``model.state.ClusterState`` from the ZooKeeper store, the
+  messages in flight and each node's ``abstract(view)``. Budget, history and ghost are the
+  model's bookkeeping, not anything a process holds: they are taken from ``aux`` (the model
+  state the comparison is made against), so two states compare on what the cluster holds.
+- The model numbers some things its own way; ``View`` renames them consistently over a run:
+  ZooKeeper session ids (the model reuses the smallest free id), zxids (the model's cold start
+  creates its znodes one per zxid, with no parents; the implementation's bootstrap creates
+  parents and opens the KRaft controllers' sessions too) and incarnation ids (random in the
+  implementation, counted in the model).
+- Only the znodes the model knows are mapped (``impl.codec.kind_of`` is not "parent"), and only
+  the sessions of brokers: the KRaft controllers' ZooKeeper sessions are infrastructure the
+  model leaves out (it writes for them with no session).
+- ``differences(a, b)`` names every field where two model states differ, for a readable report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
+
+from impl.codec import decode, kind_of
+from model.kraft import Incarnation
+from model.state import ClusterState
+from model.types import NO_SESSION, SessionId, Zxid
+from model.zookeeper import WatchKind, ZkState, Znode
+
+if TYPE_CHECKING:
+    from impl.cluster import Cluster
+
+
+class View:
+    """The renamings between the implementation's identifiers and the model's, kept over a run."""
+
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+        self._sessions: dict[int, SessionId] = {}  # every broker session seen, alive or not
+        self._live: set[SessionId] = set()
+        self._boot_zxids: dict[int, Zxid] = {}
+        self._boot_impl = 0
+        self._boot_model = 0
+        self._incarnations: dict[int, dict[int, Incarnation]] = {}
+
+    # ---- sessions
+    def session_opened(self, session: int) -> SessionId:
+        """The model hands out the smallest session id not in use (model.zookeeper.open_session)."""
+        model_id = SessionId(1)
+        while model_id in self._live:
+            model_id = SessionId(model_id + 1)
+        self._sessions[session] = model_id
+        self._live.add(model_id)
+        return model_id
+
+    def session_closed(self, session: int) -> None:
+        model_id = self._sessions.get(session)
+        if model_id is not None:
+            self._live.discard(model_id)
+
+    def session(self, session: int | None) -> SessionId:
+        if not session:
+            return NO_SESSION
+        return self._sessions[session]
+
+    def impl_session(self, model_id: SessionId) -> int | None:
+        """The live implementation session the model calls ``model_id``."""
+        if model_id not in self._live:
+            return None
+        # the newest implementation session that got this model id is the live one
+        return [impl_id for impl_id, m in self._sessions.items() if m == model_id][-1]
+
+    def knows_session(self, session: int) -> bool:
+        return session in self._sessions
+
+    # ---- zxids
+    def booted(self, impl_zxid: int, model_zxid: int, created: dict[int, int]) -> None:
+        """The bootstrap ended at ``impl_zxid`` where the model's cold start ends at ``model_zxid``."""
+        self._boot_impl, self._boot_model = impl_zxid, model_zxid
+        self._boot_zxids = {i: Zxid(m) for i, m in created.items()}
+
+    def zxid(self, impl_zxid: int) -> Zxid:
+        if impl_zxid > self._boot_impl:
+            return Zxid(impl_zxid - self._boot_impl + self._boot_model)
+        if impl_zxid == self._boot_impl:
+            return Zxid(self._boot_model)
+        return self._boot_zxids[impl_zxid]
+
+    # ---- incarnations
+    def incarnation(self, node: int, value: int) -> Incarnation:
+        """The n-th distinct incarnation id of ``node`` is the model's Incarnation(n); 0 stays 0."""
+        if value == 0:
+            return Incarnation(0)
+        seen = self._incarnations.setdefault(node, {})
+        if value not in seen:
+            seen[value] = Incarnation(len(seen) + 1)
+        return seen[value]
+
+
+_WATCH_KINDS = {"data": WatchKind.DATA, "exists": WatchKind.DATA, "child": WatchKind.CHILD}
+
+
+def abstract_zk(cluster: Cluster) -> ZkState:
+    port, view = cluster.port, cluster.view
+    paths, nodes = [], []
+    for path, (data, stat) in sorted(cluster.port.snapshot().items()):
+        if kind_of(path) == "parent":
+            continue
+        owner = view.session(stat.ephemeral_owner) if stat.ephemeral_owner else NO_SESSION
+        paths.append(path)
+        nodes.append(Znode(decode(path, data), stat.version, view.zxid(stat.czxid), view.zxid(stat.mzxid), owner))
+    brokers = cluster.brokers
+    sessions = tuple(sorted(
+        (view.session(s), owner) for s, owner in cluster.session_owner.items()
+        if owner in brokers and port.session_alive(s)
+    ))
+    watches = frozenset(
+        (view.session(s), path, _WATCH_KINDS[kind]) for s, path, kind in port.armed_watches()
+        if cluster.session_owner.get(s) in brokers
+    )
+    notifications = frozenset(
+        (b, path, _WATCH_KINDS[kind]) for b, node in brokers.items() for path, kind in node.notifications.pending
+    )
+    return ZkState(view.zxid(port.last_zxid()), tuple(paths), tuple(nodes), sessions, watches, notifications,
+                   cluster.zk_available)
+
+
+def abstract(cluster: Cluster, aux: ClusterState) -> ClusterState:
+    """The model state the implementation is in; budget, history and ghost come from ``aux``."""
+    view = cluster.view
+    return ClusterState(
+        zk=abstract_zk(cluster),
+        brokers=tuple(cluster.brokers[b].abstract(view) for b in sorted(cluster.brokers)),
+        network=frozenset(cluster.in_flight_messages()),
+        budget=aux.budget,
+        controllers=tuple(cluster.controllers[c].abstract(view) for c in sorted(cluster.controllers)),
+        history=aux.history,
+        ghost=aux.ghost,
+    )
+
+
+# ---- reporting ------------------------------------------------------------------------------
+
+COMPARED = ("zk", "brokers", "network", "controllers")
+
+
+def same(a: ClusterState, b: ClusterState) -> bool:
+    return all(getattr(a, f) == getattr(b, f) for f in COMPARED)
+
+
+def differences(impl: ClusterState, model: ClusterState, limit: int = 12) -> list[str]:
+    """Readable lines naming each differing field: ``brokers[1].epoch: impl 7, model 9``."""
+    out: list[str] = []
+    for name in COMPARED:
+        _diff(name, getattr(impl, name), getattr(model, name), out)
+    return out[:limit] + ([f"... and {len(out) - limit} more"] if len(out) > limit else [])
+
+
+def _diff(where: str, a: Any, b: Any, out: list[str]) -> None:
+    if a == b:
+        return
+    if isinstance(a, ZkState) and isinstance(b, ZkState):
+        pa, pb = dict(zip(a.paths, a.nodes)), dict(zip(b.paths, b.nodes))
+        for path in sorted(set(pa) | set(pb)):
+            _diff(f"zk[{path}]", pa.get(path), pb.get(path), out)
+        for f in ("zxid", "sessions", "watches", "notifications", "available"):
+            _diff(f"zk.{f}", getattr(a, f), getattr(b, f), out)
+        return
+    if isinstance(a, frozenset) and isinstance(b, frozenset):
+        for extra in sorted(map(repr, a - b)):
+            out.append(f"{where}: only in impl: {extra}")
+        for missing in sorted(map(repr, b - a)):
+            out.append(f"{where}: only in model: {missing}")
+        return
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and a and hasattr(a[0], "__slots__"):
+        for i, (x, y) in enumerate(zip(a, b)):
+            _diff(f"{where}[{i}]", x, y, out)
+        return
+    if type(a) is type(b) and hasattr(a, "__dataclass_fields__") and not isinstance(a, Znode | ZkState):
+        for f in fields(a):
+            _diff(f"{where}.{f.name}", getattr(a, f.name), getattr(b, f.name), out)
+        return
+    out.append(f"{where}: impl {a!r}, model {b!r}")
+

@@ -1,0 +1,1 @@
+"""The deterministic simulator around the implementation: clock, network, faults, operator."""

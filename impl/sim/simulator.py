@@ -1,0 +1,258 @@
+"""The deterministic simulator: a seeded clock, network, faults and operator around the implementation.
+
+Rules:
+- The simulator owns the only ``random.Random(seed)`` of a run. Every choice (what happens next,
+  a message's delay, which fault, an incarnation id) is drawn from it in a fixed order over
+  lists in a fixed order, so the same seed gives the same trace, byte for byte
+  (``Simulation.trace_text``), with either ZooKeeper adapter.
+- One simulated event is one ``Cluster.perform`` of a model action: a node's offered protocol
+  step, a due message delivery, a fault of the mix, or a step of the operator's runbook. The
+  clock advances by a random tick before each event; a message is deliverable once its delay
+  has passed and while no partition cuts its path; an RPC across a partition is unreachable.
+- With ``check=True`` every event is also checked against the model (``properties.differential``:
+  the model takes the implementation's traces, the abstracted implementation must equal the
+  model state, and the model's invariants must hold on it). The model's budgets are unbounded:
+  the fault mix, not a scope, decides what happens.
+- The operator runs KIP-866's runbook once the cluster shows it is ready (from what an operator
+  can see: ZooKeeper's /migration and each process's reported state): roll each ZK broker into
+  KRaft mode (stop, reconfigure, start) once the migration reached dual writes, then restart
+  each controller without the migration flag once every broker runs on KRaft (finalization).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+from impl.bugs import ImplBug
+from impl.cluster import Cluster
+from impl.sim.faults import FaultMix
+from model.actions import (
+    Action,
+    CrashBroker,
+    CrashController,
+    Deliver,
+    Drop,
+    ExpireSession,
+    MigrateBrokerToKRaft,
+    ReconfigureController,
+    Redeliver,
+    RestartBroker,
+    RestartController,
+    ShutdownController,
+    StopBroker,
+    ZkOutage,
+    ZkRecover,
+)
+from model.bugs import CORRECT
+from model.kraft import ZkMigrationState
+from model.migration import MigrationDriverState
+from model.scopes import Scope
+
+TICK_MS = 20  # the clock advances by 1..TICK_MS between events
+PARTITION_MS = (200, 2_000)  # how long a partition lasts
+
+
+@dataclass
+class Outcome:
+    seed: int
+    events: int
+    seconds: float
+    disagreement: str | None = None  # the first disagreement with the model or broken property, if any
+    progress: str = "none"  # how far the migration got (``PROGRESS``)
+    actions: dict[str, int] = field(default_factory=dict)  # events per action kind
+
+    @property
+    def ok(self) -> bool:
+        return self.disagreement is None
+
+
+PROGRESS = ("none", "zk-controller", "kraft-leader", "migration", "dual-write", "brokers-on-kraft", "finalized")
+
+
+class Simulation:
+    def __init__(self, scope: Scope, seed: int, faults: FaultMix, bugs: frozenset[ImplBug] = frozenset(),
+                 port=None, check: bool = True, runbook: bool = True) -> None:
+        self.scope, self.seed, self.faults, self.runbook = scope, seed, faults, runbook
+        self.rng = random.Random(seed)
+        if check:
+            from properties.differential import Differential
+
+            self.diff = Differential(scope, bugs=bugs, variant=CORRECT, port=port, seed=seed, bounded=False)
+            self.cluster = self.diff.cluster
+        else:
+            self.diff = None
+            self.cluster = Cluster.from_scope(scope, bugs=bugs, port=port, seed=seed)
+        self.cluster.delay = self._delay
+        self.cluster.reachable = self._reachable
+        self.cuts: dict[frozenset[int], int] = {}  # a partitioned pair -> when it heals
+        self.crashed_at: dict[int, int] = {}  # a dead broker's ZooKeeper session -> when its process died
+        self.events = 0
+        self.counts: dict[str, int] = {}
+        self.lines: list[str] = []
+        self.progress = 0
+
+    # ---- hooks the cluster calls --------------------------------------------------------------
+
+    def _delay(self, message) -> int:
+        return self.rng.randint(0, self.faults.delay_ms) if self.faults.delay_ms else 0
+
+    def _reachable(self, source: int, dest: int) -> bool:
+        healed = self.cuts.get(frozenset((source, dest)))
+        return healed is None or healed <= self.cluster.now
+
+    # ---- one event ----------------------------------------------------------------------------
+
+    def choices(self) -> list[tuple[float, Action]]:
+        c, f, now = self.cluster, self.faults, self.cluster.now
+        out: list[tuple[float, Action]] = []
+        for node_id in sorted(c.brokers) + sorted(c.controllers):
+            node = c.node(node_id)
+            if node.alive:
+                out += [(1.0, a) for a in node.offers(now)]
+                if f.crash:
+                    out.append((f.crash, CrashBroker(node_id) if node_id in c.brokers else CrashController(node_id)))
+                if f.stop:
+                    out.append((f.stop, StopBroker(node_id) if node_id in c.brokers else ShutdownController(node_id)))
+            elif f.restart:
+                out.append((f.restart, RestartBroker(node_id) if node_id in c.brokers else RestartController(node_id)))
+        for entry in c.network:
+            if entry.deliver_at > now or not self._reachable(self._sender(entry.message), entry.message.dest):
+                continue
+            out.append((1.0, Deliver(entry.message)))
+            if f.drop:
+                out.append((f.drop, Drop(entry.message)))
+            if f.duplicate:
+                out.append((f.duplicate, Redeliver(entry.message)))
+        out += self._zookeeper_faults()
+        if self.runbook:
+            out += [(0.05, a) for a in self._runbook()]
+        return out
+
+    @staticmethod
+    def _sender(message) -> int:
+        return getattr(message, "controller_id", getattr(message, "broker_id", -1))
+
+    def _zookeeper_faults(self) -> list[tuple[float, Action]]:
+        c, f = self.cluster, self.faults
+        out: list[tuple[float, Action]] = []
+        if not c.zk_available:
+            return [(f.recover, ZkRecover())] if f.recover else []
+        if f.outage:
+            out.append((f.outage, ZkOutage()))
+        for session, owner in sorted(c.session_owner.items()):
+            if owner not in c.brokers or not c.port.session_alive(session):
+                continue
+            model_id = c.view.session(session)
+            if c.view.impl_session(model_id) != session:
+                continue
+            node = c.brokers[owner]
+            if not node.alive or getattr(node, "zk_session", session) != session:
+                # a dead process's session lives until the server times it out
+                died = self.crashed_at.setdefault(session, c.now)
+                if c.now - died >= 6_000 and f.expire_dead:
+                    out.append((f.expire_dead, ExpireSession(model_id)))
+            elif f.expire:
+                out.append((f.expire, ExpireSession(model_id)))
+        return out
+
+    def _partition(self) -> None:
+        ids = sorted(self.cluster.brokers) + sorted(self.cluster.controllers)
+        if len(ids) < 2:
+            return
+        a, b = self.rng.sample(ids, 2)
+        self.cuts[frozenset((a, b))] = self.cluster.now + self.rng.randint(*PARTITION_MS)
+
+    def step(self) -> Action | None:
+        c = self.cluster
+        if self.events % 25 == 0:
+            self._note_progress()
+        c.now += self.rng.randint(1, TICK_MS)
+        if self.faults.partition and self.rng.random() < self.faults.partition:
+            self._partition()
+        options = self.choices()
+        if not options:
+            return None
+        action = self.rng.choices([a for _, a in options], weights=[w for w, _ in options])[0]
+        traces = self.diff.apply(action) if self.diff is not None else c.perform(action)
+        self.events += 1
+        name = type(action).__name__
+        self.counts[name] = self.counts.get(name, 0) + 1
+        self.lines.append(f"{c.now} {action}" + ("" if traces == [action] else f" -> {traces}"))
+        return action
+
+    def run(self, events: int) -> Outcome:
+        from properties.differential import Disagreement
+
+        start = time.perf_counter()
+        disagreement = None
+        try:
+            for _ in range(events):
+                if self.step() is None:
+                    break
+        except Disagreement as e:
+            disagreement = str(e)
+        self._note_progress()
+        return Outcome(self.seed, self.events, time.perf_counter() - start, disagreement, PROGRESS[self.progress],
+                       dict(sorted(self.counts.items())))
+
+    def trace_text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+    # ---- the operator -------------------------------------------------------------------------
+
+    def _runbook(self) -> list[Action]:
+        """The next operator step of KIP-866's runbook, when what the operator can see allows it."""
+        c = self.cluster
+        if self.progress < PROGRESS.index("dual-write"):
+            return []
+        brokers = [c.brokers[b] for b in sorted(c.brokers)]
+        for node in brokers:
+            state = node.abstract(c.view)
+            if state.config.kraft_mode:
+                if not state.alive:
+                    return [RestartBroker(state.id)]
+                if state.lifecycle.value != "Online":
+                    return []  # one broker at a time: wait until it is back
+                continue
+            if state.alive:
+                return [StopBroker(state.id)]
+            if state.config.migration_enabled:
+                return [MigrateBrokerToKRaft(state.id)]
+            return []
+        for cid in sorted(c.controllers):
+            state = c.controllers[cid].abstract(c.view)
+            if state.config.migration_enabled:
+                return [ShutdownController(cid)] if state.alive else [ReconfigureController(cid, False)]
+            if not state.alive:
+                return [RestartController(cid)]
+        return []
+
+    def _note_progress(self) -> None:
+        """How far the migration got, from what the processes report (their state, abstracted)."""
+        c = self.cluster
+        brokers = [c.brokers[b].abstract(c.view) for b in sorted(c.brokers)]
+        controllers = [c.controllers[k].abstract(c.view) for k in sorted(c.controllers)]
+        level = 1 if any(b.controller is not None for b in brokers) else 0
+        leaders = [k for k in controllers if k.active]
+        if leaders:
+            level = max(level, 2)
+        drivers = [k.driver.state for k in leaders if k.driver is not None]
+        if any(_committed_state(k) is not ZkMigrationState.NONE for k in leaders):
+            level = max(level, 3)
+        if MigrationDriverState.DUAL_WRITE in drivers:
+            level = max(level, 4)
+        if level >= 4 and brokers and all(b.config.kraft_mode and b.alive for b in brokers):
+            level = max(level, 5)
+        if any(_committed_state(k) is ZkMigrationState.POST_MIGRATION for k in leaders):
+            level = 6
+        self.progress = max(self.progress, level)
+
+
+def _committed_state(controller) -> ZkMigrationState:
+    for entry in reversed(controller.log[:controller.high_watermark]):
+        record = entry.record
+        if type(record).__name__ == "ZkMigrationStateRecord":
+            return record.state
+    return ZkMigrationState.NONE

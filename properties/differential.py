@@ -1,0 +1,129 @@
+"""Differential testing: the implementation and the model, driven with the same steps, must agree.
+
+Rules:
+- ``Differential(scope)`` starts both from the scope's cold start and replays the scope's
+  warm-up (``model.scopes.warm_up``) through both, checking agreement at every step, so the
+  implementation is never put into a state by hand.
+- ``apply(action)`` performs ``action`` on the implementation (``impl.cluster.Cluster.perform``),
+  steps the model with the actions the implementation says it took (its traces), and then
+  requires ``abstract(impl) == model`` on everything a cluster holds (``impl.refinement``).
+  Three ways to disagree, each a ``Disagreement`` with a readable report:
+  - the implementation took a step the model does not allow there;
+  - the implementation refused a step (no trace) that the model takes, with a change;
+  - after the step, the abstracted implementation differs from the model (field by field).
+- The model's invariants are checked on the abstracted implementation state after every step
+  (with the model's history), so a divergence also names the property it breaks; properties a
+  scope reports as findings about the seeds (``Scope.findings``) are not counted.
+- ``walk(scope, seed, steps)`` picks each step among the model's ``enabled_actions`` with
+  ``random.Random(seed)``; ``DifferentialMachine`` does the same under Hypothesis, which
+  shrinks a disagreement to a short list of steps.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from impl.bugs import ImplBug
+from impl.cluster import Cluster
+from impl.refinement import abstract, differences, same
+from model.actions import Action
+from model.bugs import CORRECT, Variant
+from model.invariants import violations
+from model.scopes import Scope, cold_state, warm_up
+from model.state import Budget, ClusterState
+from model.step import enabled_actions, step
+
+UNBOUNDED = 10**9
+
+
+def unbounded(budget: Budget) -> Budget:
+    """Every perturbation allowed: the implementation, not the scope, decides what happens."""
+    return Budget(**{name: UNBOUNDED for name in Budget.__slots__}).replace(max_lag=budget.max_lag)
+
+
+class Disagreement(AssertionError):
+    def __init__(self, summary: str, steps: list[Action], details: list[str], broken: list[str]) -> None:
+        self.summary, self.steps, self.details, self.broken = summary, steps, details, broken
+        lines = [summary]
+        if broken:
+            lines.append("properties broken on the implementation's state: " + ", ".join(broken))
+        lines += ["  " + d for d in details]
+        lines.append(f"after {len(steps)} steps (the last {min(len(steps), 12)}):")
+        lines += [f"  {i}. {a}" for i, a in list(enumerate(steps, 1))[-12:]]
+        super().__init__("\n".join(lines))
+
+
+@dataclass
+class Differential:
+    scope: Scope
+    bugs: frozenset[ImplBug] = frozenset()
+    variant: Variant = CORRECT
+    port: object | None = None
+    seed: int = 0
+    bounded: bool = True  # after the warm-up, the model keeps the scope's budgets (walks); else unbounded
+    steps: list[Action] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.cluster = Cluster.from_scope(self.scope, bugs=self.bugs, port=self.port, seed=self.seed)
+        cold = cold_state(self.scope)
+        self.model: ClusterState = cold.replace(budget=unbounded(self.scope.budget))
+        self.findings = self.scope.expected_findings(self.variant.profile)
+        self._compare("the cold start", self.model)
+        _, prefix = warm_up(self.scope)
+        for action in prefix:
+            self.apply(action)
+        if self.bounded:
+            self.model = self.model.replace(budget=self.scope.budget)
+
+    def apply(self, action: Action) -> list[Action]:
+        before = self.model
+        self.steps.append(action)
+        traces = self.cluster.perform(action)
+        state = before
+        for taken in traces:
+            nxt = step(state, taken, self.variant)
+            if nxt is None:
+                self._disagree(f"the implementation took {taken}, which the model does not allow here", state)
+            state = nxt
+        if not traces:
+            nxt = step(before, action, self.variant)
+            if nxt is not None and not same(nxt, before):
+                self._disagree(f"the implementation refused {action}, which the model takes", nxt)
+        self._compare(f"after {action}", state, before, traces[-1] if traces else action)
+        self.model = state
+        return traces
+
+    def _compare(self, when: str, model: ClusterState, before: ClusterState | None = None,
+                 action: Action | None = None) -> None:
+        impl = abstract(self.cluster, model)
+        if not same(impl, model):
+            self._disagree(f"{when}: the implementation's state is not the model's", model, impl, before, action)
+        if before is not None:
+            broken = sorted(set(violations(before, action, model)) - self.findings)
+            if broken:
+                raise Disagreement(f"{when}: the implementation broke {', '.join(broken)}", self.steps, [], broken)
+
+    def _disagree(self, summary: str, model: ClusterState, impl: ClusterState | None = None,
+                  before: ClusterState | None = None, action: Action | None = None) -> None:
+        impl = abstract(self.cluster, model) if impl is None else impl
+        broken: list[str] = []
+        if before is not None and action is not None:
+            try:
+                broken = sorted(set(violations(before, action, impl)) - self.findings)
+            except Exception as e:  # noqa: BLE001 - a state the model never builds may trip a property
+                broken = [f"(properties could not be evaluated: {type(e).__name__}: {e})"]
+        raise Disagreement(summary, self.steps, differences(impl, model), broken)
+
+
+def walk(scope: Scope, seed: int, steps: int, bugs: frozenset[ImplBug] = frozenset(),
+         variant: Variant = CORRECT) -> Differential:
+    """A seeded random walk over the model's enabled actions, each applied to both; raises Disagreement."""
+    rng = random.Random(seed)
+    diff = Differential(scope, bugs=bugs, variant=variant, seed=seed)
+    for _ in range(steps):
+        actions = enabled_actions(diff.model, scope, variant)
+        if not actions:
+            break
+        diff.apply(rng.choice(actions))
+    return diff

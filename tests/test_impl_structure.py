@@ -1,0 +1,71 @@
+"""The implementation is independent of the model's behaviour: it may share values, never logic.
+
+Differential testing compares two implementations of one design; if ``impl/`` called
+``model.step`` (or ``replay``, ``decide_*``, an invariant), a bug in the shared code would
+agree with itself and nothing would catch it. So ``impl/`` imports from ``model/`` only
+classes (records, enums, actions, messages) and constants, never functions.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import types
+import typing
+from pathlib import Path
+
+IMPL = Path(__file__).resolve().parent.parent / "impl"
+# The runner builds a cluster from a scope's cold start: that is test harness, not a node.
+HARNESS_FUNCTIONS = {("impl/cluster.py", "model.scopes", "cold_state")}
+# The decorator that declares records, and the znode layout's path builders (ZkData's paths: data, not behaviour).
+ALLOWED_FUNCTIONS = {
+    ("model.record", "record"),
+    ("model.state", "broker_path"),
+    ("model.state", "partition_state_path"),
+    ("model.migration", "topic_path"),
+    ("model.migration", "pending_deletion_path"),
+}
+
+
+def _model_imports(path: Path):
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "model" or alias.name.startswith("model."):
+                    yield node.lineno, alias.name, None
+        elif isinstance(node, ast.ImportFrom) and node.module and (
+            node.module == "model" or node.module.startswith("model.")
+        ):
+            for alias in node.names:
+                yield node.lineno, node.module, alias.name
+
+
+def test_impl_imports_only_values_from_the_model():
+    """impl/ takes ids, enums, records and tables from model/, never a function (STYLE.md: two implementations)."""
+    offences = []
+    files = sorted(IMPL.rglob("*.py"))
+    assert files, "no impl modules found"
+    for path in files:
+        rel = path.relative_to(IMPL.parent).as_posix()
+        for line, module, name in _model_imports(path):
+            if name is None:
+                offences.append(f"{rel}:{line}: import {module} (import names, not the module)")
+                continue
+            obj = getattr(importlib.import_module(module), name)
+            if inspect.isclass(obj) or isinstance(obj, typing.NewType | types.GenericAlias) or not callable(obj):
+                continue
+            if (module, name) in ALLOWED_FUNCTIONS or (rel, module, name) in HARNESS_FUNCTIONS:
+                continue
+            offences.append(f"{rel}:{line}: from {module} import {name} (a function: model behaviour)")
+    assert offences == [], "\n".join(offences)
+
+
+def test_impl_import_check_can_fire(tmp_path):
+    """The check itself: a module importing model.step's function is reported."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from model.step import step\nimport model.kraft\n")
+    found = list(_model_imports(bad))
+    assert (1, "model.step", "step") in found and (2, "model.kraft", None) in found
+    assert inspect.isfunction(getattr(importlib.import_module("model.step"), "step"))
