@@ -18,3 +18,18 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install --quiet -e ".[test,docs]"
     touch "$stamp"
 fi
+
+# The real-ZooKeeper tests (tests/test_zk_port.py, fixture tests/zk_server.py) run Debian's
+# ZooKeeper 3.8 server; its jar carries a Class-Path to its dependencies, so one jar is enough.
+if [ ! -f /usr/share/java/zookeeper.jar ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        as_root=()
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        as_root=(sudo -n)
+    else
+        echo "the real-ZooKeeper tests need the Debian package zookeeper (apt-get install zookeeper) and this user cannot install it" >&2
+        exit 3
+    fi
+    "${as_root[@]}" apt-get update -qq
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
+fi
