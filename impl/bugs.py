@@ -44,4 +44,18 @@ class ImplSeededBug:
         return self.bug.value
 
 
-IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = ()  # filled in as the nodes implement each bug
+IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
+    # impl.broker and impl.zk_controller (tests/test_impl_zk.py catches each in its situation and by walks)
+    ImplSeededBug(ImplBug.ACCEPT_OLDER_BROKER_EPOCH, "NoStaleControlRequestApplied", "bounce",
+                  "a broker applies a control request addressed to an earlier generation of itself"),
+    ImplSeededBug(ImplBug.ACCEPT_STALE_CONTROLLER_EPOCH, "NoStaleControlRequestApplied", "fencing",
+                  "a broker skips the controller-epoch check and takes the request's (older) epoch as its own"),
+    ImplSeededBug(ImplBug.CONTROLLER_WRITE_WITHOUT_EPOCH_CHECK, "OnlyCurrentControllerWritesApply", "fencing",
+                  "the controller's ZooKeeper multis leave out the check of /controller_epoch's version"),
+    ImplSeededBug(ImplBug.ELECTION_SETS_EPOCH_WITHOUT_VERSION, "AtMostOneControllerPerEpoch", "election",
+                  "the election multi sets /controller_epoch with version -1 instead of the version read"),
+    ImplSeededBug(ImplBug.BROKER_EPOCH_FROM_SESSION_ID, "BrokerEpochIsRegistrationCzxid", "bounce",
+                  "the broker takes its ZooKeeper session id as its epoch (KIP-380's rejected alternative)"),
+    ImplSeededBug(ImplBug.FEATURE_CACHE_GOES_BACK, "BrokerFeatureCacheNeverGoesBack", "features-downgrade",
+                  "a broker clears its feature cache, epoch included, when /features turns Disabled (as Kafka does)"),
+)
