@@ -60,6 +60,7 @@ from model.actions import (
     ExpireSession,
     MigrateBrokerToKRaft,
     ReconfigureController,
+    Redeliver,
     RestartBroker,
     RestartController,
     RollbackBrokerToZk,
@@ -133,6 +134,7 @@ class Cluster:
         self.zk_available = True
         self.now = 0
         self.trace_log: list[tuple[int, Action]] = []  # (stimulus id, action), the whole run
+        self.sent: list[Message] = []  # messages sent by the current ``perform``, in order
         self._stimulus = 0
         self._seq = 0
         # hooks the simulator sets
@@ -254,6 +256,12 @@ class Cluster:
     # ---- the network ----------------------------------------------------------------------------
 
     def send(self, message: Message) -> None:
+        self.sent.append(message)
+        # Differs: a request identical to one still in flight (same destination, epochs and content)
+        # is not queued twice: the model's network is a set, and the duplicate would be
+        # indistinguishable on arrival. Duplicated delivery is a fault of its own (Redeliver).
+        if any(entry.message == message for entry in self.network):
+            return
         self._seq += 1
         self.network.append(InFlight(self._seq, message, self.now + self.delay(message)))
 
@@ -261,20 +269,22 @@ class Cluster:
         return [entry.message for entry in self.network]
 
     def _take(self, message: Message) -> InFlight | None:
+        """The in-flight copy of ``message``, which is written as the model writes it (``View.message``)."""
         for entry in self.network:
-            if entry.message == message:
+            if self.view.message(entry.message) == message:
                 return entry
         return None
 
     def deliver(self, entry: InFlight, keep: bool = False) -> list[Action]:
         """Hand ``entry`` to its destination; ``keep``: a duplicate, the original stays in flight."""
         message = entry.message
+        label = (Redeliver if keep else Deliver)(self.view.message(message))
         node = self.brokers.get(message.dest)
         if node is None or not node.alive:
             if not keep:
                 self.network.remove(entry)
-            return [Deliver(message)]
-        traces: list[Action] = [Deliver(message)]
+            return [label]
+        traces: list[Action] = [label]
         result, _ = self.run(node, Receive(message=message, **self.event_fields()), traces)
         if result is DEFER:
             if len(traces) > 1:
@@ -288,10 +298,14 @@ class Cluster:
     # ---- one model action -----------------------------------------------------------------------
 
     def perform(self, action: Action) -> list[Action]:
+        self.sent = []
         match action:
             case Deliver(message=m):
                 entry = self._take(m)
                 return [] if entry is None else self.deliver(entry)
+            case Redeliver(message=m):
+                entry = self._take(m)
+                return [] if entry is None else self.deliver(entry, keep=True)
             case Drop(message=m):
                 entry = self._take(m)
                 if entry is None:

@@ -86,6 +86,14 @@ class View:
             return Zxid(self._boot_model)
         return self._boot_zxids[impl_zxid]
 
+    # ---- messages
+    def message(self, m):
+        """A message as the model writes it: a ZooKeeper-era broker epoch is a czxid, renamed like every zxid."""
+        epoch = m.broker_epoch
+        if epoch <= 0 or getattr(m, "kraft", False):
+            return m
+        return m.replace(broker_epoch=self.zxid(epoch))
+
     # ---- incarnations
     def incarnation(self, node: int, value: int) -> Incarnation:
         """The n-th distinct incarnation id of ``node`` is the model's Incarnation(n); 0 stays 0."""
@@ -98,6 +106,17 @@ class View:
 
 
 _WATCH_KINDS = {"data": WatchKind.DATA, "exists": WatchKind.DATA, "child": WatchKind.CHILD}
+
+
+def armed_watches(port) -> list[tuple[int, str, str]]:
+    """(session, path, "data" | "child") for every watch set and not fired yet: the embedded store knows them."""
+    inspect = getattr(port, "armed_watches", None)
+    if inspect is None:
+        raise TypeError(
+            f"the refinement map needs the armed watches, which {type(port).__name__} does not list; "
+            "check against impl.zk.embedded.EmbeddedZk (run a real server with check=False)"
+        )
+    return inspect()
 
 
 def abstract_zk(cluster: Cluster) -> ZkState:
@@ -115,7 +134,7 @@ def abstract_zk(cluster: Cluster) -> ZkState:
         if owner in brokers and port.session_alive(s)
     ))
     watches = frozenset(
-        (view.session(s), path, _WATCH_KINDS[kind]) for s, path, kind in port.armed_watches()
+        (view.session(s), path, _WATCH_KINDS[kind]) for s, path, kind in armed_watches(port)
         if cluster.session_owner.get(s) in brokers
     )
     notifications = frozenset(
@@ -131,7 +150,7 @@ def abstract(cluster: Cluster, aux: ClusterState) -> ClusterState:
     return ClusterState(
         zk=abstract_zk(cluster),
         brokers=tuple(cluster.brokers[b].abstract(view) for b in sorted(cluster.brokers)),
-        network=frozenset(cluster.in_flight_messages()),
+        network=frozenset(view.message(m) for m in cluster.in_flight_messages()),
         budget=aux.budget,
         controllers=tuple(cluster.controllers[c].abstract(view) for c in sorted(cluster.controllers)),
         history=aux.history,

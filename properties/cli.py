@@ -38,6 +38,15 @@ def _bug(name: str) -> str:
     return name
 
 
+def _any_bug(name: str) -> str:
+    """A seeded bug of the model or of the implementation (``kraftcheck mutants``)."""
+    from impl.bugs import IMPL_SEEDED_BUGS
+
+    if name not in SEEDED_BUGS_BY_NAME and name not in {b.name for b in IMPL_SEEDED_BUGS}:
+        raise argparse.ArgumentTypeError(f"unknown seeded bug {name!r} (see `kraftcheck mutants --list`)")
+    return name
+
+
 def _integer(minimum: int, wanted: str):
     def parse(text: str) -> int:
         try:
@@ -202,8 +211,11 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     from properties.mutants import run_all
 
     if args.list:
-        for name, bug in SEEDED_BUGS_BY_NAME.items():
-            print(f"{name:40s} breaks {bug.invariant} ({bug.mistake})")
+        from properties.mutants import ALL_SEEDED_BUGS
+
+        for bug in ALL_SEEDED_BUGS:
+            layer = "impl " if bug.name.startswith("impl_") else "model"
+            print(f"{layer} {bug.name:44s} breaks {bug.invariant} ({bug.mistake})")
         return CLEAN
     from properties.mutants import DEFAULT_CHECKS
 
@@ -376,11 +388,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_liveness)
 
     p = sub.add_parser("mutants", help="run every seeded bug through the checks (the seeded-bug score)")
-    p.add_argument("--bug", type=_bug, action="append", help="run only this seeded bug (repeatable)")
+    p.add_argument("--bug", type=_any_bug, action="append", help="run only this seeded bug (repeatable)")
     p.add_argument("--list", action="store_true", help="list the seeded bugs and exit")
     p.add_argument(
-        "--check", choices=("explore", "liveness", "hypothesis", "z3"), action="append",
-        help="run these checks, in this order (repeatable; default: explore, liveness)",
+        "--check", choices=("explore", "liveness", "hypothesis", "z3", "differential"), action="append",
+        help="run these checks, in this order (repeatable; default: explore, liveness, differential)",
     )
     p.add_argument(
         "--json", action="store_true", help="print a JSON list of {name, layer, invariant, caught_by, seconds}"

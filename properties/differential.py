@@ -65,6 +65,7 @@ class Differential:
     steps: list[Action] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self._order_checked = True
         self.cluster = Cluster.from_scope(self.scope, bugs=self.bugs, port=self.port, seed=self.seed)
         cold = cold_state(self.scope)
         self.model: ClusterState = cold.replace(budget=unbounded(self.scope.budget))
@@ -90,30 +91,46 @@ class Differential:
             nxt = step(before, action, self.variant)
             if nxt is not None and not same(nxt, before):
                 self._disagree(f"the implementation refused {action}, which the model takes", nxt)
+        # the model's ghost keeps what the last step sent; the implementation's list covers the whole perform
+        self._order_checked = len(traces) == 1
         self._compare(f"after {action}", state, before, traces[-1] if traces else action)
         self.model = state
         return traces
 
     def _compare(self, when: str, model: ClusterState, before: ClusterState | None = None,
                  action: Action | None = None) -> None:
-        impl = abstract(self.cluster, model)
-        if not same(impl, model):
+        impl = self._abstract(model)
+        if not same(impl, model) or (self._order_checked and _order(impl) != _order(model)):
             self._disagree(f"{when}: the implementation's state is not the model's", model, impl, before, action)
         if before is not None:
             broken = sorted(set(violations(before, action, model)) - self.findings)
             if broken:
                 raise Disagreement(f"{when}: the implementation broke {', '.join(broken)}", self.steps, [], broken)
 
+    def _abstract(self, model: ClusterState) -> ClusterState:
+        """The implementation as a model state; the ghost's ``sent`` is the order it sent messages in."""
+        impl = abstract(self.cluster, model)
+        sent = tuple(self.cluster.view.message(m) for m in self.cluster.sent)
+        return impl.replace(ghost=impl.ghost.replace(sent=sent))
+
     def _disagree(self, summary: str, model: ClusterState, impl: ClusterState | None = None,
                   before: ClusterState | None = None, action: Action | None = None) -> None:
-        impl = abstract(self.cluster, model) if impl is None else impl
+        impl = self._abstract(model) if impl is None else impl
         broken: list[str] = []
         if before is not None and action is not None:
             try:
                 broken = sorted(set(violations(before, action, impl)) - self.findings)
             except Exception as e:  # noqa: BLE001 - a state the model never builds may trip a property
                 broken = [f"(properties could not be evaluated: {type(e).__name__}: {e})"]
-        raise Disagreement(summary, self.steps, differences(impl, model), broken)
+        details = differences(impl, model)
+        if _order(impl) != _order(model):
+            details.append(f"sent, in order: impl {list(impl.ghost.sent)}, model {list(model.ghost.sent)}")
+        raise Disagreement(summary, self.steps, details, broken)
+
+
+def _order(state: ClusterState) -> tuple:
+    """The messages a step sent, in order, each once (a set network holds one copy of identical messages)."""
+    return tuple(dict.fromkeys(state.ghost.sent))
 
 
 def walk(scope: Scope, seed: int, steps: int, bugs: frozenset[ImplBug] = frozenset(),
@@ -127,3 +144,34 @@ def walk(scope: Scope, seed: int, steps: int, bugs: frozenset[ImplBug] = frozens
             break
         diff.apply(rng.choice(actions))
     return diff
+
+
+# ---- the Hypothesis machine -------------------------------------------------------------------
+
+
+def differential_machine(scope: Scope, bugs: frozenset[ImplBug] = frozenset()):
+    """A RuleBasedStateMachine that drives the implementation and the model with the same steps.
+
+    Each rule draws one of the model's enabled actions by index, so Hypothesis shrinks a
+    disagreement to the shortest list of steps it can find (printed by the Disagreement).
+    """
+    from hypothesis import strategies as st
+    from hypothesis.stateful import RuleBasedStateMachine, rule
+
+    class DifferentialMachine(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.diff = Differential(scope, bugs=bugs)
+            self.enabled = enabled_actions(self.diff.model, scope)
+
+        @rule(data=st.data())
+        def take_a_step(self, data) -> None:
+            if not self.enabled:  # a dead end of the scope's bounds: nothing left to compare
+                return
+            index = data.draw(st.integers(0, len(self.enabled) - 1), label="action index")
+            action = self.enabled[index]
+            self.diff.apply(action)
+            self.enabled = enabled_actions(self.diff.model, scope)
+
+    DifferentialMachine.__name__ = f"DifferentialMachine[{scope.name}]"
+    return DifferentialMachine

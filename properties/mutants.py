@@ -8,6 +8,10 @@ for EVENTUALLY properties (``liveness:<scope>``), the scope's Hypothesis machine
 (``hypothesis:<scope>``) and z3 bounded model checking for the bugs the encoding switches
 (``z3-bmc:<scope>``). By default the first two run (they are exhaustive within their bounds);
 ``kraftcheck mutants --check NAME`` runs the named checks, in order, to score one check alone.
+The implementation layer's bugs (``impl.bugs``, layer "impl") are caught by differential testing
+(``differential:<scope>``): seeded random walks of the bug's scope drive the buggy implementation
+and the model together until they disagree or a model property breaks on the implementation's
+state (``properties.differential``); the report names the properties that broke, if any.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from impl.bugs import IMPL_SEEDED_BUGS, ImplSeededBug
 from model import SCOPES, SEEDED_BUGS, SeededBug, Variant
 from model.actions import Action
 from model.invariants import BY_NAME, Kind
@@ -44,6 +49,8 @@ class MutantResult:
 
 
 def _bounded_search(bug: SeededBug) -> tuple[str, list[Action]] | None:
+    if isinstance(bug, ImplSeededBug):
+        return None
     if BY_NAME[bug.invariant].kind is Kind.EVENTUALLY:
         return None
     scope = SCOPES[bug.scope]
@@ -53,6 +60,8 @@ def _bounded_search(bug: SeededBug) -> tuple[str, list[Action]] | None:
 
 
 def _liveness_search(bug: SeededBug) -> tuple[str, list[Action]] | None:
+    if isinstance(bug, ImplSeededBug):
+        return None
     if BY_NAME[bug.invariant].kind is not Kind.EVENTUALLY:
         return None
     from properties.liveness import VIOLATED, check_liveness
@@ -69,6 +78,8 @@ HYPOTHESIS_EXAMPLES = 1_000  # Hypothesis stops at the first failure; a clean ru
 
 def _hypothesis_machine(bug: SeededBug) -> tuple[str, list[Action]] | None:
     """The scope's Hypothesis machine with the bug switched on (derandomized, so a verdict repeats)."""
+    if isinstance(bug, ImplSeededBug):
+        return None
     if BY_NAME[bug.invariant].kind is Kind.EVENTUALLY:
         return None
     import tempfile
@@ -99,12 +110,34 @@ def _z3_bmc(bug: SeededBug) -> tuple[str, list[Action]] | None:
     """Bounded model checking of the z3 encoding, for the bugs it can switch on (properties.proofs)."""
     from properties.proofs import ENCODED_BUGS, PROPERTY_NAMES, bmc
 
+    if isinstance(bug, ImplSeededBug):
+        return None
     if bug.bug not in ENCODED_BUGS or bug.invariant not in PROPERTY_NAMES or bug.scope not in ("fencing", "election"):
         return None
     result = bmc(20, Variant(frozenset({bug.bug})), scope=bug.scope, properties=(bug.invariant,))
     for p in result.properties:
         if p.name == bug.invariant and not p.holds and p.counterexample is not None:
             return f"z3-bmc:{bug.scope}", list(p.counterexample.actions)
+    return None
+
+
+DIFFERENTIAL_SEEDS = 300  # walks per implementation bug before it counts as an escape
+DIFFERENTIAL_STEPS = 60
+
+
+def _differential(bug: SeededBug | ImplSeededBug) -> tuple[str, list[Action]] | None:
+    """Seeded differential walks of the bug's scope with the implementation bug switched on."""
+    if not isinstance(bug, ImplSeededBug):
+        return None
+    from properties.differential import Disagreement, walk
+
+    scope = SCOPES[bug.scope]
+    for seed in range(DIFFERENTIAL_SEEDS):
+        try:
+            walk(scope, seed, DIFFERENTIAL_STEPS, bugs=frozenset({bug.bug}))
+        except Disagreement as found:
+            broke = f" (broke {', '.join(found.broken)})" if found.broken else ""
+            return f"differential:{scope.name} seed {seed}{broke}", list(found.steps)
     return None
 
 
@@ -115,20 +148,25 @@ CHECKS: dict[str, Callable[[SeededBug], tuple[str, list[Action]] | None]] = {
     "liveness": _liveness_search,
     "hypothesis": _hypothesis_machine,
     "z3": _z3_bmc,
+    "differential": _differential,
 }
-DEFAULT_CHECKS = ("explore", "liveness")
+DEFAULT_CHECKS = ("explore", "liveness", "differential")
 
 
-def run_mutant(bug: SeededBug, checks: tuple[str, ...] = DEFAULT_CHECKS) -> MutantResult:
+def run_mutant(bug: SeededBug | ImplSeededBug, checks: tuple[str, ...] = DEFAULT_CHECKS) -> MutantResult:
+    layer = "impl" if isinstance(bug, ImplSeededBug) else "model"
     start = time.perf_counter()
     for name in checks:
         caught = CHECKS[name](bug)
         if caught is not None:
             by, trace = caught
-            return MutantResult(bug.name, "model", bug.invariant, by, time.perf_counter() - start, trace)
-    return MutantResult(bug.name, "model", bug.invariant, None, time.perf_counter() - start, None)
+            return MutantResult(bug.name, layer, bug.invariant, by, time.perf_counter() - start, trace)
+    return MutantResult(bug.name, layer, bug.invariant, None, time.perf_counter() - start, None)
+
+
+ALL_SEEDED_BUGS: tuple[SeededBug | ImplSeededBug, ...] = (*SEEDED_BUGS, *IMPL_SEEDED_BUGS)
 
 
 def run_all(names: list[str] | None = None, checks: tuple[str, ...] = DEFAULT_CHECKS) -> list[MutantResult]:
-    chosen = [b for b in SEEDED_BUGS if names is None or b.name in names]
+    chosen = [b for b in ALL_SEEDED_BUGS if names is None or b.name in names]
     return [run_mutant(b, checks) for b in chosen]

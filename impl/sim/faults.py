@@ -9,6 +9,7 @@ delivery, each weight 1). ``parse`` reads a mix from the command line: a name
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 
 
@@ -73,6 +74,8 @@ def parse(spec: str) -> FaultMix:
             number = int(value) if key == "delay_ms" else float(value)
         except ValueError:
             raise ValueError(f"bad fault setting {item!r}: {value!r} is not a number") from None
+        if not math.isfinite(number):  # float() reads "nan" and "inf", which random.choices cannot weigh
+            raise ValueError(f"bad fault setting {item!r}: {value!r} is not a number")
         if number < 0:
             raise ValueError(f"bad fault setting {item!r}: weights are not negative")
         mix = replace(mix, **{key: number})

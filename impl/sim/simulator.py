@@ -29,6 +29,7 @@ from impl.bugs import ImplBug
 from impl.cluster import Cluster
 from impl.sim.faults import FaultMix
 from model.actions import (
+    PERTURBATIONS,
     Action,
     CrashBroker,
     CrashController,
@@ -50,6 +51,9 @@ from model.kraft import ZkMigrationState
 from model.migration import MigrationDriverState
 from model.scopes import Scope
 
+# Steps a node takes on its own that the model counts as perturbations (an election timeout, an
+# admin request, a broker giving up on a session) are rare next to the protocol's own steps.
+SPONTANEOUS = 0.02
 TICK_MS = 20  # the clock advances by 1..TICK_MS between events
 PARTITION_MS = (200, 2_000)  # how long a partition lasts
 
@@ -110,7 +114,7 @@ class Simulation:
         for node_id in sorted(c.brokers) + sorted(c.controllers):
             node = c.node(node_id)
             if node.alive:
-                out += [(1.0, a) for a in node.offers(now)]
+                out += [(SPONTANEOUS if type(a) in PERTURBATIONS else 1.0, a) for a in node.offers(now)]
                 if f.crash:
                     out.append((f.crash, CrashBroker(node_id) if node_id in c.brokers else CrashController(node_id)))
                 if f.stop:
@@ -120,11 +124,14 @@ class Simulation:
         for entry in c.network:
             if entry.deliver_at > now or not self._reachable(self._sender(entry.message), entry.message.dest):
                 continue
-            out.append((1.0, Deliver(entry.message)))
+            # The message as the model writes it (a broker epoch that is a czxid renamed), as
+            # Cluster.perform looks it up; so the trace does not show the server's zxids either.
+            message = c.view.message(entry.message)
+            out.append((1.0, Deliver(message)))
             if f.drop:
-                out.append((f.drop, Drop(entry.message)))
+                out.append((f.drop, Drop(message)))
             if f.duplicate:
-                out.append((f.duplicate, Redeliver(entry.message)))
+                out.append((f.duplicate, Redeliver(message)))
         out += self._zookeeper_faults()
         if self.runbook:
             out += [(0.05, a) for a in self._runbook()]
