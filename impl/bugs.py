@@ -58,4 +58,20 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   "the broker takes its ZooKeeper session id as its epoch (KIP-380's rejected alternative)"),
     ImplSeededBug(ImplBug.FEATURE_CACHE_GOES_BACK, "BrokerFeatureCacheNeverGoesBack", "features-downgrade",
                   "a broker clears its feature cache, epoch included, when /features turns Disabled (as Kafka does)"),
+    # impl.kraft_controller and impl.kraft (tests/test_impl_kraft.py catches each by walks or a scripted situation)
+    ImplSeededBug(ImplBug.DUAL_WRITE_WITHOUT_EPOCH_CHECK, "OnlyCurrentKRaftLeaderWritesApply", "dual-write",
+                  "the dual-write multi leaves out the /controller_epoch check: only the /migration CAS fences it"),
+    ImplSeededBug(ImplBug.STALE_MIGRATION_VERSION_AFTER_CLAIM, "MigrationReachesDualWriteWithoutFaults", "handover",
+                  "after its claim writes /migration, the driver keeps the /migration version it had before"),
+    ImplSeededBug(ImplBug.LEADER_AND_ISR_BEFORE_UPDATE_METADATA, "UpdateMetadataBeforeLeaderAndIsr", "migration",
+                  "SendRPCsToBrokers and dual writes queue a ZK broker's LeaderAndIsr before its UpdateMetadata"),
+    ImplSeededBug(ImplBug.MIGRATION_EVENT_IN_WRONG_DRIVER_STATE, "DriverTakesOnlyTableTransitions", "migration",
+                  "a KRaftLeaderEvent that finds its node leading again goes to WAIT_FOR_CONTROLLER_QUORUM from any"
+                  " state, not only from INACTIVE"),
+    ImplSeededBug(ImplBug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH, "NoStaleControlRequestApplied", "pre-migration",
+                  "a heartbeat whose broker epoch is older than the broker's registration is served, not STALE"),
+    ImplSeededBug(ImplBug.VOTE_IGNORES_LOG, "CommittedRecordsNeverChange", "kraft-quorum",
+                  "a voter grants its vote without comparing the candidate's log with its own"),
+    ImplSeededBug(ImplBug.CLAIM_WITHOUT_EPOCH_CAS, "ZkControllerEpochsIncreaseAcrossHandOver", "migration",
+                  "the claim sets /controller_epoch with version -1 to the value its driver read at recovery + 1"),
 )

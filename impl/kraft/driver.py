@@ -87,7 +87,7 @@ class KRaftMigrationDriver:
         self.zk_epoch = -1  # the /controller_epoch value it claimed
         self.zk_epoch_version = -2  # /controller_epoch's version after its claim; -2: unknown
         self.umr_sent: set[int] = set()  # ZK brokers sent a full UpdateMetadata in this leadership
-        # /controller_epoch as read at the last leadership event (only the seeded bug CLAIM_WITHOUT_EPOCH_CAS uses it)
+        # /controller_epoch as read when it recovered its state (only the seeded bug CLAIM_WITHOUT_EPOCH_CAS uses it)
         self.seen_zk_epoch: tuple[int, int] | None = None
 
     # ---- helpers -----------------------------------------------------------------------------
@@ -141,10 +141,12 @@ class KRaftMigrationDriver:
         if not self.node.alive or self.state is not D.UNINITIALIZED:
             return False
         value, stat = yield from self._read(MIGRATION)
+        zk_epoch, zk_epoch_stat = yield from self._read(CONTROLLER_EPOCH)
         if value is None:
             yield from self._multi([("create", MIGRATION, EMPTY_MIGRATION)], now)
             value, stat = yield from self._read(MIGRATION)
-        self._transition(D.INACTIVE, migration_offset=value.kraft_metadata_offset, migration_version=stat.version)
+        self._transition(D.INACTIVE, migration_offset=value.kraft_metadata_offset, migration_version=stat.version,
+                         seen_zk_epoch=None if zk_epoch is None else (zk_epoch, zk_epoch_stat.version))
         return True
 
     def kraft_leader_change(self, now: int) -> Handler:
@@ -163,7 +165,6 @@ class KRaftMigrationDriver:
         value, stat = yield from self._read(MIGRATION)
         if value is None:
             return False
-        zk_epoch, zk_epoch_stat = yield from self._read(CONTROLLER_EPOCH)
         wrong_state = ImplBug.MIGRATION_EVENT_IN_WRONG_DRIVER_STATE in node.bugs
         if self.state is not D.INACTIVE and not wrong_state:
             # The event of losing the leadership in between comes first: INACTIVE, then this one.
@@ -172,7 +173,6 @@ class KRaftMigrationDriver:
         self._transition(
             D.WAIT_FOR_CONTROLLER_QUORUM, check=not wrong_state, kraft_epoch=epoch, leader=True, umr_sent=set(),
             migration_offset=value.kraft_metadata_offset, migration_version=stat.version,
-            seen_zk_epoch=None if zk_epoch is None else (zk_epoch, zk_epoch_stat.version),
             **self._forget_zk_controller(),
         )
         return True
@@ -245,7 +245,7 @@ class KRaftMigrationDriver:
             return False  # ControllerMovedException: wait for a newer leadership
         new_epoch, version = epoch + 1, epoch_stat.version
         if ImplBug.CLAIM_WITHOUT_EPOCH_CAS in self.node.bugs and self.seen_zk_epoch is not None:
-            # The mistake: bump what it read at its leadership event, and set it whatever is there now.
+            # The mistake: bump what it read when it recovered its state, and set it whatever is there now.
             new_epoch, version = self.seen_zk_epoch[0] + 1, -1
         ops: list = [("set", CONTROLLER_EPOCH, ControllerEpoch(new_epoch), version)]
         if current is not None:
