@@ -135,6 +135,7 @@ class Cluster:
         self.now = 0
         self.trace_log: list[tuple[int, Action]] = []  # (stimulus id, action), the whole run
         self.sent: list[Message] = []  # messages sent by the current ``perform``, in order
+        self.touched: set[int] = set()  # nodes that handled an event or got a notification (offers may change)
         self._stimulus = 0
         self._seq = 0
         # hooks the simulator sets
@@ -201,6 +202,7 @@ class Cluster:
     def run(self, node: Node, event: Event, traces: list[Action] | None = None) -> tuple[Any, list[Action]]:
         """Run ``node``'s handler for ``event`` to its end; returns its result and the traces of the step."""
         traces = [] if traces is None else traces
+        self.touched.add(node.node_id)
         handler = node.handle(event)
         value: Any = None
         error: ZkError | None = None
@@ -244,6 +246,7 @@ class Cluster:
             if owner is None:
                 continue
             self.node(owner).notifications.add(event.path, "child" if event.kind == "child" else "data")
+            self.touched.add(owner)
 
     def _rpc(self, node: Node, rpc: Rpc, event: Event, traces: list[Action]) -> Any:
         dest = self.brokers.get(rpc.dest) or self.controllers.get(rpc.dest)

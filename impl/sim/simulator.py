@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from impl.bugs import ImplBug
-from impl.cluster import Cluster
+from impl.cluster import SESSION_TIMEOUT_MS, Cluster
 from impl.sim.faults import FaultMix
 from model.actions import (
     PERTURBATIONS,
@@ -54,6 +54,7 @@ from model.scopes import Scope
 # Steps a node takes on its own that the model counts as perturbations (an election timeout, an
 # admin request, a broker giving up on a session) are rare next to the protocol's own steps.
 SPONTANEOUS = 0.02
+RUNBOOK = 0.3  # the operator's next step, when there is one
 TICK_MS = 20  # the clock advances by 1..TICK_MS between events
 PARTITION_MS = (200, 2_000)  # how long a partition lasts
 
@@ -83,7 +84,8 @@ class Simulation:
         if check:
             from properties.differential import Differential
 
-            self.diff = Differential(scope, bugs=bugs, variant=CORRECT, port=port, seed=seed, bounded=False)
+            self.diff = Differential(scope, bugs=bugs, variant=CORRECT, port=port, seed=seed, bounded=False,
+                                     strict=False)
             self.cluster = self.diff.cluster
         else:
             self.diff = None
@@ -92,6 +94,9 @@ class Simulation:
         self.cluster.reachable = self._reachable
         self.cuts: dict[frozenset[int], int] = {}  # a partitioned pair -> when it heals
         self.crashed_at: dict[int, int] = {}  # a dead broker's ZooKeeper session -> when its process died
+        self.node_ids = sorted(self.cluster.brokers) + sorted(self.cluster.controllers)
+        self.offered: dict[int, list[tuple[float, Action]]] = {}
+        self.maintenance: set[int] = set()  # nodes the operator stopped: only the operator starts them
         self.events = 0
         self.counts: dict[str, int] = {}
         self.lines: list[str] = []
@@ -111,15 +116,15 @@ class Simulation:
     def choices(self) -> list[tuple[float, Action]]:
         c, f, now = self.cluster, self.faults, self.cluster.now
         out: list[tuple[float, Action]] = []
-        for node_id in sorted(c.brokers) + sorted(c.controllers):
+        for node_id in self.node_ids:
             node = c.node(node_id)
             if node.alive:
-                out += [(SPONTANEOUS if type(a) in PERTURBATIONS else 1.0, a) for a in node.offers(now)]
+                out += self._offers(node_id, node, now)
                 if f.crash:
                     out.append((f.crash, CrashBroker(node_id) if node_id in c.brokers else CrashController(node_id)))
                 if f.stop:
                     out.append((f.stop, StopBroker(node_id) if node_id in c.brokers else ShutdownController(node_id)))
-            elif f.restart:
+            elif f.restart and node_id not in self.maintenance:
                 out.append((f.restart, RestartBroker(node_id) if node_id in c.brokers else RestartController(node_id)))
         for entry in c.network:
             if entry.deliver_at > now or not self._reachable(self._sender(entry.message), entry.message.dest):
@@ -134,34 +139,43 @@ class Simulation:
                 out.append((f.duplicate, Redeliver(message)))
         out += self._zookeeper_faults()
         if self.runbook:
-            out += [(0.05, a) for a in self._runbook()]
+            out += [(RUNBOOK, a) for a in self._runbook()]
         return out
 
     @staticmethod
     def _sender(message) -> int:
         return getattr(message, "controller_id", getattr(message, "broker_id", -1))
 
+    def _offers(self, node_id: int, node, now: int) -> list[tuple[float, Action]]:
+        """A node's weighted offers; recomputed only when it handled an event or was notified since.
+
+        Offers are a function of the node's memory (impl.protocol), which changes only then.
+        """
+        if node_id in self.cluster.touched or node_id not in self.offered:
+            self.cluster.touched.discard(node_id)
+            self.offered[node_id] = [(SPONTANEOUS if type(a) in PERTURBATIONS else 1.0, a) for a in node.offers(now)]
+        return self.offered[node_id]
+
     def _zookeeper_faults(self) -> list[tuple[float, Action]]:
         c, f = self.cluster, self.faults
-        out: list[tuple[float, Action]] = []
         if not c.zk_available:
             return [(f.recover, ZkRecover())] if f.recover else []
-        if f.outage:
-            out.append((f.outage, ZkOutage()))
-        for session, owner in sorted(c.session_owner.items()):
-            if owner not in c.brokers or not c.port.session_alive(session):
+        out: list[tuple[float, Action]] = [(f.outage, ZkOutage())] if f.outage else []
+        if not (f.expire or f.expire_dead):
+            return out
+        for session, owner in c.session_owner.items():
+            node = c.brokers.get(owner)
+            if node is None or not c.port.session_alive(session):
                 continue
             model_id = c.view.session(session)
-            if c.view.impl_session(model_id) != session:
+            if node.alive and node.session == session:
+                if f.expire:
+                    out.append((f.expire, ExpireSession(model_id)))
                 continue
-            node = c.brokers[owner]
-            if not node.alive or getattr(node, "zk_session", session) != session:
-                # a dead process's session lives until the server times it out
-                died = self.crashed_at.setdefault(session, c.now)
-                if c.now - died >= 6_000 and f.expire_dead:
-                    out.append((f.expire_dead, ExpireSession(model_id)))
-            elif f.expire:
-                out.append((f.expire, ExpireSession(model_id)))
+            # a dead process's session lives until the server times it out
+            died = self.crashed_at.setdefault(session, c.now)
+            if c.now - died >= SESSION_TIMEOUT_MS and f.expire_dead:
+                out.append((f.expire_dead, ExpireSession(model_id)))
         return out
 
     def _partition(self) -> None:
@@ -214,27 +228,36 @@ class Simulation:
         c = self.cluster
         if self.progress < PROGRESS.index("dual-write"):
             return []
-        brokers = [c.brokers[b] for b in sorted(c.brokers)]
-        for node in brokers:
-            state = node.abstract(c.view)
+        for b in sorted(c.brokers):
+            state = c.brokers[b].abstract(c.view)
             if state.config.kraft_mode:
                 if not state.alive:
-                    return [RestartBroker(state.id)]
+                    return [self._operator(RestartBroker(b), done=b)]
                 if state.lifecycle.value != "Online":
                     return []  # one broker at a time: wait until it is back
                 continue
             if state.alive:
-                return [StopBroker(state.id)]
+                return [self._operator(StopBroker(b), start=b)]
             if state.config.migration_enabled:
-                return [MigrateBrokerToKRaft(state.id)]
+                return [MigrateBrokerToKRaft(b)]
             return []
-        for cid in sorted(c.controllers):
-            state = c.controllers[cid].abstract(c.view)
+        for k in sorted(c.controllers):
+            state = c.controllers[k].abstract(c.view)
             if state.config.migration_enabled:
-                return [ShutdownController(cid)] if state.alive else [ReconfigureController(cid, False)]
+                if state.alive:
+                    return [self._operator(ShutdownController(k), start=k)]
+                return [ReconfigureController(k, False)]
             if not state.alive:
-                return [RestartController(cid)]
+                return [self._operator(RestartController(k), done=k)]
         return []
+
+    def _operator(self, action: Action, start: int | None = None, done: int | None = None) -> Action:
+        """Note which nodes are the operator's to start again (the fault mix's restarts leave them alone)."""
+        if start is not None:
+            self.maintenance.add(start)
+        if done is not None:
+            self.maintenance.discard(done)
+        return action
 
     def _note_progress(self) -> None:
         """How far the migration got, from what the processes report (their state, abstracted)."""
