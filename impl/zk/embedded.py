@@ -20,7 +20,8 @@ How it works, and which ZooKeeper code each part follows:
   child create or delete sets the parent's pzxid; the parent counts child creates and reports
   ``cversion = 2 * creates - children`` (DataNode.copyStat). A re-created path is a new znode.
 - Watches: two tables ``path -> sessions`` (data and child watches, as the server's
-  WatchManagers), each entry one-shot. Firing records ``(zxid, session, path, kind)``; a drain
+  WatchManagers), each entry one-shot; ``armed_watches`` lists them, for the refinement map
+  (an inspection beyond the port). Firing records ``(zxid, session, path, kind)``; a drain
   sorts by that tuple. On delete, a session already notified through a data watch is not
   notified again through its child watch on the same path (DataTree.deleteNode).
 - Sessions: ids ``SESSION_ID_BASE + n``, n counting up from 0, never reused. No clock, no
@@ -414,6 +415,16 @@ class EmbeddedZk:
         state.watches.add((is_child, path))
 
     # ---- inspection and faults ---------------------------------------------------------
+
+    def armed_watches(self) -> list[tuple[int, str, str]]:
+        """``(session, path, "data" | "child")`` for every watch set and not fired yet, sorted.
+
+        What the server's WatchManagers hold (``wchp``), for the refinement map: the model keeps
+        the armed watches in its state. A data watch set by ``exists`` on an absent path is one.
+        """
+        armed = [(session, path, "data") for path, sessions in self._data_watches.items() for session in sessions]
+        armed += [(session, path, "child") for path, sessions in self._child_watches.items() for session in sessions]
+        return sorted(armed)
 
     def drain_watch_events(self) -> list[WatchEvent]:
         fired = sorted(self._fired)
