@@ -52,7 +52,7 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   "a broker skips the controller-epoch check and takes the request's (older) epoch as its own"),
     ImplSeededBug(ImplBug.CONTROLLER_WRITE_WITHOUT_EPOCH_CHECK, "OnlyCurrentControllerWritesApply", "fencing",
                   "the controller's ZooKeeper multis leave out the check of /controller_epoch's version"),
-    ImplSeededBug(ImplBug.ELECTION_SETS_EPOCH_WITHOUT_VERSION, "AtMostOneControllerPerEpoch", "election",
+    ImplSeededBug(ImplBug.ELECTION_SETS_EPOCH_WITHOUT_VERSION, "AtMostOneControllerPerEpoch", "fencing",
                   "the election multi sets /controller_epoch with version -1 instead of the version read"),
     ImplSeededBug(ImplBug.BROKER_EPOCH_FROM_SESSION_ID, "BrokerEpochIsRegistrationCzxid", "bounce",
                   "the broker takes its ZooKeeper session id as its epoch (KIP-380's rejected alternative)"),
