@@ -70,6 +70,7 @@ class Differential:
 
     def __post_init__(self) -> None:
         self._order_checked = True
+        self.findings_seen: set[str] = set()  # the scope's documented findings this run showed
         self.cluster = Cluster.from_scope(self.scope, bugs=self.bugs, port=self.port, seed=self.seed)
         cold = cold_state(self.scope)
         self.model: ClusterState = cold.replace(budget=unbounded(self.scope.budget))
@@ -110,7 +111,9 @@ class Differential:
         if not same(impl, model) or (self._order_checked and _order(impl) != _order(model)):
             self._disagree(f"{when}: the implementation's state is not the model's", model, impl, before, action)
         if before is not None:
-            broken = sorted(set(violations(before, action, model)) - self.findings)
+            found = set(violations(before, action, model))
+            self.findings_seen |= found & self.findings
+            broken = sorted(found - self.findings)
             if broken:
                 raise Disagreement(f"{when}: the implementation broke {', '.join(broken)}", self.steps, [], broken)
 

@@ -13,10 +13,13 @@ Rules:
   the model takes the implementation's traces, the abstracted implementation must equal the
   model state, and the model's invariants must hold on it). The model's budgets are unbounded:
   the fault mix, not a scope, decides what happens.
-- The operator runs KIP-866's runbook once the cluster shows it is ready (from what an operator
-  can see: ZooKeeper's /migration and each process's reported state): roll each ZK broker into
-  KRaft mode (stop, reconfigure, start) once the migration reached dual writes, then restart
-  each controller without the migration flag once every broker runs on KRaft (finalization).
+- The operator runs one of KIP-866's runbooks once the cluster shows it is ready (from each
+  process's reported state): ``finalize`` rolls each ZK broker into KRaft mode (stop,
+  reconfigure, start) once the migration reached dual writes, then restarts each controller
+  without the migration flag (finalization); ``rollback`` (§Rollback to ZK) moves one broker to
+  KRaft, then rolls every KRaft broker back to ZooKeeper, stops the quorum, and deletes
+  /controller and /controller_epoch so that the ZooKeeper brokers elect a controller again;
+  ``none`` leaves the cluster alone.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from model.actions import (
     Action,
     CrashBroker,
     CrashController,
+    DeleteControllerZNodes,
     Deliver,
     Drop,
     ExpireSession,
@@ -41,6 +45,7 @@ from model.actions import (
     Redeliver,
     RestartBroker,
     RestartController,
+    RollbackBrokerToZk,
     ShutdownController,
     StopBroker,
     ZkOutage,
@@ -55,6 +60,7 @@ from model.scopes import Scope
 # admin request, a broker giving up on a session) are rare next to the protocol's own steps.
 SPONTANEOUS = 0.02
 RUNBOOK = 0.3  # the operator's next step, when there is one
+RUNBOOKS = ("finalize", "rollback", "none")
 TICK_MS = 20  # the clock advances by 1..TICK_MS between events
 PARTITION_MS = (200, 2_000)  # how long a partition lasts
 
@@ -66,6 +72,8 @@ class Outcome:
     seconds: float
     disagreement: str | None = None  # the first disagreement with the model or broken property, if any
     progress: str = "none"  # how far the migration got (``PROGRESS``)
+    rolled_back: bool = False  # the rollback runbook deleted the quorum's znodes
+    findings: tuple[str, ...] = ()  # documented findings about the seeds the run showed (``Scope.findings``)
     actions: dict[str, int] = field(default_factory=dict)  # events per action kind
 
     @property
@@ -78,7 +86,9 @@ PROGRESS = ("none", "zk-controller", "kraft-leader", "migration", "dual-write", 
 
 class Simulation:
     def __init__(self, scope: Scope, seed: int, faults: FaultMix, bugs: frozenset[ImplBug] = frozenset(),
-                 port=None, check: bool = True, runbook: bool = True) -> None:
+                 port=None, check: bool = True, runbook: str = "finalize") -> None:
+        if runbook not in RUNBOOKS:
+            raise ValueError(f"unknown runbook {runbook!r}; expected one of {', '.join(RUNBOOKS)}")
         self.scope, self.seed, self.faults, self.runbook = scope, seed, faults, runbook
         self.rng = random.Random(seed)
         if check:
@@ -97,6 +107,8 @@ class Simulation:
         self.node_ids = sorted(self.cluster.brokers) + sorted(self.cluster.controllers)
         self.offered: dict[int, list[tuple[float, Action]]] = {}
         self.maintenance: set[int] = set()  # nodes the operator stopped: only the operator starts them
+        self.rolling_back = False
+        self.rolled_back = False
         self.events = 0
         self.counts: dict[str, int] = {}
         self.lines: list[str] = []
@@ -138,7 +150,7 @@ class Simulation:
             if f.duplicate:
                 out.append((f.duplicate, Redeliver(message)))
         out += self._zookeeper_faults()
-        if self.runbook:
+        if self.runbook != "none":
             out += [(RUNBOOK, a) for a in self._runbook()]
         return out
 
@@ -197,6 +209,8 @@ class Simulation:
             return None
         action = self.rng.choices([a for _, a in options], weights=[w for w, _ in options])[0]
         traces = self.diff.apply(action) if self.diff is not None else c.perform(action)
+        if DeleteControllerZNodes() in traces:
+            self.rolled_back = True
         self.events += 1
         name = type(action).__name__
         self.counts[name] = self.counts.get(name, 0) + 1
@@ -216,6 +230,7 @@ class Simulation:
             disagreement = str(e)
         self._note_progress()
         return Outcome(self.seed, self.events, time.perf_counter() - start, disagreement, PROGRESS[self.progress],
+                       self.rolled_back, tuple(sorted(self.diff.findings_seen)) if self.diff else (),
                        dict(sorted(self.counts.items())))
 
     def trace_text(self) -> str:
@@ -228,6 +243,11 @@ class Simulation:
         c = self.cluster
         if self.progress < PROGRESS.index("dual-write"):
             return []
+        brokers = {b: c.brokers[b].abstract(c.view) for b in sorted(c.brokers)}
+        if self.runbook == "rollback" and (self.rolling_back or any(
+                s.config.kraft_mode and s.alive and s.lifecycle.value == "Online" for s in brokers.values())):
+            self.rolling_back = True
+            return self._rollback(brokers)
         for b in sorted(c.brokers):
             state = c.brokers[b].abstract(c.view)
             if state.config.kraft_mode:
@@ -250,6 +270,21 @@ class Simulation:
             if not state.alive:
                 return [self._operator(RestartController(k), done=k)]
         return []
+
+    def _rollback(self, brokers: dict) -> list[Action]:
+        """KIP-866 §Rollback to ZK: every KRaft broker back to ZooKeeper, the quorum down, its znodes gone."""
+        c = self.cluster
+        for b, state in brokers.items():
+            if state.config.kraft_mode:
+                if state.alive:
+                    return [self._operator(StopBroker(b), start=b)]
+                return [RollbackBrokerToZk(b)] if state.meta_properties == 0 else []
+            if not state.alive and b in self.maintenance:
+                return [self._operator(RestartBroker(b), done=b)]
+        for k in sorted(c.controllers):
+            if c.controllers[k].alive:
+                return [self._operator(ShutdownController(k), start=k)]
+        return [] if self.rolled_back else [DeleteControllerZNodes()]
 
     def _operator(self, action: Action, start: int | None = None, done: int | None = None) -> Action:
         """Note which nodes are the operator's to start again (the fault mix's restarts leave them alone)."""
