@@ -112,6 +112,7 @@ from model.types import (
     FeatureStatus,
     Ibp,
     LeaderEpoch,
+    PartitionId,
     ReplicaRole,
     ZkVersion,
 )
@@ -225,6 +226,7 @@ class BrokerNode(Node):
                 out.append(InitializeController(b))
             if self.notifications.has(BROKER_IDS, "child"):
                 out.append(ProcessBrokerChange(b))
+            out += [ElectPartitionLeader(b, PartitionId(p)) for p in range(self.controller.partitions)]
         if self.kraft is not None:
             out += self.kraft.offers(self, now)
         return out
@@ -505,7 +507,7 @@ class BrokerNode(Node):
             return None  # STALE_BROKER_EPOCH
         if m.controller_epoch < self.controller_epoch and ImplBug.ACCEPT_STALE_CONTROLLER_EPOCH not in self.bugs:
             return None  # STALE_CONTROLLER_EPOCH
-        self.controller_epoch = max(self.controller_epoch, m.controller_epoch)
+        self.controller_epoch = m.controller_epoch  # ReplicaManager: the request's epoch, checked above
         match m:
             case LeaderAndIsr(partition=p, leader=leader, leader_epoch=leader_epoch):
                 local = self.replicas.get(p)

@@ -168,6 +168,7 @@ class KafkaController:
     initialized: bool = False  # onControllerFailover ran
     refused: set[tuple[int, int]] = field(default_factory=set)  # (broker, czxid) left out for features
     resigned: bool = False  # a fenced write told it it moved: the owner drops the role
+    partitions: int = 0  # partitions of the topic at its last read (for the offline-partition election it offers)
 
     def epochs(self) -> dict[int, int]:
         return {b: c.epoch for b, c in self.live.items()}
@@ -234,6 +235,8 @@ class KafkaController:
                 return True
         _, admitted, refused = yield from self._admission(session, watch=True)
         self.live, self.refused, self.initialized = admitted, refused, True
+        assignment, _ = yield from read_partition_states(session)
+        self.partitions = len(assignment)
         yield from self._send_all((yield from self._startup_requests(session, sorted(admitted))))
         return True
 
