@@ -25,13 +25,22 @@ from model.actions import (
     AlterConfigs,
     BecomeLeader,
     BecomeZkController,
+    BeginControlledShutdown,
     BrokerHeartbeat,
     DualWrite,
     Fetch,
+    FetchMetadata,
     KRaftLeaderChange,
+    MigrateBrokerToKRaft,
+    ReconfigureController,
     RegisterWithKRaft,
     RequestVote,
+    RestartBroker,
+    RestartController,
+    SessionTimeout,
+    ShutdownController,
     StartElection,
+    StopBroker,
     WaitForControllerQuorum,
 )
 from model.invariants import BY_NAME
@@ -39,6 +48,7 @@ from model.kraft import (
     AbortTransactionRecord,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
+    BrokerState,
     ConfigRecord,
     EndTransactionRecord,
     FeatureLevelRecord,
@@ -360,6 +370,46 @@ def test_migration_reaches_dual_write_and_writes_zookeeper_as_a_controller():
     assert c.driver.state is MigrationDriverState.DUAL_WRITE
     assert znode_data(diff.model, CONTROLLER) == KRaftControllerZNode(A, c.epoch)
     assert znode_data(diff.model, MIGRATION).kraft_metadata_offset == c.high_watermark
+
+
+# A ZK broker is restarted as a KRaft broker during dual write (its old registration timed out),
+# registers, catches up, is unfenced, then gets SIGINT and shuts down through its heartbeats.
+KRAFT_BROKER_LIFE = [
+    StopBroker(1), MigrateBrokerToKRaft(1), RestartBroker(1), SessionTimeout(1, A), RegisterWithKRaft(1, A),
+    Fetch(B, A), FetchMetadata(1, A), BrokerHeartbeat(1, A), BeginControlledShutdown(1),
+]
+
+
+def test_kraft_broker_is_unfenced_once_caught_up_and_stops_by_heartbeat():
+    """KIP-500 §Broker States (Fenced -> Online -> Stopping -> Offline); KIP-866 §Broker Migration.
+
+    With the write-behind lag at its bound (KIP-866 §Unavailable ZooKeeper) the shutdown's fencing
+    heartbeat is refused until a dual write catches ZooKeeper up.
+    """
+    scope = SCOPES["broker-migration"]
+    diff = _script(scope, KRAFT_BROKER_LIFE)
+    assert diff.model.brokers[1].lifecycle is BrokerState.STOPPING
+    assert BrokerHeartbeat(1, A) not in enabled_actions(diff.model, scope)
+    assert diff.apply(BrokerHeartbeat(1, A)) == []  # refused: the fence record would pass the lag bound
+    for action in (DualWrite(A), BrokerHeartbeat(1, A)):
+        assert diff.apply(action) == [action]
+    broker = diff.model.brokers[1]
+    assert not broker.alive and broker.lifecycle is BrokerState.OFFLINE
+    assert image_of(diff.model.controllers[0].log).registration(BrokerId(1)).fenced
+
+
+FINALIZE = [ShutdownController(A), ReconfigureController(A, False), RestartController(A), StartElection(A),
+            BecomeLeader(A), FetchMetadata(0, A)]
+
+
+def test_finalize_when_every_controller_runs_without_the_flag():
+    """KIP-866 §Finalizing the Migration: a leader without the flag, in a quorum that all lacks it, commits
+    POST_MIGRATION; a KRaft broker that replays it writes meta.properties v1 (no rollback after that)."""
+    diff = _script(SCOPES["finalize"], FINALIZE)
+    c = diff.model.controllers[0]
+    assert c.active and c.driver is None
+    assert c.log[-1].record == ZkMigrationStateRecord(ZkMigrationState.POST_MIGRATION)
+    assert diff.model.brokers[0].meta_properties == 1
 
 
 # ---- differential walks --------------------------------------------------------------------------
