@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from impl.bugs import ImplBug
+from impl.codec import decode
 from impl.kraft.driver import KRaftMigrationDriver
 from impl.kraft.image import NO_LEADER, Image, image_at, rename_record
 from impl.kraft.raft import QuorumState, diverging_point
@@ -66,7 +67,7 @@ from impl.protocol import (
     Trace,
     ZkCall,
 )
-from impl.zk.port import ZkError
+from impl.zk.port import ConnectionLoss, NoNode, ZkError
 from model.actions import (
     AlterConfigs,
     BecomeLeader,
@@ -271,15 +272,14 @@ class ControllerNode(Node):
         if self.is_active() and self.driver is not None:
             if self.committed_image().migration_state is ZkMigrationState.MIGRATION:
                 try:
-                    from impl.codec import decode
-
                     data, _ = yield ZkCall("get_data", self.zk_session, MIGRATION)
                     offset = decode(MIGRATION, data).kraft_metadata_offset
-                except ZkError as e:
-                    if e.code.value != "CONNECTIONLOSS":
-                        return
-                    # Differs: ZooKeeper is down; the driver knows what it last read or wrote there.
+                except ConnectionLoss:
+                    # Differs: the model reads /migration even while ZooKeeper is down; the driver knows
+                    # what it last read or wrote there (the same value with one controller).
                     offset = self.driver.migration_offset
+                except NoNode:
+                    return
                 if offset < self.raft.high_watermark:
                     return
         self._process_stops()
