@@ -33,6 +33,14 @@ from typing import Any
 
 from impl.bugs import ImplBug
 from impl.codec import IBP_BY_NAME, decode, encode
+from impl.metrics import (
+    ACTIVE_CONTROLLER_COUNT,
+    BROKER_METADATA_TYPE,
+    CONTROLLER_METADATA_TYPE,
+    KRAFT,
+    ZOOKEEPER,
+)
+from impl.pacing import POLL_MS, REQUEST_RETRY_MS, Gates, committed, earliest
 from impl.protocol import (
     DEFER,
     Crash,
@@ -193,6 +201,8 @@ class BrokerNode(Node):
         self.observed_epoch: tuple[int, int] | None = None
         self.controller: KafkaController | None = None
         self.metadata_live: tuple[BrokerId, ...] = ()
+        self.session_lost = False  # a read of its session said SessionExpired (ZooKeeper's Expired event)
+        self.gates = Gates()  # when it tries a step again (impl.pacing)
 
     def _new_kraft_client(self):
         if KRaftBrokerClient is None:
@@ -217,24 +227,87 @@ class BrokerNode(Node):
         if not self._alive:
             return []
         b = BrokerId(self.broker_id)
-        out: list[Action] = [OpenSession(b), RegisterBroker(b), RefreshFeatureCache(b), SendControlledShutdown(b)]
-        if self.controller is None:
-            out += [ObserveControllerEpoch(b), ElectController(b)]
-        else:
-            out.append(ResignController(b))
-            if not self.controller.initialized:
-                out.append(InitializeController(b))
-            if self.notifications.has(BROKER_IDS, "child"):
-                out.append(ProcessBrokerChange(b))
-            out += [ElectPartitionLeader(b, PartitionId(p)) for p in range(self.controller.partitions)]
+        if self.kraft_mode:  # process.roles=broker: no ZooKeeper client (KIP-866 §Broker Migration)
+            return self.kraft.offers(self, now) if self.kraft is not None else []
+        g = self.gates
+        g.begin()
+        out: list[Action] = []
+        if self._due(OpenSession, now, known=self.session is None or self.session_lost):
+            out.append(OpenSession(b))
+        if self.session is not None:
+            if not self.registered and self._due(RegisterBroker, now, known=True):
+                out.append(RegisterBroker(b))
+            if self._due(RefreshFeatureCache, now):
+                out.append(RefreshFeatureCache(b))
+            if self.registered and not self.shutdown_sent and self._due(SendControlledShutdown, now, known=True):
+                out.append(SendControlledShutdown(b))
+            if self.registered and self.controller is None:
+                if self.observed_epoch is None and self._due(ObserveControllerEpoch, now):
+                    out.append(ObserveControllerEpoch(b))
+                if self.observed_epoch is not None and self._due(ElectController, now, known=True):
+                    out.append(ElectController(b))
+        role = self.controller
+        if role is not None:
+            if self._due(ResignController, now, known=self.session_lost):
+                out.append(ResignController(b))
+            if not role.initialized:
+                if self._due(InitializeController, now, known=True):
+                    out.append(InitializeController(b))
+            else:
+                if self.notifications.has(BROKER_IDS, "child") and self._due(ProcessBrokerChange, now, known=True):
+                    out.append(ProcessBrokerChange(b))
+                out += [ElectPartitionLeader(b, PartitionId(p)) for p in range(role.partitions)
+                        if self._due((ElectPartitionLeader, p), now, known=role.may_elect(p))]
         if self.kraft is not None:
             out += self.kraft.offers(self, now)
         return out
 
+    def next_deadline(self) -> int | None:
+        """When a gate the last ``offers`` found closed opens (the simulator asks for offers again then)."""
+        return earliest(self.gates.deadline(), self.kraft.gates.deadline() if self.kraft is not None else None)
+
+    # What the broker cannot know from its memory it polls: Kafka learns it from a watch the model
+    # does not arm (/features, /controller) or, for its session, from the ZooKeeper client's pings.
+    def _polled(self) -> dict[type, int]:
+        ping = int(self.config.get("zookeeper.session.timeout.ms", SESSION_TIMEOUT_MS)) // 3
+        return {OpenSession: ping, RefreshFeatureCache: POLL_MS, ObserveControllerEpoch: POLL_MS,
+                ResignController: POLL_MS, ElectPartitionLeader: POLL_MS}
+
+    def _due(self, key, now: int, known: bool = False) -> bool:
+        """Offer the step: no retry backoff pending, and it is known to be due or its poll is."""
+        g = self.gates
+        return g.open(("retry", key), now) and (known or g.open(("poll", key), now))
+
+    def _paced(self, action: Action, now: int, traced: bool) -> None:
+        """After an attempt: a refusal backs off, a poll waits for its next turn, and what it learned opens others."""
+        g = self.gates
+        key = (ElectPartitionLeader, action.partition) if isinstance(action, ElectPartitionLeader) else type(action)
+        if not traced:
+            g.close(("retry", key), now + REQUEST_RETRY_MS)
+        poll = self._polled().get(type(action))
+        if poll is not None:
+            g.close(("poll", key), now + poll)
+        if not traced:
+            return
+        match action:
+            case OpenSession():
+                g.clear(("retry", RegisterBroker))
+            case RegisterBroker() if self.registered:
+                # KafkaServer's start-up: the feature cache is initialized and the controller elected.
+                g.clear(("poll", RefreshFeatureCache))
+                g.clear(("poll", ObserveControllerEpoch))
+            case ResignController():
+                g.clear(("poll", ObserveControllerEpoch))
+            case InitializeController() | UpdateFeatures():
+                g.clear(("poll", RefreshFeatureCache))  # the controller may have written /features
+
     def handle(self, event: Event) -> Handler:
         match event:
             case Perform(action=action):
-                return self._perform(event, action)
+                if isinstance(action, KRAFT_ACTIONS):
+                    return self._perform(event, action)  # the KRaft client paces its own requests
+                return committed(self._perform(event, action),
+                                 lambda traced: self._paced(action, event.now, traced))
             case Receive(message=message):
                 return self._receive(event, message)
             case RpcRequest(request=request):
@@ -259,8 +332,8 @@ class BrokerNode(Node):
             if self.kraft is None:
                 return None
             return (yield from self.kraft.perform(self, event))
-        # Differs (as the model does): a KRaft-mode broker still takes the ZooKeeper-mode steps
-        # (OpenSession, RegisterBroker, ...); process.roles=broker has no ZooKeeper client in Kafka.
+        if self.kraft_mode:
+            return None  # process.roles=broker has no ZooKeeper client: no ZooKeeper-mode step (KIP-866)
         match action:
             case OpenSession():
                 yield from self._open_session(b)
@@ -295,6 +368,7 @@ class BrokerNode(Node):
         try:
             yield ZkCall("exists", self.session, "/")
         except SessionExpired:
+            self.session_lost = True
             return False
         except ConnectionLoss:
             return None
@@ -309,7 +383,7 @@ class BrokerNode(Node):
                                                                         SESSION_TIMEOUT_MS)))
         except ConnectionLoss:
             return
-        self.session, self._probe_session, self.registered = session, session, False
+        self.session, self._probe_session, self.registered, self.session_lost = session, session, False, False
         yield Trace(OpenSession(b))
 
     def _register(self, b: BrokerId, now: int) -> Handler:
@@ -551,9 +625,10 @@ class BrokerNode(Node):
             except SessionExpired:
                 pass
             except ConnectionLoss:
-                # The clean shutdown cannot close its session: the process exits as if it crashed.
+                # ZooKeeper is down: the shutdown gives up on closing the session and exits; the
+                # session lives on until the server expires it (as the model's StopBroker).
                 self.die()
-                yield Trace(CrashBroker(b))
+                yield Trace(StopBroker(b))
                 return
         if alive:
             yield ZkCall("close_session", self.session)
@@ -598,6 +673,19 @@ class BrokerNode(Node):
             self.config = old
             return
         yield Trace(action)
+
+    # ---- metrics (KIP-866 §Metrics) -------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, int | None]:
+        """KafkaServer's MetadataType, and while it is the ZooKeeper controller, KafkaController's gauges."""
+        if not self._alive:
+            return {BROKER_METADATA_TYPE: None, ACTIVE_CONTROLLER_COUNT: None, CONTROLLER_METADATA_TYPE: None}
+        controller = self.controller is not None
+        return {
+            BROKER_METADATA_TYPE: KRAFT if self.kraft_mode else ZOOKEEPER,
+            ACTIVE_CONTROLLER_COUNT: int(controller),  # a zombie controller reports 1 until it resigns
+            CONTROLLER_METADATA_TYPE: ZOOKEEPER if controller else None,
+        }
 
     # ---- the refinement map ------------------------------------------------------------------------
 

@@ -485,7 +485,10 @@ def _shutdown_controller(state: ClusterState, cid: ControllerId, variant: Varian
 
 def _restart_controller(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
     c = ctrl(state, cid)
-    if c.alive:
+    if c.alive or state.history.handed_back is not None:
+        # KIP-866 §Rollback to ZK ends the quorum's life: after the operator deleted its znodes,
+        # a restarted quorum would reclaim ZooKeeper from a stale log (a new migration needs a
+        # freshly formatted quorum, which the model does not cover).
         return None
     epoch = KRaftEpoch(0) if variant.has(Bug.RESTART_FORGETS_EPOCH) else c.epoch
     role = QuorumRole.VOTED if c.voted_for is not None and c.voted_for != c.id else QuorumRole.UNATTACHED

@@ -439,7 +439,7 @@ def rollback_loses_nothing_committed(before: ClusterState, action: Action, after
         return True  # KIP-866: "a forceful shutdown could let some metadata be lost" (a hazard, not a violation)
     if before.history.handed_back is None:
         return True
-    # What KRaft committed before the hand-back (a quorum restarted afterwards is the operator's own mistake).
+    # What KRaft committed before the hand-back (the quorum cannot restart afterwards: _restart_controller).
     committed = before.history.committed[: before.history.handed_back]
     image = image_of(committed)
     if image.migration is not ZkMigrationState.MIGRATION:

@@ -557,10 +557,11 @@ SCOPES[LIFECYCLE.name] = LIFECYCLE
 # A KRaft broker after the migration restarts once: small enough for liveness to see all of it.
 KRAFT_BROKER_RESTART = _small_migration_scope(
     name="kraft-broker-restart",
-    summary="1 KRaft broker and 1 controller in dual write; the broker restarts and must come back Online",
+    summary="1 KRaft broker and 1 controller in dual write; the broker restarts, or misses heartbeats until"
+            " fenced, and must come back Online",
     controllers=(MIGRATING,),
     stage="kraft-brokers",
-    budget=Budget(restarts=1, max_in_flight=6),
+    budget=Budget(restarts=1, timeouts=1, max_in_flight=6),
     max_depth=12,
 )
 SCOPES[KRAFT_BROKER_RESTART.name] = KRAFT_BROKER_RESTART

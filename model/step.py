@@ -504,10 +504,12 @@ def _crash(state: ClusterState, b: BrokerId) -> ClusterState | None:
 
 def _stop(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
     broker = state.brokers[b]
-    if not broker.alive or not state.zk.available or state.budget.restarts <= 0:
+    if not broker.alive or state.budget.restarts <= 0:
         return None
     state = _spend(state, restarts=1)
-    if _holds_session(state, broker):
+    # Closing the session needs ZooKeeper. A broker stopped during an outage exits all the same
+    # (KafkaServer.shutdown gives up on the ZooKeeper client); its session lives on until it expires.
+    if _holds_session(state, broker) and state.zk.available:
         if variant.has(Bug.STOP_DELETES_CONTROLLER_EPOCH) and is_current_controller(state, broker):
             zk, results = zkm.multi(state.zk, broker.session, (Delete(CONTROLLER_EPOCH),), variant.bugs)
             state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
@@ -535,8 +537,8 @@ def _change_ibp(state: ClusterState, b: BrokerId, ibp: Ibp) -> ClusterState | No
 
 def _open_session(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
     broker = state.brokers[b]
-    if not broker.alive or not state.zk.available or _holds_session(state, broker):
-        return None
+    if not broker.alive or broker.config.kraft_mode or not state.zk.available or _holds_session(state, broker):
+        return None  # a KRaft broker does not talk to ZooKeeper (KIP-866 §Broker Migration)
     if variant.has(Bug.RESTARTED_BROKER_KEEPS_DEAD_SESSION) and state.history.registered_epoch(b) is not None:
         return None
     zk, session = zkm.open_session(state.zk, b)

@@ -11,7 +11,9 @@ Rules:
   - the implementation took a step the model does not allow there;
   - the implementation refused a step (no trace) that the model takes, with a change (``strict``:
     when the model chose the step; the simulator's own choices may be refused by a partition);
-  - after the step, the abstracted implementation differs from the model (field by field).
+  - after the step, the abstracted implementation differs from the model (field by field), or
+    the KIP-866 metrics its processes report (``impl.metrics.cluster_metrics``) differ from the
+    model's (``model.metrics.metrics``).
 - The model's invariants are checked on the abstracted implementation state after every step
   (with the model's history), so a divergence also names the property it breaks; properties a
   scope reports as findings about the seeds (``Scope.findings``) are not counted.
@@ -27,10 +29,12 @@ from dataclasses import dataclass, field
 
 from impl.bugs import ImplBug
 from impl.cluster import Cluster
+from impl.metrics import cluster_metrics
 from impl.refinement import abstract, differences, same
 from model.actions import Action
 from model.bugs import CORRECT, Variant
 from model.invariants import violations
+from model.metrics import metrics
 from model.scopes import Scope, cold_state, warm_up
 from model.state import Budget, ClusterState
 from model.step import enabled_actions, step
@@ -110,6 +114,11 @@ class Differential:
         impl = self._abstract(model)
         if not same(impl, model) or (self._order_checked and _order(impl) != _order(model)):
             self._disagree(f"{when}: the implementation's state is not the model's", model, impl, before, action)
+        reported, expected = cluster_metrics(self.cluster), metrics(model)
+        if reported != expected:
+            names = [name for name in expected if reported.get(name) != expected[name]]
+            raise Disagreement(f"{when}: the implementation's metrics are not the model's: {', '.join(names)}",
+                               self.steps, [f"{n}: impl {reported.get(n)!r}, model {expected[n]!r}" for n in names], [])
         if before is not None:
             found = set(violations(before, action, model))
             self.findings_seen |= found & self.findings
@@ -144,14 +153,26 @@ def _order(state: ClusterState) -> tuple:
 
 
 def walk(scope: Scope, seed: int, steps: int, bugs: frozenset[ImplBug] = frozenset(),
-         variant: Variant = CORRECT) -> Differential:
-    """A seeded random walk over the model's enabled actions, each applied to both; raises Disagreement."""
+         variant: Variant = CORRECT, swarm: bool = False) -> Differential:
+    """A seeded random walk over the model's enabled actions, each applied to both; raises Disagreement.
+
+    ``swarm`` (swarm testing): the walk keeps each kind of action with probability 1/2 and takes
+    the others only when none of its kinds is enabled, so long runs of a few kinds (a zombie
+    controller's race, a lost election) become likely.
+    """
     rng = random.Random(seed)
     diff = Differential(scope, bugs=bugs, variant=variant, seed=seed)
+    kept: set[type] | None = None
+    if swarm:
+        from model.actions import ACTION_TYPES
+
+        kept = {kind for kind in sorted(ACTION_TYPES, key=lambda k: k.__name__) if rng.random() < 0.5}
     for _ in range(steps):
         actions = enabled_actions(diff.model, scope, variant)
         if not actions:
             break
+        if kept is not None:
+            actions = [a for a in actions if type(a) in kept] or actions
         diff.apply(rng.choice(actions))
     return diff
 

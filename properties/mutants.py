@@ -11,7 +11,9 @@ for EVENTUALLY properties (``liveness:<scope>``), the scope's Hypothesis machine
 The implementation layer's bugs (``impl.bugs``, layer "impl") are caught by differential testing
 (``differential:<scope>``): seeded random walks of the bug's scope drive the buggy implementation
 and the model together until they disagree or a model property breaks on the implementation's
-state (``properties.differential``); the report names the properties that broke, if any.
+state (``properties.differential``); the report names the properties that broke, if any. A bug
+that only shows in a race the walks almost never take is caught by its scripted differential run
+(``properties.regressions``, ``differential:script <name>``), tried first.
 """
 
 from __future__ import annotations
@@ -130,14 +132,24 @@ def _differential(bug: SeededBug | ImplSeededBug) -> tuple[str, list[Action]] | 
     if not isinstance(bug, ImplSeededBug):
         return None
     from properties.differential import Disagreement, walk
+    from properties.regressions import CATCHING_SCRIPT, run_script
 
     scope = SCOPES[bug.scope]
-    for seed in range(DIFFERENTIAL_SEEDS):
+    script = CATCHING_SCRIPT.get(bug.bug)
+    if script is not None:
         try:
-            walk(scope, seed, DIFFERENTIAL_STEPS, bugs=frozenset({bug.bug}))
+            run_script(script, frozenset({bug.bug}))
         except Disagreement as found:
             broke = f" (broke {', '.join(found.broken)})" if found.broken else ""
-            return f"differential:{scope.name} seed {seed}{broke}", list(found.steps)
+            return f"differential:script {script}{broke}", list(found.steps)
+    for seed in range(DIFFERENTIAL_SEEDS):
+        swarm = seed % 2 == 1  # plain and swarm walks in turn (properties.differential.walk)
+        try:
+            walk(scope, seed, DIFFERENTIAL_STEPS, bugs=frozenset({bug.bug}), swarm=swarm)
+        except Disagreement as found:
+            broke = f" (broke {', '.join(found.broken)})" if found.broken else ""
+            kind = "swarm walk" if swarm else "walk"
+            return f"differential:{scope.name} {kind} {seed}{broke}", list(found.steps)
     return None
 
 

@@ -22,26 +22,21 @@ from impl.kraft.rpc import ApiError, BrokerHeartbeatRequest
 from impl.kraft_controller import ControllerNode
 from impl.protocol import Perform, Reconfigure, Rpc, RpcRequest, Start, Stop, Trace, Unreachable
 from model.actions import (
-    AlterConfigs,
     BecomeLeader,
-    BecomeZkController,
     BeginControlledShutdown,
     BrokerHeartbeat,
     DualWrite,
     Fetch,
     FetchMetadata,
-    KRaftLeaderChange,
     MigrateBrokerToKRaft,
     ReconfigureController,
     RegisterWithKRaft,
-    RequestVote,
     RestartBroker,
     RestartController,
     SessionTimeout,
     ShutdownController,
     StartElection,
     StopBroker,
-    WaitForControllerQuorum,
 )
 from model.invariants import BY_NAME
 from model.kraft import (
@@ -67,11 +62,12 @@ from model.kraft import (
     image_of,
 )
 from model.migration import MIGRATION, KRaftControllerZNode, MigrationDriverState
-from model.scopes import MIGRATING, SCOPES
-from model.state import CONTROLLER, Budget, znode_data
+from model.scopes import SCOPES
+from model.state import CONTROLLER, znode_data
 from model.step import enabled_actions
 from model.types import BrokerEpoch, BrokerId, Ibp, LeaderEpoch
 from properties.differential import Differential, Disagreement
+from properties.regressions import DEPOSED_DUAL_WRITE, OLDER_EPOCH_HEARTBEAT, three_voter_pre_migration
 
 PART2_SCOPES = ("kraft-quorum", "kraft-born", "pre-migration", "migration", "dual-write", "broker-migration",
                 "finalize", "rollback", "handover", "lifecycle", "kraft-broker-restart")
@@ -313,12 +309,6 @@ def _script(scope, steps, bugs=frozenset()) -> Differential:
     return diff
 
 
-# A deposed leader's driver still believes it leads; the new leader claims ZooKeeper; before the new
-# leader's driver rewrites /migration, the old one dual-writes a record committed in its own epoch.
-DEPOSED_DUAL_WRITE = [
-    AlterConfigs(A), Fetch(B, A), StartElection(B), RequestVote(B, A), BecomeLeader(B), KRaftLeaderChange(B),
-    WaitForControllerQuorum(B), BecomeZkController(B), DualWrite(A),
-]
 
 
 def test_deposed_leader_dual_write_is_fenced_by_the_controller_epoch():
@@ -332,24 +322,11 @@ def test_deposed_leader_dual_write_is_fenced_by_the_controller_epoch():
     assert znode_data(diff.model, CONTROLLER) == KRaftControllerZNode(B, KRaftEpoch(2))
 
 
-def _three_voter_pre_migration():
-    base = SCOPES["pre-migration"]
-    return base.replace(name="pre-migration-3-voters", controllers=(MIGRATING,) * 3, ibps=base.ibps[:1],
-                        supported=base.supported[:1], partitions=((BrokerId(0),),), broker_flags=((True, True),),
-                        budget=Budget(kraft_elections=1, max_in_flight=8))
-
-
-# Two controllers believe they are active (the old leader is not asked for its vote); the broker
-# bounces between them and ends up holding the old leader's (older) registration epoch.
-OLDER_EPOCH_HEARTBEAT = [
-    RegisterWithKRaft(0, A), StartElection(B), RequestVote(B, C), BecomeLeader(B), BrokerHeartbeat(0, B),
-    RegisterWithKRaft(0, B), BrokerHeartbeat(0, A), RegisterWithKRaft(0, A), BrokerHeartbeat(0, B),
-]
 
 
 def test_heartbeat_with_the_old_leaders_registration_epoch_is_stale_at_the_new_leader():
     """KIP-500 §Broker States: the new leader answers STALE_BROKER_EPOCH; the broker forgets its epoch."""
-    diff = _script(_three_voter_pre_migration(), OLDER_EPOCH_HEARTBEAT)
+    diff = _script(three_voter_pre_migration(), OLDER_EPOCH_HEARTBEAT)
     assert diff.model.brokers[0].kraft_epoch == -1
 
 
@@ -489,7 +466,7 @@ WALK_CAUGHT = {
 # These need a race random walks of these scopes almost never take: a scripted run catches them.
 SCRIPT_CAUGHT = {
     ImplBug.DUAL_WRITE_WITHOUT_EPOCH_CHECK: (lambda: SCOPES["dual-write"], DEPOSED_DUAL_WRITE),
-    ImplBug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH: (_three_voter_pre_migration, OLDER_EPOCH_HEARTBEAT),
+    ImplBug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH: (three_voter_pre_migration, OLDER_EPOCH_HEARTBEAT),
 }
 
 

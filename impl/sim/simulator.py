@@ -46,19 +46,24 @@ from model.actions import (
     RestartBroker,
     RestartController,
     RollbackBrokerToZk,
+    SessionTimeout,
     ShutdownController,
+    StartElection,
     StopBroker,
     ZkOutage,
     ZkRecover,
 )
 from model.bugs import CORRECT
-from model.kraft import ZkMigrationState
+from model.kraft import BrokerState, ZkMigrationState
 from model.migration import MigrationDriverState
 from model.scopes import Scope
 
-# Steps a node takes on its own that the model counts as perturbations (an election timeout, an
-# admin request, a broker giving up on a session) are rare next to the protocol's own steps.
-SPONTANEOUS = 0.02
+# Steps a node takes on its own that the model counts as perturbations (an admin request, an
+# operator's controlled shutdown) are rare next to the protocol's own steps. A node offers only
+# what it would do next, so a handful of offers compete and the weight is per event.
+SPONTANEOUS = 0.002
+# ... except those a node's own timer paces (impl.pacing): once its timeout has run out it acts.
+TIMED = frozenset({StartElection, SessionTimeout})
 RUNBOOK = 0.3  # the operator's next step, when there is one
 RUNBOOKS = ("finalize", "rollback", "none")
 TICK_MS = 20  # the clock advances by 1..TICK_MS between events
@@ -106,6 +111,7 @@ class Simulation:
         self.crashed_at: dict[int, int] = {}  # a dead broker's ZooKeeper session -> when its process died
         self.node_ids = sorted(self.cluster.brokers) + sorted(self.cluster.controllers)
         self.offered: dict[int, list[tuple[float, Action]]] = {}
+        self.deadlines: dict[int, int | None] = {}  # when each node's offers change with the time alone
         self.maintenance: set[int] = set()  # nodes the operator stopped: only the operator starts them
         self.rolling_back = False
         self.rolled_back = False
@@ -159,14 +165,30 @@ class Simulation:
         return getattr(message, "controller_id", getattr(message, "broker_id", -1))
 
     def _offers(self, node_id: int, node, now: int) -> list[tuple[float, Action]]:
-        """A node's weighted offers; recomputed only when it handled an event or was notified since.
+        """A node's weighted offers; recomputed only when it handled an event or was notified since, or
+        when one of its timers ran out (``next_deadline``).
 
-        Offers are a function of the node's memory (impl.protocol), which changes only then.
+        Offers are a function of the node's memory (impl.protocol), which changes only then, and of
+        the time, which opens the node's timers (impl.pacing).
         """
-        if node_id in self.cluster.touched or node_id not in self.offered:
+        deadline = self.deadlines.get(node_id)
+        if node_id in self.cluster.touched or node_id not in self.offered or (deadline is not None and now >= deadline):
             self.cluster.touched.discard(node_id)
-            self.offered[node_id] = [(SPONTANEOUS if type(a) in PERTURBATIONS else 1.0, a) for a in node.offers(now)]
+            self.offered[node_id] = [(SPONTANEOUS if type(a) in PERTURBATIONS and type(a) not in TIMED else 1.0, a)
+                                     for a in node.offers(now)]
+            self.deadlines[node_id] = node.next_deadline()
         return self.offered[node_id]
+
+    def _next_wake(self) -> int | None:
+        """The earliest time something becomes possible when nothing is now: a node's timer, a delayed
+        message, a healed partition, a dead process's session timing out."""
+        c, now = self.cluster, self.cluster.now
+        times = [d for n in self.node_ids if c.node(n).alive and (d := self.deadlines.get(n)) is not None]
+        times += [entry.deliver_at for entry in c.network]
+        times += list(self.cuts.values())
+        times += [died + SESSION_TIMEOUT_MS for died in self.crashed_at.values()]
+        later = [t for t in times if t > now]
+        return min(later) if later else None
 
     def _zookeeper_faults(self) -> list[tuple[float, Action]]:
         c, f = self.cluster, self.faults
@@ -205,12 +227,23 @@ class Simulation:
         if self.faults.partition and self.rng.random() < self.faults.partition:
             self._partition()
         options = self.choices()
+        while not any(w >= RUNBOOK for w, _ in options):
+            # A quiet cluster: nothing due but rare perturbations. Time passes (weighed as one protocol
+            # step against them) to the next timer of a node, a message's delay or a healed partition.
+            wake = self._next_wake()
+            if wake is None:
+                break
+            if options and self.rng.random() >= 1.0 / (1.0 + sum(w for w, _ in options)):
+                break
+            c.now = wake
+            options = self.choices()
         if not options:
             return None
         action = self.rng.choices([a for _, a in options], weights=[w for w, _ in options])[0]
         traces = self.diff.apply(action) if self.diff is not None else c.perform(action)
         if DeleteControllerZNodes() in traces:
             self.rolled_back = True
+            self.maintenance |= set(c.controllers)  # the quorum's life ended with the rollback
         self.events += 1
         name = type(action).__name__
         self.counts[name] = self.counts.get(name, 0) + 1
@@ -243,14 +276,13 @@ class Simulation:
         c = self.cluster
         if self.progress < PROGRESS.index("dual-write"):
             return []
-        brokers = {b: c.brokers[b].abstract(c.view) for b in sorted(c.brokers)}
+        brokers = {b: _Seen.of(c.brokers[b]) for b in sorted(c.brokers)}
         if self.runbook == "rollback" and (self.rolling_back or any(
-                s.config.kraft_mode and s.alive and s.lifecycle.value == "Online" for s in brokers.values())):
+                s.kraft_mode and s.alive and s.lifecycle.value == "Online" for s in brokers.values())):
             self.rolling_back = True
             return self._rollback(brokers)
-        for b in sorted(c.brokers):
-            state = c.brokers[b].abstract(c.view)
-            if state.config.kraft_mode:
+        for b, state in brokers.items():
+            if state.kraft_mode:
                 if not state.alive:
                     return [self._operator(RestartBroker(b), done=b)]
                 if state.lifecycle.value != "Online":
@@ -258,12 +290,12 @@ class Simulation:
                 continue
             if state.alive:
                 return [self._operator(StopBroker(b), start=b)]
-            if state.config.migration_enabled:
+            if state.migration_enabled:
                 return [MigrateBrokerToKRaft(b)]
             return []
         for k in sorted(c.controllers):
-            state = c.controllers[k].abstract(c.view)
-            if state.config.migration_enabled:
+            state = c.controllers[k]
+            if state.migration_enabled:
                 if state.alive:
                     return [self._operator(ShutdownController(k), start=k)]
                 return [ReconfigureController(k, False)]
@@ -275,7 +307,7 @@ class Simulation:
         """KIP-866 §Rollback to ZK: every KRaft broker back to ZooKeeper, the quorum down, its znodes gone."""
         c = self.cluster
         for b, state in brokers.items():
-            if state.config.kraft_mode:
+            if state.kraft_mode:
                 if state.alive:
                     return [self._operator(StopBroker(b), start=b)]
                 return [RollbackBrokerToZk(b)] if state.meta_properties == 0 else []
@@ -313,6 +345,22 @@ class Simulation:
         if any(_committed_state(k) is ZkMigrationState.POST_MIGRATION for k in leaders):
             level = 6
         self.progress = max(self.progress, level)
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What the operator sees of a broker process (its configuration, whether it runs, its state)."""
+
+    kraft_mode: bool
+    migration_enabled: bool
+    alive: bool
+    lifecycle: BrokerState
+    meta_properties: int
+
+    @classmethod
+    def of(cls, node) -> _Seen:
+        lifecycle = node.kraft.lifecycle if node.kraft is not None else BrokerState.OFFLINE
+        return cls(node.kraft_mode, node.migration_enabled, node.alive, lifecycle, node.meta_properties)
 
 
 def _committed_state(controller) -> ZkMigrationState:

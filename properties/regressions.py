@@ -1,0 +1,89 @@
+"""Scripted differential runs: short, named situations that random walks almost never reach.
+
+Each is a scope and a list of steps the model takes one by one. The correct implementation
+agrees with the model on every step (a test checks it); an implementation bug that only shows
+in such a race is caught by running its script (``kraftcheck mutants`` does, before the walks).
+A failing seed found by a walk or a campaign belongs here too, as a pinned regression.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from impl.bugs import ImplBug
+from model.actions import (
+    Action,
+    AlterConfigs,
+    BecomeLeader,
+    BecomeZkController,
+    BrokerHeartbeat,
+    DualWrite,
+    Fetch,
+    KRaftLeaderChange,
+    RegisterWithKRaft,
+    RequestVote,
+    StartElection,
+    WaitForControllerQuorum,
+)
+from model.scopes import MIGRATING, SCOPES, Scope
+from model.state import Budget
+from model.types import BrokerId
+from properties.differential import Differential
+
+A, B, C = 3000, 3001, 3002
+
+
+def dual_write_scope() -> Scope:
+    return SCOPES["dual-write"]
+
+
+def three_voter_pre_migration() -> Scope:
+    """pre-migration with 3 voters and 1 broker: two controllers can both believe they are active."""
+    base = SCOPES["pre-migration"]
+    return base.replace(name="pre-migration-3-voters", controllers=(MIGRATING,) * 3, ibps=base.ibps[:1],
+                        supported=base.supported[:1], partitions=((BrokerId(0),),), broker_flags=((True, True),),
+                        budget=Budget(kraft_elections=1, max_in_flight=8))
+
+
+# A deposed leader's driver still believes it leads; the new leader claims ZooKeeper; before the new
+# leader's driver rewrites /migration, the old one dual-writes a record committed in its own epoch.
+DEPOSED_DUAL_WRITE: tuple[Action, ...] = (
+    AlterConfigs(A), Fetch(B, A), StartElection(B), RequestVote(B, A), BecomeLeader(B), KRaftLeaderChange(B),
+    WaitForControllerQuorum(B), BecomeZkController(B), DualWrite(A),
+)
+
+# Two controllers believe they are active (the old leader is not asked for its vote); the broker
+# bounces between them and ends up holding the old leader's (older) registration epoch.
+OLDER_EPOCH_HEARTBEAT: tuple[Action, ...] = (
+    RegisterWithKRaft(0, A), StartElection(B), RequestVote(B, C), BecomeLeader(B), BrokerHeartbeat(0, B),
+    RegisterWithKRaft(0, B), BrokerHeartbeat(0, A), RegisterWithKRaft(0, A), BrokerHeartbeat(0, B),
+)
+
+SCRIPTS: dict[str, tuple[Callable[[], Scope], tuple[Action, ...]]] = {
+    "deposed-dual-write": (dual_write_scope, DEPOSED_DUAL_WRITE),
+    "older-epoch-heartbeat": (three_voter_pre_migration, OLDER_EPOCH_HEARTBEAT),
+}
+
+# The implementation bugs only a script reaches, and the script that catches each.
+CATCHING_SCRIPT: dict[ImplBug, str] = {
+    ImplBug.DUAL_WRITE_WITHOUT_EPOCH_CHECK: "deposed-dual-write",
+    ImplBug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH: "older-epoch-heartbeat",
+}
+
+
+class NotAStep(AssertionError):
+    """A script's step is not one the model takes there: the script itself is stale."""
+
+
+def run_script(name: str, bugs: frozenset[ImplBug] = frozenset()) -> Differential:
+    """Run script ``name`` through the implementation and the model; raises Disagreement on a difference."""
+    from model.step import enabled_actions
+
+    make_scope, steps = SCRIPTS[name]
+    scope = make_scope()
+    diff = Differential(scope, bugs=bugs)
+    for action in steps:
+        if action not in enabled_actions(diff.model, scope):
+            raise NotAStep(f"script {name}: {action} is not a step the model takes here")
+        diff.apply(action)
+    return diff
