@@ -40,7 +40,7 @@ from impl.metrics import (
     KRAFT,
     ZOOKEEPER,
 )
-from impl.pacing import POLL_MS, REQUEST_RETRY_MS, Gates, committed, earliest
+from impl.pacing import POLL_MS, Gates, committed, earliest
 from impl.protocol import (
     DEFER,
     Crash,
@@ -282,11 +282,16 @@ class BrokerNode(Node):
         """After an attempt: a refusal backs off, a poll waits for its next turn, and what it learned opens others."""
         g = self.gates
         key = (ElectPartitionLeader, action.partition) if isinstance(action, ElectPartitionLeader) else type(action)
-        if not traced:
-            g.close(("retry", key), now + REQUEST_RETRY_MS)
+        if traced:
+            g.succeed(("retry", key))
+        else:
+            g.fail(("retry", key), now)
         poll = self._polled().get(type(action))
-        if poll is not None:
+        if poll is not None and (traced or type(action) is OpenSession):
+            g.succeed(("poll", key))
             g.close(("poll", key), now + poll)
+        elif poll is not None:  # nothing changed there: poll less often while it stays so
+            g.fail(("poll", key), now, poll, 4 * poll)
         if not traced:
             return
         match action:

@@ -47,6 +47,7 @@ What ``BrokerNode`` calls:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from impl.codec import IBP_BY_NAME
@@ -61,6 +62,13 @@ from impl.kraft.rpc import (
     BrokerSessionTimedOutResponse,
     MetadataFetchRequest,
     MetadataFetchResponse,
+)
+from impl.pacing import (
+    BROKER_HEARTBEAT_INTERVAL_MS,
+    BROKER_SESSION_TIMEOUT_MS,
+    FETCH_WAIT_MS,
+    POLL_MS,
+    Gates,
 )
 from impl.protocol import Handler, Perform, Rpc, RpcRequest, Trace
 from model.actions import Action, BeginControlledShutdown, BrokerHeartbeat, FetchMetadata, RegisterWithKRaft
@@ -85,8 +93,12 @@ def has_controller_configs(config: dict[str, str]) -> bool:
 
 def voter_ids(config: dict[str, str]) -> list[int]:
     """The ids of ``controller.quorum.voters`` ("3000@controller-3000:9093,...")."""
-    voters = config.get("controller.quorum.voters", "")
-    return sorted(int(v.split("@", 1)[0]) for v in voters.split(",") if v.strip())
+    return list(_voter_ids(config.get("controller.quorum.voters", "")))
+
+
+@functools.lru_cache(maxsize=64)
+def _voter_ids(voters: str) -> tuple[int, ...]:
+    return tuple(sorted(int(v.split("@", 1)[0]) for v in voters.split(",") if v.strip()))
 
 
 def ibp_of(config: dict[str, str]) -> Ibp:
@@ -103,48 +115,102 @@ class KRaftBrokerClient:
         self.lifecycle = BrokerState.FENCED if kraft_mode else BrokerState.OFFLINE
         self.metadata = BrokerImage()  # the committed log it replayed, and its image
         self.want_shutdown = False
+        self._pacing_reset()
+
+    def _pacing_reset(self) -> None:
+        # When it sends each request (BrokerLifecycleManager's schedule; impl.pacing), and the
+        # controller that last answered (the active one, as far as it knows).
+        self.gates = Gates()
+        self.active_hint: int | None = None
 
     def process_stopped(self) -> None:
         self.kraft_epoch = UNKNOWN_BROKER_EPOCH
         self.lifecycle = BrokerState.OFFLINE
         self.metadata = BrokerImage()
         self.want_shutdown = False
+        self._pacing_reset()
 
     # ---- what it offers -----------------------------------------------------------------------
 
     def offers(self, node: Any, now: int) -> list[Action]:
+        """Registration until it has an epoch, then a heartbeat every broker.heartbeat.interval.ms, and
+        (a KRaft broker) metadata fetches; each to the controller that last answered, or to every
+        voter once that one stopped answering (or it has been quiet for a session timeout)."""
         if not node.alive:
             return []
+        g = self.gates
+        g.begin()
         b = BrokerId(self.broker_id)
-        out: list[Action] = []
         kraft = kraft_mode(node.config)
-        for c in voter_ids(node.config):
-            cid = ControllerId(c)
-            if self.kraft_epoch == UNKNOWN_BROKER_EPOCH:
-                out.append(RegisterWithKRaft(b, cid))
-            else:
-                out.append(BrokerHeartbeat(b, cid))
-            if kraft:
-                out.append(FetchMetadata(b, cid))
-        if kraft and not self.want_shutdown and self.lifecycle is BrokerState.ONLINE:
-            out.append(BeginControlledShutdown(b))
+        voters = voter_ids(node.config)
+        out: list[Action] = []
+        if self.kraft_epoch == UNKNOWN_BROKER_EPOCH:
+            if kraft or self._may_register(node):
+                out += [RegisterWithKRaft(b, ControllerId(c)) for c in voters
+                        if self._towards(RegisterWithKRaft, c, now)]
+        elif g.open(BrokerHeartbeat, now):
+            out += [BrokerHeartbeat(b, ControllerId(c)) for c in voters if self._towards(BrokerHeartbeat, c, now)]
+        if kraft:
+            out += [FetchMetadata(b, ControllerId(c)) for c in voters if self._towards(FetchMetadata, c, now)]
+            if not self.want_shutdown and self.lifecycle is BrokerState.ONLINE:
+                out.append(BeginControlledShutdown(b))
         return out
+
+    @staticmethod
+    def _may_register(node: Any) -> bool:
+        """KIP-866 §Migration Trigger 1-3: a ZK broker with the flag, the controller configs and the bridge IBP."""
+        config = node.config
+        return (migration_enabled(config) and has_controller_configs(config) and ibp_of(config) >= Ibp.IBP_3_4_IV0
+                and node.registered)
+
+    def _towards(self, kind: type, controller: int, now: int) -> bool:
+        g = self.gates
+        if not g.open((kind, controller), now):
+            return False
+        return self.active_hint in (None, controller) or g.open("hint", now)
+
+    def _answered(self, kind: type, controller: int, now: int, empty: bool = False) -> None:
+        """``controller`` answered as the active controller: the others wait (for a session timeout).
+        ``empty``: a fetch with nothing new, after which the next one waits longer (a long poll)."""
+        self.active_hint = controller
+        self.gates.close("hint", now + BROKER_SESSION_TIMEOUT_MS)
+        if empty:
+            self.gates.fail((kind, controller), now, FETCH_WAIT_MS, POLL_MS)
+        else:
+            self.gates.succeed((kind, controller))
+
+    def _unanswered(self, kind: type, controller: int, now: int, response: Any = None) -> None:
+        """Refused: try it again after a growing backoff. No answer or NOT_CONTROLLER: if that was the
+        controller it knew, look for another one (an error from the active controller, such as a
+        throttled write, is an answer)."""
+        error = getattr(response, "error", ApiError.NOT_CONTROLLER)
+        if error not in (ApiError.NOT_CONTROLLER, ApiError.NOT_LEADER_OR_FOLLOWER):
+            self.active_hint = controller
+            self.gates.close("hint", now + BROKER_SESSION_TIMEOUT_MS)
+        elif self.active_hint == controller:
+            self.active_hint = None
+            self.gates.clear("hint")
+        self.gates.fail((kind, controller), now)
+
+    @staticmethod
+    def _heartbeat_interval(node: Any) -> int:
+        return int(node.config.get("broker.heartbeat.interval.ms", BROKER_HEARTBEAT_INTERVAL_MS))
 
     # ---- the actions --------------------------------------------------------------------------
 
     def perform(self, node: Any, event: Perform) -> Handler:
         match event.action:
             case RegisterWithKRaft(controller=c):
-                return (yield from self._register(node, event.action, c))
+                return (yield from self._register(node, event.action, c, event.now))
             case BrokerHeartbeat(controller=c):
-                return (yield from self._heartbeat(node, event.action, c))
+                return (yield from self._heartbeat(node, event.action, c, event.now))
             case FetchMetadata(controller=c):
-                return (yield from self._fetch_metadata(node, event.action, c))
+                return (yield from self._fetch_metadata(node, event.action, c, event.now))
             case BeginControlledShutdown():
                 return (yield from self._begin_controlled_shutdown(node, event.action))
         raise TypeError(f"not a KRaft broker action: {event.action!r}")
 
-    def _register(self, node: Any, action: RegisterWithKRaft, controller: int) -> Handler:
+    def _register(self, node: Any, action: RegisterWithKRaft, controller: int, now: int) -> Handler:
         """BrokerLifecycleManager's registration (KIP-866 §Broker Registration; reference §3.1)."""
         if not node.alive or self.kraft_epoch != UNKNOWN_BROKER_EPOCH:
             return
@@ -158,13 +224,16 @@ class KRaftBrokerClient:
         request = BrokerRegistrationRequest(self.broker_id, self.incarnation, not kraft, int(ibp_of(config)))
         response = yield Rpc(controller, request)
         if not isinstance(response, BrokerRegistrationResponse) or response.error is not ApiError.NONE:
+            self._unanswered(RegisterWithKRaft, controller, now, response)
             return  # Differs (as the model): a refused broker retries instead of terminating
+        self._answered(RegisterWithKRaft, controller, now)
+        self.gates.clear(BrokerHeartbeat)  # the first heartbeat goes at once
         self.kraft_epoch = response.broker_epoch
         if kraft:
             self.lifecycle = BrokerState.FENCED
         yield Trace(action)
 
-    def _heartbeat(self, node: Any, action: BrokerHeartbeat, controller: int) -> Handler:
+    def _heartbeat(self, node: Any, action: BrokerHeartbeat, controller: int, now: int) -> Handler:
         """BrokerLifecycleManager's heartbeat and what its answer does to the broker (KIP-500 §Broker States)."""
         if not node.alive or self.kraft_epoch == UNKNOWN_BROKER_EPOCH:
             return
@@ -173,15 +242,17 @@ class KRaftBrokerClient:
             self.broker_id, self.kraft_epoch, self.metadata.offset, self.want_shutdown, not kraft
         )
         response = yield Rpc(controller, request)
-        if not isinstance(response, BrokerHeartbeatResponse):
+        if not isinstance(response, BrokerHeartbeatResponse) or response.error not in (ApiError.NONE,
+                                                                                         ApiError.STALE_BROKER_EPOCH):
+            self._unanswered(BrokerHeartbeat, controller, now, response)
             return
+        self._answered(BrokerHeartbeat, controller, now)
+        self.gates.close(BrokerHeartbeat, now + self._heartbeat_interval(node))
         if response.error is ApiError.STALE_BROKER_EPOCH:
             self.kraft_epoch = UNKNOWN_BROKER_EPOCH  # register again
             if kraft:
                 self.lifecycle = BrokerState.FENCED
             yield Trace(action)
-            return
-        if response.error is not ApiError.NONE:
             return
         if response.should_shut_down:
             node.exit_process()  # SHUTDOWN_NOW: the process exits, Offline
@@ -197,7 +268,7 @@ class KRaftBrokerClient:
         self.lifecycle = lifecycle
         yield Trace(action)
 
-    def _fetch_metadata(self, node: Any, action: FetchMetadata, controller: int) -> Handler:
+    def _fetch_metadata(self, node: Any, action: FetchMetadata, controller: int, now: int) -> Handler:
         """The broker's metadata fetcher: committed entries from the leader, replayed in order."""
         if not node.alive or not kraft_mode(node.config):
             return
@@ -207,8 +278,11 @@ class KRaftBrokerClient:
             request = MetadataFetchRequest(self.broker_id, replayed.offset, replayed.last_epoch)
             response = yield Rpc(controller, request)
             if not isinstance(response, MetadataFetchResponse) or response.error is not ApiError.NONE:
+                self._unanswered(FetchMetadata, controller, now, response)
                 return
-            if first and response.high_watermark <= self.metadata.offset:
+            empty = first and response.high_watermark <= self.metadata.offset
+            self._answered(FetchMetadata, controller, now, empty)
+            if empty:
                 return  # nothing newer committed than what it replayed
             first = False
             if response.diverging_epoch < 0:
@@ -221,6 +295,9 @@ class KRaftBrokerClient:
         if replayed.image.migration_state is ZkMigrationState.POST_MIGRATION:
             node.meta_properties = 1  # KIP-866 §Meta.Properties: the v1 file once the migration is final
         node.metadata_live = replayed.image.unfenced()
+        if self.lifecycle is BrokerState.FENCED and self.kraft_epoch != UNKNOWN_BROKER_EPOCH \
+                and replayed.offset > self.kraft_epoch:
+            self.gates.clear(BrokerHeartbeat)  # caught up: setReadyToUnfence heartbeats at once
         yield Trace(action)
 
     def _begin_controlled_shutdown(self, node: Any, action: BeginControlledShutdown) -> Handler:
@@ -231,6 +308,7 @@ class KRaftBrokerClient:
             return
         self.want_shutdown = True
         self.lifecycle = BrokerState.STOPPING
+        self.gates.clear(BrokerHeartbeat)  # the heartbeat asking to shut down goes at once
         yield Trace(action)
 
     # ---- requests from the controller ---------------------------------------------------------

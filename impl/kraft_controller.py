@@ -52,6 +52,25 @@ from impl.kraft.rpc import (
     VoteResponse,
 )
 from impl.kraft_broker import voter_ids
+from impl.metrics import (
+    ACTIVE_CONTROLLER_COUNT,
+    CONTROLLER_METADATA_TYPE,
+    CURRENT_EPOCH,
+    DUAL,
+    KRAFT,
+    MIGRATING_ZK_BROKER_COUNT,
+    MIGRATION_METRICS,
+    ZK_MIGRATION_STATE,
+    ZK_WRITE_BEHIND_LAG,
+)
+from impl.pacing import (
+    BROKER_SESSION_TIMEOUT_MS,
+    ELECTION_TIMEOUT_MS,
+    FETCH_TIMEOUT_MS,
+    FETCH_WAIT_MS,
+    POLL_MS,
+    Gates,
+)
 from impl.protocol import (
     Crash,
     Event,
@@ -114,7 +133,7 @@ from model.kraft import (
     ZkMigrationState,
     ZkMigrationStateRecord,
 )
-from model.migration import MIGRATION
+from model.migration import MIGRATION, STATE_BYTES, MigrationDriverState, Profile
 from model.state import KRaftController
 from model.types import BrokerEpoch, BrokerId, Ibp, LeaderEpoch
 
@@ -140,6 +159,10 @@ class ControllerNode(Node):
         self._alive = True
         self.raft = QuorumState(node_id, voter_ids(self.config))
         self.driver: KRaftMigrationDriver | None = KRaftMigrationDriver(self) if self.migration_enabled else None
+        self.gates = Gates()  # its timers and backoffs (impl.pacing)
+        self._reset_election_timer(0)
+        self._images_of: tuple = ()
+        self._images: dict[int | None, Image] = {}
 
     # ---- configuration and reads -----------------------------------------------------------------
 
@@ -161,10 +184,21 @@ class ControllerNode(Node):
 
     def own_image(self) -> Image:
         """What the active controller decides from: its whole log, an open transaction counted."""
-        return image_at(self.raft.log).decided()
+        return self.image_at().decided()
 
     def committed_image(self) -> Image:
-        return image_at(self.raft.log, self.raft.high_watermark)
+        return self.image_at(self.raft.high_watermark)
+
+    def image_at(self, upto: int | None = None) -> Image:
+        """``image_at`` of its own log, remembered until the log changes (callers only read images)."""
+        log = self.raft.log
+        key = (id(log), len(log), self.raft.log_version)
+        if key != self._images_of:
+            self._images_of, self._images = key, {}
+        image = self._images.get(upto)
+        if image is None:
+            image = self._images[upto] = image_at(log, upto)
+        return image
 
     def migration_end(self) -> int | None:
         """The log end just after the migration's records, if they were appended."""
@@ -219,23 +253,119 @@ class ControllerNode(Node):
     # ---- events ----------------------------------------------------------------------------------
 
     def offers(self, now: int) -> list[Any]:
+        """What its Raft client, QuorumController and migration driver would do next (KafkaRaftClient's
+        poll, the controller's timers, the driver's events), each only in the state that runs it."""
         if not self._alive:
             return []
+        g = self.gates
+        g.begin()
+        raft = self.raft
         c = ControllerId(self.node_id)
-        others = [ControllerId(v) for v in self.raft.voters if v != self.node_id]
-        out: list[Any] = [StartElection(c), BecomeLeader(c)]
-        out += [RequestVote(c, v) for v in others]
-        out += [Fetch(c, v) for v in others]
+        others = [v for v in raft.voters if v != self.node_id]
+        out: list[Any] = []
+        if raft.role is not QuorumRole.LEADER and g.open(StartElection, now):
+            out.append(StartElection(c))
+        if raft.can_become_leader():
+            out.append(BecomeLeader(c))
+        if raft.role is QuorumRole.CANDIDATE:
+            out += [RequestVote(c, ControllerId(v)) for v in others
+                    if v not in raft.votes and g.open((RequestVote, v), now)]
+        for v in others:
+            # A follower fetches from its leader; from anyone else only once it has not heard from the
+            # leader for the fetch timeout (another may lead now). A node that knows no leader asks around.
+            if g.open((Fetch, v), now) and (v == raft.leader or raft.leader in (None, self.node_id)
+                                            or g.open(StartElection, now)):
+                out.append(Fetch(c, ControllerId(v)))
         if self.driver is not None:
-            out += [a(c) for a in (
-                RecoverMigrationState, KRaftLeaderChange, WaitForControllerQuorum, WaitForZkBrokers,
-                BecomeZkController, MigrateMetadata, CompleteMigration, MigrationCommitted, SyncKRaftToZk,
-                SendRPCsToBrokers, DualWrite,
-            )]
+            out += [a(c) for a in self._driver_events() if g.open(a, now)]
         if self.is_active():
-            out.append(AlterConfigs(c))
-            out += [SessionTimeout(BrokerId(b), c) for b in sorted(self.own_image().brokers)]
+            if g.open(AlterConfigs, now):
+                out.append(AlterConfigs(c))
+            image = self.own_image()
+            # BrokerHeartbeatManager: a broker is fenced once broker.session.timeout.ms passed without a heartbeat.
+            out += [SessionTimeout(BrokerId(b), c) for b in sorted(image.brokers)
+                    if not image.brokers[b].fenced and g.open((SessionTimeout, b), now)]
         return out
+
+    def next_deadline(self) -> int | None:
+        """When a timer the last ``offers`` found running runs out (the simulator asks for offers again then)."""
+        return self.gates.deadline()
+
+    def _driver_events(self) -> list[type]:
+        """The driver's next event, as KRaftMigrationDriver's poll decides it from its state."""
+        d, raft = self.driver, self.raft
+        if d.state is MigrationDriverState.UNINITIALIZED:
+            return [RecoverMigrationState]
+        due: list[type] = []
+        if (d.kraft_epoch, d.leader) != (raft.epoch, self.is_active()):
+            due.append(KRaftLeaderChange)
+        if not d.leader:
+            return due
+        match d.state:
+            case MigrationDriverState.WAIT_FOR_CONTROLLER_QUORUM:
+                if d.driver_image().offset > 0:  # firstPublish
+                    due.append(WaitForControllerQuorum)
+            case MigrationDriverState.WAIT_FOR_BROKERS:
+                due.append(WaitForZkBrokers)
+            case MigrationDriverState.BECOME_CONTROLLER:
+                due.append(BecomeZkController)
+            case MigrationDriverState.ZK_MIGRATION:
+                end = self.migration_end()
+                if end is None and self.is_active():
+                    due.append(CompleteMigration if self.migration_begun() else MigrateMetadata)
+                if end is not None and raft.high_watermark >= end:
+                    due.append(MigrationCommitted)
+            case MigrationDriverState.SYNC_KRAFT_TO_ZK:
+                if d.driver_image().offset >= d.migration_offset:
+                    due.append(SyncKRaftToZk)
+            case MigrationDriverState.KRAFT_CONTROLLER_TO_BROKER_COMM:
+                if d.driver_image().offset >= d.migration_offset:
+                    due.append(SendRPCsToBrokers)
+            case MigrationDriverState.DUAL_WRITE:
+                if d.driver_image().offset > d.migration_offset:  # a MetadataChangeEvent: new committed records
+                    due.append(DualWrite)
+        return due
+
+    def _election_timeout(self, follower: bool) -> int:
+        """controller.quorum.fetch.timeout.ms for a follower, else the election timeout, plus a fixed jitter."""
+        key, default = ("controller.quorum.fetch.timeout.ms", FETCH_TIMEOUT_MS) if follower else \
+            ("controller.quorum.election.timeout.ms", ELECTION_TIMEOUT_MS)
+        election = int(self.config.get("controller.quorum.election.timeout.ms", ELECTION_TIMEOUT_MS))
+        # Kafka draws the jitter at random within the election timeout; a node's own fixed share keeps it sans-IO.
+        return int(self.config.get(key, default)) + (self.node_id * 397) % max(election, 1)
+
+    def _reset_election_timer(self, now: int, follower: bool = False) -> None:
+        self.gates.close(StartElection, now + self._election_timeout(follower))
+
+    def _paced(self, action: Any, now: int, leader: int | None, done: bool) -> None:
+        """After an attempt: the timer or backoff of that step (``leader``: the leader it knew before)."""
+        g = self.gates
+        match action:
+            case StartElection():
+                if done:
+                    self._reset_election_timer(now)
+            case RequestVote(voter=v):
+                if not done:
+                    g.fail((RequestVote, v), now)
+            case Fetch(leader=v):
+                if done:
+                    g.succeed((Fetch, v))
+                elif v == leader and self.raft.leader == v:
+                    # Nothing new: the next fetch waits, longer while the log stays quiet (a long poll).
+                    g.fail((Fetch, v), now, FETCH_WAIT_MS, self._election_timeout(True) // 2)
+                else:
+                    g.fail((Fetch, v), now, FETCH_TIMEOUT_MS, FETCH_TIMEOUT_MS * 4)
+            case SessionTimeout(broker=b):
+                g.close((SessionTimeout, b), now + BROKER_SESSION_TIMEOUT_MS)
+            case AlterConfigs():
+                g.close(AlterConfigs, now + POLL_MS)
+            case _ if done:
+                g.succeed(type(action))
+            case _:
+                g.fail(type(action), now)
+
+    def _heard_from_broker(self, broker: int, now: int) -> None:
+        self.gates.close((SessionTimeout, broker), now + BROKER_SESSION_TIMEOUT_MS)
 
     def handle(self, event: Event) -> Handler:
         match event:
@@ -253,6 +383,8 @@ class ControllerNode(Node):
                 if not self._alive:
                     self._alive = True
                     self.raft.restart()
+                    self.gates = Gates()
+                    self._reset_election_timer(event.now)
                     self.driver = KRaftMigrationDriver(self) if self.migration_enabled else None
                     yield Trace(RestartController(ControllerId(self.node_id)))
             case Reconfigure(changes=changes):
@@ -302,10 +434,12 @@ class ControllerNode(Node):
         handler = self._ACTIONS.get(type(action))
         if handler is None:
             return None
+        leader = self.raft.leader
         try:
             done = yield from handler(self, event, action)
         except ZkError:
-            return None  # ZooKeeper unavailable: refused before anything changed
+            done = False  # ZooKeeper unavailable: refused before anything changed
+        self._paced(action, event.now, leader, bool(done))
         if done:
             yield Trace(action)
         return None
@@ -332,6 +466,8 @@ class ControllerNode(Node):
         self.raft.become_leader()
         self.raft.append([LeaderChangeMessage(ControllerId(self.node_id))])
         yield from self._activate()
+        for b in self.own_image().brokers:  # BrokerHeartbeatManager starts every broker's session afresh
+            self._heard_from_broker(b, event.now)
         return True
 
     def _activate(self) -> Handler:
@@ -376,6 +512,7 @@ class ControllerNode(Node):
             if response.error is not ApiError.NONE:
                 return False
             raft.follow(response.leader_epoch, leader)
+            self._reset_election_timer(event.now, follower=True)  # it heard from the leader
             if response.diverging_epoch < 0:
                 raft.replicate(response.records, response.high_watermark)
                 break
@@ -545,21 +682,64 @@ class ControllerNode(Node):
             return None
         match request:
             case VoteRequest():
-                return self.raft.handle_vote(request, ImplBug.VOTE_IGNORES_LOG in self.bugs)
+                response = self.raft.handle_vote(request, ImplBug.VOTE_IGNORES_LOG in self.bugs)
+                if response.vote_granted:
+                    self._reset_election_timer(event.now)
+                return response
             case FetchRequest():
                 return self.raft.handle_fetch(request)
             case ApiVersionsRequest():
                 return ApiVersionsResponse(self.migration_enabled and self.zk_configured, self.migration_enabled)
             case BrokerRegistrationRequest():
-                return self._register_broker(request)
+                response = self._register_broker(request)
+                if response.error is ApiError.NONE:
+                    self._heard_from_broker(request.broker_id, event.now)
+                return response
             case BrokerHeartbeatRequest():
-                return self._broker_heartbeat(request)
+                response = self._broker_heartbeat(request)
+                if response.error is ApiError.NONE:
+                    self._heard_from_broker(request.broker_id, event.now)
+                return response
             case MetadataFetchRequest():
                 return self._metadata_fetch(request)
         raise TypeError(f"not a request a KRaft controller serves: {request!r}")
         yield  # pragma: no cover - makes this a generator
 
     _ACTIONS: dict[type, Any] = {}
+
+    # ---- metrics (KIP-866 §Metrics) ---------------------------------------------------------------
+
+    def metrics(self) -> dict[str, int | None]:
+        """Its MBeans: the migration's are reported only while it believes it is the active controller."""
+        report: dict[str, int | None] = dict.fromkeys(MIGRATION_METRICS)
+        report[ACTIVE_CONTROLLER_COUNT] = int(self.is_active()) if self._alive else None
+        report[CURRENT_EPOCH] = self.raft.epoch if self._alive else None
+        if not self.is_active():
+            return report
+        image = self.committed_image()  # ControllerMetadataMetrics: the published image
+        report[ZK_MIGRATION_STATE] = STATE_BYTES[Profile.KIP][image.migration_state]
+        report[MIGRATING_ZK_BROKER_COUNT] = sum(
+            1 for r in image.brokers.values() if r.is_migrating_zk_broker and not r.fenced)
+        dual = self.driver is not None and self.driver.state in (MigrationDriverState.KRAFT_CONTROLLER_TO_BROKER_COMM,
+                                                                 MigrationDriverState.DUAL_WRITE)
+        report[CONTROLLER_METADATA_TYPE] = DUAL if dual else KRAFT
+        report[ZK_WRITE_BEHIND_LAG] = self.zk_write_behind_lag(self._dual_write_offset())
+        return report
+
+    def _dual_write_offset(self) -> int | None:
+        """Kafka's dualWriteOffset: /migration's offset as its driver last wrote or read it (None: never read)."""
+        driver = self.driver
+        if driver is None or driver.state is MigrationDriverState.UNINITIALIZED:
+            return None
+        return driver.migration_offset
+
+    def zk_write_behind_lag(self, zk_offset: int | None) -> int | None:
+        """Committed metadata records past ``zk_offset``; reported only by the active controller while migrating."""
+        if zk_offset is None or not self.is_active():
+            return None
+        if self.committed_image().migration_state is not ZkMigrationState.MIGRATION:
+            return None
+        return sum(1 for e in self.raft.log[max(zk_offset, 0):self.raft.high_watermark] if _is_metadata(e.record))
 
     # ---- the refinement map ----------------------------------------------------------------------
 

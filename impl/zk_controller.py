@@ -169,9 +169,28 @@ class KafkaController:
     refused: set[tuple[int, int]] = field(default_factory=set)  # (broker, czxid) left out for features
     resigned: bool = False  # a fenced write told it it moved: the owner drops the role
     partitions: int = 0  # partitions of the topic at its last read (for the offline-partition election it offers)
+    # partition -> (replicas, leader, ISR) as it last read or wrote them (ControllerContext's partition states)
+    known: dict[int, tuple[tuple[int, ...], int, tuple[int, ...]]] = field(default_factory=dict)
 
     def epochs(self) -> dict[int, int]:
         return {b: c.epoch for b, c in self.live.items()}
+
+    def _read_partitions(self, session: int) -> Handler:
+        """read_partition_states, remembered (what the offline-partition election it offers goes by)."""
+        assignment, states = yield from read_partition_states(session)
+        self.known = {p: (tuple(assignment[p]), s.leader, tuple(s.isr)) for p, s, _ in states}
+        return assignment, states
+
+    def _remember(self, p: int, state: PartitionState) -> None:
+        if p in self.known:
+            self.known[p] = (self.known[p][0], state.leader, tuple(state.isr))
+
+    def may_elect(self, p: int) -> bool:
+        """Its last read says partition ``p`` is offline with a live ISR replica to lead (or it never read it)."""
+        if p not in self.known:
+            return True
+        replicas, leader, isr = self.known[p]
+        return leader not in self.live and any(r in isr and r in self.live for r in replicas)
 
     # ---- writes ---------------------------------------------------------------------------------
 
@@ -235,7 +254,7 @@ class KafkaController:
                 return True
         _, admitted, refused = yield from self._admission(session, watch=True)
         self.live, self.refused, self.initialized = admitted, refused, True
-        assignment, _ = yield from read_partition_states(session)
+        assignment, _ = yield from self._read_partitions(session)
         self.partitions = len(assignment)
         yield from self._send_all((yield from self._startup_requests(session, sorted(admitted))))
         return True
@@ -244,7 +263,7 @@ class KafkaController:
         """onBrokerStartup: UpdateMetadata to each, then LeaderAndIsr for the partitions it hosts."""
         if not brokers:
             return []
-        assignment, states = yield from read_partition_states(session)
+        assignment, states = yield from self._read_partitions(session)
         leaders = tuple((s.leader, s.leader_epoch) for _, s, _ in states)
         out = []
         for b in brokers:
@@ -296,7 +315,7 @@ class KafkaController:
             return True
         requests = yield from self._startup_requests(session, sorted(started))
         if changed:
-            assignment, _ = yield from read_partition_states(session)
+            assignment, _ = yield from self._read_partitions(session)
             epochs = self.epochs()
             for p, s in changed:
                 requests += self._tell_replicas(epochs, assignment[p], p, s)
@@ -312,7 +331,7 @@ class KafkaController:
         """
         if not failed:
             return []
-        assignment, states = yield from read_partition_states(session)
+        assignment, states = yield from self._read_partitions(session)
         writes, changed = [], []
         for p, s, version in states:
             if s.leader not in failed:
@@ -333,7 +352,11 @@ class KafkaController:
         if not writes:
             return []
         ok = yield from self._write(session, writes)
-        return changed if ok else []
+        if not ok:
+            return []
+        for p, new in changed:
+            self._remember(p, new)
+        return changed
 
     # ---- offline partitions -------------------------------------------------------------------------
 
@@ -343,7 +366,7 @@ class KafkaController:
         Returns False (refused) when the leader is live or no ISR replica is.
         """
         live = self.epochs()
-        assignment, states = yield from read_partition_states(session)
+        assignment, states = yield from self._read_partitions(session)
         _, current, version = states[p]
         if current.leader in live:
             return False
@@ -355,6 +378,7 @@ class KafkaController:
         path = partition_state_path(p)
         ok = yield from self._write(session, [SetDataOp(path, encode(path, new), version)])
         if ok:
+            self._remember(p, new)
             yield from self._send_all(self._tell_replicas(live, assignment[p], p, new))
         return True
 
@@ -413,7 +437,7 @@ class KafkaController:
 
     def process_controlled_shutdown(self, session: int, broker: int, broker_epoch: int) -> Handler:
         """doControlledShutdown: move leaderships away, shrink ISRs, stop the follower replicas."""
-        assignment, states = yield from read_partition_states(session)  # first: the connectivity probe
+        assignment, states = yield from self._read_partitions(session)  # first: the connectivity probe
         if self.decide_controlled_shutdown(broker, broker_epoch) is not Errors.NONE:
             return
         live = self.epochs()
@@ -438,6 +462,8 @@ class KafkaController:
         ok = yield from self._write(session, writes)
         if not ok:
             return
+        for p, new in changed:
+            self._remember(p, new)
         requests = []
         for p, new in changed:
             requests += self._tell_replicas(live, assignment[p], p, new, skip=broker)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from impl.bugs import ImplBug
 from impl.codec import encode
-from impl.kraft.image import Image, image_at
+from impl.kraft.image import Image
 from impl.protocol import Handler, Send, ZkCall
 from impl.zk.port import CheckOp, CreateOp, DeleteOp, NoNode, SetDataOp, ZkCode
 from model.kraft import (
@@ -132,7 +132,7 @@ class KRaftMigrationDriver:
         upto = raft.high_watermark
         while upto > 0 and raft.log[upto - 1].epoch > self.kraft_epoch:
             upto -= 1
-        return image_at(raft.log, upto)
+        return self.node.image_at(upto)
 
     # ---- events ------------------------------------------------------------------------------
 
@@ -285,7 +285,7 @@ class KRaftMigrationDriver:
         if not node.migration_begun() or node.migration_end() is not None:
             return False
         records: list = [ZkMigrationStateRecord(ZkMigrationState.MIGRATION)]
-        if image_at(node.raft.log).open_transaction is not None:
+        if node.image_at().open_transaction is not None:
             records.append(EndTransactionRecord())
         node.raft.append(records)
         return True
@@ -335,7 +335,7 @@ class KRaftMigrationDriver:
         image = self.driver_image()
         if image.offset <= self.migration_offset:
             return False
-        before = image_at(self.node.raft.log, self.migration_offset) if self.migration_offset > 0 else None
+        before = self.node.image_at(self.migration_offset) if self.migration_offset > 0 else None
         ops = yield from self._reconcile_ops(image)
         ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True)
         if not ok:

@@ -37,6 +37,7 @@ class QuorumState:
         self.epoch = 0
         self.voted_for: int | None = None
         self.log: list[LogEntry] = []
+        self.log_version = 0  # counts changes to the log (what images replayed from it are remembered by)
         # in memory only
         self.role = QuorumRole.UNATTACHED
         self.leader: int | None = None
@@ -155,6 +156,7 @@ class QuorumState:
         """The leader appends in its epoch; its own log end counts at once (a quorum of one commits)."""
         assert self.role is QuorumRole.LEADER
         self.log.extend(LogEntry(KRaftEpoch(self.epoch), r) for r in records)
+        self.log_version += 1
         self.fetched[self.index(self.node_id)] = len(self.log)
         self._advance_high_watermark()
 
@@ -202,9 +204,11 @@ class QuorumState:
     def truncate(self, diverging_epoch: int, diverging_end_offset: int) -> None:
         _, own_end = end_offset_for_epoch([e.epoch for e in self.log], diverging_epoch)
         del self.log[min(own_end, diverging_end_offset):]
+        self.log_version += 1
 
     def replicate(self, records: tuple[LogEntry, ...], leader_high_watermark: int) -> None:
         self.log.extend(records)
+        self.log_version += 1
         self.high_watermark = max(self.high_watermark, min(leader_high_watermark, len(self.log)))
 
 

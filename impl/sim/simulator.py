@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from impl.bugs import ImplBug
-from impl.cluster import SESSION_TIMEOUT_MS, Cluster
+from impl.cluster import SESSION_TIMEOUT_MS, Cluster, InFlight
 from impl.sim.faults import FaultMix
 from model.actions import (
     PERTURBATIONS,
@@ -59,14 +59,17 @@ from model.migration import MigrationDriverState
 from model.scopes import Scope
 
 # Steps a node takes on its own that the model counts as perturbations (an admin request, an
-# operator's controlled shutdown) are rare next to the protocol's own steps. A node offers only
-# what it would do next, so a handful of offers compete and the weight is per event.
-SPONTANEOUS = 0.002
+# operator's controlled shutdown) are rare next to the protocol's own steps (weighed, as faults
+# are, against at least ACTIVITY).
+SPONTANEOUS = 0.02
 # ... except those a node's own timer paces (impl.pacing): once its timeout has run out it acts.
 TIMED = frozenset({StartElection, SessionTimeout})
 RUNBOOK = 0.3  # the operator's next step, when there is one
 RUNBOOKS = ("finalize", "rollback", "none")
 TICK_MS = 20  # the clock advances by 1..TICK_MS between events
+# The protocol weight a fault mix's weights are relative to: a crash weight of 0.01 is one crash of a
+# node in about ACTIVITY / 0.01 events (with 10 ms an event, some 100 s of simulated time).
+ACTIVITY = 100.0
 PARTITION_MS = (200, 2_000)  # how long a partition lasts
 
 
@@ -110,8 +113,22 @@ class Simulation:
         self.cuts: dict[frozenset[int], int] = {}  # a partitioned pair -> when it heals
         self.crashed_at: dict[int, int] = {}  # a dead broker's ZooKeeper session -> when its process died
         self.node_ids = sorted(self.cluster.brokers) + sorted(self.cluster.controllers)
+        # each node's crash, clean stop and restart
+        self._lifecycle = {n: (CrashBroker(n), StopBroker(n), RestartBroker(n)) for n in self.cluster.brokers}
+        self._lifecycle.update({n: (CrashController(n), ShutdownController(n), RestartController(n))
+                                for n in self.cluster.controllers})
         self.offered: dict[int, list[tuple[float, Action]]] = {}
         self.deadlines: dict[int, int | None] = {}  # when each node's offers change with the time alone
+        self.changes: dict[int, int] = {}  # how often each node's memory changed (its offers were recomputed)
+        # A message its destination deferred (it does not serve requests yet) waits until that node changes:
+        # in-flight seq -> the destination's ``changes`` when it deferred it.
+        self.deferred: dict[int, int] = {}
+        self._deliveries: dict[Action, InFlight] = {}
+        self._version = 0  # counts changes of any node's memory (``changes``)
+        self._busy = False  # the last choices hold a protocol step, a delivery, a healing or the operator's
+        self._runbook_key: tuple = ()
+        self._runbook_steps: list[Action] = []
+        self._ended: set[int] = set()  # ZooKeeper sessions known to be over (they never come back)
         self.maintenance: set[int] = set()  # nodes the operator stopped: only the operator starts them
         self.rolling_back = False
         self.rolled_back = False
@@ -134,31 +151,56 @@ class Simulation:
     def choices(self) -> list[tuple[float, Action]]:
         c, f, now = self.cluster, self.faults, self.cluster.now
         out: list[tuple[float, Action]] = []
+        breaking: list[tuple[float, Action]] = []  # faults that take something down, spontaneous steps
         for node_id in self.node_ids:
             node = c.node(node_id)
             if node.alive:
-                out += self._offers(node_id, node, now)
+                for w, a in self._offers(node_id, node, now):
+                    (out if w >= 1.0 else breaking).append((w, a))
+                crash, stop, _ = self._lifecycle[node_id]
                 if f.crash:
-                    out.append((f.crash, CrashBroker(node_id) if node_id in c.brokers else CrashController(node_id)))
+                    breaking.append((f.crash, crash))
                 if f.stop:
-                    out.append((f.stop, StopBroker(node_id) if node_id in c.brokers else ShutdownController(node_id)))
-            elif f.restart and node_id not in self.maintenance:
-                out.append((f.restart, RestartBroker(node_id) if node_id in c.brokers else RestartController(node_id)))
+                    breaking.append((f.stop, stop))
+            else:
+                if node_id in c.touched:  # a dead process reconfigured, say: what the operator sees changed
+                    c.touched.discard(node_id)
+                    self.changes[node_id] = self.changes.get(node_id, 0) + 1
+                    self._version += 1
+                if not f.restart or node_id in self.maintenance:
+                    continue
+                out.append((f.restart, self._lifecycle[node_id][2]))
+        self._deliveries = {}
         for entry in c.network:
             if entry.deliver_at > now or not self._reachable(self._sender(entry.message), entry.message.dest):
                 continue
             # The message as the model writes it (a broker epoch that is a czxid renamed), as
             # Cluster.perform looks it up; so the trace does not show the server's zxids either.
             message = c.view.message(entry.message)
-            out.append((1.0, Deliver(message)))
+            waiting = self.deferred.get(entry.seq) == self.changes.get(entry.message.dest, 0)
+            if not waiting:
+                out.append((1.0, Deliver(message)))
+                self._deliveries[Deliver(message)] = entry
             if f.drop:
                 out.append((f.drop, Drop(message)))
-            if f.duplicate:
+            if f.duplicate and not waiting:
                 out.append((f.duplicate, Redeliver(message)))
-        out += self._zookeeper_faults()
+                self._deliveries[Redeliver(message)] = entry
         if self.runbook != "none":
-            out += [(RUNBOOK, a) for a in self._runbook()]
-        return out
+            key = (self._version, self.progress, self.rolling_back, self.rolled_back, tuple(sorted(self.maintenance)))
+            if key != self._runbook_key:  # what the operator sees changed
+                self._runbook_key, self._runbook_steps = key, self._runbook()
+            out += [(RUNBOOK, a) for a in self._runbook_steps]
+        outages, healing = self._zookeeper_faults()
+        breaking += outages
+        # A mix's weights (and SPONTANEOUS) are per protocol step of a busy cluster: against a quiet
+        # one (a few offers) they are weighed as against ACTIVITY, so that a fault comes at the same
+        # rate per event however few steps are due.
+        activity = sum(w for w, _ in out)
+        scale = min(1.0, activity / ACTIVITY)
+        options = out + healing
+        self._busy = any(w >= RUNBOOK for w, _ in options)  # else: only perturbations are due
+        return options + [(w * scale, a) for w, a in breaking]
 
     @staticmethod
     def _sender(message) -> int:
@@ -173,6 +215,9 @@ class Simulation:
         """
         deadline = self.deadlines.get(node_id)
         if node_id in self.cluster.touched or node_id not in self.offered or (deadline is not None and now >= deadline):
+            if node_id in self.cluster.touched:
+                self.changes[node_id] = self.changes.get(node_id, 0) + 1
+                self._version += 1
             self.cluster.touched.discard(node_id)
             self.offered[node_id] = [(SPONTANEOUS if type(a) in PERTURBATIONS and type(a) not in TIMED else 1.0, a)
                                      for a in node.offers(now)]
@@ -190,16 +235,23 @@ class Simulation:
         later = [t for t in times if t > now]
         return min(later) if later else None
 
-    def _zookeeper_faults(self) -> list[tuple[float, Action]]:
+    def _zookeeper_faults(self) -> tuple[list[tuple[float, Action]], list[tuple[float, Action]]]:
+        """(breaking, healing): an outage and a live session's expiry; a recovery and a dead process's expiry."""
         c, f = self.cluster, self.faults
         if not c.zk_available:
-            return [(f.recover, ZkRecover())] if f.recover else []
+            return [], [(f.recover, ZkRecover())] if f.recover else []
         out: list[tuple[float, Action]] = [(f.outage, ZkOutage())] if f.outage else []
+        timed_out: list[tuple[float, Action]] = []
         if not (f.expire or f.expire_dead):
-            return out
+            return out, timed_out
         for session, owner in c.session_owner.items():
+            if session in self._ended:
+                continue
             node = c.brokers.get(owner)
-            if node is None or not c.port.session_alive(session):
+            if node is None:
+                continue
+            if not c.port.session_alive(session):
+                self._ended.add(session)
                 continue
             model_id = c.view.session(session)
             if node.alive and node.session == session:
@@ -209,8 +261,8 @@ class Simulation:
             # a dead process's session lives until the server times it out
             died = self.crashed_at.setdefault(session, c.now)
             if c.now - died >= SESSION_TIMEOUT_MS and f.expire_dead:
-                out.append((f.expire_dead, ExpireSession(model_id)))
-        return out
+                timed_out.append((f.expire_dead, ExpireSession(model_id)))
+        return out, timed_out
 
     def _partition(self) -> None:
         ids = sorted(self.cluster.brokers) + sorted(self.cluster.controllers)
@@ -227,7 +279,7 @@ class Simulation:
         if self.faults.partition and self.rng.random() < self.faults.partition:
             self._partition()
         options = self.choices()
-        while not any(w >= RUNBOOK for w, _ in options):
+        while not self._busy:
             # A quiet cluster: nothing due but rare perturbations. Time passes (weighed as one protocol
             # step against them) to the next timer of a node, a message's delay or a healed partition.
             wake = self._next_wake()
@@ -241,6 +293,12 @@ class Simulation:
             return None
         action = self.rng.choices([a for _, a in options], weights=[w for w, _ in options])[0]
         traces = self.diff.apply(action) if self.diff is not None else c.perform(action)
+        entry = self._deliveries.get(action)
+        if entry is not None and not traces and entry in c.network:
+            # Deferred: the destination did nothing (it does not serve requests yet); its handling of
+            # the message is no change of its memory, so the message waits for one.
+            c.touched.discard(entry.message.dest)
+            self.deferred[entry.seq] = self.changes.get(entry.message.dest, 0)
         if DeleteControllerZNodes() in traces:
             self.rolled_back = True
             self.maintenance |= set(c.controllers)  # the quorum's life ended with the rollback
@@ -276,16 +334,18 @@ class Simulation:
         c = self.cluster
         if self.progress < PROGRESS.index("dual-write"):
             return []
-        brokers = {b: _Seen.of(c.brokers[b]) for b in sorted(c.brokers)}
-        if self.runbook == "rollback" and (self.rolling_back or any(
-                s.kraft_mode and s.alive and s.lifecycle.value == "Online" for s in brokers.values())):
-            self.rolling_back = True
-            return self._rollback(brokers)
-        for b, state in brokers.items():
+        if self.runbook == "rollback":
+            brokers = {b: _Seen.of(c.brokers[b]) for b in sorted(c.brokers)}
+            if self.rolling_back or any(s.kraft_mode and s.alive and s.lifecycle is BrokerState.ONLINE
+                                        for s in brokers.values()):
+                self.rolling_back = True
+                return self._rollback(brokers)
+        for b in sorted(c.brokers):
+            state = _Seen.of(c.brokers[b])
             if state.kraft_mode:
                 if not state.alive:
                     return [self._operator(RestartBroker(b), done=b)]
-                if state.lifecycle.value != "Online":
+                if state.lifecycle is not BrokerState.ONLINE:
                     return []  # one broker at a time: wait until it is back
                 continue
             if state.alive:
@@ -327,22 +387,23 @@ class Simulation:
         return action
 
     def _note_progress(self) -> None:
-        """How far the migration got, from what the processes report (their state, abstracted)."""
+        """How far the migration got, from what the processes report (a ZooKeeper controller role, an
+        activated KRaft leader, its driver's state and committed log, each broker's mode)."""
         c = self.cluster
-        brokers = [c.brokers[b].abstract(c.view) for b in sorted(c.brokers)]
-        controllers = [c.controllers[k].abstract(c.view) for k in sorted(c.controllers)]
+        brokers = [c.brokers[b] for b in sorted(c.brokers)]
+        controllers = [c.controllers[k] for k in sorted(c.controllers)]
         level = 1 if any(b.controller is not None for b in brokers) else 0
-        leaders = [k for k in controllers if k.active]
+        leaders = [k for k in controllers if k.raft.active]
         if leaders:
             level = max(level, 2)
         drivers = [k.driver.state for k in leaders if k.driver is not None]
-        if any(_committed_state(k) is not ZkMigrationState.NONE for k in leaders):
+        if any(_committed_state(k.raft) is not ZkMigrationState.NONE for k in leaders):
             level = max(level, 3)
         if MigrationDriverState.DUAL_WRITE in drivers:
             level = max(level, 4)
-        if level >= 4 and brokers and all(b.config.kraft_mode and b.alive for b in brokers):
+        if level >= 4 and brokers and all(b.kraft_mode and b.alive for b in brokers):
             level = max(level, 5)
-        if any(_committed_state(k) is ZkMigrationState.POST_MIGRATION for k in leaders):
+        if any(_committed_state(k.raft) is ZkMigrationState.POST_MIGRATION for k in leaders):
             level = 6
         self.progress = max(self.progress, level)
 
