@@ -1,0 +1,1019 @@
+"""z3 proofs of the migration's fencing: the KRaft claim, the /migration compare-and-set, driver order.
+
+Rules: those of ``properties.proofs``, whose machinery (``Core``) this module reuses: the z3
+transition system is a projection of the Python model, each action formula mirrors a handler
+of ``model.kraft_step`` (named in its docstring), seeded bugs switch the formulas where the model
+switches its code, one named obligation per (action, invariant) pair, and every satisfiable BMC
+result is replayed through ``model.step`` and must break the same registry invariants.
+
+The migration fencing core (``project``), and what it leaves out:
+- Shared: ZooKeeper available; /controller_epoch (exists, value, version) and the largest value
+  ever written (``history.max_controller_epoch``); /controller (exists, whether a KRaft controller
+  wrote it, that controller and its Raft epoch); /migration (exists, version, the Raft epoch it
+  names); the budgets the core's perturbations spend (KRaft elections, controller crashes,
+  operator migration steps, ZooKeeper outages). /migration's offset is left out: no property of
+  this core reads it (the offsets' properties, ZkWritesFollowKRaftCommits and the lag bound,
+  need the committed log).
+- Per KRaft controller (the actors; an uninterpreted sort ``Controller`` in the unbounded proof):
+  alive, its migration flag, its persisted Raft epoch, candidate, holding another controller's
+  vote, leading (``is_active``), resigned, and its migration driver: the state as a code
+  (``DRIVER_CODES``, -1 for no driver), the leadership it believes in (epoch, whether its own),
+  the /migration version and the /controller_epoch version of its claim that it believes (-2:
+  unknown).
+- The step's ghost (``STEP_FIELDS``, reset by every step): the KRaft write ZooKeeper applied in
+  this step, if any: its writer's epoch, whether it was a dual write, the writer's driver state.
+- Logs, high watermarks and images are abstracted away. Where a handler decides from them (is
+  there committed metadata ZooKeeper lacks? which migration state does the committed log hold?
+  did activation resign?) its guard is over-approximated or its outcome is a choice
+  (``proofs.Choices``): "activates", "granted", "inactive"/"migrated", "synced". Proofs stay
+  sound; a BMC trace the model cannot follow is refuted by the replay, which may insert up to
+  ``MAX_STUTTERS`` log-only model steps (``STUTTER_KINDS``: appends, Fetch rounds, broker
+  registrations) that leave the core unchanged. How far this goes: the search finds the seeded
+  bugs whose traces need no more than that; DUAL_WRITE_BEFORE_SYNC's needs a new leader whose
+  committed log shows the migration done while /migration does not, and the search spends its
+  refinements on the old leader's paths first (committed metadata is outside the core), so only
+  its induction obligation catches it.
+- Refused by ``project`` (``OutsideProjection``): states whose budget allows a ZooKeeper election.
+  ZooKeeper elections are the fencing core's (``properties.proofs``); after the KIP's rollback
+  deletes /controller_epoch the next one reuses an epoch, the finding the scopes "rollback" and
+  "lifecycle" pin, which breaks ZkControllerEpochsIncreaseAcrossHandOver. Every other scope has
+  no election budget.
+- Also left out: MigrationStateOnlyMovesForward and NoZkWriteAfterPostMigration, which read the
+  ZkMigrationStateRecords of the committed log and of a writer's own log (a Raft commit may cover
+  two of them at once: a new leader activates on an uncommitted MIGRATION, appends
+  POST_MIGRATION, and one Fetch commits both, so PRE_MIGRATION -> POST_MIGRATION, which the
+  model does with a larger migrations budget than any scope has), and AtMostOneKRaftLeaderPerEpoch
+  (a majority is not expressible over an uninterpreted sort; no property here needs it: the
+  claim itself refuses an equal epoch).
+
+Encoded actions: StartElection, RequestVote, Fetch, BecomeLeader (the quorum's epochs and
+leadership), CrashController, ShutdownController, RestartController, ReconfigureController,
+RecoverMigrationState, KRaftLeaderChange, WaitForControllerQuorum, WaitForZkBrokers,
+BecomeZkController (the claim, then the unconditional /migration write), MigrationCommitted,
+SyncKRaftToZk, SendRPCsToBrokers, DualWrite (the last three through ``_kraft_zk_write``: the
+/controller_epoch check and the /migration compare-and-set), ZkOutage, ZkRecover,
+DeleteControllerZNodes (rollback; KIP: /controller and /controller_epoch, Kafka 3.9: /controller
+and /migration; after it no controller restarts), ZkControllerSessionCloses (StopBroker or
+ExpireSession of the session that owns a ZooKeeper controller's /controller),
+MigrateBrokerToKRaft and RollbackBrokerToZk (they spend the migrations budget), and Stutter
+(every other model step).
+
+Properties (registry names): OnlyCurrentKRaftLeaderWritesApply, KRaftEpochInZkOnlyIncreases,
+ZkControllerEpochsIncreaseAcrossHandOver, DriverTakesOnlyTableTransitions,
+DualWritesOnlyInDualWriteStates, KRaftEpochNeverDecreases. Lemmas, each proved inductive with
+them (``INVARIANTS``): /controller_epoch holds the largest epoch ever written; a stopped
+controller holds nothing; driver codes are table states; Raft epochs are >= 0; a driver's claimed
+/controller_epoch version is not ahead of the znode; every driver that has claimed speaks for a
+leadership no newer than /controller's; the driver whose claim is /controller_epoch's current
+version owns /controller in its own epoch (why the check fences everyone else); believed
+/migration versions are not ahead of the znode (why the compare-and-set can only fail for the
+stale); /migration names no leadership newer than /controller's, and none at all before a claim.
+
+BMC (``Core.bmc``) from a scope's real initial state, with Ints for the counters, assumes at every
+step the lemmas that are inductive for the variant (``Core.inductive_lemmas``: those the
+variant's actions keep and the initial state satisfies). Reachable states satisfy them, so no
+trace is lost; without them the solver rediscovers them along every path (measured, dual-write at
+depth 20: about 230 s without, 20-40 s with, on a loaded machine).
+
+Init of the induction (``migration_start``): a ZooKeeper cluster whose quorum was just formatted:
+/controller_epoch holds the largest epoch written so far (which the fencing core proves of the
+ZooKeeper era), /controller is a broker's or absent, no /migration, every controller just started
+in epoch 0 with a fresh driver if it has the flag. Why the unbounded proof is decided: as in
+``properties.proofs``, the only ``Controller`` terms are constants (the acting controller and its
+peer, /controller's owner, ``nobody``, Skolem constants); guards and invariants are universal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import z3
+
+from model import zookeeper as zkm
+from model.actions import (
+    Action,
+    AlterConfigs,
+    BecomeLeader,
+    BecomeZkController,
+    BrokerHeartbeat,
+    CompleteMigration,
+    CrashController,
+    DeleteControllerZNodes,
+    DualWrite,
+    ExpireSession,
+    Fetch,
+    KRaftLeaderChange,
+    MigrateBrokerToKRaft,
+    MigrateMetadata,
+    MigrationCommitted,
+    ReconfigureController,
+    RecoverMigrationState,
+    RegisterWithKRaft,
+    RequestVote,
+    RestartController,
+    RollbackBrokerToZk,
+    SendRPCsToBrokers,
+    SessionTimeout,
+    ShutdownController,
+    StartElection,
+    StopBroker,
+    SyncKRaftToZk,
+    UpdateMetadataVersion,
+    WaitForControllerQuorum,
+    WaitForZkBrokers,
+    ZkOutage,
+    ZkRecover,
+)
+from model.bugs import CORRECT, Bug, Variant
+from model.kraft import FIRST_CONTROLLER_ID, ControllerId, QuorumRole
+from model.kraft_step import is_active
+from model.migration import (
+    EMPTY_MIGRATION,
+    MIGRATION,
+    VALID_TRANSITIONS,
+    Driver,
+    KRaftControllerZNode,
+    MigrationDriverState,
+    Profile,
+)
+from model.scopes import SCOPES, Scope
+from model.state import CONTROLLER, CONTROLLER_EPOCH, ClusterState, controller_index
+from model.step import candidate_actions
+from model.types import ANY_VERSION
+from properties.proofs import (
+    ACTOR,
+    BOOL,
+    INT,
+    BmcResult,
+    Core,
+    Effect,
+    EncodedAction,
+    EncodedStep,
+    Invariant,
+    ObligationResult,
+    OutsideProjection,
+    Projection,
+    SymState,
+    report,
+)
+
+D = MigrationDriverState
+DRIVER_CODES: dict[MigrationDriverState, int] = {state: code for code, state in enumerate(D)}
+NO_DRIVER = -1
+UNINITIALIZED, INACTIVE = DRIVER_CODES[D.UNINITIALIZED], DRIVER_CODES[D.INACTIVE]
+_FRESH = Driver()  # what a (re)started controller with the flag begins with
+UNKNOWN_VERSION = _FRESH.zk_epoch_version  # a driver's version of a znode it has not read (-2)
+
+# The seeded bugs the encoding switches, with the encoded actions whose formulas they change.
+ENCODED_BUGS: dict[Bug, tuple[str, ...]] = {
+    # the dual-write multi without its Check on /controller_epoch
+    Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK: ("DualWrite",),
+    # the claim writes /controller_epoch back unchanged
+    Bug.CLAIM_REUSES_ZK_EPOCH: ("BecomeZkController",),
+    # the claim overwrites a /controller holding a newer (or the same) Raft epoch
+    Bug.CLAIM_IGNORES_NEWER_KRAFT_EPOCH: ("BecomeZkController",),
+    # WAIT_FOR_CONTROLLER_QUORUM goes straight to DUAL_WRITE
+    Bug.DRIVER_SKIPS_TO_DUAL_WRITE: ("WaitForControllerQuorum",),
+    # DualWrite runs in SYNC_KRAFT_TO_ZK too
+    Bug.DUAL_WRITE_BEFORE_SYNC: ("DualWrite",),
+    # a restarted controller starts from epoch 0
+    Bug.RESTART_FORGETS_EPOCH: ("RestartController",),
+}
+
+# ---- the projection -----------------------------------------------------------------------------
+
+GLOBAL_FIELDS: dict[str, str] = {
+    "zk_available": BOOL,
+    "epoch_exists": BOOL,  # /controller_epoch exists
+    "epoch_value": INT,
+    "epoch_version": INT,
+    "max_epoch": INT,  # history.max_controller_epoch: the largest /controller_epoch ever written
+    "controller_exists": BOOL,  # /controller exists
+    "controller_kraft": BOOL,  # ... and a KRaft controller's claim wrote it
+    "controller_owner": ACTOR,  # that KRaft controller (nobody for a broker's /controller)
+    "controller_kraft_epoch": INT,  # the Raft epoch it claimed in
+    "migration_exists": BOOL,  # /migration exists
+    "migration_version": INT,
+    "migration_epoch": INT,  # its kraft_controller_epoch
+    "handed_back": BOOL,  # history.handed_back: the rollback deleted KRaft's znodes; the quorum is over
+    # the budgets the core's perturbations spend (model.state.Budget)
+    "kraft_elections_left": INT,
+    "crashes_left": INT,  # controller_crashes
+    "migrations_left": INT,  # operator steps of the migration and its rollback
+    "outages_left": INT,
+    # the step's ghost: the KRaft write ZooKeeper applied in this step (ghost.kraft_writes)
+    "wrote": BOOL,
+    "write_epoch": INT,  # its writer's epoch (the leadership its driver speaks for)
+    "write_dual": BOOL,  # it was a dual write
+    "write_state": INT,  # its writer's driver state when it wrote
+}
+STEP_FIELDS: dict[str, Any] = {"wrote": False, "write_epoch": 0, "write_dual": False, "write_state": NO_DRIVER}
+
+CONTROLLER_FIELDS: dict[str, str] = {
+    "alive": BOOL,
+    "flag": BOOL,  # zookeeper.metadata.migration.enable: a (re)start runs a driver
+    "epoch": INT,  # the persisted Raft epoch
+    "candidate": BOOL,
+    "has_vote": BOOL,  # a candidate that another controller voted for
+    "leads": BOOL,  # kraft_step.is_active
+    "resigned": BOOL,  # activation refused to lead
+    "driver": INT,  # DRIVER_CODES, NO_DRIVER
+    "driver_epoch": INT,  # Driver.kraft_epoch: the leadership the driver last heard of
+    "driver_leader": BOOL,  # Driver.leader: that leadership is its own
+    "driver_migration_version": INT,  # Driver.migration_version
+    "driver_zk_version": INT,  # Driver.zk_epoch_version: /controller_epoch's version after its claim
+}
+NO_DRIVER_FIELDS = {
+    "driver": NO_DRIVER, "driver_epoch": 0, "driver_leader": False, "driver_migration_version": 0,
+    "driver_zk_version": 0,
+}
+FRESH_DRIVER = {
+    "driver": DRIVER_CODES[_FRESH.state], "driver_epoch": _FRESH.kraft_epoch, "driver_leader": _FRESH.leader,
+    "driver_migration_version": _FRESH.migration_version, "driver_zk_version": _FRESH.zk_epoch_version,
+}
+
+
+def project(state: ClusterState) -> Projection:
+    """The migration fencing core of ``state``; raises OutsideProjection where its assumptions fail."""
+    if state.budget.elections > 0:
+        raise OutsideProjection("a ZooKeeper election may run: elections are the fencing core's")
+    zk = state.zk
+    out: Projection = {"zk_available": zk.available}
+    epoch = zkm.get(zk, CONTROLLER_EPOCH)
+    out["epoch_exists"] = epoch is not None
+    out["epoch_value"] = 0 if epoch is None else int(epoch.data)
+    out["epoch_version"] = 0 if epoch is None else epoch.version
+    out["max_epoch"] = int(state.history.max_controller_epoch)
+    controller = zkm.get(zk, CONTROLLER)
+    claim = None if controller is None else controller.data
+    if claim is not None and not isinstance(claim, (int, KRaftControllerZNode)):
+        raise OutsideProjection(f"/controller holds {claim!r}")
+    kraft = isinstance(claim, KRaftControllerZNode)
+    out["controller_exists"] = controller is not None
+    out["controller_kraft"] = kraft
+    out["controller_owner"] = controller_index(claim.controller) if kraft else 0
+    out["controller_kraft_epoch"] = int(claim.kraft_epoch) if kraft else 0
+    migration = zkm.get(zk, MIGRATION)
+    out["migration_exists"] = migration is not None
+    out["migration_version"] = 0 if migration is None else migration.version
+    out["migration_epoch"] = 0 if migration is None else int(migration.data.kraft_controller_epoch)
+    out["handed_back"] = state.history.handed_back is not None
+    budget = state.budget
+    out.update(
+        kraft_elections_left=budget.kraft_elections, crashes_left=budget.controller_crashes,
+        migrations_left=budget.migrations, outages_left=budget.outages,
+    )
+    writes = state.ghost.kraft_writes
+    if len(writes) > 1:
+        raise OutsideProjection("one step applied two KRaft writes")
+    out.update(STEP_FIELDS)
+    if writes:
+        w = writes[0]
+        out.update(
+            wrote=True, write_epoch=int(w.writer_epoch), write_dual=w.kind == "dual-write",
+            write_state=NO_DRIVER if w.driver_state is None else DRIVER_CODES[w.driver_state],
+        )
+    rows: dict[str, list] = {name: [] for name in CONTROLLER_FIELDS}
+    for c in state.controllers:
+        d = c.driver
+        values = {
+            "alive": c.alive,
+            "flag": c.config.migration_enabled,
+            "epoch": int(c.epoch),
+            "candidate": c.alive and c.role is QuorumRole.CANDIDATE,
+            "has_vote": c.alive and c.role is QuorumRole.CANDIDATE and any(v != c.id for v in c.votes),
+            "leads": is_active(c),
+            "resigned": c.alive and c.role is QuorumRole.RESIGNED,
+            **(
+                NO_DRIVER_FIELDS if d is None else {
+                    "driver": DRIVER_CODES[d.state], "driver_epoch": int(d.kraft_epoch), "driver_leader": d.leader,
+                    "driver_migration_version": d.migration_version, "driver_zk_version": d.zk_epoch_version,
+                }
+            ),
+        }
+        for name, value in values.items():
+            rows[name].append(value)
+    out.update({name: tuple(values) for name, values in rows.items()})
+    return out
+
+
+# ---- the actions --------------------------------------------------------------------------------
+
+STOPPED = {"alive": False, "candidate": False, "has_vote": False, "leads": False, "resigned": False, **NO_DRIVER_FIELDS}
+
+
+def _code(state: MigrationDriverState) -> int:
+    return DRIVER_CODES[state]
+
+
+def _pick(s: SymState, cond, then, otherwise) -> z3.ExprRef:
+    """``z3.If`` of two small counters, constants included, in the INT fields' sort."""
+    def term(v):
+        return s.dom.number(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    return z3.If(cond, term(then), term(otherwise))
+
+
+def _distinct(b, c) -> z3.BoolRef:
+    return z3.BoolVal(b != c) if isinstance(b, int) else b != c
+
+
+def _cas(expected, actual) -> z3.BoolRef:
+    """ZooKeeper's version check: -1 matches any version."""
+    return z3.Or(expected == ANY_VERSION, expected == actual)
+
+
+def _unchanged(s: SymState, name: str):
+    return STEP_FIELDS[name] if name in STEP_FIELDS else s.values[name]
+
+
+def _either(s: SymState, cond, when: dict[str, Any], otherwise: dict[str, Any]) -> dict[str, Any]:
+    """Global changes: ``when`` if ``cond`` holds, else ``otherwise`` (a field either leaves alone stays)."""
+    return {
+        name: _pick(s, cond, when.get(name, _unchanged(s, name)), otherwise.get(name, _unchanged(s, name)))
+        for name in set(when) | set(otherwise)
+    }
+
+
+def _driving(s: SymState, c, state: MigrationDriverState) -> z3.BoolRef:
+    """kraft_step._driver(c, state) and _leading(c): the driver runs in ``state`` and believes it leads."""
+    me = s.of(c)
+    return z3.And(me.alive, me.driver == _code(state), me.driver_leader)
+
+
+def _spends(s: SymState, budget: str) -> tuple[z3.BoolRef, dict[str, Any]]:
+    """model.step._spend of one unit: (there is one left, the change)."""
+    return s.values[budget] > 0, {budget: s.values[budget] - 1}
+
+
+def start_election(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_start_election: a live controller that does not lead stands in the next epoch. It costs an
+    election from the budget unless it heals a quorum where no live controller leads, stands or resigned."""
+    me = s.of(c)
+
+    def idle(x):
+        other = s.of(x)
+        return z3.Not(z3.And(other.alive, z3.Or(other.leads, other.candidate, other.resigned)))
+
+    heals = s.dom.every(idle)
+    left = s.kraft_elections_left
+    return Effect(
+        z3.And(me.alive, z3.Not(me.leads), z3.Or(heals, left > 0)),
+        changes={"kraft_elections_left": z3.If(heals, left, left - 1)},
+        mine={"epoch": me.epoch + 1, "candidate": True, "has_vote": False, "resigned": False},
+    )
+
+
+def request_vote(s: SymState, c, v, variant: Variant, choose) -> Effect:
+    """_request_vote: one Vote round trip. The side with the older epoch steps down to the newer; the
+    voter may grant its vote (its vote and log checks are outside the core: the choice ``granted``)."""
+    cand, voter = s.of(c), s.of(v)
+    newer, older = voter.epoch > cand.epoch, voter.epoch < cand.epoch
+    top = z3.If(newer, voter.epoch, cand.epoch)
+    may_vote = z3.Or(older, z3.And(z3.Not(voter.candidate), z3.Not(voter.leads)))  # Unattached or Voted
+    granted = z3.And(z3.Not(newer), may_vote, choose("granted"))
+    return Effect(
+        z3.And(_distinct(c, v), cand.alive, voter.alive, cand.candidate),
+        mine={
+            "epoch": top,
+            "candidate": z3.Not(newer),
+            "has_vote": z3.And(z3.Not(newer), z3.Or(cand.has_vote, granted)),
+        },
+        peer={
+            "epoch": top,
+            "candidate": z3.And(z3.Not(older), voter.candidate),
+            "has_vote": z3.And(z3.Not(older), voter.has_vote),
+            "leads": z3.And(z3.Not(older), voter.leads),
+            "resigned": z3.And(z3.Not(older), voter.resigned),
+        },
+    )
+
+
+def fetch(s: SymState, f, leader, variant: Variant, choose) -> Effect:
+    """_fetch: one Fetch round trip to a leader. A follower with a newer epoch deposes the leader;
+    otherwise the follower takes the leader's epoch and follows it. Logs are outside the core."""
+    fol, lead = s.of(f), s.of(leader)
+    newer = fol.epoch > lead.epoch
+    top = z3.If(newer, fol.epoch, lead.epoch)
+    guard = z3.And(
+        _distinct(f, leader), fol.alive, lead.alive, lead.leads,
+        z3.Not(z3.And(fol.leads, fol.epoch == lead.epoch)),
+    )
+    return Effect(
+        guard,
+        mine={
+            "epoch": top,
+            "candidate": z3.And(newer, fol.candidate),
+            "has_vote": z3.And(newer, fol.has_vote),
+            "leads": z3.And(newer, fol.leads),
+            "resigned": z3.And(newer, fol.resigned),
+        },
+        peer={"epoch": top, "leads": z3.Not(newer)},
+    )
+
+
+def become_leader(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_become_leader: a candidate with a majority (alone, or with another's vote: necessary, and enough
+    for up to 3 voters) leads; activation may resign instead (choice ``activates``)."""
+    me = s.of(c)
+    activates = choose("activates")
+    return Effect(
+        z3.And(me.alive, me.candidate, z3.Or(me.has_vote, s.dom.alone(c))),
+        mine={"candidate": False, "has_vote": False, "leads": activates, "resigned": z3.Not(activates)},
+    )
+
+
+def crash_controller(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_crash_controller (_process_stops): only the persisted epoch survives."""
+    left, spent = _spends(s, "crashes_left")
+    return Effect(z3.And(s.of(c).alive, left), changes=spent, mine=dict(STOPPED))
+
+
+def shutdown_controller(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_shutdown_controller: as a crash, an operator step; the leader waits for ZooKeeper to catch up
+    with what it committed (outside the core)."""
+    left, spent = _spends(s, "migrations_left")
+    return Effect(z3.And(s.of(c).alive, left), changes=spent, mine=dict(STOPPED))
+
+
+def _fresh_or_none(s: SymState, flag, name: str) -> z3.ExprRef:
+    fresh, none = FRESH_DRIVER[name], NO_DRIVER_FIELDS[name]
+    return z3.If(flag, fresh, none) if isinstance(fresh, bool) else _pick(s, flag, fresh, none)
+
+
+def restart_controller(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_restart_controller: back with its persisted epoch, and a fresh driver if it has the flag; never
+    once the rollback has handed ZooKeeper back."""
+    me = s.of(c)
+    epoch = 0 if variant.has(Bug.RESTART_FORGETS_EPOCH) else me.epoch
+    driver = {name: _fresh_or_none(s, me.flag, name) for name in FRESH_DRIVER}
+    return Effect(z3.And(z3.Not(me.alive), z3.Not(s.handed_back)), mine={"alive": True, "epoch": epoch, **driver})
+
+
+def reconfigure_controller(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_reconfigure_controller: the operator flips the migration flag of a stopped controller."""
+    me = s.of(c)
+    left, spent = _spends(s, "migrations_left")
+    return Effect(z3.And(z3.Not(me.alive), left), changes=spent, mine={"flag": z3.Not(me.flag)})
+
+
+def recover_migration_state(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_recover_migration_state: read /migration, or create it empty (version 0); the driver goes INACTIVE."""
+    me = s.of(c)
+    exists = s.migration_exists
+    version = z3.If(exists, s.migration_version, 0)
+    return Effect(
+        z3.And(me.alive, me.driver == UNINITIALIZED, s.zk_available),
+        changes={
+            "migration_exists": True,
+            "migration_version": version,
+            "migration_epoch": z3.If(exists, s.migration_epoch, EMPTY_MIGRATION.kraft_controller_epoch),
+        },
+        mine={"driver": INACTIVE, "driver_migration_version": version},
+    )
+
+
+def kraft_leader_change(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_kraft_leader_change: a leadership the driver has not heard of. Not its own: INACTIVE in that
+    epoch. Its own: INACTIVE first if it is anywhere else, then WAIT_FOR_CONTROLLER_QUORUM with
+    /migration's version read again. Either way it forgets its claim."""
+    me = s.of(c)
+    running = z3.And(me.alive, me.driver != NO_DRIVER, me.driver != UNINITIALIZED)
+    news = z3.Not(z3.And(me.driver_epoch == me.epoch, me.driver_leader == me.leads))
+    resume = z3.And(me.leads, me.driver == INACTIVE)
+    return Effect(
+        z3.And(running, news, z3.Or(z3.Not(me.leads), s.zk_available)),
+        mine={
+            "driver": _pick(s, resume, _code(D.WAIT_FOR_CONTROLLER_QUORUM), INACTIVE),
+            "driver_epoch": z3.If(z3.And(me.leads, z3.Not(resume)), me.driver_epoch, me.epoch),
+            "driver_leader": resume,
+            "driver_zk_version": UNKNOWN_VERSION,
+            "driver_migration_version": z3.If(resume, s.migration_version, me.driver_migration_version),
+        },
+    )
+
+
+def wait_for_controller_quorum(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_wait_for_controller_quorum: by the committed migration state (outside the core): NONE or
+    POST_MIGRATION -> INACTIVE (choice ``inactive``), MIGRATION -> BECOME_CONTROLLER (``migrated``),
+    else WAIT_FOR_BROKERS once the quorum is ready (the seeded bug: straight to DUAL_WRITE)."""
+    onward = D.DUAL_WRITE if variant.has(Bug.DRIVER_SKIPS_TO_DUAL_WRITE) else D.WAIT_FOR_BROKERS
+    driver = _pick(
+        s, choose("inactive"), INACTIVE, _pick(s, choose("migrated"), _code(D.BECOME_CONTROLLER), _code(onward))
+    )
+    return Effect(_driving(s, c, D.WAIT_FOR_CONTROLLER_QUORUM), mine={"driver": driver})
+
+
+def wait_for_zk_brokers(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_wait_for_zk_brokers: once every known ZK broker has registered (outside the core)."""
+    return Effect(
+        z3.And(_driving(s, c, D.WAIT_FOR_BROKERS), s.zk_available), mine={"driver": _code(D.BECOME_CONTROLLER)}
+    )
+
+
+def become_zk_controller(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_become_zk_controller in its two round trips. Without a claim yet (_claim): one multi bumps
+    /controller_epoch by compare-and-set and writes /controller with the driver's Raft epoch, unless
+    /controller already holds that epoch or a newer one. Then an unconditional write of /migration
+    learns its version, and the driver goes on to SYNC_KRAFT_TO_ZK if /migration or the committed
+    log shows the migration done (choice ``synced``, outside the core), else to ZK_MIGRATION."""
+    me = s.of(c)
+    claiming = me.driver_zk_version < 0
+    newer = z3.And(s.controller_exists, s.controller_kraft, s.controller_kraft_epoch >= me.driver_epoch)
+    if variant.has(Bug.CLAIM_IGNORES_NEWER_KRAFT_EPOCH):
+        claim_ok = s.epoch_exists
+    else:
+        claim_ok = z3.And(s.epoch_exists, z3.Not(newer))
+    bumped = s.epoch_value + (0 if variant.has(Bug.CLAIM_REUSES_ZK_EPOCH) else 1)
+    version = s.epoch_version + 1
+    claim = {
+        "epoch_value": bumped,
+        "epoch_version": version,
+        "max_epoch": z3.If(bumped > s.max_epoch, bumped, s.max_epoch),
+        "controller_exists": True,
+        "controller_kraft": True,
+        "controller_owner": s.dom.actor_term(c),
+        "controller_kraft_epoch": me.driver_epoch,
+        "wrote": True,
+        "write_epoch": me.driver_epoch,
+        "write_state": _code(D.BECOME_CONTROLLER),
+    }
+    learn = {"migration_version": s.migration_version + 1, "migration_epoch": me.driver_epoch}
+    onward = _pick(s, choose("synced"), _code(D.SYNC_KRAFT_TO_ZK), _code(D.ZK_MIGRATION))
+    return Effect(
+        z3.And(_driving(s, c, D.BECOME_CONTROLLER), s.zk_available, z3.Or(z3.Not(claiming), claim_ok)),
+        changes=_either(s, claiming, claim, learn),
+        mine={
+            "driver": z3.If(claiming, me.driver, onward),
+            "driver_zk_version": z3.If(claiming, version, me.driver_zk_version),
+            "driver_migration_version": z3.If(claiming, me.driver_migration_version, s.migration_version + 1),
+        },
+    )
+
+
+def _kraft_zk_write(s: SymState, c, variant: Variant, dual: bool, onward) -> tuple[dict, dict]:
+    """_kraft_zk_write: one multi, the Check of /controller_epoch at the claim's version (left out by a
+    seeded bug, for dual writes), the metadata ops (they cannot fail), and the compare-and-set of
+    /migration at the version the driver believes. Applied, the driver moves ``onward``; failed, it
+    goes INACTIVE and forgets its claim. Returns (global changes, the writer's changes)."""
+    me = s.of(c)
+    fenced = not (dual and variant.has(Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK))
+    checked = z3.And(s.epoch_exists, _cas(me.driver_zk_version, s.epoch_version)) if fenced else z3.BoolVal(True)
+    applied = z3.And(checked, s.migration_exists, _cas(me.driver_migration_version, s.migration_version))
+    version = s.migration_version + 1
+    wrote = {
+        "migration_version": version,
+        "migration_epoch": me.driver_epoch,
+        "wrote": True,
+        "write_epoch": me.driver_epoch,
+        "write_dual": dual,
+        "write_state": me.driver,
+    }
+    mine = {
+        "driver": _pick(s, applied, onward, INACTIVE),
+        "driver_migration_version": z3.If(applied, version, me.driver_migration_version),
+        "driver_zk_version": z3.If(applied, me.driver_zk_version, UNKNOWN_VERSION),
+    }
+    return _either(s, applied, wrote, {}), mine
+
+
+def migration_committed(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_migration_committed: once the migration's records are committed (outside the core), write
+    /migration's offset; then SYNC_KRAFT_TO_ZK."""
+    changes, mine = _kraft_zk_write(s, c, variant, False, _code(D.SYNC_KRAFT_TO_ZK))
+    return Effect(z3.And(_driving(s, c, D.ZK_MIGRATION), s.zk_available), changes=changes, mine=mine)
+
+
+def sync_kraft_to_zk(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_sync_kraft_to_zk: the whole committed image to ZooKeeper; then KRAFT_CONTROLLER_TO_BROKER_COMM."""
+    changes, mine = _kraft_zk_write(s, c, variant, False, _code(D.KRAFT_CONTROLLER_TO_BROKER_COMM))
+    return Effect(z3.And(_driving(s, c, D.SYNC_KRAFT_TO_ZK), s.zk_available), changes=changes, mine=mine)
+
+
+def send_rpcs_to_brokers(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_send_rpcs_to_brokers: full UpdateMetadata and LeaderAndIsr to the ZK brokers; then DUAL_WRITE."""
+    return Effect(_driving(s, c, D.KRAFT_CONTROLLER_TO_BROKER_COMM), mine={"driver": _code(D.DUAL_WRITE)})
+
+
+def dual_write(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_dual_write: committed metadata ZooKeeper lacks (outside the core) goes to ZooKeeper in DUAL_WRITE
+    (and, with the seeded bug, in SYNC_KRAFT_TO_ZK); the driver stays where it is."""
+    me = s.of(c)
+    allowed = (D.DUAL_WRITE, D.SYNC_KRAFT_TO_ZK) if variant.has(Bug.DUAL_WRITE_BEFORE_SYNC) else (D.DUAL_WRITE,)
+    changes, mine = _kraft_zk_write(s, c, variant, True, me.driver)
+    guard = z3.And(me.alive, z3.Or([me.driver == _code(a) for a in allowed]), me.driver_leader, s.zk_available)
+    return Effect(guard, changes=changes, mine=mine)
+
+
+def zk_outage(s: SymState, variant: Variant, choose) -> Effect:
+    """_zk_outage."""
+    left, spent = _spends(s, "outages_left")
+    return Effect(z3.And(s.zk_available, left), changes={"zk_available": False, **spent})
+
+
+def zk_recover(s: SymState, variant: Variant, choose) -> Effect:
+    """_zk_recover."""
+    return Effect(z3.Not(s.zk_available), changes={"zk_available": True})
+
+
+def delete_controller_znodes(s: SymState, variant: Variant, choose) -> Effect:
+    """_delete_controller_znodes: once the quorum is down, the operator deletes KRaft's /controller and,
+    per the KIP, /controller_epoch (one multi: it fails if that is gone already); Kafka 3.9 deletes
+    /migration instead."""
+    left, spent = _spends(s, "migrations_left")
+    guard = z3.And(
+        s.controller_exists, s.controller_kraft, s.zk_available, left, s.dom.every(lambda c: z3.Not(s.of(c).alive))
+    )
+    spent["handed_back"] = True
+    gone = {
+        "controller_exists": False, "controller_kraft": False, "controller_owner": s.dom.nobody(),
+        "controller_kraft_epoch": 0,
+    }
+    if variant.profile is Profile.KIP:
+        gone.update(epoch_exists=False, epoch_value=0, epoch_version=0)
+        return Effect(guard, changes={**_either(s, s.epoch_exists, gone, {}), **spent})
+    gone.update(migration_exists=False, migration_version=0, migration_epoch=0)
+    return Effect(guard, changes={**gone, **spent})
+
+
+def change_broker_mode(s: SymState, variant: Variant, choose) -> Effect:
+    """_migrate_broker and _rollback_broker: an operator step on a stopped broker (outside the core)."""
+    left, spent = _spends(s, "migrations_left")
+    return Effect(left, changes=spent)
+
+
+def zk_controller_session_closes(s: SymState, variant: Variant, choose) -> Effect:
+    """zookeeper.close_session (StopBroker or ExpireSession) of the session that owns a ZK controller's
+    ephemeral /controller."""
+    return Effect(
+        z3.And(s.controller_exists, z3.Not(s.controller_kraft), s.zk_available), changes={"controller_exists": False}
+    )
+
+
+def stutter(s: SymState, variant: Variant, choose) -> Effect:
+    """Every other model step: logs, brokers, messages, the ZooKeeper controller's own writes."""
+    return Effect(z3.BoolVal(True))
+
+
+ACTIONS: tuple[EncodedAction, ...] = (
+    # Budgets, votes, logs and the in-flight cap are outside the core: most guards are necessary only.
+    EncodedAction("StartElection", start_election),
+    EncodedAction("RequestVote", request_vote, exact_guard=False, arity=2),
+    EncodedAction("Fetch", fetch, exact_guard=False, arity=2),
+    EncodedAction("BecomeLeader", become_leader, exact_guard=False),
+    EncodedAction("CrashController", crash_controller),
+    EncodedAction("ShutdownController", shutdown_controller, exact_guard=False),
+    EncodedAction("RestartController", restart_controller),
+    EncodedAction("ReconfigureController", reconfigure_controller, exact_guard=False),
+    EncodedAction("RecoverMigrationState", recover_migration_state),
+    EncodedAction("KRaftLeaderChange", kraft_leader_change),
+    EncodedAction("WaitForControllerQuorum", wait_for_controller_quorum, exact_guard=False),
+    EncodedAction("WaitForZkBrokers", wait_for_zk_brokers, exact_guard=False),
+    EncodedAction("BecomeZkController", become_zk_controller),
+    EncodedAction("MigrationCommitted", migration_committed, exact_guard=False),
+    EncodedAction("SyncKRaftToZk", sync_kraft_to_zk, exact_guard=False),
+    EncodedAction("SendRPCsToBrokers", send_rpcs_to_brokers, exact_guard=False),
+    EncodedAction("DualWrite", dual_write, exact_guard=False),
+    EncodedAction("ZkOutage", zk_outage, arity=0),
+    EncodedAction("ZkRecover", zk_recover, arity=0),
+    EncodedAction("DeleteControllerZNodes", delete_controller_znodes, exact_guard=False, arity=0),
+    EncodedAction("ZkControllerSessionCloses", zk_controller_session_closes, exact_guard=False, arity=0),
+    EncodedAction("MigrateBrokerToKRaft", change_broker_mode, exact_guard=False, arity=0),
+    EncodedAction("RollbackBrokerToZk", change_broker_mode, exact_guard=False, arity=0),
+    EncodedAction("Stutter", stutter, exact_guard=False, arity=0),
+)
+
+# Model actions that are the encoded action of the same name, by the controller they name.
+BY_CONTROLLER: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (
+        StartElection, BecomeLeader, CrashController, ShutdownController, RestartController, RecoverMigrationState,
+        KRaftLeaderChange, WaitForControllerQuorum, WaitForZkBrokers, BecomeZkController, MigrationCommitted,
+        SyncKRaftToZk, SendRPCsToBrokers, DualWrite,
+    )
+}
+ENVIRONMENT: dict[str, type] = {cls.__name__: cls for cls in (ZkOutage, ZkRecover, DeleteControllerZNodes)}
+BY_BROKER: dict[str, type] = {cls.__name__: cls for cls in (MigrateBrokerToKRaft, RollbackBrokerToZk)}
+
+
+def _cid(i: int) -> ControllerId:
+    return ControllerId(FIRST_CONTROLLER_ID + i)
+
+
+def _closes_controller_session(action: Action, state: ClusterState) -> bool:
+    """The step closes the session that owns a ZooKeeper controller's /controller."""
+    node = zkm.get(state.zk, CONTROLLER)
+    if node is None or not isinstance(node.data, int):
+        return False
+    if isinstance(action, ExpireSession):
+        return action.session == node.ephemeral_owner
+    if isinstance(action, StopBroker):
+        b = state.brokers[action.broker]
+        return b.session == node.ephemeral_owner and zkm.session_client(state.zk, b.session) == b.id
+    return False
+
+
+def encoded_as(action: Action, state: ClusterState) -> tuple[str, tuple[int, ...]]:
+    """The encoded action a model action at ``state`` is, with its actors."""
+    match action:
+        case RequestVote(controller=c, voter=v):
+            return "RequestVote", (controller_index(c), controller_index(v))
+        case Fetch(controller=f, leader=leader):
+            return "Fetch", (controller_index(f), controller_index(leader))
+        case ReconfigureController(controller=c):
+            return "ReconfigureController", (controller_index(c),)
+    name = type(action).__name__
+    if name in BY_CONTROLLER:
+        return name, (controller_index(action.controller),)
+    if name in ENVIRONMENT or name in BY_BROKER:
+        return name, ()
+    if _closes_controller_session(action, state):
+        return "ZkControllerSessionCloses", ()
+    return "Stutter", ()
+
+
+def model_actions(step: EncodedStep, state: ClusterState, scope: Scope, variant: Variant) -> list[Action]:
+    """The model actions an encoded step stands for at ``state``."""
+    if step.action in BY_CONTROLLER:
+        return [BY_CONTROLLER[step.action](_cid(step.actors[0]))]
+    if step.action in ENVIRONMENT:
+        return [ENVIRONMENT[step.action]()]
+    if step.action in BY_BROKER:
+        return [BY_BROKER[step.action](b.id) for b in state.brokers]
+    match step.action:
+        case "RequestVote":
+            return [RequestVote(_cid(step.actors[0]), _cid(step.actors[1]))]
+        case "Fetch":
+            return [Fetch(_cid(step.actors[0]), _cid(step.actors[1]))]
+        case "ReconfigureController":
+            c = state.controllers[step.actors[0]]
+            return [ReconfigureController(c.id, not c.config.migration_enabled)]
+        case "ZkControllerSessionCloses":
+            node = zkm.get(state.zk, CONTROLLER)
+            if node is None or not isinstance(node.data, int):
+                return []
+            candidates = [StopBroker(node.data), ExpireSession(node.ephemeral_owner)]
+            return [a for a in candidates if _closes_controller_session(a, state)]
+    return []
+
+
+# Log-only model steps the replay may insert between encoded steps (they leave the core unchanged and
+# are what enables many driver steps: committed metadata, registered brokers, a replicated migration).
+STUTTER_KINDS = (
+    AlterConfigs, UpdateMetadataVersion, RegisterWithKRaft, BrokerHeartbeat, SessionTimeout, MigrateMetadata,
+    CompleteMigration, Fetch,
+)
+MAX_STUTTERS = 3
+
+
+def stutters(state: ClusterState, scope: Scope) -> list[Action]:
+    return [a for a in candidate_actions(state, scope) if isinstance(a, STUTTER_KINDS)]
+
+
+# ---- invariants and lemmas ----------------------------------------------------------------------
+
+def _claimed(s: SymState) -> z3.BoolRef:
+    """A KRaft controller's claim holds /controller."""
+    return z3.And(s.controller_exists, s.controller_kraft)
+
+
+def _only_current_kraft_leader_writes_apply(pre: SymState, post: SymState) -> z3.BoolRef:
+    return z3.Implies(z3.And(post.wrote, _claimed(pre)), post.write_epoch >= pre.controller_kraft_epoch)
+
+
+def _kraft_epoch_in_zk_only_increases(pre: SymState, post: SymState) -> z3.BoolRef:
+    same = z3.And(
+        post.controller_owner == pre.controller_owner, post.controller_kraft_epoch == pre.controller_kraft_epoch
+    )
+    return z3.Implies(
+        z3.And(_claimed(pre), _claimed(post)), z3.Or(same, post.controller_kraft_epoch > pre.controller_kraft_epoch)
+    )
+
+
+def _zk_controller_epochs_increase(pre: SymState, post: SymState) -> z3.BoolRef:
+    # Written by this step: a new version, or a new znode (the core never re-creates one at its version).
+    written = z3.And(post.epoch_exists, z3.Or(z3.Not(pre.epoch_exists), post.epoch_version != pre.epoch_version))
+    return z3.Implies(written, post.epoch_value > pre.max_epoch)
+
+
+def _valid_transition(old, new) -> z3.BoolRef:
+    """model.migration.is_valid_transition over driver codes."""
+    moves = [
+        z3.And(old == _code(a), new == _code(b)) for a, targets in VALID_TRANSITIONS.items() for b in targets
+    ]
+    return z3.Or(old == new, *moves)
+
+
+def _driver_takes_only_table_transitions(pre: SymState, post: SymState) -> z3.BoolRef:
+    def valid(c):
+        old, new = pre.of(c).driver, post.of(c).driver
+        return z3.Implies(new != NO_DRIVER, _valid_transition(z3.If(old == NO_DRIVER, UNINITIALIZED, old), new))
+
+    return pre.dom.every(valid)
+
+
+def _dual_writes_only_in_dual_write_states(pre: SymState, post: SymState) -> z3.BoolRef:
+    return z3.Implies(post.write_dual, z3.Or([post.write_state == _code(d) for d in D if d.allows_dual_write]))
+
+
+def _kraft_epoch_never_decreases(pre: SymState, post: SymState) -> z3.BoolRef:
+    return pre.dom.every(lambda c: post.of(c).epoch >= pre.of(c).epoch)
+
+
+# Lemmas: what the proofs of the properties above need to know about every reachable state.
+
+def _epoch_znode_holds_the_largest_epoch(s: SymState) -> z3.BoolRef:
+    return z3.Implies(s.epoch_exists, z3.And(s.epoch_value == s.max_epoch, s.epoch_version >= 0))
+
+
+def _stopped_controller_holds_nothing(s: SymState) -> z3.BoolRef:
+    def nothing(c):
+        me = s.of(c)
+        holds = z3.And(
+            z3.Not(me.candidate), z3.Not(me.has_vote), z3.Not(me.leads), z3.Not(me.resigned), me.driver == NO_DRIVER
+        )
+        return z3.Implies(z3.Not(me.alive), holds)
+
+    return s.dom.every(nothing)
+
+
+def _driver_states_are_table_states(s: SymState) -> z3.BoolRef:
+    return s.dom.every(lambda c: z3.And(NO_DRIVER <= s.of(c).driver, s.of(c).driver <= max(DRIVER_CODES.values())))
+
+
+def _kraft_epochs_are_not_negative(s: SymState) -> z3.BoolRef:
+    def not_negative(c):
+        me = s.of(c)
+        past_inactive = z3.And(me.driver != NO_DRIVER, me.driver != UNINITIALIZED, me.driver != INACTIVE)
+        return z3.And(me.epoch >= 0, z3.Implies(past_inactive, me.driver_epoch >= 0))
+
+    return z3.And(z3.Implies(_claimed(s), s.controller_kraft_epoch >= 0), s.dom.every(not_negative))
+
+
+def _claimed_versions_are_not_ahead(s: SymState) -> z3.BoolRef:
+    def behind(c):
+        me = s.of(c)
+        known = z3.And(0 <= me.driver_zk_version, s.epoch_exists, me.driver_zk_version <= s.epoch_version)
+        return z3.Implies(me.driver != NO_DRIVER, z3.Or(me.driver_zk_version == UNKNOWN_VERSION, known))
+
+    return s.dom.every(behind)
+
+
+def _has_claimed(s: SymState, c) -> z3.BoolRef:
+    me = s.of(c)
+    return z3.And(me.driver != NO_DRIVER, me.driver_zk_version >= 0)
+
+
+def _claimants_are_not_newer_than_the_claim(s: SymState) -> z3.BoolRef:
+    return s.dom.every(
+        lambda c: z3.Implies(
+            _has_claimed(s, c), z3.And(_claimed(s), s.of(c).driver_epoch <= s.controller_kraft_epoch)
+        )
+    )
+
+
+def _current_claimant_owns_the_controller_znode(s: SymState) -> z3.BoolRef:
+    def owns(c):
+        me = s.of(c)
+        current = z3.And(_has_claimed(s, c), s.epoch_exists, me.driver_zk_version == s.epoch_version)
+        return z3.Implies(
+            current,
+            z3.And(s.controller_owner == s.dom.actor_term(c), s.controller_kraft_epoch == me.driver_epoch),
+        )
+
+    return s.dom.every(owns)
+
+
+def _migration_versions_are_not_ahead(s: SymState) -> z3.BoolRef:
+    def behind(c):
+        me = s.of(c)
+        read = z3.And(me.driver != NO_DRIVER, me.driver != UNINITIALIZED)
+        return z3.Implies(
+            read,
+            z3.And(
+                s.migration_exists, 0 <= me.driver_migration_version,
+                me.driver_migration_version <= s.migration_version,
+            ),
+        )
+
+    return z3.And(z3.Implies(s.migration_exists, s.migration_version >= 0), s.dom.every(behind))
+
+
+def _migration_znode_names_no_newer_leadership(s: SymState) -> z3.BoolRef:
+    return z3.Implies(z3.And(s.migration_exists, _claimed(s)), s.migration_epoch <= s.controller_kraft_epoch)
+
+
+def _unclaimed_migration_znode_is_empty(s: SymState) -> z3.BoolRef:
+    unclaimed = z3.And(s.migration_exists, s.epoch_exists, z3.Not(_claimed(s)))
+    return z3.Implies(unclaimed, s.migration_epoch == EMPTY_MIGRATION.kraft_controller_epoch)
+
+
+INVARIANTS: tuple[Invariant, ...] = (
+    Invariant("OnlyCurrentKRaftLeaderWritesApply", "no KRaft write applies from a Raft epoch older than the claim"
+              " in /controller", _only_current_kraft_leader_writes_apply, on_step=True),
+    Invariant("KRaftEpochInZkOnlyIncreases", "a claim replaces /controller only with a newer Raft epoch",
+              _kraft_epoch_in_zk_only_increases, on_step=True),
+    Invariant("ZkControllerEpochsIncreaseAcrossHandOver", "every /controller_epoch written beats every earlier one",
+              _zk_controller_epochs_increase, on_step=True),
+    Invariant("DriverTakesOnlyTableTransitions", "drivers move only along VALID_TRANSITIONS",
+              _driver_takes_only_table_transitions, on_step=True),
+    Invariant("DualWritesOnlyInDualWriteStates", "a dual write applies only from KRAFT_CONTROLLER_TO_BROKER_COMM"
+              " or DUAL_WRITE", _dual_writes_only_in_dual_write_states, on_step=True),
+    Invariant("KRaftEpochNeverDecreases", "no controller's persisted Raft epoch goes down",
+              _kraft_epoch_never_decreases, on_step=True),
+    # Strengthening lemmas.
+    Invariant("EpochZnodeHoldsTheLargestEpoch", "/controller_epoch, while it exists, holds the largest epoch ever"
+              " written, at a version >= 0", _epoch_znode_holds_the_largest_epoch, lemma=True),
+    Invariant("StoppedControllerHoldsNothing", "a stopped controller is no candidate, holds no vote or leadership,"
+              " and runs no driver", _stopped_controller_holds_nothing, lemma=True),
+    Invariant("DriverStatesAreTableStates", "driver codes are MigrationDriverState codes or none",
+              _driver_states_are_table_states, lemma=True),
+    Invariant("KRaftEpochsAreNotNegative", "Raft epochs are >= 0: every controller's, /controller's claim's, and"
+              " the leadership a driver past INACTIVE speaks for", _kraft_epochs_are_not_negative, lemma=True),
+    Invariant("ClaimedVersionsAreNotAhead", "a driver's claimed /controller_epoch version is unknown or a version"
+              " the znode has had", _claimed_versions_are_not_ahead, lemma=True),
+    Invariant("ClaimantsAreNotNewerThanTheClaim", "a driver that has claimed ZooKeeper speaks for a leadership no"
+              " newer than /controller's", _claimants_are_not_newer_than_the_claim, lemma=True),
+    Invariant("CurrentClaimantOwnsTheControllerZnode", "the driver whose claim is /controller_epoch's current"
+              " version owns /controller, in its own epoch", _current_claimant_owns_the_controller_znode,
+              lemma=True),
+    Invariant("MigrationVersionsAreNotAhead", "/migration's version is >= 0, and a driver past UNINITIALIZED"
+              " believes a version the znode has had", _migration_versions_are_not_ahead, lemma=True),
+    Invariant("MigrationZnodeNamesNoNewerLeadership", "/migration names no Raft epoch newer than /controller's"
+              " claim", _migration_znode_names_no_newer_leadership, lemma=True),
+    Invariant("UnclaimedMigrationZnodeIsEmpty", "before any claim (while /controller_epoch exists), /migration"
+              " names no leadership", _unclaimed_migration_znode_is_empty, lemma=True),
+)
+
+
+def migration_start(s: SymState) -> z3.BoolRef:
+    """Init: a ZooKeeper-era cluster whose KRaft quorum was just formatted (see the module docstring)."""
+
+    def fresh(c):
+        me = s.of(c)
+        driver = z3.And([getattr(me, name) == _fresh_or_none(s, me.flag, name) for name in FRESH_DRIVER])
+        return z3.And(
+            me.alive, me.epoch == 0, z3.Not(me.candidate), z3.Not(me.has_vote), z3.Not(me.leads),
+            z3.Not(me.resigned), driver,
+        )
+
+    return z3.And(
+        s.epoch_exists, s.epoch_value == s.max_epoch, s.max_epoch >= 0, s.epoch_version >= 0,
+        z3.Not(s.controller_kraft), s.controller_owner == s.dom.nobody(), s.controller_kraft_epoch == 0,
+        z3.Not(s.migration_exists), s.migration_version == 0, s.migration_epoch == 0, z3.Not(s.handed_back),
+        *[s.values[name] == value for name, value in STEP_FIELDS.items()],
+        s.dom.every(fresh),
+    )
+
+
+MIGRATION_CORE = Core(
+    name="migration",
+    noun="controller",
+    global_fields=GLOBAL_FIELDS,
+    actor_fields=CONTROLLER_FIELDS,
+    actions=ACTIONS,
+    invariants=INVARIANTS,
+    project=project,
+    initial=migration_start,
+    encoded_bugs=ENCODED_BUGS,
+    model_actions=model_actions,
+    scopes=("dual-write", "migration"),
+    step_fields=STEP_FIELDS,
+    stutters=stutters,
+    max_stutters=MAX_STUTTERS,
+    bmc_lemmas=True,
+    bmc_bits=False,
+)
+CORE = MIGRATION_CORE  # this module's core, under the name every core module gives it
+ACTIONS_BY_NAME = MIGRATION_CORE.actions_by_name
+PROPERTY_NAMES = MIGRATION_CORE.property_names
+
+
+def bmc(
+    depth: int = 20,
+    variant: Variant = CORRECT,
+    scope: str | None = None,
+    properties: Iterable[str] | None = None,
+    max_refinements: int = 60,
+) -> BmcResult:
+    """Bounded model checking of the migration fencing core from a scope's initial state (the scope a
+    seeded bug names by default, else "dual-write"), with as many controllers as the scope has."""
+    MIGRATION_CORE.check_variant(variant)
+    name = scope or MIGRATION_CORE.default_scope(variant)
+    return MIGRATION_CORE.bmc(SCOPES[name], depth, variant, properties, max_refinements)
+
+
+def prove(variant: Variant = CORRECT, n_controllers: int = 2, actions: Iterable[str] | None = None):
+    """Every induction obligation for ``n_controllers`` controllers."""
+    return MIGRATION_CORE.prove(variant, MIGRATION_CORE.finite(n_controllers), actions=actions)
+
+
+def prove_unbounded(variant: Variant = CORRECT, actions: Iterable[str] | None = None) -> list[ObligationResult]:
+    """Every induction obligation over an uninterpreted sort of controllers: any number of them."""
+    return MIGRATION_CORE.prove(variant, MIGRATION_CORE.unbounded(), actions=actions)
+
+
+def check_all(variant: Variant = CORRECT, depth: int = 20) -> list[dict]:
+    """What ``kraftcheck prove`` reports for this core (``proofs.report``)."""
+    return report(MIGRATION_CORE, bmc, prove, prove_unbounded, variant, depth)

@@ -1,0 +1,220 @@
+"""The z3 proofs of the migration's fencing (properties/proofs_migration.py) agree with the model and hold.
+
+Situations: every (action, invariant) induction obligation of the migration fencing core is
+proved for 2 KRaft controllers and for any number of them, and each seeded bug the core switches
+breaks the obligation of the action it lives in; BMC from a scope's real initial state is clean
+on the correct model, and finds each seeded bug whose trace it can follow, with a counterexample
+that replays through model.step (log-only model steps inserted where the core does not see them)
+to the same violation and is harmless without the bug; on Hypothesis-drawn reachable states of
+the migration scopes, every model step is the encoded step it claims to be, or a stutter.
+Seeds: KIP-866 §Controller Leadership, §Dual Metadata Writes (the /migration compare-and-set),
+§Migration Overview (the driver's states); KIP-500 §Controller Quorum (Raft epochs).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model import SCOPES, SEEDED_BUGS_BY_NAME, Bug, Variant, initial_state, step
+from model.bugs import CORRECT
+from model.migration import Profile
+from model.scopes import cold_state
+from model.step import candidate_actions
+from properties import proofs_migration as pm
+from properties.proofs import OutsideProjection, _value
+from properties.simulate import random_path
+from tests.test_proofs import assert_harmless_without_the_bug, assert_replays_to_the_violation
+
+CORE = pm.MIGRATION_CORE
+# The migration scopes the core projects (the others allow ZooKeeper elections: the fencing core's).
+PROJECTED = ("kraft-quorum", "kraft-born", "pre-migration", "migration", "dual-write", "broker-migration",
+             "finalize", "handover", "kraft-broker-restart")
+BUG_VARIANTS = {bug: Variant(frozenset({bug})) for bug in pm.ENCODED_BUGS}
+# Its trace needs a new leader's committed log to show the migration done while /migration does not;
+# the search spends its refinements on the old leader's paths first (see the module docstring).
+NOT_FOUND_BY_BMC = {Bug.DUAL_WRITE_BEFORE_SYNC}
+BMC_BUGS = sorted(set(pm.ENCODED_BUGS) - NOT_FOUND_BY_BMC, key=lambda b: b.value)
+BUG_DEPTH = 10  # the longest of their shortest traces is 9 encoded steps
+
+
+def _bug_id(bug) -> str:
+    return bug.value
+
+
+@functools.cache
+def _bug_bmc(bug):
+    """BMC of the property the seeded bug targets, in the scope it names (one search per bug)."""
+    return pm.bmc(BUG_DEPTH, BUG_VARIANTS[bug], properties=[SEEDED_BUGS_BY_NAME[bug.value].invariant])
+
+
+# ---- induction ----------------------------------------------------------------------------------------
+
+def test_every_induction_obligation_is_proved_for_two_controllers():
+    """One obligation per (action, invariant) pair plus initiation, each discharged within 10 s."""
+    results = pm.prove(CORRECT)
+    state_invariants = [i for i in pm.INVARIANTS if not i.on_step]
+    assert len(results) == len(state_invariants) + len(pm.ACTIONS) * len(pm.INVARIANTS)
+    assert [r.name for r in results if not r.proved] == []
+    assert all(r.seconds < 10 for r in results)
+    assert {r.brokers for r in results} == {"2 controllers"}
+    names = {r.name for r in results}
+    assert "DualWrite/OnlyCurrentKRaftLeaderWritesApply" in names
+    assert "BecomeZkController/KRaftEpochInZkOnlyIncreases" in names
+
+
+def test_unbounded_proof_holds_for_any_number_of_controllers():
+    """Controllers as an uninterpreted sort: the same obligations, proved for every quorum size."""
+    results = pm.prove_unbounded(CORRECT)
+    assert [r.name for r in results if not r.proved] == []
+    assert {r.brokers for r in results} == {"any number of controllers"}
+    assert "BecomeZkController/ZkControllerEpochsIncreaseAcrossHandOver" in {r.name for r in results}
+
+
+@pytest.mark.parametrize("bug", sorted(pm.ENCODED_BUGS, key=_bug_id), ids=_bug_id)
+def test_seeded_bug_breaks_the_obligation_of_the_action_it_lives_in(bug):
+    """The bug's action fails the obligation of the invariant the bug targets, with a CTI."""
+    seeded = SEEDED_BUGS_BY_NAME[bug.value]
+    failed = [r for r in pm.prove(BUG_VARIANTS[bug], actions=pm.ENCODED_BUGS[bug]) if not r.proved]
+    assert any(f"{action}/{seeded.invariant}" in {r.name for r in failed} for action in pm.ENCODED_BUGS[bug])
+    assert all(r.result == "counterexample-to-induction" and r.counterexample for r in failed)
+
+
+@pytest.mark.parametrize("bug", [Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK, Bug.CLAIM_IGNORES_NEWER_KRAFT_EPOCH],
+                         ids=_bug_id)
+def test_unbounded_proof_fails_where_a_seeded_bug_breaks_fencing(bug):
+    """The unbounded obligations are not vacuous: the seeded bug's obligation fails there too."""
+    seeded = SEEDED_BUGS_BY_NAME[bug.value]
+    failed = {r.name for r in pm.prove_unbounded(BUG_VARIANTS[bug], actions=pm.ENCODED_BUGS[bug]) if not r.proved}
+    assert any(f"{action}/{seeded.invariant}" in failed for action in pm.ENCODED_BUGS[bug]), failed
+
+
+def test_every_action_can_be_taken_under_the_invariants():
+    """No obligation holds vacuously: each action has a step from a state satisfying every lemma."""
+    assert CORE.enabled_under_invariants(CORE.finite(2)) == {a.name: True for a in pm.ACTIONS}
+
+
+@pytest.mark.parametrize("scope", PROJECTED)
+def test_initial_states_satisfy_the_invariants(scope):
+    """The cold start is what the induction's Init says, and the warm start keeps every lemma."""
+    cold = pm.project(cold_state(SCOPES[scope]))
+    assert _value(pm.migration_start(CORE.concrete(CORE.finite(CORE.size_of(cold)), cold)))
+    assert CORE.broken_state_invariants(pm.project(initial_state(SCOPES[scope]))) == []
+
+
+@pytest.mark.parametrize("scope", ["rollback", "lifecycle"])
+def test_projection_refuses_scopes_with_zookeeper_elections(scope):
+    """After the KIP's rollback a ZooKeeper election reuses an epoch (the scopes' pinned finding): not this core's."""
+    with pytest.raises(OutsideProjection, match="election"):
+        pm.project(initial_state(SCOPES[scope]))
+
+
+def test_bmc_assumes_only_the_lemmas_a_seeded_bug_leaves_inductive():
+    """Without the /controller_epoch check a stale dual write can move /migration's epoch back: the lemmas
+    about /migration's epoch are dropped, the ones about claims are kept (they fence the claim, not writes)."""
+    start = pm.project(initial_state(SCOPES["dual-write"]))
+    buggy = BUG_VARIANTS[Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK]
+    kept = {i.name for i in CORE.inductive_lemmas(buggy, CORE.finite(2), start)}
+    assert "MigrationZnodeNamesNoNewerLeadership" not in kept
+    assert {"CurrentClaimantOwnsTheControllerZnode", "ClaimedVersionsAreNotAhead"} <= kept
+    every = {i.name for i in pm.INVARIANTS if i.lemma}
+    assert {i.name for i in CORE.inductive_lemmas(CORRECT, CORE.finite(2), start)} == every
+
+
+# ---- bounded model checking -----------------------------------------------------------------------
+
+def test_bmc_correct_model_holds_to_depth_20():
+    """No trace of 20 encoded steps from the finalize scope's start breaks any encoded property."""
+    result = pm.bmc(20, CORRECT, scope="finalize")
+    assert result.holds and result.complete, result.as_json()
+    assert [p.name for p in result.properties] == list(pm.PROPERTY_NAMES)
+    assert all(p.refinements == 0 for p in result.properties)
+
+
+@pytest.mark.parametrize("bug", BMC_BUGS, ids=_bug_id)
+def test_bmc_finds_seeded_bug_and_trace_replays_to_the_same_violation(bug):
+    """The decoded counterexample, replayed from the scope's initial state, breaks the targeted invariant
+    at its last step and at no step before."""
+    result = _bug_bmc(bug)
+    assert_replays_to_the_violation(result, bug)
+    # The replay inserts only log-only steps the core does not see, and follows every encoded one.
+    cex = result.counterexamples[SEEDED_BUGS_BY_NAME[bug.value].invariant]
+    extra = len(cex.actions) - len(cex.encoded_trace)
+    assert 0 <= extra <= pm.MAX_STUTTERS
+    assert sum(isinstance(a, pm.STUTTER_KINDS) for a in cex.actions) >= extra
+
+
+@pytest.mark.parametrize("bug", BMC_BUGS, ids=_bug_id)
+def test_bmc_counterexample_is_harmless_without_the_bug(bug):
+    """The same actions under the correct model break nothing: the bug, not the encoding, is to blame."""
+    assert_harmless_without_the_bug(_bug_bmc(bug), bug)
+
+
+def test_bmc_stale_dual_write_needs_committed_metadata_the_core_does_not_see():
+    """A deposed leader dual-writes only what it has committed and ZooKeeper lacks: the replay puts
+    the append and the Fetch that commits it before the election (KIP-866 §Dual Metadata Writes)."""
+    cex = _bug_bmc(Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK).counterexamples["OnlyCurrentKRaftLeaderWritesApply"]
+    names = [type(a).__name__ for a in cex.actions]
+    assert names[-1] == "DualWrite" and "BecomeZkController" in names
+    assert "Fetch" in names[: names.index("StartElection")]
+
+
+# ---- the encoding agrees with model.step ------------------------------------------------------------
+
+VARIANTS = [CORRECT, Variant(profile=Profile.KAFKA_3_9)] + [BUG_VARIANTS[b] for b in BMC_BUGS]
+VARIANTS.append(BUG_VARIANTS[Bug.DUAL_WRITE_BEFORE_SYNC])
+
+
+def _check_agreement(state, scope, variant) -> None:
+    """Every candidate action at ``state``: the model's projected step satisfies the formula of the
+    encoded action it is (a stutter leaves the core alone); a refused action has a false guard
+    where the guard is exact."""
+    before = pm.project(state)
+    if variant == CORRECT:
+        assert CORE.broken_state_invariants(before) == []  # the lemmas hold on reachable states too
+    for action in candidate_actions(state, scope):
+        kind, actors = pm.encoded_as(action, state)
+        after = step(state, action, variant)
+        if after is None:
+            if pm.ACTIONS_BY_NAME[kind].exact_guard:
+                assert not CORE.encoded_guard(before, kind, actors, variant), f"{action!r}: refused, the guard holds"
+            continue
+        got = pm.project(after)
+        if kind == "Stutter":
+            assert got == CORE.without_step_ghosts(before), f"{action!r} changes the migration fencing core"
+            continue
+        assert CORE.satisfies_transition(before, got, kind, actors, variant), f"{action!r}: the formula rejects it"
+
+
+@settings(deadline=None, max_examples=30)
+@given(
+    scope_name=st.sampled_from(PROJECTED),
+    variant=st.sampled_from(VARIANTS),
+    seed=st.integers(0, 2**32 - 1),
+    length=st.integers(0, 25),
+)
+def test_encoding_agrees_with_model_step_on_reachable_states(scope_name, variant, seed, length):
+    """A seeded random walk through model.successors; the encoding agrees with model.step at every
+    state on the way."""
+    scope = SCOPES[scope_name]
+    for state, _, _ in random_path(scope, seed, length + 1, variant):
+        _check_agreement(state, scope, variant)
+
+
+# ---- slow: the scopes `kraftcheck prove` runs, every obligation under every bug ---------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scope", pm.MIGRATION_CORE.scopes)
+def test_bmc_correct_model_holds_to_depth_20_in_the_two_controller_scopes(scope):
+    result = pm.bmc(20, CORRECT, scope=scope)
+    assert result.holds and result.complete, result.as_json()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", sorted(pm.ENCODED_BUGS, key=_bug_id), ids=_bug_id)
+def test_seeded_bug_breaks_no_obligation_of_another_action(bug):
+    failed = {r.name.split("/")[0] for r in pm.prove(BUG_VARIANTS[bug]) if not r.proved}
+    assert failed and failed <= set(pm.ENCODED_BUGS[bug])
