@@ -7,7 +7,8 @@ Measured (medians of ``--repeats`` runs, correct model, 2 brokers):
   with its ratio to the target of 60 s (ratio < 1 meets it);
 - every induction obligation, for 2 brokers and for any number of brokers, with the largest
   ratio to the target of 10 s per obligation.
-The targets are the issue's; the tests do not time anything, this does.
+The targets are the issue's; the tests do not time anything, this does. ``bench.z3_migration``
+measures the migration's fencing core (properties.proofs_migration) with the same code.
 """
 
 from __future__ import annotations
@@ -17,15 +18,18 @@ import json
 import statistics
 
 from model import CORRECT
-from properties.proofs import bmc, prove, prove_unbounded
+from properties import proofs
 
 BMC_TARGET_SECONDS = 60.0
 OBLIGATION_TARGET_SECONDS = 10.0
-SCOPES = ("fencing", "election")
 
 
-def measure(repeats: int, depth: int) -> dict:
-    bmc_runs = {scope: [bmc(depth, CORRECT, scope=scope) for _ in range(repeats)] for scope in SCOPES}
+def measure(repeats: int, depth: int, core=proofs) -> dict:
+    """``core``: the module of a core (``proofs`` or ``proofs_migration``), with its ``CORE``, ``bmc``,
+    ``prove`` and ``prove_unbounded``; the BMC runs in every one of the core's scopes."""
+    bmc, prove, prove_unbounded = core.bmc, core.prove, core.prove_unbounded
+    scopes = core.CORE.scopes
+    bmc_runs = {scope: [bmc(depth, CORRECT, scope=scope) for _ in range(repeats)] for scope in scopes}
     for runs in bmc_runs.values():
         assert all(r.holds and r.complete for r in runs), "BMC found a violation in the correct model"
     bmc_rows = {}
@@ -67,17 +71,17 @@ def measure(repeats: int, depth: int) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(core=proofs, description: str = __doc__) -> None:
+    parser = argparse.ArgumentParser(description=description.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--depth", type=int, default=20)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = measure(args.repeats, args.depth)
+    result = measure(args.repeats, args.depth, core)
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"correct model, 2 brokers, medians of {args.repeats} runs")
+    print(f"{core.CORE.name} core, correct model, 2 {core.CORE.noun}s, medians of {args.repeats} runs")
     for scope, row in result["bmc"].items():
         print(
             f"BMC {scope:9s} depth {args.depth}: {row['seconds']:6.2f} s"

@@ -5,7 +5,7 @@ violation of some other invariant does not count: it would hide a check that can
 The model layer's checks, in ``CHECKS``: the bounded breadth-first search of the bug's scope for
 safety properties (``explore:<scope>``), the fair-cycle search of the complete graph of its scope
 for EVENTUALLY properties (``liveness:<scope>``), the scope's Hypothesis machine
-(``hypothesis:<scope>``) and z3 bounded model checking for the bugs the encoding switches
+(``hypothesis:<scope>``) and z3 bounded model checking for the bugs a z3 encoding switches
 (``z3-bmc:<scope>``). By default the first two run (they are exhaustive within their bounds);
 ``kraftcheck mutants --check NAME`` runs the named checks, in order, to score one check alone.
 The implementation layer's bugs (``impl.bugs``, layer "impl") are caught by differential testing
@@ -109,17 +109,22 @@ def _violations(error: BaseException) -> list:
 
 
 def _z3_bmc(bug: SeededBug) -> tuple[str, list[Action]] | None:
-    """Bounded model checking of the z3 encoding, for the bugs it can switch on (properties.proofs)."""
-    from properties.proofs import ENCODED_BUGS, PROPERTY_NAMES, bmc
+    """Bounded model checking, from the bug's scope, of a z3 encoding that switches the bug and encodes
+    its invariant (properties.proofs: the fencing core; properties.proofs_migration: the migration's)."""
+    from properties import proofs, proofs_migration
 
     if isinstance(bug, ImplSeededBug):
         return None
-    if bug.bug not in ENCODED_BUGS or bug.invariant not in PROPERTY_NAMES or bug.scope not in ("fencing", "election"):
-        return None
-    result = bmc(20, Variant(frozenset({bug.bug})), scope=bug.scope, properties=(bug.invariant,))
-    for p in result.properties:
-        if p.name == bug.invariant and not p.holds and p.counterexample is not None:
-            return f"z3-bmc:{bug.scope}", list(p.counterexample.actions)
+    for core in (proofs, proofs_migration):
+        if bug.bug not in core.ENCODED_BUGS or bug.invariant not in core.PROPERTY_NAMES:
+            continue
+        try:
+            result = core.bmc(20, Variant(frozenset({bug.bug})), scope=bug.scope, properties=(bug.invariant,))
+        except proofs.OutsideProjection:
+            return None  # the bug's scope has states this core does not model
+        for p in result.properties:
+            if p.name == bug.invariant and not p.holds and p.counterexample is not None:
+                return f"z3-bmc:{bug.scope}", list(p.counterexample.actions)
     return None
 
 

@@ -14,6 +14,7 @@ Seeds: KIP-866 §Controller Leadership, §Dual Metadata Writes (the /migration c
 from __future__ import annotations
 
 import functools
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -24,6 +25,7 @@ from model.bugs import CORRECT
 from model.migration import Profile
 from model.scopes import cold_state
 from model.step import candidate_actions
+from properties import cli
 from properties import proofs_migration as pm
 from properties.proofs import OutsideProjection, _value
 from properties.simulate import random_path
@@ -204,7 +206,7 @@ def test_encoding_agrees_with_model_step_on_reachable_states(scope_name, variant
         _check_agreement(state, scope, variant)
 
 
-# ---- slow: the scopes `kraftcheck prove` runs, every obligation under every bug ---------------------------
+# ---- slow: the scopes `kraftcheck prove` runs, the command itself, every obligation under every bug -------
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scope", pm.MIGRATION_CORE.scopes)
@@ -218,3 +220,18 @@ def test_bmc_correct_model_holds_to_depth_20_in_the_two_controller_scopes(scope)
 def test_seeded_bug_breaks_no_obligation_of_another_action(bug):
     failed = {r.name.split("/")[0] for r in pm.prove(BUG_VARIANTS[bug]) if not r.proved}
     assert failed and failed <= set(pm.ENCODED_BUGS[bug])
+
+
+@pytest.mark.slow
+def test_prove_command_lists_the_migration_obligations(capsys):
+    """`kraftcheck prove --json` lists the migration core's rows next to the fencing core's; with a
+    migration bug only the migration core runs, and its BMC rows carry the replayed trace."""
+    code = cli.main(["prove", "--depth", "3", "--bug", "claim_reuses_zk_epoch", "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert all({"name", "brokers", "result", "seconds"} <= set(r) for r in rows)
+    names = {r["name"]: r for r in rows}
+    assert "DualWrite/OnlyCurrentKRaftLeaderWritesApply" in names
+    assert "ElectController/AtMostOneControllerPerEpoch" not in names  # the fencing core does not switch it
+    violated = names["BMC/migration/depth-3/ZkControllerEpochsIncreaseAcrossHandOver"]
+    assert violated["result"] == "violated" and violated["counterexample"]["actions"]
