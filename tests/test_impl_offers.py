@@ -205,3 +205,26 @@ def test_simulation_quiet_cluster_waits_for_its_timers():
     sim.run(3_000)
     assert sim.events == 3_000
     assert sim.cluster.now > 3_000 * 20 / 2  # faster than the ticks alone
+
+
+def test_simulation_holds_a_step_a_partition_would_split_until_it_heals():
+    """The model has no partitions: a BecomeLeader whose activation asks every voter (KIP-866
+    §Finalizing the Migration), or a SessionTimeout that tells the broker, waits for a cut to heal."""
+    from model.actions import BecomeLeader
+
+    sim = Simulation(MIGRATION, 0, parse("none"), check=False)
+    sim.cuts[frozenset((3000, 3001))] = 10**9
+    assert not sim._whole(BecomeLeader(3000)) and not sim._whole(BecomeLeader(3001))
+    assert sim._whole(BecomeLeader(3002)) and sim._whole(SessionTimeout(1, 3001))
+    sim.cuts[frozenset((3001, 1))] = 10**9
+    assert not sim._whole(SessionTimeout(1, 3001)) and sim._whole(SessionTimeout(2, 3001))
+    sim.cluster.now = 10**9  # healed
+    assert sim._whole(BecomeLeader(3000)) and sim._whole(SessionTimeout(1, 3001))
+
+
+def test_simulation_seed_1003_finalizes_through_a_partition_in_agreement():
+    """Pinned (bench.sim --check, faults all): a leader cut from a voter activated while the model,
+    which has no partitions, saw every voter finalizing; the step now waits for the heal."""
+    sim = Simulation(MIGRATION, 1003, parse("all"), check=True)
+    outcome = sim.run(700)
+    assert outcome.ok, outcome.disagreement

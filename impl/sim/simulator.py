@@ -9,6 +9,15 @@ Rules:
   step, a due message delivery, a fault of the mix, or a step of the operator's runbook. The
   clock advances by a random tick before each event; a message is deliverable once its delay
   has passed and while no partition cuts its path; an RPC across a partition is unreachable.
+- A node's offers are what it would do next, and depend on its memory and the time (its timers,
+  ``impl.pacing``): they are recomputed when it handled an event or got a notification, and
+  when its ``next_deadline`` has passed. When nothing but rare perturbations is due, the clock
+  jumps to the next deadline (a node's timer, a message's delay, a healed partition). A
+  message its destination deferred is offered again once that node changed.
+- Fault weights (and ``SPONTANEOUS`` steps) are per protocol step of a busy cluster: they are
+  weighed against at least ``ACTIVITY`` of protocol weight, so a quiet cluster is not crashed
+  in a loop. A step whose outcome depends on reaching a peer (``_whole``) waits for a partition
+  to heal: the model has no partitions.
 - With ``check=True`` every event is also checked against the model (``properties.differential``:
   the model takes the implementation's traces, the abstracted implementation must equal the
   model state, and the model's invariants must hold on it). The model's budgets are unbounded:
@@ -34,6 +43,7 @@ from impl.sim.faults import FaultMix
 from model.actions import (
     PERTURBATIONS,
     Action,
+    BecomeLeader,
     CrashBroker,
     CrashController,
     DeleteControllerZNodes,
@@ -156,6 +166,8 @@ class Simulation:
             node = c.node(node_id)
             if node.alive:
                 for w, a in self._offers(node_id, node, now):
+                    if self.cuts and not self._whole(a):
+                        continue
                     (out if w >= 1.0 else breaking).append((w, a))
                 crash, stop, _ = self._lifecycle[node_id]
                 if f.crash:
@@ -201,6 +213,19 @@ class Simulation:
         options = out + healing
         self._busy = any(w >= RUNBOOK for w, _ in options)  # else: only perturbations are due
         return options + [(w * scale, a) for w, a in breaking]
+
+    def _whole(self, action: Action) -> bool:
+        """Whether a step whose outcome (not only whether it is taken) depends on reaching a peer can
+        be taken now: the model has no partitions and takes it with every exchange inside it
+        answered (a dead peer answers nothing, in both), so across a cut it waits for the heal.
+        BecomeLeader's activation asks every voter whether it finalizes (KIP-866 §Finalizing the
+        Migration); SessionTimeout tells the fenced broker."""
+        match action:
+            case BecomeLeader(controller=k):
+                return all(self._reachable(k, o) for o in self.cluster.controllers if o != k)
+            case SessionTimeout(broker=b, controller=k):
+                return self._reachable(k, b)
+        return True
 
     @staticmethod
     def _sender(message) -> int:
