@@ -21,9 +21,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from model.kraft import ZkMigrationState
-from model.migration import MIGRATION, STATE_BYTES, Profile
-
 if TYPE_CHECKING:
     from impl.cluster import Cluster
 
@@ -38,7 +35,6 @@ CURRENT_EPOCH = "kafka.server:type=raft-metrics,name=current-epoch"
 
 # The MetadataType enumeration (KIP-866 §Metrics).
 ZOOKEEPER, KRAFT, DUAL = 1, 2, 3
-MIGRATING = STATE_BYTES[Profile.KIP][ZkMigrationState.MIGRATION]  # ZkMigrationState while dual-writing
 
 # What the active KRaft controller reports about the migration, and the dashboard's name for each.
 MIGRATION_METRICS = {
@@ -56,33 +52,11 @@ def cluster_metrics(cluster: Cluster) -> dict:
     active = [(k, r) for k, r in controllers if r[ACTIVE_CONTROLLER_COUNT] == 1]
     out: dict = dict.fromkeys(MIGRATION_METRICS.values())
     if active:
-        k, newest = max(active, key=lambda kr: kr[1][CURRENT_EPOCH])  # the first of equals, as the model's max
+        _, newest = max(active, key=lambda kr: kr[1][CURRENT_EPOCH])  # the first of equals, as the model's max
         out.update({key: newest[name] for name, key in MIGRATION_METRICS.items()})
-        # Differs (mirrors model.metrics; a question to its owner): the model's lag is behind what
-        # ZooKeeper's /migration holds now, where a process knows only the offset its driver last wrote
-        # or read there (Kafka's dualWriteOffset), which a newly elected leader has not re-read yet. So
-        # the dashboard reads /migration itself and asks the active controller for its lag behind that.
-        if newest[ZK_MIGRATION_STATE] == MIGRATING:
-            out["ZkWriteBehindLag"] = cluster.controllers[k].zk_write_behind_lag(_migration_offset(cluster))
     elif any(r[CONTROLLER_METADATA_TYPE] == ZOOKEEPER for r in brokers.values()):
         out["MetadataType"] = ZOOKEEPER
     out["BrokerMetadataType"] = {b: r[BROKER_METADATA_TYPE] for b, r in brokers.items()
                                  if r[BROKER_METADATA_TYPE] is not None}
     return out
 
-
-def _migration_offset(cluster: Cluster) -> int | None:
-    """kraft_metadata_offset of ZooKeeper's /migration (read even while ZooKeeper is down to its clients)."""
-    from impl.codec import decode
-    from impl.zk.port import NoNode, ZkError
-
-    try:
-        data, _ = cluster.port.get_data(cluster.operator_session, MIGRATION)
-    except NoNode:
-        return None
-    except ZkError:  # unavailable: what the store holds all the same
-        found = cluster.port.snapshot(MIGRATION).get(MIGRATION)
-        if found is None:
-            return None
-        data = found[0]
-    return decode(MIGRATION, data).kraft_metadata_offset

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from model.kraft import ZkMigrationState, is_metadata
 from model.kraft_step import committed_image, is_active
-from model.migration import MIGRATION, STATE_BYTES, Profile
-from model.state import ClusterState, KRaftController, znode_data
+from model.migration import STATE_BYTES, MigrationDriverState, Profile
+from model.state import ClusterState, KRaftController
 
 # kafka.controller:type=KafkaController,name=MetadataType and kafka.server:type=KafkaServer,name=MetadataType
 ZOOKEEPER, KRAFT, DUAL = 1, 2, 3
@@ -23,12 +23,15 @@ def active_controller(state: ClusterState) -> KRaftController | None:
 
 
 def zk_write_behind_lag(state: ClusterState) -> int | None:
-    """Committed metadata records ZooKeeper does not have yet; None when no controller reports it."""
+    """Committed metadata records past the offset the active controller's driver last wrote to (or read
+    from) /migration: Kafka's gauge (KRaftMigrationDriver's dualWriteOffset), so a newly elected leader
+    that has not read /migration yet reports its whole log. None when no controller reports it."""
     c = active_controller(state)
-    node = znode_data(state, MIGRATION)
-    if c is None or node is None or committed_image(c).migration_state is not ZkMigrationState.MIGRATION:
+    if c is None or c.driver is None or c.driver.state is MigrationDriverState.UNINITIALIZED:
         return None
-    offset = max(node.kraft_metadata_offset, 0)
+    if committed_image(c).migration_state is not ZkMigrationState.MIGRATION:
+        return None
+    offset = max(c.driver.migration_offset, 0)
     return sum(1 for e in c.log[offset:c.high_watermark] if is_metadata(e))
 
 

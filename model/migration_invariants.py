@@ -428,8 +428,8 @@ def no_zk_write_after_post_migration(before: ClusterState, action: Action, after
 
 @transition(
     "RollbackLosesNothingCommitted",
-    "A ZK controller elected after a rollback whose KRaft quorum stopped cleanly finds in ZooKeeper everything"
-    " KRaft committed.",
+    "The first ZK controller elected after a rollback whose KRaft quorum stopped cleanly finds in ZooKeeper"
+    " everything KRaft committed.",
     "KIP-866 §Rollback to ZK (clean shutdown: nothing committed is lost)",
 )
 def rollback_loses_nothing_committed(before: ClusterState, action: Action, after: ClusterState) -> bool:
@@ -437,8 +437,8 @@ def rollback_loses_nothing_committed(before: ClusterState, action: Action, after
         return True
     if before.history.crashed_controllers:
         return True  # KIP-866: "a forceful shutdown could let some metadata be lost" (a hazard, not a violation)
-    if before.history.handed_back is None:
-        return True
+    if before.history.handed_back is None or before.history.zk_elected_since_hand_back:
+        return True  # later ZK controllers find what the ZooKeeper era changed since, rightly
     # What KRaft committed before the hand-back (the quorum cannot restart afterwards: _restart_controller).
     committed = before.history.committed[: before.history.handed_back]
     image = image_of(committed)
