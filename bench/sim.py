@@ -11,6 +11,7 @@ It prints, as figures and ratios measured in the same run (these machines are no
 - for a long run: events, seeds, disagreements with the model, broken properties (both must
   be zero on the correct implementation), and how far each run's migration got.
 Each seed runs ``--per-seed`` events from a cold start; ``--workers`` processes share the seeds.
+Every fourth seed runs the rollback runbook, the others finalize the migration.
 """
 
 from __future__ import annotations
@@ -27,12 +28,19 @@ from impl.sim.scenarios import scenario
 from impl.sim.simulator import Simulation
 
 
+def runbook_for(seed: int) -> str:
+    """Every fourth seed rolls the migration back (KIP-866 §Rollback to ZK); the others finalize it."""
+    return "rollback" if seed % 4 == 3 else "finalize"
+
+
 def run_seed(args: tuple[str, int, int, str, bool]) -> dict:
     scope_name, seed, events, faults, check = args
-    sim = Simulation(scenario(scope_name), seed, parse(faults), check=check)
+    runbook = runbook_for(seed)
+    sim = Simulation(scenario(scope_name), seed, parse(faults), check=check, runbook=runbook)
     outcome = sim.run(events)
     return {"seed": seed, "events": outcome.events, "seconds": outcome.seconds, "ok": outcome.ok,
-            "progress": outcome.progress, "disagreement": outcome.disagreement}
+            "runbook": runbook, "progress": outcome.progress, "rolled_back": outcome.rolled_back,
+            "findings": list(outcome.findings), "disagreement": outcome.disagreement}
 
 
 def campaign(scope: str, seeds: range, per_seed: int, faults: str, check: bool, workers: int) -> list[dict]:
@@ -85,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
             "wall_seconds": round(time.perf_counter() - start, 1),
             "disagreements": sum(1 for r in rows if not r["ok"]),
             "progress": {p: sum(1 for r in rows if r["progress"] == p) for p in sorted({r["progress"] for r in rows})},
+            "rolled_back": sum(1 for r in rows if r["rolled_back"]),
+            # documented findings about the seeds (Scope.findings), shown by the implementation too
+            "findings": {f: sum(1 for r in rows if f in r["findings"]) for f in sorted({f for r in rows
+                                                                                          for f in r["findings"]})},
         }
     report["failures"] = [{"seed": r["seed"], "disagreement": r["disagreement"]} for r in bad][:5]
     if args.json:
