@@ -314,14 +314,27 @@ def _with_broker(brokers: tuple[BrokerRegistrationImage, ...], reg: BrokerRegist
     return tuple(sorted(kept + [reg], key=lambda r: r.broker))
 
 
-@lru_cache(maxsize=1 << 16)
+_CHECKPOINT = 64  # images are cached at prefixes of multiples of this many entries, and at each log asked for
+
+
 def image_of(log: Log, upto: int | None = None) -> MetadataImage:
-    """The image of ``log[:upto]`` (all of it when None). Cached: logs are shared between states."""
-    entries = log if upto is None else log[:upto]
-    if not entries:
+    """The image of ``log[:upto]`` (all of it when None)."""
+    return _image_of_prefix(log if upto is None else log[:upto])
+
+
+@lru_cache(maxsize=1 << 16)
+def _image_of_prefix(entries: Log) -> MetadataImage:
+    """Cached by the entries themselves, so logs that share a prefix share its images. The image
+    starts from the last checkpoint below (recursion one level per checkpoint, not per entry: a
+    simulation's logs grow to thousands of entries)."""
+    n = len(entries)
+    if n == 0:
         return EMPTY_IMAGE
-    image = image_of(log, len(entries) - 1) if len(entries) > 1 else EMPTY_IMAGE
-    return replay(image, entries[-1].record)
+    start = (n - 1) // _CHECKPOINT * _CHECKPOINT
+    image = _image_of_prefix(entries[:start]) if start else EMPTY_IMAGE
+    for entry in entries[start:]:
+        image = replay(image, entry.record)
+    return image
 
 
 # ---- the quorum ------------------------------------------------------------------------------
