@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest "$@"
+# Two workers (pytest-xdist) by default, the machines' cores; KRAFTCHECK_TEST_WORKERS=0 runs in one process.
+exec .venv/bin/python -m pytest -n "${KRAFTCHECK_TEST_WORKERS:-2}" "$@"
