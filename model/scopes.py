@@ -415,10 +415,14 @@ SCOPES: dict[str, Scope] = {
 MIGRATING = ControllerConfig(migration_enabled=True)
 # Deleting /controller_epoch (KIP-866 §Rollback to ZK) lets the next ZK controller reuse epoch 1; the
 # properties keyed by controller epoch report it (leader terms are kept per controller epoch too).
+# The re-created znode's version starts at 0 again, so a broker that read (0, version 0) before the
+# migration passes the election's compare-and-set long after (an ABA the simulator found):
+# EveryElectionBumpsControllerEpoch.
 ROLLBACK_REUSES_ZK_EPOCH = (
     ("kip", "ZkControllerEpochsIncreaseAcrossHandOver"),
     ("kip", "AtMostOneControllerPerEpoch"),
     ("kip", "OneLeaderPerLeaderEpoch"),
+    ("kip", "EveryElectionBumpsControllerEpoch"),
 )
 KRAFT_ONLY = ControllerConfig(migration_enabled=False)
 READY = (True, True)  # a ZK broker with the migration flag and the controller configs
