@@ -123,10 +123,17 @@ class Simulation:
         self.cuts: dict[frozenset[int], int] = {}  # a partitioned pair -> when it heals
         self.crashed_at: dict[int, int] = {}  # a dead broker's ZooKeeper session -> when its process died
         self.node_ids = sorted(self.cluster.brokers) + sorted(self.cluster.controllers)
-        # each node's crash, clean stop and restart
+        self._labels: dict[int, tuple] = {}  # an in-flight message's (sender, dest, Deliver, Drop, Redeliver)
+        self._steps: dict[int, list[tuple[float, Action]]] = {}  # a node's offers of weight 1, in order
+        self._spontaneous: dict[int, list[tuple[float, Action]]] = {}  # ... and its rarer ones
+        # each node's crash, clean stop and restart, and the crash and stop the mix weighs while it runs
         self._lifecycle = {n: (CrashBroker(n), StopBroker(n), RestartBroker(n)) for n in self.cluster.brokers}
         self._lifecycle.update({n: (CrashController(n), ShutdownController(n), RestartController(n))
                                 for n in self.cluster.controllers})
+        self._node_faults = {
+            n: [(weight, fault) for weight, fault in ((faults.crash, crash), (faults.stop, stop)) if weight]
+            for n, (crash, stop, _) in self._lifecycle.items()
+        }
         self.offered: dict[int, list[tuple[float, Action]]] = {}
         self.deadlines: dict[int, int | None] = {}  # when each node's offers change with the time alone
         self.changes: dict[int, int] = {}  # how often each node's memory changed (its offers were recomputed)
@@ -165,15 +172,15 @@ class Simulation:
         for node_id in self.node_ids:
             node = c.node(node_id)
             if node.alive:
-                for w, a in self._offers(node_id, node, now):
-                    if self.cuts and not self._whole(a):
-                        continue
-                    (out if w >= 1.0 else breaking).append((w, a))
-                crash, stop, _ = self._lifecycle[node_id]
-                if f.crash:
-                    breaking.append((f.crash, crash))
-                if f.stop:
-                    breaking.append((f.stop, stop))
+                offers = self._offers(node_id, node, now)
+                if self.cuts:
+                    for w, a in offers:
+                        if self._whole(a):
+                            (out if w >= 1.0 else breaking).append((w, a))
+                else:  # the usual case: the split computed with the offers
+                    out += self._steps[node_id]
+                    breaking += self._spontaneous[node_id]
+                breaking += self._node_faults[node_id]
             else:
                 if node_id in c.touched:  # a dead process reconfigured, say: what the operator sees changed
                     c.touched.discard(node_id)
@@ -184,20 +191,27 @@ class Simulation:
                 out.append((f.restart, self._lifecycle[node_id][2]))
         self._deliveries = {}
         for entry in c.network:
-            if entry.deliver_at > now or not self._reachable(self._sender(entry.message), entry.message.dest):
+            if entry.deliver_at > now:
                 continue
-            # The message as the model writes it (a broker epoch that is a czxid renamed), as
-            # Cluster.perform looks it up; so the trace does not show the server's zxids either.
-            message = c.view.message(entry.message)
-            waiting = self.deferred.get(entry.seq) == self.changes.get(entry.message.dest, 0)
+            labels = self._labels.get(entry.seq)
+            if labels is None:
+                # The message as the model writes it (a broker epoch that is a czxid renamed), as
+                # Cluster.perform looks it up; so the trace does not show the server's zxids either.
+                message = c.view.message(entry.message)
+                labels = self._labels[entry.seq] = (self._sender(entry.message), entry.message.dest, Deliver(message),
+                                                    Drop(message), Redeliver(message))
+            sender, dest, deliver, drop, redeliver = labels
+            if self.cuts and not self._reachable(sender, dest):
+                continue
+            waiting = self.deferred.get(entry.seq) == self.changes.get(dest, 0)
             if not waiting:
-                out.append((1.0, Deliver(message)))
-                self._deliveries[Deliver(message)] = entry
+                out.append((1.0, deliver))
+                self._deliveries[deliver] = entry
             if f.drop:
-                out.append((f.drop, Drop(message)))
+                out.append((f.drop, drop))
             if f.duplicate and not waiting:
-                out.append((f.duplicate, Redeliver(message)))
-                self._deliveries[Redeliver(message)] = entry
+                out.append((f.duplicate, redeliver))
+                self._deliveries[redeliver] = entry
         if self.runbook != "none":
             key = (self._version, self.progress, self.rolling_back, self.rolled_back, tuple(sorted(self.maintenance)))
             if key != self._runbook_key:  # what the operator sees changed
@@ -244,8 +258,11 @@ class Simulation:
                 self.changes[node_id] = self.changes.get(node_id, 0) + 1
                 self._version += 1
             self.cluster.touched.discard(node_id)
-            self.offered[node_id] = [(SPONTANEOUS if type(a) in PERTURBATIONS and type(a) not in TIMED else 1.0, a)
-                                     for a in node.offers(now)]
+            self.offered[node_id] = offered = [
+                (SPONTANEOUS if type(a) in PERTURBATIONS and type(a) not in TIMED else 1.0, a)
+                for a in node.offers(now)]
+            self._steps[node_id] = [o for o in offered if o[0] >= 1.0]
+            self._spontaneous[node_id] = [o for o in offered if o[0] < 1.0]
             self.deadlines[node_id] = node.next_deadline()
         return self.offered[node_id]
 
