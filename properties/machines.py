@@ -5,14 +5,26 @@ Hypothesis then drives it: each example starts from ``initial_state(scope)``, ta
 ``stateful_step_count`` steps, and shrinks any failure to a short program.
 
 Rules:
-- One rule per action type (``deliver``, ``crash_broker``, ...). A rule's precondition is that
-  some action of its type is enabled (``model.successors``, computed once per state) and that
-  this example lets that type run; the rule draws which enabled action to take with
-  ``st.sampled_from``. ``wait`` is the one rule that is not a model action: a stuttering step,
-  valid only when nothing the example lets run is enabled (budgets spent, network empty), since
-  Hypothesis must always have some rule to run. Waits are not part of the trace.
+- One rule per action type (``deliver``, ``crash_broker``, ...), whose argument is the action
+  to take. A rule's precondition is that some action of its type is enabled and that this
+  example lets that type run; the argument is one of the type's enabled actions, uniformly.
+  ``wait`` is the one rule that is not a model action: a stuttering step, valid only when
+  nothing the example lets run is enabled (budgets spent, network empty), since Hypothesis must
+  always have some rule to run. Waits are not part of the trace.
+- What is enabled is found lazily and kept per state (``Options``): the model's candidate
+  actions grouped by type, ``step`` asked about a type's candidates only as far as the question
+  needs (is one enabled? which are?), giving the enabled actions of ``model.successors`` in its
+  order. States come back often (Hypothesis mutates and shrinks earlier examples), so options
+  are cached per state, and each step taken keeps a link to its next state's options.
+- How a step is drawn (``StepStrategy``, in place of Hypothesis's own rule selection, which
+  called every rule's precondition on every step and cost more than the model): the same
+  choices as Hypothesis's (a filtered ``sampled_from`` over the rules: each valid rule equally
+  likely; then the action, uniformly), with the valid rules read from the state's options.
 - Every step is checked: ``violations(before, action, after)`` covers every ALWAYS property on
   the new state and every TRANSITION property on the step (the initial state is checked too).
+  The verdict and the witnesses of a step are kept with the state's cached options, so a step
+  taken again (examples share prefixes) is not checked again: it is the same step, from the
+  same state (ghost included) to the same next state.
   A violation raises ``InvariantViolation``, one subclass per property, so Hypothesis keeps
   distinct broken properties apart as distinct bugs and shrinks each one on its own. Its
   message names the property and shows the actions so far as a table.
@@ -30,8 +42,9 @@ Swarm testing. Each example first runs ``choose_swarm``, which draws:
   the weight that lets a cluster settle between failures (fail over, re-register, deliver)
   instead of being knocked over again at once.
 Both shrink towards the least restrictive choice (nothing switched off, no calm), as
-Hypothesis's own swarm flags do. Hypothesis also switches random rules off per example by
-itself (its built-in swarm testing over rules); the two compose.
+Hypothesis's own swarm flags do. Hypothesis's own switching of rules per example is left out
+(see ``StepStrategy``): with rules valid only while their kind is enabled, it left most
+examples with no rule to run.
 
 Statistics: at the end of each example, ``event()`` records each SOMETIMES witness it reached
 (``witnessed(before, action, after)``) and how many model steps it took (bucketed), shown by
@@ -51,12 +64,21 @@ from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 from hypothesis.errors import InvalidArgument
-from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
+from hypothesis.internal.conjecture.utils import calc_label_from_name
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from hypothesis.strategies import SearchStrategy
 
-from model import CORRECT, SCOPES, Scope, Variant, initial_state, successors
+from model import CORRECT, SCOPES, Scope, Variant, initial_state, step
 from model.actions import ACTION_TYPES, PERTURBATIONS, Action
 from model.invariants import BY_NAME, violations, witnessed
 from model.state import ClusterState
+from model.step import candidate_actions
 from properties import traces
 
 TRACE_DIR_ENV = "KRAFTCHECK_TRACE_DIR"
@@ -143,45 +165,170 @@ class Coverage:
 # ---- the machine -----------------------------------------------------------------------------
 
 
+Verdict = tuple[tuple[str, ...], tuple[str, ...]]  # (properties broken, witnesses reached) by one step
+
+
+_NONE_LEFT: list[Action] = []  # shared by every Choices with no candidate left to ask about; never mutated
+
+
+class Taken:
+    """A step the machine has taken: its next state, its verdict, and the next state's options."""
+
+    __slots__ = ("after", "verdict", "options")
+
+    def __init__(self, after: ClusterState, verdict: Verdict) -> None:
+        self.after = after
+        self.verdict = verdict
+        self.options: Options | None = None  # looked up when the step is taken
+
+
 class Choices:
-    """The enabled actions of one type in one state, each with its next state."""
+    """The enabled actions of one type in one state, in the model's fixed order, with what follows.
 
-    __slots__ = ("next_state", "_strategy")
+    ``rest`` holds the type's candidates ``step`` has not been asked about yet (see ``Options``);
+    ``taken[i]`` is filled when the i-th enabled action is first taken. Only the steps taken keep
+    their next state: most types of most states are asked about and never taken, and keeping
+    every next state kept half as many objects again for the garbage collector to walk (430,000
+    against 294,000 after the cluster scope's 200 examples; its full collections were a quarter
+    of the run). A step taken for the first time is computed once more instead.
+    """
 
-    def __init__(self) -> None:
-        self.next_state: dict[Action, ClusterState] = {}
-        self._strategy = None
+    __slots__ = ("rest", "actions", "taken")
 
-    @property
-    def strategy(self):
-        # Built once per cached state: a new sampled_from per step cost more than the model step.
-        if self._strategy is None:
-            self._strategy = st.sampled_from(tuple(self.next_state))
-        return self._strategy
-
-
-Options = dict[type, Choices]  # action type -> its enabled actions; types with none are absent
-
-
-def _options(state: ClusterState, scope: Scope, variant: Variant) -> Options:
-    """Enabled actions grouped by type, in the model's fixed order."""
-    grouped: Options = {}
-    for action, after in successors(state, scope, variant):
-        kind = type(action)
-        if kind not in grouped:
-            grouped[kind] = Choices()
-        grouped[kind].next_state[action] = after
-    return grouped
+    def __init__(self, action: Action, rest: list[Action]) -> None:
+        self.rest = rest
+        self.actions = [action]
+        self.taken: list[Taken | None] | None = None  # made when the type's rule is first drawn
 
 
-class _EveryRuleOn:
-    """Stands in for Hypothesis's per-example rule flags: every rule stays switched on."""
+class Options:
+    """What the machine needs of one state, worked out lazily and kept (``ModelMachine._options_of``).
 
-    def is_enabled(self, name: str) -> bool:
-        return True
+    The candidate actions (``model.step.candidate_actions``) are grouped by type, and ``step`` is
+    asked about a type's candidates in order, only as far as needed: up to the first enabled one
+    to know whether the type's rule is valid, all of them once the rule is drawn. So the enabled
+    actions are those of ``model.successors``, in its order (tests/test_machines.py checks this),
+    without stepping every candidate of every state the machine passes through. A type is in
+    ``pending`` until asked about, then in ``by_kind`` if some action of it is enabled, else in
+    neither.
+    """
+
+    __slots__ = ("state", "variant", "pending", "by_kind", "valid", "generation")
+
+    def __init__(self, state: ClusterState, scope: Scope, variant: Variant, generation: int) -> None:
+        self.state = state
+        self.variant = variant
+        self.generation = generation  # the cache generation it belongs to (see ``_options_of``)
+        pending: dict[type, list[Action]] = {}
+        for action in candidate_actions(state, scope):
+            found = pending.get(type(action))
+            if found is None:
+                pending[type(action)] = [action]
+            else:
+                found.append(action)
+        self.pending = pending
+        self.by_kind: dict[type, Choices] = {}
+        # (switched-off kinds, perturbations allowed now) -> the valid rules' indices, in order
+        self.valid: dict[tuple[frozenset, bool], tuple[int, ...]] = {}
+
+    def kinds(self) -> list[type]:
+        """The types that may have an enabled action here."""
+        return [*self.by_kind, *self.pending]
+
+    def enabled(self, kind: type) -> bool:
+        """Some action of ``kind`` is enabled (``step`` asked at most up to the first that is)."""
+        if kind in self.by_kind:
+            return True
+        candidates = self.pending.pop(kind, None)
+        if candidates is None:
+            return False
+        for n, action in enumerate(candidates):
+            if step(self.state, action, self.variant) is not None:
+                self.by_kind[kind] = Choices(action, candidates[n + 1 :] or _NONE_LEFT)
+                return True
+        return False
+
+    def choices(self, kind: type) -> Choices:
+        """``kind``'s choices with every enabled action found (and room for the steps taken)."""
+        found = self.enabled(kind)
+        assert found, f"no {kind.__name__} is enabled here"
+        choices = self.by_kind[kind]
+        if choices.rest:
+            choices.actions += [a for a in choices.rest if step(self.state, a, self.variant) is not None]
+            choices.rest = _NONE_LEFT
+        if choices.taken is None:
+            choices.taken = [None] * len(choices.actions)
+        return choices
 
 
-_EVERY_RULE_ON = _EveryRuleOn()
+class StepStrategy(SearchStrategy):
+    """Draws the machine's next step: a valid rule and its argument (see the module's rules).
+
+    It stands in for Hypothesis's ``RuleStrategy`` as the machine's ``_rules_strategy``, the one
+    strategy ``run_state_machine`` draws each step from (Hypothesis 6.170; tests/test_machines.py
+    fails if it stops being used). It draws what ``RuleStrategy`` draws, a rule whose
+    preconditions hold and its argument, making the same choices, but reads validity from the
+    state's cached ``Options`` instead of calling every rule's precondition (each call also
+    formats a description of the precondition for Hypothesis's observability counts), and picks
+    the action by index in the cached list.
+
+    The choices are kept as Hypothesis makes them, not merely as likely: a leaner scheme (a fixed
+    three integers per step: a rule, a valid rule to fall back on, an action) shrank failures to
+    traces two to three times as long (broker_epoch_from_session_id: 14 steps against 4), since
+    the shrinker drove steps to the fallback, and a rule picked by its place among the valid ones
+    changes meaning when an earlier step is deleted.
+
+    It also leaves out Hypothesis's per-example switching of rules: a rule is valid here only
+    while its kind is enabled, often one or two kinds at a time, so that switching left no rule
+    to run in most examples and Hypothesis aborted them (measured on `bounce`: 452 aborted test
+    cases for 200 run, a third of those run shorter than 5 steps); ``choose_swarm`` does the
+    switching instead, knowing which kinds may go.
+    """
+
+    def __init__(self, machine: ModelMachine) -> None:
+        super().__init__()
+        self.machine = machine
+
+    def do_draw(self, data):
+        machine = self.machine
+        rules, kinds = machine._rule_table()
+        valid = machine.valid_rules()
+        # The choices of Hypothesis's filtered sampled_from over the rules
+        # (SampledFromStrategy.do_filtered_draw): up to three tries at a rule index, kept if
+        # valid; else an index among the valid rules not tried, and that rule's index again
+        # as a forced choice. The shrinker relies on this shape: once the tries before it are
+        # deleted, the forced index is a first try that names its rule wherever it is valid.
+        tried: set[int] = set()
+        for _ in range(3):
+            index = data.draw_integer(0, len(rules) - 1)
+            if index in valid:
+                break
+            tried.add(index)
+        else:
+            allowed = [i for i in valid if i not in tried]
+            guess = data.draw_integer(0, len(rules) - len(tried) - 1)
+            index = allowed[guess] if guess < len(allowed) else allowed[data.draw_integer(0, len(allowed) - 1)]
+            data.draw_integer(0, len(rules) - 1, forced=index)
+        kind = kinds[index]
+        if kind is None:
+            return rules[index], {}
+        actions = machine.options.choices(kind).actions
+        # As ``data.draw(st.sampled_from(actions))`` would: no choice when there is one action.
+        machine.drawn = 0
+        if len(actions) > 1:
+            data.start_span(_ACTION_LABEL)
+            machine.drawn = data.draw_integer(0, len(actions) - 1)
+            data.stop_span()
+        return rules[index], {"action": actions[machine.drawn]}
+
+
+_ACTION_LABEL = calc_label_from_name("kraftcheck action among the enabled ones")
+
+
+def _enabled_action(kind: type) -> SearchStrategy:
+    """One of ``kind``'s enabled actions, uniformly: what ``StepStrategy`` draws for the rule's
+    argument, written as a strategy Hypothesis could draw by itself."""
+    return st.runner().flatmap(lambda machine: st.sampled_from(machine.options.choices(kind).actions))
 
 
 class ModelMachine(RuleBasedStateMachine):
@@ -194,21 +341,14 @@ class ModelMachine(RuleBasedStateMachine):
     _start: ClusterState
     _start_violations: tuple[str, ...]
     _options_cache: dict
+    _generation = 0
 
     def __init__(self) -> None:
         super().__init__()
-        # Hypothesis's own swarm switches random rules off for a whole example. Here a rule is
-        # valid only while its kind is enabled, often for one or two kinds at a time, so that
-        # swarm left no rule to run in most examples and Hypothesis aborted them (measured on
-        # `bounce`: 452 aborted test cases for 200 run, and a third of those run shorter than
-        # 5 steps). ``choose_swarm`` does the switching instead, knowing which kinds may go.
-        # This reaches into RuleStrategy (Hypothesis 6.170); tests/test_machines.py fails if
-        # examples start being aborted again.
-        rules = getattr(self, "_rules_strategy", None)
-        if rules is not None and hasattr(rules, "enabled_rules_strategy"):
-            rules.enabled_rules_strategy = st.just(_EVERY_RULE_ON)
+        self._rules_strategy = StepStrategy(self)  # see StepStrategy: how a step is drawn
         self.state = self._start
         self.options = self._options_of(self._start)
+        self.drawn = 0  # the index of the action StepStrategy drew last
         self.actions: list[Action] = []
         self.switched_off: frozenset[type] = frozenset()
         self.calm_steps = 0
@@ -235,12 +375,43 @@ class ModelMachine(RuleBasedStateMachine):
 
     def allows(self, kind: type) -> bool:
         """An action of ``kind`` is enabled now and this example lets ``kind`` run now."""
-        if kind not in self.options:
+        if kind in PERTURBATIONS and (kind in self.switched_off or self.calm < self.calm_steps):
             return False
-        return kind not in PERTURBATIONS or (kind not in self.switched_off and self.calm >= self.calm_steps)
+        return self.options.enabled(kind)
 
     def is_quiet(self) -> bool:
-        return not any(self.allows(kind) for kind in self.options)
+        return not any(self.allows(kind) for kind in self.options.kinds())
+
+    def valid_rules(self) -> tuple[int, ...]:
+        """The indices (in ``_rule_table`` order) of the rules whose preconditions hold now."""
+        key = (self.switched_off, self.calm >= self.calm_steps)
+        found = self.options.valid.get(key)
+        if found is None:
+            index_of = self._rule_index()
+            valid = sorted(index_of[kind] for kind in self.options.kinds() if self.allows(kind))
+            if not valid:  # quiet: only ``wait`` is valid
+                valid = [index_of[None]]
+            found = self.options.valid[key] = tuple(valid)
+        return found
+
+    @classmethod
+    def _rule_table(cls) -> tuple[tuple, tuple[type | None, ...]]:
+        """The rules, ``wait`` first and then by name (Hypothesis's order), and each one's action
+        type (None for ``wait``)."""
+        table = cls.__dict__.get("_rules")
+        if table is None:
+            rules = sorted(cls.setup_state().rules, key=lambda r: (len(r.arguments), r.function.__name__))
+            kinds = tuple(getattr(r.function, "action_type", None) for r in rules)
+            table = (tuple(rules), kinds)
+            cls._rules = table
+            cls._rules_by_kind = {kind: i for i, kind in enumerate(kinds)}
+        return table
+
+    @classmethod
+    def _rule_index(cls) -> dict[type | None, int]:
+        """Each action type's rule index in ``_rule_table``, and ``wait``'s under None."""
+        cls._rule_table()
+        return cls._rules_by_kind
 
     @precondition(is_quiet)
     @rule()
@@ -249,17 +420,30 @@ class ModelMachine(RuleBasedStateMachine):
         self.waited = True
         self.calm += 1
 
-    def take(self, action: Action, after: ClusterState) -> None:
-        before = self.state
+    def take(self, choices: Choices, index: int) -> None:
+        """Take ``choices``' ``index``-th action, check the step, and move to the next state."""
+        before, action = self.state, choices.actions[index]
+        taken = choices.taken[index]
+        if taken is None:
+            after = step(before, action, self.variant)
+            verdict = tuple(violations(before, action, after)), tuple(witnessed(before, action, after))
+            taken = choices.taken[index] = Taken(after, verdict)
+        broken, reached = taken.verdict
         self.actions.append(action)
-        self.reached.update(witnessed(before, action, after))
-        broken = violations(before, action, after)
+        self.reached.update(reached)
         if any(name in self.expected for name in broken):
             self.tainted = True  # what follows a documented finding is that finding's consequence
         if broken and not self.tainted:
-            self._fail(broken)
-        self.state = after
-        self.options = self._options_of(after)
+            self._fail(list(broken))
+        self.state = taken.after
+        # Most steps are taken again from a cached state: follow the link rather than hash the
+        # next state (a deep hash, then a deep comparison) to find its options in the cache.
+        options = taken.options
+        if options is None or options.generation != self._generation:
+            options = taken.options = self._options_of(taken.after)
+        else:
+            self.coverage.cache_hits += 1
+        self.options = options
         self.calm = 0 if type(action) in PERTURBATIONS else self.calm + 1
 
     def _fail(self, broken: list[str]) -> None:
@@ -293,15 +477,18 @@ class ModelMachine(RuleBasedStateMachine):
     @classmethod
     def _options_of(cls, state: ClusterState) -> Options:
         # Examples share prefixes (Hypothesis mutates and shrinks earlier examples), so the
-        # same states come back often; ``successors`` is most of a step's cost. The ghost is
-        # part of the key: it is left out of state equality, yet the next states carry it on.
+        # same states come back often; ``step`` is most of a step's cost. The ghost is part of
+        # the key: it is left out of state equality, yet the next states carry it on. When the
+        # cache is full it starts again as a new generation, and links between options of the
+        # old one are no longer followed, so the old ones can be collected.
         key = (state, state.ghost)
         cache = cls._options_cache
         found = cache.get(key)
         if found is None:
             if len(cache) >= _OPTIONS_CACHE_SIZE:
                 cache.clear()
-            found = cache[key] = _options(state, cls.scope, cls.variant)
+                cls._generation += 1
+            found = cache[key] = Options(state, cls.scope, cls.variant, cls._generation)
             cls.coverage.cache_misses += 1
         else:
             cls.coverage.cache_hits += 1
@@ -321,14 +508,16 @@ def _add_kind_rule(kind: type) -> None:
 
     allowed.__name__ = f"{kind.__name__}_is_enabled"
 
-    def take_one(self: ModelMachine, data) -> None:
-        choices = self.options[kind]
-        action = data.draw(choices.strategy, label=kind.__name__)
-        self.take(action, choices.next_state[action])
+    def take_one(self: ModelMachine, action: Action) -> None:
+        choices = self.options.choices(kind)
+        drawn = self.drawn  # the index StepStrategy drew, unless the action came some other way
+        index = drawn if drawn < len(choices.actions) and choices.actions[drawn] is action else None
+        self.take(choices, choices.actions.index(action) if index is None else index)
 
     take_one.__name__ = take_one.__qualname__ = rule_name(kind)
     take_one.__doc__ = f"Take one enabled {kind.__name__}: {kind.__doc__.splitlines()[0] if kind.__doc__ else ''}"
-    setattr(ModelMachine, take_one.__name__, precondition(allowed)(rule(data=st.data())(take_one)))
+    take_one.action_type = kind  # type: ignore[attr-defined]  # read by ModelMachine._rule_table
+    setattr(ModelMachine, take_one.__name__, precondition(allowed)(rule(action=_enabled_action(kind))(take_one)))
 
 
 for _kind in ACTION_TYPES:

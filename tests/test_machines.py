@@ -10,10 +10,12 @@ The number of examples comes from the Hypothesis profile (tests/conftest.py: ``c
 Hypothesis stops at the first failure anyway and a random profile must not miss the bug.
 """
 
+import random
+
 import pytest
 from hypothesis import settings
 
-from model import SEEDED_BUGS_BY_NAME, Variant
+from model import SCOPES, SEEDED_BUGS_BY_NAME, Variant, initial_state, successors
 from model.actions import (
     ACTION_TYPES,
     OpenSession,
@@ -25,7 +27,15 @@ from model.actions import (
 )
 from model.migration import Profile
 from properties import traces
-from properties.machines import InvariantViolation, machine_class, rule_name, run_machine
+from properties.machines import (
+    SWITCHABLE_KINDS,
+    InvariantViolation,
+    Options,
+    StepStrategy,
+    machine_class,
+    rule_name,
+    run_machine,
+)
 
 
 def raised_violations(error: BaseException) -> list[InvariantViolation]:
@@ -146,6 +156,51 @@ def test_machine_has_one_rule_per_action_type():
     """Every action kind of the model is a rule of its own; ``wait`` is the only other one."""
     rules = {r.function.__name__ for r in machine_class("fencing").setup_state().rules}
     assert rules == {rule_name(kind) for kind in ACTION_TYPES} | {"wait"}
+
+
+def walk(scope: str, seed: int, steps: int = 30):
+    """The states of one seeded random walk through ``scope``'s correct model."""
+    state, rng = initial_state(SCOPES[scope]), random.Random(seed)
+    for _ in range(steps):
+        yield state
+        after = successors(state, SCOPES[scope])
+        if not after:
+            return
+        state = rng.choice(after)[1]
+
+
+@pytest.mark.parametrize("scope", ["cluster", "lifecycle"])
+def test_machine_options_are_the_models_successors_whichever_kind_is_asked_first(scope):
+    """The machine finds enabled actions lazily, a kind at a time; what it finds for every kind,
+    in whatever order the kinds are asked about, is ``model.successors`` grouped by kind."""
+    rng = random.Random(7)
+    for seed in range(4):
+        for state in walk(scope, seed):
+            options = Options(state, SCOPES[scope], Variant(), 0)
+            kinds = options.kinds()
+            rng.shuffle(kinds)
+            for kind in kinds[: len(kinds) // 2]:
+                options.enabled(kind)
+            found = {kind: options.choices(kind).actions for kind in options.kinds() if options.enabled(kind)}
+            expected: dict = {}
+            for action, _ in successors(state, SCOPES[scope]):
+                expected.setdefault(type(action), []).append(action)
+            assert found == expected
+
+
+def test_machine_step_strategy_draws_among_the_rules_whose_preconditions_hold():
+    """StepStrategy stands in for Hypothesis's rule selection and never calls the preconditions;
+    the rules it draws from are exactly those whose Hypothesis preconditions hold, for any swarm."""
+    machine = machine_class("cluster")()
+    assert isinstance(machine._rules_strategy, StepStrategy)
+    rules, _ = machine._rule_table()
+    rng = random.Random(3)
+    for state in walk("cluster", 1, steps=40):
+        machine.state, machine.options = state, machine._options_of(state)
+        machine.switched_off = frozenset(k for k in SWITCHABLE_KINDS if rng.random() < 0.3)
+        machine.calm_steps, machine.calm = rng.choice([(0, 0), (2, 1), (2, 3)])
+        holding = tuple(i for i, r in enumerate(rules) if all(check(machine) for check in r.preconditions))
+        assert machine.valid_rules() == holding
 
 
 # ---- findings, pinned ------------------------------------------------------------------------------
