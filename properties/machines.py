@@ -189,8 +189,8 @@ class Choices:
     ``taken[i]`` is filled when the i-th enabled action is first taken. Only the steps taken keep
     their next state: most types of most states are asked about and never taken, and keeping
     every next state kept half as many objects again for the garbage collector to walk (430,000
-    against 294,000 after the cluster scope's 200 examples; its full collections were a quarter
-    of the run). A step taken for the first time is computed once more instead.
+    against 294,000 after the cluster scope's 200 examples, when measured; its full collections
+    were a quarter of the run). A step taken for the first time is computed once more instead.
     """
 
     __slots__ = ("rest", "actions", "taken")
