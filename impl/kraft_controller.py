@@ -28,12 +28,13 @@ Its ZooKeeper session (``zk_session``) is opened by the runner at bootstrap and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from impl.bugs import ImplBug
 from impl.codec import decode
 from impl.kraft.driver import KRaftMigrationDriver
-from impl.kraft.image import NO_LEADER, Image, image_at, rename_record
+from impl.kraft.image import NO_LEADER, Image, Partition, image_at, rename_record
 from impl.kraft.raft import QuorumState, diverging_point
 from impl.kraft.rpc import (
     ApiError,
@@ -807,33 +808,63 @@ ControllerNode._ACTIONS = {
 
 # ---- partition changes a broker's state causes (ReplicationControlManager) ---------------------------
 
+class PartitionChangeBuilder:
+    """ReplicationControlManager's PartitionChangeBuilder, for one partition: a target ISR, a leader
+    election among acceptable replicas, and a PartitionChangeRecord only if something changed."""
+
+    def __init__(self, partition_id: int, current: Partition, acceptable: Callable[[int], bool]) -> None:
+        self.partition_id, self.current, self.acceptable = partition_id, current, acceptable
+        self.target_isr = current.isr
+        self.target_leader = current.leader
+
+    def shrink_isr(self, broker: int) -> PartitionChangeBuilder:
+        self.target_isr = tuple(r for r in self.target_isr if r != broker)
+        return self
+
+    def elect_leader(self) -> PartitionChangeBuilder:
+        """The first acceptable member of the target ISR (in ISR order). With none, the partition goes
+        offline and keeps its ISR: Kafka never empties it, so a clean election stays possible."""
+        for replica in self.target_isr:
+            if self.acceptable(replica):
+                self.target_leader = replica
+                return self
+        self.target_leader, self.target_isr = NO_LEADER, self.current.isr
+        return self
+
+    def build(self) -> PartitionChangeRecord | None:
+        if (self.target_leader, self.target_isr) == (self.current.leader, self.current.isr):
+            return None
+        return PartitionChangeRecord(self.partition_id, BrokerId(self.target_leader), self.target_isr,
+                                     LeaderEpoch(self.current.leader_epoch + 1))
+
+
 def move_leaders_off(image: Image, b: int, drop_from_isr: bool) -> list[MetadataRecord]:
-    """Partition changes taking ``b`` out of leadership (and the ISR when it is fenced)."""
-    unfenced = set(image.unfenced()) - {b}
+    """generateLeaderAndIsrUpdates for a broker going away: its leaderships move to an active ISR
+    member (it leaves the ISR of those), and when it is fenced it leaves every ISR."""
+    active = set(image.unfenced()) - {b}
     records: list[MetadataRecord] = []
-    for p, part in enumerate(image.partitions):
-        if part.leader != b and not (drop_from_isr and b in part.isr):
+    for p, partition in enumerate(image.partitions):
+        leads = partition.leader == b
+        if not leads and not (drop_from_isr and b in partition.isr):
             continue
-        isr = tuple(r for r in part.isr if r != b) if drop_from_isr or part.leader == b else part.isr
-        if part.leader == b:
-            candidates = [r for r in isr if r in unfenced]
-            leader = candidates[0] if candidates else NO_LEADER
-            if leader == NO_LEADER:
-                isr = part.isr  # Kafka never empties the ISR: the last member is kept for a clean election
-        else:
-            leader = part.leader
-        if (leader, isr) != (part.leader, part.isr):
-            records.append(PartitionChangeRecord(p, BrokerId(leader), isr, LeaderEpoch(part.leader_epoch + 1)))
+        builder = PartitionChangeBuilder(p, partition, active.__contains__).shrink_isr(b)
+        if leads:
+            builder.elect_leader()
+        change = builder.build()
+        if change is not None:
+            records.append(change)
     return records
 
 
 def elect_leaderless(image: Image, b: int) -> list[MetadataRecord]:
-    """On unfencing: leaderless partitions whose ISR holds ``b`` get it as leader."""
-    return [
-        PartitionChangeRecord(p, BrokerId(b), part.isr, LeaderEpoch(part.leader_epoch + 1))
-        for p, part in enumerate(image.partitions)
-        if part.leader == NO_LEADER and b in part.isr
-    ]
+    """generateLeaderAndIsrUpdates for a broker unfenced: offline partitions it is in the ISR of elect it."""
+    records: list[MetadataRecord] = []
+    for p, partition in enumerate(image.partitions):
+        if partition.leader == NO_LEADER and b in partition.isr:
+            change = PartitionChangeBuilder(p, partition, lambda r: r == b).elect_leader().build()
+            if change is not None:
+                records.append(change)
+    return records
 
 
 def _is_metadata(rec: MetadataRecord) -> bool:

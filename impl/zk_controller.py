@@ -82,13 +82,10 @@ def finalized_features(features: tuple[FeaturesZNode, int] | None) -> FeatureRan
 
 def incompatible_features(supported: FeatureRanges, finalized: FeatureRanges) -> list[str]:
     """KIP-584 §Broker protections (BrokerFeatures.incompatibleFeatures): finalized ranges a broker cannot run."""
-    have = dict(supported)
-    bad = []
-    for name, (fmin, fmax) in finalized:
-        rng = have.get(name)
-        if rng is None or not (rng[0] <= fmin and fmax <= rng[1]):
-            bad.append(name)
-    return bad
+    ranges = dict(supported)
+    # SupportedVersionRange.isIncompatibleWith: the finalized levels reach outside what the software supports
+    return [name for name, (min_level, max_level) in finalized
+            if name not in ranges or min_level < ranges[name][0] or max_level > ranges[name][1]]
 
 
 def read_registered_brokers(session: int, watch: bool = False) -> Handler:
