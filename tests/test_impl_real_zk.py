@@ -24,7 +24,6 @@ finalized (and a little after), or for 4,000 events.
 from __future__ import annotations
 
 import itertools
-import os
 import random
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -37,8 +36,8 @@ from impl.sim.faults import parse
 from impl.sim.scenarios import MIGRATION
 from impl.sim.simulator import PROGRESS, Simulation
 from impl.zk import CheckOp, CreateOp, DeleteOp, EmbeddedZk, SetDataOp, ZkError, ZkPort
-from impl.zk.server import ZkServer, ZooKeeperNotInstalled, start_server
-from tests.zk_server import SKIP_ENV
+from impl.zk.server import ZkServer
+from tests.zk_server import serve
 
 SEEDS = range(12)
 CHUNK = 25  # events per Simulation.run call: progress is looked at between chunks
@@ -51,20 +50,8 @@ _roots = itertools.count()
 
 @pytest.fixture
 def own_server() -> Iterator[ZkServer]:
-    """A real server for one test alone (started in about 0.5 s), as tests/zk_server.py starts one."""
-    if os.environ.get(SKIP_ENV) == "1":
-        pytest.skip(f"{SKIP_ENV}=1: the tests against a real ZooKeeper server are skipped")
-    missing = None
-    try:
-        server = start_server()
-    except ZooKeeperNotInstalled as exc:
-        missing = str(exc)
-    if missing is not None:
-        pytest.fail(f"{missing}; or set {SKIP_ENV}=1 to skip the real-ZooKeeper tests", pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+    """A real server for one test alone (started in about 0.5 s)."""
+    yield from serve()
 
 
 # ---- whole migrations ------------------------------------------------------------------------------

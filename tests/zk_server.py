@@ -21,8 +21,9 @@ from impl.zk.server import ZkServer, ZooKeeperNotInstalled, start_server
 SKIP_ENV = "KRAFTCHECK_SKIP_REAL_ZK"
 
 
-@pytest.fixture(scope="session")
-def real_zk_server() -> Iterator[ZkServer]:
+def serve() -> Iterator[ZkServer]:
+    """Start a server, yield it, stop it; skip on request, fail with what to install when it is missing.
+    The body of every real-server fixture (``yield from serve()``)."""
     if os.environ.get(SKIP_ENV) == "1":
         pytest.skip(f"{SKIP_ENV}=1: the tests against a real ZooKeeper server are skipped")
     missing = None
@@ -36,6 +37,11 @@ def real_zk_server() -> Iterator[ZkServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def real_zk_server() -> Iterator[ZkServer]:
+    yield from serve()
 
 
 @pytest.fixture(scope="session")
