@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from impl.bugs import ImplBug
@@ -81,6 +82,16 @@ TICK_MS = 20  # the clock advances by 1..TICK_MS between events
 # node in about ACTIVITY / 0.01 events (with 10 ms an event, some 100 s of simulated time).
 ACTIVITY = 100.0
 PARTITION_MS = (200, 2_000)  # how long a partition lasts
+
+
+@dataclass(frozen=True)
+class SimStep:
+    """One simulated event, enough to perform it again without the simulator: the clock, the pairs a
+    partition separated, and the model action (``properties.campaign`` shrinks and replays these)."""
+
+    now: int
+    cuts: tuple[tuple[int, int], ...]
+    action: Action
 
 
 @dataclass
@@ -152,6 +163,11 @@ class Simulation:
         self.events = 0
         self.counts: dict[str, int] = {}
         self.lines: list[str] = []
+        # Each event as a replay needs it, without the simulator: (time, partitioned pairs, action).
+        self.record: list[SimStep] = []
+        # Called after every event with the simulation and the traces of the action (campaigns gather
+        # coverage through it); it must not draw from ``rng``.
+        self.on_event: Callable[[Simulation, Action, list[Action]], None] | None = None
         self.progress = 0
 
     # ---- hooks the cluster calls --------------------------------------------------------------
@@ -348,7 +364,17 @@ class Simulation:
         name = type(action).__name__
         self.counts[name] = self.counts.get(name, 0) + 1
         self.lines.append(f"{c.now} {action}" + ("" if traces == [action] else f" -> {traces}"))
+        self.record.append(SimStep(c.now, self._active_cuts(), action))
+        if self.on_event is not None:
+            self.on_event(self, action, traces)
         return action
+
+    def _active_cuts(self) -> tuple[tuple[int, int], ...]:
+        """The node pairs a partition separates now, each as (lower id, higher id), in order."""
+        if not self.cuts:
+            return ()
+        now = self.cluster.now
+        return tuple(sorted(tuple(sorted(pair)) for pair, heals in self.cuts.items() if heals > now))
 
     def run(self, events: int) -> Outcome:
         from properties.differential import Disagreement
