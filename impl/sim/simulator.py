@@ -350,6 +350,7 @@ class Simulation:
         if not options:
             return None
         action = self.rng.choices([a for _, a in options], weights=[w for w, _ in options])[0]
+        self.record.append(SimStep(c.now, self._active_cuts(), action))  # before: a disagreement raises
         traces = self.diff.apply(action) if self.diff is not None else c.perform(action)
         entry = self._deliveries.get(action)
         if entry is not None and not traces and entry in c.network:
@@ -364,7 +365,6 @@ class Simulation:
         name = type(action).__name__
         self.counts[name] = self.counts.get(name, 0) + 1
         self.lines.append(f"{c.now} {action}" + ("" if traces == [action] else f" -> {traces}"))
-        self.record.append(SimStep(c.now, self._active_cuts(), action))
         if self.on_event is not None:
             self.on_event(self, action, traces)
         return action
