@@ -37,6 +37,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from impl.bugs import ImplBug
 from impl.cluster import SESSION_TIMEOUT_MS, Cluster, InFlight
@@ -84,6 +85,16 @@ ACTIVITY = 100.0
 PARTITION_MS = (200, 2_000)  # how long a partition lasts
 
 
+RARE = PERTURBATIONS - TIMED  # the offered steps weighed SPONTANEOUS, the others 1
+
+
+def _weight(kind: type) -> float:
+    return SPONTANEOUS if kind in RARE else 1.0
+
+
+_NEVER = float("inf")  # the due time of offers no timer changes
+
+
 @dataclass(frozen=True)
 class SimStep:
     """One simulated event, enough to perform it again without the simulator: the clock, the pairs a
@@ -111,6 +122,7 @@ class Outcome:
 
 
 PROGRESS = ("none", "zk-controller", "kraft-leader", "migration", "dual-write", "brokers-on-kraft", "finalized")
+_DUAL_WRITE = PROGRESS.index("dual-write")
 
 
 class Simulation:
@@ -135,28 +147,39 @@ class Simulation:
         self.crashed_at: dict[int, int] = {}  # a dead broker's ZooKeeper session -> when its process died
         self.node_ids = sorted(self.cluster.brokers) + sorted(self.cluster.controllers)
         self._labels: dict[int, tuple] = {}  # an in-flight message's (sender, dest, Deliver, Drop, Redeliver)
-        self._steps: dict[int, list[tuple[float, Action]]] = {}  # a node's offers of weight 1, in order
-        self._spontaneous: dict[int, list[tuple[float, Action]]] = {}  # ... and its rarer ones
+        self._nodes = [(n, self.cluster.node(n)) for n in self.node_ids]
+        # A running node's part of the options, kept from one recomputation of its offers to the next:
+        # (protocol steps, their weights, its spontaneous steps and faults, their weights).
+        self._part: dict[int, tuple[list[Action], list[float], list[Action], list[float]]] = {}
         # each node's crash, clean stop and restart, and the crash and stop the mix weighs while it runs
         self._lifecycle = {n: (CrashBroker(n), StopBroker(n), RestartBroker(n)) for n in self.cluster.brokers}
         self._lifecycle.update({n: (CrashController(n), ShutdownController(n), RestartController(n))
                                 for n in self.cluster.controllers})
-        self._node_faults = {
-            n: [(weight, fault) for weight, fault in ((faults.crash, crash), (faults.stop, stop)) if weight]
-            for n, (crash, stop, _) in self._lifecycle.items()
-        }
-        self.offered: dict[int, list[tuple[float, Action]]] = {}
+        self._node_faults: dict[int, tuple[list[Action], list[float]]] = {}
+        for n, (crash, stop, _) in self._lifecycle.items():
+            pairs = [(weight, fault) for weight, fault in ((faults.crash, crash), (faults.stop, stop)) if weight]
+            self._node_faults[n] = ([fault for _, fault in pairs], [weight for weight, _ in pairs])
+        self._outage, self._recover = ZkOutage(), ZkRecover()
+        self.offered: dict[int, list[Action]] = {}  # each node's last offers
         self.deadlines: dict[int, int | None] = {}  # when each node's offers change with the time alone
+        self._due = {n: -1 for n in self.node_ids}  # ... as a time to compare with (-1: never computed)
         self.changes: dict[int, int] = {}  # how often each node's memory changed (its offers were recomputed)
         # A message its destination deferred (it does not serve requests yet) waits until that node changes:
         # in-flight seq -> the destination's ``changes`` when it deferred it.
         self.deferred: dict[int, int] = {}
         self._deliveries: dict[Action, InFlight] = {}
-        self._version = 0  # counts changes of any node's memory (``changes``)
         self._busy = False  # the last choices hold a protocol step, a delivery, a healing or the operator's
         self._runbook_key: tuple = ()
         self._runbook_steps: list[Action] = []
+        # What the operator sees of each process (``_seen``), refreshed when the process changed; the
+        # runbook is a function of these, the progress and its own state.
+        self._sight: dict[int, object] = {}
+        self._unseen = set(self.node_ids)  # processes that changed since their ``_sight`` was taken
+        self._sight_version = 0  # counts changes of ``_sight``
         self._ended: set[int] = set()  # ZooKeeper sessions known to be over (they never come back)
+        self._open_sessions: list[int] = []  # the brokers' other sessions, in the order they were opened
+        self._sessions_seen = 0  # how many of ``session_owner``'s sessions ``_open_sessions`` took in
+        self._expiries: dict[int, ExpireSession] = {}  # a session's expiry, as the model names it
         self.maintenance: set[int] = set()  # nodes the operator stopped: only the operator starts them
         self.rolling_back = False
         self.rolled_back = False
@@ -182,38 +205,95 @@ class Simulation:
     # ---- one event ----------------------------------------------------------------------------
 
     def choices(self) -> list[tuple[float, Action]]:
+        """The next event's weighted options, in the order they are drawn from."""
+        actions, weights = self._options()
+        return list(zip(weights, actions))
+
+    def _options(self) -> tuple[list[Action], list[float]]:
+        """The next event's options as ``random.choices`` takes them: a population and its weights.
+
+        The order is fixed, since it decides both the draw and the float cumulative sums
+        ``random.choices`` bisects: each node's protocol steps (or, dead, its restart), node by node;
+        due deliveries, drops and duplicates in network order; the operator's step; healing faults;
+        then faults that break something and spontaneous steps, scaled by the activity. The pieces
+        are kept between events (a node's offers split by weight, its faults, a message's labels,
+        the runbook's steps, a session's expiry) and joined by list extension.
+        """
         c, f, now = self.cluster, self.faults, self.cluster.now
-        out: list[tuple[float, Action]] = []
-        breaking: list[tuple[float, Action]] = []  # faults that take something down, spontaneous steps
-        for node_id in self.node_ids:
-            node = c.node(node_id)
+        cuts = self.cuts
+        if cuts:
+            # A healed cut separates nothing any more (``_reachable``), and ``_whole`` holds a step
+            # only across a cut: forgetting it lets the common case below skip ``_whole``.
+            for pair in [pair for pair, heals in cuts.items() if heals <= now]:
+                del cuts[pair]
+        actions: list[Action] = []
+        weights: list[float] = []
+        broken: list[Action] = []  # faults that take something down, spontaneous steps
+        broken_weights: list[float] = []
+        touched, due = c.touched, self._due
+        for node_id, node in self._nodes:
             if node.alive:
-                offers = self._offers(node_id, node, now)
-                if self.cuts:
-                    for w, a in offers:
+                if node_id in touched or now >= due[node_id]:
+                    self._recompute_offers(node_id, node, now)
+                if cuts:
+                    for a in self.offered[node_id]:
                         if self._whole(a):
-                            (out if w >= 1.0 else breaking).append((w, a))
-                else:  # the usual case: the split computed with the offers
-                    out += self._steps[node_id]
-                    breaking += self._spontaneous[node_id]
-                breaking += self._node_faults[node_id]
+                            w = _weight(type(a))
+                            if w >= 1.0:
+                                actions.append(a)
+                                weights.append(w)
+                            else:
+                                broken.append(a)
+                                broken_weights.append(w)
+                    fault_actions, fault_weights = self._node_faults[node_id]
+                    broken += fault_actions
+                    broken_weights += fault_weights
+                else:  # the usual case: the part joined when the offers were computed
+                    step_actions, step_weights, rare_actions, rare_weights = self._part[node_id]
+                    actions += step_actions
+                    weights += step_weights
+                    broken += rare_actions
+                    broken_weights += rare_weights
             else:
-                if node_id in c.touched:  # a dead process reconfigured, say: what the operator sees changed
-                    c.touched.discard(node_id)
+                if node_id in touched:  # a dead process reconfigured, say: what the operator sees changed
+                    touched.discard(node_id)
                     self.changes[node_id] = self.changes.get(node_id, 0) + 1
-                    self._version += 1
+                    self._unseen.add(node_id)
                 if not f.restart or node_id in self.maintenance:
                     continue
-                out.append((f.restart, self._lifecycle[node_id][2]))
+                actions.append(self._lifecycle[node_id][2])
+                weights.append(f.restart)
         self._deliveries = {}
-        for entry in c.network:
+        if c.network:
+            self._messages(actions, weights, now)
+        if self.runbook != "none" and self.progress >= _DUAL_WRITE:  # (before dual writes the runbook waits)
+            key = (self._sights(), self.progress, self.rolling_back, self.rolled_back, tuple(sorted(self.maintenance)))
+            if key != self._runbook_key:  # what the operator sees changed
+                self._runbook_key, self._runbook_steps = key, self._runbook()
+            if self._runbook_steps:
+                actions += self._runbook_steps
+                weights += [RUNBOOK] * len(self._runbook_steps)
+        # A mix's weights (and SPONTANEOUS) are per protocol step of a busy cluster: against a quiet
+        # one (a few offers) they are weighed as against ACTIVITY, so that a fault comes at the same
+        # rate per event however few steps are due.
+        scale = min(1.0, sum(weights) / ACTIVITY)
+        self._zookeeper_faults(broken, broken_weights, actions, weights)
+        self._busy = bool(weights) and max(weights) >= RUNBOOK  # else: only perturbations are due
+        actions += broken
+        weights += [w * scale for w in broken_weights]
+        return actions, weights
+
+    def _messages(self, actions: list[Action], weights: list[float], now: int) -> None:
+        """Each due message's delivery, drop and duplicate, in network order."""
+        f, deliveries = self.faults, self._deliveries
+        for entry in self.cluster.network:
             if entry.deliver_at > now:
                 continue
             labels = self._labels.get(entry.seq)
             if labels is None:
                 # The message as the model writes it (a broker epoch that is a czxid renamed), as
                 # Cluster.perform looks it up; so the trace does not show the server's zxids either.
-                message = c.view.message(entry.message)
+                message = self.cluster.view.message(entry.message)
                 labels = self._labels[entry.seq] = (self._sender(entry.message), entry.message.dest, Deliver(message),
                                                     Drop(message), Redeliver(message))
             sender, dest, deliver, drop, redeliver = labels
@@ -221,28 +301,16 @@ class Simulation:
                 continue
             waiting = self.deferred.get(entry.seq) == self.changes.get(dest, 0)
             if not waiting:
-                out.append((1.0, deliver))
-                self._deliveries[deliver] = entry
+                actions.append(deliver)
+                weights.append(1.0)
+                deliveries[deliver] = entry
             if f.drop:
-                out.append((f.drop, drop))
+                actions.append(drop)
+                weights.append(f.drop)
             if f.duplicate and not waiting:
-                out.append((f.duplicate, redeliver))
-                self._deliveries[redeliver] = entry
-        if self.runbook != "none":
-            key = (self._version, self.progress, self.rolling_back, self.rolled_back, tuple(sorted(self.maintenance)))
-            if key != self._runbook_key:  # what the operator sees changed
-                self._runbook_key, self._runbook_steps = key, self._runbook()
-            out += [(RUNBOOK, a) for a in self._runbook_steps]
-        outages, healing = self._zookeeper_faults()
-        breaking += outages
-        # A mix's weights (and SPONTANEOUS) are per protocol step of a busy cluster: against a quiet
-        # one (a few offers) they are weighed as against ACTIVITY, so that a fault comes at the same
-        # rate per event however few steps are due.
-        activity = sum(w for w, _ in out)
-        scale = min(1.0, activity / ACTIVITY)
-        options = out + healing
-        self._busy = any(w >= RUNBOOK for w, _ in options)  # else: only perturbations are due
-        return options + [(w * scale, a) for w, a in breaking]
+                actions.append(redeliver)
+                weights.append(f.duplicate)
+                deliveries[redeliver] = entry
 
     def _whole(self, action: Action) -> bool:
         """Whether a step whose outcome (not only whether it is taken) depends on reaching a peer can
@@ -261,66 +329,94 @@ class Simulation:
     def _sender(message) -> int:
         return getattr(message, "controller_id", getattr(message, "broker_id", -1))
 
-    def _offers(self, node_id: int, node, now: int) -> list[tuple[float, Action]]:
-        """A node's weighted offers; recomputed only when it handled an event or was notified since, or
-        when one of its timers ran out (``next_deadline``).
+    def _recompute_offers(self, node_id: int, node, now: int) -> None:
+        """A node's weighted offers, recomputed (``_options`` asks) only when it handled an event or was
+        notified since, or when one of its timers ran out (``next_deadline``).
 
         Offers are a function of the node's memory (impl.protocol), which changes only then, and of
         the time, which opens the node's timers (impl.pacing).
         """
-        deadline = self.deadlines.get(node_id)
-        if node_id in self.cluster.touched or node_id not in self.offered or (deadline is not None and now >= deadline):
-            if node_id in self.cluster.touched:
-                self.changes[node_id] = self.changes.get(node_id, 0) + 1
-                self._version += 1
-            self.cluster.touched.discard(node_id)
-            self.offered[node_id] = offered = [
-                (SPONTANEOUS if type(a) in PERTURBATIONS and type(a) not in TIMED else 1.0, a)
-                for a in node.offers(now)]
-            self._steps[node_id] = [o for o in offered if o[0] >= 1.0]
-            self._spontaneous[node_id] = [o for o in offered if o[0] < 1.0]
-            self.deadlines[node_id] = node.next_deadline()
-        return self.offered[node_id]
+        touched = self.cluster.touched
+        if node_id in touched:
+            touched.discard(node_id)
+            self.changes[node_id] = self.changes.get(node_id, 0) + 1
+            self._unseen.add(node_id)
+        self.offered[node_id] = offered = node.offers(now)
+        rare = [a for a in offered if type(a) in RARE]
+        fault_actions, fault_weights = self._node_faults[node_id]
+        if rare:
+            steps = [a for a in offered if type(a) not in RARE]
+            self._part[node_id] = (steps, [1.0] * len(steps), rare + fault_actions,
+                                   [SPONTANEOUS] * len(rare) + fault_weights)
+        else:
+            self._part[node_id] = (list(offered), [1.0] * len(offered), fault_actions, fault_weights)
+        self.deadlines[node_id] = deadline = node.next_deadline()
+        self._due[node_id] = _NEVER if deadline is None else deadline
 
     def _next_wake(self) -> int | None:
         """The earliest time something becomes possible when nothing is now: a node's timer, a delayed
         message, a healed partition, a dead process's session timing out."""
-        c, now = self.cluster, self.cluster.now
-        times = [d for n in self.node_ids if c.node(n).alive and (d := self.deadlines.get(n)) is not None]
-        times += [entry.deliver_at for entry in c.network]
-        times += list(self.cuts.values())
-        times += [died + SESSION_TIMEOUT_MS for died in self.crashed_at.values()]
-        later = [t for t in times if t > now]
-        return min(later) if later else None
+        now, deadlines = self.cluster.now, self.deadlines
+        wake = _NEVER
+        for node_id, node in self._nodes:
+            if node.alive:
+                t = deadlines.get(node_id)
+                if t is not None and now < t < wake:
+                    wake = t
+        for entry in self.cluster.network:
+            if now < entry.deliver_at < wake:
+                wake = entry.deliver_at
+        for t in self.cuts.values():
+            if now < t < wake:
+                wake = t
+        for died in self.crashed_at.values():
+            if now < died + SESSION_TIMEOUT_MS < wake:
+                wake = died + SESSION_TIMEOUT_MS
+        return None if wake is _NEVER else wake
 
-    def _zookeeper_faults(self) -> tuple[list[tuple[float, Action]], list[tuple[float, Action]]]:
-        """(breaking, healing): an outage and a live session's expiry; a recovery and a dead process's expiry."""
+    def _zookeeper_faults(self, broken: list[Action], broken_weights: list[float], actions: list[Action],
+                          weights: list[float]) -> None:
+        """Breaking (an outage, a live session's expiry) onto ``broken``; healing (a recovery, a dead
+        process's expiry) onto ``actions``."""
         c, f = self.cluster, self.faults
         if not c.zk_available:
-            return [], [(f.recover, ZkRecover())] if f.recover else []
-        out: list[tuple[float, Action]] = [(f.outage, ZkOutage())] if f.outage else []
-        timed_out: list[tuple[float, Action]] = []
+            if f.recover:
+                actions.append(self._recover)
+                weights.append(f.recover)
+            return
+        if f.outage:
+            broken.append(self._outage)
+            broken_weights.append(f.outage)
         if not (f.expire or f.expire_dead):
-            return out, timed_out
-        for session, owner in c.session_owner.items():
-            if session in self._ended:
-                continue
-            node = c.brokers.get(owner)
-            if node is None:
-                continue
+            return
+        owners = c.session_owner
+        if len(owners) != self._sessions_seen:  # sessions opened since (ids are never reused): the brokers'
+            for session, owner in list(owners.items())[self._sessions_seen:]:
+                if owner in c.brokers and session not in self._ended:
+                    self._open_sessions.append(session)
+            self._sessions_seen = len(owners)
+        ended = []
+        for session in self._open_sessions:
+            node = c.brokers[owners[session]]
             if not c.port.session_alive(session):
-                self._ended.add(session)
+                ended.append(session)
                 continue
-            model_id = c.view.session(session)
+            expiry = self._expiries.get(session)
+            if expiry is None:
+                expiry = self._expiries[session] = ExpireSession(c.view.session(session))
             if node.alive and node.session == session:
                 if f.expire:
-                    out.append((f.expire, ExpireSession(model_id)))
+                    broken.append(expiry)
+                    broken_weights.append(f.expire)
                 continue
             # a dead process's session lives until the server times it out
             died = self.crashed_at.setdefault(session, c.now)
             if c.now - died >= SESSION_TIMEOUT_MS and f.expire_dead:
-                timed_out.append((f.expire_dead, ExpireSession(model_id)))
-        return out, timed_out
+                actions.append(expiry)
+                weights.append(f.expire_dead)
+        if ended:
+            self._ended.update(ended)
+            self._open_sessions = [s for s in self._open_sessions if s not in self._ended]
 
     def _partition(self) -> None:
         ids = sorted(self.cluster.brokers) + sorted(self.cluster.controllers)
@@ -336,29 +432,29 @@ class Simulation:
         c.now += self.rng.randint(1, TICK_MS)
         if self.faults.partition and self.rng.random() < self.faults.partition:
             self._partition()
-        options = self.choices()
+        actions, weights = self._options()
         while not self._busy:
             # A quiet cluster: nothing due but rare perturbations. Time passes (weighed as one protocol
             # step against them) to the next timer of a node, a message's delay or a healed partition.
             wake = self._next_wake()
             if wake is None:
                 break
-            if options and self.rng.random() >= 1.0 / (1.0 + sum(w for w, _ in options)):
+            if actions and self.rng.random() >= 1.0 / (1.0 + sum(weights)):
                 break
             c.now = wake
-            options = self.choices()
-        if not options:
+            actions, weights = self._options()
+        if not actions:
             return None
-        action = self.rng.choices([a for _, a in options], weights=[w for w, _ in options])[0]
+        action = self.rng.choices(actions, weights=weights)[0]
         self.record.append(SimStep(c.now, self._active_cuts(), action))  # before: a disagreement raises
         traces = self.diff.apply(action) if self.diff is not None else c.perform(action)
-        entry = self._deliveries.get(action)
+        entry = self._deliveries.get(action) if self._deliveries else None
         if entry is not None and not traces and entry in c.network:
             # Deferred: the destination did nothing (it does not serve requests yet); its handling of
             # the message is no change of its memory, so the message waits for one.
             c.touched.discard(entry.message.dest)
             self.deferred[entry.seq] = self.changes.get(entry.message.dest, 0)
-        if DeleteControllerZNodes() in traces:
+        if any(type(t) is DeleteControllerZNodes for t in traces):
             self.rolled_back = True
             self.maintenance |= set(c.controllers)  # the quorum's life ended with the rollback
         self.events += 1
@@ -396,6 +492,19 @@ class Simulation:
         return "\n".join(self.lines) + "\n"
 
     # ---- the operator -------------------------------------------------------------------------
+
+    def _sights(self) -> int:
+        """A version of what the operator sees of the processes: each taken again only if the process
+        changed since (``changes``: its memory changes only in an event it handled, or a notification)."""
+        c = self.cluster
+        for node_id in self._unseen:
+            node = c.node(node_id)
+            seen = _Seen.of(node) if node_id in c.brokers else (node.migration_enabled, node.alive)
+            if self._sight.get(node_id) != seen:
+                self._sight[node_id] = seen
+                self._sight_version += 1
+        self._unseen.clear()
+        return self._sight_version
 
     def _runbook(self) -> list[Action]:
         """The next operator step of KIP-866's runbook, when what the operator can see allows it."""
@@ -476,8 +585,7 @@ class Simulation:
         self.progress = max(self.progress, level)
 
 
-@dataclass(frozen=True)
-class _Seen:
+class _Seen(NamedTuple):
     """What the operator sees of a broker process (its configuration, whether it runs, its state)."""
 
     kraft_mode: bool
