@@ -49,6 +49,22 @@ def test_docs_broker_lifecycle_is_what_step_does():
     assert [frm for (frm, to) in by_name if to == "Stopping"] == ["Online"]
 
 
+def test_docs_section_citations_name_existing_sections():
+    """Code cites the numbered sections of the design and implementation pages (`docs/design.md §6`):
+    renumbering a page must update its citations."""
+    import re
+
+    sources = [p for d in ("model", "impl", "properties", "tests", "bench", "scripts") for p in (ROOT / d).rglob("*")
+               if p.suffix in (".py", ".sh")] + [ROOT / "mkdocs.yml"]
+    for page in ("design.md", "implementation.md"):
+        sections = set(re.findall(r"^## (\d+)\. ", (ROOT / "docs" / page).read_text(), re.MULTILINE))
+        cited = {(str(p.relative_to(ROOT)), n) for p in sources
+                 for n in re.findall(rf"docs/{re.escape(page)} §(\d+)", p.read_text())}
+        assert not {c for c in cited if c[1] not in sections}, f"citations of missing sections of {page}"
+        if page == "design.md":
+            assert len(cited) >= 5
+
+
 def test_docs_every_page_is_in_the_navigation():
     nav = (ROOT / "mkdocs.yml").read_text()
     pages = sorted(str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md"))
