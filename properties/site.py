@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from dataclasses import fields
+from functools import cache
 from pathlib import Path
 
 from impl.bugs import IMPL_SEEDED_BUGS
@@ -99,8 +100,10 @@ def lifecycle_scopes() -> list[Scope]:
     return [base.replace(budget=base.budget.replace(**change)) for change in LIFECYCLE_BUDGETS]
 
 
-def lifecycle_moves() -> dict[tuple[BrokerState, BrokerState], set[str]]:
-    """(from, to) -> the action kinds that made a broker's lifecycle change so, in ``lifecycle_scopes``."""
+@cache
+def lifecycle_moves() -> dict[tuple[BrokerState, BrokerState], frozenset[str]]:
+    """(from, to) -> the action kinds that made a broker's lifecycle change so, in ``lifecycle_scopes``
+    (explored once per process: the model does not change under a running command)."""
     moves: dict[tuple[BrokerState, BrokerState], set[str]] = {}
     for scope in lifecycle_scopes():
         start = initial_state(scope)
@@ -116,10 +119,10 @@ def lifecycle_moves() -> dict[tuple[BrokerState, BrokerState], set[str]]:
                         seen.add(after)
                         following.append(after)
             frontier = following
-    return moves
+    return {move: frozenset(kinds) for move, kinds in moves.items()}
 
 
-def lifecycle_diagram(moves: dict[tuple[BrokerState, BrokerState], set[str]]) -> str:
+def lifecycle_diagram(moves: dict[tuple[BrokerState, BrokerState], frozenset[str]]) -> str:
     order = list(BrokerState).index
     lines = ["stateDiagram-v2", f"    [*] --> {BrokerState.OFFLINE.value}"]
     for source, target in sorted(moves, key=lambda m: (order(m[0]), order(m[1]))):
