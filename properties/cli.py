@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from model import PROPERTIES, SCOPES, SEEDED_BUGS_BY_NAME, Kind, Variant
 from model.invariants import BY_NAME
 from model.migration import Profile
-from properties import catalogue
 
 CLEAN, VIOLATION, USAGE = 0, 1, 2
 
@@ -309,14 +308,18 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
+    from properties import site
+
     if args.check:
-        if catalogue.is_stale():
-            print(f"{catalogue.CATALOGUE} is stale: run `kraftcheck docs`", file=sys.stderr)
+        stale = site.stale_pages()
+        for path in stale:
+            print(f"{path} is stale: run `kraftcheck docs`", file=sys.stderr)
+        if stale:
             return VIOLATION
-        print(f"{catalogue.CATALOGUE} is up to date")
+        print(f"{len(site.PAGES)} generated pages in {site.DOCS} are up to date")
         return CLEAN
-    catalogue.write()
-    print(f"wrote {catalogue.CATALOGUE}")
+    for path in site.write_all():
+        print(f"wrote {path}")
     return CLEAN
 
 
@@ -426,8 +429,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write", action="store_true", help="pin the counts measured now")
     p.set_defaults(run=cmd_manifest)
 
-    p = sub.add_parser("docs", help="regenerate docs/invariants.md from the model")
-    p.add_argument("--check", action="store_true", help="only check that the committed page is up to date")
+    p = sub.add_parser("docs", help="regenerate the site's generated pages (docs/invariants.md, ...) from the model")
+    p.add_argument("--check", action="store_true", help="only check that the committed pages are up to date")
     p.set_defaults(run=cmd_docs)
     return parser
 

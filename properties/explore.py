@@ -10,6 +10,8 @@ How it works:
   new state the first time it is reached (they read only the state's identity).
 - The first violation of each property is kept (the shortest, since BFS goes level by level).
   ``stop_at`` ends the search at the first violation of the named property.
+
+How this fits with the rest: docs/design.md §6.
 """
 
 from __future__ import annotations

@@ -42,6 +42,8 @@ How it works:
   everywhere on the loop so far, or nearest state disabling it) and back. An empty loop means
   "stutters there forever". ``replay_lasso`` replays both parts through ``model.step`` and checks
   the loop closes, the goal is false throughout, and the loop is fair.
+
+How this fits with the rest: docs/design.md §7.
 """
 
 from __future__ import annotations

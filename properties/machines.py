@@ -50,6 +50,8 @@ Statistics: at the end of each example, ``event()`` records each SOMETIMES witne
 (``witnessed(before, action, after)``) and how many model steps it took (bucketed), shown by
 ``--hypothesis-show-statistics``; the class's ``coverage`` keeps the same counts for tests and
 the benchmark.
+
+How this fits with the rest: docs/design.md §8.
 """
 
 from __future__ import annotations

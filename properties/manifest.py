@@ -9,6 +9,8 @@ reviewer sees (and should ask) why reachability moved.
 
 Keys are scope names, explored under the default profile (``kip``); the scopes of model part 2
 (those with KRaft controllers) are also pinned under ``kafka-3.9`` as ``<scope>@kafka-3.9``.
+
+How this fits with the rest: docs/design.md §6.
 """
 
 from __future__ import annotations

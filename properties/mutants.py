@@ -14,6 +14,8 @@ and the model together until they disagree or a model property breaks on the imp
 state (``properties.differential``); the report names the properties that broke, if any. A bug
 that only shows in a race the walks almost never take is caught by its scripted differential run
 (``properties.regressions``, ``differential:script <name>``), tried first.
+
+How this fits with the rest: docs/design.md §5.
 """
 
 from __future__ import annotations

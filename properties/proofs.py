@@ -74,6 +74,8 @@ How it works:
   holds nothing; a registration lives exactly as long as its session and its czxid is the broker
   epoch; broker epochs and czxids are past zxids. Together with the six properties they are
   inductive for every encoded action, which is what makes each property hold forever.
+
+How this fits with the rest: docs/design.md §9.
 """
 
 from __future__ import annotations

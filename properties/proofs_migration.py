@@ -81,6 +81,8 @@ ZooKeeper era), /controller is a broker's or absent, no /migration, every contro
 in epoch 0 with a fresh driver if it has the flag. Why the unbounded proof is decided: as in
 ``properties.proofs``, the only ``Controller`` terms are constants (the acting controller and its
 peer, /controller's owner, ``nobody``, Skolem constants); guards and invariants are universal.
+
+How this fits with the rest: docs/design.md §9.
 """
 
 from __future__ import annotations
