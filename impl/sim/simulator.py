@@ -35,8 +35,11 @@ from __future__ import annotations
 
 import random
 import time
+from bisect import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import accumulate, chain
+from math import isfinite
 from typing import NamedTuple
 
 from impl.bugs import ImplBug
@@ -148,9 +151,19 @@ class Simulation:
         self.node_ids = sorted(self.cluster.brokers) + sorted(self.cluster.controllers)
         self._labels: dict[int, tuple] = {}  # an in-flight message's (sender, dest, Deliver, Drop, Redeliver)
         self._nodes = [(n, self.cluster.node(n)) for n in self.node_ids]
-        # A running node's part of the options, kept from one recomputation of its offers to the next:
-        # (protocol steps, their weights, its spontaneous steps and faults, their weights).
-        self._part: dict[int, tuple[list[Action], list[float], list[Action], list[float]]] = {}
+        self._slot = {n: i for i, n in enumerate(self.node_ids)}
+        # Each node's part of the options, by its place in ``node_ids``, kept until the node changes
+        # (it handles an event, a timer runs out, the operator takes or leaves it): running, its
+        # protocol steps, and its spontaneous steps and faults; dead, its restart. With their weights.
+        count = len(self.node_ids)
+        self._steps: list[list[Action]] = [[] for _ in range(count)]
+        self._step_weights: list[list[float]] = [[] for _ in range(count)]
+        self._rare: list[list[Action]] = [[] for _ in range(count)]
+        self._rare_weights: list[list[float]] = [[] for _ in range(count)]
+        self._due: list[float] = [-1] * count  # when a running node's offers change with the time alone
+        self._soonest = -1  # the earliest of ``_due`` (-1: nothing computed yet)
+        self._dead: set[int] = set()  # the places of dead nodes
+        self._kept_out: set[int] = set()  # ``maintenance`` as the dead nodes' parts were last made
         # each node's crash, clean stop and restart, and the crash and stop the mix weighs while it runs
         self._lifecycle = {n: (CrashBroker(n), StopBroker(n), RestartBroker(n)) for n in self.cluster.brokers}
         self._lifecycle.update({n: (CrashController(n), ShutdownController(n), RestartController(n))
@@ -162,7 +175,6 @@ class Simulation:
         self._outage, self._recover = ZkOutage(), ZkRecover()
         self.offered: dict[int, list[Action]] = {}  # each node's last offers
         self.deadlines: dict[int, int | None] = {}  # when each node's offers change with the time alone
-        self._due = {n: -1 for n in self.node_ids}  # ... as a time to compare with (-1: never computed)
         self.changes: dict[int, int] = {}  # how often each node's memory changed (its offers were recomputed)
         # A message its destination deferred (it does not serve requests yet) waits until that node changes:
         # in-flight seq -> the destination's ``changes`` when it deferred it.
@@ -185,7 +197,8 @@ class Simulation:
         self.rolled_back = False
         self.events = 0
         self.counts: dict[str, int] = {}
-        self.lines: list[str] = []
+        self._lines: list[str] = []  # ``lines`` as far as written
+        self._traces: list[list[Action]] = []  # what the implementation said it did, event by event
         # Each event as a replay needs it, without the simulator: (time, partitioned pairs, action).
         self.record: list[SimStep] = []
         # Called after every event with the simulation and the traces of the action (campaigns gather
@@ -219,50 +232,30 @@ class Simulation:
         are kept between events (a node's offers split by weight, its faults, a message's labels,
         the runbook's steps, a session's expiry) and joined by list extension.
         """
-        c, f, now = self.cluster, self.faults, self.cluster.now
+        c, now = self.cluster, self.cluster.now
         cuts = self.cuts
         if cuts:
             # A healed cut separates nothing any more (``_reachable``), and ``_whole`` holds a step
             # only across a cut: forgetting it lets the common case below skip ``_whole``.
             for pair in [pair for pair, heals in cuts.items() if heals <= now]:
                 del cuts[pair]
-        actions: list[Action] = []
-        weights: list[float] = []
-        broken: list[Action] = []  # faults that take something down, spontaneous steps
-        broken_weights: list[float] = []
-        touched, due = c.touched, self._due
-        for node_id, node in self._nodes:
-            if node.alive:
-                if node_id in touched or now >= due[node_id]:
-                    self._recompute_offers(node_id, node, now)
-                if cuts:
-                    for a in self.offered[node_id]:
-                        if self._whole(a):
-                            w = _weight(type(a))
-                            if w >= 1.0:
-                                actions.append(a)
-                                weights.append(w)
-                            else:
-                                broken.append(a)
-                                broken_weights.append(w)
-                    fault_actions, fault_weights = self._node_faults[node_id]
-                    broken += fault_actions
-                    broken_weights += fault_weights
-                else:  # the usual case: the part joined when the offers were computed
-                    step_actions, step_weights, rare_actions, rare_weights = self._part[node_id]
-                    actions += step_actions
-                    weights += step_weights
-                    broken += rare_actions
-                    broken_weights += rare_weights
-            else:
-                if node_id in touched:  # a dead process reconfigured, say: what the operator sees changed
-                    touched.discard(node_id)
-                    self.changes[node_id] = self.changes.get(node_id, 0) + 1
-                    self._unseen.add(node_id)
-                if not f.restart or node_id in self.maintenance:
-                    continue
-                actions.append(self._lifecycle[node_id][2])
-                weights.append(f.restart)
+        touched = c.touched
+        if touched or now >= self._soonest:  # a node handled an event, was notified, or its timer ran out
+            for i, (node_id, node) in enumerate(self._nodes):
+                if node_id in touched or now >= self._due[i]:
+                    self._refresh(i, node_id, node, now)
+            self._soonest = min(self._due)
+        if self._dead and self.maintenance != self._kept_out:  # the operator took a node or left it
+            self._kept_out = set(self.maintenance)
+            for i in self._dead:
+                self._restart(i)
+        if cuts:
+            actions, weights, broken, broken_weights = self._whole_parts()
+        else:
+            actions = list(chain.from_iterable(self._steps))
+            weights = list(chain.from_iterable(self._step_weights))
+            broken = list(chain.from_iterable(self._rare))  # faults that take something down, spontaneous steps
+            broken_weights = list(chain.from_iterable(self._rare_weights))
         self._deliveries = {}
         if c.network:
             self._messages(actions, weights, now)
@@ -282,6 +275,55 @@ class Simulation:
         actions += broken
         weights += [w * scale for w in broken_weights]
         return actions, weights
+
+    def _refresh(self, i: int, node_id: int, node, now: int) -> None:
+        """A node's part of the options, made again."""
+        if node.alive:
+            self._dead.discard(i)
+            self._recompute_offers(i, node_id, node, now)
+            return
+        touched = self.cluster.touched
+        if node_id in touched:  # a dead process reconfigured, say: what the operator sees changed
+            touched.discard(node_id)
+            self.changes[node_id] = self.changes.get(node_id, 0) + 1
+            self._unseen.add(node_id)
+        self._dead.add(i)
+        self._due[i] = _NEVER
+        self._rare[i] = self._rare_weights[i] = []
+        self._restart(i)
+
+    def _restart(self, i: int) -> None:
+        """A dead node's part: its restart, unless the operator keeps it down."""
+        node_id, restart = self.node_ids[i], self.faults.restart
+        if restart and node_id not in self.maintenance:
+            self._steps[i], self._step_weights[i] = [self._lifecycle[node_id][2]], [restart]
+        else:
+            self._steps[i] = self._step_weights[i] = []
+
+    def _whole_parts(self) -> tuple[list[Action], list[float], list[Action], list[float]]:
+        """The nodes' parts while a partition cuts some pair: without the steps ``_whole`` holds back."""
+        actions: list[Action] = []
+        weights: list[float] = []
+        broken: list[Action] = []
+        broken_weights: list[float] = []
+        for i, (node_id, node) in enumerate(self._nodes):
+            if i in self._dead:
+                actions += self._steps[i]
+                weights += self._step_weights[i]
+                continue
+            for a in self.offered[node_id]:
+                if self._whole(a):
+                    w = _weight(type(a))
+                    if w >= 1.0:
+                        actions.append(a)
+                        weights.append(w)
+                    else:
+                        broken.append(a)
+                        broken_weights.append(w)
+            fault_actions, fault_weights = self._node_faults[node_id]
+            broken += fault_actions
+            broken_weights += fault_weights
+        return actions, weights, broken, broken_weights
 
     def _messages(self, actions: list[Action], weights: list[float], now: int) -> None:
         """Each due message's delivery, drop and duplicate, in network order."""
@@ -329,9 +371,9 @@ class Simulation:
     def _sender(message) -> int:
         return getattr(message, "controller_id", getattr(message, "broker_id", -1))
 
-    def _recompute_offers(self, node_id: int, node, now: int) -> None:
-        """A node's weighted offers, recomputed (``_options`` asks) only when it handled an event or was
-        notified since, or when one of its timers ran out (``next_deadline``).
+    def _recompute_offers(self, i: int, node_id: int, node, now: int) -> None:
+        """A running node's weighted offers, recomputed (``_options`` asks) only when it handled an event
+        or was notified since, or when one of its timers ran out (``next_deadline``).
 
         Offers are a function of the node's memory (impl.protocol), which changes only then, and of
         the time, which opens the node's timers (impl.pacing).
@@ -345,24 +387,23 @@ class Simulation:
         rare = [a for a in offered if type(a) in RARE]
         fault_actions, fault_weights = self._node_faults[node_id]
         if rare:
-            steps = [a for a in offered if type(a) not in RARE]
-            self._part[node_id] = (steps, [1.0] * len(steps), rare + fault_actions,
-                                   [SPONTANEOUS] * len(rare) + fault_weights)
+            self._steps[i] = steps = [a for a in offered if type(a) not in RARE]
+            self._rare[i], self._rare_weights[i] = rare + fault_actions, [SPONTANEOUS] * len(rare) + fault_weights
         else:
-            self._part[node_id] = (list(offered), [1.0] * len(offered), fault_actions, fault_weights)
+            self._steps[i] = steps = list(offered)
+            self._rare[i], self._rare_weights[i] = fault_actions, fault_weights
+        self._step_weights[i] = [1.0] * len(steps)
         self.deadlines[node_id] = deadline = node.next_deadline()
-        self._due[node_id] = _NEVER if deadline is None else deadline
+        self._due[i] = _NEVER if deadline is None else deadline
 
     def _next_wake(self) -> int | None:
         """The earliest time something becomes possible when nothing is now: a node's timer, a delayed
         message, a healed partition, a dead process's session timing out."""
-        now, deadlines = self.cluster.now, self.deadlines
+        now = self.cluster.now
         wake = _NEVER
-        for node_id, node in self._nodes:
-            if node.alive:
-                t = deadlines.get(node_id)
-                if t is not None and now < t < wake:
-                    wake = t
+        for t in self._due:  # running nodes' timers (a dead node's is _NEVER)
+            if now < t < wake:
+                wake = t
         for entry in self.cluster.network:
             if now < entry.deliver_at < wake:
                 wake = entry.deliver_at
@@ -445,7 +486,7 @@ class Simulation:
             actions, weights = self._options()
         if not actions:
             return None
-        action = self.rng.choices(actions, weights=weights)[0]
+        action = self._draw(actions, weights)
         self.record.append(SimStep(c.now, self._active_cuts(), action))  # before: a disagreement raises
         traces = self.diff.apply(action) if self.diff is not None else c.perform(action)
         entry = self._deliveries.get(action) if self._deliveries else None
@@ -460,10 +501,19 @@ class Simulation:
         self.events += 1
         name = type(action).__name__
         self.counts[name] = self.counts.get(name, 0) + 1
-        self.lines.append(f"{c.now} {action}" + ("" if traces == [action] else f" -> {traces}"))
+        self._traces.append(list(traces))
         if self.on_event is not None:
             self.on_event(self, action, traces)
         return action
+
+    def _draw(self, actions: list[Action], weights: list[float]) -> Action:
+        """``rng.choices(actions, weights=weights)[0]``, as CPython computes it (cumulative float sums,
+        one ``random()``, a bisection), without its per-call overhead: the same draw."""
+        cumulative = list(accumulate(weights))
+        total = cumulative[-1] + 0.0
+        if total <= 0.0 or not isfinite(total):
+            return self.rng.choices(actions, weights=weights)[0]  # its error
+        return actions[bisect(cumulative, self.rng.random() * total, 0, len(cumulative) - 1)]
 
     def _active_cuts(self) -> tuple[tuple[int, int], ...]:
         """The node pairs a partition separates now, each as (lower id, higher id), in order."""
@@ -487,6 +537,16 @@ class Simulation:
         return Outcome(self.seed, self.events, time.perf_counter() - start, disagreement, PROGRESS[self.progress],
                        self.rolled_back, tuple(sorted(self.diff.findings_seen)) if self.diff else (),
                        dict(sorted(self.counts.items())))
+
+    @property
+    def lines(self) -> list[str]:
+        """The trace, a line per event: its time and action, and what the implementation did instead when
+        that differs (written when asked: most runs are never read)."""
+        lines, record = self._lines, self.record
+        for n in range(len(lines), len(self._traces)):
+            action, traces = record[n].action, self._traces[n]
+            lines.append(f"{record[n].now} {action}" + ("" if traces == [action] else f" -> {traces}"))
+        return lines
 
     def trace_text(self) -> str:
         return "\n".join(self.lines) + "\n"
