@@ -51,7 +51,8 @@ class Gates:
         until = self._until.get(key, 0)
         if now >= until:
             return True
-        self._deadline = until if self._deadline is None else min(self._deadline, until)
+        if self._deadline is None or until < self._deadline:
+            self._deadline = until
         return False
 
     def close(self, key: Hashable, until: int) -> None:
@@ -80,8 +81,11 @@ class Gates:
 
 
 def earliest(*deadlines: int | None) -> int | None:
-    found = [d for d in deadlines if d is not None]
-    return min(found) if found else None
+    first = None
+    for d in deadlines:
+        if d is not None and (first is None or d < first):
+            first = d
+    return first
 
 
 def committed(handler: Handler, done: Callable[[bool], None]) -> Handler:

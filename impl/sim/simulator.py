@@ -160,7 +160,8 @@ class Simulation:
         self._step_weights: list[list[float]] = [[] for _ in range(count)]
         self._rare: list[list[Action]] = [[] for _ in range(count)]
         self._rare_weights: list[list[float]] = [[] for _ in range(count)]
-        self._due: list[float] = [-1] * count  # when a running node's offers change with the time alone
+        # when a running node's offers change with the time alone (its ``next_deadline``)
+        self._due: list[float] = [-1] * count
         self._soonest = -1  # the earliest of ``_due`` (-1: nothing computed yet)
         self._dead: set[int] = set()  # the places of dead nodes
         self._kept_out: set[int] = set()  # ``maintenance`` as the dead nodes' parts were last made
@@ -174,14 +175,16 @@ class Simulation:
             self._node_faults[n] = ([fault for _, fault in pairs], [weight for weight, _ in pairs])
         self._outage, self._recover = ZkOutage(), ZkRecover()
         self.offered: dict[int, list[Action]] = {}  # each node's last offers
-        self.deadlines: dict[int, int | None] = {}  # when each node's offers change with the time alone
         self.changes: dict[int, int] = {}  # how often each node's memory changed (its offers were recomputed)
         # A message its destination deferred (it does not serve requests yet) waits until that node changes:
         # in-flight seq -> the destination's ``changes`` when it deferred it.
         self.deferred: dict[int, int] = {}
         self._deliveries: dict[Action, InFlight] = {}
         self._busy = False  # the last choices hold a protocol step, a delivery, a healing or the operator's
+        # the last breaking weights, their scale, and them scaled
+        self._scale, self._unscaled, self._scaled = 0.0, [], []
         self._runbook_key: tuple = ()
+        self._runbook_maintenance: set[int] = set()  # ``maintenance`` as the runbook's steps were made
         self._runbook_steps: list[Action] = []
         # What the operator sees of each process (``_seen``), refreshed when the process changed; the
         # runbook is a function of these, the progress and its own state.
@@ -212,6 +215,8 @@ class Simulation:
         return self.rng.randint(0, self.faults.delay_ms) if self.faults.delay_ms else 0
 
     def _reachable(self, source: int, dest: int) -> bool:
+        if not self.cuts:
+            return True
         healed = self.cuts.get(frozenset((source, dest)))
         return healed is None or healed <= self.cluster.now
 
@@ -241,9 +246,14 @@ class Simulation:
                 del cuts[pair]
         touched = c.touched
         if touched or now >= self._soonest:  # a node handled an event, was notified, or its timer ran out
-            for i, (node_id, node) in enumerate(self._nodes):
-                if node_id in touched or now >= self._due[i]:
-                    self._refresh(i, node_id, node, now)
+            # (in any order: a node's part depends on its own memory, the time and the operator only)
+            if now >= self._soonest:
+                for i, due in enumerate(self._due):
+                    if now >= due:
+                        self._refresh(i, self.node_ids[i], self._nodes[i][1], now)
+            for node_id in list(touched):  # (the refreshed ones are no longer touched)
+                i = self._slot[node_id]
+                self._refresh(i, node_id, self._nodes[i][1], now)
             self._soonest = min(self._due)
         if self._dead and self.maintenance != self._kept_out:  # the operator took a node or left it
             self._kept_out = set(self.maintenance)
@@ -256,13 +266,18 @@ class Simulation:
             weights = list(chain.from_iterable(self._step_weights))
             broken = list(chain.from_iterable(self._rare))  # faults that take something down, spontaneous steps
             broken_weights = list(chain.from_iterable(self._rare_weights))
-        self._deliveries = {}
         if c.network:
+            self._deliveries = {}
             self._messages(actions, weights, now)
+        elif self._deliveries:
+            self._deliveries = {}
         if self.runbook != "none" and self.progress >= _DUAL_WRITE:  # (before dual writes the runbook waits)
-            key = (self._sights(), self.progress, self.rolling_back, self.rolled_back, tuple(sorted(self.maintenance)))
-            if key != self._runbook_key:  # what the operator sees changed
-                self._runbook_key, self._runbook_steps = key, self._runbook()
+            if self._unseen:
+                self._sights()
+            key = (self._sight_version, self.progress, self.rolling_back, self.rolled_back)
+            if key != self._runbook_key or self.maintenance != self._runbook_maintenance:  # what the operator sees
+                self._runbook_key, self._runbook_maintenance = key, set(self.maintenance)
+                self._runbook_steps = self._runbook()
             if self._runbook_steps:
                 actions += self._runbook_steps
                 weights += [RUNBOOK] * len(self._runbook_steps)
@@ -273,24 +288,45 @@ class Simulation:
         self._zookeeper_faults(broken, broken_weights, actions, weights)
         self._busy = bool(weights) and max(weights) >= RUNBOOK  # else: only perturbations are due
         actions += broken
-        weights += [w * scale for w in broken_weights]
+        if scale != self._scale or broken_weights != self._unscaled:
+            self._scale, self._unscaled = scale, broken_weights
+            self._scaled = [w * scale for w in broken_weights]
+        weights += self._scaled
         return actions, weights
 
     def _refresh(self, i: int, node_id: int, node, now: int) -> None:
-        """A node's part of the options, made again."""
-        if node.alive:
-            self._dead.discard(i)
-            self._recompute_offers(i, node_id, node, now)
-            return
+        """A node's part of the options, made again (``_options`` asks when it handled an event or was
+        notified since, or when one of its timers ran out: ``next_deadline``).
+
+        A running node's offers are a function of its memory (impl.protocol), which changes only
+        then, and of the time, which opens its timers (impl.pacing).
+        """
         touched = self.cluster.touched
-        if node_id in touched:  # a dead process reconfigured, say: what the operator sees changed
+        if node_id in touched:  # (a dead process reconfigured, say: what the operator sees changed)
             touched.discard(node_id)
             self.changes[node_id] = self.changes.get(node_id, 0) + 1
             self._unseen.add(node_id)
-        self._dead.add(i)
-        self._due[i] = _NEVER
-        self._rare[i] = self._rare_weights[i] = []
-        self._restart(i)
+        if not node.alive:
+            self._dead.add(i)
+            self._due[i] = _NEVER
+            self._rare[i] = self._rare_weights[i] = []
+            self._restart(i)
+            return
+        if self._dead:
+            self._dead.discard(i)
+        self.offered[node_id] = offered = node.offers(now)
+        if RARE.isdisjoint(map(type, offered)):  # the usual case
+            self._steps[i] = list(offered)
+            self._step_weights[i] = [1.0] * len(offered)
+            self._rare[i], self._rare_weights[i] = self._node_faults[node_id]
+        else:
+            rare = [a for a in offered if type(a) in RARE]
+            fault_actions, fault_weights = self._node_faults[node_id]
+            self._steps[i] = steps = [a for a in offered if type(a) not in RARE]
+            self._step_weights[i] = [1.0] * len(steps)
+            self._rare[i], self._rare_weights[i] = rare + fault_actions, [SPONTANEOUS] * len(rare) + fault_weights
+        deadline = node.next_deadline()
+        self._due[i] = _NEVER if deadline is None else deadline
 
     def _restart(self, i: int) -> None:
         """A dead node's part: its restart, unless the operator keeps it down."""
@@ -370,31 +406,6 @@ class Simulation:
     @staticmethod
     def _sender(message) -> int:
         return getattr(message, "controller_id", getattr(message, "broker_id", -1))
-
-    def _recompute_offers(self, i: int, node_id: int, node, now: int) -> None:
-        """A running node's weighted offers, recomputed (``_options`` asks) only when it handled an event
-        or was notified since, or when one of its timers ran out (``next_deadline``).
-
-        Offers are a function of the node's memory (impl.protocol), which changes only then, and of
-        the time, which opens the node's timers (impl.pacing).
-        """
-        touched = self.cluster.touched
-        if node_id in touched:
-            touched.discard(node_id)
-            self.changes[node_id] = self.changes.get(node_id, 0) + 1
-            self._unseen.add(node_id)
-        self.offered[node_id] = offered = node.offers(now)
-        rare = [a for a in offered if type(a) in RARE]
-        fault_actions, fault_weights = self._node_faults[node_id]
-        if rare:
-            self._steps[i] = steps = [a for a in offered if type(a) not in RARE]
-            self._rare[i], self._rare_weights[i] = rare + fault_actions, [SPONTANEOUS] * len(rare) + fault_weights
-        else:
-            self._steps[i] = steps = list(offered)
-            self._rare[i], self._rare_weights[i] = fault_actions, fault_weights
-        self._step_weights[i] = [1.0] * len(steps)
-        self.deadlines[node_id] = deadline = node.next_deadline()
-        self._due[i] = _NEVER if deadline is None else deadline
 
     def _next_wake(self) -> int | None:
         """The earliest time something becomes possible when nothing is now: a node's timer, a delayed
@@ -487,7 +498,8 @@ class Simulation:
         if not actions:
             return None
         action = self._draw(actions, weights)
-        self.record.append(SimStep(c.now, self._active_cuts(), action))  # before: a disagreement raises
+        self.record.append(SimStep(c.now, self._active_cuts() if self.cuts else (), action))  # (before: a
+        # disagreement raises)
         traces = self.diff.apply(action) if self.diff is not None else c.perform(action)
         entry = self._deliveries.get(action) if self._deliveries else None
         if entry is not None and not traces and entry in c.network:
@@ -495,7 +507,7 @@ class Simulation:
             # the message is no change of its memory, so the message waits for one.
             c.touched.discard(entry.message.dest)
             self.deferred[entry.seq] = self.changes.get(entry.message.dest, 0)
-        if any(type(t) is DeleteControllerZNodes for t in traces):
+        if DeleteControllerZNodes in map(type, traces):
             self.rolled_back = True
             self.maintenance |= set(c.controllers)  # the quorum's life ended with the rollback
         self.events += 1
@@ -553,9 +565,10 @@ class Simulation:
 
     # ---- the operator -------------------------------------------------------------------------
 
-    def _sights(self) -> int:
-        """A version of what the operator sees of the processes: each taken again only if the process
-        changed since (``changes``: its memory changes only in an event it handled, or a notification)."""
+    def _sights(self) -> None:
+        """What the operator sees of the processes that changed since it last looked (``changes``: a
+        process's memory changes only in an event it handled, or a notification); ``_sight_version``
+        counts the changes it sees."""
         c = self.cluster
         for node_id in self._unseen:
             node = c.node(node_id)
@@ -564,7 +577,6 @@ class Simulation:
                 self._sight[node_id] = seen
                 self._sight_version += 1
         self._unseen.clear()
-        return self._sight_version
 
     def _runbook(self) -> list[Action]:
         """The next operator step of KIP-866's runbook, when what the operator can see allows it."""
