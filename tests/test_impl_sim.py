@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from impl.cluster import Cluster
 from impl.sim.faults import MIXES, NONE, FaultMix, parse
 from impl.sim.scenarios import MIGRATION, scenario
 from impl.sim.simulator import Simulation
@@ -90,6 +91,28 @@ def test_simulation_check_does_not_change_the_run():
     """
     checked = _run(SEED, events=1_000, check=True).trace_text()
     assert checked.strip() and _trace(SEED, events=1_000).startswith(checked)
+
+
+def test_simulation_runs_a_cluster_put_in_before_the_first_event():
+    """Campaigns and the shrinker put a cluster of their own (a Differential's, with a variant of the
+    model) in place of the one a Simulation built, before its first event: the run is that cluster's,
+    event for event the same as a Simulation that built it."""
+    from properties.differential import Differential
+
+    plain = _run(SEED, events=1_000)
+    swapped = Simulation(MIGRATION, SEED, parse(MIX), check=False)
+    swapped.cluster = Cluster.from_scope(MIGRATION, seed=SEED)
+    swapped.cluster.delay, swapped.cluster.reachable = swapped._delay, swapped._reachable
+    swapped.run(1_000)
+    assert swapped.trace_text() == plain.trace_text()
+
+    checked = Simulation(MIGRATION, SEED, parse(MIX), check=True)
+    checked.diff = Differential(MIGRATION, seed=SEED, bounded=False, strict=False)
+    checked.cluster = checked.diff.cluster
+    checked.cluster.delay, checked.cluster.reachable = checked._delay, checked._reachable
+    outcome = checked.run(300)
+    assert outcome.ok, outcome.disagreement
+    assert plain.trace_text().startswith(checked.trace_text())
 
 
 # Runs pinned by the digest of their trace and record (the first 16 hex digits of sha256 over the

@@ -148,33 +148,7 @@ class Simulation:
         self.cluster.reachable = self._reachable
         self.cuts: dict[frozenset[int], int] = {}  # a partitioned pair -> when it heals
         self.crashed_at: dict[int, int] = {}  # a dead broker's ZooKeeper session -> when its process died
-        self.node_ids = sorted(self.cluster.brokers) + sorted(self.cluster.controllers)
-        self._labels: dict[int, tuple] = {}  # an in-flight message's (sender, dest, Deliver, Drop, Redeliver)
-        self._nodes = [(n, self.cluster.node(n)) for n in self.node_ids]
-        self._slot = {n: i for i, n in enumerate(self.node_ids)}
-        # Each node's part of the options, by its place in ``node_ids``, kept until the node changes
-        # (it handles an event, a timer runs out, the operator takes or leaves it): running, its
-        # protocol steps, and its spontaneous steps and faults; dead, its restart. With their weights.
-        count = len(self.node_ids)
-        self._steps: list[list[Action]] = [[] for _ in range(count)]
-        self._step_weights: list[list[float]] = [[] for _ in range(count)]
-        self._rare: list[list[Action]] = [[] for _ in range(count)]
-        self._rare_weights: list[list[float]] = [[] for _ in range(count)]
-        # when a running node's offers change with the time alone (its ``next_deadline``)
-        self._due: list[float] = [-1] * count
-        self._soonest = -1  # the earliest of ``_due`` (-1: nothing computed yet)
-        self._dead: set[int] = set()  # the places of dead nodes
-        self._kept_out: set[int] = set()  # ``maintenance`` as the dead nodes' parts were last made
-        # each node's crash, clean stop and restart, and the crash and stop the mix weighs while it runs
-        self._lifecycle = {n: (CrashBroker(n), StopBroker(n), RestartBroker(n)) for n in self.cluster.brokers}
-        self._lifecycle.update({n: (CrashController(n), ShutdownController(n), RestartController(n))
-                                for n in self.cluster.controllers})
-        self._node_faults: dict[int, tuple[list[Action], list[float]]] = {}
-        for n, (crash, stop, _) in self._lifecycle.items():
-            pairs = [(weight, fault) for weight, fault in ((faults.crash, crash), (faults.stop, stop)) if weight]
-            self._node_faults[n] = ([fault for _, fault in pairs], [weight for weight, _ in pairs])
         self._outage, self._recover = ZkOutage(), ZkRecover()
-        self.offered: dict[int, list[Action]] = {}  # each node's last offers
         self.changes: dict[int, int] = {}  # how often each node's memory changed (its offers were recomputed)
         # A message its destination deferred (it does not serve requests yet) waits until that node changes:
         # in-flight seq -> the destination's ``changes`` when it deferred it.
@@ -186,15 +160,8 @@ class Simulation:
         self._runbook_key: tuple = ()
         self._runbook_maintenance: set[int] = set()  # ``maintenance`` as the runbook's steps were made
         self._runbook_steps: list[Action] = []
-        # What the operator sees of each process (``_seen``), refreshed when the process changed; the
-        # runbook is a function of these, the progress and its own state.
-        self._sight: dict[int, object] = {}
-        self._unseen = set(self.node_ids)  # processes that changed since their ``_sight`` was taken
-        self._sight_version = 0  # counts changes of ``_sight``
+        self._sight_version = 0  # counts changes of what the operator sees (``_sights``)
         self._ended: set[int] = set()  # ZooKeeper sessions known to be over (they never come back)
-        self._open_sessions: list[int] = []  # the brokers' other sessions, in the order they were opened
-        self._sessions_seen = 0  # how many of ``session_owner``'s sessions ``_open_sessions`` took in
-        self._expiries: dict[int, ExpireSession] = {}  # a session's expiry, as the model names it
         self.maintenance: set[int] = set()  # nodes the operator stopped: only the operator starts them
         self.rolling_back = False
         self.rolled_back = False
@@ -208,6 +175,47 @@ class Simulation:
         # coverage through it); it must not draw from ``rng``.
         self.on_event: Callable[[Simulation, Action, list[Action]], None] | None = None
         self.progress = 0
+        self._bind()
+
+    def _bind(self) -> None:
+        """Take ``cluster``'s nodes and forget what was kept of another's (campaigns put a cluster of
+        their own in place of the one built here before the first event)."""
+        c = self._bound = self.cluster
+        self.node_ids = sorted(c.brokers) + sorted(c.controllers)
+        self._nodes = [(n, c.node(n)) for n in self.node_ids]
+        self._slot = {n: i for i, n in enumerate(self.node_ids)}
+        # Each node's part of the options, by its place in ``node_ids``, kept until the node changes
+        # (it handles an event, a timer runs out, the operator takes or leaves it): running, its
+        # protocol steps, and its spontaneous steps and faults; dead, its restart. With their weights.
+        count = len(self.node_ids)
+        self._steps: list[list[Action]] = [[] for _ in range(count)]
+        self._step_weights: list[list[float]] = [[] for _ in range(count)]
+        self._rare: list[list[Action]] = [[] for _ in range(count)]
+        self._rare_weights: list[list[float]] = [[] for _ in range(count)]
+        # when a running node's offers change with the time alone (its ``next_deadline``)
+        self._due: list[float] = [-1] * count
+        self._soonest: float = -1  # the earliest of ``_due`` (-1: nothing computed yet)
+        self._dead: set[int] = set()  # the places of dead nodes
+        self._kept_out: set[int] = set()  # ``maintenance`` as the dead nodes' parts were last made
+        self.offered: dict[int, list[Action]] = {}  # each node's last offers
+        # each node's crash, clean stop and restart, and the crash and stop the mix weighs while it runs
+        self._lifecycle = {n: (CrashBroker(n), StopBroker(n), RestartBroker(n)) for n in c.brokers}
+        self._lifecycle.update({n: (CrashController(n), ShutdownController(n), RestartController(n))
+                                for n in c.controllers})
+        self._node_faults: dict[int, tuple[list[Action], list[float]]] = {}
+        for n, (crash, stop, _) in self._lifecycle.items():
+            pairs = [(weight, fault) for weight, fault in ((self.faults.crash, crash), (self.faults.stop, stop))
+                     if weight]
+            self._node_faults[n] = ([fault for _, fault in pairs], [weight for weight, _ in pairs])
+        self._labels: dict[int, tuple] = {}  # an in-flight message's (sender, dest, Deliver, Drop, Redeliver)
+        # What the operator sees of each process (``_seen``), refreshed when the process changed; the
+        # runbook is a function of these, the progress and its own state.
+        self._sight: dict[int, object] = {}
+        self._unseen = set(self.node_ids)  # processes that changed since their ``_sight`` was taken
+        self._sight_version += 1
+        self._open_sessions: list[int] = []  # the brokers' other sessions, in the order they were opened
+        self._sessions_seen = 0  # how many of ``session_owner``'s sessions ``_open_sessions`` took in
+        self._expiries: dict[int, ExpireSession] = {}  # a session's expiry, as the model names it
 
     # ---- hooks the cluster calls --------------------------------------------------------------
 
@@ -237,6 +245,8 @@ class Simulation:
         are kept between events (a node's offers split by weight, its faults, a message's labels,
         the runbook's steps, a session's expiry) and joined by list extension.
         """
+        if self.cluster is not self._bound:
+            self._bind()
         c, now = self.cluster, self.cluster.now
         cuts = self.cuts
         if cuts:
