@@ -260,17 +260,22 @@ def cmd_prove(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from properties import traces
+    from properties import mermaid, traces
 
     try:
         trace = traces.load_trace(args.file)
     except traces.TraceError as err:
         print(f"kraftcheck replay: error: {err}", file=sys.stderr)
         return USAGE
+    if isinstance(trace, traces.DifferentialTrace):
+        return _replay_differential(args, trace)
     result = traces.replay(trace)
+    broke = ", ".join(result.violations) if result.violation_step else None
+    diagram = mermaid.sequence_diagram(trace, broke, result.violation_step or 0)
     if args.json:
         out = {
             "file": args.file,
+            "kind": "model",
             "scope": trace.scope,
             "bugs": sorted(b.value for b in trace.bugs),
             "recorded_violation": trace.violation,
@@ -279,13 +284,130 @@ def cmd_replay(args: argparse.Namespace) -> int:
             "reproduced": result.reproduced,
             "not_enabled_index": result.not_enabled_index,
             "steps": len(result.steps),
+            "mermaid": diagram,
         }
         _print_json(out)
+    elif args.mermaid:
+        print(diagram, end="")
     else:
         print(traces.render(result))
+        if trace.violation and result.violation_step is None and result.not_enabled_index is None:
+            print(f"replayed clean: the recorded violation {trace.violation} did not reproduce")
+        print(f"\n{diagram}", end="")
     if result.not_enabled_index is not None:
         return USAGE  # the trace does not fit this model
     return VIOLATION if result.violation_step is not None else CLEAN
+
+
+def _replay_differential(args: argparse.Namespace, trace) -> int:
+    """A differential trace: the implementation and the model, replayed step by step (properties.shrink)."""
+    from properties import mermaid, shrink
+
+    replayed = shrink.replay_trace(trace)
+    found = replayed.disagreement
+    refused = frozenset(i for i, taken in enumerate(replayed.taken, 1) if not taken)
+    step = None if replayed.failed_at is None else replayed.failed_at + 1
+    diagram = mermaid.sequence_diagram(trace, replayed.signature, step or 0, refused)
+    if args.json:
+        _print_json({
+            "file": args.file,
+            "kind": "differential",
+            "scope": trace.scope,
+            "seed": trace.seed,
+            "bugs": sorted(b.value for b in trace.bugs),
+            "impl_bugs": sorted(b.value for b in trace.impl_bugs),
+            "recorded_signature": trace.signature,
+            "signature": replayed.signature,
+            "reproduced": replayed.signature == trace.signature,
+            "violation_step": step,
+            "steps": len(trace.steps),
+            "summary": None if found is None else found.summary,
+            "details": [] if found is None else list(found.details),
+            "mermaid": diagram,
+        })
+    elif args.mermaid:
+        print(diagram, end="")
+    else:
+        print(shrink.render_replay(trace, replayed))
+        print(f"\n{diagram}", end="")
+    return CLEAN if found is None else VIOLATION
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    """A trace file, or a failing seed (run with every event checked, then shrunk), as tests/regressions/NAME.json."""
+    from pathlib import Path
+
+    from properties import shrink, traces
+
+    def refuse(message: str) -> int:
+        print(f"kraftcheck pin: error: {message}", file=sys.stderr)
+        return USAGE
+
+    seed_options = ("scope", "faults", "mutant", "steps", "runbook")
+    if (args.file is None) == (args.seed is None):
+        return refuse("give a trace FILE or --seed N (not both)")
+    if args.file is not None and any(getattr(args, o) is not None for o in seed_options):
+        return refuse("--scope, --faults, --mutant, --steps and --runbook go with --seed, not with a FILE")
+    if args.file is not None:
+        try:
+            trace = traces.load_trace(args.file)
+        except traces.TraceError as err:
+            return refuse(str(err))
+        default_name = Path(args.file).stem
+    else:
+        plan = {"scope": args.scope or "sim-migration", "faults": args.faults or "all", "mutant": args.mutant,
+                "steps": args.steps or 2000, "runbook": args.runbook or "mixed"}
+        try:
+            from impl.sim.faults import parse
+            from impl.sim.scenarios import scenario
+
+            scenario(plan["scope"])
+            parse(plan["faults"])
+        except ValueError as err:
+            return refuse(str(err))
+        default_name = f"{args.mutant or 'no-bug'}-{plan['scope']}-seed{args.seed}"
+    name = (args.name or default_name).removesuffix(".json")
+    if not name or not all(c.isalnum() or c in "_.-" for c in name) or name.startswith("."):
+        return refuse(f"--name {name!r}: use letters, digits, '_', '-' and '.' only")
+    target = Path(args.dir) / f"{name}.json"
+    if target.exists():
+        return refuse(f"{target} exists: choose another --name (a pinned regression is never overwritten)")
+    if args.file is None:
+        sim, found = shrink.run_seed(plan, args.seed)
+        if found is None:
+            return refuse(f"seed {args.seed} does not fail: {len(sim.record)} events of {plan['scope']} with faults "
+                          f"{plan['faults']}, mutant {plan['mutant'] or 'none'}, ran clean")
+        signature = shrink.signature_of(found)
+        print(f"seed {args.seed} fails at event {len(sim.record)}: {signature}; shrinking (up to "
+              f"{args.shrink_seconds:g} s)", file=sys.stderr)
+        result = shrink.shrink_violation(plan, args.seed, sim.record, signature, args.shrink_seconds)
+        if not result.reproduced:
+            return refuse(f"seed {args.seed}: the run's record does not replay to {signature} without the simulator")
+        trace = shrink.trace_for(plan, args.seed, result.steps, signature, result.summary, result.original_steps)
+        how = (f"from {result.original_steps} events, {'1-minimal' if result.minimal else 'not minimal: out of time'}, "
+               f"{result.seconds:.1f} s, {result.tries} replays")
+    else:
+        seeded = bool(trace.bugs) or bool(getattr(trace, "impl_bugs", ()))
+        reproduces = _reproduces(trace)
+        if seeded and not reproduces:
+            return refuse(f"{args.file}: the recorded violation does not reproduce with its seeded bugs")
+        how = f"from {args.file}" + ("" if seeded or not reproduces else
+                                     "; it reproduces now: the test fails until the bug is fixed")
+    try:
+        traces.save_trace(target, trace)
+    except (traces.TraceError, OSError) as err:
+        return refuse(f"cannot write {target}: {err}")
+    what = getattr(trace, "signature", None) or trace.violation
+    print(f"pinned {target}: {what}, {len(trace.actions)} steps ({how})")
+    return CLEAN
+
+
+def _reproduces(trace) -> bool:
+    from properties import shrink, traces
+
+    if isinstance(trace, traces.DifferentialTrace):
+        return shrink.replay_trace(trace).signature == trace.signature
+    return traces.replay(trace).reproduced
 
 
 def cmd_manifest(args: argparse.Namespace) -> int:
@@ -321,6 +443,24 @@ def cmd_docs(args: argparse.Namespace) -> int:
     for path in site.write_all():
         print(f"wrote {path}")
     return CLEAN
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from properties.report import ReportError, write_report
+
+    try:
+        path = write_report(args.dir)
+    except ReportError as err:
+        print(f"kraftcheck report: error: {err}", file=sys.stderr)
+        return USAGE
+    print(f"wrote {path}")
+    return CLEAN
+
+
+def cmd_campaign(args: argparse.Namespace) -> int:
+    from properties import campaign
+
+    return campaign.command(args)
 
 
 class _progress:
@@ -420,10 +560,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON list of {name, brokers, result, seconds}")
     p.set_defaults(run=cmd_prove)
 
-    p = sub.add_parser("replay", help="replay a trace file through the model, checking every step")
+    p = sub.add_parser("replay", help="replay a trace file (model or differential), checking every step")
     p.add_argument("file")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print a JSON object, the Mermaid diagram included")
+    p.add_argument("--mermaid", action="store_true", help="print only the Mermaid sequence diagram")
     p.set_defaults(run=cmd_replay)
+
+    p = sub.add_parser("pin", help="turn a trace file or a failing seed (run, shrunk) into tests/regressions/NAME.json")
+    p.add_argument("file", nargs="?", help="a trace file (model or differential)")
+    p.add_argument("--seed", type=_non_negative, help="a simulator seed that fails: run, shrink and pin it")
+    p.add_argument("--scope", help="with --seed: a simulator scenario or model scope (default sim-migration)")
+    p.add_argument("--faults", help="with --seed: the fault mix (default all)")
+    p.add_argument("--mutant", type=_any_bug, help="with --seed: a seeded bug of either layer (default none)")
+    p.add_argument("--steps", type=_positive, help="with --seed: events to run (default 2000)")
+    p.add_argument("--runbook", choices=("finalize", "rollback", "none", "mixed"),
+                   help="with --seed: the operator's runbook (default mixed: every 4th seed rolls back)")
+    p.add_argument("--name", help="the file name in --dir (default: the trace file's, or MUTANT-SCOPE-seedN)")
+    p.add_argument("--dir", default="tests/regressions", help="where pinned traces live (default tests/regressions)")
+    p.add_argument("--shrink-seconds", type=_positive, default=120, help="time budget of the shrinking (default 120)")
+    p.set_defaults(run=cmd_pin)
+
+    p = sub.add_parser(
+        "campaign", help="a fuzzing campaign on Spark: seeded simulations checked against the model, a report"
+    )
+    from properties.campaign import add_arguments as add_campaign_arguments
+
+    add_campaign_arguments(p, _positive)
+    p.set_defaults(run=cmd_campaign)
 
     p = sub.add_parser("manifest", help="check (or --write) the pinned state counts of every scope")
     p.add_argument("--write", action="store_true", help="pin the counts measured now")
@@ -432,6 +595,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("docs", help="regenerate the site's generated pages (docs/invariants.md, ...) from the model")
     p.add_argument("--check", action="store_true", help="only check that the committed pages are up to date")
     p.set_defaults(run=cmd_docs)
+
+    p = sub.add_parser("report", help="regenerate a campaign's report.html from the tables in its directory")
+    p.add_argument("dir", help="the campaign's --out directory")
+    p.set_defaults(run=cmd_report)
     return parser
 
 

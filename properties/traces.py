@@ -17,6 +17,36 @@ initial state, and the invariant the last action broke::
       ]
     }
 
+Version 2 adds ``"kind"``: ``"model"`` (the fields above) or ``"differential"``, a run of the
+implementation checked against the model (``properties.differential``), as the simulator
+recorded it and ``properties.shrink`` shrank it::
+
+    {
+      "schema": "kraftcheck-trace",
+      "version": 2,
+      "kind": "differential",
+      "scope": "sim-migration",
+      "profile": "kip",
+      "bugs": [],
+      "impl_bugs": ["impl_broker_epoch_from_session_id"],
+      "seed": 0,
+      "faults": "all",
+      "runbook": "finalize",
+      "violation": "BrokerEpochIsRegistrationCzxid",
+      "signature": "BrokerEpochIsRegistrationCzxid",
+      "summary": "after RegisterBroker(broker=2): the implementation broke BrokerEpochIsRegistrationCzxid",
+      "original_steps": 5,
+      "steps": [
+        {"at": 13, "cuts": [], "action": {"kind": "OpenSession", "broker": 2}},
+        ...
+      ]
+    }
+
+``seed`` is the cluster's (its rng draws incarnation ids), each step keeps the simulated time
+(``at``, ms) and the node pairs a partition separated (``cuts``); ``signature`` is what a replay
+must reproduce (``properties.shrink.signature_of``); ``faults``, ``runbook``, ``summary`` and
+``original_steps`` are for the reader. A version-1 file is a model trace.
+
 Rules:
 - The codec is generic: a record (an action or a message inside ``Deliver``/``Drop``) is an
   object whose ``kind`` is its class name, with one key per dataclass field. Each field is
@@ -29,10 +59,13 @@ Rules:
   JSON path (``actions[3].message.isr[1]``) and the problem. Nothing else escapes ``load_trace``.
 - ``save_trace`` writes a temporary file in the target's directory and renames it over the
   target, so a reader sees the old file or the whole new one, never half of one.
+- Model traces are still written as version 1 (every kraftcheck reads them); differential
+  traces as version 2. ``load_trace`` returns a ``Trace`` or a ``DifferentialTrace``.
 - ``replay`` runs the actions through ``step`` from ``initial_state(scope)`` with the trace's
   variant, checks ``violations`` after every step, and stops at the first violation or at the
   first action that is not enabled. It replays against the model as it is now: a trace saved
-  before the model changed may no longer reproduce, and the summary says so.
+  before the model changed may no longer reproduce, and the summary says so. A differential
+  trace is replayed by ``properties.shrink.replay_trace`` (it needs the implementation).
 """
 
 from __future__ import annotations
@@ -47,8 +80,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from impl.bugs import ImplBug
 from model import SCOPES, Variant, initial_state, step
 from model.actions import ACTION_TYPES, Action
 from model.bugs import Bug
@@ -56,10 +90,22 @@ from model.invariants import BY_NAME, Kind, violations
 from model.migration import Profile
 from model.state import Message
 
+if TYPE_CHECKING:
+    from impl.sim.simulator import SimStep
+
 SCHEMA = "kraftcheck-trace"
-VERSION = 1
+VERSION = 1  # model traces
+DIFFERENTIAL_VERSION = 2  # adds "kind"; differential traces
+KINDS = ("model", "differential")
 _TOP_LEVEL_KEYS = ("schema", "version", "scope", "profile", "bugs", "violation", "seed", "actions")
 _REQUIRED_KEYS = frozenset(_TOP_LEVEL_KEYS) - {"seed", "profile"}  # absent profile: kip
+_DIFFERENTIAL_KEYS = ("schema", "version", "kind", "scope", "profile", "bugs", "impl_bugs", "seed", "faults",
+                      "runbook", "violation", "signature", "summary", "original_steps", "steps")
+# for the reader only, so optional: profile (absent: kip), faults, runbook, violation, summary, original_steps
+_DIFFERENTIAL_REQUIRED = frozenset({"schema", "version", "kind", "scope", "bugs", "impl_bugs", "seed", "signature",
+                                    "steps"})
+_STEP_KEYS = ("at", "cuts", "action")
+_VERSIONS_READ = 'version 1 (model traces) and version 2 (with a "kind": model or differential)'
 
 MESSAGE_TYPES: tuple[type, ...] = typing.get_args(Message)
 # Every record type a trace can hold, by the name written in its "kind".
@@ -84,6 +130,40 @@ class Trace:
     @property
     def variant(self) -> Variant:
         return Variant(frozenset(self.bugs), self.profile)
+
+    @property
+    def kind(self) -> str:
+        return "model"
+
+
+@dataclass(frozen=True)
+class DifferentialTrace:
+    """A run of the implementation checked against the model: the simulator's steps, and what the last one broke."""
+
+    scope: str  # a simulator scenario or a model scope (``impl.sim.scenarios.scenario``)
+    steps: tuple[SimStep, ...]
+    seed: int  # the cluster's: its rng draws incarnation ids
+    signature: str  # what a replay must reproduce (``properties.shrink.signature_of``)
+    impl_bugs: frozenset[ImplBug] = frozenset()
+    bugs: frozenset[Bug] = frozenset()  # the model's seeded bugs (its variant)
+    profile: Profile = Profile.KIP
+    violation: str | None = None  # the first broken invariant, or "Disagreement"
+    summary: str | None = None  # the disagreement's first line when it was recorded
+    faults: str | None = None  # the fault mix the run had, for the record (a replay needs none)
+    runbook: str | None = None  # likewise
+    original_steps: int | None = None  # how many events the run had before shrinking
+
+    @property
+    def variant(self) -> Variant:
+        return Variant(frozenset(self.bugs), self.profile)
+
+    @property
+    def actions(self) -> tuple[Action, ...]:
+        return tuple(s.action for s in self.steps)
+
+    @property
+    def kind(self) -> str:
+        return "differential"
 
 
 # ---- the codec: records, enums, tuples and integers, driven by field annotations -------------
@@ -252,8 +332,10 @@ def _json_type(data: Any) -> str:
 # ---- whole traces ----------------------------------------------------------------------------
 
 
-def trace_to_json(trace: Trace) -> dict[str, Any]:
+def trace_to_json(trace: Trace | DifferentialTrace) -> dict[str, Any]:
     """The trace as the JSON object a file holds (TraceError if it names unknown things)."""
+    if isinstance(trace, DifferentialTrace):
+        return _differential_to_json(trace)
     _check_header(trace.scope, [b.value for b in trace.bugs], trace.violation, trace.seed)
     return {
         "schema": SCHEMA,
@@ -267,18 +349,27 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
     }
 
 
-def trace_from_json(data: Any) -> Trace:
+def trace_from_json(data: Any) -> Trace | DifferentialTrace:
     """The trace a parsed JSON document holds; TraceError (one line, no file name) if malformed."""
     if not isinstance(data, dict):
         raise TraceError(f"expected a JSON object at the top, got {_json_type(data)}")
     if data.get("schema") != SCHEMA:
         raise TraceError(f"schema is {json.dumps(data.get('schema'))}, expected \"{SCHEMA}\"")
     version = data.get("version")
-    if version != VERSION or isinstance(version, bool):
-        raise TraceError(f"version is {json.dumps(version)}, this kraftcheck reads version {VERSION}")
-    unknown = sorted(set(data) - set(_TOP_LEVEL_KEYS))
+    if version not in (VERSION, DIFFERENTIAL_VERSION) or isinstance(version, bool):
+        raise TraceError(f"version is {json.dumps(version)}, this kraftcheck reads {_VERSIONS_READ}")
+    keys = _TOP_LEVEL_KEYS
+    if version == DIFFERENTIAL_VERSION:
+        if "kind" not in data:
+            raise TraceError(f"version is 2, this kraftcheck reads {_VERSIONS_READ}: missing key 'kind'")
+        if data["kind"] not in KINDS:
+            raise TraceError(f"kind: expected \"model\" or \"differential\", got {json.dumps(data['kind'])}")
+        if data["kind"] == "differential":
+            return _differential_from_json(data)
+        keys = (*_TOP_LEVEL_KEYS[:2], "kind", *_TOP_LEVEL_KEYS[2:])
+    unknown = sorted(set(data) - set(keys))
     if unknown:
-        raise TraceError(f"unknown key {unknown[0]!r} (a version {VERSION} trace has: {', '.join(_TOP_LEVEL_KEYS)})")
+        raise TraceError(f"unknown key {unknown[0]!r} (a version {version} model trace has: {', '.join(keys)})")
     missing = sorted(_REQUIRED_KEYS - set(data))
     if missing:
         raise TraceError(f"missing key {missing[0]!r}")
@@ -307,14 +398,7 @@ def trace_from_json(data: Any) -> Trace:
 def _check_header(scope: Any, bugs: list[str], violation: Any, seed: Any) -> None:
     if not isinstance(scope, str) or scope not in SCOPES:
         raise TraceError(f"scope: unknown scope {json.dumps(scope)} (known: {', '.join(SCOPES)})")
-    known_bugs = {b.value for b in Bug}
-    seen: set[str] = set()
-    for b in bugs:
-        if b not in known_bugs:
-            raise TraceError(f"bugs: unknown seeded bug {json.dumps(b)} (see `kraftcheck mutants --list`)")
-        if b in seen:
-            raise TraceError(f"bugs: {json.dumps(b)} is listed twice")
-        seen.add(b)
+    _check_bug_names("bugs", bugs, {b.value for b in Bug})
     if violation is not None:
         prop = BY_NAME.get(violation) if isinstance(violation, str) else None
         if prop is None or prop.kind is Kind.SOMETIMES:
@@ -326,16 +410,155 @@ def _check_header(scope: Any, bugs: list[str], violation: Any, seed: Any) -> Non
         raise TraceError(f"seed: expected an integer or null, got {json.dumps(seed)}")
 
 
-def dumps(trace: Trace) -> str:
+def _differential_to_json(trace: DifferentialTrace) -> dict[str, Any]:
+    _check_differential_header(trace.scope, [b.value for b in trace.bugs], [b.value for b in trace.impl_bugs],
+                               trace.seed, trace.signature, trace.violation)
+    return {
+        "schema": SCHEMA,
+        "version": DIFFERENTIAL_VERSION,
+        "kind": "differential",
+        "scope": trace.scope,
+        "profile": trace.profile.value,
+        "bugs": sorted(b.value for b in trace.bugs),
+        "impl_bugs": sorted(b.value for b in trace.impl_bugs),
+        "seed": trace.seed,
+        "faults": trace.faults,
+        "runbook": trace.runbook,
+        "violation": trace.violation,
+        "signature": trace.signature,
+        "summary": trace.summary,
+        "original_steps": trace.original_steps,
+        "steps": [_encode_step(s, f"steps[{i}]") for i, s in enumerate(trace.steps)],
+    }
+
+
+def _encode_step(sim_step: SimStep, where: str) -> dict[str, Any]:
+    if not isinstance(sim_step.now, int) or isinstance(sim_step.now, bool):
+        raise TraceError(f"{where}.at: expected an integer, got {sim_step.now!r}")
+    cuts = [[encode(a, int, f"{where}.cuts[{i}]"), encode(b, int, f"{where}.cuts[{i}]")]
+            for i, (a, b) in enumerate(sim_step.cuts)]
+    return {"at": sim_step.now, "cuts": cuts, "action": encode(sim_step.action, Action, f"{where}.action")}
+
+
+def _differential_from_json(data: dict[str, Any]) -> DifferentialTrace:
+    unknown = sorted(set(data) - set(_DIFFERENTIAL_KEYS))
+    if unknown:
+        raise TraceError(f"unknown key {unknown[0]!r} (a differential trace has: {', '.join(_DIFFERENTIAL_KEYS)})")
+    missing = sorted(_DIFFERENTIAL_REQUIRED - set(data))
+    if missing:
+        raise TraceError(f"missing key {missing[0]!r}")
+    names: dict[str, list[str]] = {}
+    for key in ("bugs", "impl_bugs"):
+        value = data[key]
+        if not isinstance(value, list) or not all(isinstance(b, str) for b in value):
+            raise TraceError(f"{key}: expected a list of seeded-bug names, got {json.dumps(value)}")
+        names[key] = value
+    seed, signature, violation = data["seed"], data["signature"], data.get("violation")
+    _check_differential_header(data["scope"], names["bugs"], names["impl_bugs"], seed, signature, violation)
+    profile = data.get("profile", Profile.KIP.value)
+    if profile not in {p.value for p in Profile}:
+        known = ", ".join(p.value for p in Profile)
+        raise TraceError(f"profile: expected one of {known}, got {json.dumps(profile)}")
+    for key in ("faults", "runbook", "summary"):
+        if not isinstance(data.get(key), str | None):
+            raise TraceError(f"{key}: expected a string or null, got {json.dumps(data[key])}")
+    original = data.get("original_steps")
+    if original is not None and (not isinstance(original, int) or isinstance(original, bool) or original < 0):
+        raise TraceError(f"original_steps: expected an integer >= 0 or null, got {json.dumps(original)}")
+    steps = data["steps"]
+    if not isinstance(steps, list):
+        raise TraceError(f"steps: expected a list, got {_json_type(steps)}")
+    decoded: list[SimStep] = []
+    for i, item in enumerate(steps):
+        decoded.append(_decode_step(item, f"steps[{i}]", decoded[-1].now if decoded else 0))
+    return DifferentialTrace(
+        scope=data["scope"],
+        steps=tuple(decoded),
+        seed=seed,
+        signature=signature,
+        impl_bugs=frozenset(ImplBug(b) for b in names["impl_bugs"]),
+        bugs=frozenset(Bug(b) for b in names["bugs"]),
+        profile=Profile(profile),
+        violation=violation,
+        summary=data.get("summary"),
+        faults=data.get("faults"),
+        runbook=data.get("runbook"),
+        original_steps=original,
+    )
+
+
+def _decode_step(data: Any, where: str, earlier: int) -> SimStep:
+    from impl.sim.simulator import SimStep
+
+    if not isinstance(data, dict):
+        raise TraceError(f"{where}: expected an object with \"at\", \"cuts\" and \"action\", got {_json_type(data)}")
+    unknown = sorted(set(data) - set(_STEP_KEYS))
+    if unknown:
+        raise TraceError(f"{where}: a step has no key {unknown[0]!r} (keys: {', '.join(_STEP_KEYS)})")
+    missing = [k for k in _STEP_KEYS if k not in data]
+    if missing:
+        raise TraceError(f"{where}: missing key {missing[0]!r}")
+    at = decode(data["at"], int, f"{where}.at")
+    if at < earlier:  # the simulated clock never goes back
+        raise TraceError(f"{where}.at: {at} is earlier than the step before ({earlier})")
+    cuts = data["cuts"]
+    if not isinstance(cuts, list):
+        raise TraceError(f"{where}.cuts: expected a list of node pairs, got {_json_type(cuts)}")
+    pairs = []
+    for i, pair in enumerate(cuts):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise TraceError(f"{where}.cuts[{i}]: expected a pair of node ids [a, b], got {json.dumps(pair)}")
+        a, b = (decode(node, int, f"{where}.cuts[{i}]") for node in pair)
+        pairs.append((min(a, b), max(a, b)))  # as the simulator records a cut: lower id first
+    return SimStep(at, tuple(sorted(pairs)), decode(data["action"], Action, f"{where}.action"))
+
+
+def _check_differential_header(scope: Any, bugs: list[str], impl_bugs: list[str], seed: Any, signature: Any,
+                               violation: Any) -> None:
+    from impl.sim.scenarios import scenario
+
+    try:
+        scenario(scope if isinstance(scope, str) else json.dumps(scope))
+    except ValueError as err:
+        raise TraceError(f"scope: {err}") from None
+    _check_bug_names("bugs", bugs, {b.value for b in Bug})
+    _check_bug_names("impl_bugs", impl_bugs, {b.value for b in ImplBug})
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TraceError(f"seed: expected an integer (the cluster's seed), got {json.dumps(seed)}")
+    if not isinstance(signature, str) or not signature:
+        raise TraceError(f"signature: expected a non-empty string, got {json.dumps(signature)}")
+    if violation is not None and violation != "Disagreement":
+        prop = BY_NAME.get(violation) if isinstance(violation, str) else None
+        if prop is None or prop.kind is Kind.SOMETIMES:
+            raise TraceError(f"violation: {json.dumps(violation)} is neither \"Disagreement\" nor an ALWAYS or "
+                             "TRANSITION property (see `kraftcheck invariants`)")
+
+
+def _check_bug_names(key: str, bugs: list[str], known: set[str]) -> None:
+    seen: set[str] = set()
+    for b in bugs:
+        if b not in known:
+            raise TraceError(f"{key}: unknown seeded bug {json.dumps(b)} (see `kraftcheck mutants --list`)")
+        if b in seen:
+            raise TraceError(f"{key}: {json.dumps(b)} is listed twice")
+        seen.add(b)
+
+
+def dumps(trace: Trace | DifferentialTrace) -> str:
     """The file text: the header one key a line, then one action a line (readable, diffable)."""
     data = trace_to_json(trace)
+    if isinstance(trace, DifferentialTrace):
+        header = [f"  {json.dumps(k)}: {json.dumps(data[k])}," for k in _DIFFERENTIAL_KEYS if k != "steps"]
+        steps = ",\n".join(f"    {json.dumps(s, separators=(', ', ': '))}" for s in data["steps"])
+        body = f"[\n{steps}\n  ]" if steps else "[]"
+        return "{\n" + "\n".join(header) + f'\n  "steps": {body}\n}}\n'
     header = [f"  {json.dumps(k)}: {json.dumps(data[k])}," for k in _TOP_LEVEL_KEYS if k != "actions"]
     actions = ",\n".join(f"    {json.dumps(a, separators=(', ', ': '))}" for a in data["actions"])
     body = f"[\n{actions}\n  ]" if actions else "[]"
     return "{\n" + "\n".join(header) + f'\n  "actions": {body}\n}}\n'
 
 
-def loads(text: str) -> Trace:
+def loads(text: str) -> Trace | DifferentialTrace:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -343,7 +566,7 @@ def loads(text: str) -> Trace:
     return trace_from_json(data)
 
 
-def load_trace(path: str | os.PathLike) -> Trace:
+def load_trace(path: str | os.PathLike) -> Trace | DifferentialTrace:
     """Read and validate a trace file; every problem is a one-line TraceError naming the file."""
     path = Path(path)
     try:
@@ -360,7 +583,7 @@ def load_trace(path: str | os.PathLike) -> Trace:
         raise TraceError(f"{path}: nested too deeply to be a trace") from None
 
 
-def save_trace(path: str | os.PathLike, trace: Trace) -> Path:
+def save_trace(path: str | os.PathLike, trace: Trace | DifferentialTrace) -> Path:
     """Write ``trace`` to ``path`` atomically (temporary file in the same directory, then rename).
 
     The trace is encoded in full before anything touches the disk, so a trace that cannot be

@@ -1,8 +1,21 @@
 #!/usr/bin/env bash
-# The main job, from a fresh machine: set up, then check the model. Until fuzzing campaigns land,
-# the best check there is: every seeded bug must be caught, and a scope explored exhaustively.
+# The main job, from a fresh machine: set up, then a short fuzzing campaign on Spark in local mode
+# (seeded simulations of the implementation, every event checked against the model), which ends
+# with a report. Arguments go to `kraftcheck campaign` (say --seeds 200, or --minutes 30).
+# Run it again to continue an interrupted campaign (--resume: finished partitions are kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/kraftcheck mutants
-.venv/bin/kraftcheck explore --scope bounce
+
+out=campaign-out
+master=()
+if ! command -v java >/dev/null 2>&1; then
+    echo "run.sh: java not found (Spark needs Java 17 or 21): running the campaign with --master processes" >&2
+    master=(--master processes)
+fi
+status=0
+.venv/bin/kraftcheck campaign --out "$out" --resume "${master[@]}" "$@" || status=$?
+if [ -f "$out/report.html" ]; then
+    echo "the report: $(pwd)/$out/report.html"
+fi
+exit "$status"

@@ -1,0 +1,440 @@
+"""The campaign report: one self-contained HTML page made from a campaign directory's tables.
+
+``write_report(DIR)`` reads ``DIR/runs.parquet``, ``DIR/violations.parquet``,
+``DIR/coverage.parquet`` (the consolidated tables of ``properties.campaign``) and
+``DIR/summary.json``, and writes ``DIR/report.html``: the summary figures and the campaign's
+options; four plots (distinct coverage keys found over time, by kind; violations by invariant;
+throughput over time; how far each run's migration got, by runbook); the documented findings;
+and one row per counterexample signature with a link to its shrunk trace file and the trace's
+Mermaid sequence diagram (``properties.mermaid``), as text to paste into any Mermaid viewer.
+``kraftcheck report DIR`` regenerates the page from the tables.
+
+Rules:
+- Reads only DIR; writes only ``DIR/report.html``, through a temporary file in DIR and
+  ``os.replace``, so a reader sees the old page or the whole new one.
+- Self-contained: plots are PNGs drawn by matplotlib's Agg canvas (no pyplot, no GUI backend)
+  and inlined as ``data:`` URIs; the style sheet is inline; no script, font or other file is
+  referenced, so the page can be mailed or archived alone. Links to trace files are relative
+  to DIR, where the page lives.
+- Everything that comes from the tables, the summary or a trace file goes through
+  ``html.escape`` (links are also URL-quoted): a signature or a summary line is data, not markup.
+- The figures come from the tables (the summary adds the wall time and the options), so a page
+  regenerated from the same tables says the same thing.
+- Empty tables are a result, not an error: a campaign without violations says plainly that it
+  is clean, one without runs says it checked nothing, and a plot without data is left out with
+  a line saying why. A DIR without the tables is a ``ReportError`` (one line).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from impl.sim.simulator import PROGRESS
+from properties import traces
+
+REPORT = "report.html"
+SUMMARY = "summary.json"
+
+# The columns the report reads, by table (the campaign spec's schemas); a missing column reads as empty.
+COLUMNS = {
+    "runs": ("partition", "seed", "scope", "faults", "mutant", "runbook", "engine", "steps", "duration_s",
+             "finished_s", "outcome", "invariant", "progress", "findings", "coverage_signature", "new_coverage"),
+    "violations": ("partition", "seed", "scope", "mutant", "invariant", "signature", "step", "summary",
+                   "trace_file", "shrunk_steps", "original_steps"),
+    "coverage": ("partition", "seed", "kind", "key", "count"),
+}
+COVERAGE_KINDS = ("action", "driver_transition", "state")
+THROUGHPUT_BINS = 40
+
+
+class ReportError(ValueError):
+    """A campaign directory the report cannot be made from (one line)."""
+
+
+def write_report(out_dir: str | os.PathLike) -> Path:
+    """Write ``out_dir/report.html`` from the campaign's tables; return its path."""
+    directory = Path(out_dir)
+    tables = {name: _read_table(directory, name) for name in COLUMNS}
+    summary = _read_summary(directory)
+    page = render(directory, tables["runs"], tables["violations"], tables["coverage"], summary)
+    target = directory / REPORT
+    fd, temp = tempfile.mkstemp(prefix=".report-", suffix=".html.tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _read_table(directory: Path, name: str) -> pd.DataFrame:
+    path = directory / f"{name}.parquet"
+    if not directory.is_dir():
+        raise ReportError(f"{directory}: no such campaign directory")
+    if not path.is_file():
+        if (directory / "_parts").is_dir():  # partitions written, the tables not yet: the campaign did not finish
+            raise ReportError(f"{directory}: no campaign tables yet ({path.name} is missing): the campaign did not "
+                              "finish; `kraftcheck campaign --resume` with its options finishes it")
+        raise ReportError(f"{directory}: no campaign tables ({path.name} is missing; run `kraftcheck campaign` first)")
+    try:
+        frame = pq.read_table(path).to_pandas()
+    except (OSError, pa.ArrowException) as err:
+        raise ReportError(f"{path}: not a readable Parquet table ({str(err).splitlines()[0]})") from None
+    for column in COLUMNS[name]:
+        if column not in frame.columns:
+            frame[column] = pd.Series([None] * len(frame), dtype=object)
+    return frame
+
+
+def _read_summary(directory: Path) -> dict:
+    path = directory / SUMMARY
+    if not path.is_file():
+        return {}  # the tables hold every figure but the wall time and the options
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ReportError(f"{path}: not a readable summary ({err})") from None
+    if not isinstance(summary, dict):
+        raise ReportError(f"{path}: not a readable summary (expected a JSON object)")
+    return summary
+
+
+# ---- figures ----------------------------------------------------------------------------------
+
+def figures(runs: pd.DataFrame, violations: pd.DataFrame, coverage: pd.DataFrame, summary: dict) -> dict:
+    """The summary figures, from the tables; the wall time from the summary when it has one."""
+    steps = int(runs["steps"].fillna(0).sum()) if len(runs) else 0
+    wall = _first_number(summary, "wall_seconds", "wall_s", "seconds")
+    if wall is None:
+        wall = float(runs["finished_s"].max()) if len(runs) and runs["finished_s"].notna().any() else 0.0
+    findings = _finding_counts(runs)
+    return {
+        "seeds": int(runs["seed"].nunique()),
+        "runs": len(runs),
+        "steps": steps,
+        "wall_seconds": round(wall, 1),
+        "steps_per_second": round(steps / wall) if wall > 0 else None,
+        "runs_per_second": round(len(runs) / wall, 2) if wall > 0 else None,
+        "violations": len(violations),
+        "violating_runs": int((runs["outcome"] == "violation").sum()) if len(runs) else 0,
+        "distinct_signatures": int(violations["signature"].nunique()),
+        "findings": sum(findings.values()),
+        "coverage_keys": {kind: int(group["key"].nunique()) for kind, group in coverage.groupby("kind")},
+    }
+
+
+def _first_number(summary: dict, *keys: str) -> float | None:
+    for key in keys:
+        value = summary.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def _finding_counts(runs: pd.DataFrame) -> Counter:
+    """Runs that showed each documented finding (``Scope.findings``: known, not violations)."""
+    counts: Counter = Counter()
+    for found in runs["findings"]:
+        if found is not None:
+            counts.update(set(found))
+    return counts
+
+
+def counterexamples(violations: pd.DataFrame) -> list[dict]:
+    """One row per signature: what broke, how many seeds hit it, and its shrunk trace."""
+    rows = []
+    for signature, group in violations.groupby("signature", sort=True):
+        group = group.sort_values("seed")
+        rows.append({
+            "signature": str(signature),
+            "invariant": _first(group["invariant"]),
+            "seeds": int(group["seed"].nunique()),
+            "first_seed": _first(group["seed"]),
+            "summary": _first(group["summary"]),
+            "original_steps": _first(group["original_steps"]),
+            "shrunk_steps": _first(group["shrunk_steps"]),
+            "trace_file": _first(group["trace_file"]),
+        })
+    return rows
+
+
+def _first(column: pd.Series):
+    present = column.dropna()
+    if present.empty:
+        return None
+    value = present.iloc[0]
+    return value.item() if isinstance(value, np.generic) else value
+
+
+# ---- plots ------------------------------------------------------------------------------------
+
+def _png(fig: Figure) -> str:
+    """The figure as a base64 PNG (Agg), for a data: URI."""
+    FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _label(text) -> str:
+    return str(text).replace("$", r"\$")  # a data label is text, never mathtext
+
+
+def plot_coverage(runs: pd.DataFrame, coverage: pd.DataFrame) -> str | None:
+    """Cumulative distinct coverage keys of each kind over the campaign's time (when a run first reached them)."""
+    reached = coverage[["partition", "seed", "kind", "key"]].merge(
+        runs[["partition", "seed", "finished_s"]], on=["partition", "seed"], how="inner"
+    ).dropna(subset=["finished_s"])
+    if reached.empty:
+        return None
+    first_seen = reached.groupby(["kind", "key"])["finished_s"].min().reset_index()
+    fig = Figure(figsize=(7, 3.6))
+    ax = fig.subplots()
+    kinds = [k for k in COVERAGE_KINDS if k in set(first_seen["kind"])]
+    kinds += sorted(set(first_seen["kind"]) - set(kinds))
+    for kind in kinds:
+        times = np.sort(first_seen.loc[first_seen["kind"] == kind, "finished_s"].to_numpy(dtype=float))
+        ax.step(np.concatenate(([0.0], times)), np.arange(len(times) + 1), where="post",
+                label=f"{_label(kind)} ({len(times)})")
+    ax.set_xlabel("seconds since the campaign started")
+    ax.set_ylabel("distinct keys reached")
+    ax.set_title("Coverage over time")
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def plot_violations(violations: pd.DataFrame) -> str | None:
+    if violations.empty:
+        return None
+    counts = violations["invariant"].fillna("?").astype(str).value_counts().sort_values()
+    fig = Figure(figsize=(7, 0.9 + 0.35 * len(counts)))
+    ax = fig.subplots()
+    ax.barh([_label(name) for name in counts.index], counts.to_numpy(), color="#c0392b")
+    ax.set_xlabel("violations")
+    ax.set_title("Violations by invariant")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    return _png(fig)
+
+
+def plot_throughput(runs: pd.DataFrame) -> str | None:
+    """Steps per second over time: each run's steps spread evenly over the time it ran."""
+    timed = runs.dropna(subset=["finished_s"])
+    if timed.empty:
+        return None
+    end = timed["finished_s"].to_numpy(dtype=float)
+    steps = timed["steps"].fillna(0).to_numpy(dtype=float)
+    duration = np.clip(timed["duration_s"].fillna(0).to_numpy(dtype=float), 0.0, None)
+    start = np.clip(end - duration, 0.0, None)
+    horizon = max(float(end.max()), 1e-6)
+    edges = np.linspace(0.0, horizon, THROUGHPUT_BINS + 1)
+    width = edges[1] - edges[0]
+    # the part of each run (rows) inside each bin (columns); an instantaneous run falls in its end's bin
+    overlap = np.clip(np.minimum(end[:, None], edges[None, 1:]) - np.maximum(start[:, None], edges[None, :-1]),
+                      0.0, None)
+    spread = np.where(duration[:, None] > 0, overlap / np.where(duration > 0, duration, 1.0)[:, None], 0.0)
+    instant = np.minimum(np.searchsorted(edges, end, side="right") - 1, THROUGHPUT_BINS - 1)
+    spread[(duration <= 0), instant[duration <= 0]] = 1.0
+    rate = (spread * steps[:, None]).sum(axis=0) / width
+    order = np.argsort(end)
+    fig = Figure(figsize=(7, 3.4))
+    ax = fig.subplots()
+    ax.stairs(rate, edges, fill=True, alpha=0.4, label="steps/s in each interval")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        average = np.cumsum(steps[order]) / end[order]
+    ax.plot(end[order][end[order] > 0], average[end[order] > 0], color="black", lw=1, label="average since start")
+    ax.set_xlabel("seconds since the campaign started")
+    ax.set_ylabel("steps per second")
+    ax.set_title("Throughput")
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def plot_progress(runs: pd.DataFrame) -> str | None:
+    """How far each run's migration got (``Simulation``'s PROGRESS levels), one bar per runbook."""
+    if runs.empty:
+        return None
+    table = pd.crosstab(runs["progress"].fillna("?").astype(str), runs["runbook"].fillna("?").astype(str))
+    levels = list(PROGRESS) + sorted(set(table.index) - set(PROGRESS))  # every level, reached or not
+    table = table.reindex(levels, fill_value=0)
+    fig = Figure(figsize=(7, 3.6))
+    ax = fig.subplots()
+    x = np.arange(len(levels))
+    width = 0.8 / max(len(table.columns), 1)
+    for i, runbook in enumerate(table.columns):
+        ax.bar(x + (i - (len(table.columns) - 1) / 2) * width, table[runbook].to_numpy(), width,
+               label=_label(runbook))
+    ax.set_xticks(x, [_label(level) for level in levels], rotation=20, ha="right")
+    ax.set_ylabel("runs")
+    ax.set_title("How far the migration got, by runbook")
+    ax.legend(title="runbook")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    return _png(fig)
+
+
+# ---- the page ---------------------------------------------------------------------------------
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; line-height: 1.4; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.verdict { font-size: 1.15em; padding: 0.6em 0.9em; border-radius: 4px; }
+.clean { background: #e8f6ec; border: 1px solid #7bc38f; }
+.violations { background: #fdecea; border: 1px solid #e08a80; }
+.empty { background: #f3f3f3; border: 1px solid #bbb; }
+img { max-width: 100%; display: block; margin: 0.5em 0; }
+pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
+.note { color: #666; }
+"""
+
+
+def _e(value) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _number(value) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.1f}" if value % 1 else f"{value:,.0f}"
+    return f"{value:,}" if isinstance(value, int) else _e(value)
+
+
+def _image(png: str | None, alt: str, missing: str) -> str:
+    if png is None:
+        return f'<p class="note">{_e(missing)}</p>'
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{png}">'
+
+
+def _verdict(fig: dict) -> str:
+    if fig["runs"] == 0:
+        return '<p class="verdict empty">No runs: this campaign recorded no run, so it checked nothing.</p>'
+    if fig["violations"] == 0:
+        return (f'<p class="verdict clean">Clean: in all {fig["runs"]:,} runs ({fig["steps"]:,} steps) the '
+                "implementation agreed with the model and no invariant broke.</p>")
+    return (f'<p class="verdict violations">{fig["violations"]:,} violations in {fig["violating_runs"]:,} of '
+            f'{fig["runs"]:,} runs, {fig["distinct_signatures"]:,} distinct signatures: see the counterexamples '
+            "below.</p>")
+
+
+def _summary_table(fig: dict) -> str:
+    rows = [
+        ("seeds", fig["seeds"]), ("runs", fig["runs"]), ("steps (events run)", fig["steps"]),
+        ("wall time (s)", fig["wall_seconds"]), ("steps/s", fig["steps_per_second"]),
+        ("runs/s", fig["runs_per_second"]), ("violations", fig["violations"]),
+        ("distinct signatures", fig["distinct_signatures"]),
+        ("documented findings (runs showing one)", fig["findings"]),
+    ]
+    rows += [(f"distinct coverage keys: {kind}", n) for kind, n in sorted(fig["coverage_keys"].items())]
+    body = "".join(f'<tr><th>{_e(name)}</th><td class="n">{_number(value)}</td></tr>' for name, value in rows)
+    return f'<table id="figures">{body}</table>'
+
+
+def _options_table(summary: dict) -> str:
+    options = summary.get("options")
+    if not isinstance(options, dict) or not options:
+        return '<p class="note">The summary records no options.</p>'
+    options = dict(options)
+    if "master" in summary:  # where it ran: not an option of the plan (it does not change the results)
+        options["master"] = summary["master"]
+
+    def text(value) -> str:
+        return "–" if value is None else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+    body = "".join(f"<tr><th>{_e(key)}</th><td>{_e(text(value))}</td></tr>" for key, value in sorted(options.items()))
+    return f'<table id="options">{body}</table>'
+
+
+def _findings_table(runs: pd.DataFrame) -> str:
+    counts = _finding_counts(runs)
+    if not counts:
+        return '<p class="note">No run showed a documented finding.</p>'
+    body = "".join(f'<tr><td>{_e(name)}</td><td class="n">{n:,}</td></tr>' for name, n in sorted(counts.items()))
+    return ('<p class="note">Known behaviours of the design the scope documents (<code>Scope.findings</code>): '
+            f"counted, not violations.</p><table><tr><th>finding</th><th>runs</th></tr>{body}</table>")
+
+
+def _mermaid(directory: Path, trace_file: str | None) -> str | None:
+    """The trace's Mermaid sequence diagram, when its file is inside DIR and loads."""
+    if not trace_file:
+        return None
+    path = (directory / trace_file).resolve()
+    if not path.is_relative_to(directory.resolve()) or not path.is_file():
+        return None
+    from properties import mermaid  # C's renderer, also behind `kraftcheck replay`
+
+    try:
+        return mermaid.sequence_diagram(traces.load_trace(path))
+    except traces.TraceError:
+        return None
+
+
+def _counterexamples(directory: Path, violations: pd.DataFrame) -> str:
+    rows = counterexamples(violations)
+    if not rows:
+        return '<p class="note">None: no run broke an invariant or disagreed with the model.</p>'
+    head = ("<tr><th>invariant</th><th>signature</th><th>seeds</th><th>first seed</th><th>steps (shrunk / run)</th>"
+            "<th>trace</th></tr>")
+    body, diagrams = [], []
+    for row in rows:
+        trace = row["trace_file"]
+        link = f'<a href="{_e(quote(str(trace)))}">{_e(trace)}</a>' if trace else '<span class="note">none</span>'
+        steps = f"{_number(row['shrunk_steps'])} / {_number(row['original_steps'])}"
+        body.append(f"<tr><td>{_e(row['invariant'])}</td><td><code>{_e(row['signature'])}</code><br>"
+                    f'<span class="note">{_e(row["summary"])}</span></td><td class="n">{_number(row["seeds"])}</td>'
+                    f'<td class="n">{_number(row["first_seed"])}</td><td class="n">{steps}</td><td>{link}</td></tr>')
+        diagram = _mermaid(directory, trace)
+        if diagram is not None:
+            diagrams.append(f"<details><summary>{_e(row['signature'])}: sequence diagram (Mermaid)</summary>"
+                            f'<pre class="mermaid-text">{_e(diagram)}</pre></details>')
+    page = f"<table id=\"counterexamples\">{head}{''.join(body)}</table>"
+    if diagrams:
+        page += ('<p class="note">Each shrunk trace as a Mermaid sequence diagram (paste it into any Mermaid '
+                 "viewer); <code>kraftcheck replay FILE</code> replays it.</p>" + "".join(diagrams))
+    return page
+
+
+def render(directory: Path, runs: pd.DataFrame, violations: pd.DataFrame, coverage: pd.DataFrame,
+           summary: dict) -> str:
+    """The whole page, as a string."""
+    fig = figures(runs, violations, coverage, summary)
+    title = f"kraftcheck campaign: {directory.resolve().name}"
+    sections = [
+        f"<h1>{_e(title)}</h1>",
+        _verdict(fig),
+        "<h2>Summary</h2>", _summary_table(fig),
+        "<h2>Options</h2>", _options_table(summary),
+        "<h2>Coverage over time</h2>",
+        _image(plot_coverage(runs, coverage), "coverage over time", "No coverage recorded."),
+        "<h2>Violations by invariant</h2>",
+        _image(plot_violations(violations), "violations by invariant", "No violations."),
+        "<h2>Throughput</h2>",
+        _image(plot_throughput(runs), "throughput over time", "No runs."),
+        "<h2>How far the migration got</h2>",
+        _image(plot_progress(runs), "migration progress by runbook", "No runs."),
+        "<h2>Documented findings</h2>", _findings_table(runs),
+        "<h2>Counterexamples</h2>", _counterexamples(directory, violations),
+    ]
+    body = "\n".join(sections)
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{_e(title)}</title>\n'
+            f"<style>{_STYLE}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")

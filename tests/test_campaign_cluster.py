@@ -1,0 +1,153 @@
+"""A campaign on a Spark standalone cluster gives the tables a local campaign gives.
+
+The cluster is a Spark standalone master and one worker (one core) on 127.0.0.1, started from the
+pyspark installation's jars (the pip package ships no start-master.sh) and stopped by pid. The
+worker runs outside the project directory and without PYTHONPATH, so its executors import the
+project from the zip the driver ships (``properties.spark.ship_packages``). The same plan also runs
+through ``spark-submit properties/campaign.py`` in local mode, at the same time; the tables must
+match, timing columns aside. A seeded bug's campaign shows the shrink tasks run on the executors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pyspark
+import pytest
+
+from properties import campaign, spark
+from properties.campaign import make_plan, run_campaign
+
+pytestmark = pytest.mark.spark_cluster
+
+ROOT = Path(__file__).resolve().parent.parent
+SPARK_HOME = Path(pyspark.__file__).resolve().parent
+TIMING = ("duration_s", "finished_s")
+PLAN = dict(seeds=4, steps=400, partition_size=1)
+BUGGY = dict(seeds=2, steps=200, partition_size=1, mutant="impl_broker_epoch_from_session_id", shrink_seconds=20)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_log(text: str, process: subprocess.Popen, log: Path, seconds: float = 90) -> None:
+    """Until the daemon's log says ``text``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"{log.stem} exited:\n{log.read_text()[-2000:]}"
+        if text in log.read_text():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{log.stem} did not log {text!r} in {seconds} s:\n{log.read_text()[-2000:]}")
+
+
+def tables(out: Path) -> dict[str, list[dict]]:
+    result = {}
+    for name in campaign.TABLES:
+        rows = pq.read_table(out / f"{name}.parquet").to_pylist()
+        result[name] = [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
+    return result
+
+
+@pytest.fixture(scope="module")
+def local_submit(tmp_path_factory):
+    """The plan in local mode through spark-submit, started first so that it runs while the cluster starts."""
+    out = tmp_path_factory.mktemp("local") / "out"
+    submit = Path(sys.executable).with_name("spark-submit")
+    args = [str(submit), "--master", "local[2]", str(ROOT / "properties" / "campaign.py"), "--json", "--out", str(out)]
+    for key, value in PLAN.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"}
+    child = subprocess.Popen(args, cwd=out.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    yield child, out
+    if child.poll() is None:
+        child.kill()
+        child.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, local_submit):
+    """``spark://127.0.0.1:PORT``: a standalone master and a one-core worker, stopped by pid at the end."""
+    base = tmp_path_factory.mktemp("cluster")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # The worker builds its executors' command from SPARK_HOME; a pip installation has no RELEASE file
+    # or build directories to read the Scala version from (bin/load-spark-env.sh would export it).
+    core = next((SPARK_HOME / "jars").glob("spark-core_*.jar")).name
+    scala = re.match(r"spark-core_([\d.]+)-", core).group(1)
+    env.update(SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1", SPARK_SCALA_VERSION=scala)
+    # no REST submission server: it would take the fixed port 6066
+    java = ["java", "-Xmx256m", "-Dspark.master.rest.enabled=false", "-cp", f"{SPARK_HOME / 'jars'}/*"]
+    url = f"spark://127.0.0.1:{port}"
+    commands = {
+        "master": [*java, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                   "--webui-port", "0"],
+        "worker": [*java, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--webui-port", "0",
+                   "--cores", "1", "--memory", "1g", "--work-dir", str(base / "work")],
+    }
+    processes = {}
+    try:
+        for name, command in commands.items():
+            log = base / f"{name}.log"
+            processes[name] = (subprocess.Popen(command, cwd=base, env=env, stdout=log.open("w"),
+                                                stderr=subprocess.STDOUT), log)
+        # an application that registers before the master leads is ignored (and retried only 20 s later)
+        _wait_for_log("I have been elected leader", *processes["master"])
+        yield url, processes
+    finally:
+        for process, _ in processes.values():
+            process.terminate()
+        for process, _ in processes.values():
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(scope="module")
+def session(cluster):
+    url, processes = cluster
+    s = spark.session(url, app_name="kraftcheck cluster test")
+    try:
+        _wait_for_log("Registering worker", *processes["master"])  # else jobs would wait for executors forever
+        yield s
+    finally:
+        s.stop()
+
+
+def test_campaign_on_a_standalone_cluster_matches_local_mode(session, local_submit, tmp_path):
+    """The same plan on the cluster and through spark-submit in local mode: the same tables."""
+    executors_import_from = session.sparkContext.parallelize([0], 1).map(
+        lambda _: __import__("properties.campaign").campaign.__file__).collect()[0]
+    assert "kraftcheck.zip" in executors_import_from, executors_import_from
+    summary = run_campaign(make_plan(**PLAN, out=tmp_path), spark=session)
+    assert summary["master"].startswith("spark://127.0.0.1:")
+    child, local_out = local_submit
+    stdout, stderr = child.communicate(timeout=180)
+    assert child.returncode == 0, stderr[-3000:]
+    assert '"master": "local[2,4]"' in stdout
+    assert tables(tmp_path) == tables(local_out)
+    assert len(tables(tmp_path)["runs"]) == PLAN["seeds"]
+
+
+def test_campaign_on_a_cluster_shrinks_on_the_executors(session, tmp_path):
+    """A seeded bug's campaign on the cluster: violations grouped and shrunk, as one process does it."""
+    run_campaign(make_plan(**BUGGY, out=tmp_path / "cluster"), spark=session)
+    run_campaign(make_plan(**BUGGY, out=tmp_path / "serial"), "serial")
+    on_cluster = tables(tmp_path / "cluster")
+    assert on_cluster == tables(tmp_path / "serial")
+    assert [v["seed"] for v in on_cluster["violations"]] == list(range(BUGGY["seeds"]))
+    assert all(v["trace_file"] for v in on_cluster["violations"])
+    for v in on_cluster["violations"]:
+        assert (tmp_path / "cluster" / v["trace_file"]).is_file()
