@@ -208,14 +208,21 @@ def time_to_catch(name: str, plan_options: dict, cap_seeds: int, cap_seconds: fl
     return {"name": name, "caught": False, "seconds": round(time.perf_counter() - start, 2), "seeds": seed + 1}
 
 
-def seeded_bugs(plan_options: dict, cap_seeds: int, cap_seconds: float, work: Path, workers: int) -> list[dict]:
-    """Each bug's hunt is serial; ``workers`` hunts run at once, each in its own process (one core each)."""
-    hunts = [(bug.name, plan_options, cap_seeds, cap_seconds, work) for bug in IMPL_SEEDED_BUGS]
+def seeded_bugs(plan_options: dict, cap_seeds: int, cap_seconds: float, work: Path, workers: int,
+                in_campaign_scope: bool = False) -> list[dict]:
+    """Each bug's hunt is serial; ``workers`` hunts run at once, each in its own process (one core each).
+
+    A hunt runs in the scope the bug is registered for (``ImplSeededBug.scope``: where the situation it
+    breaks can arise, e.g. a ZooKeeper-only cluster for a ZooKeeper controller's bug), with the
+    campaign's faults and steps; ``in_campaign_scope`` (``--mutant-scope campaign``) hunts every bug in
+    the campaign's scope."""
+    hunts = [(bug.name, plan_options if in_campaign_scope else {**plan_options, "scope": bug.scope},
+              cap_seeds, cap_seconds, work) for bug in IMPL_SEEDED_BUGS]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(time_to_catch, *hunt) for hunt in hunts]
         rows = []
-        for bug, future in zip(IMPL_SEEDED_BUGS, futures):
-            row = {**future.result(), "targets": bug.invariant}
+        for bug, hunt, future in zip(IMPL_SEEDED_BUGS, hunts, futures):
+            row = {**future.result(), "targets": bug.invariant, "scope": hunt[1]["scope"]}
             rows.append(row)
             log(f"{bug.name}: " + (f"caught in {row['seconds']} s, {row['seeds']} seeds" if row["caught"]
                                    else f"not caught within the cap ({row['seeds']} seeds, {row['seconds']} s)"))
@@ -264,15 +271,16 @@ def describe(report: dict) -> str:
                      + ("" if later is None else f"; later sessions, reusing the JVM, {later:.1f} s"))
     if report.get("seeded_bugs") is not None:
         cap = report["mutant_cap"]
-        lines += ["", "seeded bugs of the implementation, time to the first violation (each serially, one seed at a "
-                      f"time, cap {cap['seeds']} seeds or {cap['seconds']:.0f} s; {cap['workers']} bugs at once):"]
+        lines += ["", "seeded bugs of the implementation, time to the first violation (each in its scope, serially, "
+                      f"one seed at a time, cap {cap['seeds']} seeds or {cap['seconds']:.0f} s; "
+                      f"{cap['workers']} bugs at once):"]
         for row in report["seeded_bugs"]:
             if row["caught"]:
                 what = f"caught in {row['seconds']:6.1f} s, {row['seeds']:3d} seeds (seed {row['seed']}, event " \
                        f"{row['step']}): {row['signature']}"
             else:
                 what = f"not caught within cap ({row['seeds']} seeds, {row['seconds']:.0f} s)"
-            lines.append(f"  {row['name']:44s} {what}")
+            lines.append(f"  {row['name']:44s} {row['scope']:19s} {what}")
         caught = sum(r["caught"] for r in report["seeded_bugs"])
         lines.append(f"  {caught}/{len(report['seeded_bugs'])} caught within the cap")
     return "\n".join(lines)
@@ -301,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mutant-minutes", type=float, default=2.0, help="cap on the time per seeded bug")
     ap.add_argument("--mutant-workers", type=int, default=2,
                     help="seeded bugs hunted at once, each serially in its own process (default 2)")
+    ap.add_argument("--mutant-scope", choices=("own", "campaign"), default="own",
+                    help="hunt each seeded bug in the scope it is registered for (default) or in --scope")
     ap.add_argument("--skip-mutants", action="store_true", help="measure throughput only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -334,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
             report["mutant_cap"] = {"seeds": args.mutant_seeds, "seconds": args.mutant_minutes * 60,
                                     "workers": args.mutant_workers}
             report["seeded_bugs"] = seeded_bugs(plan_options, args.mutant_seeds, args.mutant_minutes * 60, work,
-                                                args.mutant_workers)
+                                                args.mutant_workers, args.mutant_scope == "campaign")
     if args.json:
         print(json.dumps(report, indent=2))
     else:
