@@ -38,7 +38,7 @@ import time
 from bisect import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import accumulate, chain
+from itertools import accumulate
 from math import isfinite
 from typing import NamedTuple
 
@@ -96,6 +96,12 @@ def _weight(kind: type) -> float:
 
 
 _NEVER = float("inf")  # the due time of offers no timer changes
+
+
+def _joiner(count: int) -> Callable[[list[list]], list]:
+    """``lambda parts: [*parts[0], ..., *parts[count - 1]]``: the nodes' parts joined in one list display
+    (several times faster than ``itertools.chain`` for a few short lists)."""
+    return eval("lambda parts: [" + ", ".join(f"*parts[{i}]" for i in range(count)) + "]")  # noqa: S307
 
 
 @dataclass(frozen=True)
@@ -188,6 +194,7 @@ class Simulation:
         # (it handles an event, a timer runs out, the operator takes or leaves it): running, its
         # protocol steps, and its spontaneous steps and faults; dead, its restart. With their weights.
         count = len(self.node_ids)
+        self._join = _joiner(count)
         self._steps: list[list[Action]] = [[] for _ in range(count)]
         self._step_weights: list[list[float]] = [[] for _ in range(count)]
         self._rare: list[list[Action]] = [[] for _ in range(count)]
@@ -272,10 +279,9 @@ class Simulation:
         if cuts:
             actions, weights, broken, broken_weights = self._whole_parts()
         else:
-            actions = list(chain.from_iterable(self._steps))
-            weights = list(chain.from_iterable(self._step_weights))
-            broken = list(chain.from_iterable(self._rare))  # faults that take something down, spontaneous steps
-            broken_weights = list(chain.from_iterable(self._rare_weights))
+            join = self._join
+            actions, weights = join(self._steps), join(self._step_weights)
+            broken, broken_weights = join(self._rare), join(self._rare_weights)  # faults, spontaneous steps
         if c.network:
             self._deliveries = {}
             self._messages(actions, weights, now)
