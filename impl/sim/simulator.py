@@ -161,8 +161,6 @@ class Simulation:
         self.deferred: dict[int, int] = {}
         self._deliveries: dict[Action, InFlight] = {}
         self._busy = False  # the last choices hold a protocol step, a delivery, a healing or the operator's
-        # the last breaking weights, their scale, and them scaled
-        self._scale, self._unscaled, self._scaled = 0.0, [], []
         self._runbook_key: tuple = ()
         self._runbook_maintenance: set[int] = set()  # ``maintenance`` as the runbook's steps were made
         self._runbook_steps: list[Action] = []
@@ -304,10 +302,7 @@ class Simulation:
         self._zookeeper_faults(broken, broken_weights, actions, weights)
         self._busy = bool(weights) and max(weights) >= RUNBOOK  # else: only perturbations are due
         actions += broken
-        if scale != self._scale or broken_weights != self._unscaled:
-            self._scale, self._unscaled = scale, broken_weights
-            self._scaled = [w * scale for w in broken_weights]
-        weights += self._scaled
+        weights += [w * scale for w in broken_weights]
         return actions, weights
 
     def _refresh(self, i: int, node_id: int, node, now: int) -> None:
