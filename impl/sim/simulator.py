@@ -87,7 +87,6 @@ TICK_MS = 20  # the clock advances by 1..TICK_MS between events
 ACTIVITY = 100.0
 PARTITION_MS = (200, 2_000)  # how long a partition lasts
 
-
 RARE = PERTURBATIONS - TIMED  # the offered steps weighed SPONTANEOUS, the others 1
 
 
@@ -248,7 +247,7 @@ class Simulation:
         due deliveries, drops and duplicates in network order; the operator's step; healing faults;
         then faults that break something and spontaneous steps, scaled by the activity. The pieces
         are kept between events (a node's offers split by weight, its faults, a message's labels,
-        the runbook's steps, a session's expiry) and joined by list extension.
+        the runbook's steps, a session's expiry) and joined in one list each time.
         """
         if self.cluster is not self._bound:
             self._bind()
