@@ -7,7 +7,9 @@ How it works:
   follower fetches (``Fetch``: ``FetchRequest`` until the logs agree, then the entries and the
   high watermark).
 - As leader it is QuorumController: activation (``_activate``: bootstrap records, or the check of
-  the migration state against its flag), then deciding requests (``decide_*``: a request ->
+  the migration state against its flag) once Raft tells it of its leadership, which Raft does only
+  when its LeaderChange record has committed (``_maybe_fire_leader_change``: as leader, after its
+  own append and after each Fetch it serves), then deciding requests (``decide_*``: a request ->
   an error or records, from ``own_image``, the whole log with an open transaction counted, as
   QuorumController's timeline) and appending the records. Every node's knowledge is an image
   replayed from a log prefix (``impl.kraft.image``).
@@ -183,6 +185,10 @@ class ControllerNode(Node):
         """It believes it is the active controller (a deposed leader does until an exchange tells it)."""
         return self._alive and self.raft.role is QuorumRole.LEADER and self.raft.active
 
+    def awaiting_activation(self) -> bool:
+        """It leads but Raft has not yet told QuorumController so: its LeaderChange has not committed."""
+        return self._alive and self.raft.role is QuorumRole.LEADER and not self.raft.active
+
     def own_image(self) -> Image:
         """What the active controller decides from: its whole log, an open transaction counted."""
         return self.image_at().decided()
@@ -304,7 +310,7 @@ class ControllerNode(Node):
             return due
         match d.state:
             case MigrationDriverState.WAIT_FOR_CONTROLLER_QUORUM:
-                if d.driver_image().offset > 0:  # firstPublish
+                if not d.driver_image().is_empty():  # firstPublish (an empty image is not one: KAFKA-15389)
                     due.append(WaitForControllerQuorum)
             case MigrationDriverState.WAIT_FOR_BROKERS:
                 due.append(WaitForZkBrokers)
@@ -465,15 +471,26 @@ class ControllerNode(Node):
         if not self.raft.can_become_leader():
             return False
         self.raft.become_leader()
-        self.raft.append([LeaderChangeMessage(ControllerId(self.node_id))])
-        yield from self._activate()
-        for b in self.own_image().brokers:  # BrokerHeartbeatManager starts every broker's session afresh
-            self._heard_from_broker(b, event.now)
+        yield from self._maybe_fire_leader_change(event.now)  # a quorum of one has committed it already
         return True
 
+    def _maybe_fire_leader_change(self, now: int) -> Handler:
+        """KafkaRaftClient.pollLeader: once the LeaderChange record has committed, QuorumController's
+        QuorumMetaLogListener.handleLeaderChange hears that it leads, and the controller activates."""
+        if not self.raft.leader_change_due():
+            return
+        yield from self._activate()
+        if self.is_active():
+            for b in self.own_image().brokers:  # BrokerHeartbeatManager starts every broker's session afresh
+                self._heard_from_broker(b, now)
+
     def _activate(self) -> Handler:
-        """QuorumController's activation (ActivationRecordsGenerator): bootstrap the log, or check it."""
-        image = image_at(self.raft.log)
+        """QuorumController's activation (ActivationRecordsGenerator): bootstrap the log, or check it.
+
+        Raft tells it of its leadership only once everything before its LeaderChange has committed,
+        so the log it reads here is the committed one.
+        """
+        image = self.committed_image()
         flag = self.migration_enabled
         records: list[MetadataRecord] = []
         if image.open_transaction is not None:
@@ -688,7 +705,9 @@ class ControllerNode(Node):
                     self._reset_election_timer(event.now)
                 return response
             case FetchRequest():
-                return self.raft.handle_fetch(request)
+                response = self.raft.handle_fetch(request)
+                yield from self._maybe_fire_leader_change(event.now)  # the fetch may have committed LeaderChange
+                return response
             case ApiVersionsRequest():
                 return ApiVersionsResponse(self.migration_enabled and self.zk_configured, self.migration_enabled)
             case BrokerRegistrationRequest():

@@ -190,7 +190,7 @@ class RequestVote:
 
 @record
 class BecomeLeader:
-    """A candidate with a majority leads: it appends LeaderChange, then its activation records."""
+    """A candidate with a majority leads and appends LeaderChange; it activates once that commits."""
 
     controller: ControllerId
 

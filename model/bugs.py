@@ -56,6 +56,7 @@ class Bug(Enum):
     RESTART_FORGETS_EPOCH = "restart_forgets_epoch"
     COMMIT_WITHOUT_MAJORITY = "commit_without_majority"
     LEADER_RESETS_HIGH_WATERMARK = "leader_resets_high_watermark"
+    ACTIVATE_ON_UNCOMMITTED_LOG = "activate_on_uncommitted_log"
     # Broker lifecycle on KRaft
     BROKER_EPOCH_FROM_INCARNATION = "broker_epoch_from_incarnation"
     UNFENCE_BEFORE_CAUGHT_UP = "unfence_before_caught_up"
@@ -177,6 +178,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "the leader advances its high watermark on its own append"),
     SeededBug(Bug.LEADER_RESETS_HIGH_WATERMARK, "HighWatermarkNeverDecreases", "kraft-quorum",
               "a new leader starts its high watermark from zero instead of what it learned as a follower"),
+    SeededBug(Bug.ACTIVATE_ON_UNCOMMITTED_LOG, "MigrationStateOnlyMovesForward", "finalize-failover",
+              "a new leader activates on its whole log at once, a predecessor's uncommitted records included,"
+              " instead of once its LeaderChange has committed"),
     # brokers on KRaft
     SeededBug(Bug.BROKER_EPOCH_FROM_INCARNATION, "BrokerEpochIsRegistrationOffset", "pre-migration",
               "the controller gives a registering broker its incarnation number as its epoch"),
@@ -193,7 +197,7 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     # the migration
     SeededBug(Bug.DRIVER_SKIPS_TO_DUAL_WRITE, "DriverTakesOnlyTableTransitions", "pre-migration",
               "the driver goes from WAIT_FOR_CONTROLLER_QUORUM straight to DUAL_WRITE"),
-    SeededBug(Bug.DUAL_WRITE_BEFORE_SYNC, "DualWritesOnlyInDualWriteStates", "migration",
+    SeededBug(Bug.DUAL_WRITE_BEFORE_SYNC, "DualWritesOnlyInDualWriteStates", "handover",
               "metadata changes are dual-written while the driver is still in SYNC_KRAFT_TO_ZK"),
     SeededBug(Bug.DUAL_WRITE_UNCOMMITTED, "ZkWritesFollowKRaftCommits", "dual-write",
               "the dual write sends records to ZooKeeper before KRaft has committed them"),

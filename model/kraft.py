@@ -231,6 +231,13 @@ class MetadataImage:
     def migration_state(self) -> ZkMigrationState:
         return ZkMigrationState.NONE if self.migration is None else self.migration
 
+    @property
+    def is_empty(self) -> bool:
+        """Kafka's MetadataImage.isEmpty: no metadata replayed yet (a prefix of control records only, such as
+        a new leader's LeaderChange before its bootstrap records commit)."""
+        return (self.metadata_version is None and self.migration is None and not self.brokers
+                and not self.partitions and self.config is None and not self.removed_topics)
+
     def registration(self, broker: BrokerId) -> BrokerRegistrationImage | None:
         for r in self.brokers:
             if r.broker == broker:

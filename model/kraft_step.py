@@ -243,11 +243,19 @@ def voters(state: ClusterState) -> int:
 
 
 def _note_commits(state: ClusterState) -> ClusterState:
-    """Extend ``history.committed`` with anything a high watermark now covers."""
+    """Extend ``history.committed`` with anything a high watermark now covers.
+
+    A high watermark that covers a different record at an offset already committed (only a broken
+    quorum does that) replaces the history there, so CommittedRecordsNeverChange sees it at once,
+    not only once some high watermark passes the old end.
+    """
     committed = state.history.committed
     for c in state.controllers:
-        if c.high_watermark > len(committed):
-            committed = c.log[: c.high_watermark]
+        hw = c.high_watermark
+        if hw > len(committed):
+            committed = c.log[:hw]
+        elif 0 < hw <= len(c.log) and c.log[hw - 1] is not committed[hw - 1] and c.log[hw - 1] != committed[hw - 1]:
+            committed = c.log[:hw]
     if committed is state.history.committed:
         return state
     return state.replace(history=state.history.replace(committed=committed))
@@ -373,11 +381,38 @@ def _become_leader(state: ClusterState, cid: ControllerId, variant: Variant) -> 
     terms = state.history.kraft_terms | {(c.epoch, c.id)}
     state = state.replace(history=state.history.replace(kraft_terms=terms))
     state = _append(state, c, [LeaderChangeMessage(c.id)], variant)
-    return _activate(state, ctrl(state, cid), variant)
+    if variant.has(Bug.ACTIVATE_ON_UNCOMMITTED_LOG):
+        return _activate(state, ctrl(state, cid), variant)  # on a log that may hold a predecessor's uncommitted tail
+    return _activate_once_committed(state, cid, variant)  # a quorum of one commits its LeaderChange at once
+
+
+def epoch_start_offset(c: KRaftController) -> int:
+    """The offset of the leader's LeaderChange entry: the first entry of its epoch."""
+    return next(i for i, e in enumerate(c.log) if e.epoch == c.epoch)
+
+
+def _activate_once_committed(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState:
+    """Activate the leader in the step where its high watermark first covers its LeaderChange entry.
+
+    The seeds say only that the log's leader is the active controller; this follows Kafka:
+    KafkaRaftClient fires handleLeaderChange to a new leader's listeners only once they have
+    read past the epoch start offset (ListenerContext.maybeFireLeaderChange), so QuorumController
+    activates on a log whose every entry is committed and replayed. Activating earlier would read
+    a predecessor's uncommitted tail: a MIGRATION record there, then POST_MIGRATION appended after
+    it, commit in one Fetch and the committed state skips MIGRATION.
+    """
+    c = ctrl(state, cid)
+    if not c.alive or c.role is not QuorumRole.LEADER or c.active or c.high_watermark <= epoch_start_offset(c):
+        return state
+    return _activate(state, c, variant)
 
 
 def _activate(state: ClusterState, c: KRaftController, variant: Variant) -> ClusterState:
-    """QuorumController's activation (ActivationRecordsGenerator; reference §1.1): bootstrap or check the log."""
+    """QuorumController's activation (ActivationRecordsGenerator; reference §1.1): bootstrap or check the log.
+
+    The log is the committed one (its last entry is the leader's committed LeaderChange), unless a
+    seeded bug activates earlier.
+    """
     image = image_of(c.log)
     flag = c.config.migration_enabled
     records: list[MetadataRecord] = []
@@ -443,7 +478,8 @@ def _fetch(state: ClusterState, fid: ControllerId, lid: ControllerId, variant: V
     before = (ctrl(state, fid), ctrl(state, lid))
     if (f, leader) == before and leader.high_watermark == hw_before:
         return None
-    return _note_commits(_put_ctrl(_put_ctrl(state, f), leader))
+    state = _note_commits(_put_ctrl(_put_ctrl(state, f), leader))
+    return _activate_once_committed(state, lid, variant)
 
 
 def _crash_controller(state: ClusterState, cid: ControllerId) -> ClusterState | None:
@@ -599,7 +635,9 @@ def _wait_for_controller_quorum(state: ClusterState, cid: ControllerId, variant:
     if d is None or not _leading(c):
         return None
     image = driver_image(c)
-    if image.offset == 0:  # no image published yet (firstPublish)
+    if image.is_empty:
+        # No image published yet (firstPublish): KAFKA-15389, an empty image (a committed LeaderChange whose
+        # bootstrap records have not committed yet) is not taken as the first; it would read as NONE.
         return None
     match image.migration_state:
         case ZkMigrationState.NONE if not variant.has(Bug.KRAFT_BORN_MIGRATES):

@@ -15,7 +15,6 @@ from __future__ import annotations
 from model import zookeeper as zkm
 from model.actions import (
     Action,
-    BecomeLeader,
     BrokerHeartbeat,
     ElectController,
     Fetch,
@@ -528,12 +527,14 @@ def deposed_kraft_leader_attempts_zk_write(before: ClusterState, action: Action,
     "KIP-866 §Initial Data Migration",
 )
 def failover_aborts_migration(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if not isinstance(action, BecomeLeader):
-        return False
     from model.kraft import AbortTransactionRecord
 
-    c = _controller(after, action.controller)
-    return any(isinstance(e.record, AbortTransactionRecord) and e.epoch == c.epoch for e in c.log)
+    # Activation: the step where the new leader's LeaderChange commits (its BecomeLeader in a quorum of one).
+    return any(
+        is_active(c) and not is_active(b)
+        and any(isinstance(e.record, AbortTransactionRecord) and e.epoch == c.epoch for e in c.log)
+        for b, c in zip(before.controllers, after.controllers)
+    )
 
 
 @sometimes(

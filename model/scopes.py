@@ -516,6 +516,15 @@ MIGRATION_SCOPES = (
         controller_flag_choices=(False, True),
         max_depth=14,
     ),
+    _small_migration_scope(
+        name="finalize-failover",
+        summary="1 ZK broker, 2 controllers: the leader stops with its MIGRATION record uncommitted and the"
+                " quorum restarts without the flag",
+        stage="registered",
+        budget=Budget(migrations=4),
+        controller_flag_choices=(False,),
+        max_depth=15,
+    ),
     _migration_scope(
         name="rollback",
         summary="a broker on KRaft goes back to ZK, the quorum stops cleanly, /controller is removed, ZK elects",

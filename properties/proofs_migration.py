@@ -16,7 +16,8 @@ The migration fencing core (``project``), and what it leaves out:
   need the committed log).
 - Per KRaft controller (the actors; an uninterpreted sort ``Controller`` in the unbounded proof):
   alive, its migration flag, its persisted Raft epoch, candidate, holding another controller's
-  vote, leading (``is_active``), resigned, and its migration driver: the state as a code
+  vote, leading (``is_active``), leading in Raft but not yet active (its LeaderChange has not
+  committed), resigned, and its migration driver: the state as a code
   (``DRIVER_CODES``, -1 for no driver), the leadership it believes in (epoch, whether its own),
   the /migration version and the /controller_epoch version of its claim that it believes (-2:
   unknown).
@@ -219,6 +220,7 @@ CONTROLLER_FIELDS: dict[str, str] = {
     "candidate": BOOL,
     "has_vote": BOOL,  # a candidate that another controller voted for
     "leads": BOOL,  # kraft_step.is_active
+    "awaiting": BOOL,  # Raft leader not yet active: its LeaderChange has not committed
     "resigned": BOOL,  # activation refused to lead
     "driver": INT,  # DRIVER_CODES, NO_DRIVER
     "driver_epoch": INT,  # Driver.kraft_epoch: the leadership the driver last heard of
@@ -286,6 +288,7 @@ def project(state: ClusterState) -> Projection:
             "candidate": c.alive and c.role is QuorumRole.CANDIDATE,
             "has_vote": c.alive and c.role is QuorumRole.CANDIDATE and any(v != c.id for v in c.votes),
             "leads": is_active(c),
+            "awaiting": c.alive and c.role is QuorumRole.LEADER and not c.active,
             "resigned": c.alive and c.role is QuorumRole.RESIGNED,
             **(
                 NO_DRIVER_FIELDS if d is None else {
@@ -302,7 +305,10 @@ def project(state: ClusterState) -> Projection:
 
 # ---- the actions --------------------------------------------------------------------------------
 
-STOPPED = {"alive": False, "candidate": False, "has_vote": False, "leads": False, "resigned": False, **NO_DRIVER_FIELDS}
+STOPPED = {
+    "alive": False, "candidate": False, "has_vote": False, "leads": False, "awaiting": False, "resigned": False,
+    **NO_DRIVER_FIELDS,
+}
 
 
 def _code(state: MigrationDriverState) -> int:
@@ -356,12 +362,12 @@ def start_election(s: SymState, c, variant: Variant, choose) -> Effect:
 
     def idle(x):
         other = s.of(x)
-        return z3.Not(z3.And(other.alive, z3.Or(other.leads, other.candidate, other.resigned)))
+        return z3.Not(z3.And(other.alive, z3.Or(other.leads, other.awaiting, other.candidate, other.resigned)))
 
     heals = s.dom.every(idle)
     left = s.kraft_elections_left
     return Effect(
-        z3.And(me.alive, z3.Not(me.leads), z3.Or(heals, left > 0)),
+        z3.And(me.alive, z3.Not(me.leads), z3.Not(me.awaiting), z3.Or(heals, left > 0)),
         changes={"kraft_elections_left": z3.If(heals, left, left - 1)},
         mine={"epoch": me.epoch + 1, "candidate": True, "has_vote": False, "resigned": False},
     )
@@ -373,7 +379,7 @@ def request_vote(s: SymState, c, v, variant: Variant, choose) -> Effect:
     cand, voter = s.of(c), s.of(v)
     newer, older = voter.epoch > cand.epoch, voter.epoch < cand.epoch
     top = z3.If(newer, voter.epoch, cand.epoch)
-    may_vote = z3.Or(older, z3.And(z3.Not(voter.candidate), z3.Not(voter.leads)))  # Unattached or Voted
+    may_vote = z3.Or(older, z3.And(z3.Not(voter.candidate), z3.Not(voter.leads), z3.Not(voter.awaiting)))
     granted = z3.And(z3.Not(newer), may_vote, choose("granted"))
     return Effect(
         z3.And(_distinct(c, v), cand.alive, voter.alive, cand.candidate),
@@ -387,6 +393,7 @@ def request_vote(s: SymState, c, v, variant: Variant, choose) -> Effect:
             "candidate": z3.And(z3.Not(older), voter.candidate),
             "has_vote": z3.And(z3.Not(older), voter.has_vote),
             "leads": z3.And(z3.Not(older), voter.leads),
+            "awaiting": z3.And(z3.Not(older), voter.awaiting),
             "resigned": z3.And(z3.Not(older), voter.resigned),
         },
     )
@@ -394,14 +401,18 @@ def request_vote(s: SymState, c, v, variant: Variant, choose) -> Effect:
 
 def fetch(s: SymState, f, leader, variant: Variant, choose) -> Effect:
     """_fetch: one Fetch round trip to a leader. A follower with a newer epoch deposes the leader;
-    otherwise the follower takes the leader's epoch and follows it. Logs are outside the core."""
+    otherwise the follower takes the leader's epoch and follows it. Logs are outside the core: the
+    Fetch that commits a leader's LeaderChange activates it (``_activate_once_committed``, choice
+    ``lc_commits``), and activation may resign instead (choice ``activates``)."""
     fol, lead = s.of(f), s.of(leader)
     newer = fol.epoch > lead.epoch
     top = z3.If(newer, fol.epoch, lead.epoch)
     guard = z3.And(
-        _distinct(f, leader), fol.alive, lead.alive, lead.leads,
-        z3.Not(z3.And(fol.leads, fol.epoch == lead.epoch)),
+        _distinct(f, leader), fol.alive, lead.alive, z3.Or(lead.leads, lead.awaiting),
+        z3.Not(z3.And(z3.Or(fol.leads, fol.awaiting), fol.epoch == lead.epoch)),
     )
+    activation = z3.And(z3.Not(newer), lead.awaiting, choose("lc_commits"))
+    activates = choose("activates")
     return Effect(
         guard,
         mine={
@@ -409,20 +420,32 @@ def fetch(s: SymState, f, leader, variant: Variant, choose) -> Effect:
             "candidate": z3.And(newer, fol.candidate),
             "has_vote": z3.And(newer, fol.has_vote),
             "leads": z3.And(newer, fol.leads),
+            "awaiting": z3.And(newer, fol.awaiting),
             "resigned": z3.And(newer, fol.resigned),
         },
-        peer={"epoch": top, "leads": z3.Not(newer)},
+        peer={
+            "epoch": top,
+            "leads": z3.And(z3.Not(newer), z3.If(activation, activates, lead.leads)),
+            "awaiting": z3.And(z3.Not(newer), z3.Not(activation), lead.awaiting),
+            "resigned": z3.And(z3.Not(newer), z3.Or(lead.resigned, z3.And(activation, z3.Not(activates)))),
+        },
     )
 
 
 def become_leader(s: SymState, c, variant: Variant, choose) -> Effect:
     """_become_leader: a candidate with a majority (alone, or with another's vote: necessary, and enough
-    for up to 3 voters) leads; activation may resign instead (choice ``activates``)."""
+    for up to 3 voters) leads. It activates once its LeaderChange commits: at once when it alone is a
+    majority, else in a later Fetch (it awaits activation); activation may resign instead (choice
+    ``activates``)."""
     me = s.of(c)
     activates = choose("activates")
+    alone = s.dom.alone(c)
     return Effect(
-        z3.And(me.alive, me.candidate, z3.Or(me.has_vote, s.dom.alone(c))),
-        mine={"candidate": False, "has_vote": False, "leads": activates, "resigned": z3.Not(activates)},
+        z3.And(me.alive, me.candidate, z3.Or(me.has_vote, alone)),
+        mine={
+            "candidate": False, "has_vote": False, "leads": z3.And(alone, activates),
+            "awaiting": z3.Not(alone), "resigned": z3.And(alone, z3.Not(activates)),
+        },
     )
 
 
@@ -833,7 +856,8 @@ def _stopped_controller_holds_nothing(s: SymState) -> z3.BoolRef:
     def nothing(c):
         me = s.of(c)
         holds = z3.And(
-            z3.Not(me.candidate), z3.Not(me.has_vote), z3.Not(me.leads), z3.Not(me.resigned), me.driver == NO_DRIVER
+            z3.Not(me.candidate), z3.Not(me.has_vote), z3.Not(me.leads), z3.Not(me.awaiting), z3.Not(me.resigned),
+            me.driver == NO_DRIVER,
         )
         return z3.Implies(z3.Not(me.alive), holds)
 
@@ -927,8 +951,8 @@ INVARIANTS: tuple[Invariant, ...] = (
     # Strengthening lemmas.
     Invariant("EpochZnodeHoldsTheLargestEpoch", "/controller_epoch, while it exists, holds the largest epoch ever"
               " written, at a version >= 0", _epoch_znode_holds_the_largest_epoch, lemma=True),
-    Invariant("StoppedControllerHoldsNothing", "a stopped controller is no candidate, holds no vote or leadership,"
-              " and runs no driver", _stopped_controller_holds_nothing, lemma=True),
+    Invariant("StoppedControllerHoldsNothing", "a stopped controller is no candidate, holds no vote or leadership"
+              " (active or awaiting activation), and runs no driver", _stopped_controller_holds_nothing, lemma=True),
     Invariant("DriverStatesAreTableStates", "driver codes are MigrationDriverState codes or none",
               _driver_states_are_table_states, lemma=True),
     Invariant("KRaftEpochsAreNotNegative", "Raft epochs are >= 0: every controller's, /controller's claim's, and"
@@ -957,7 +981,7 @@ def migration_start(s: SymState) -> z3.BoolRef:
         driver = z3.And([getattr(me, name) == _fresh_or_none(s, me.flag, name) for name in FRESH_DRIVER])
         return z3.And(
             me.alive, me.epoch == 0, z3.Not(me.candidate), z3.Not(me.has_vote), z3.Not(me.leads),
-            z3.Not(me.resigned), driver,
+            z3.Not(me.awaiting), z3.Not(me.resigned), driver,
         )
 
     return z3.And(

@@ -47,16 +47,20 @@ def three_voter_pre_migration() -> Scope:
 
 # A deposed leader's driver still believes it leads; the new leader claims ZooKeeper; before the new
 # leader's driver rewrites /migration, the old one dual-writes a record committed in its own epoch.
+# (The Fetch that commits the new leader's LeaderChange, and so activates it, tells the old leader of
+# the new epoch, but its driver has not handled the leadership change yet.)
 DEPOSED_DUAL_WRITE: tuple[Action, ...] = (
-    AlterConfigs(A), Fetch(B, A), StartElection(B), RequestVote(B, A), BecomeLeader(B), KRaftLeaderChange(B),
-    WaitForControllerQuorum(B), BecomeZkController(B), DualWrite(A),
+    AlterConfigs(A), Fetch(B, A), StartElection(B), RequestVote(B, A), BecomeLeader(B), Fetch(A, B),
+    KRaftLeaderChange(B), WaitForControllerQuorum(B), BecomeZkController(B), DualWrite(A),
 )
 
-# Two controllers believe they are active (the old leader is not asked for its vote); the broker
-# bounces between them and ends up holding the old leader's (older) registration epoch.
+# Two controllers believe they are active (the old leader is not asked for its vote, nor fetches: the
+# third voter's Fetch commits the new leader's LeaderChange); the broker bounces between them and ends
+# up holding the old leader's (older) registration epoch.
 OLDER_EPOCH_HEARTBEAT: tuple[Action, ...] = (
-    RegisterWithKRaft(0, A), StartElection(B), RequestVote(B, C), BecomeLeader(B), BrokerHeartbeat(0, B),
-    RegisterWithKRaft(0, B), BrokerHeartbeat(0, A), RegisterWithKRaft(0, A), BrokerHeartbeat(0, B),
+    RegisterWithKRaft(0, A), StartElection(B), RequestVote(B, C), BecomeLeader(B), Fetch(C, B),
+    BrokerHeartbeat(0, B), RegisterWithKRaft(0, B), BrokerHeartbeat(0, A), RegisterWithKRaft(0, A),
+    BrokerHeartbeat(0, B),
 )
 
 SCRIPTS: dict[str, tuple[Callable[[], Scope], tuple[Action, ...]]] = {

@@ -28,15 +28,19 @@ from model.actions import (
     DualWrite,
     Fetch,
     FetchMetadata,
+    KRaftLeaderChange,
     MigrateBrokerToKRaft,
     ReconfigureController,
+    RecoverMigrationState,
     RegisterWithKRaft,
+    RequestVote,
     RestartBroker,
     RestartController,
     SessionTimeout,
     ShutdownController,
     StartElection,
     StopBroker,
+    WaitForControllerQuorum,
 )
 from model.invariants import BY_NAME
 from model.kraft import (
@@ -170,9 +174,9 @@ def test_raft_fetch_truncates_to_the_common_prefix(seed):
     rng = random.Random(seed)
     leader_log, follower_log = _branching_logs(rng)
     leader, follower = QuorumState(A, [A, B]), QuorumState(B, [A, B])
-    leader.log, follower.log = list(leader_log), list(follower_log)
     leader.epoch = follower.epoch = max(e.epoch for e in leader_log + follower_log)
-    leader.become_leader()
+    leader.become_leader()  # (its LeaderChange is replaced by the drawn log)
+    leader.log, follower.log = list(leader_log), list(follower_log)
     leader.fetched[0] = len(leader.log)
     keep = common_prefix(tuple(follower_log), tuple(leader_log))
     rounds = 0
@@ -309,6 +313,31 @@ def _script(scope, steps, bugs=frozenset()) -> Differential:
     return diff
 
 
+
+
+def test_new_leader_activates_once_its_leader_change_commits_and_its_driver_skips_the_empty_image():
+    """KafkaRaftClient tells QuorumController it leads only once its LeaderChange has committed; the driver,
+    told it leads, takes no empty image as its first publish (KAFKA-15389) but waits for the bootstrap.
+
+    KIP-500 §Controller Quorum; KIP-866 §Migration Trigger. A fresh two-voter quorum from the cold start.
+    """
+    scope = SCOPES["pre-migration"].replace(name="pre-migration-cold", stage=None)
+    diff = _script(scope, [StartElection(A), RequestVote(A, B), BecomeLeader(A), RecoverMigrationState(A)])
+    node = diff.cluster.controllers[A]
+    assert node.awaiting_activation() and node.raft.log == [LogEntry(KRaftEpoch(1), LeaderChangeMessage(A))]
+    diff = _script_more(diff, scope, [Fetch(B, A), KRaftLeaderChange(A)])
+    assert node.is_active() and len(node.raft.log) == 3 and node.raft.high_watermark == 1
+    assert WaitForControllerQuorum(A) not in node.offers(10**9)
+    assert diff.apply(WaitForControllerQuorum(A)) == []  # refused, as the model refuses it
+    diff = _script_more(diff, scope, [Fetch(B, A), WaitForControllerQuorum(A)])
+    assert node.driver.state is MigrationDriverState.WAIT_FOR_BROKERS
+
+
+def _script_more(diff, scope, steps) -> Differential:
+    for action in steps:
+        assert action in enabled_actions(diff.model, scope), f"{action} is not a step the model takes here"
+        assert diff.apply(action) == [action]
+    return diff
 
 
 def test_deposed_leader_dual_write_is_fenced_by_the_controller_epoch():

@@ -88,13 +88,16 @@ def test_write_behind_lag_counts_committed_records_zookeeper_lacks():
 def test_new_leaders_lag_gauge_counts_from_what_its_driver_last_read():
     """KIP-866 §Metrics ZkWriteBehindLag, as Kafka's gauge defines it (KRaftMigrationDriver's dualWriteOffset).
 
-    A newly elected leader's gauge counts from the offset its driver last read from /migration
-    (here: none yet, so its whole log) until its KRaftLeaderEvent re-reads /migration; the model
-    defines the metric the same way, and the dashboard agrees with it at every step.
+    A newly elected leader's gauge counts, once it is active (its LeaderChange committed), from the
+    offset its driver last read from /migration (here: none yet, so its whole log) until its
+    KRaftLeaderEvent re-reads /migration; the model defines the metric the same way, and the
+    dashboard agrees with it at every step.
     """
     diff = Differential(dual_write_scope())
     for action in (StartElection(B), RequestVote(B, A), BecomeLeader(B)):
         assert diff.apply(action)
+    assert diff.cluster.controllers[B].metrics()[ZK_WRITE_BEHIND_LAG] is None  # not active yet: no gauge
+    assert diff.apply(Fetch(A, B))  # commits its LeaderChange: it activates
     own = diff.cluster.controllers[B].metrics()[ZK_WRITE_BEHIND_LAG]
     assert cluster_metrics(diff.cluster)["ZkWriteBehindLag"] == metrics(diff.model)["ZkWriteBehindLag"] == own
     assert own == 9  # the committed metadata records of the whole log: its driver has read no offset yet
@@ -127,7 +130,7 @@ def test_differential_check_reports_a_metric_the_implementation_gets_wrong(monke
     monkeypatch.setattr(ControllerNode, "metrics", miscounting)
     with pytest.raises(Disagreement, match="metrics are not the model's: MigratingZkBrokerCount") as caught:
         Differential(dual_write_scope())
-    assert "after BecomeLeader(controller=3000)" in str(caught.value)  # its first report, in the warm-up
+    assert "after Fetch(controller=3001, leader=3000)" in str(caught.value)  # its first report, in the warm-up
     assert "MigratingZkBrokerCount: impl 1, model 0" in str(caught.value)
 
 

@@ -208,18 +208,24 @@ def test_simulation_quiet_cluster_waits_for_its_timers():
 
 
 def test_simulation_holds_a_step_a_partition_would_split_until_it_heals():
-    """The model has no partitions: a BecomeLeader whose activation asks every voter (KIP-866
-    §Finalizing the Migration), or a SessionTimeout that tells the broker, waits for a cut to heal."""
-    from model.actions import BecomeLeader
+    """The model has no partitions: a Fetch that may commit a new leader's LeaderChange, and so activate it
+    (its activation asks every voter: KIP-866 §Finalizing the Migration), or a SessionTimeout that tells
+    the broker, waits for a cut to heal."""
+    from model.actions import BecomeLeader, Fetch, RequestVote, StartElection
 
     sim = Simulation(MIGRATION, 0, parse("none"), check=False)
+    for action in (StartElection(3000), RequestVote(3000, 3002), BecomeLeader(3000)):
+        assert sim.cluster.perform(action) == [action]
+    assert sim.cluster.controllers[3000].awaiting_activation()
     sim.cuts[frozenset((3000, 3001))] = 10**9
-    assert not sim._whole(BecomeLeader(3000)) and not sim._whole(BecomeLeader(3001))
-    assert sim._whole(BecomeLeader(3002)) and sim._whole(SessionTimeout(1, 3001))
+    assert not sim._whole(Fetch(3002, 3000)) and not sim._whole(Fetch(3001, 3000))
+    assert sim._whole(Fetch(3000, 3002)) and sim._whole(SessionTimeout(1, 3001))  # 3002 does not lead
     sim.cuts[frozenset((3001, 1))] = 10**9
     assert not sim._whole(SessionTimeout(1, 3001)) and sim._whole(SessionTimeout(2, 3001))
     sim.cluster.now = 10**9  # healed
-    assert sim._whole(BecomeLeader(3000)) and sim._whole(SessionTimeout(1, 3001))
+    assert sim._whole(Fetch(3002, 3000)) and sim._whole(SessionTimeout(1, 3001))
+    assert sim.cluster.perform(Fetch(3002, 3000)) == [Fetch(3002, 3000)]
+    assert sim.cluster.controllers[3000].is_active() and sim._whole(Fetch(3001, 3000))  # active: nothing to ask
 
 
 def test_simulation_seed_1003_finalizes_through_a_partition_in_agreement():

@@ -93,6 +93,7 @@ def three_voters_before_failover():
         StartElection(C1),
         RequestVote(C1, C2),
         BecomeLeader(C1),  # epoch 2; its log has no registration
+        Fetch(C2, C1),  # its LeaderChange commits: it activates
     )
 
 

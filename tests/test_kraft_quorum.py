@@ -41,7 +41,7 @@ from tests.conftest import run
 C0, C1, C2 = ControllerId(3000), ControllerId(3001), ControllerId(3002)
 SCOPE = SCOPES["kraft-quorum"]
 
-# What a KRaft-born leader of epoch 1 appends at once: LeaderChange, then its bootstrap records.
+# What a KRaft-born leader of epoch 1 appends: LeaderChange, then (once that commits) its bootstrap records.
 BOOTSTRAP = (
     LogEntry(KRaftEpoch(1), LeaderChangeMessage(C0)),
     LogEntry(KRaftEpoch(1), FeatureLevelRecord("metadata.version", Ibp.IBP_3_4_IV0)),
@@ -50,8 +50,11 @@ BOOTSTRAP = (
 
 
 def led_by_3000():
-    """3000 wins epoch 1 with 3001's vote; 3001 fetches, so the bootstrap records commit."""
-    return run(initial_state(SCOPE), StartElection(C0), RequestVote(C0, C1), BecomeLeader(C0), Fetch(C1, C0))
+    """3000 wins epoch 1 with 3001's vote; 3001 fetches twice: the LeaderChange commits (3000 activates and
+    appends its bootstrap records), then the bootstrap records commit."""
+    return run(
+        initial_state(SCOPE), StartElection(C0), RequestVote(C0, C1), BecomeLeader(C0), Fetch(C1, C0), Fetch(C1, C0)
+    )
 
 
 def test_quorum_split_vote_elects_no_one_until_a_later_epoch():
@@ -96,10 +99,15 @@ def test_quorum_high_watermark_advances_only_on_a_majority():
     """
     state = run(initial_state(SCOPE), StartElection(C0), RequestVote(C0, C1), BecomeLeader(C0))
     leader = ctrl(state, C0)
-    assert leader.log == BOOTSTRAP
-    assert (leader.role, leader.active) == (QuorumRole.LEADER, True)
-    assert (leader.high_watermark, leader.fetched) == (0, (3, 0, 0))
+    assert leader.log == BOOTSTRAP[:1]
+    assert (leader.role, leader.active) == (QuorumRole.LEADER, False)  # it activates once its LeaderChange commits
+    assert (leader.high_watermark, leader.fetched) == (0, (1, 0, 0))
     assert state.history.committed == ()
+
+    state = run(state, Fetch(C1, C0))  # the LeaderChange commits: 3000 activates and appends its bootstrap
+    leader = ctrl(state, C0)
+    assert (leader.active, leader.log, leader.high_watermark) == (True, BOOTSTRAP, 1)
+    assert state.history.committed == BOOTSTRAP[:1]
 
     state = run(state, Fetch(C1, C0))
     assert (ctrl(state, C0).high_watermark, ctrl(state, C1).high_watermark) == (3, 3)

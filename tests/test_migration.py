@@ -60,6 +60,7 @@ from model.kraft import (
     ConfigRecord,
     ControllerId,
     EndTransactionRecord,
+    FeatureLevelRecord,
     Incarnation,
     KRaftEpoch,
     LeaderChangeMessage,
@@ -255,6 +256,27 @@ def test_migration_full_path_from_zookeeper_to_post_migration(variant):
     assert step(state, RollbackBrokerToZk(B0), variant) is None
 
 
+def test_new_quorum_driver_waits_for_the_bootstrap_records_to_commit():
+    """A fresh two-voter quorum: the leader activates once its LeaderChange commits, and only then appends
+    its bootstrap records. Its driver, told it leads, must not read that committed LeaderChange alone (an
+    empty image, implicitly NONE) as a KRaft-born cluster: it waits for a non-empty image.
+
+    KIP-866 §Migration Trigger (the quorum's PRE_MIGRATION); Kafka's KRaftMigrationDriver skips an empty
+    first image (KAFKA-15389). The simulator found the run where the driver went INACTIVE for good.
+    """
+    scope = SCOPES["pre-migration"].replace(name="pre-migration-cold", stage=None)
+    state = run(initial_state(scope), StartElection(C0), RequestVote(C0, C1), BecomeLeader(C0),
+                RecoverMigrationState(C0), Fetch(C1, C0), KRaftLeaderChange(C0))
+    assert committed(state).migration is None and ctrl(state, C0).active
+    assert [e.record for e in ctrl(state, C0).log[1:]] == [
+        FeatureLevelRecord("metadata.version", Ibp.IBP_3_4_IV0), ZkMigrationStateRecord(M.PRE_MIGRATION),
+    ]
+    assert driver_state(state, C0) is D.WAIT_FOR_CONTROLLER_QUORUM
+    assert step(state, WaitForControllerQuorum(C0)) is None  # the committed image is empty
+    state = run(state, Fetch(C1, C0), WaitForControllerQuorum(C0))
+    assert driver_state(state, C0) is D.WAIT_FOR_BROKERS
+
+
 # ---- 2. a failover in the middle of the initial migration ----------------------------------------
 
 def test_migration_failover_mid_transaction_aborts_and_migrates_again():
@@ -278,10 +300,13 @@ def test_migration_failover_mid_transaction_aborts_and_migrates_again():
     assert image.open_transaction == (PartitionRecord(0, B0, (0, 1), LeaderEpoch(0)), ConfigRecord(1))
     assert (image.migration, image.partitions, image.config) == (M.PRE_MIGRATION, (), None)
 
-    # 3001 times out and wins epoch 2; its activation aborts the open transaction.
-    before = run(state, StartElection(C1), RequestVote(C1, C0))
-    state = run(before, BecomeLeader(C1))
-    assert "FailoverAbortsMigration" in witnessed(before, BecomeLeader(C1), state)
+    # 3001 times out and wins epoch 2. It activates once its LeaderChange commits (the Fetch that
+    # also tells 3000 of epoch 2), and its activation aborts the open transaction.
+    before = run(state, StartElection(C1), RequestVote(C1, C0), BecomeLeader(C1))
+    assert not ctrl(before, C1).active
+    assert ctrl(before, C1).log[10:] == (LogEntry(KRaftEpoch(2), LeaderChangeMessage(C1)),)
+    state = run(before, Fetch(C0, C1))
+    assert "FailoverAbortsMigration" in witnessed(before, Fetch(C0, C1), state)
     assert ctrl(state, C1).log[10:] == (
         LogEntry(KRaftEpoch(2), LeaderChangeMessage(C1)),
         LogEntry(KRaftEpoch(2), AbortTransactionRecord()),
@@ -472,6 +497,8 @@ def test_misconfigured_controller_elected_during_migration_resigns_under_kip():
     before = unflagged_3001_standing()
     assert ctrl(before, C0).config.migration_enabled and not ctrl(before, C1).config.migration_enabled
     state = run(before, BecomeLeader(C1))
+    assert (ctrl(state, C1).role, ctrl(state, C1).active) == (QuorumRole.LEADER, False)  # until LeaderChange commits
+    state = run(state, Fetch(C0, C1))
     c = ctrl(state, C1)
     assert (c.role, c.active, c.epoch) == (QuorumRole.RESIGNED, False, 2)
     assert appended(before, state, C1) == [LeaderChangeMessage(C1)]  # no activation records
@@ -486,10 +513,11 @@ def test_misconfigured_controller_elected_during_migration_finalizes_under_kafka
     model.kraft_step._may_finalize): it does not wait for the other voter.
     """
     before = unflagged_3001_standing()
-    state = drive(before, BecomeLeader(C1), variant=KAFKA_3_9)
+    state = drive(before, BecomeLeader(C1), Fetch(C0, C1), variant=KAFKA_3_9)  # activates once LeaderChange commits
     c = ctrl(state, C1)
     assert (c.role, c.active) == (QuorumRole.LEADER, True)
     assert appended(before, state, C1) == [LeaderChangeMessage(C1), ZkMigrationStateRecord(M.POST_MIGRATION)]
+    assert committed(state).migration is M.MIGRATION
     state = drive(state, Fetch(C0, C1), variant=KAFKA_3_9)
     assert committed(state).migration is M.POST_MIGRATION
     assert ctrl(state, C0).config.migration_enabled  # finalized with a voter still in migration mode
@@ -509,7 +537,8 @@ def test_finalize_kip_once_every_voter_dropped_the_flag():
     )
     assert state.budget.kraft_elections == 1  # no live leader: the election timeout was free
     before = state
-    state = run(state, BecomeLeader(C1), Fetch(C0, C1))
+    # The first Fetch commits 3001's LeaderChange (it activates: POST_MIGRATION), the second commits that.
+    state = run(state, BecomeLeader(C1), Fetch(C0, C1), Fetch(C0, C1))
     assert appended(before, state, C1) == [LeaderChangeMessage(C1), ZkMigrationStateRecord(M.POST_MIGRATION)]
     assert committed(state).migration is M.POST_MIGRATION
     assert all(c.driver is None for c in state.controllers)
@@ -518,12 +547,14 @@ def test_finalize_kip_once_every_voter_dropped_the_flag():
 def test_finalize_kafka_3_9_deposed_driver_writes_nothing_after_post_migration():
     """After Kafka 3.9 finalizes under 3001, the deposed 3000's driver must not write to ZooKeeper.
 
-    KIP-866 §Finalizing the Migration ("no longer perform writes to ZK"). One Fetch both deposes 3000
-    and commits POST_MIGRATION; the driver sees no record of the newer leadership before it has
-    handled the leadership change (Raft tells listeners of a new leader before its records), so
-    there is nothing for it to write.
+    KIP-866 §Finalizing the Migration ("no longer perform writes to ZK"). The first Fetch deposes 3000
+    and commits 3001's LeaderChange (3001 activates and appends POST_MIGRATION), the second commits
+    POST_MIGRATION; the driver sees no record of the newer leadership before it has handled the
+    leadership change (Raft tells listeners of a new leader before its records), so there is
+    nothing for it to write.
     """
-    state = drive(unflagged_3001_standing(), BecomeLeader(C1), Fetch(C0, C1), variant=KAFKA_3_9)
+    state = drive(unflagged_3001_standing(), BecomeLeader(C1), Fetch(C0, C1), Fetch(C0, C1), variant=KAFKA_3_9)
+    assert committed(state).migration is M.POST_MIGRATION
     assert ctrl(state, C0).role is QuorumRole.FOLLOWER
     assert driver_state(state, C0) is D.DUAL_WRITE  # it has not handled the KRaftLeaderEvent yet
     after = step(state, DualWrite(C0), KAFKA_3_9)

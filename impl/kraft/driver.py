@@ -182,7 +182,9 @@ class KRaftMigrationDriver:
         if not self._in(D.WAIT_FOR_CONTROLLER_QUORUM):
             return False
         image = self.driver_image()
-        if image.offset == 0:  # no image published yet (firstPublish)
+        if image.is_empty():
+            # firstPublish: MetadataChangeEvent skips an empty image (KAFKA-15389) such as a new leader's
+            # committed LeaderChange alone, before its bootstrap records commit.
             return False
         match image.migration_state:
             case ZkMigrationState.NONE:

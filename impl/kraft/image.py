@@ -81,6 +81,11 @@ class Image:
     def migration_state(self) -> ZkMigrationState:
         return ZkMigrationState.NONE if self.migration is None else self.migration
 
+    def is_empty(self) -> bool:
+        """MetadataImage.isEmpty: every part of it is empty (only control records replayed, if any)."""
+        return (self.metadata_version is None and self.migration is None and not self.brokers
+                and not self.partitions and self.config is None and not self.removed_topics)
+
     def registration(self, broker: int) -> BrokerRegistration | None:
         return self.brokers.get(broker)
 

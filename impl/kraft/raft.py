@@ -12,6 +12,10 @@ Rules:
   the voter's own, by a voter that neither leads nor follows in that epoch.
 - The leader's high watermark is the largest end offset a majority of voters holds, and it
   moves only onto an entry of the leader's own epoch (Raft §5.4.2); it never moves back.
+- A new leader appends its LeaderChange at the epoch start offset; its listener (QuorumController)
+  hears that it leads only once the high watermark has passed that offset (``leader_change_due``,
+  KafkaRaftClient's ListenerContext.maybeFireLeaderChange), so it activates on a log it has
+  read committed to the end, never on a predecessor's uncommitted tail.
 - Fetch: a follower whose (fetch offset, last fetched epoch) disagrees with the leader's log is
   told where it diverges (``end_offset_for_epoch``) and truncates there; the exchange repeats
   until the logs agree, then the follower copies the rest. The model's Fetch is one atomic
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 from impl.kraft.image import end_offset_for_epoch
 from impl.kraft.rpc import ApiError, FetchRequest, FetchResponse, VoteRequest, VoteResponse
-from model.kraft import KRaftEpoch, LogEntry, MetadataRecord, QuorumRole
+from model.kraft import ControllerId, KRaftEpoch, LeaderChangeMessage, LogEntry, MetadataRecord, QuorumRole
 
 
 def majority(voters: int) -> int:
@@ -44,6 +48,7 @@ class QuorumState:
         self.votes: set[int] = set()
         self.high_watermark = 0
         self.fetched: list[int] = []  # as leader: each voter's log end offset, in ``voters`` order
+        self.epoch_start_offset = 0  # as leader: the offset of its LeaderChange record (LeaderState)
         self.active = False  # as leader: QuorumController's activation ran
 
     # ---- reads ---------------------------------------------------------------------------------
@@ -124,11 +129,19 @@ class QuorumState:
         return self.role is QuorumRole.CANDIDATE and len(self.votes) >= majority(len(self.voters))
 
     def become_leader(self) -> None:
+        """onBecomeLeader: the epoch starts at the log end with the LeaderChange control record."""
         self.role = QuorumRole.LEADER
         self.leader = self.node_id
         self.votes = set()
         self.fetched = [0] * len(self.voters)
         self.active = False
+        self.epoch_start_offset = self.end_offset
+        self.append([LeaderChangeMessage(ControllerId(self.node_id))])
+
+    def leader_change_due(self) -> bool:
+        """pollLeader's maybeFireLeaderChange: the listener is told of this leadership once it has read
+        past the epoch start offset, i.e. once the high watermark covers the LeaderChange record."""
+        return self.role is QuorumRole.LEADER and not self.active and self.high_watermark > self.epoch_start_offset
 
     def resign(self) -> None:
         """QuorumController refused to activate: the leader gives up (Resigned) without a new epoch."""

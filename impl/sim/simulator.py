@@ -48,13 +48,13 @@ from impl.sim.faults import FaultMix
 from model.actions import (
     PERTURBATIONS,
     Action,
-    BecomeLeader,
     CrashBroker,
     CrashController,
     DeleteControllerZNodes,
     Deliver,
     Drop,
     ExpireSession,
+    Fetch,
     MigrateBrokerToKRaft,
     ReconfigureController,
     Redeliver,
@@ -404,11 +404,14 @@ class Simulation:
         """Whether a step whose outcome (not only whether it is taken) depends on reaching a peer can
         be taken now: the model has no partitions and takes it with every exchange inside it
         answered (a dead peer answers nothing, in both), so across a cut it waits for the heal.
-        BecomeLeader's activation asks every voter whether it finalizes (KIP-866 §Finalizing the
-        Migration); SessionTimeout tells the fenced broker."""
+        A Fetch from a leader not yet active may commit its LeaderChange, and so activate it (Raft
+        tells QuorumController it leads only then), and activation asks every voter whether it
+        finalizes (KIP-866 §Finalizing the Migration); SessionTimeout tells the fenced broker."""
         match action:
-            case BecomeLeader(controller=k):
-                return all(self._reachable(k, o) for o in self.cluster.controllers if o != k)
+            case Fetch(leader=k):
+                leader = self.cluster.controllers.get(k)
+                if leader is not None and leader.awaiting_activation():
+                    return all(self._reachable(k, o) for o in self.cluster.controllers if o != k)
             case SessionTimeout(broker=b, controller=k):
                 return self._reachable(k, b)
         return True
