@@ -13,20 +13,22 @@ The migration fencing core (``project``), and what it leaves out:
   names); the budgets the core's perturbations spend (KRaft elections, controller crashes,
   operator migration steps, ZooKeeper outages). /migration's offset is left out: no property of
   this core reads it (the offsets' properties, ZkWritesFollowKRaftCommits and the lag bound,
-  need the committed log).
+  need the committed log). The migration state of the committed log (its last
+  ZkMigrationStateRecord: ``committed_state``) and whether the quorum is a single controller.
 - Per KRaft controller (the actors; an uninterpreted sort ``Controller`` in the unbounded proof):
   alive, its migration flag, its persisted Raft epoch, candidate, holding another controller's
   vote, leading (``is_active``), leading in Raft but not yet active (its LeaderChange has not
   committed), resigned, and its migration driver: the state as a code
   (``DRIVER_CODES``, -1 for no driver), the leadership it believes in (epoch, whether its own),
   the /migration version and the /controller_epoch version of its claim that it believes (-2:
-  unknown).
+  unknown); the migration state of its whole log, committed or not (``log_state``).
 - The step's ghost (``STEP_FIELDS``, reset by every step): the KRaft write ZooKeeper applied in
   this step, if any: its writer's epoch, whether it was a dual write, the writer's driver state.
-- Logs, high watermarks and images are abstracted away. Where a handler decides from them (is
-  there committed metadata ZooKeeper lacks? which migration state does the committed log hold?
-  did activation resign?) its guard is over-approximated or its outcome is a choice
-  (``proofs.Choices``): "activates", "granted", "inactive"/"migrated", "synced". Proofs stay
+- Logs, high watermarks and images are abstracted away but for their migration states. Where a
+  handler decides from them (is there committed metadata ZooKeeper lacks? did activation resign?
+  how far does a Fetch commit?) its guard is over-approximated or its outcome is a choice
+  (``proofs.Choices``): "activates", "granted", "inactive"/"migrated", "synced", "lc_commits",
+  "commits" (and "finalizes" over any number of controllers). Proofs stay
   sound; a BMC trace the model cannot follow is refuted by the replay, which may insert up to
   ``MAX_STUTTERS`` log-only model steps (``STUTTER_KINDS``: appends, Fetch rounds, broker
   registrations) that leave the core unchanged. How far this goes: the search finds the seeded
@@ -39,18 +41,32 @@ The migration fencing core (``project``), and what it leaves out:
   deletes /controller_epoch the next one reuses an epoch, the finding the scopes "rollback" and
   "lifecycle" pin, which breaks ZkControllerEpochsIncreaseAcrossHandOver. Every other scope has
   no election budget.
-- Also left out: MigrationStateOnlyMovesForward and NoZkWriteAfterPostMigration, which read the
-  ZkMigrationStateRecords of the committed log and of a writer's own log (a Raft commit may cover
-  two of them at once: a new leader activates on an uncommitted MIGRATION, appends
-  POST_MIGRATION, and one Fetch commits both, so PRE_MIGRATION -> POST_MIGRATION, which the
-  model does with a larger migrations budget than any scope has), and AtMostOneKRaftLeaderPerEpoch
-  (a majority is not expressible over an uninterpreted sort; no property here needs it: the
-  claim itself refuses an equal epoch).
+- Raft premises: facts of every reachable state that rest on quorum intersection, which is not
+  expressible over an uninterpreted sort, so the formulas take them as given instead of proving
+  them: a Fetch moves the committed log only to a longer prefix of the serving leader's log (Raft's
+  Leader Completeness and commit rule: that leader's log state has reached the committed one),
+  and a driver reads a prefix of the committed log (WaitForControllerQuorum's branches need the
+  committed state to have reached what it read). The explorer checks the Raft side
+  (CommittedRecordsNeverChange, CommittedRecordsOnMajority), and the agreement test checks on
+  reachable states that every model step satisfies the formulas. With them,
+  MigrationStateOnlyMovesForward is proved: activation reads a committed log (the Fetch that
+  commits a new leader's LeaderChange commits its whole log), so no log is ever more than one
+  move ahead of the committed state (LogsAtMostOneStateAhead), and a commit moves the committed
+  state to a log's, never past it. The seeded bug ACTIVATE_ON_UNCOMMITTED_LOG (activation at
+  BecomeLeader, on a predecessor's uncommitted MIGRATION) breaks that lemma in BecomeLeader, and
+  BMC finds the jump PRE_MIGRATION -> POST_MIGRATION its next Fetch commits.
+- Also left out: NoZkWriteAfterPostMigration (whether a driver that speaks for an older
+  leadership can hold a log with POST_MIGRATION and still write depends on which entries a
+  candidate's log holds against its voters', Raft's vote rule, beyond the migration states this
+  core keeps), and AtMostOneKRaftLeaderPerEpoch (a majority is not expressible over an
+  uninterpreted sort; no property here needs it: the claim itself refuses an equal epoch).
 
 Encoded actions: StartElection, RequestVote, Fetch, BecomeLeader (the quorum's epochs and
-leadership), CrashController, ShutdownController, RestartController, ReconfigureController,
+leadership, activation once the LeaderChange commits, the commits and the migration state
+activation writes), CrashController, ShutdownController, RestartController, ReconfigureController,
 RecoverMigrationState, KRaftLeaderChange, WaitForControllerQuorum, WaitForZkBrokers,
-BecomeZkController (the claim, then the unconditional /migration write), MigrationCommitted,
+BecomeZkController (the claim, then the unconditional /migration write), CompleteMigration (the
+MIGRATION record), MigrationCommitted,
 SyncKRaftToZk, SendRPCsToBrokers, DualWrite (the last three through ``_kraft_zk_write``: the
 /controller_epoch check and the /migration compare-and-set), ZkOutage, ZkRecover,
 DeleteControllerZNodes (rollback; KIP: /controller and /controller_epoch, Kafka 3.9: /controller
@@ -61,14 +77,17 @@ MigrateBrokerToKRaft and RollbackBrokerToZk (they spend the migrations budget), 
 
 Properties (registry names): OnlyCurrentKRaftLeaderWritesApply, KRaftEpochInZkOnlyIncreases,
 ZkControllerEpochsIncreaseAcrossHandOver, DriverTakesOnlyTableTransitions,
-DualWritesOnlyInDualWriteStates, KRaftEpochNeverDecreases. Lemmas, each proved inductive with
-them (``INVARIANTS``): /controller_epoch holds the largest epoch ever written; a stopped
-controller holds nothing; driver codes are table states; Raft epochs are >= 0; a driver's claimed
-/controller_epoch version is not ahead of the znode; every driver that has claimed speaks for a
-leadership no newer than /controller's; the driver whose claim is /controller_epoch's current
-version owns /controller in its own epoch (why the check fences everyone else); believed
+DualWritesOnlyInDualWriteStates, KRaftEpochNeverDecreases, MigrationStateOnlyMovesForward. Lemmas,
+each proved inductive with them (``INVARIANTS``): /controller_epoch holds the largest epoch ever
+written; a stopped controller holds nothing; driver codes are table states; Raft epochs are >= 0; a
+driver's claimed /controller_epoch version is not ahead of the znode; every driver that has claimed
+speaks for a leadership no newer than /controller's; the driver whose claim is /controller_epoch's
+current version owns /controller in its own epoch (why the check fences everyone else); believed
 /migration versions are not ahead of the znode (why the compare-and-set can only fail for the
-stale); /migration names no leadership newer than /controller's, and none at all before a claim.
+stale); /migration names no leadership newer than /controller's, and none at all before a claim;
+migration states are state codes; a log whose state has reached the committed one is at most one
+move ahead of it; a quorum of one has its whole log committed; a driver on the migration's way has
+a committed state that reached PRE_MIGRATION.
 
 BMC (``Core.bmc``) from a scope's real initial state, with Ints for the counters, assumes at every
 step the lemmas that are inductive for the variant (``Core.inductive_lemmas``: those the
@@ -129,11 +148,12 @@ from model.actions import (
     ZkRecover,
 )
 from model.bugs import CORRECT, Bug, Variant
-from model.kraft import FIRST_CONTROLLER_ID, ControllerId, QuorumRole
+from model.kraft import FIRST_CONTROLLER_ID, ControllerId, QuorumRole, ZkMigrationState, image_of
 from model.kraft_step import is_active
 from model.migration import (
     EMPTY_MIGRATION,
     MIGRATION,
+    STATE_ORDER,
     VALID_TRANSITIONS,
     Driver,
     KRaftControllerZNode,
@@ -153,6 +173,7 @@ from properties.proofs import (
     Effect,
     EncodedAction,
     EncodedStep,
+    FiniteActors,
     Invariant,
     ObligationResult,
     OutsideProjection,
@@ -168,6 +189,27 @@ UNINITIALIZED, INACTIVE = DRIVER_CODES[D.UNINITIALIZED], DRIVER_CODES[D.INACTIVE
 _FRESH = Driver()  # what a (re)started controller with the flag begins with
 UNKNOWN_VERSION = _FRESH.zk_epoch_version  # a driver's version of a znode it has not read (-2)
 
+# The migration state a log holds (its last ZkMigrationStateRecord: image_of(log).migration), None for none.
+M = ZkMigrationState
+STATE_CODES: dict[ZkMigrationState | None, int] = {None: 0, M.NONE: 1, M.PRE_MIGRATION: 2, M.MIGRATION: 3,
+                                                   M.POST_MIGRATION: 4}
+NO_STATE, NONE_STATE, PRE, MIG, POST = (STATE_CODES[k] for k in (None, M.NONE, M.PRE_MIGRATION, M.MIGRATION,
+                                                                  M.POST_MIGRATION))
+
+
+def _closure(order: dict) -> set[tuple]:
+    """The pairs (a, b) of states such that a log may go from a to b: STATE_ORDER's moves, repeated."""
+    pairs = {(a, a) for a in order}
+    while True:
+        more = {(a, c) for a, b in pairs for c in order[b]} - pairs
+        if not more:
+            return pairs
+        pairs |= more
+
+
+MOVES = {(STATE_CODES[a], STATE_CODES[b]) for a, targets in STATE_ORDER.items() for b in targets}
+REACHES = {(STATE_CODES[a], STATE_CODES[b]) for a, b in _closure(STATE_ORDER)}
+
 # The seeded bugs the encoding switches, with the encoded actions whose formulas they change.
 ENCODED_BUGS: dict[Bug, tuple[str, ...]] = {
     # the dual-write multi without its Check on /controller_epoch
@@ -182,6 +224,8 @@ ENCODED_BUGS: dict[Bug, tuple[str, ...]] = {
     Bug.DUAL_WRITE_BEFORE_SYNC: ("DualWrite",),
     # a restarted controller starts from epoch 0
     Bug.RESTART_FORGETS_EPOCH: ("RestartController",),
+    # a new leader activates at once, on its whole log, not once its LeaderChange has committed
+    Bug.ACTIVATE_ON_UNCOMMITTED_LOG: ("BecomeLeader",),
 }
 
 # ---- the projection -----------------------------------------------------------------------------
@@ -200,6 +244,8 @@ GLOBAL_FIELDS: dict[str, str] = {
     "migration_version": INT,
     "migration_epoch": INT,  # its kraft_controller_epoch
     "handed_back": BOOL,  # history.handed_back: the rollback deleted KRaft's znodes; the quorum is over
+    "committed_state": INT,  # STATE_CODES of the committed log: image_of(history.committed).migration
+    "single_voter": BOOL,  # the quorum is one controller: what it appends commits at once (constant)
     # the budgets the core's perturbations spend (model.state.Budget)
     "kraft_elections_left": INT,
     "crashes_left": INT,  # controller_crashes
@@ -222,6 +268,7 @@ CONTROLLER_FIELDS: dict[str, str] = {
     "leads": BOOL,  # kraft_step.is_active
     "awaiting": BOOL,  # Raft leader not yet active: its LeaderChange has not committed
     "resigned": BOOL,  # activation refused to lead
+    "log_state": INT,  # STATE_CODES of its whole log, committed or not (persisted: survives a stop)
     "driver": INT,  # DRIVER_CODES, NO_DRIVER
     "driver_epoch": INT,  # Driver.kraft_epoch: the leadership the driver last heard of
     "driver_leader": BOOL,  # Driver.leader: that leadership is its own
@@ -263,6 +310,8 @@ def project(state: ClusterState) -> Projection:
     out["migration_version"] = 0 if migration is None else migration.version
     out["migration_epoch"] = 0 if migration is None else int(migration.data.kraft_controller_epoch)
     out["handed_back"] = state.history.handed_back is not None
+    out["committed_state"] = STATE_CODES[image_of(state.history.committed).migration]
+    out["single_voter"] = len(state.controllers) == 1
     budget = state.budget
     out.update(
         kraft_elections_left=budget.kraft_elections, crashes_left=budget.controller_crashes,
@@ -290,6 +339,7 @@ def project(state: ClusterState) -> Projection:
             "leads": is_active(c),
             "awaiting": c.alive and c.role is QuorumRole.LEADER and not c.active,
             "resigned": c.alive and c.role is QuorumRole.RESIGNED,
+            "log_state": STATE_CODES[image_of(c.log).migration],
             **(
                 NO_DRIVER_FIELDS if d is None else {
                     "driver": DRIVER_CODES[d.state], "driver_epoch": int(d.kraft_epoch), "driver_leader": d.leader,
@@ -348,6 +398,33 @@ def _driving(s: SymState, c, state: MigrationDriverState) -> z3.BoolRef:
     """kraft_step._driver(c, state) and _leading(c): the driver runs in ``state`` and believes it leads."""
     me = s.of(c)
     return z3.And(me.alive, me.driver == _code(state), me.driver_leader)
+
+
+def _reaches(a, b) -> z3.BoolRef:
+    """A log in state ``a`` may go on to state ``b`` (STATE_ORDER's moves, none or several: ``a`` ⪯ ``b``)."""
+    return z3.Or([z3.And(a == x, b == y) for x, y in sorted(REACHES)])
+
+
+def _legal_move(a, b) -> z3.BoolRef:
+    """``b`` is ``a`` or one of STATE_ORDER's moves from it."""
+    return z3.Or(a == b, *[z3.And(a == x, b == y) for x, y in sorted(MOVES)])
+
+
+def _activation_state(s: SymState, c, variant: Variant, log_state, choose) -> z3.ExprRef:
+    """_activate's ZkMigrationStateRecord, as the state of the log it activates on after it: the bootstrap of
+    an empty log (PRE_MIGRATION with the flag, else NONE), POST_MIGRATION where it finalizes (_may_finalize:
+    kip, once every voter runs without the flag; kafka-3.9, at once), else the state it found. Over any
+    number of controllers kip's rule is a choice (``finalizes``): no property here depends on it, and a
+    quantifier under an if-then-else slows the unbounded proof several times over."""
+    me = s.of(c)
+    if variant.profile is Profile.KAFKA_3_9:
+        finalizing: z3.BoolRef = z3.BoolVal(True)
+    elif isinstance(s.dom, FiniteActors):
+        finalizing = s.dom.every(lambda x: z3.And(s.of(x).alive, z3.Not(s.of(x).flag)))
+    else:
+        finalizing = choose("finalizes")
+    finalize = z3.And(log_state == MIG, z3.Not(me.flag), finalizing)
+    return _pick(s, log_state == NO_STATE, _pick(s, me.flag, PRE, NONE_STATE), _pick(s, finalize, POST, log_state))
 
 
 def _spends(s: SymState, budget: str) -> tuple[z3.BoolRef, dict[str, Any]]:
@@ -411,10 +488,16 @@ def fetch(s: SymState, f, leader, variant: Variant, choose) -> Effect:
         _distinct(f, leader), fol.alive, lead.alive, z3.Or(lead.leads, lead.awaiting),
         z3.Not(z3.And(z3.Or(fol.leads, fol.awaiting), fol.epoch == lead.epoch)),
     )
-    activation = z3.And(z3.Not(newer), lead.awaiting, choose("lc_commits"))
+    # Raft premise: a Fetch moves the committed log only to a longer prefix of the serving leader's log.
+    extends = _reaches(s.committed_state, lead.log_state)
+    activation = z3.And(z3.Not(newer), lead.awaiting, choose("lc_commits"), extends)
+    commits = z3.And(z3.Not(newer), z3.Or(activation, z3.And(choose("commits"), extends)))
     activates = choose("activates")
+    activated = _activation_state(s, leader, variant, lead.log_state, choose)
     return Effect(
         guard,
+        # What commits: the state at the leader's log end (all of it when its LeaderChange commits), or as before.
+        changes={"committed_state": _pick(s, commits, lead.log_state, s.committed_state)},
         mine={
             "epoch": top,
             "candidate": z3.And(newer, fol.candidate),
@@ -422,12 +505,14 @@ def fetch(s: SymState, f, leader, variant: Variant, choose) -> Effect:
             "leads": z3.And(newer, fol.leads),
             "awaiting": z3.And(newer, fol.awaiting),
             "resigned": z3.And(newer, fol.resigned),
+            "log_state": _pick(s, newer, fol.log_state, lead.log_state),  # it copies the log as it was
         },
         peer={
             "epoch": top,
             "leads": z3.And(z3.Not(newer), z3.If(activation, activates, lead.leads)),
             "awaiting": z3.And(z3.Not(newer), z3.Not(activation), lead.awaiting),
             "resigned": z3.And(z3.Not(newer), z3.Or(lead.resigned, z3.And(activation, z3.Not(activates)))),
+            "log_state": _pick(s, z3.And(activation, activates), activated, lead.log_state),
         },
     )
 
@@ -439,12 +524,19 @@ def become_leader(s: SymState, c, variant: Variant, choose) -> Effect:
     ``activates``)."""
     me = s.of(c)
     activates = choose("activates")
-    alone = s.dom.alone(c)
+    alone = s.single_voter  # (a field, not a quantifier over controllers: see LoneVoterLogIsCommitted)
+    # The seeded bug activates at once, on the whole log: a predecessor's uncommitted records included.
+    at_once = z3.BoolVal(True) if variant.has(Bug.ACTIVATE_ON_UNCOMMITTED_LOG) else alone
+    activated = _activation_state(s, c, variant, me.log_state, choose)
+    log_state = _pick(s, z3.And(at_once, activates), activated, me.log_state)
     return Effect(
-        z3.And(me.alive, me.candidate, z3.Or(me.has_vote, alone)),
+        z3.And(me.alive, me.candidate, z3.Or(me.has_vote, s.dom.alone(c))),
+        # Alone, everything it appends commits at once.
+        changes={"committed_state": _pick(s, alone, log_state, s.committed_state)},
         mine={
-            "candidate": False, "has_vote": False, "leads": z3.And(alone, activates),
-            "awaiting": z3.Not(alone), "resigned": z3.And(alone, z3.Not(activates)),
+            "candidate": False, "has_vote": False, "leads": z3.And(at_once, activates),
+            "awaiting": z3.Not(at_once), "resigned": z3.And(at_once, z3.Not(activates)),
+            "log_state": log_state,
         },
     )
 
@@ -524,10 +616,13 @@ def wait_for_controller_quorum(s: SymState, c, variant: Variant, choose) -> Effe
     POST_MIGRATION -> INACTIVE (choice ``inactive``), MIGRATION -> BECOME_CONTROLLER (``migrated``),
     else WAIT_FOR_BROKERS once the quorum is ready (the seeded bug: straight to DUAL_WRITE)."""
     onward = D.DUAL_WRITE if variant.has(Bug.DRIVER_SKIPS_TO_DUAL_WRITE) else D.WAIT_FOR_BROKERS
-    driver = _pick(
-        s, choose("inactive"), INACTIVE, _pick(s, choose("migrated"), _code(D.BECOME_CONTROLLER), _code(onward))
-    )
-    return Effect(_driving(s, c, D.WAIT_FOR_CONTROLLER_QUORUM), mine={"driver": driver})
+    inactive, migrated = choose("inactive"), choose("migrated")
+    driver = _pick(s, inactive, INACTIVE, _pick(s, migrated, _code(D.BECOME_CONTROLLER), _code(onward)))
+    # Raft premise: the driver reads a prefix of the committed log, so the committed state has reached what
+    # it read: MIGRATION on the way to BECOME_CONTROLLER, PRE_MIGRATION on the way onward.
+    read = z3.Or(inactive, z3.And(migrated, _reaches(MIG, s.committed_state)),
+                 z3.And(z3.Not(migrated), _reaches(PRE, s.committed_state)))
+    return Effect(z3.And(_driving(s, c, D.WAIT_FOR_CONTROLLER_QUORUM), read), mine={"driver": driver})
 
 
 def wait_for_zk_brokers(s: SymState, c, variant: Variant, choose) -> Effect:
@@ -601,6 +696,19 @@ def _kraft_zk_write(s: SymState, c, variant: Variant, dual: bool, onward) -> tup
         "driver_zk_version": z3.If(applied, me.driver_zk_version, UNKNOWN_VERSION),
     }
     return _either(s, applied, wrote, {}), mine
+
+
+def complete_migration(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_complete_migration: the active leader whose driver is in ZK_MIGRATION appends
+    ZkMigrationStateRecord(MIGRATION) (and ends the migration transaction), unless its log holds one
+    already; whether the copy has begun is outside the core. Alone, it commits at once."""
+    me = s.of(c)
+    guard = z3.And(_driving(s, c, D.ZK_MIGRATION), me.leads, me.log_state != MIG, me.log_state != POST)
+    return Effect(
+        guard,
+        changes={"committed_state": _pick(s, s.single_voter, MIG, s.committed_state)},
+        mine={"log_state": MIG},
+    )
 
 
 def migration_committed(s: SymState, c, variant: Variant, choose) -> Effect:
@@ -696,6 +804,7 @@ ACTIONS: tuple[EncodedAction, ...] = (
     EncodedAction("WaitForControllerQuorum", wait_for_controller_quorum, exact_guard=False),
     EncodedAction("WaitForZkBrokers", wait_for_zk_brokers, exact_guard=False),
     EncodedAction("BecomeZkController", become_zk_controller),
+    EncodedAction("CompleteMigration", complete_migration, exact_guard=False),
     EncodedAction("MigrationCommitted", migration_committed, exact_guard=False),
     EncodedAction("SyncKRaftToZk", sync_kraft_to_zk, exact_guard=False),
     EncodedAction("SendRPCsToBrokers", send_rpcs_to_brokers, exact_guard=False),
@@ -714,8 +823,8 @@ BY_CONTROLLER: dict[str, type] = {
     cls.__name__: cls
     for cls in (
         StartElection, BecomeLeader, CrashController, ShutdownController, RestartController, RecoverMigrationState,
-        KRaftLeaderChange, WaitForControllerQuorum, WaitForZkBrokers, BecomeZkController, MigrationCommitted,
-        SyncKRaftToZk, SendRPCsToBrokers, DualWrite,
+        KRaftLeaderChange, WaitForControllerQuorum, WaitForZkBrokers, BecomeZkController, CompleteMigration,
+        MigrationCommitted, SyncKRaftToZk, SendRPCsToBrokers, DualWrite,
     )
 }
 ENVIRONMENT: dict[str, type] = {cls.__name__: cls for cls in (ZkOutage, ZkRecover, DeleteControllerZNodes)}
@@ -786,8 +895,7 @@ def model_actions(step: EncodedStep, state: ClusterState, scope: Scope, variant:
 # Log-only model steps the replay may insert between encoded steps (they leave the core unchanged and
 # are what enables many driver steps: committed metadata, registered brokers, a replicated migration).
 STUTTER_KINDS = (
-    AlterConfigs, UpdateMetadataVersion, RegisterWithKRaft, BrokerHeartbeat, SessionTimeout, MigrateMetadata,
-    CompleteMigration, Fetch,
+    AlterConfigs, UpdateMetadataVersion, RegisterWithKRaft, BrokerHeartbeat, SessionTimeout, MigrateMetadata, Fetch,
 )
 MAX_STUTTERS = 3
 
@@ -844,6 +952,10 @@ def _dual_writes_only_in_dual_write_states(pre: SymState, post: SymState) -> z3.
 
 def _kraft_epoch_never_decreases(pre: SymState, post: SymState) -> z3.BoolRef:
     return pre.dom.every(lambda c: post.of(c).epoch >= pre.of(c).epoch)
+
+
+def _migration_state_only_moves_forward(pre: SymState, post: SymState) -> z3.BoolRef:
+    return _legal_move(pre.committed_state, post.committed_state)
 
 
 # Lemmas: what the proofs of the properties above need to know about every reachable state.
@@ -930,6 +1042,45 @@ def _migration_znode_names_no_newer_leadership(s: SymState) -> z3.BoolRef:
     return z3.Implies(z3.And(s.migration_exists, _claimed(s)), s.migration_epoch <= s.controller_kraft_epoch)
 
 
+def _migration_states_are_states(s: SymState) -> z3.BoolRef:
+    def state(x) -> z3.BoolRef:
+        return z3.Or([x == code for code in STATE_CODES.values()])
+
+    return z3.And(state(s.committed_state), s.dom.every(lambda c: state(s.of(c).log_state)))
+
+
+def _logs_at_most_one_state_ahead(s: SymState) -> z3.BoolRef:
+    def near(c):
+        ls = s.of(c).log_state
+        return z3.Implies(_reaches(s.committed_state, ls), _legal_move(s.committed_state, ls))
+
+    return s.dom.every(near)
+
+
+def _one_controller(s: SymState) -> z3.BoolRef:
+    """There is one controller: no two are distinct."""
+    return s.dom.every_pair(lambda b, c: z3.BoolVal(False) if isinstance(b, int) else b == c)
+
+
+def _lone_voter_log_is_committed(s: SymState) -> z3.BoolRef:
+    # "single_voter" rather than "c is the only controller": a quantifier under the one over controllers
+    # would make the unbounded obligations leave the decidable fragment (a Skolem function of controllers).
+    every_log = s.dom.every(lambda c: s.of(c).log_state == s.committed_state)
+    return z3.Implies(s.single_voter, z3.And(_one_controller(s), every_log))
+
+
+MIGRATING_DRIVER_STATES = (D.WAIT_FOR_BROKERS, D.BECOME_CONTROLLER, D.ZK_MIGRATION, D.SYNC_KRAFT_TO_ZK,
+                           D.KRAFT_CONTROLLER_TO_BROKER_COMM, D.DUAL_WRITE)
+
+
+def _migrating_drivers_saw_pre_migration(s: SymState) -> z3.BoolRef:
+    def saw(c):
+        migrating = z3.Or([s.of(c).driver == _code(d) for d in MIGRATING_DRIVER_STATES])
+        return z3.Implies(migrating, _reaches(PRE, s.committed_state))
+
+    return s.dom.every(saw)
+
+
 def _unclaimed_migration_znode_is_empty(s: SymState) -> z3.BoolRef:
     unclaimed = z3.And(s.migration_exists, s.epoch_exists, z3.Not(_claimed(s)))
     return z3.Implies(unclaimed, s.migration_epoch == EMPTY_MIGRATION.kraft_controller_epoch)
@@ -948,6 +1099,8 @@ INVARIANTS: tuple[Invariant, ...] = (
               " or DUAL_WRITE", _dual_writes_only_in_dual_write_states, on_step=True),
     Invariant("KRaftEpochNeverDecreases", "no controller's persisted Raft epoch goes down",
               _kraft_epoch_never_decreases, on_step=True),
+    Invariant("MigrationStateOnlyMovesForward", "the committed migration state moves only along STATE_ORDER",
+              _migration_state_only_moves_forward, on_step=True),
     # Strengthening lemmas.
     Invariant("EpochZnodeHoldsTheLargestEpoch", "/controller_epoch, while it exists, holds the largest epoch ever"
               " written, at a version >= 0", _epoch_znode_holds_the_largest_epoch, lemma=True),
@@ -970,6 +1123,16 @@ INVARIANTS: tuple[Invariant, ...] = (
               " claim", _migration_znode_names_no_newer_leadership, lemma=True),
     Invariant("UnclaimedMigrationZnodeIsEmpty", "before any claim (while /controller_epoch exists), /migration"
               " names no leadership", _unclaimed_migration_znode_is_empty, lemma=True),
+    Invariant("MigrationStatesAreStates", "the committed log's and every log's migration state is a state code",
+              _migration_states_are_states, lemma=True),
+    Invariant("LogsAtMostOneStateAhead", "a log whose migration state has reached the committed one is at most"
+              " one STATE_ORDER move ahead of it", _logs_at_most_one_state_ahead, lemma=True),
+    Invariant("LoneVoterLogIsCommitted", "a quorum of one controller is one controller, whose whole log is"
+              " committed",
+              _lone_voter_log_is_committed, lemma=True),
+    Invariant("MigratingDriversSawPreMigration", "a driver past WAIT_FOR_CONTROLLER_QUORUM on the migration's way"
+              " has a committed state that reached PRE_MIGRATION", _migrating_drivers_saw_pre_migration,
+              lemma=True),
 )
 
 
@@ -981,13 +1144,14 @@ def migration_start(s: SymState) -> z3.BoolRef:
         driver = z3.And([getattr(me, name) == _fresh_or_none(s, me.flag, name) for name in FRESH_DRIVER])
         return z3.And(
             me.alive, me.epoch == 0, z3.Not(me.candidate), z3.Not(me.has_vote), z3.Not(me.leads),
-            z3.Not(me.awaiting), z3.Not(me.resigned), driver,
+            z3.Not(me.awaiting), z3.Not(me.resigned), me.log_state == NO_STATE, driver,
         )
 
     return z3.And(
         s.epoch_exists, s.epoch_value == s.max_epoch, s.max_epoch >= 0, s.epoch_version >= 0,
         z3.Not(s.controller_kraft), s.controller_owner == s.dom.nobody(), s.controller_kraft_epoch == 0,
         z3.Not(s.migration_exists), s.migration_version == 0, s.migration_epoch == 0, z3.Not(s.handed_back),
+        s.committed_state == NO_STATE, z3.Implies(s.single_voter, _one_controller(s)),
         *[s.values[name] == value for name, value in STEP_FIELDS.items()],
         s.dom.every(fresh),
     )
