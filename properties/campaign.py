@@ -66,6 +66,7 @@ from model.kraft_step import committed_image, is_active
 from model.migration import KRaftControllerZNode
 from model.state import CONTROLLER, ClusterState, znode_data
 from properties.differential import Differential, Disagreement
+from properties.files import replace_atomically, write_text
 from properties.shrink import (
     invariant_of,
     resolve_mutant,
@@ -125,20 +126,21 @@ def seeded_bug(name: str | None) -> tuple[frozenset[ImplBug], Variant]:
         raise CampaignError(str(e)) from None
 
 
-def check_scope(name: str) -> str:
+def _checked(read: Callable[[str], object], text: str) -> str:
+    """``text`` if ``read`` accepts it; its one-line ValueError as a CampaignError otherwise."""
     try:
-        scenario(name)
+        read(text)
     except ValueError as e:
         raise CampaignError(str(e)) from None
-    return name
+    return text
+
+
+def check_scope(name: str) -> str:
+    return _checked(scenario, name)
 
 
 def check_faults(spec: str) -> str:
-    try:
-        parse_faults(spec)
-    except ValueError as e:
-        raise CampaignError(str(e)) from None
-    return spec
+    return _checked(parse_faults, spec)
 
 
 def check_mutant(name: str) -> str:
@@ -430,33 +432,17 @@ def schemas():
     }
 
 
-def _replace_atomically(path: Path, write: Callable[[str], None]) -> None:
-    """``write(temp)`` to a temporary name starting with "." beside ``path``, then move it into place."""
-    temp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    try:
-        write(str(temp))
-        os.replace(temp, path)
-    finally:
-        if temp.exists():
-            temp.unlink()
-
-
 def write_table(path: Path, name: str, rows: list[dict]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = schemas()[name]
     table = pa.Table.from_pylist([{f: row.get(f) for f in schema.names} for row in rows], schema=schema)
-    _replace_atomically(path, lambda temp: pq.write_table(table, temp))
+    replace_atomically(path, lambda temp: pq.write_table(table, temp))
 
 
 def write_json(path: Path, data: dict) -> None:
-    def write(temp: str) -> None:
-        with open(temp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-
-    _replace_atomically(path, write)
+    write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def read_rows(path: Path) -> list[dict]:

@@ -83,6 +83,7 @@ from model.state import ClusterState
 from properties import traces
 from properties.campaign import CoverageCollector, coverage_signature, partition_seeds, seeded_bug
 from properties.differential import Disagreement
+from properties.files import write_text
 from properties.shrink import invariant_of as invariant_of_signature
 from properties.shrink import replay_trace, slug, trace_for
 from properties.shrink import signature_of as disagreement_signature
@@ -466,7 +467,7 @@ def _replay(plan: dict, out_dir: Path, seeds: list[int]) -> list[Reported]:
         path, steps = _save_trace(plan, error, counterexamples / f"{name}.json")
         text = _falsifying_example(error)
         stem = path.stem if path is not None else name
-        _write_text(counterexamples / f"{stem}.hypothesis.txt", f"{text}\n{type(error).__name__}: {error}\n")
+        write_text(counterexamples / f"{stem}.hypothesis.txt", f"{text}\n{type(error).__name__}: {error}\n")
         relative = None if path is None else path.relative_to(out_dir).as_posix()
         reported.append(Reported(signature, invariant_of(error), steps, relative, text))
     return reported
@@ -501,16 +502,3 @@ def _save_trace(plan: dict, error: BaseException, path: Path) -> tuple[Path | No
     if replay_trace(trace).signature != trace.signature:
         return None, None
     return traces.save_trace(path, trace), len(error.record)
-
-
-def _write_text(path: Path, text: str) -> None:
-    """Write ``text`` at ``path`` whole or not at all (a temporary name beside it, then a rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -32,7 +32,6 @@ import html
 import io
 import json
 import os
-import tempfile
 from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
@@ -46,6 +45,7 @@ from matplotlib.figure import Figure
 
 from impl.sim.simulator import PROGRESS
 from properties import traces
+from properties.files import write_text
 
 REPORT = "report.html"
 SUMMARY = "summary.json"
@@ -73,14 +73,7 @@ def write_report(out_dir: str | os.PathLike) -> Path:
     summary = _read_summary(directory)
     page = render(directory, tables["runs"], tables["violations"], tables["coverage"], summary)
     target = directory / REPORT
-    fd, temp = tempfile.mkstemp(prefix=".report-", suffix=".html.tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(page)
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_text(target, page)
     return target
 
 

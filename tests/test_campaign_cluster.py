@@ -18,18 +18,17 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pyspark
 import pytest
 
-from properties import campaign, spark
+from properties import spark
 from properties.campaign import make_plan, run_campaign
+from tests.test_campaign import tables
 
 pytestmark = pytest.mark.spark_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
-TIMING = ("duration_s", "finished_s")
 PLAN = dict(seeds=4, steps=400, partition_size=1)
 BUGGY = dict(seeds=2, steps=200, partition_size=1, mutant="impl_broker_epoch_from_session_id", shrink_seconds=20)
 
@@ -49,14 +48,6 @@ def _wait_for_log(text: str, process: subprocess.Popen, log: Path, seconds: floa
             return
         time.sleep(0.1)
     raise AssertionError(f"{log.stem} did not log {text!r} in {seconds} s:\n{log.read_text()[-2000:]}")
-
-
-def tables(out: Path) -> dict[str, list[dict]]:
-    result = {}
-    for name in campaign.TABLES:
-        rows = pq.read_table(out / f"{name}.parquet").to_pylist()
-        result[name] = [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
-    return result
 
 
 @pytest.fixture(scope="module")
