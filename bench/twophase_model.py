@@ -21,10 +21,12 @@ where a plain Python value is faster to build, hash and compare:
 - ``tm_prepared`` and ``msgs``: bitmasks. ``msgs`` holds ``COMMIT_MSG``, ``ABORT_MSG`` and one
   ``prepared_msg(rm)`` bit per RM; like the TLA+ set, messages are only ever added.
 
-The exploration (``bench.twophase``) runs on ``Packed``: the same state graph with each state
-packed into one int and each step an addition, so that generating a successor allocates at most
-one int and the seen-set holds ints. The records above stay the specification: ``Packed`` is
-checked against them state by state (tests/test_twophase.py), and traces are told in them.
+``bench.twophase`` explores the records with the engine every scope runs on
+(``properties.explore.search``, through ``broken_always``), and on request ``Packed``: the same
+state graph with each state packed into one int and each step an addition, so that generating
+a successor allocates at most one int and the seen-set holds ints. The records stay the
+specification: ``Packed`` is checked against them state by state (tests/test_twophase.py), and
+traces are told in them.
 """
 
 from __future__ import annotations
@@ -246,9 +248,17 @@ def successors(state: TwoPhaseState, variant: Variant = CORRECT) -> list[tuple[A
 # ---- the invariant ------------------------------------------------------------------------------
 
 
+TC_CONSISTENT = "TCConsistent"
+
+
 def tc_consistent(state: TwoPhaseState) -> bool:
     """TCConsistent: no RM has committed while another has aborted."""
     return not (COMMITTED in state.rm_state and ABORTED in state.rm_state)
+
+
+def broken_always(state: TwoPhaseState) -> list[str]:
+    """The state invariants ``state`` breaks, as the engine asks (``properties.explore.Spec``)."""
+    return [] if tc_consistent(state) else [TC_CONSISTENT]
 
 
 def reachable_states(rms: int) -> int:

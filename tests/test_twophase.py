@@ -58,17 +58,22 @@ def run(state, *steps, variant=CORRECT):
     return state
 
 
-def test_twophase_three_rms_match_tlc_exactly():
+ENCODINGS = pytest.mark.parametrize("encoding", twophase.ENCODINGS)
+
+
+@ENCODINGS
+def test_twophase_three_rms_match_tlc_exactly(encoding):
     """TLC on TwoPhase.cfg (3 RMs): 288 distinct states, 1,146 states generated, depth 11."""
-    result = explore(3)
+    result = explore(3, encoding=encoding)
     assert (result.distinct_states, result.generated, result.depth) == (288, 1_146, 11)
     assert result.complete and result.violation is None
 
 
+@ENCODINGS
 @pytest.mark.parametrize("rms, distinct", [(5, 8_832), (6, 50_816)])
-def test_twophase_five_and_six_rms_match_the_published_counts(rms, distinct):
+def test_twophase_five_and_six_rms_match_the_published_counts(rms, distinct, encoding):
     """Stateright's 2pc example (5 RMs) and the comment closing TwoPhase.tla (6 RMs)."""
-    result = explore(rms)
+    result = explore(rms, encoding=encoding)
     assert result.distinct_states == distinct
     assert result.depth == 3 * rms + 2
     assert result.complete and result.violation is None
@@ -128,13 +133,14 @@ def test_twophase_receiving_a_decision_twice_stutters():
     assert [a for a, nxt in successors(state) if nxt is state] == [RMRcvAbortMsg(0)]
 
 
-def test_twophase_early_commit_bug_breaks_tc_consistent():
+@ENCODINGS
+def test_twophase_early_commit_bug_breaks_tc_consistent(encoding):
     """Seeded bug: the TM commits before every RM prepared; a working RM aborts while another commits.
 
     The search must find it, with the shortest trace (3 steps), and the trace must replay through
     the buggy model to a state that breaks TCConsistent, and be refused by the correct one.
     """
-    result = explore(3, EARLY_COMMIT)
+    result = explore(3, EARLY_COMMIT, encoding=encoding)
     assert result.violation is not None and len(result.violation) == 3
     assert not tc_consistent(run(init_state(3), *result.violation, variant=EARLY_COMMIT))
     assert TMCommit() in result.violation and step(init_state(3), TMCommit(), CORRECT) is None
@@ -168,10 +174,24 @@ def test_twophase_cli_rejects_a_bad_rm_count(capsys, bad):
 
 
 @pytest.mark.slow
-def test_twophase_seven_rms_match_tlc_exactly():
+@ENCODINGS
+def test_twophase_seven_rms_match_tlc_exactly(encoding):
     """The issue's calibration run: TLC finds 296,448 distinct states for 7 RMs."""
-    result = explore(7)
+    result = explore(7, encoding=encoding)
     assert result.distinct_states == 296_448 == reachable_states(7)
     assert result.depth == 23
     assert result.generated == 2_744_706  # ours, pinned: counted as TLC counts, which 3 RMs confirms
     assert result.complete and result.violation is None
+
+
+def test_twophase_both_encodings_find_the_same_trace():
+    """The packed search meets states in the records' order, so the shortest traces are the same."""
+    for rms in (2, 3, 4):
+        assert explore(rms, EARLY_COMMIT).violation == explore(rms, EARLY_COMMIT, encoding="packed").violation
+
+
+def test_twophase_cli_rejects_an_unknown_encoding(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        twophase.main(["--rm", "3", "--encoding", "fingerprints"])
+    assert exit_.value.code == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
