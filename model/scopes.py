@@ -424,6 +424,13 @@ ROLLBACK_REUSES_ZK_EPOCH = (
     ("kip", "OneLeaderPerLeaderEpoch"),
     ("kip", "EveryElectionBumpsControllerEpoch"),
 )
+
+
+def rollback_findings(profile) -> tuple[str, ...]:
+    """The properties the rollback's deletion of /controller_epoch breaks under ``profile``."""
+    return tuple(prop for p, prop in ROLLBACK_REUSES_ZK_EPOCH if p == profile.value)
+
+
 KRAFT_ONLY = ControllerConfig(migration_enabled=False)
 READY = (True, True)  # a ZK broker with the migration flag and the controller configs
 

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from impl.bugs import IMPL_SEEDED_BUGS
 from model import PROPERTIES, SCOPES, SEEDED_BUGS, Kind, Property, Scope
+from model.scopes import ROLLBACK_REUSES_ZK_EPOCH
 from properties.manifest import MANIFEST
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,6 +134,11 @@ def campaign_scope() -> Scope:
     from impl.sim.scenarios import MIGRATION
 
     return MIGRATION
+
+
+def rollback_finding(p: Property) -> bool:
+    """Whether differential runs and campaigns excuse ``p`` in any scope after the rollback's deletion."""
+    return any(prop == p.name for _, prop in ROLLBACK_REUSES_ZK_EPOCH)
 
 
 def findings(p: Property) -> list[tuple[str, str]]:
@@ -233,6 +239,7 @@ def property_section(p: Property) -> list[str]:
             f"- **Documented finding:** the correct model breaks it in {listed}, because of the seed's text "
             "([findings](model.md#findings-the-checks-report-on-the-seeds)): exploration shows it as a violation; "
             "machines, differential runs and campaigns report it without counting it"
+            + (", in any scope once the rollback has deleted /controller_epoch" if rollback_finding(p) else "")
         )
     out.append("")
     return out

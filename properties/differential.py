@@ -31,11 +31,11 @@ from impl.bugs import ImplBug
 from impl.cluster import Cluster
 from impl.metrics import cluster_metrics
 from impl.refinement import abstract, differences, same
-from model.actions import Action
+from model.actions import Action, DeleteControllerZNodes
 from model.bugs import CORRECT, Variant
 from model.invariants import violations
 from model.metrics import metrics
-from model.scopes import Scope, cold_state, warm_up
+from model.scopes import Scope, cold_state, rollback_findings, warm_up
 from model.state import Budget, ClusterState
 from model.step import enabled_actions, step
 
@@ -94,6 +94,10 @@ class Differential:
         traces = self.cluster.perform(action)
         state = before
         for taken in traces:
+            if isinstance(taken, DeleteControllerZNodes):
+                # KIP-866 §Rollback's deletion of /controller_epoch: from here on, its documented
+                # findings hold whatever the scope (a campaign's rollback runbook runs in any scope).
+                self.findings |= set(rollback_findings(self.variant.profile))
             nxt = step(state, taken, self.variant)
             if nxt is None:
                 self._disagree(f"the implementation took {taken}, which the model does not allow here", state)

@@ -29,6 +29,7 @@ from impl.bugs import IMPL_SEEDED_BUGS
 from model import SCOPES, SEEDED_BUGS, Scope, initial_state, successors
 from model.kraft import BrokerState, ZkMigrationState
 from model.migration import STATE_BYTES, STATE_ORDER, VALID_TRANSITIONS, MigrationDriverState, Profile
+from model.scopes import ROLLBACK_REUSES_ZK_EPOCH
 from properties import catalogue
 from properties.catalogue import GENERATED, ROOT, campaign_scope, pinned, scope_link, write_page
 from properties.manifest import DEPTH_LIMITS, SYMMETRIC, keys, split
@@ -244,7 +245,11 @@ def render_profiles() -> str:
         "",
         "Properties the correct model breaks in a scope under one profile, because of the seed's text "
         "([the findings](model.md#findings-the-checks-report-on-the-seeds)). Exploration shows them as "
-        "violations; Hypothesis machines, differential runs and campaigns report them without counting them.",
+        "violations; Hypothesis machines, differential runs and campaigns report them without counting them. "
+        "The rollback's (KIP-866 §Rollback to ZK: the operator deletes /controller_epoch) hold in any scope "
+        "once a differential run or a campaign's `rollback` runbook has taken that deletion: "
+        + ", ".join(f"[{prop}](invariants.md#{prop.lower()}) under `{profile}`"
+                    for profile, prop in ROLLBACK_REUSES_ZK_EPOCH) + ".",
         "",
         "| scope | profile | property |",
         "|---|---|---|",

@@ -312,3 +312,16 @@ def test_campaign_signature_is_the_shrinkers():
     rows = run_partition(plan, 0)
     assert rows["violations"][0]["signature"] == signature_of(run.disagreement)
     assert rows["violations"][0]["step"] == len(run.record)
+
+
+def test_a_rollback_seed_reports_the_rollback_findings_in_any_scope(tmp_path):
+    """KIP-866 §Rollback deletes /controller_epoch, so the next ZK election reuses an epoch: a
+    documented finding. A rollback seed in a scope that does not list it (migration) counts it as a
+    finding once the deletion is taken, not as a violation; a finalize seed takes no deletion and so
+    keeps every property strict (sim-migration no longer lists the rollback's findings at all)."""
+    plan = make_plan(seeds=4, scope="migration", partition_size=1, out=tmp_path / "c")
+    run = campaign.run_seed(plan, 3)
+    assert run.runbook == "rollback" and run.disagreement is None
+    assert "ZkControllerEpochsIncreaseAcrossHandOver" in run.findings
+    finalized = campaign.run_seed(plan, 0)
+    assert finalized.runbook == "finalize" and finalized.findings == () and finalized.disagreement is None

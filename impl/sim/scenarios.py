@@ -9,7 +9,7 @@ migrates, and the simulator's operator rolls the brokers into KRaft and finalize
 from __future__ import annotations
 
 from model.kraft import ControllerConfig
-from model.scopes import ROLLBACK_REUSES_ZK_EPOCH, SAME_RANGE, SCOPES, Scope
+from model.scopes import SAME_RANGE, SCOPES, Scope
 from model.state import Budget
 from model.types import BrokerId, Ibp
 
@@ -24,8 +24,6 @@ MIGRATION = Scope(
     zk_config=1,
     warm=False,
     budget=Budget(max_lag=4),
-    # The seed's rollback deletes /controller_epoch: reported as a finding, not an implementation bug.
-    findings=ROLLBACK_REUSES_ZK_EPOCH,
 )
 
 SCENARIOS: dict[str, Scope] = {MIGRATION.name: MIGRATION}
