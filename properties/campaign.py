@@ -312,6 +312,7 @@ class SeedRun:
     findings: tuple[str, ...]
     disagreement: Disagreement | None
     coverage: Counter = field(default_factory=Counter)
+    faults: str = ""  # the run's own mix (under swarm testing each run draws one)
 
 
 def run_seed(plan: dict, seed: int, coverage: bool = True) -> SeedRun:
@@ -328,7 +329,8 @@ def run_seed(plan: dict, seed: int, coverage: bool = True) -> SeedRun:
             sim.cluster = sim.diff.cluster
             sim.cluster.delay, sim.cluster.reachable = sim._delay, sim._reachable
     except Disagreement as d:  # a warm scope's warm-up already disagreed: no simulated event yet
-        return SeedRun(seed, runbook, [], time.perf_counter() - start, time.time(), "none", (), d)
+        return SeedRun(seed, runbook, [], time.perf_counter() - start, time.time(), "none", (), d,
+                       faults=parse_faults(plan["faults"]).describe())
     collector = CoverageCollector(sim.diff.model) if coverage else None
     sim.on_event = collector
     disagreement = None
@@ -340,7 +342,7 @@ def run_seed(plan: dict, seed: int, coverage: bool = True) -> SeedRun:
         disagreement = d
     outcome = sim.run(0)  # no further event: the outcome (progress, findings) as far as the run got
     return SeedRun(seed, runbook, sim.record, time.perf_counter() - start, time.time(), outcome.progress,
-                   outcome.findings, disagreement, collector.counts if collector else Counter())
+                   outcome.findings, disagreement, collector.counts if collector else Counter(), sim.faults.describe())
 
 
 def run_partition(plan: dict, partition: int) -> dict:
@@ -349,7 +351,6 @@ def run_partition(plan: dict, partition: int) -> dict:
         from properties.campaign_hypothesis import run_fuzz_partition
 
         return run_fuzz_partition(plan, partition)
-    faults = parse_faults(plan["faults"]).describe()
     started = plan.get("started_at")
     rows: dict[str, list[dict]] = {name: [] for name in TABLES}
     for index, seed in enumerate(partition_seeds(plan, partition)):
@@ -357,7 +358,8 @@ def run_partition(plan: dict, partition: int) -> dict:
         d = run.disagreement
         signature = None if d is None else signature_of(d)
         rows["runs"].append({
-            "partition": partition, "seed": seed, "scope": plan["scope"], "faults": faults, "mutant": plan["mutant"],
+            "partition": partition, "seed": seed, "scope": plan["scope"], "faults": run.faults,
+            "mutant": plan["mutant"],
             "runbook": run.runbook, "engine": plan["engine"], "steps": len(run.record), "duration_s": run.seconds,
             "finished_s": None if started is None else run.ended_at - started,
             "outcome": "clean" if d is None else "violation",
@@ -869,8 +871,8 @@ def add_arguments(p, positive) -> None:
     p.add_argument("--scope", type=checked(check_scope), default=DEFAULT_SCOPE,
                    help=f"the simulator scenario or any model scope (default {DEFAULT_SCOPE})")
     p.add_argument("--faults", type=checked(check_faults), default=DEFAULT_FAULTS,
-                   help="fault mix: none, network, process, zookeeper, all, a+b, key=weight "
-                        f"(default {DEFAULT_FAULTS})")
+                   help="fault mix: none, network, process, zookeeper, all, a+b, key=weight; swarm, or swarm+a: "
+                        f"each run draws its own mix (default {DEFAULT_FAULTS})")
     p.add_argument("--mutant", type=checked(check_mutant),
                    help="switch a seeded bug on, of the implementation or of the model (`kraftcheck mutants --list`)")
     p.add_argument("--steps", type=positive, default=DEFAULT_STEPS,

@@ -325,3 +325,12 @@ def test_a_rollback_seed_reports_the_rollback_findings_in_any_scope(tmp_path):
     assert "ZkControllerEpochsIncreaseAcrossHandOver" in run.findings
     finalized = campaign.run_seed(plan, 0)
     assert finalized.runbook == "finalize" and finalized.findings == () and finalized.disagreement is None
+
+
+def test_a_swarm_campaign_records_each_runs_own_mix(tmp_path):
+    """``--faults swarm``: every run draws its own mix, and the runs table says which, so a
+    violation comes with the mix that found it."""
+    plan = make_plan(seeds=4, faults="swarm", steps=60, partition_size=4, out=tmp_path / "c")
+    mixes = [row["faults"] for row in run_partition(plan, 0)["runs"]]
+    assert len(set(mixes)) == 4 and not any("swarm" in mix for mix in mixes)
+    assert mixes == [row["faults"] for row in run_partition(plan, 0)["runs"]]

@@ -159,6 +159,9 @@ def test_simulation_pinned_runs_replay_byte_for_byte(scope, seed, mix, runbook, 
     ("network+process,drop=0.2", FaultMix(**{**vars(MIXES["network"]), "crash": 0.01, "stop": 0.01, "drop": 0.2})),
     ("drop=0.1", FaultMix(**{**vars(NONE), "drop": 0.1})),
     ("zookeeper, delay_ms = 30 ", FaultMix(**{**vars(MIXES["zookeeper"]), "recover": 1.0, "delay_ms": 30})),
+    ("swarm", FaultMix(**{**vars(MIXES["all"]), "swarm": True})),
+    ("swarm+network", FaultMix(**{**vars(MIXES["network"]), "swarm": True})),
+    ("network+swarm,expire=0.2", FaultMix(**{**vars(MIXES["network"]), "swarm": True, "expire": 0.2})),
 ])
 def test_faults_parse_names_and_overrides(spec, expected):
     """The command line's mix: names joined with '+' (each weight the largest), then key=weight overrides."""
@@ -179,6 +182,8 @@ def test_faults_parse_names_and_overrides(spec, expected):
     ("delay_ms=1.5", "'1.5'"),
     ("drop=nan", "'nan'"),
     ("drop=inf", "'inf'"),
+    ("swarm=1", "'swarm=1'"),
+    ("swarmy", "'swarmy'"),
 ])
 def test_faults_parse_bad_mix_one_line_error(spec, named):
     """A typo on the command line is one line naming the bad part, not a traceback or a silent default."""
@@ -186,3 +191,38 @@ def test_faults_parse_bad_mix_one_line_error(spec, named):
         parse(spec)
     message = str(caught.value)
     assert "\n" not in message and named in message, message
+
+
+# ---- swarm testing -----------------------------------------------------------------------------------
+
+BREAKING = ("delay_ms", "drop", "duplicate", "partition", "crash", "stop", "expire", "outage")
+
+
+def test_swarm_each_run_draws_its_own_mix_from_the_seed():
+    """Under ``swarm`` a run's mix is drawn from its seed: the same seed draws the same mix and the
+    same trace; across seeds, every breaking fault is sometimes left out and sometimes kept."""
+    mixes = [Simulation(MIGRATION, seed, parse("swarm"), check=False).faults for seed in range(40)]
+    assert all(not mix.swarm for mix in mixes)
+    assert Simulation(MIGRATION, 7, parse("swarm"), check=False).faults == mixes[7]
+    base = MIXES["all"]
+    for name in BREAKING:
+        weights = [getattr(mix, name) for mix in mixes]
+        assert 0 in weights and any(weights), f"{name} is never left out or never kept: {weights}"
+        kept = [w for w in weights if w]
+        assert all(getattr(base, name) / 2 - 1e-9 <= w <= 8 * getattr(base, name) + 1e-9 for w in kept), name
+    for name in ("restart", "recover", "expire_dead"):  # healing keeps its weight: every fault can heal
+        assert {getattr(mix, name) for mix in mixes} == {getattr(base, name)}
+
+
+def test_swarm_over_a_mix_leaves_the_other_faults_out():
+    mixes = [Simulation(MIGRATION, seed, parse("swarm+network"), check=False).faults for seed in range(20)]
+    assert all(mix.crash == mix.stop == mix.expire == mix.outage == 0 for mix in mixes)
+    assert any(mix.drop for mix in mixes)
+
+
+def test_swarm_runs_replay_byte_for_byte():
+    first = Simulation(MIGRATION, 3, parse("swarm"), check=False)
+    first.run(800)
+    second = Simulation(MIGRATION, 3, parse("swarm"), check=False)
+    second.run(800)
+    assert first.trace_text() == second.trace_text() and first.faults.describe() == second.faults.describe()

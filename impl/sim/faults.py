@@ -2,14 +2,23 @@
 
 A mix is a set of weights relative to one protocol step (a node's offered action or a message
 delivery, each weight 1). ``parse`` reads a mix from the command line: a name
-(``none``, ``network``, ``process``, ``zookeeper``, ``all``), names joined with ``+``, and
-``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else is a one-line
+(``none``, ``network``, ``process``, ``zookeeper``, ``all``), names joined with ``+``, ``swarm``
+joined to them, and ``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else is a one-line
 ``ValueError`` naming the bad part.
+
+Swarm testing (Groce et al., ISSTA 2012): with ``swarm`` in the mix, each run draws its own mix
+from the simulator's random stream before its first event (``FaultMix.drawn``). Each fault that
+breaks something is left out with probability 1/2 and otherwise weighed 1/2 to 8 times its
+weight in the mix; healing (restarts, recoveries, the expiry of a dead process's session) keeps
+its weight. One fixed mix spreads its faults thinly over every run, so a race that needs, say,
+session expiries in quick succession and no message loss is rare in all of them; across a
+swarm's runs some have exactly that. ``swarm`` alone swarms over ``all``; ``swarm+network`` over the network's faults.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass, fields, replace
 
 
@@ -30,10 +39,32 @@ class FaultMix:
     recover: float = 0.0  # ... and gets it back (weight while it is down)
     # timers of crashed clients: the server expires a dead process's session after its timeout
     expire_dead: float = 2.0
+    # each run draws its own mix from this one (swarm testing, see the module's docstring)
+    swarm: bool = False
 
     def describe(self) -> str:
-        on = [f"{f.name}={getattr(self, f.name)}" for f in fields(self) if getattr(self, f.name)]
-        return ",".join(on) or "none"
+        on = [f"{f.name}={getattr(self, f.name)}" for f in fields(self) if getattr(self, f.name) and f.name != "swarm"]
+        return ",".join(([SWARM] if self.swarm else []) + on) or "none"
+
+    def drawn(self, rng: random.Random) -> FaultMix:
+        """A run's own mix under swarm testing: each breaking fault left out or reweighed, by ``rng``."""
+        changes: dict[str, float | int | bool] = {"swarm": False}
+        for name in BREAKING:
+            weight = getattr(self, name)
+            keep, scale = rng.random() < 0.5, 2 ** rng.uniform(-1, 3)  # both drawn: a fixed number of draws
+            if not keep:
+                changes[name] = 0
+            elif name == "delay_ms":
+                changes[name] = round(weight * scale)
+            else:  # three significant digits: the mix reads well in a campaign's tables
+                changes[name] = float(f"{min(weight * scale, 1.0) if name in PROBABILITIES else weight * scale:.3g}")
+        return replace(self, **changes)
+
+
+# The faults that break something, which a swarm leaves out or reweighs; the rest heal and stay.
+BREAKING = ("delay_ms", "drop", "duplicate", "partition", "crash", "stop", "expire", "outage")
+# Weights the simulator reads as a probability per chance rather than against the other options.
+PROBABILITIES = ("partition",)
 
 
 NONE = FaultMix(restart=0.5, recover=1.0)
@@ -48,23 +79,29 @@ def _combine(a: FaultMix, b: FaultMix) -> FaultMix:
 
 
 MIXES["all"] = _combine(_combine(NETWORK, PROCESS), ZOOKEEPER)
+SWARM = "swarm"  # not a mix but a way to run one: ``swarm+network`` swarms over the network's faults
 
 
 def parse(spec: str) -> FaultMix:
-    """``all``, ``network+process``, ``none,drop=0.1``: a named mix, then overrides."""
+    """``all``, ``network+process``, ``none,drop=0.1``, ``swarm+zookeeper``: named mixes, then overrides."""
     spec = spec.strip()
+    known_names = ", ".join([*MIXES, SWARM])
     if not spec:
-        raise ValueError("empty fault mix; expected a name (" + ", ".join(MIXES) + ") or key=weight pairs")
+        raise ValueError(f"empty fault mix; expected a name ({known_names}) or key=weight pairs")
     names, *overrides = spec.split(",")
     if "=" in names:
         overrides.insert(0, names)
         names = "none"
+    mixes = names.split("+")
+    swarm = SWARM in mixes
+    mixes = [name for name in mixes if name != SWARM] or ["all"]  # ``swarm`` alone swarms over every fault
     mix = NONE
-    for name in names.split("+"):
+    for name in mixes:
         if name not in MIXES:
-            raise ValueError(f"unknown fault mix {name!r}; expected one of {', '.join(MIXES)}")
+            raise ValueError(f"unknown fault mix {name!r}; expected one of {known_names}")
         mix = _combine(mix, MIXES[name])
-    known = {f.name: f.type for f in fields(FaultMix)}
+    mix = replace(mix, swarm=swarm)
+    known = {f.name: f.type for f in fields(FaultMix) if f.name != "swarm"}  # swarm is a mix's name
     for item in overrides:
         key, sep, value = item.partition("=")
         key = key.strip()

@@ -138,8 +138,10 @@ class Simulation:
                  port=None, check: bool = True, runbook: str = "finalize") -> None:
         if runbook not in RUNBOOKS:
             raise ValueError(f"unknown runbook {runbook!r}; expected one of {', '.join(RUNBOOKS)}")
-        self.scope, self.seed, self.faults, self.runbook = scope, seed, faults, runbook
+        self.scope, self.seed, self.runbook = scope, seed, runbook
         self.rng = random.Random(seed)
+        # Under swarm testing the run's own mix is the first thing drawn (``FaultMix.drawn``).
+        self.faults = faults.drawn(self.rng) if faults.swarm else faults
         if check:
             from properties.differential import Differential
 
