@@ -22,58 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.actions import (
-    AlterConfigs,
-    BecomeLeader,
-    BecomeZkController,
-    BeginControlledShutdown,
-    BrokerHeartbeat,
-    ChangeIbp,
-    CompleteMigration,
-    CrashBroker,
-    CrashController,
-    DeleteControllerZNodes,
-    Deliver,
-    Drop,
-    DualWrite,
-    ElectController,
-    ElectPartitionLeader,
-    ExpireSession,
-    Fetch,
-    FetchMetadata,
-    InitializeController,
-    KRaftLeaderChange,
-    MigrateBrokerToKRaft,
-    MigrateMetadata,
-    MigrationCommitted,
-    ObserveControllerEpoch,
-    OpenSession,
-    ProcessBrokerChange,
-    ReconfigureController,
-    RecoverMigrationState,
-    Redeliver,
-    RefreshFeatureCache,
-    RegisterBroker,
-    RegisterWithKRaft,
-    RequestVote,
-    ResignController,
-    RestartBroker,
-    RestartController,
-    RollbackBrokerToZk,
-    SendControlledShutdown,
-    SendRPCsToBrokers,
-    SessionTimeout,
-    ShutdownController,
-    StartElection,
-    StopBroker,
-    SyncKRaftToZk,
-    UpdateFeatures,
-    UpdateMetadataVersion,
-    WaitForControllerQuorum,
-    WaitForZkBrokers,
-    ZkOutage,
-    ZkRecover,
-)
+from model import actions as act  # every action kind, matched by name below
 from model.kraft import FIRST_CONTROLLER_ID
 from model.state import ControlledShutdown, LeaderAndIsr, StopReplica, UpdateMetadata
 
@@ -128,99 +77,99 @@ def view(action) -> StepView:
     """How one action is drawn (see the module's rules)."""
     zk = ZOOKEEPER
     match action:
-        case Deliver(message=m):
+        case act.Deliver(message=m):
             return StepView(_sender(m), node(m.dest), message_text(m))
-        case Redeliver(message=m):
+        case act.Redeliver(message=m):
             return StepView(_sender(m), node(m.dest), "again: " + message_text(m), "again")
-        case Drop(message=m):
+        case act.Drop(message=m):
             return StepView(_sender(m), node(m.dest), "lost: " + message_text(m), "drop")
-        case ZkOutage():
+        case act.ZkOutage():
             return StepView(zk, None, "outage: ZooKeeper loses its quorum", "note")
-        case ZkRecover():
+        case act.ZkRecover():
             return StepView(zk, None, "ZooKeeper serves again", "note")
-        case ExpireSession(session=s):
+        case act.ExpireSession(session=s):
             return StepView(zk, None, f"expires session {s}", "note")
-        case DeleteControllerZNodes():
+        case act.DeleteControllerZNodes():
             return StepView(zk, None, "operator deletes /controller and /controller_epoch", "note")
-        case CrashBroker(broker=n) | CrashController(controller=n):
+        case act.CrashBroker(broker=n) | act.CrashController(controller=n):
             return StepView(node(n), None, "crash", "note")
-        case StopBroker(broker=n) | ShutdownController(controller=n):
+        case act.StopBroker(broker=n) | act.ShutdownController(controller=n):
             return StepView(node(n), None, "clean stop", "note")
-        case RestartBroker(broker=n) | RestartController(controller=n):
+        case act.RestartBroker(broker=n) | act.RestartController(controller=n):
             return StepView(node(n), None, "restart", "note")
-        case ChangeIbp(broker=b, ibp=ibp):
+        case act.ChangeIbp(broker=b, ibp=ibp):
             return StepView(node(b), None, f"operator: inter.broker.protocol.version {ibp.name}", "note")
-        case MigrateBrokerToKRaft(broker=b):
+        case act.MigrateBrokerToKRaft(broker=b):
             return StepView(node(b), None, "operator: restart as a KRaft broker", "note")
-        case RollbackBrokerToZk(broker=b):
+        case act.RollbackBrokerToZk(broker=b):
             return StepView(node(b), None, "operator: back to ZooKeeper mode", "note")
-        case ReconfigureController(controller=c, migration_enabled=on):
+        case act.ReconfigureController(controller=c, migration_enabled=on):
             return StepView(node(c), None, f"operator: zookeeper.metadata.migration.enable={str(on).lower()}", "note")
-        case OpenSession(broker=b):
+        case act.OpenSession(broker=b):
             return StepView(node(b), zk, "open session")
-        case RegisterBroker(broker=b):
+        case act.RegisterBroker(broker=b):
             return StepView(node(b), zk, f"create /brokers/ids/{b}")
-        case SendControlledShutdown(broker=b):
+        case act.SendControlledShutdown(broker=b):
             return StepView(node(b), None, "sends ControlledShutdown", "note")
-        case RefreshFeatureCache(broker=b):
+        case act.RefreshFeatureCache(broker=b):
             return StepView(node(b), zk, "read /features")
-        case ObserveControllerEpoch(broker=b):
+        case act.ObserveControllerEpoch(broker=b):
             return StepView(node(b), zk, "read /controller_epoch")
-        case ElectController(broker=b):
+        case act.ElectController(broker=b):
             return StepView(node(b), zk, "elect: create /controller, CAS /controller_epoch + 1")
-        case ResignController(broker=b):
+        case act.ResignController(broker=b):
             return StepView(node(b), None, "resigns as controller", "note")
-        case InitializeController(controller=b):
+        case act.InitializeController(controller=b):
             return StepView(node(b), zk, "controller failover: features, brokers, watch")
-        case ProcessBrokerChange(controller=b):
+        case act.ProcessBrokerChange(controller=b):
             return StepView(node(b), zk, "read /brokers/ids (broker change)")
-        case ElectPartitionLeader(controller=b, partition=p):
+        case act.ElectPartitionLeader(controller=b, partition=p):
             return StepView(node(b), zk, f"elect a leader of p{p}")
-        case UpdateFeatures(controller=b, feature=f, level=level, allow_downgrade=down):
+        case act.UpdateFeatures(controller=b, feature=f, level=level, allow_downgrade=down):
             return StepView(node(b), zk, f"UpdateFeatures {f}={level}{' allow downgrade' if down else ''}")
-        case StartElection(controller=c):
+        case act.StartElection(controller=c):
             return StepView(node(c), None, "election timeout: candidate", "note")
-        case RequestVote(controller=c, voter=v):
+        case act.RequestVote(controller=c, voter=v):
             return StepView(node(c), node(v), "Vote")
-        case BecomeLeader(controller=c):
+        case act.BecomeLeader(controller=c):
             return StepView(node(c), None, "becomes leader", "note")
-        case Fetch(controller=c, leader=leader):
+        case act.Fetch(controller=c, leader=leader):
             return StepView(node(c), node(leader), "Fetch")
-        case RecoverMigrationState(controller=c):
+        case act.RecoverMigrationState(controller=c):
             return StepView(node(c), zk, "driver: read /migration")
-        case KRaftLeaderChange(controller=c):
+        case act.KRaftLeaderChange(controller=c):
             return StepView(node(c), None, "driver: KRaftLeaderEvent", "note")
-        case WaitForControllerQuorum(controller=c):
+        case act.WaitForControllerQuorum(controller=c):
             return StepView(node(c), None, "driver: controller quorum ready", "note")
-        case WaitForZkBrokers(controller=c):
+        case act.WaitForZkBrokers(controller=c):
             return StepView(node(c), None, "driver: every ZK broker registered", "note")
-        case BecomeZkController(controller=c):
+        case act.BecomeZkController(controller=c):
             return StepView(node(c), zk, "claim: CAS /controller_epoch + 1, write /controller")
-        case MigrateMetadata(controller=c):
+        case act.MigrateMetadata(controller=c):
             return StepView(node(c), zk, "driver: read the metadata to migrate")
-        case CompleteMigration(controller=c):
+        case act.CompleteMigration(controller=c):
             return StepView(node(c), None, "driver: ZkMigrationStateRecord MIGRATION", "note")
-        case MigrationCommitted(controller=c):
+        case act.MigrationCommitted(controller=c):
             return StepView(node(c), zk, "driver: write /migration (migration committed)")
-        case SyncKRaftToZk(controller=c):
+        case act.SyncKRaftToZk(controller=c):
             return StepView(node(c), zk, "driver: sync the image to ZooKeeper")
-        case SendRPCsToBrokers(controller=c):
+        case act.SendRPCsToBrokers(controller=c):
             return StepView(node(c), None, "driver: queue UpdateMetadata, LeaderAndIsr to ZK brokers", "note")
-        case DualWrite(controller=c):
+        case act.DualWrite(controller=c):
             return StepView(node(c), zk, "driver: dual write")
-        case RegisterWithKRaft(broker=b, controller=c):
+        case act.RegisterWithKRaft(broker=b, controller=c):
             return StepView(node(b), node(c), "BrokerRegistration")
-        case BrokerHeartbeat(broker=b, controller=c):
+        case act.BrokerHeartbeat(broker=b, controller=c):
             return StepView(node(b), node(c), "BrokerHeartbeat")
-        case FetchMetadata(broker=b, controller=c):
+        case act.FetchMetadata(broker=b, controller=c):
             return StepView(node(b), node(c), "Fetch metadata")
-        case SessionTimeout(broker=b, controller=c):
+        case act.SessionTimeout(broker=b, controller=c):
             return StepView(node(c), node(b), "session timeout: fenced")
-        case BeginControlledShutdown(broker=b):
+        case act.BeginControlledShutdown(broker=b):
             return StepView(node(b), None, "SIGINT: controlled shutdown", "note")
-        case AlterConfigs(controller=c):
+        case act.AlterConfigs(controller=c):
             return StepView(node(c), None, "admin: IncrementalAlterConfigs", "note")
-        case UpdateMetadataVersion(controller=c, level=level, upgrade_type=kind):
+        case act.UpdateMetadataVersion(controller=c, level=level, upgrade_type=kind):
             return StepView(node(c), None, f"admin: metadata.version {level.name} ({kind.name.lower()})", "note")
     actor = getattr(action, "broker", getattr(action, "controller", None))
     from properties.traces import describe

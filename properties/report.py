@@ -186,6 +186,16 @@ def _png(fig: Figure) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+def _over_time(fig: Figure, ax, ylabel: str, title: str) -> str:
+    """The finish of a plot against the campaign's clock: labels, legend, grid, as a PNG."""
+    ax.set_xlabel("seconds since the campaign started")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
 def _label(text) -> str:
     return str(text).replace("$", r"\$")  # a data label is text, never mathtext
 
@@ -206,12 +216,7 @@ def plot_coverage(runs: pd.DataFrame, coverage: pd.DataFrame) -> str | None:
         times = np.sort(first_seen.loc[first_seen["kind"] == kind, "finished_s"].to_numpy(dtype=float))
         ax.step(np.concatenate(([0.0], times)), np.arange(len(times) + 1), where="post",
                 label=f"{_label(kind)} ({len(times)})")
-    ax.set_xlabel("seconds since the campaign started")
-    ax.set_ylabel("distinct keys reached")
-    ax.set_title("Coverage over time")
-    ax.legend(loc="lower right")
-    ax.grid(alpha=0.3)
-    return _png(fig)
+    return _over_time(fig, ax, "distinct keys reached", "Coverage over time")
 
 
 def plot_violations(violations: pd.DataFrame) -> str | None:
@@ -253,12 +258,7 @@ def plot_throughput(runs: pd.DataFrame) -> str | None:
     with np.errstate(divide="ignore", invalid="ignore"):
         average = np.cumsum(steps[order]) / end[order]
     ax.plot(end[order][end[order] > 0], average[end[order] > 0], color="black", lw=1, label="average since start")
-    ax.set_xlabel("seconds since the campaign started")
-    ax.set_ylabel("steps per second")
-    ax.set_title("Throughput")
-    ax.legend(loc="lower right")
-    ax.grid(alpha=0.3)
-    return _png(fig)
+    return _over_time(fig, ax, "steps per second", "Throughput")
 
 
 def plot_progress(runs: pd.DataFrame) -> str | None:

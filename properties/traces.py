@@ -367,12 +367,7 @@ def trace_from_json(data: Any) -> Trace | DifferentialTrace:
         if data["kind"] == "differential":
             return _differential_from_json(data)
         keys = (*_TOP_LEVEL_KEYS[:2], "kind", *_TOP_LEVEL_KEYS[2:])
-    unknown = sorted(set(data) - set(keys))
-    if unknown:
-        raise TraceError(f"unknown key {unknown[0]!r} (a version {version} model trace has: {', '.join(keys)})")
-    missing = sorted(_REQUIRED_KEYS - set(data))
-    if missing:
-        raise TraceError(f"missing key {missing[0]!r}")
+    _check_keys(data, keys, _REQUIRED_KEYS, f"a version {version} model trace")
     bugs = data["bugs"]
     if not isinstance(bugs, list) or not all(isinstance(b, str) for b in bugs):
         raise TraceError(f"bugs: expected a list of seeded-bug names, got {json.dumps(bugs)}")
@@ -440,13 +435,18 @@ def _encode_step(sim_step: SimStep, where: str) -> dict[str, Any]:
     return {"at": sim_step.now, "cuts": cuts, "action": encode(sim_step.action, Action, f"{where}.action")}
 
 
-def _differential_from_json(data: dict[str, Any]) -> DifferentialTrace:
-    unknown = sorted(set(data) - set(_DIFFERENTIAL_KEYS))
+def _check_keys(data: dict[str, Any], allowed, required, what: str) -> None:
+    """A one-line TraceError for the first key ``what`` does not have, or the first it lacks."""
+    unknown = sorted(set(data) - set(allowed))
     if unknown:
-        raise TraceError(f"unknown key {unknown[0]!r} (a differential trace has: {', '.join(_DIFFERENTIAL_KEYS)})")
-    missing = sorted(_DIFFERENTIAL_REQUIRED - set(data))
+        raise TraceError(f"unknown key {unknown[0]!r} ({what} has: {', '.join(allowed)})")
+    missing = sorted(set(required) - set(data))
     if missing:
         raise TraceError(f"missing key {missing[0]!r}")
+
+
+def _differential_from_json(data: dict[str, Any]) -> DifferentialTrace:
+    _check_keys(data, _DIFFERENTIAL_KEYS, _DIFFERENTIAL_REQUIRED, "a differential trace")
     names: dict[str, list[str]] = {}
     for key in ("bugs", "impl_bugs"):
         value = data[key]

@@ -255,7 +255,7 @@ def test_mermaid_has_a_picture_for_every_action_type():
     import inspect
 
     source = inspect.getsource(mermaid.view)
-    missing = [cls.__name__ for cls in ACTION_TYPES if not re.search(rf"(case|\|) {cls.__name__}\(", source)]
+    missing = [cls.__name__ for cls in ACTION_TYPES if not re.search(rf"(case|\|) act\.{cls.__name__}\(", source)]
     assert missing == []
 
 
