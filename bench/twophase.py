@@ -4,22 +4,20 @@
 
 The model is Gray and Lamport's TwoPhase.tla (``bench.twophase_model``), the model of the
 published TLC and Stateright comparisons, written in the model API: frozen records and one
-``step``. Two ways to explore it, chosen with ``--encoding``:
+``step``. Both encodings, chosen with ``--encoding``, are explored by the engine every scope runs
+on, ``properties.explore.search``, as a ``Spec`` with one state invariant, TCConsistent: one dict
+that is both the seen-set and the trace map, one frontier list per level, every enabled action of
+every state generated, counted by type and looked up in the seen-set (a stutter excepted), a
+state checked the first time it is reached.
 
-- ``records`` (the default, and the calibration the issue asks for): the records explored by
-  the engine every scope runs on, ``properties.explore.search``, as a ``Spec`` with one state
-  invariant, TCConsistent. The figures are the engine's own: one dict that is both the
-  seen-set and the trace map, one frontier list per level, every enabled action of every state
-  generated, counted by type and looked up in the seen-set (a stutter excepted), a state
-  checked the first time it is reached.
-- ``packed``: the same graph with a state packed into one int (``twophase_model.Packed``), so
-  the seen-set maps a state's int to its first parent's int and a successor is one addition
-  (TLC too keeps fingerprints in its seen-set), explored by ``explore_packed``, a copy of the
-  engine's loop without what TwoPhase does not use. Actions are not stored: a trace is rebuilt
-  by walking back over the parents and asking the records which action takes each state to the
-  next. tests/test_twophase.py checks ``Packed`` against the records state by state, successor
-  by successor, in the same order, so both find the same states, counts and traces. It shows
-  what a hand-compiled encoding buys; it is not the engine.
+- ``records`` (the default, and the calibration the issue asks for): the states are the
+  ``TwoPhaseState`` records, the way a model is written here.
+- ``packed``: the same graph with a state packed into one int (``twophase_model.Packed``), so a
+  successor is one addition and the seen-set holds ints (TLC too keeps fingerprints in its
+  seen-set). tests/test_twophase.py checks ``Packed`` against the records state by state,
+  successor by successor, in the same order, so both find the same states, counts and traces.
+  Same engine, other states: the difference between the two figures is what building, hashing
+  and comparing records costs.
 
 What is counted, so the figures can be set beside TLC's:
 - ``distinct_states``: states in the seen-set, TLC's "distinct states found";
@@ -101,9 +99,7 @@ ENCODINGS = ("records", "packed")
 def explore(rms: int, variant: Variant = CORRECT, max_depth: int | None = None,
             encoding: str = "records") -> TwoPhaseResult:
     """Explore TwoPhase with ``rms`` RMs breadth-first, checking TCConsistent on every state."""
-    if encoding == "packed":
-        return explore_packed(rms, variant, max_depth)
-    found = search(twophase_spec(rms, variant), max_depth=max_depth)
+    found = search(twophase_spec(rms, variant, encoding), max_depth=max_depth)
     result = TwoPhaseResult(rms)
     result.distinct_states, result.successors, result.depth = found.distinct_states, found.generated, found.depth
     result.complete, result.seconds = found.complete, found.seconds
@@ -112,58 +108,16 @@ def explore(rms: int, variant: Variant = CORRECT, max_depth: int | None = None,
     return result
 
 
-def twophase_spec(rms: int, variant: Variant = CORRECT) -> Spec:
+def twophase_spec(rms: int, variant: Variant = CORRECT, encoding: str = "records") -> Spec:
+    if encoding == "packed":
+        model = Packed(rms, variant)
+        return Spec(f"twophase-{rms}-packed", model.pack(init_state(rms)), model.successors, model.broken_always)
     return Spec(
         name=f"twophase-{rms}",
         initial=init_state(rms),
         successors=functools.partial(successors, variant=variant),
         broken_always=broken_always,
     )
-
-
-def explore_packed(rms: int, variant: Variant = CORRECT, max_depth: int | None = None) -> TwoPhaseResult:
-    """``explore`` on the packed encoding: the same states, counts and traces, not the engine."""
-    start = time.perf_counter()
-    result = TwoPhaseResult(rms)
-    model = Packed(rms, variant)
-    deltas, consistent = model.deltas, model.consistent
-    init = model.pack(init_state(rms))
-    parents: dict[int, int | None] = {init: None}  # seen-set and trace map: state -> first parent
-    violation: int | None = None if consistent(init) else init
-    frontier = [init]
-    depth = 0
-    steps = 0  # a local, not result.successors: it is bumped once per state
-    while frontier and (max_depth is None or depth < max_depth):
-        next_frontier: list[int] = []
-        for state in frontier:
-            found = deltas(state)
-            steps += len(found)
-            for delta in found:
-                nxt = state + delta
-                if nxt not in parents:
-                    parents[nxt] = state
-                    next_frontier.append(nxt)
-                    if violation is None and not consistent(nxt):
-                        violation = nxt
-        frontier = next_frontier
-        depth += 1
-    if violation is not None:
-        result.violation = _trace(model, parents, violation)
-    result.successors = steps
-    result.depth = depth
-    result.complete = not frontier
-    result.distinct_states = len(parents)
-    result.seconds = time.perf_counter() - start
-    return result
-
-
-def _trace(model: Packed, parents: dict[int, int | None], state: int) -> list[Action]:
-    """The actions from the initial state to ``state``, walking back over ``parents``."""
-    codes = [state]
-    while (parent := parents[codes[-1]]) is not None:
-        codes.append(parent)
-    codes.reverse()
-    return [model.action_between(a, b) for a, b in zip(codes, codes[1:], strict=False)]
 
 
 # ---- one run per process ------------------------------------------------------------------------

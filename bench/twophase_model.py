@@ -22,11 +22,11 @@ where a plain Python value is faster to build, hash and compare:
   ``prepared_msg(rm)`` bit per RM; like the TLA+ set, messages are only ever added.
 
 ``bench.twophase`` explores the records with the engine every scope runs on
-(``properties.explore.search``, through ``broken_always``), and on request ``Packed``: the same
-state graph with each state packed into one int and each step an addition, so that generating
-a successor allocates at most one int and the seen-set holds ints. The records stay the
-specification: ``Packed`` is checked against them state by state (tests/test_twophase.py), and
-traces are told in them.
+(``properties.explore.search``, through ``broken_always``), and on request ``Packed``, with the
+same engine: the same state graph with each state packed into one int and each step an addition,
+so that generating a successor allocates at most one int and the seen-set holds ints. The records
+stay the specification: ``Packed`` is checked against them state by state, action by action
+(tests/test_twophase.py), and its steps carry the records' own actions, so traces are told in them.
 """
 
 from __future__ import annotations
@@ -274,7 +274,7 @@ def reachable_states(rms: int) -> int:
     return 2**rms + 4**rms + 6**rms
 
 
-# ---- the packed encoding: what the exploration runs on --------------------------------------------
+# ---- the packed encoding: the same model with a state in one int ---------------------------------
 
 
 class Packed:
@@ -283,9 +283,10 @@ class Packed:
     Layout, from bit 0 up: rmState (2 bits per RM, RM ``rm`` at bit 2*rm), tmState (2 bits),
     tmPrepared (one bit per RM), msgs (the record's bitmask, ``COMMIT_MSG`` first). Every action
     changes a few fields by a fixed amount given the fields it reads, so a step is ``code + delta``
-    (0 for a stuttering step) and ``deltas(code)`` lists one delta per enabled action, in the
-    order of ``actions``, so the search meets states in the same order as over the records. The
-    deltas come from two tables built lazily during a run, each keyed by the fields its actions read:
+    (0 for a stuttering step, which hands back ``code`` itself, as ``step`` does). ``steps(code)``
+    lists (action, delta) for each enabled action, in the order of ``actions``, so that the
+    engine meets states in the same order as over the records and finds the same traces. The
+    pairs come from two tables built lazily during a run, each keyed by the fields its actions read:
     - the RM actions (RMPrepare, RMChooseToAbort, RMRcvCommitMsg, RMRcvAbortMsg) read rmState and
       whether Commit or Abort was sent;
     - the TM actions (TMCommit, TMAbort, TMRcvPrepared) are enabled only in tmState init, and then
@@ -300,8 +301,9 @@ class Packed:
         self.msgs_shift = self.tm_prepared_shift + rms
         self.rm_mask = (1 << 2 * rms) - 1
         self._low_bits = sum(1 << 2 * rm for rm in range(rms))  # the low bit of each RM's field
-        self._rm_deltas: dict[int, tuple[int, ...]] = {}
-        self._tm_deltas: dict[int, tuple[int, ...]] = {}
+        self._rm_steps: dict[int, tuple[tuple[Action, int], ...]] = {}
+        self._tm_steps: dict[int, tuple[tuple[Action, int], ...]] = {}
+        self._per_rm = _actions_for(rms)
         # Sent decisions (COMMIT_MSG, ABORT_MSG) moved down next to rmState, for the RM table's key.
         self._decisions_shift = self.msgs_shift - 2 * rms
         self._decisions_mask = 3 << 2 * rms
@@ -320,55 +322,56 @@ class Packed:
         tm_prepared = (code >> self.tm_prepared_shift) & ((1 << self.rms) - 1)
         return TwoPhaseState(rm_state, (code >> self.tm_shift) & 3, tm_prepared, code >> self.msgs_shift)
 
-    def deltas(self, code: int) -> tuple[int, ...]:
-        """One delta per enabled action in ``code``: the successors are ``code + delta``."""
+    def steps(self, code: int) -> tuple[tuple[Action, int], ...]:
+        """(action, delta) for each action enabled in ``code``: its successor is ``code + delta``."""
         key = (code & self.rm_mask) | ((code >> self._decisions_shift) & self._decisions_mask)
-        found = self._rm_deltas.get(key)
+        found = self._rm_steps.get(key)
         if found is None:
-            found = self._rm_deltas[key] = self._rm_actions(key)
+            found = self._rm_steps[key] = self._rm_actions(key)
         if (code >> self.tm_shift) & 3 == TM_INIT:
             key = code >> self.tm_prepared_shift
-            tm = self._tm_deltas.get(key)
+            tm = self._tm_steps.get(key)
             if tm is None:
-                tm = self._tm_deltas[key] = self._tm_actions(key)
+                tm = self._tm_steps[key] = self._tm_actions(key)
             found = tm + found  # the TM's actions come first in ``actions``
         return found
 
-    def successors(self, code: int) -> list[int]:
-        return [code + delta for delta in self.deltas(code)]
+    def successors(self, code: int) -> list[tuple[Action, int]]:
+        """Every enabled action with its successor, as ``successors`` gives them for the records."""
+        return [(action, code + delta if delta else code) for action, delta in self.steps(code)]
 
     def consistent(self, code: int) -> bool:
         """TCConsistent: no RM field is COMMITTED (0b10) while another is ABORTED (0b11)."""
         rms, low = code & self.rm_mask, self._low_bits
         return not ((rms >> 1) & ~rms & low and rms & (rms >> 1) & low)
 
-    def _rm_actions(self, key: int) -> tuple[int, ...]:
-        out = []
+    def broken_always(self, code: int) -> list[str]:
+        return [] if self.consistent(code) else [TC_CONSISTENT]
+
+    def _rm_actions(self, key: int) -> tuple[tuple[Action, int], ...]:
+        out: list[tuple[Action, int]] = []
         sent = key >> 2 * self.rms
+        per_rm = self._per_rm
         for rm in range(self.rms):
             if (key >> 2 * rm) & 3 == WORKING:
-                out.append((PREPARED << 2 * rm) + (prepared_msg(rm) << self.msgs_shift))  # RMPrepare
-                out.append(ABORTED << 2 * rm)  # RMChooseToAbort
-        for message, outcome in ((COMMIT_MSG, COMMITTED), (ABORT_MSG, ABORTED)):  # RMRcvCommitMsg, RMRcvAbortMsg
+                prepare, abort = per_rm.rm_working[rm]
+                out.append((prepare, (PREPARED << 2 * rm) + (prepared_msg(rm) << self.msgs_shift)))
+                out.append((abort, ABORTED << 2 * rm))
+        for message, outcome, receipts in ((COMMIT_MSG, COMMITTED, per_rm.rm_rcv_commit),
+                                           (ABORT_MSG, ABORTED, per_rm.rm_rcv_abort)):
             if sent & message:
-                out += [(outcome - ((key >> 2 * rm) & 3)) << 2 * rm for rm in range(self.rms)]
+                out += [(receipts[rm], (outcome - ((key >> 2 * rm) & 3)) << 2 * rm) for rm in range(self.rms)]
         return tuple(out)
 
-    def _tm_actions(self, key: int) -> tuple[int, ...]:
+    def _tm_actions(self, key: int) -> tuple[tuple[Action, int], ...]:
         tm_prepared, msgs = key & ((1 << self.rms) - 1), key >> self.rms
-        out = []
-        if tm_prepared == (1 << self.rms) - 1 or self.variant.early_commit:  # TMCommit
-            out.append((TM_COMMITTED << self.tm_shift) + (COMMIT_MSG << self.msgs_shift))
-        out.append((TM_ABORTED << self.tm_shift) + (ABORT_MSG << self.msgs_shift))  # TMAbort
-        for rm in range(self.rms):  # TMRcvPrepared
-            if msgs & prepared_msg(rm):
-                out.append(0 if tm_prepared >> rm & 1 else 1 << (self.tm_prepared_shift + rm))
+        commit, abort = _TM_DECIDE
+        out: list[tuple[Action, int]] = []
+        if tm_prepared == (1 << self.rms) - 1 or self.variant.early_commit:
+            out.append((commit, (TM_COMMITTED << self.tm_shift) + (COMMIT_MSG << self.msgs_shift)))
+        out.append((abort, (TM_ABORTED << self.tm_shift) + (ABORT_MSG << self.msgs_shift)))
+        for rcv, prepared in self._per_rm.tm_rcv_prepared:
+            if msgs & prepared:
+                rm = rcv.rm
+                out.append((rcv, 0 if tm_prepared >> rm & 1 else 1 << (self.tm_prepared_shift + rm)))
         return tuple(out)
-
-    def action_between(self, code: int, nxt: int) -> Action:
-        """The first action (in ``actions`` order) that takes ``code`` to ``nxt``, for a trace."""
-        state = self.unpack(code)
-        for action, after in successors(state, self.variant):
-            if self.pack(after) == nxt:
-                return action
-        raise ValueError(f"no step from {state} to {self.unpack(nxt)}")

@@ -27,6 +27,7 @@ from bench.twophase_model import (
     TMCommit,
     TMRcvPrepared,
     actions,
+    broken_always,
     init_state,
     reachable_states,
     step,
@@ -105,14 +106,18 @@ def test_twophase_actions_lists_every_enabled_action():
 @pytest.mark.parametrize("variant", [CORRECT, EARLY_COMMIT], ids=["correct", "early_commit"])
 @pytest.mark.parametrize("rms", range(1, 5))
 def test_twophase_packed_states_step_exactly_as_the_records(rms, variant):
-    """The search runs on ``Packed``: from every reachable state, its successors are the records'
-    successors packed, stutters included and in the same order, and TCConsistent agrees."""
+    """From every reachable state, ``Packed``'s steps are the records' steps packed: the same actions,
+    stutters included (handed back as the state itself) and in the same order; TCConsistent agrees."""
     packed = Packed(rms, variant)
     for state in reachable(rms, variant):
         code = packed.pack(state)
         assert packed.unpack(code) == state
-        assert packed.successors(code) == [packed.pack(after) for _, after in successors(state, variant)]
+        steps = successors(state, variant)
+        assert packed.successors(code) == [(action, packed.pack(after)) for action, after in steps]
+        stutters = [after is state for _, after in steps]
+        assert [after is code for _, after in packed.successors(code)] == stutters
         assert packed.consistent(code) == tc_consistent(state)
+        assert packed.broken_always(code) == broken_always(state)
 
 
 def test_twophase_tm_commits_only_when_every_rm_prepared():
@@ -185,7 +190,7 @@ def test_twophase_seven_rms_match_tlc_exactly(encoding):
 
 
 def test_twophase_both_encodings_find_the_same_trace():
-    """The packed search meets states in the records' order, so the shortest traces are the same."""
+    """The engine meets the packed states in the records' order, so the shortest traces are the same."""
     for rms in (2, 3, 4):
         assert explore(rms, EARLY_COMMIT).violation == explore(rms, EARLY_COMMIT, encoding="packed").violation
 
