@@ -33,6 +33,10 @@ class FaultMix:
     crash: float = 0.0  # a running node dies without closing anything
     stop: float = 0.0  # the operator stops a running node cleanly
     restart: float = 0.0  # a dead node starts again (weight per dead node)
+    # a running node stops taking steps for a while (a GC pause, a stalled VM: ``PAUSE_MS``), long enough,
+    # often, for the server to expire its ZooKeeper session and a successor to take over; then it
+    # resumes with what it had in memory (the zombie of KIP-380). A probability per event, as a partition's.
+    pause: float = 0.0
     # ZooKeeper
     expire: float = 0.0  # the server expires a live broker session
     outage: float = 0.0  # ZooKeeper loses its quorum
@@ -62,14 +66,14 @@ class FaultMix:
 
 
 # The faults that break something, which a swarm leaves out or reweighs; the rest heal and stay.
-BREAKING = ("delay_ms", "drop", "duplicate", "partition", "crash", "stop", "expire", "outage")
+BREAKING = ("delay_ms", "drop", "duplicate", "partition", "crash", "stop", "expire", "outage", "pause")
 # Weights the simulator reads as a probability per chance rather than against the other options.
-PROBABILITIES = ("partition",)
+PROBABILITIES = ("partition", "pause")
 
 
 NONE = FaultMix(restart=0.5, recover=1.0)
 NETWORK = FaultMix(delay_ms=50, drop=0.03, duplicate=0.03, partition=0.01, restart=0.5, recover=1.0)
-PROCESS = FaultMix(crash=0.01, stop=0.01, restart=0.5, recover=1.0)
+PROCESS = FaultMix(crash=0.01, stop=0.01, pause=0.002, restart=0.5, recover=1.0)
 ZOOKEEPER = FaultMix(expire=0.01, outage=0.005, restart=0.5, recover=0.3)
 MIXES = {"none": NONE, "network": NETWORK, "process": PROCESS, "zookeeper": ZOOKEEPER}
 

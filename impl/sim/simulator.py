@@ -18,6 +18,11 @@ Rules:
   weighed against at least ``ACTIVITY`` of protocol weight, so a quiet cluster is not crashed
   in a loop. A step whose outcome depends on reaching a peer (``_whole``) waits for a partition
   to heal: the model has no partitions.
+- A paused node (``FaultMix.pause``: a GC pause) offers nothing and its timers wait; it is cut
+  from every other node until it resumes (so messages to it wait, an RPC to it is unreachable,
+  and a replay sees the pause in ``SimStep.cuts``); the server expires its ZooKeeper session
+  after the session timeout, as a dead process's. It resumes with the memory it had. The model
+  needs no action for it: a pause is steps not taken, and the expiry is ``ExpireSession``.
 - With ``check=True`` every event is also checked against the model (``properties.differential``:
   the model takes the implementation's traces, the abstracted implementation must equal the
   model state, and the model's invariants must hold on it). The model's budgets are unbounded:
@@ -86,6 +91,9 @@ TICK_MS = 20  # the clock advances by 1..TICK_MS between events
 # node in about ACTIVITY / 0.01 events (with 10 ms an event, some 100 s of simulated time).
 ACTIVITY = 100.0
 PARTITION_MS = (200, 2_000)  # how long a partition lasts
+# How long a pause lasts: from half the session timeout (the session survives it) to four times it
+# (the server expires the session and a successor has time to take over before the node resumes).
+PAUSE_MS = (SESSION_TIMEOUT_MS // 2, 4 * SESSION_TIMEOUT_MS)
 
 RARE = PERTURBATIONS - TIMED  # the offered steps weighed SPONTANEOUS, the others 1
 
@@ -154,7 +162,8 @@ class Simulation:
         self.cluster.delay = self._delay
         self.cluster.reachable = self._reachable
         self.cuts: dict[frozenset[int], int] = {}  # a partitioned pair -> when it heals
-        self.crashed_at: dict[int, int] = {}  # a dead broker's ZooKeeper session -> when its process died
+        self.crashed_at: dict[int, int] = {}  # a dead (or paused) broker's ZooKeeper session -> when it went silent
+        self.paused: dict[int, int] = {}  # a paused node -> when it resumes
         self._outage, self._recover = ZkOutage(), ZkRecover()
         self.changes: dict[int, int] = {}  # how often each node's memory changed (its offers were recomputed)
         # A message its destination deferred (it does not serve requests yet) waits until that node changes:
@@ -293,9 +302,12 @@ class Simulation:
             if key != self._runbook_key or self.maintenance != self._runbook_maintenance:  # what the operator sees
                 self._runbook_key, self._runbook_maintenance = key, set(self.maintenance)
                 self._runbook_steps = self._runbook()
-            if self._runbook_steps:
-                actions += self._runbook_steps
-                weights += [RUNBOOK] * len(self._runbook_steps)
+            steps = self._runbook_steps
+            if steps and self.paused:  # the operator's signal to a paused process is handled when it resumes
+                steps = [a for a in steps if getattr(a, "broker", getattr(a, "controller", None)) not in self.paused]
+            if steps:
+                actions += steps
+                weights += [RUNBOOK] * len(steps)
         # A mix's weights (and SPONTANEOUS) are per protocol step of a busy cluster: against a quiet
         # one (a few offers) they are weighed as against ACTIVITY, so that a fault comes at the same
         # rate per event however few steps are due.
@@ -318,6 +330,16 @@ class Simulation:
             touched.discard(node_id)
             self.changes[node_id] = self.changes.get(node_id, 0) + 1
             self._unseen.add(node_id)
+        if self.paused and node_id in self.paused:
+            resume = self.paused[node_id]
+            if now < resume:  # it offers nothing, and its timers wait, until it resumes
+                self.offered[node_id] = []
+                self._steps[i] = self._step_weights[i] = self._rare[i] = self._rare_weights[i] = []
+                self._due[i] = resume
+                return
+            del self.paused[node_id]
+            if node.alive and node.session is not None and node_id in self.cluster.brokers:
+                self.crashed_at.pop(node.session, None)  # its client pings again (if the session is still there)
         if not node.alive:
             self._dead.add(i)
             self._due[i] = _NEVER
@@ -368,9 +390,10 @@ class Simulation:
                     else:
                         broken.append(a)
                         broken_weights.append(w)
-            fault_actions, fault_weights = self._node_faults[node_id]
-            broken += fault_actions
-            broken_weights += fault_weights
+            if node_id not in self.paused:
+                fault_actions, fault_weights = self._node_faults[node_id]
+                broken += fault_actions
+                broken_weights += fault_weights
         return actions, weights, broken, broken_weights
 
     def _messages(self, actions: list[Action], weights: list[float], now: int) -> None:
@@ -387,7 +410,7 @@ class Simulation:
                 labels = self._labels[entry.seq] = (self._sender(entry.message), entry.message.dest, Deliver(message),
                                                     Drop(message), Redeliver(message))
             sender, dest, deliver, drop, redeliver = labels
-            if self.cuts and not self._reachable(sender, dest):
+            if self.cuts and (not self._reachable(sender, dest) or dest in self.paused):
                 continue
             waiting = self.deferred.get(entry.seq) == self.changes.get(dest, 0)
             if not waiting:
@@ -471,12 +494,12 @@ class Simulation:
             expiry = self._expiries.get(session)
             if expiry is None:
                 expiry = self._expiries[session] = ExpireSession(c.view.session(session))
-            if node.alive and node.session == session:
+            if node.alive and node.session == session and owners[session] not in self.paused:
                 if f.expire:
                     broken.append(expiry)
                     broken_weights.append(f.expire)
                 continue
-            # a dead process's session lives until the server times it out
+            # a dead (or paused) process's session lives until the server times it out
             died = self.crashed_at.setdefault(session, c.now)
             if c.now - died >= SESSION_TIMEOUT_MS and f.expire_dead:
                 actions.append(expiry)
@@ -492,6 +515,30 @@ class Simulation:
         a, b = self.rng.sample(ids, 2)
         self.cuts[frozenset((a, b))] = self.cluster.now + self.rng.randint(*PARTITION_MS)
 
+    def _pause(self) -> None:
+        """A running node, not paused already, stops taking steps until a drawn time (``PAUSE_MS``)."""
+        c = self.cluster
+        running = [n for n in self.node_ids if c.node(n).alive and n not in self.paused]
+        if not running:
+            return
+        node_id = self.rng.choice(running)
+        resume = c.now + self.rng.randint(*PAUSE_MS)
+        self.pause_node(node_id, resume)
+
+    def pause_node(self, node_id: int, resume: int) -> None:
+        """``node_id`` takes no step until ``resume`` and is cut from every other node until then."""
+        c = self.cluster
+        node = c.node(node_id)
+        self.paused[node_id] = resume
+        for other in self.node_ids:
+            if other != node_id:
+                pair = frozenset((node_id, other))
+                self.cuts[pair] = max(self.cuts.get(pair, 0), resume)
+        if node_id in c.brokers and node.session is not None:
+            self.crashed_at.setdefault(node.session, c.now)  # the server hears nothing from it from now
+        i = self._slot[node_id]
+        self._due[i] = self._soonest = c.now  # its part is made again (empty) at the next ``_options``
+
     def step(self) -> Action | None:
         c = self.cluster
         if self.events % 25 == 0:
@@ -499,6 +546,8 @@ class Simulation:
         c.now += self.rng.randint(1, TICK_MS)
         if self.faults.partition and self.rng.random() < self.faults.partition:
             self._partition()
+        if self.faults.pause and self.rng.random() < self.faults.pause:
+            self._pause()
         actions, weights = self._options()
         while not self._busy:
             # A quiet cluster: nothing due but rare perturbations. Time passes (weighed as one protocol
