@@ -338,7 +338,7 @@ class Simulation:
                 self._due[i] = resume
                 return
             del self.paused[node_id]
-            if node.alive and node.session is not None and node_id in self.cluster.brokers:
+            if node_id in self.cluster.brokers and node.alive and node.session is not None:
                 self.crashed_at.pop(node.session, None)  # its client pings again (if the session is still there)
         if not node.alive:
             self._dead.add(i)
