@@ -35,7 +35,8 @@ class FaultMix:
     restart: float = 0.0  # a dead node starts again (weight per dead node)
     # a running node stops taking steps for a while (a GC pause, a stalled VM: ``PAUSE_MS``), long enough,
     # often, for the server to expire its ZooKeeper session and a successor to take over; then it
-    # resumes with what it had in memory (the zombie of KIP-380). A probability per event, as a partition's.
+    # resumes with what it had in memory: a stale controller, which KIP-380 §Motivation says brokers fence by
+    # the controller epoch, or a stale broker generation. A probability per event, as a partition's.
     pause: float = 0.0
     # ZooKeeper
     expire: float = 0.0  # the server expires a live broker session
