@@ -70,7 +70,7 @@ def test_differential_trace_round_trips_with_version_2_and_its_kind(tmp_path, sh
     data = json.loads(path.read_text())
     assert data["version"] == 2 and data["kind"] == "differential" and data["impl_bugs"] == [BUG]
     assert data["signature"] == "BrokerEpochIsRegistrationCzxid" and data["violation"] == data["signature"]
-    assert data["seed"] == 0 and data["original_steps"] == 5 and data["runbook"] == "finalize"
+    assert data["seed"] == 0 and data["original_steps"] == 11 and data["runbook"] == "finalize"
     assert all(set(step) == {"at", "cuts", "action"} for step in data["steps"])
 
 
