@@ -24,9 +24,11 @@ where a plain Python value is faster to build, hash and compare:
 ``bench.twophase`` explores the records with the engine every scope runs on
 (``properties.explore.search``, through ``broken_always``), and on request ``Packed``, with the
 same engine: the same state graph with each state packed into one int and each step an addition,
-so that generating a successor allocates at most one int and the seen-set holds ints. The records
-stay the specification: ``Packed`` is checked against them state by state, action by action
-(tests/test_twophase.py), and its steps carry the records' own actions, so traces are told in them.
+so that generating a successor allocates at most one int and the seen-set holds ints. ``Packed``
+is a model in the model API too (an int is frozen and hashable; ``step``, ``successors``,
+``broken_always``), and the records stay the specification: ``Packed`` is checked against them
+state by state, action by action (tests/test_twophase.py), and its steps carry the records' own
+actions, so traces are told in them.
 """
 
 from __future__ import annotations
@@ -335,6 +337,18 @@ class Packed:
                 tm = self._tm_steps[key] = self._tm_actions(key)
             found = tm + found  # the TM's actions come first in ``actions``
         return found
+
+    def step(self, code: int, action: Action) -> int | None:
+        """The state after ``action``, or None when it is not enabled: the records' ``step``, packed.
+
+        With ``successors`` and ``broken_always`` this makes ``Packed`` a model in the model API
+        on its own (a frozen, hashable state; the records' actions; one transition function),
+        though the engine only asks for ``successors``.
+        """
+        for enabled, delta in self.steps(code):
+            if enabled == action:
+                return code + delta if delta else code
+        return None
 
     def successors(self, code: int) -> list[tuple[Action, int]]:
         """Every enabled action with its successor, as ``successors`` gives them for the records."""

@@ -107,7 +107,8 @@ def test_twophase_actions_lists_every_enabled_action():
 @pytest.mark.parametrize("rms", range(1, 5))
 def test_twophase_packed_states_step_exactly_as_the_records(rms, variant):
     """From every reachable state, ``Packed``'s steps are the records' steps packed: the same actions,
-    stutters included (handed back as the state itself) and in the same order; TCConsistent agrees."""
+    stutters included (handed back as the state itself) and in the same order; ``Packed.step`` is
+    ``step`` packed for every action, enabled or not; TCConsistent agrees."""
     packed = Packed(rms, variant)
     for state in reachable(rms, variant):
         code = packed.pack(state)
@@ -118,6 +119,9 @@ def test_twophase_packed_states_step_exactly_as_the_records(rms, variant):
         assert [after is code for _, after in packed.successors(code)] == stutters
         assert packed.consistent(code) == tc_consistent(state)
         assert packed.broken_always(code) == broken_always(state)
+        for action in every_action(rms):
+            after = step(state, action, variant)
+            assert packed.step(code, action) == (None if after is None else packed.pack(after)), action
 
 
 def test_twophase_tm_commits_only_when_every_rm_prepared():
