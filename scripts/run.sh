@@ -13,9 +13,5 @@ if ! command -v java >/dev/null 2>&1; then
     echo "run.sh: java not found (Spark needs Java 17 or 21): running the campaign with --master processes" >&2
     master=(--master processes)
 fi
-status=0
-.venv/bin/kraftcheck campaign --out "$out" --resume "${master[@]}" "$@" || status=$?
-if [ -f "$out/report.html" ]; then
-    echo "the report: $(pwd)/$out/report.html"
-fi
-exit "$status"
+# kraftcheck prints where the report is, the --out given among the arguments included.
+exec .venv/bin/kraftcheck campaign --out "$out" --resume "${master[@]}" "$@"
