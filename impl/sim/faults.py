@@ -38,6 +38,11 @@ class FaultMix:
     # resumes with what it had in memory: a stale controller, which KIP-380 §Motivation says brokers fence by
     # the controller epoch, or a stale broker generation. A probability per event, as a partition's.
     pause: float = 0.0
+    # a KRaft controller's migration driver hears of its node's leadership change late: KRaftMigrationDriver runs
+    # every event on its single event thread (reference §1.4), so the KRaftLeaderEvent waits behind the events
+    # queued before it, while the node's Raft layer, and the driver's other events, go on (``LEADER_EVENT_LAG_MS``).
+    # A probability per chance: each time a controller's KRaftLeaderChange becomes due after a leadership change.
+    leader_event_lag: float = 0.0
     # ZooKeeper
     expire: float = 0.0  # the server expires a live broker session
     outage: float = 0.0  # ZooKeeper loses its quorum
@@ -67,14 +72,15 @@ class FaultMix:
 
 
 # The faults that break something, which a swarm leaves out or reweighs; the rest heal and stay.
-BREAKING = ("delay_ms", "drop", "duplicate", "partition", "crash", "stop", "expire", "outage", "pause")
+BREAKING = ("delay_ms", "drop", "duplicate", "partition", "crash", "stop", "expire", "outage", "pause",
+            "leader_event_lag")
 # Weights the simulator reads as a probability per chance rather than against the other options.
-PROBABILITIES = ("partition", "pause")
+PROBABILITIES = ("partition", "pause", "leader_event_lag")
 
 
 NONE = FaultMix(restart=0.5, recover=1.0)
 NETWORK = FaultMix(delay_ms=50, drop=0.03, duplicate=0.03, partition=0.01, restart=0.5, recover=1.0)
-PROCESS = FaultMix(crash=0.01, stop=0.01, pause=0.002, restart=0.5, recover=1.0)
+PROCESS = FaultMix(crash=0.01, stop=0.01, pause=0.002, leader_event_lag=0.5, restart=0.5, recover=1.0)
 ZOOKEEPER = FaultMix(expire=0.01, outage=0.005, restart=0.5, recover=0.3)
 MIXES = {"none": NONE, "network": NETWORK, "process": PROCESS, "zookeeper": ZOOKEEPER}
 

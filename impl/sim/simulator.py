@@ -23,6 +23,10 @@ Rules:
   and a replay sees the pause in ``SimStep.cuts``); the server expires its ZooKeeper session
   after the session timeout, as a dead process's. It resumes with the memory it had. The model
   needs no action for it: a pause is steps not taken, and the expiry is ``ExpireSession``.
+- A controller whose driver hears of a leadership change late (``FaultMix.leader_event_lag``) offers
+  no ``KRaftLeaderChange`` for a drawn time (``LEADER_EVENT_LAG_MS``) once it becomes due, and all
+  its other steps as usual. The model needs no action for it either: ``KRaftLeaderChange`` is one
+  of its own, and a lag only changes which actions are offered (a trace records those performed).
 - With ``check=True`` every event is also checked against the model (``properties.differential``:
   the model takes the implementation's traces, the abstracted implementation must equal the
   model state, and the model's invariants must hold on it). The model's budgets are unbounded:
@@ -49,6 +53,7 @@ from typing import NamedTuple
 
 from impl.bugs import ImplBug
 from impl.cluster import SESSION_TIMEOUT_MS, Cluster, InFlight
+from impl.pacing import FETCH_WAIT_MS, POLL_MS
 from impl.sim.faults import FaultMix
 from model.actions import (
     PERTURBATIONS,
@@ -60,6 +65,7 @@ from model.actions import (
     Drop,
     ExpireSession,
     Fetch,
+    KRaftLeaderChange,
     MigrateBrokerToKRaft,
     ReconfigureController,
     Redeliver,
@@ -94,6 +100,10 @@ PARTITION_MS = (200, 2_000)  # how long a partition lasts
 # How long a pause lasts: from half the session timeout (the session survives it) to four times it
 # (the server expires the session and a successor has time to take over before the node resumes).
 PAUSE_MS = (SESSION_TIMEOUT_MS // 2, 4 * SESSION_TIMEOUT_MS)
+# How long a driver's KRaftLeaderEvent waits behind the events queued before it: from a follower's fetch
+# wait (the deposed leader hears of the new epoch in a Fetch) to three driver polls, time enough, at the
+# upper end, for the new leader to be elected, activate and claim ZooKeeper (BecomeZkController) first.
+LEADER_EVENT_LAG_MS = (FETCH_WAIT_MS, 3 * POLL_MS)
 
 RARE = PERTURBATIONS - TIMED  # the offered steps weighed SPONTANEOUS, the others 1
 
@@ -164,6 +174,9 @@ class Simulation:
         self.cuts: dict[frozenset[int], int] = {}  # a partitioned pair -> when it heals
         self.crashed_at: dict[int, int] = {}  # a dead (or paused) broker's ZooKeeper session -> when it went silent
         self.paused: dict[int, int] = {}  # a paused node -> when it resumes
+        # a controller whose driver hears of its leadership change late -> when its KRaftLeaderChange is offered
+        self.lagging: dict[int, int] = {}
+        self._leader_event_due: set[int] = set()  # controllers whose last offers held their KRaftLeaderChange
         self._outage, self._recover = ZkOutage(), ZkRecover()
         self.changes: dict[int, int] = {}  # how often each node's memory changed (its offers were recomputed)
         # A message its destination deferred (it does not serve requests yet) waits until that node changes:
@@ -341,6 +354,8 @@ class Simulation:
             if node_id in self.cluster.brokers and node.alive and node.session is not None:
                 self.crashed_at.pop(node.session, None)  # its client pings again (if the session is still there)
         if not node.alive:
+            self._leader_event_due.discard(node_id)
+            self.lagging.pop(node_id, None)
             self._dead.add(i)
             self._due[i] = _NEVER
             self._rare[i] = self._rare_weights[i] = []
@@ -348,7 +363,10 @@ class Simulation:
             return
         if self._dead:
             self._dead.discard(i)
-        self.offered[node_id] = offered = node.offers(now)
+        offered, deadline = node.offers(now), node.next_deadline()
+        if self.faults.leader_event_lag and node_id in self.cluster.controllers:
+            offered, deadline = self._lag_leader_event(node_id, offered, deadline, now)
+        self.offered[node_id] = offered
         if RARE.isdisjoint(map(type, offered)):  # the usual case
             self._steps[i] = list(offered)
             self._step_weights[i] = [1.0] * len(offered)
@@ -359,8 +377,28 @@ class Simulation:
             self._steps[i] = steps = [a for a in offered if type(a) not in RARE]
             self._step_weights[i] = [1.0] * len(steps)
             self._rare[i], self._rare_weights[i] = rare + fault_actions, [SPONTANEOUS] * len(rare) + fault_weights
-        deadline = node.next_deadline()
         self._due[i] = _NEVER if deadline is None else deadline
+
+    def _lag_leader_event(self, node_id: int, offered: list[Action], deadline: int | None,
+                          now: int) -> tuple[list[Action], int | None]:
+        """A controller's offers and deadline with its KRaftLeaderChange held back while its lag lasts; when
+        the step first becomes due after a leadership change, a lag is drawn (``FaultMix.leader_event_lag``)."""
+        if not any(type(a) is KRaftLeaderChange for a in offered):
+            self._leader_event_due.discard(node_id)
+            self.lagging.pop(node_id, None)
+            return offered, deadline
+        if node_id not in self._leader_event_due:
+            self._leader_event_due.add(node_id)
+            if self.rng.random() < self.faults.leader_event_lag:
+                self.lagging[node_id] = now + self.rng.randint(*LEADER_EVENT_LAG_MS)
+        until = self.lagging.get(node_id)
+        if until is None:
+            return offered, deadline
+        if now >= until:
+            del self.lagging[node_id]
+            return offered, deadline
+        held = [a for a in offered if type(a) is not KRaftLeaderChange]
+        return held, until if deadline is None else min(deadline, until)
 
     def _restart(self, i: int) -> None:
         """A dead node's part: its restart, unless the operator keeps it down."""
