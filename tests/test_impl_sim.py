@@ -6,8 +6,8 @@ gives the same trace, byte for byte"). So a failing seed found by a campaign rep
 in a second ``Simulation`` of the same process, in another process whose string hashing is
 salted differently (set and dict orders of strings change), and with or without the
 differential check watching. The runs use the ``all`` fault mix, which draws every kind of
-random choice (delays, drops, duplicates, partitions, crashes, stops, pauses, restarts, expiries,
-outages).
+random choice (delays, drops, duplicates, partitions, crashes, stops, pauses, a driver's late leader
+events, restarts, expiries, outages).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import pytest
 from impl.cluster import SESSION_TIMEOUT_MS, Cluster
 from impl.sim.faults import MIXES, NONE, FaultMix, parse
 from impl.sim.scenarios import MIGRATION, scenario
-from impl.sim.simulator import Simulation
-from model.actions import ExpireSession
+from impl.sim.simulator import LEADER_EVENT_LAG_MS, Simulation
+from model.actions import ExpireSession, KRaftLeaderChange
 
 EVENTS = 2_500
 MIX = "all"
@@ -124,18 +124,21 @@ def test_simulation_runs_a_cluster_put_in_before_the_first_event():
 # LeaderChange committed (a node that acts differently).
 # The runs whose mix holds ``process`` (so ``all``) were re-pinned when the pause fault joined it:
 # its draw each event changes their random stream; the none, network and zookeeper runs did not change.
+# They were re-pinned again when the driver's late leader event (``leader_event_lag``) joined ``process``: its
+# draw, each time a controller's KRaftLeaderChange becomes due, changes their random stream (the cluster run,
+# whose 1,500 events see no such chance, and the none, network and zookeeper runs did not change).
 PINNED = [
-    ("sim-migration", 100, "all", "finalize", False, "a92030d1914bdb16"),
-    ("sim-migration", 107, "all", "rollback", True, "1ef26a129a2fe340"),
-    ("sim-migration", 114, "all", "none", False, "9292e4382f770494"),
+    ("sim-migration", 100, "all", "finalize", False, "500517150fd68b71"),
+    ("sim-migration", 107, "all", "rollback", True, "e066f204294385de"),
+    ("sim-migration", 114, "all", "none", False, "212595be0f9d3ec1"),
     ("sim-migration", 121, "none", "finalize", False, "f07995df70eea407"),
     ("sim-migration", 149, "network", "rollback", False, "57d9173c357d6f5e"),
-    ("sim-migration", 170, "process", "rollback", False, "9fe072040d4edab1"),
+    ("sim-migration", 170, "process", "rollback", False, "0158dbc272fdeb36"),
     ("sim-migration", 184, "zookeeper", "finalize", False, "0eb33843bc8bdd79"),
-    ("sim-migration", 205, "all,partition=0.1", "finalize", False, "13948bd1f9d4571c"),
-    ("sim-migration", 240, "network+process,drop=0.2,duplicate=0.2", "none", False, "75d858278da1a5e7"),
-    ("sim-migration", 268, "all,partition=0.3,restart=2", "finalize", False, "5464f85a59793b11"),
-    ("sim-migration", 275, "all,partition=0.3,restart=2", "rollback", True, "daf90341234d1d42"),
+    ("sim-migration", 205, "all,partition=0.1", "finalize", False, "14cf105f5ef9937b"),
+    ("sim-migration", 240, "network+process,drop=0.2,duplicate=0.2", "none", False, "b1a93f9d3a0730bb"),
+    ("sim-migration", 268, "all,partition=0.3,restart=2", "finalize", False, "2e2285fc97ac3d38"),
+    ("sim-migration", 275, "all,partition=0.3,restart=2", "rollback", True, "7f233fedb3b697cd"),
     ("cluster", 5, "all", "none", False, "413adab23ca40442"),
 ]
 
@@ -160,7 +163,7 @@ def test_simulation_pinned_runs_replay_byte_for_byte(scope, seed, mix, runbook, 
     ("none", NONE),
     ("network", MIXES["network"]),
     ("network+process,drop=0.2", FaultMix(**{**vars(MIXES["network"]), "crash": 0.01, "stop": 0.01, "pause": 0.002,
-                                                                      "drop": 0.2})),
+                                                                      "leader_event_lag": 0.5, "drop": 0.2})),
     ("drop=0.1", FaultMix(**{**vars(NONE), "drop": 0.1})),
     ("zookeeper, delay_ms = 30 ", FaultMix(**{**vars(MIXES["zookeeper"]), "recover": 1.0, "delay_ms": 30})),
     ("swarm", FaultMix(**{**vars(MIXES["all"]), "swarm": True})),
@@ -199,7 +202,8 @@ def test_faults_parse_bad_mix_one_line_error(spec, named):
 
 # ---- swarm testing -----------------------------------------------------------------------------------
 
-BREAKING = ("delay_ms", "drop", "duplicate", "partition", "crash", "stop", "expire", "outage", "pause")
+BREAKING = ("delay_ms", "drop", "duplicate", "partition", "crash", "stop", "expire", "outage", "pause",
+            "leader_event_lag")
 
 
 def test_swarm_each_run_draws_its_own_mix_from_the_seed():
@@ -220,7 +224,8 @@ def test_swarm_each_run_draws_its_own_mix_from_the_seed():
 
 def test_swarm_over_a_mix_leaves_the_other_faults_out():
     mixes = [Simulation(MIGRATION, seed, parse("swarm+network"), check=False).faults for seed in range(20)]
-    assert all(mix.crash == mix.stop == mix.pause == mix.expire == mix.outage == 0 for mix in mixes)
+    assert all(mix.crash == mix.stop == mix.pause == mix.leader_event_lag == mix.expire == mix.outage == 0
+               for mix in mixes)
     assert any(mix.drop for mix in mixes)
 
 
@@ -279,3 +284,28 @@ def test_pause_lets_a_short_campaign_catch_the_zombie_controller_write():
     plan = make_plan(seeds=10, scope="fencing", faults="all", mutant="impl_controller_write_without_epoch_check",
                      out="unused")
     assert any(run_seed(plan, seed, coverage=False).disagreement is not None for seed in range(10))
+
+
+# ---- a driver's late leader event ----------------------------------------------------------------------
+
+def test_lagging_driver_is_offered_no_leader_change_until_its_lag_ends_and_its_other_steps_go_on():
+    """A controller's KRaftLeaderChange, due after a leadership change, is held back while its drawn lag
+    lasts (the driver's KRaftLeaderEvent waits in its queue), while the node keeps offering its other
+    steps; once the lag is over it is offered again."""
+    sim = Simulation(MIGRATION, 0, parse("none,leader_event_lag=1"), check=True)
+    while not sim.lagging:
+        assert sim.step() is not None
+    (node, until), = sim.lagging.items()
+    assert until - sim.cluster.now >= LEADER_EVENT_LAG_MS[0]
+    change = KRaftLeaderChange(node)
+    assert change in sim.cluster.node(node).offers(sim.cluster.now)  # due, and held back
+    others_offered = 0
+    while (action := sim.step()) != change:
+        assert action is not None
+        options = [a for _, a in sim.choices()]
+        if sim.cluster.now < until:
+            assert change not in sim.offered[node] and change not in options, sim.lines[-1]
+            others_offered += bool(sim.offered[node])
+        else:  # the lag is over: offered again
+            assert node not in sim.lagging and change in options
+    assert sim.cluster.now >= until and others_offered
