@@ -309,3 +309,16 @@ def test_lagging_driver_is_offered_no_leader_change_until_its_lag_ends_and_its_o
         else:  # the lag is over: offered again
             assert node not in sim.lagging and change in options
     assert sim.cluster.now >= until and others_offered
+
+
+def test_leader_event_lag_lets_a_campaign_catch_the_driver_regaining_leadership_unhandled():
+    """A driver that finds its node leading again before it handled the loss (a lag held its KRaftLeaderEvent
+    while the node lost and regained the leadership) must go INACTIVE first: seed 18 of ``migration`` under
+    ``all`` catches the mutant that skips it; the same seed without the lag does not."""
+    from properties.campaign import make_plan, run_seed
+
+    mutant = "impl_migration_event_in_wrong_driver_state"
+    caught = make_plan(seeds=19, scope="migration", faults="all", mutant=mutant, out="unused")
+    assert run_seed(caught, 18, coverage=False).disagreement is not None
+    unlagged = make_plan(seeds=19, scope="migration", faults="all,leader_event_lag=0", mutant=mutant, out="unused")
+    assert run_seed(unlagged, 18, coverage=False).disagreement is None
