@@ -36,7 +36,7 @@ def run(capsys, *argv):
 
 @pytest.fixture(scope="module")
 def shrunk_trace() -> DifferentialTrace:
-    """KIP-380's rejected alternative: a broker epoch taken from the session id (seed 0 breaks at event 5)."""
+    """KIP-380's rejected alternative: a broker epoch taken from the session id (seed 0 of sim-migration under all breaks at event 8)."""
     sim, found = run_seed(PLAN, 0)
     signature = signature_of(found)
     result = shrink_violation(PLAN, 0, sim.record, signature, seconds=30)
@@ -70,7 +70,7 @@ def test_differential_trace_round_trips_with_version_2_and_its_kind(tmp_path, sh
     data = json.loads(path.read_text())
     assert data["version"] == 2 and data["kind"] == "differential" and data["impl_bugs"] == [BUG]
     assert data["signature"] == "BrokerEpochIsRegistrationCzxid" and data["violation"] == data["signature"]
-    assert data["seed"] == 0 and data["original_steps"] == 11 and data["runbook"] == "finalize"
+    assert data["seed"] == 0 and data["original_steps"] == 8 and data["runbook"] == "finalize"
     assert all(set(step) == {"at", "cuts", "action"} for step in data["steps"])
 
 
