@@ -36,7 +36,7 @@ def run(capsys, *argv):
 
 @pytest.fixture(scope="module")
 def shrunk_trace() -> DifferentialTrace:
-    """KIP-380's rejected alternative: a broker epoch taken from the session id (seed 0 of sim-migration under all breaks at event 8)."""
+    """KIP-380's rejected alternative: a broker epoch taken from the session id (seed 0 breaks at event 8)."""
     sim, found = run_seed(PLAN, 0)
     signature = signature_of(found)
     result = shrink_violation(PLAN, 0, sim.record, signature, seconds=30)
