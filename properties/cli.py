@@ -596,6 +596,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="only check that the committed pages are up to date")
     p.set_defaults(run=cmd_docs)
 
+    from properties.kafka.cli import add_commands as add_kafka_commands
+
+    add_kafka_commands(sub, _Parser)
+
     p = sub.add_parser("report", help="regenerate a campaign's report.html from the tables in its directory")
     p.add_argument("dir", help="the campaign's --out directory")
     p.set_defaults(run=cmd_report)

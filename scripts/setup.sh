@@ -33,3 +33,11 @@ if [ ! -f /usr/share/java/zookeeper.jar ]; then
     "${as_root[@]}" apt-get update -qq
     "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
 fi
+
+# The real-Kafka runs (tests/test_kafka_real.py, `kraftcheck kafka run`) use Kafka's released jars,
+# resolved with Maven from Maven Central into ~/.cache/kraftcheck (or $KRAFTCHECK_CACHE) once.
+if ! command -v mvn >/dev/null 2>&1; then
+    echo "the real-Kafka runs need Maven (mvn) on the PATH to fetch Kafka's jars" >&2
+    exit 3
+fi
+.venv/bin/kraftcheck kafka install >/dev/null

@@ -1,0 +1,865 @@
+"""The model's invariants, evaluated on what a real Kafka run exposed.
+
+Rules:
+- A check here is named after the model property it evaluates (``model.PROPERTIES``) and reads
+  only the observed channels (``properties.kafka.observe``): every observable invariant is checked
+  on every observed state or change. The model's own tables decide where they apply (the driver's
+  ``VALID_TRANSITIONS``, the migration state's ``STATE_ORDER`` and ``STATE_BYTES``).
+- Observation is partial. A watch may skip znode versions and a dump may miss records a later
+  leader truncated, so a check fires only on what was seen, never on what was not: two observed
+  versions with a gap between them are compared as "before" and "after", not as one step.
+- Every model property is either checked here or listed in ``NOT_OBSERVABLE`` with the reason;
+  a test keeps the two lists covering the registry.
+- Progress (the model's eventually-properties) is checked against the run's operator log: once
+  the last fault has healed, the runbook's goals must be reached within ``PROGRESS_BOUND_S``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from model import PROPERTIES
+from model.kraft import ZkMigrationState
+from model.migration import STATE_BYTES, STATE_ORDER, MigrationDriverState, Profile, is_valid_transition
+
+PROGRESS_BOUND_S = 120  # the driver re-polls at most 60 s apart (KRaftMigrationDriver.PollTimeSupplier)
+MODEL = {p.name: p for p in PROPERTIES}
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    message: str  # one line: what was observed, with the keys (zxid, offset, log line) to find it
+    evidence: tuple[dict, ...] = ()  # the events that show it
+
+
+@dataclass
+class Observed:
+    """A run's channels, each in its own order (built by ``properties.kafka.run.load``)."""
+
+    version: tuple[int, int, int]
+    zk: dict[str, list[dict]] = field(default_factory=dict)  # path -> observations, by mzxid
+    metadata: dict[int, list[dict]] = field(default_factory=dict)  # controller -> final log, by offset
+    dumps: list[list[dict]] = field(default_factory=list)  # every dump taken during the run
+    logs: dict[str, list[dict]] = field(default_factory=dict)  # process -> decision lines, in order
+    operator: list[dict] = field(default_factory=list)  # runbook steps and faults, in order
+
+    @property
+    def profile(self) -> Profile:
+        # Differs: Kafka 3.4 numbered the migration states as the KIP does; 3.5 swapped two (reference §1.1)
+        return Profile.KIP if self.version < (3, 5, 0) else Profile.KAFKA_3_9
+
+    def existing(self, path: str) -> list[dict]:
+        return [e for e in self.zk.get(path, ()) if e["exists"]]
+
+    def paths(self, prefix: str) -> list[str]:
+        return sorted(p for p in self.zk if p.startswith(prefix) and p.count("/") == prefix.count("/"))
+
+    def log_events(self, kind: str) -> list[dict]:
+        return [e for events in self.logs.values() for e in events if e["kind"] == kind]
+
+
+CheckFn = Callable[[Observed], list[Violation]]
+CHECKS: dict[str, CheckFn] = {}
+
+
+def check(name: str) -> Callable[[CheckFn], CheckFn]:
+    """Registers a check of the model property ``name`` (the registry's own name, so docs join them)."""
+    if name not in MODEL:
+        raise KeyError(f"{name} is not a model property")
+
+    def register(fn: CheckFn) -> CheckFn:
+        CHECKS[name] = fn
+        return fn
+
+    return register
+
+
+def _json(event: dict) -> dict:
+    try:
+        value = json.loads(event.get("data") or "null")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _pairs(events: list[dict]):
+    return zip(events, events[1:])
+
+
+# ---- ZooKeeper (KIP-380, KIP-866 §Controller Leadership) ------------------------------------
+
+
+@check("ZxidStrictlyIncreases")
+def zxids_increase(obs: Observed) -> list[Violation]:
+    out = []
+    for path, events in obs.zk.items():
+        for e in events:
+            if e["exists"] and e["czxid"] > e["mzxid"]:
+                out.append(Violation("ZxidStrictlyIncreases", f"{path}: czxid {e['czxid']} > mzxid {e['mzxid']}", (e,)))
+        for a, b in _pairs([e for e in events if e["exists"]]):
+            if a["czxid"] == b["czxid"] and (b["version"] > a["version"]) != (b["mzxid"] > a["mzxid"]):
+                out.append(
+                    Violation(
+                        "ZxidStrictlyIncreases",
+                        f"{path}: version {a['version']}->{b['version']} with mzxid {a['mzxid']}->{b['mzxid']}",
+                        (a, b),
+                    )
+                )
+    return out
+
+
+@check("CzxidFixedForNodeLife")
+def czxid_fixed(obs: Observed) -> list[Violation]:
+    out = []
+    for path, events in obs.zk.items():
+        for a, b in _pairs([e for e in events if e["exists"]]):
+            if b["czxid"] != a["czxid"] and b["czxid"] < a["czxid"]:
+                out.append(
+                    Violation(
+                        "CzxidFixedForNodeLife",
+                        f"{path}: a later znode has an older czxid ({a['czxid']} then {b['czxid']})",
+                        (a, b),
+                    )
+                )
+            if b["czxid"] == a["czxid"] and b["version"] < a["version"]:
+                out.append(
+                    Violation(
+                        "CzxidFixedForNodeLife",
+                        f"{path}: version went back ({a['version']} then {b['version']}) in one znode's life",
+                        (a, b),
+                    )
+                )
+    return out
+
+
+def _controller_epochs(obs: Observed) -> list[tuple[int, dict]]:
+    out = []
+    for e in obs.existing("/controller_epoch"):
+        try:
+            out.append((int(e["data"]), e))
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+@check("ControllerEpochNeverDecreases")
+def controller_epoch_never_decreases(obs: Observed) -> list[Violation]:
+    out = []
+    events = obs.zk.get("/controller_epoch", [])
+    seen = False
+    for e in events:
+        if e["exists"]:
+            seen = True
+        elif seen:
+            out.append(Violation("ControllerEpochNeverDecreases", "/controller_epoch was deleted", (e,)))
+    for (a, ea), (b, eb) in _pairs(_controller_epochs(obs)):
+        if b < a:
+            out.append(
+                Violation(
+                    "ControllerEpochNeverDecreases",
+                    f"/controller_epoch went from {a} to {b} (mzxid {ea['mzxid']} -> {eb['mzxid']})",
+                    (ea, eb),
+                )
+            )
+    return out
+
+
+@check("ZkControllerEpochsIncreaseAcrossHandOver")
+def epochs_increase_across_hand_over(obs: Observed) -> list[Violation]:
+    """Every write to /controller_epoch is an election or a KRaft claim: each takes a new, larger epoch."""
+    out = []
+    for (a, ea), (b, eb) in _pairs(_controller_epochs(obs)):
+        if eb["version"] > ea["version"] and b <= a:
+            out.append(
+                Violation(
+                    "ZkControllerEpochsIncreaseAcrossHandOver",
+                    f"/controller_epoch rewritten to {b} after {a} (version {ea['version']} -> {eb['version']}, mzxid {eb['mzxid']})",
+                    (ea, eb),
+                )
+            )
+    return out
+
+
+@check("EveryElectionBumpsControllerEpoch")
+def every_election_bumps_epoch(obs: Observed) -> list[Violation]:
+    """A new /controller is written in the same multi as /controller_epoch + 1: the same zxid."""
+    out = []
+    epochs = _controller_epochs(obs)
+    by_mzxid = {e["mzxid"]: (value, e) for value, e in epochs}
+    for c in obs.existing("/controller"):
+        write = by_mzxid.get(c["mzxid"])
+        if write is None:
+            # a watch always delivers the newest version, so the last one seen is the final one: the
+            # write is missing if that predates /controller, or if no version between was skipped
+            before = [e for _, e in epochs if e["mzxid"] < c["mzxid"]]
+            after = [e for _, e in epochs if e["mzxid"] > c["mzxid"]]
+            if before and (not after or after[0]["version"] == before[-1]["version"] + 1):
+                out.append(
+                    Violation(
+                        "EveryElectionBumpsControllerEpoch",
+                        f"/controller written at zxid {c['mzxid']} without a /controller_epoch write in the same multi",
+                        (c,),
+                    )
+                )
+            continue
+        value, e = write
+        previous = [(v, x) for v, x in epochs if x["version"] == e["version"] - 1]
+        if previous and value != previous[0][0] + 1:
+            out.append(
+                Violation(
+                    "EveryElectionBumpsControllerEpoch",
+                    f"/controller at zxid {c['mzxid']} came with /controller_epoch {previous[0][0]} -> {value}",
+                    (previous[0][1], e, c),
+                )
+            )
+    return out
+
+
+@check("AtMostOneControllerPerEpoch")
+def one_controller_per_epoch(obs: Observed) -> list[Violation]:
+    out = []
+    winners: dict[int, set[str]] = defaultdict(set)
+    events: dict[int, list[dict]] = defaultdict(list)
+    for e in obs.log_events("zk-controller-elected"):
+        winners[int(e["epoch"])].add(e["node"])
+        events[int(e["epoch"])].append(e)
+    for c in obs.existing("/controller"):  # KRaft claims: the epoch written in the same multi
+        body = _json(c)
+        if body.get("kraftControllerEpoch", -1) >= 0:  # ZooKeeper controllers write -1
+            for value, e in _controller_epochs(obs):
+                if e["mzxid"] == c["mzxid"]:
+                    winners[value].add(f"kraft-{body.get('brokerid')}")
+                    events[value].append(c)
+    for epoch, nodes in winners.items():
+        if len(nodes) > 1:
+            out.append(
+                Violation(
+                    "AtMostOneControllerPerEpoch",
+                    f"controller epoch {epoch} won by {sorted(nodes)}",
+                    tuple(events[epoch]),
+                )
+            )
+    return out
+
+
+def _broker_registrations(obs: Observed) -> dict[int, list[dict]]:
+    return {
+        int(p.rsplit("/", 1)[1]): obs.existing(p) for p in obs.paths("/brokers/ids/") if p.rsplit("/", 1)[1].isdigit()
+    }
+
+
+@check("BrokerEpochGrowsWithEachRegistration")
+def broker_epoch_grows(obs: Observed) -> list[Violation]:
+    out = []
+    for broker, events in _broker_registrations(obs).items():
+        czxids = [e for e in events]
+        for a, b in _pairs(czxids):
+            if b["czxid"] < a["czxid"]:
+                out.append(
+                    Violation(
+                        "BrokerEpochGrowsWithEachRegistration",
+                        f"broker {broker} registered in ZooKeeper with czxid {b['czxid']} after {a['czxid']}",
+                        (a, b),
+                    )
+                )
+    for controller, records in obs.metadata.items():
+        last: dict[int, dict] = {}
+        for r in _live_records(records):
+            if r["type"] == "REGISTER_BROKER_RECORD":
+                broker = r["data"]["brokerId"]
+                if broker in last and r["data"]["brokerEpoch"] <= last[broker]["data"]["brokerEpoch"]:
+                    out.append(
+                        Violation(
+                            "BrokerEpochGrowsWithEachRegistration",
+                            f"broker {broker} registered with KRaft at epoch {r['data']['brokerEpoch']} after {last[broker]['data']['brokerEpoch']} (offset {r['offset']})",
+                            (last[broker], r),
+                        )
+                    )
+                last[broker] = r
+    return out
+
+
+@check("BrokerEpochIsRegistrationCzxid")
+def broker_epoch_is_czxid(obs: Observed) -> list[Violation]:
+    """Every registration ZooKeeper holds is one its broker logged, with that czxid as its epoch."""
+    out = []
+    logged: dict[int, set[int]] = defaultdict(set)
+    for e in obs.log_events("zk-broker-registered"):
+        logged[int(e["broker"])].add(int(e["epoch"]))
+    for broker, events in _broker_registrations(obs).items():
+        for e in events:
+            if e["czxid"] not in logged[broker]:
+                out.append(
+                    Violation(
+                        "BrokerEpochIsRegistrationCzxid",
+                        f"/brokers/ids/{broker} has czxid {e['czxid']}, an epoch broker {broker} never logged (it logged {sorted(logged[broker])})",
+                        (e,),
+                    )
+                )
+    return out
+
+
+# ---- the KRaft quorum and its log (KIP-500) ---------------------------------------------------
+
+
+def _live_records(records: list[dict]) -> list[dict]:
+    """The records that count: those of aborted metadata transactions are left out, as replay does."""
+    out: list[dict] = []
+    pending: list[dict] | None = None
+    for r in records:
+        kind = r["type"]
+        if kind == "BEGIN_TRANSACTION_RECORD":
+            pending = []
+        elif kind == "END_TRANSACTION_RECORD":
+            out.extend(pending or [])
+            pending = None
+        elif kind == "ABORT_TRANSACTION_RECORD":
+            pending = None
+        elif pending is not None:
+            pending.append(r)
+        else:
+            out.append(r)
+    return out  # an open transaction's records are not replayed until its END
+
+
+@check("AtMostOneKRaftLeaderPerEpoch")
+def one_kraft_leader_per_epoch(obs: Observed) -> list[Violation]:
+    leaders: dict[int, set[str]] = defaultdict(set)
+    events: dict[int, list[dict]] = defaultdict(list)
+    for e in obs.log_events("raft-leader"):
+        leaders[int(e["epoch"])].add(e["node"])
+        events[int(e["epoch"])].append(e)
+    return [
+        Violation(
+            "AtMostOneKRaftLeaderPerEpoch",
+            f"Raft epoch {epoch} led by controllers {sorted(nodes)}",
+            tuple(events[epoch]),
+        )
+        for epoch, nodes in leaders.items()
+        if len(nodes) > 1
+    ]
+
+
+@check("KRaftEpochNeverDecreases")
+def kraft_epoch_never_decreases(obs: Observed) -> list[Violation]:
+    out = []
+    for controller, records in obs.metadata.items():
+        for a, b in _pairs(records):
+            if b["epoch"] < a["epoch"]:
+                out.append(
+                    Violation(
+                        "KRaftEpochNeverDecreases",
+                        f"controller {controller}'s log goes from epoch {a['epoch']} (offset {a['offset']}) to {b['epoch']} (offset {b['offset']})",
+                        (a, b),
+                    )
+                )
+    for process, events in obs.logs.items():
+        leads = [e for e in events if e["kind"] == "raft-leader"]
+        for a, b in _pairs(leads):
+            if int(b["epoch"]) <= int(a["epoch"]):
+                out.append(
+                    Violation("KRaftEpochNeverDecreases", f"{process} led epoch {a['epoch']} then {b['epoch']}", (a, b))
+                )
+    return out
+
+
+@check("CommittedRecordsNeverChange")
+def committed_records_never_change(obs: Observed) -> list[Violation]:
+    """What ZooKeeper was told is committed (/migration's offset) stays, in every dump and every voter's log."""
+    out = []
+    committed = max((_json(e).get("kraft_metadata_offset", -1) for e in obs.existing("/migration")), default=-1)
+    reference: dict[int, dict] = {}
+    for records in [*obs.metadata.values(), *obs.dumps]:
+        for r in records:
+            if r["offset"] > committed:
+                break
+            first = reference.setdefault(r["offset"], r)
+            if (first["type"], first["data"], first["epoch"]) != (r["type"], r["data"], r["epoch"]):
+                out.append(
+                    Violation(
+                        "CommittedRecordsNeverChange",
+                        f"offset {r['offset']} (committed: /migration reached {committed}) holds {first['type']}@{first['epoch']} in one log and {r['type']}@{r['epoch']} in another",
+                        (first, r),
+                    )
+                )
+    return out
+
+
+@check("BrokerEpochIsRegistrationOffset")
+def broker_epoch_is_offset(obs: Observed) -> list[Violation]:
+    return [
+        Violation(
+            "BrokerEpochIsRegistrationOffset",
+            f"RegisterBrokerRecord at offset {r['offset']} gives broker {r['data']['brokerId']} epoch {r['data']['brokerEpoch']}",
+            (r,),
+        )
+        for records in obs.metadata.values()
+        for r in records
+        if r["type"] == "REGISTER_BROKER_RECORD" and r["data"].get("brokerEpoch") != r["offset"]
+    ]
+
+
+@check("ZkBrokersAdmittedAtMetadataVersion")
+def zk_brokers_at_metadata_version(obs: Observed) -> list[Violation]:
+    out = []
+    for records in obs.metadata.values():
+        level = None
+        for r in _live_records(records):
+            if r["type"] == "FEATURE_LEVEL_RECORD" and r["data"].get("name") == "metadata.version":
+                level = r["data"]["featureLevel"]
+            if r["type"] == "REGISTER_BROKER_RECORD" and r["data"].get("isMigratingZkBroker") and level is not None:
+                mv = next((f for f in r["data"].get("features", []) if f["name"] == "metadata.version"), None)
+                if mv is not None and not (mv["minSupportedVersion"] == mv["maxSupportedVersion"] == level):
+                    out.append(
+                        Violation(
+                            "ZkBrokersAdmittedAtMetadataVersion",
+                            f"ZK broker {r['data']['brokerId']} admitted at offset {r['offset']} with IBP range [{mv['minSupportedVersion']}, {mv['maxSupportedVersion']}] under metadata.version {level}",
+                            (r,),
+                        )
+                    )
+    return out
+
+
+# ---- the migration (KIP-866) ------------------------------------------------------------------
+
+
+def _migration_states(obs: Observed, records: list[dict]) -> list[tuple[ZkMigrationState, dict]]:
+    by_byte = {b: s for s, b in STATE_BYTES[obs.profile].items()}
+    return [
+        (by_byte[r["data"]["zkMigrationState"]], r)
+        for r in _live_records(records)
+        if r["type"] == "ZK_MIGRATION_STATE_RECORD" and r["data"].get("zkMigrationState") in by_byte
+    ]
+
+
+@check("MigrationStateOnlyMovesForward")
+def migration_state_moves_forward(obs: Observed) -> list[Violation]:
+    out = []
+    for controller, records in obs.metadata.items():
+        previous: ZkMigrationState | None = None
+        previous_record: dict | None = None
+        for state, r in _migration_states(obs, records):
+            if state != previous and state not in STATE_ORDER[previous]:
+                out.append(
+                    Violation(
+                        "MigrationStateOnlyMovesForward",
+                        f"controller {controller}'s log moves the migration state {previous.name if previous else 'unset'} -> {state.name} at offset {r['offset']}",
+                        tuple(x for x in (previous_record, r) if x),
+                    )
+                )
+            previous, previous_record = state, r
+    return out
+
+
+@check("MetadataVersionFixedDuringMigration")
+def metadata_version_fixed(obs: Observed) -> list[Violation]:
+    out = []
+    for records in obs.metadata.values():
+        migrating = False
+        for r in _live_records(records):
+            if r["type"] == "ZK_MIGRATION_STATE_RECORD":
+                state = {b: s for s, b in STATE_BYTES[obs.profile].items()}.get(r["data"].get("zkMigrationState"))
+                migrating = state is ZkMigrationState.MIGRATION
+            elif migrating and r["type"] == "FEATURE_LEVEL_RECORD" and r["data"].get("name") == "metadata.version":
+                out.append(
+                    Violation(
+                        "MetadataVersionFixedDuringMigration",
+                        f"metadata.version set to {r['data'].get('featureLevel')} at offset {r['offset']} during the migration",
+                        (r,),
+                    )
+                )
+    return out
+
+
+@check("FailoverAbortsMigrationTransaction")
+def failover_aborts_transaction(obs: Observed) -> list[Violation]:
+    """A transaction left open by one leader is aborted by the next before it writes anything else."""
+    out = []
+    ignored = {"CONTROL:LEADER_CHANGE", "NO_OP_RECORD", "ABORT_TRANSACTION_RECORD"}
+    for controller, records in obs.metadata.items():
+        open_at: dict | None = None
+        for r in records:
+            if r["type"] == "BEGIN_TRANSACTION_RECORD":
+                open_at = r
+            elif r["type"] in ("END_TRANSACTION_RECORD", "ABORT_TRANSACTION_RECORD"):
+                open_at = None
+            elif open_at is not None and r["epoch"] > open_at["epoch"] and r["type"] not in ignored:
+                out.append(
+                    Violation(
+                        "FailoverAbortsMigrationTransaction",
+                        f"leader of epoch {r['epoch']} wrote {r['type']} at offset {r['offset']} inside the transaction opened at offset {open_at['offset']} in epoch {open_at['epoch']}",
+                        (open_at, r),
+                    )
+                )
+                open_at = None
+    return out
+
+
+@check("InitialMigrationAllOrNothing")
+def initial_migration_all_or_nothing(obs: Observed) -> list[Violation]:
+    """MIGRATION counts only together with the migrated metadata: every topic ZooKeeper held before."""
+    out = []
+    for controller, records in obs.metadata.items():
+        live = _live_records(records)
+        migrated = [r for state, r in _migration_states(obs, records) if state is ZkMigrationState.MIGRATION]
+        if not migrated:
+            continue
+        at = migrated[0]
+        topics = {r["data"]["name"] for r in live if r["type"] == "TOPIC_RECORD" and r["offset"] <= at["offset"]}
+        in_zk = {
+            p.rsplit("/", 1)[1]
+            for p in obs.paths("/brokers/topics/")
+            if any(e["time"] < at["time"] for e in obs.existing(p))
+        }
+        missing = sorted(in_zk - topics)
+        if missing:
+            out.append(
+                Violation(
+                    "InitialMigrationAllOrNothing",
+                    f"controller {controller}'s log counts MIGRATION at offset {at['offset']} without the topics {missing} that ZooKeeper held",
+                    (at,),
+                )
+            )
+    return out
+
+
+@check("DriverTakesOnlyTableTransitions")
+def driver_takes_table_transitions(obs: Observed) -> list[Violation]:
+    out = []
+    for process, events in obs.logs.items():
+        state = MigrationDriverState.UNINITIALIZED
+        for e in events:
+            if e["kind"] == "process-started":
+                continue
+            if e["kind"] != "driver-transition":
+                continue
+            old, new = MigrationDriverState[e["old"]], MigrationDriverState[e["new"]]
+            if old is MigrationDriverState.UNINITIALIZED:
+                state = old  # a new process (a restart): its driver starts over
+            if old != state:
+                out.append(
+                    Violation(
+                        "DriverTakesOnlyTableTransitions",
+                        f"{process}'s driver left {old.name} while in {state.name} (log line {e['line']})",
+                        (e,),
+                    )
+                )
+            if not is_valid_transition(old, new):
+                out.append(
+                    Violation(
+                        "DriverTakesOnlyTableTransitions",
+                        f"{process}'s driver moved {old.name} -> {new.name} (log line {e['line']})",
+                        (e,),
+                    )
+                )
+            state = new
+    return out
+
+
+@check("DualWritesOnlyInDualWriteStates")
+def dual_writes_only_in_dual_write(obs: Observed) -> list[Violation]:
+    out = []
+    for process, events in obs.logs.items():
+        state = MigrationDriverState.UNINITIALIZED
+        for e in events:
+            if e["kind"] == "driver-transition":
+                state = MigrationDriverState[e["new"]]
+            elif (
+                e["kind"] == "driver-zk-writes"
+                and e["what"].startswith("handling KRaft")
+                and not state.allows_dual_write
+            ):
+                out.append(
+                    Violation(
+                        "DualWritesOnlyInDualWriteStates",
+                        f"{process} wrote a KRaft delta to ZooKeeper in {state.name} (log line {e['line']})",
+                        (e,),
+                    )
+                )
+    return out
+
+
+def _migration_znodes(obs: Observed) -> list[tuple[dict, dict]]:
+    return [(_json(e), e) for e in obs.existing("/migration")]
+
+
+@check("ZkWritesFollowKRaftCommits")
+def zk_writes_follow_commits(obs: Observed) -> list[Violation]:
+    """/migration names an offset and epoch of the KRaft log: that record must be in the log."""
+    out = []
+    logs = list(obs.metadata.values())
+    if not logs:
+        return out
+    for body, e in _migration_znodes(obs):
+        offset, epoch = body.get("kraft_metadata_offset", -1), body.get("kraft_metadata_epoch", -1)
+        if offset < 0:
+            continue
+        found = [r for records in logs for r in records if r["offset"] == offset]
+        ends = [records[-1]["offset"] if records else -1 for records in logs]
+        if not found and max(ends) >= offset and not any(records and records[0]["offset"] > offset for records in logs):
+            out.append(
+                Violation(
+                    "ZkWritesFollowKRaftCommits",
+                    f"/migration (mzxid {e['mzxid']}) names offset {offset}, which no controller's log holds",
+                    (e,),
+                )
+            )
+        elif found and all(r["epoch"] != epoch for r in found):
+            out.append(
+                Violation(
+                    "ZkWritesFollowKRaftCommits",
+                    f"/migration (mzxid {e['mzxid']}) names offset {offset} in epoch {epoch}; the log has it in epoch {found[0]['epoch']}",
+                    (e, found[0]),
+                )
+            )
+    return out
+
+
+@check("OnlyCurrentKRaftLeaderWritesApply")
+def only_current_kraft_leader_writes(obs: Observed) -> list[Violation]:
+    out = []
+    for (a, ea), (b, eb) in _pairs(_migration_znodes(obs)):
+        if b.get("kraft_controller_epoch", -1) < a.get("kraft_controller_epoch", -1):
+            out.append(
+                Violation(
+                    "OnlyCurrentKRaftLeaderWritesApply",
+                    f"/migration written by Raft epoch {b.get('kraft_controller_epoch')} after epoch {a.get('kraft_controller_epoch')} (mzxid {eb['mzxid']})",
+                    (ea, eb),
+                )
+            )
+        elif b.get("kraft_controller_epoch") == a.get("kraft_controller_epoch") and b.get(
+            "kraft_metadata_offset", -1
+        ) < a.get("kraft_metadata_offset", -1):
+            out.append(
+                Violation(
+                    "OnlyCurrentKRaftLeaderWritesApply",
+                    f"/migration's offset went back from {a.get('kraft_metadata_offset')} to {b.get('kraft_metadata_offset')} in one Raft epoch (mzxid {eb['mzxid']})",
+                    (ea, eb),
+                )
+            )
+    return out
+
+
+@check("KRaftEpochInZkOnlyIncreases")
+def kraft_epoch_in_zk_increases(obs: Observed) -> list[Violation]:
+    out = []
+    claims = [(_json(e).get("kraftControllerEpoch"), e) for e in obs.existing("/controller")]
+    claims = [(epoch, e) for epoch, e in claims if epoch is not None and epoch >= 0]
+    for (a, ea), (b, eb) in _pairs(claims):
+        if b < a:
+            out.append(
+                Violation(
+                    "KRaftEpochInZkOnlyIncreases",
+                    f"/controller claimed by Raft epoch {b} after epoch {a} (mzxid {eb['mzxid']})",
+                    (ea, eb),
+                )
+            )
+    return out
+
+
+@check("NoZkWriteAfterPostMigration")
+def no_zk_write_after_post_migration(obs: Observed) -> list[Violation]:
+    out = []
+    finalized = [
+        r
+        for records in obs.metadata.values()
+        for state, r in _migration_states(obs, records)
+        if state is ZkMigrationState.POST_MIGRATION
+    ]
+    if not finalized:
+        return out
+    since = min(r["time"] for r in finalized)
+    for body, e in _migration_znodes(obs):
+        if e["time"] > since:
+            out.append(
+                Violation(
+                    "NoZkWriteAfterPostMigration",
+                    f"/migration written (mzxid {e['mzxid']}) after POST_MIGRATION was committed",
+                    (finalized[0], e),
+                )
+            )
+    return out
+
+
+@check("MigrationStartsOnlyWithEveryKnownZkBroker")
+def migration_starts_with_every_broker(obs: Observed) -> list[Violation]:
+    """At the claim, every broker live in ZooKeeper has registered with KRaft as a migrating broker."""
+    out = []
+    registered: list[tuple[int, int]] = sorted(
+        (r["time"], r["data"]["brokerId"])
+        for records in obs.metadata.values()
+        for r in records
+        if r["type"] == "REGISTER_BROKER_RECORD" and r["data"].get("isMigratingZkBroker")
+    )
+    for claim in obs.log_events("driver-transition"):
+        if claim["new"] != "BECOME_CONTROLLER":
+            continue
+        known = {b for t, b in registered if t <= claim["time"]}
+        for broker, events in _broker_registrations(obs).items():
+            live = [e for e in events if e["time"] <= claim["time"]]
+            gone = [
+                e
+                for e in obs.zk.get(f"/brokers/ids/{broker}", [])
+                if not e["exists"]
+                and live
+                and e["seen"] * 1000 > live[-1]["time"]
+                and e["seen"] * 1000 <= claim["time"]
+            ]
+            if live and not gone and broker not in known:
+                out.append(
+                    Violation(
+                        "MigrationStartsOnlyWithEveryKnownZkBroker",
+                        f"{claim['process']}'s driver went to claim ZooKeeper while ZK broker {broker} (czxid {live[-1]['czxid']}) had not registered with KRaft",
+                        (claim, live[-1]),
+                    )
+                )
+    return out
+
+
+@check("NoKRaftBrokerTakesALiveZkBrokersId")
+def no_kraft_broker_takes_live_id(obs: Observed) -> list[Violation]:
+    out = []
+    for records in obs.metadata.values():
+        for r in records:
+            if r["type"] != "REGISTER_BROKER_RECORD" or r["data"].get("isMigratingZkBroker"):
+                continue
+            broker = r["data"]["brokerId"]
+            events = obs.zk.get(f"/brokers/ids/{broker}", [])
+            before = [e for e in events if (e["time"] if e["exists"] else e["seen"] * 1000) <= r["time"]]
+            if before and before[-1]["exists"]:
+                out.append(
+                    Violation(
+                        "NoKRaftBrokerTakesALiveZkBrokersId",
+                        f"KRaft broker {broker} registered (offset {r['offset']}) while /brokers/ids/{broker} (czxid {before[-1]['czxid']}) was live",
+                        (before[-1], r),
+                    )
+                )
+    return out
+
+
+# ---- progress (the model's eventually-properties, on the run's clock) -------------------------
+
+
+def _faults_healed_at(obs: Observed) -> float:
+    return max((e["time"] for e in obs.operator if e.get("kind") in ("fault", "heal")), default=0)
+
+
+@check("MigrationReachesDualWriteWithoutFaults")
+def reaches_dual_write(obs: Observed) -> list[Violation]:
+    """Once faults have healed, the runbook's migration reaches DUAL_WRITE within the bound."""
+    goals = [e for e in obs.operator if e.get("kind") == "goal" and e.get("goal") == "dual-write"]
+    if not goals:
+        return []
+    healed = _faults_healed_at(obs)
+    reached = [e for e in obs.log_events("driver-transition") if e["new"] == "DUAL_WRITE"]
+    deadline = max(healed, goals[0]["time"]) + PROGRESS_BOUND_S * 1000
+    if not any(e["time"] <= deadline for e in reached):  # reached before the runbook asked counts too
+        return [
+            Violation(
+                "MigrationReachesDualWriteWithoutFaults",
+                f"no driver reached DUAL_WRITE within {PROGRESS_BOUND_S} s of the last fault healing",
+                tuple(goals),
+            )
+        ]
+    return []
+
+
+@check("LiveFencedBrokerEventuallyUnfenced")
+def fenced_broker_unfenced(obs: Observed) -> list[Violation]:
+    """Every KRaft broker the runbook started reaches RUNNING (unfenced) within the bound of healing."""
+    out = []
+    healed = _faults_healed_at(obs)
+    running = defaultdict(list)
+    for e in obs.log_events("kraft-broker-running"):
+        running[int(e["broker"])].append(e["time"])
+    for start in (
+        e
+        for e in obs.operator
+        if e.get("kind") == "step" and e.get("role") == "kraft-broker" and e.get("action") == "start"
+    ):
+        deadline = max(healed, start["time"]) + PROGRESS_BOUND_S * 1000
+        if not any(start["time"] - 1 <= t <= deadline for t in running[start["node"]]):
+            out.append(
+                Violation(
+                    "LiveFencedBrokerEventuallyUnfenced",
+                    f"KRaft broker {start['node']} started at {start['time']} did not reach RUNNING within {PROGRESS_BOUND_S} s of healing",
+                    (start,),
+                )
+            )
+    return out
+
+
+RUNBOOK_PROGRESS = "RunbookReachesItsEnd"  # the real run's own liveness property: no model state names it
+
+
+def runbook_reaches_its_end(obs: Observed) -> list[Violation]:
+    """KIP-866 §Migration Overview: every operator step completes once faults heal (the goal waited on is named)."""
+    return [
+        Violation(
+            RUNBOOK_PROGRESS,
+            f"the runbook was stuck: {e['goal']} not reached within {PROGRESS_BOUND_S} s of the last heal",
+            (e,),
+        )
+        for e in obs.operator
+        if e.get("kind") == "stuck"
+    ]
+
+
+CHECKS[RUNBOOK_PROGRESS] = runbook_reaches_its_end
+
+
+# ---- what cannot be seen from outside ------------------------------------------------------------
+
+_MEMORY = "held only in a process's memory; no channel shows it"
+NOT_OBSERVABLE: dict[str, str] = {
+    "EphemeralsOnlyForLiveSessions": "sessions are ZooKeeper's internal state; a client cannot list another's",
+    "MultiIsAllOrNothing": "a multi's per-op results go only to the client that sent it",
+    "OnlyCurrentControllerWritesApply": "which controller epoch a write was made under is " + _MEMORY,
+    "NoStaleControlRequestApplied": "which control requests a broker applied is " + _MEMORY,
+    "ControllerSeesEveryBounce": "the controller's broker-epoch cache is " + _MEMORY + " (its log shows deltas only)",
+    "StaleControlledShutdownMovesNothing": "ControlledShutdown requests are not logged with their epochs",
+    "LeaderEpochsNeverDecrease": "partition state znodes are watched but brokers' own leader epochs are " + _MEMORY,
+    "OneLeaderPerLeaderEpoch": "which broker believes it leads is " + _MEMORY,
+    "LeaderIsInIsr": "the model's single-topic partitions are not Kafka's; partition znodes are kept in the timeline only",
+    "FinalizedFeaturesWellFormed": "KIP-584's /features znode is not written by 3.x in ZooKeeper mode without feature updates",
+    "AdmittedBrokersSupportFinalizedFeatures": "brokers' supported feature ranges in ZooKeeper are not compared yet",
+    "FeatureEpochNeverDecreases": "KIP-584's /features znode is not written by 3.x in ZooKeeper mode without feature updates",
+    "DisabledFeaturesFinalizeNothing": "KIP-584's /features znode is not written by 3.x in ZooKeeper mode without feature updates",
+    "BrokerFeatureCacheNeverGoesBack": "a broker's feature cache is " + _MEMORY,
+    "CommittedRecordsOnMajority": "followers' logs are dumped only at the end of a run, not at each commit",
+    "HighWatermarkNeverDecreases": "the high watermark is " + _MEMORY + " (JMX is not read)",
+    "FencedBrokersNeverServed": "what a broker serves to clients is not sampled",
+    "UnfencedOnlyWhenCaughtUp": "a broker's replay position is " + _MEMORY,
+    "TopicDeletionsCompletedByMigration": "the runbook deletes no topic during the migration",
+    "WriteBehindLagBounded": "the lag bound is the model's abstraction; Kafka reports ZkWriteBehindLag on JMX, which is not read",
+    "ZkEqualsImageAtMigrationOffset": "comparing ZooKeeper's metadata with the image needs the image decoded at that offset: not built yet",
+    "UpdateMetadataBeforeLeaderAndIsr": "control requests to ZooKeeper brokers are not logged one by one",
+    "OnlyAllowedWritesInPreMigration": "the model's allowed record kinds are not mapped to Kafka's record types yet",
+    "RollbackLosesNothingCommitted": "rollback runbooks are not run against a real cluster yet",
+}
+# sometimes-properties are witnesses for the model's search: on a real run they are coverage, not checks
+NOT_OBSERVABLE |= {
+    p.name: "a witness (sometimes): reported as coverage of the run, not checked"
+    for p in PROPERTIES
+    if p.kind.value == "sometimes"
+}
+NOT_OBSERVABLE |= {
+    name: "an eventually-property whose trigger is " + _MEMORY
+    for name in (
+        "EveryLiveBrokerEventuallyRegistered",
+        "ControllerEventuallySeesEveryBroker",
+        "DriverLeavesWaitForBrokersWhenReady",
+        "ActiveDriverNeverStaysInactive",
+    )
+}
+
+
+def run_checks(obs: Observed) -> list[Violation]:
+    violations = []
+    for name in sorted(CHECKS):
+        violations.extend(CHECKS[name](obs))
+    return violations

@@ -1,0 +1,199 @@
+"""``kraftcheck kafka ...``: install a Kafka release, run it through the migration under faults, check a run.
+
+Exit codes, as in the rest of kraftcheck: 0 when the run was checked clean, 1 when a check found a
+violation (progress included), 2 for bad usage (an option, a version that does not exist or has
+no migration, Java or Maven missing), 3 when the run could not be carried out (a process that
+would not start for a reason of this machine's, such as a port taken): nothing was checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from properties.kafka.install import DEFAULT_VERSION, InstallError
+
+CLEAN, VIOLATION, USAGE, NOT_RUN = 0, 1, 2, 3
+
+
+def _fail(message: str, code: int = USAGE) -> int:
+    print(f"kraftcheck kafka: error: {message}", file=sys.stderr)
+    return code
+
+
+def _installation(args: argparse.Namespace):
+    from properties.kafka import install
+
+    if args.kafka_dir:
+        return install.local(args.kafka_dir)
+    return install.install(args.version, progress=lambda line: print(line, file=sys.stderr))
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    try:
+        found = _installation(args)
+    except InstallError as e:
+        return _fail(str(e))
+    mode = "ZooKeeper mode and the migration" if found.has_zookeeper_mode else "KRaft only"
+    print(f"Kafka {found.version} ({mode}) in {found.lib}")
+    return CLEAN
+
+
+def _plan(args: argparse.Namespace):
+    from properties.kafka.run import RealRunPlan
+
+    return RealRunPlan(
+        seed=args.seed,
+        runbook=args.runbook,
+        faults=args.faults,
+        brokers=args.brokers,
+        controllers=args.controllers,
+        fault_count=args.fault_count,
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from properties.kafka.cluster import install_signal_handlers
+    from properties.kafka.run import Run
+
+    try:
+        found = _installation(args)
+    except InstallError as e:
+        return _fail(str(e))
+    if not found.has_zookeeper_mode:
+        return _fail(f"Kafka {found.version} has no ZooKeeper mode: the migration runbook needs 3.4.0 to 3.9.x")
+    out = Path(args.out or f"kafka-out/seed-{args.seed}")
+    if out.exists() and any(out.iterdir()):
+        return _fail(f"--out {out} is not empty: a run's folder holds one run (remove it or name another)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return _fail(f"--out {out}: {e.strerror}")
+    install_signal_handlers()
+    run = Run(_plan(args), found, out.resolve(), say=lambda line: print(line, file=sys.stderr))
+    print(
+        f"kafka {found.version}, seed {args.seed}: {len(run.steps())} runbook steps, faults {args.faults} -> {out}",
+        file=sys.stderr,
+    )
+    outcome = run.execute()
+    if outcome.startswith("failed"):
+        return _fail(f"the run could not be carried out ({outcome}); its folder is {out}", NOT_RUN)
+    return _report(out, args.json, outcome)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    folder = Path(args.folder)
+    if not (folder / "run.json").is_file():
+        return _fail(f"{folder} is not a real-Kafka run's folder (no run.json)")
+    return _report(folder, args.json, None)
+
+
+def _report(folder: Path, as_json: bool, outcome: str | None) -> int:
+    from properties.kafka.run import check_folder
+
+    began = time.monotonic()
+    obs, violations = check_folder(folder)
+    seconds = time.monotonic() - began
+    ended = next((e for e in reversed(obs.operator) if e["kind"] == "end"), {})
+    outcome = outcome or ended.get("outcome", "unknown")
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "folder": str(folder),
+                    "outcome": outcome,
+                    "run_seconds": ended.get("seconds"),
+                    "check_seconds": round(seconds, 3),
+                    "violations": [{"invariant": v.invariant, "message": v.message} for v in violations],
+                },
+                indent=2,
+            )
+        )
+    else:
+        events = (
+            sum(len(v) for v in obs.zk.values())
+            + sum(len(v) for v in obs.metadata.values())
+            + sum(len(v) for v in obs.logs.values())
+        )
+        print(
+            f"{folder}: {outcome}; {events} observations checked in {seconds:.2f} s "
+            "(Kafka's timing varies between runs of one seed: the folder keeps this run's)"
+        )
+        for v in violations:
+            print(f"VIOLATION {v.invariant}: {v.message}")
+            for e in v.evidence:
+                print(f"    {describe(e)}")
+        if not violations:
+            print("no violation")
+    return VIOLATION if violations else CLEAN
+
+
+def describe(event: dict) -> str:
+    """One observation as a line a reader can find again in the run's raw files."""
+    channel = event.get("channel")
+    if channel == "zk":
+        if not event["exists"]:
+            return f"zk   {event['path']} deleted"
+        return f"zk   {event['path']} = {event['data']} (czxid {event['czxid']}, mzxid {event['mzxid']}, version {event['version']})"
+    if channel == "metadata":
+        return f"log  controller {event['controller']} offset {event['offset']} epoch {event['epoch']}: {event['type']} {json.dumps(event['data'])[:160]}"
+    if channel == "log":
+        fields = {k: v for k, v in event.items() if k not in ("channel", "process", "line", "time", "kind")}
+        return f"line {event['process']}/logs/server.log:{event['line']} {event['kind']} {fields}"
+    return f"op   {json.dumps(event)[:200]}"
+
+
+def add_commands(sub, parser_class) -> None:
+    from properties.kafka.run import FAULT_MIXES, RUNBOOKS
+
+    kafka = sub.add_parser("kafka", help="real Kafka: install a release, run the migration under faults, check runs")
+    commands = kafka.add_subparsers(dest="kafka_command", required=True, parser_class=parser_class)
+
+    def source(p) -> None:
+        p.add_argument(
+            "--version", default=DEFAULT_VERSION, help=f"a Kafka release on Maven Central (default {DEFAULT_VERSION})"
+        )
+        p.add_argument("--kafka-dir", help="a folder of jars (your own build) instead of a release")
+
+    p = commands.add_parser("install", help="resolve a Kafka release's jars with Maven into the cache")
+    source(p)
+    p.set_defaults(run=cmd_install)
+
+    p = commands.add_parser("run", help="one real cluster through KIP-866's runbook with seeded faults, then checked")
+    source(p)
+    p.add_argument("--seed", type=_count(0), default=0)
+    p.add_argument(
+        "--runbook",
+        choices=RUNBOOKS,
+        default="finalize",
+        help="how far: dual-write, kraft-brokers (brokers rolled to KRaft), finalize (default)",
+    )
+    p.add_argument("--faults", choices=FAULT_MIXES, default="process")
+    p.add_argument("--fault-count", type=_count(0), default=1, help="faults drawn for the run (default 1)")
+    p.add_argument("--brokers", type=_count(1, 5), default=3)
+    p.add_argument("--controllers", type=int, choices=(1, 3), default=1)
+    p.add_argument("--out", help="the run's folder (default kafka-out/seed-N); must be empty")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_run)
+
+    p = commands.add_parser("check", help="check a run's folder again, offline")
+    p.add_argument("folder")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_check)
+
+
+def _count(minimum: int, maximum: int | None = None):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+            raise argparse.ArgumentTypeError(f"expected an integer {bound}, got {text!r}")
+        return value
+
+    return parse

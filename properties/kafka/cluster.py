@@ -1,0 +1,381 @@
+"""Real processes on 127.0.0.1: a ZooKeeper server, Kafka brokers and KRaft controllers.
+
+Rules:
+- Every port is chosen at run time by binding port 0 on 127.0.0.1; every process gets its own
+  data and log folder under the run's folder and its configuration as a file there, so a run's
+  folder says exactly what ran.
+- Nothing outlives kraftcheck: each process runs in its own process group, asks the kernel to
+  kill it when kraftcheck dies (``PR_SET_PDEATHSIG``, so even a SIGKILL of kraftcheck stops the
+  cluster), and is killed at exit and on SIGTERM or SIGINT. Only pids that kraftcheck started are
+  signalled.
+- A process is ready when its own log says so (the markers below, checked against Kafka 3.9's
+  ``KafkaServer``, ``KafkaRaftServer`` and ``BrokerLifecycleManager``), never after a fixed sleep.
+- Faults act on whole processes: SIGKILL, SIGSTOP and SIGCONT, a clean SIGTERM.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from properties.kafka.install import Installation
+
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")  # Debian's zookeeper: its manifest names its dependencies
+SLF4J_SIMPLE = Path("/usr/share/java/slf4j-simple.jar")
+ZK_SESSION_TIMEOUT_MS = 6000  # brokers' zookeeper.session.timeout.ms: a pause longer than this makes a zombie
+BROKER_SESSION_TIMEOUT_MS = 9000  # KRaft's broker.session.timeout.ms (the default)
+
+READY = {
+    "zk-broker": "started (kafka.server.KafkaServer)",  # "[KafkaServer id=N] started"
+    "controller": "Kafka Server started",  # KafkaRaftServer.startup
+    "kraft-broker": "Transitioning from RECOVERY to RUNNING",  # BrokerLifecycleManager: unfenced
+}
+FAILED = ("Exiting Kafka due to fatal exception", "Fatal error during", "Address already in use")
+
+_LIVE: dict[int, str] = {}  # pid -> name: every process started and not yet reaped
+
+
+class ClusterError(Exception):
+    """A process that would not start or stop: its name and the line of its log that says why."""
+
+
+def _stop_everything(*_args) -> None:
+    for pid in list(_LIVE):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _LIVE.pop(pid, None)
+
+
+def _on_signal(signum, frame) -> None:
+    _stop_everything()
+    raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
+
+
+atexit.register(_stop_everything)
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM and SIGINT kill the cluster before kraftcheck exits (the main thread only)."""
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def free_port(taken: set[int]) -> int:
+    """A port on 127.0.0.1 that nothing listens on now and this run has not handed out."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in taken:
+            taken.add(port)
+            return port
+
+
+def write_properties(path: Path, values: dict[str, object]) -> None:
+    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+
+
+@dataclass
+class Process:
+    """One OS process of the cluster, started and signalled only through this object."""
+
+    name: str
+    argv: list[str]
+    folder: Path  # its logs and data live here
+    log_name: str = "server.log"
+    popen: subprocess.Popen | None = None
+    paused: bool = False
+    starts: int = 0
+    start_offset: int = 0  # the log's size when it last started: readiness is read after it
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "logs" / self.log_name
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def start(self) -> None:
+        if self.running:
+            raise ClusterError(f"{self.name} is already running")
+        (self.folder / "logs").mkdir(parents=True, exist_ok=True)
+        self.start_offset = self.log_offset()
+        with open(self.folder / "logs" / "stdout.log", "ab") as out:
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+                cwd=self.folder,
+            )
+        _LIVE[self.popen.pid] = self.name
+        self.paused = False
+        self.starts += 1
+
+    def signal(self, signum: int) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            os.killpg(self.popen.pid, signum)
+
+    def kill(self) -> None:
+        """kill -9: no shutdown hook, no controlled shutdown, sessions left to expire."""
+        self.signal(signal.SIGKILL)
+        self._reap(10)
+
+    def stop(self, timeout: float = 60) -> None:
+        """SIGTERM: the shutdown hook runs (a broker's controlled shutdown); SIGKILL after ``timeout``."""
+        if self.paused:
+            self.resume()
+        self.signal(signal.SIGTERM)
+        try:
+            self._reap(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def pause(self) -> None:
+        self.signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.paused = False
+
+    def _reap(self, timeout: float) -> None:
+        if self.popen is not None:
+            self.popen.wait(timeout)
+            _LIVE.pop(self.popen.pid, None)
+
+    def log_offset(self) -> int:
+        return self.log.stat().st_size if self.log.exists() else 0
+
+    def wait_for(self, marker: str, timeout: float, since: int = 0, alive: bool = True) -> None:
+        """Until ``marker`` appears in the log after byte ``since``; fails fast if the process dies."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self._log_since(since)
+            if marker in text:
+                return
+            failure = next((line for line in text.splitlines() if any(f in line for f in FAILED)), None)
+            if failure is not None:
+                raise ClusterError(f"{self.name} failed to start: {failure.strip()[:300]}")
+            if alive and not self.running:
+                raise ClusterError(
+                    f"{self.name} exited with code {self.popen.returncode} before {marker!r} ({self.log})"
+                )
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{self.name}: no {marker!r} in its log within {timeout:.0f} s ({self.log})")
+            time.sleep(0.1)
+
+    def _log_since(self, offset: int) -> str:
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(offset)
+                return f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+
+def java_argv(install: Installation, folder: Path, main: list[str], heap_mb: int) -> list[str]:
+    """As bin/kafka-run-class.sh builds it, tuned for a 2-core machine: small heaps, SerialGC, C1 only."""
+    if install.log4j2:
+        logging = [f"-Dlog4j2.configurationFile=file:{folder / 'log4j2.properties'}"]
+    else:
+        logging = [f"-Dlog4j.configuration=file:{folder / 'log4j.properties'}"]
+    return [
+        "java",
+        f"-Xms{heap_mb // 2}m",
+        f"-Xmx{heap_mb}m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+ExitOnOutOfMemoryError",
+        "-Djava.awt.headless=true",
+        f"-Dkafka.logs.dir={folder / 'logs'}",
+        *logging,
+        "-cp",
+        install.classpath,
+        *main,
+    ]
+
+
+LOG4J = """\
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File=${kafka.logs.dir}/server.log
+log4j.appender.file.Append=true
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.org.apache.kafka.metadata.migration=TRACE
+log4j.logger.kafka.zk.migration=DEBUG
+log4j.logger.org.apache.zookeeper=WARN
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.state.change.logger=WARN
+log4j.logger.kafka.log.LogCleaner=WARN
+log4j.logger.org.apache.kafka.storage.internals.log=WARN
+log4j.logger.kafka.log=WARN
+"""
+
+LOG4J2 = """\
+appender.file.type=File
+appender.file.name=file
+appender.file.fileName=${sys:kafka.logs.dir}/server.log
+appender.file.append=true
+appender.file.layout.type=PatternLayout
+appender.file.layout.pattern=[%d] %p %m (%c)%n
+rootLogger.level=INFO
+rootLogger.appenderRef.file.ref=file
+logger.zk.name=org.apache.zookeeper
+logger.zk.level=WARN
+logger.log.name=kafka.log
+logger.log.level=WARN
+logger.storage.name=org.apache.kafka.storage.internals.log
+logger.storage.level=WARN
+"""
+
+
+@dataclass
+class Cluster:
+    """The processes of one run, all under ``root``; a context manager that stops them all."""
+
+    install: Installation
+    root: Path
+    ports: set[int] = field(default_factory=set)
+    processes: dict[str, Process] = field(default_factory=dict)
+    zk_port: int = 0
+    controller_ports: dict[int, int] = field(default_factory=dict)  # node id -> CONTROLLER port
+    broker_ports: dict[int, int] = field(default_factory=dict)  # broker id -> PLAINTEXT port
+    on_event: Callable[[str, dict], None] = lambda kind, detail: None  # every start, stop and signal
+
+    def __enter__(self) -> Cluster:
+        self.root.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop_all()
+
+    def stop_all(self) -> None:
+        for process in self.processes.values():
+            if process.running:
+                process.kill()
+
+    # ---- ZooKeeper ----------------------------------------------------------------------------
+
+    def add_zookeeper(self) -> Process:
+        if not ZOOKEEPER_JAR.is_file():
+            raise ClusterError(f"{ZOOKEEPER_JAR} not found: install Debian's zookeeper package")
+        folder = self.root / "zookeeper"
+        (folder / "data").mkdir(parents=True, exist_ok=True)
+        self.zk_port = free_port(self.ports)
+        write_properties(
+            folder / "zoo.cfg",
+            {
+                "tickTime": 200,
+                "dataDir": folder / "data",
+                "clientPort": self.zk_port,
+                "clientPortAddress": "127.0.0.1",
+                "admin.enableServer": "false",
+                "maxClientCnxns": 0,
+                "minSessionTimeout": 400,
+                "maxSessionTimeout": 60000,  # the default cap, 20 ticks, would cut Kafka's sessions to 4 s
+                "4lw.commands.whitelist": "srvr,ruok,mntr",
+            },
+        )
+        argv = [
+            "java",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Dzookeeper.log.dir={folder / 'logs'}",
+            "-cp",
+            f"{ZOOKEEPER_JAR}:{SLF4J_SIMPLE}",
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            str(folder / "zoo.cfg"),
+        ]
+        process = Process("zookeeper", argv, folder, log_name="stdout.log")
+        self.processes[process.name] = process
+        return process
+
+    @property
+    def zk_connect(self) -> str:
+        return f"127.0.0.1:{self.zk_port}"
+
+    def wait_zookeeper(self, timeout: float = 60) -> None:
+        """Until the server answers ``srvr`` as a serving standalone server."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.zk_port), timeout=2) as s:
+                    s.sendall(b"srvr")
+                    if b"Mode: standalone" in s.recv(4096):
+                        return
+            except OSError:
+                pass
+            if not self.processes["zookeeper"].running:
+                raise ClusterError(f"zookeeper exited ({self.processes['zookeeper'].log})")
+            time.sleep(0.1)
+        raise ClusterError(f"zookeeper did not serve on 127.0.0.1:{self.zk_port} within {timeout:.0f} s")
+
+    # ---- Kafka nodes --------------------------------------------------------------------------
+
+    def controller_voters(self) -> str:
+        return ",".join(f"{node}@127.0.0.1:{port}" for node, port in sorted(self.controller_ports.items()))
+
+    def node(self, name: str, config: dict[str, object], heap_mb: int) -> Process:
+        """A Kafka process (broker or controller) whose configuration is ``config``, (re)written now."""
+        folder = self.root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        if self.install.log4j2:
+            (folder / "log4j2.properties").write_text(LOG4J2)
+        else:
+            (folder / "log4j.properties").write_text(LOG4J)
+        write_properties(folder / "server.properties", config)
+        argv = java_argv(self.install, folder, ["kafka.Kafka", str(folder / "server.properties")], heap_mb)
+        process = self.processes.get(name)
+        if process is None:
+            process = self.processes[name] = Process(name, argv, folder)
+        else:
+            process.argv = argv
+        return process
+
+    def tool(self, main: list[str], timeout: float = 120, heap_mb: int = 160) -> str:
+        """One run of a Kafka tool (StorageTool, DumpLogSegments, ...): its output, or ClusterError."""
+        argv = [
+            "java",
+            f"-Xmx{heap_mb}m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Xshare:auto",
+            "-Dlog4j.configuration=file:/dev/null",
+            "-cp",
+            self.install.classpath,
+            *main,
+        ]
+        result = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        if result.returncode != 0:
+            detail = (result.stderr.strip() or result.stdout.strip()).splitlines()
+            raise ClusterError(f"{main[0]} failed: {detail[-1] if detail else 'no output'}")
+        return result.stdout

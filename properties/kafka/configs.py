@@ -1,0 +1,108 @@
+"""The configuration of every Kafka process a run starts, phase by phase of KIP-866's runbook.
+
+Ground truth: Kafka 3.9's ``docs/ops.html`` ("ZooKeeper to KRaft Migration"), ``KafkaConfig``'s
+``validateValues``, and ``tests/kafkatest/services/kafka/kafka.py`` (``reconfigure_zk_for_migration``,
+``reconfigure_zk_as_kraft``). Phases, as the KIP's operator sees them:
+
+- ``zk``: a ZooKeeper-mode broker, migration off (before KIP-866 §Migration Trigger).
+- ``migrating``: the same broker with ``zookeeper.metadata.migration.enable`` and the controller
+  quorum's address (KIP-866 §Migration Trigger 2-3): it registers with KRaft as a migrating broker.
+- ``kraft``: a KRaft broker (``process.roles=broker``), after the metadata is in KRaft
+  (KIP-866 §Broker Migration).
+- controllers are ``migration`` (flag on, ZooKeeper's address set) or ``finalized`` (both gone,
+  KIP-866 §Finalizing the Migration).
+
+Sizes are set for a 2-core machine (small buffers, one replica of internal topics); every
+timeout a fault depends on is named in ``cluster``.
+"""
+
+from __future__ import annotations
+
+from properties.kafka.cluster import BROKER_SESSION_TIMEOUT_MS, ZK_SESSION_TIMEOUT_MS, Cluster
+
+FIRST_CONTROLLER_ID = 3000  # controller node ids must not collide with broker ids
+SMALL = {
+    "num.network.threads": 2,
+    "num.io.threads": 2,
+    "background.threads": 2,
+    "num.recovery.threads.per.data.dir": 1,
+    "offsets.topic.replication.factor": 1,
+    "offsets.topic.num.partitions": 1,
+    "transaction.state.log.replication.factor": 1,
+    "transaction.state.log.min.isr": 1,
+    "group.initial.rebalance.delay.ms": 0,
+    "log.cleaner.dedupe.buffer.size": 8 * 1024 * 1024,  # the 128 MiB default is a heap buffer
+    "auto.create.topics.enable": "false",
+}
+
+
+def ibp(version: tuple[int, int, int]) -> str:
+    """inter.broker.protocol.version as ``MAJOR.MINOR``: it must equal the controllers' metadata.version."""
+    return f"{version[0]}.{version[1]}"
+
+
+def zk_broker(cluster: Cluster, broker: int, phase: str) -> dict[str, object]:
+    port = cluster.broker_ports[broker]
+    config: dict[str, object] = {
+        "broker.id": broker,
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "inter.broker.protocol.version": ibp(cluster.install.release),
+        "zookeeper.connect": cluster.zk_connect,
+        "zookeeper.session.timeout.ms": ZK_SESSION_TIMEOUT_MS,
+        "log.dirs": cluster.root / f"broker-{broker}" / "data",
+        **SMALL,
+    }
+    if phase == "migrating":
+        config |= {
+            "zookeeper.metadata.migration.enable": "true",
+            "controller.quorum.voters": cluster.controller_voters(),
+            "controller.listener.names": "CONTROLLER",
+            # in ZooKeeper mode the CONTROLLER mapping is not added for us (effectiveListenerSecurityProtocolMap)
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        }
+    elif phase != "zk":
+        raise ValueError(f"unknown ZooKeeper-broker phase {phase!r}")
+    return config
+
+
+def kraft_broker(cluster: Cluster, broker: int) -> dict[str, object]:
+    port = cluster.broker_ports[broker]
+    return {
+        "process.roles": "broker",
+        "node.id": broker,
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.quorum.voters": cluster.controller_voters(),
+        "controller.listener.names": "CONTROLLER",
+        "broker.session.timeout.ms": BROKER_SESSION_TIMEOUT_MS,
+        "log.dirs": cluster.root / f"broker-{broker}" / "data",
+        **SMALL,
+    }
+
+
+def controller(cluster: Cluster, node: int, migration: bool) -> dict[str, object]:
+    port = cluster.controller_ports[node]
+    config: dict[str, object] = {
+        "process.roles": "controller",
+        "node.id": node,
+        "listeners": f"CONTROLLER://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": cluster.controller_voters(),
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": cluster.root / f"controller-{node}" / "data",
+        "num.io.threads": 2,
+        "num.network.threads": 2,
+        "background.threads": 2,
+    }
+    if migration:
+        config |= {
+            "zookeeper.metadata.migration.enable": "true",
+            "zookeeper.connect": cluster.zk_connect,
+            "zookeeper.session.timeout.ms": ZK_SESSION_TIMEOUT_MS,
+            "inter.broker.listener.name": "PLAINTEXT",  # must name the ZooKeeper brokers' listener
+        }
+    return config

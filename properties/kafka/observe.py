@@ -1,0 +1,298 @@
+"""What a real Kafka exposes, read from outside, as events of one timeline.
+
+Three channels, each with its own total order, none of them a change to Kafka:
+- ``zk``: znodes and their ``Stat`` (czxid, mzxid, version, ephemeralOwner), watched with kazoo
+  from a session of kraftcheck's own. ZooKeeper orders every write by zxid. A watch fires once and
+  the re-read may skip versions, so an observation says "this znode was so at mzxid", never "it
+  went through every version" (a gap in versions is an unobserved change, not an error).
+- ``metadata``: each KRaft controller's ``__cluster_metadata`` log, decoded by Kafka's own
+  ``DumpLogSegments --cluster-metadata-decoder``: records with their offset, the batch's leader
+  epoch (the Raft epoch) and its CreateTime. The offset orders them.
+- ``log``: the processes' log lines where they carry a decision (driver transitions, claims,
+  elections, registrations, fencing), in file order per process.
+
+Each event has a ``time`` in epoch milliseconds from the one clock all processes share (znode
+mtime, record CreateTime, log timestamp), used only to interleave channels: the timeline keeps
+each channel's own order exactly and breaks ties between channels by time (``merge``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+
+WATCHED = ("/controller", "/controller_epoch", "/migration", "/feature", "/cluster/id")
+WATCHED_CHILDREN = ("/brokers/ids", "/brokers/topics", "/config/topics")
+
+
+# ---- the ZooKeeper channel ------------------------------------------------------------------
+
+
+def quiet_logger(name: str) -> logging.Logger:
+    """A logger that keeps a client library's chatter (librdkafka, kazoo) out of the terminal."""
+    logger = logging.getLogger(f"kraftcheck.kafka.{name}")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+    return logger
+
+
+class ZkObserver:
+    """Watches the znodes the checks read and appends each observation to ``path`` as a JSON line."""
+
+    def __init__(self, connect: str, path: Path) -> None:
+        from kazoo.client import KazooClient
+
+        self.path = path
+        self._lock = threading.Lock()
+        self._file = open(path, "a", buffering=1)
+        self._watched: set[str] = set()
+        # a session of its own, never one a fault steals; a long timeout rides out ZooKeeper outages
+        # reconnection chatter during a ZooKeeper outage is expected: it stays out of the terminal
+        self.client = KazooClient(
+            connect, timeout=30.0, connection_retry={"max_tries": -1, "max_delay": 1.0}, logger=quiet_logger("observer")
+        )
+
+    def start(self) -> None:
+        self.client.start(timeout=30)
+        for path in WATCHED:
+            self._watch(path)
+        for parent in WATCHED_CHILDREN:
+            self._watch_children(parent)
+
+    def stop(self) -> None:
+        try:
+            self.client.stop()
+            self.client.close()
+        finally:
+            with self._lock:
+                self._file.close()
+
+    def _record(self, path: str, data: bytes | None, stat) -> None:
+        event = {"channel": "zk", "path": path, "seen": time.time()}
+        if stat is None:
+            event |= {"exists": False, "time": int(time.time() * 1000)}
+        else:
+            event |= {
+                "exists": True,
+                "data": None if data is None else data.decode("utf-8", "replace"),
+                "czxid": stat.czxid,
+                "mzxid": stat.mzxid,
+                "version": stat.version,
+                "owner": stat.ephemeralOwner,
+                "time": stat.mtime,
+            }
+        with self._lock:
+            if not self._file.closed:
+                self._file.write(json.dumps(event, sort_keys=True) + "\n")
+
+    def _watch(self, path: str) -> None:
+        if path in self._watched:
+            return
+        self._watched.add(path)
+
+        def changed(data, stat, _event=None):
+            self._record(path, data, stat)
+            if path.startswith("/brokers/topics/") and path.count("/") == 3 and stat is not None:
+                self._watch_children(f"{path}/partitions")
+            return True
+
+        self.client.DataWatch(path, changed)
+
+    def _watch_children(self, parent: str) -> None:
+        """Each child of ``parent`` watched, from whenever ``parent`` exists (again)."""
+        key = parent + "/*"
+        if key in self._watched:
+            return
+        self._watched.add(key)
+        active = [False]  # kazoo's ChildrenWatch ends for good when its node is deleted
+
+        def children(names):
+            for name in names or ():
+                child = f"{parent}/{name}"
+                self._watch(f"{child}/state" if parent.endswith("/partitions") else child)
+            return True
+
+        def parent_changed(data, stat, _event=None):
+            if stat is None:
+                active[0] = False
+            elif not active[0]:
+                active[0] = True
+                self.client.ChildrenWatch(parent, children)
+            return True
+
+        self.client.DataWatch(parent, parent_changed)
+
+
+# ---- the metadata channel -------------------------------------------------------------------
+
+_BATCH = re.compile(
+    r"^baseOffset: (\d+) lastOffset: (\d+) .*?partitionLeaderEpoch: (-?\d+) isTransactional: (\w+) "
+    r"isControl: (\w+).*?CreateTime: (-?\d+)"
+)
+_RECORD = re.compile(r"^\| offset: (\d+) CreateTime: (-?\d+) .*?(?:payload: (\{.*\})|controlType: (\w+)\(\d+\))\s*$")
+
+
+def parse_dump(text: str, controller: int) -> list[dict]:
+    """DumpLogSegments --cluster-metadata-decoder output as metadata events, in offset order."""
+    events: list[dict] = []
+    epoch = -1
+    for line in text.splitlines():
+        batch = _BATCH.match(line)
+        if batch:
+            epoch = int(batch[3])
+            continue
+        record = _RECORD.match(line)
+        if record is None:
+            continue
+        event = {
+            "channel": "metadata",
+            "controller": controller,
+            "offset": int(record[1]),
+            "time": int(record[2]),
+            "epoch": epoch,
+        }
+        if record[3] is not None:
+            payload = json.loads(record[3])
+            event |= {"type": payload["type"], "data": payload.get("data", {})}
+        else:
+            event |= {"type": f"CONTROL:{record[4]}", "data": {}}
+        events.append(event)
+    return events
+
+
+def metadata_files(controller_dir: Path) -> list[Path]:
+    folder = controller_dir / "data" / "__cluster_metadata-0"
+    return sorted(folder.glob("*.checkpoint")) + sorted(folder.glob("*.log"))
+
+
+# ---- the log channel ------------------------------------------------------------------------
+
+_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] (\w+) (.*)$")
+
+# (kind, pattern): the decisions the checks read, as Kafka 3.9 logs them
+LOG_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (kind, re.compile(p))
+    for kind, p in (
+        (
+            "driver-transition",
+            r"\[KRaftMigrationDriver id=(?P<node>\d+)\] \d+ transitioning from (?P<old>\w+) to (?P<new>\w+) state",
+        ),
+        (
+            "driver-zk-writes",
+            r"\[KRaftMigrationDriver id=(?P<node>\d+)\] Made the following ZK writes when (?P<what>[^:]+):",
+        ),
+        ("driver-claimed", r"\[KRaftMigrationDriver id=(?P<node>\d+)\] Claimed ZK controller leadership"),
+        (
+            "migration-completed",
+            r"\[KRaftMigrationDriver id=(?P<node>\d+)\] Completed migration of metadata from ZooKeeper to KRaft",
+        ),
+        ("raft-leader", r"\[RaftManager id=(?P<node>\d+)\] Completed transition to Leader\(.*?epoch=(?P<epoch>\d+)"),
+        (
+            "raft-resigned",
+            r"\[RaftManager id=(?P<node>\d+)\] Completed transition to (?:Resigned|Follower|Candidate|Unattached|Voted)",
+        ),
+        (
+            "active-controller",
+            r"\[QuorumController id=(?P<node>\d+)\] Becoming the active controller at epoch (?P<epoch>\d+)",
+        ),
+        (
+            "migration-state-replayed",
+            r"\[QuorumController id=(?P<node>\d+)\] Replayed a ZkMigrationStateRecord changing the migration state from (?P<old>\w+) to (?P<new>\w+)",
+        ),
+        (
+            "zk-controller-elected",
+            r"\[Controller id=(?P<node>\d+)\] \d+ successfully elected as the controller\. Epoch incremented to (?P<epoch>\d+) and epoch zk version is now (?P<version>\d+)",
+        ),
+        ("zk-controller-resigned", r"\[Controller id=(?P<node>\d+)\] Resigned"),
+        (
+            "zk-broker-registered",
+            r"Registered broker (?P<broker>\d+) at path /brokers/ids/\d+ with addresses: .*czxid \(broker epoch\): (?P<epoch>\d+)",
+        ),
+        (
+            "zk-broker-change",
+            r"\[Controller id=(?P<node>\d+)\] Newly added brokers: (?P<added>[\d,]*), deleted brokers: (?P<deleted>[\d,]*), bounced brokers: (?P<bounced>[\d,]*), all live brokers: (?P<live>[\d,]*)",
+        ),
+        (
+            "kraft-broker-registered",
+            r"\[BrokerLifecycleManager id=(?P<broker>\d+)(?: isZkBroker=(?P<zk>\w+))?\] Successfully registered broker \d+ with broker epoch (?P<epoch>\d+)",
+        ),
+        (
+            "kraft-broker-running",
+            r"\[BrokerLifecycleManager id=(?P<broker>\d+).*Transitioning from RECOVERY to RUNNING",
+        ),
+        ("broker-fenced-timeout", r"Fencing broker (?P<broker>\d+) because its session has timed out"),
+        ("process-started", r"(?:\[KafkaServer id=(?P<zkbroker>\d+)\] started|Kafka Server started)"),
+    )
+)
+
+
+def _millis(stamp: str) -> int:
+    return int(datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp() * 1000)
+
+
+def parse_log(path: Path, process: str) -> list[dict]:
+    """The decision lines of one process's server.log, in file order."""
+    events = []
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return events
+    for number, line in enumerate(lines, 1):
+        head = _LINE.match(line)
+        if head is None:
+            continue
+        for kind, pattern in LOG_PATTERNS:
+            found = pattern.search(head[3])
+            if found:
+                fields = {k: v for k, v in found.groupdict().items() if v is not None}
+                events.append(
+                    {
+                        "channel": "log",
+                        "process": process,
+                        "line": number,
+                        "time": _millis(head[1]),
+                        "kind": kind,
+                        **fields,
+                    }
+                )
+                break
+    return events
+
+
+# ---- one timeline ---------------------------------------------------------------------------
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The whole lines of a JSON-lines file (a torn last line, from a killed writer, is left out)."""
+    events = []
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return events
+    for line in text.splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return events
+
+
+def merge(streams: Iterable[list[dict]]) -> list[dict]:
+    """One timeline: each stream's own order kept exactly, streams interleaved by time."""
+    heads: list[Iterator[dict]] = [iter(s) for s in streams]
+    current = [next(h, None) for h in heads]
+    merged = []
+    while True:
+        live = [(e["time"], i) for i, e in enumerate(current) if e is not None]
+        if not live:
+            return merged
+        _, i = min(live)
+        merged.append(current[i])
+        current[i] = next(heads[i], None)

@@ -1,0 +1,543 @@
+"""One real run: a cluster carried through KIP-866's runbook with faults drawn from a seed, observed.
+
+Rules:
+- The plan (``RealRunPlan``) and the seed fix the schedule: which runbook steps run, which fault
+  strikes at which step, after how long, on whom, for how long. Kafka's timing still varies, so
+  two runs of one plan can see different interleavings; the run's folder keeps every channel's
+  raw files and ``kraftcheck kafka check DIR`` re-checks them offline.
+- One thread drives everything: a wait polls its condition and fires the faults and heals that
+  fall due meanwhile (``Schedule.tick``), so a fault can land while the runbook waits on the very
+  process it struck, as an operator's would.
+- Every wait has a deadline: the progress bound counted from the later of the wait's start and
+  the last heal. A goal not reached by then ends the runbook; the checks report it as a liveness
+  violation with the timeline.
+- The runbook follows Kafka 3.9's ``docs/ops.html`` ("ZooKeeper to KRaft Migration") and KIP-866
+  §Migration Overview: (A) a ZooKeeper cluster with data, (B) controllers provisioned in migration
+  mode and brokers rolled with the migration settings, (C) the migration to dual write, with
+  metadata changed during it, (D) brokers rolled to KRaft, (E) controllers rolled without the
+  migration settings (finalization).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from properties.kafka import configs
+from properties.kafka.checks import PROGRESS_BOUND_S, Observed, Violation, run_checks
+from properties.kafka.cluster import ZK_SESSION_TIMEOUT_MS, Cluster, ClusterError, Process, free_port
+from properties.kafka.install import Installation
+from properties.kafka.observe import ZkObserver, merge, metadata_files, parse_dump, parse_log, quiet_logger, read_jsonl
+
+RUNBOOKS = ("dual-write", "kraft-brokers", "finalize")  # how far the runbook goes
+FAULT_MIXES = ("none", "process", "all")
+FAULT_KINDS = {
+    "none": (),
+    "process": ("kill-controller", "kill-broker", "pause-controller", "pause-broker"),
+    "all": ("kill-controller", "kill-broker", "pause-controller", "pause-broker", "zk-outage"),
+}
+HEAP_MB = {"zk-broker": 320, "kraft-broker": 320, "controller": 256}
+
+
+@dataclass(frozen=True)
+class RealRunPlan:
+    """What one real run does; with the seed it fixes the schedule of steps and faults."""
+
+    seed: int
+    runbook: str = "finalize"
+    faults: str = "process"
+    brokers: int = 3
+    controllers: int = 1
+    fault_count: int = 1  # faults drawn for the run (at most one per runbook step)
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    step: str  # the runbook step it strikes during
+    delay_s: float  # after the step starts
+    kind: str
+    target: int  # a broker id or a controller index, drawn; resolved at fire time
+    duration_s: float  # how long until the heal (restart, SIGCONT, ZooKeeper back)
+
+
+def schedule_faults(plan: RealRunPlan, steps: list[str]) -> list[FaultPlan]:
+    """The seed's faults: each on a step where its victim exists, no two on one step."""
+    kinds = FAULT_KINDS[plan.faults]
+    rng = random.Random(plan.seed)
+    faults: list[FaultPlan] = []
+    for _ in range(plan.fault_count if kinds else 0):
+        kind = rng.choice(kinds)
+        first = steps.index("start-controllers" if kind.endswith("controller") else "start-zk-brokers")
+        taken = {f.step for f in faults}
+        eligible = [s for s in steps[first:] if s not in taken and s != "create-data"]
+        if not eligible:
+            break
+        pause = kind.startswith("pause")
+        faults.append(
+            FaultPlan(
+                step=rng.choice(eligible),
+                delay_s=round(rng.uniform(0.0, 4.0), 2),
+                kind=kind,
+                target=rng.randrange(plan.brokers if kind.endswith("broker") else plan.controllers),
+                # a pause outlives the ZooKeeper session (the zombie); a kill or an outage is shorter
+                duration_s=round(
+                    ZK_SESSION_TIMEOUT_MS / 1000 + rng.uniform(1.0, 4.0) if pause else rng.uniform(1.0, 6.0), 2
+                ),
+            )
+        )
+    return sorted(faults, key=lambda f: steps.index(f.step))
+
+
+class RunbookStuck(Exception):
+    """A goal was not reached within the progress bound: the run ends, the checks report it."""
+
+
+@dataclass
+class Run:
+    plan: RealRunPlan
+    install: Installation
+    folder: Path
+    say: Callable[[str], None] = print
+    cluster: Cluster = field(init=False)
+    cluster_id: str = field(init=False, default="")
+    pending: list[tuple[float, str, FaultPlan]] = field(default_factory=list)  # (due, "fault"|"heal", fault)
+    faults: list[FaultPlan] = field(default_factory=list)
+    last_heal: float = 0.0
+    dumps: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.cluster = Cluster(self.install, self.folder)
+        self._operator = None
+
+    # ---- the operator's log -----------------------------------------------------------------
+
+    def note(self, kind: str, **detail) -> None:
+        event = {"channel": "operator", "kind": kind, "time": int(time.time() * 1000), **detail}
+        self._operator.write(json.dumps(event, sort_keys=True) + "\n")
+        self._operator.flush()
+
+    # ---- names --------------------------------------------------------------------------------
+
+    @property
+    def controller_ids(self) -> list[int]:
+        return [configs.FIRST_CONTROLLER_ID + i for i in range(self.plan.controllers)]
+
+    def broker(self, b: int) -> Process:
+        return self.cluster.processes[f"broker-{b}"]
+
+    def controller(self, c: int) -> Process:
+        return self.cluster.processes[f"controller-{c}"]
+
+    # ---- faults -------------------------------------------------------------------------------
+
+    def arm(self, step: str) -> None:
+        now = time.monotonic()
+        for f in self.faults:
+            if f.step == step:
+                self.pending.append((now + f.delay_s, "fault", f))
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        for entry in sorted(e for e in self.pending if e[0] <= now):
+            self.pending.remove(entry)
+            _, what, fault = entry
+            (self._strike if what == "fault" else self._heal)(fault)
+
+    def _victim(self, fault: FaultPlan) -> Process:
+        if fault.kind == "zk-outage":
+            return self.cluster.processes["zookeeper"]
+        if fault.kind.endswith("broker"):
+            return self.broker(fault.target)
+        active = self.active_controller()
+        return self.controller(self.controller_ids[fault.target] if active is None else active)
+
+    def active_controller(self) -> int | None:
+        """The KRaft controller that leads now, by the last leadership line in the controllers' logs."""
+        latest: tuple[int, int] | None = None
+        for c in self.controller_ids:
+            if f"controller-{c}" not in self.cluster.processes:
+                continue
+            for e in parse_log(self.controller(c).log, f"controller-{c}"):
+                if e["kind"] in ("raft-leader", "raft-resigned"):
+                    key = (e["time"], c if e["kind"] == "raft-leader" else -1)
+                    latest = key if latest is None or key[0] >= latest[0] else latest
+        return latest[1] if latest and latest[1] >= 0 else None
+
+    def _strike(self, fault: FaultPlan) -> None:
+        victim = self._victim(fault)
+        if not victim.running or victim.paused:
+            self.note("fault-skipped", fault=fault.kind, process=victim.name, why="not running")
+            return
+        if fault.kind.startswith("pause"):
+            victim.pause()
+        else:
+            victim.kill()
+        self.note("fault", fault=fault.kind, process=victim.name, duration_s=fault.duration_s)
+        self.say(f"  fault: {fault.kind} {victim.name} for {fault.duration_s:.1f} s")
+        self.pending.append((time.monotonic() + fault.duration_s, "heal", fault))
+        self._struck = getattr(self, "_struck", {}) | {id(fault): victim}
+
+    def _heal(self, fault: FaultPlan) -> None:
+        victim = self._struck.pop(id(fault))
+        if fault.kind.startswith("pause"):
+            victim.resume()
+        else:
+            victim.start()
+        self.last_heal = time.monotonic()
+        self.note("heal", fault=fault.kind, process=victim.name)
+        self.say(f"  heal: {victim.name}")
+
+    def settle(self) -> None:
+        """Lets every scheduled fault strike and heal, then waits for the runbook's end state again."""
+        while self.pending:
+            self.tick()
+            time.sleep(0.2)
+        goal, reached = self.end_state()
+        self.wait(f"{goal} after the faults", reached)
+
+    def end_state(self) -> tuple[str, Callable[[], bool]]:
+        """What the finished runbook leaves, as a goal a recovered cluster must be back in."""
+        if self.plan.runbook == "dual-write":
+            return "dual-write", lambda: self.driver_state() == "DUAL_WRITE"
+        brokers = [
+            self.ready(self.broker(b), "Transitioning from RECOVERY to RUNNING") for b in range(self.plan.brokers)
+        ]
+        if self.plan.runbook == "kraft-brokers":
+            return "every KRaft broker running", lambda: all(ready() for ready in brokers)
+        controllers = [self.ready(self.controller(c), "Kafka Server started") for c in self.controller_ids]
+        return "every node running", lambda: all(ready() for ready in brokers + controllers)
+
+    def heal_all(self) -> None:
+        for entry in sorted(e for e in self.pending if e[1] == "heal"):
+            self.pending.remove(entry)
+            self._heal(entry[2])
+        self.pending.clear()
+
+    # ---- waiting ------------------------------------------------------------------------------
+
+    def wait(self, goal: str, reached: Callable[[], bool], bound: float = PROGRESS_BOUND_S) -> None:
+        """Until ``reached()``, firing due faults; stuck after ``bound`` s past the later of now and the last heal."""
+        began = time.monotonic()
+        self.note("goal", goal=goal)
+        while not reached():
+            self.tick()
+            if time.monotonic() > max(began, self.last_heal) + bound and not self.pending:
+                self.note("stuck", goal=goal)
+                raise RunbookStuck(f"{goal} not reached within {bound:.0f} s of the last heal")
+            time.sleep(0.2)
+        self.note("reached", goal=goal)
+
+    def ready(self, process: Process, marker: str) -> Callable[[], bool]:
+        def check() -> bool:
+            return process.running and not process.paused and marker in process._log_since(process.start_offset)
+
+        return check
+
+    def start(self, process: Process, role: str, node: int) -> None:
+        process.start()
+        self.note("step", action="start", role=role, node=node, process=process.name)
+
+    def stop(self, process: Process, role: str, node: int) -> None:
+        if process.paused:
+            process.resume()
+        if process.running:
+            process.stop()
+        self.note("step", action="stop", role=role, node=node, process=process.name)
+
+    def driver_state(self) -> str | None:
+        """The newest driver state any controller logged since its last start."""
+        latest = None
+        for c in self.controller_ids:
+            p = self.controller(c)
+            text = p._log_since(getattr(p, "start_offset", 0))
+            for line in text.splitlines():
+                if "transitioning from" in line and "KRaftMigrationDriver" in line:
+                    latest = line.split(" to ")[-1].split(" state")[0]
+        return latest
+
+    # ---- the runbook --------------------------------------------------------------------------
+
+    def steps(self) -> list[tuple[str, Callable[[], None]]]:
+        steps = [
+            ("start-zookeeper", self.start_zookeeper),
+            ("start-zk-brokers", self.start_zk_brokers),
+            ("create-data", self.create_data),
+            ("start-controllers", self.start_controllers),
+        ]
+        steps += [(f"roll-broker-{b}-migrating", lambda b=b: self.roll_zk_broker(b)) for b in range(self.plan.brokers)]
+        steps += [
+            ("reach-dual-write", self.reach_dual_write),
+            ("write-during-dual-write", self.write_during_dual_write),
+        ]
+        if self.plan.runbook in ("kraft-brokers", "finalize"):
+            steps += [
+                (f"roll-broker-{b}-kraft", lambda b=b: self.roll_kraft_broker(b)) for b in range(self.plan.brokers)
+            ]
+        if self.plan.runbook == "finalize":
+            steps += [
+                (f"finalize-controller-{c}", lambda c=c: self.finalize_controller(c)) for c in self.controller_ids
+            ]
+            steps += [("reach-post-migration", self.reach_post_migration)]
+        return steps
+
+    def start_zookeeper(self) -> None:
+        zk = self.cluster.add_zookeeper()
+        self.start(zk, "zookeeper", 0)
+        self.cluster.wait_zookeeper()
+        self.cluster_id = _new_cluster_id()
+        from kazoo.client import KazooClient
+
+        client = KazooClient(self.cluster.zk_connect, logger=quiet_logger("kazoo"))
+        client.start(timeout=30)
+        try:  # as kafkatest's migration tests do: the cluster id that the controllers are formatted with
+            client.create("/cluster/id", json.dumps({"version": "1", "id": self.cluster_id}).encode(), makepath=True)
+        finally:
+            client.stop()
+            client.close()
+        self.observer = ZkObserver(self.cluster.zk_connect, self.folder / "zk.jsonl")
+        self.observer.start()
+        for b in range(self.plan.brokers):
+            self.cluster.broker_ports[b] = free_port(self.cluster.ports)
+        for c in self.controller_ids:
+            self.cluster.controller_ports[c] = free_port(self.cluster.ports)
+
+    def start_zk_brokers(self) -> None:
+        for b in range(self.plan.brokers):
+            self.start(
+                self.cluster.node(f"broker-{b}", configs.zk_broker(self.cluster, b, "zk"), HEAP_MB["zk-broker"]),
+                "zk-broker",
+                b,
+            )
+        for b in range(self.plan.brokers):
+            self.wait(f"broker-{b} started", self.ready(self.broker(b), "started (kafka.server.KafkaServer)"))
+
+    def admin(self):
+        from confluent_kafka.admin import AdminClient
+
+        servers = ",".join(f"127.0.0.1:{p}" for p in self.cluster.broker_ports.values())
+        return AdminClient({"bootstrap.servers": servers, "logger": quiet_logger("client")})
+
+    def create_topics(self, topics: list[tuple[str, int, int]], config: dict[str, str]) -> None:
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+        admin = self.admin()
+        rf = min(self.plan.brokers, 2)
+        for future in admin.create_topics(
+            [NewTopic(n, p, min(r, rf)) for n, p, r in topics], request_timeout=60
+        ).values():
+            future.result(90)
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in config.items()]
+        resource = ConfigResource("topic", topics[0][0], incremental_configs=entries)
+        for future in admin.incremental_alter_configs([resource], request_timeout=60).values():
+            future.result(90)
+        self.note("step", action="admin", topics=[t[0] for t in topics], config=config)
+
+    def create_data(self) -> None:
+        self.create_topics([("orders", 3, 2), ("payments", 2, 2)], {"retention.ms": "3600000"})
+
+    def start_controllers(self) -> None:
+        for c in self.controller_ids:
+            process = self.cluster.node(
+                f"controller-{c}", configs.controller(self.cluster, c, migration=True), HEAP_MB["controller"]
+            )
+            release = configs.ibp(self.install.release)
+            self.cluster.tool(
+                [
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    self.cluster_id,
+                    "-c",
+                    str(process.folder / "server.properties"),
+                    "--release-version",
+                    release,
+                ]
+            )
+        for c in self.controller_ids:
+            self.start(self.controller(c), "controller", c)
+        for c in self.controller_ids:
+            self.wait(f"controller-{c} started", self.ready(self.controller(c), "Kafka Server started"))
+
+    def roll_zk_broker(self, b: int) -> None:
+        self.stop(self.broker(b), "zk-broker", b)
+        self.cluster.node(f"broker-{b}", configs.zk_broker(self.cluster, b, "migrating"), HEAP_MB["zk-broker"])
+        self.start(self.broker(b), "zk-broker", b)
+        self.wait(
+            f"broker-{b} started in migration mode", self.ready(self.broker(b), "started (kafka.server.KafkaServer)")
+        )
+
+    def reach_dual_write(self) -> None:
+        self.wait("dual-write", lambda: self.driver_state() == "DUAL_WRITE")
+        self.dump_metadata("dual-write")
+
+    def write_during_dual_write(self) -> None:
+        self.create_topics([("refunds", 2, 2)], {"retention.ms": "7200000"})
+
+    def roll_kraft_broker(self, b: int) -> None:
+        self.stop(self.broker(b), "zk-broker", b)
+        self.cluster.node(f"broker-{b}", configs.kraft_broker(self.cluster, b), HEAP_MB["kraft-broker"])
+        self.start(self.broker(b), "kraft-broker", b)
+        self.wait(
+            f"broker-{b} running as a KRaft broker",
+            self.ready(self.broker(b), "Transitioning from RECOVERY to RUNNING"),
+        )
+
+    def finalize_controller(self, c: int) -> None:
+        self.stop(self.controller(c), "controller", c)
+        self.cluster.node(
+            f"controller-{c}", configs.controller(self.cluster, c, migration=False), HEAP_MB["controller"]
+        )
+        self.start(self.controller(c), "controller", c)
+        self.wait(f"controller-{c} started without migration", self.ready(self.controller(c), "Kafka Server started"))
+
+    def reach_post_migration(self) -> None:
+        def finalized() -> bool:
+            return any(
+                "to POST_MIGRATION" in self.controller(c)._log_since(self.controller(c).start_offset)
+                for c in self.controller_ids
+            )
+
+        self.wait("post-migration", finalized)
+
+    # ---- the metadata log ---------------------------------------------------------------------
+
+    def dump_metadata(self, label: str) -> None:
+        """Each controller's metadata log, decoded by Kafka's DumpLogSegments, kept as text."""
+        folder = self.folder / "metadata"
+        folder.mkdir(exist_ok=True)
+        self.dumps += 1
+        for c in self.controller_ids:
+            if f"controller-{c}" not in self.cluster.processes:
+                continue
+            files = metadata_files(self.controller(c).folder)
+            if not files:
+                continue
+            try:
+                text = self.cluster.tool(
+                    [
+                        "kafka.tools.DumpLogSegments",
+                        "--cluster-metadata-decoder",
+                        "--files",
+                        ",".join(str(f) for f in files),
+                    ]
+                )
+            except ClusterError as e:
+                self.note("dump-failed", controller=c, why=str(e))
+                continue
+            (folder / f"{self.dumps:02d}-{label}-controller-{c}.txt").write_text(text)
+
+    # ---- the whole run ------------------------------------------------------------------------
+
+    def execute(self) -> str:
+        """Carries the runbook out; returns how it ended: "completed", "stuck: ..." or "failed: ..."."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._operator = open(self.folder / "operator.jsonl", "a")
+        steps = self.steps()
+        self.faults = schedule_faults(self.plan, [name for name, _ in steps])
+        (self.folder / "run.json").write_text(
+            json.dumps(
+                {
+                    "plan": asdict(self.plan),
+                    "kafka": self.install.version,
+                    "lib": str(self.install.lib),
+                    "faults": [asdict(f) for f in self.faults],
+                },
+                indent=1,
+            )
+            + "\n"
+        )
+        outcome = "completed"
+        self.observer = None
+        try:
+            with self.cluster:
+                try:
+                    for name, action in steps:
+                        self.say(f"{time.monotonic() - self.started:6.1f} s  {name}")
+                        self.note("step-begins", step=name)
+                        self.arm(name)
+                        action()
+                        self.tick()
+                    self.say(f"{time.monotonic() - self.started:6.1f} s  settle")
+                    self.settle()
+                except RunbookStuck as e:
+                    outcome = f"stuck: {e}"
+                except ClusterError as e:
+                    outcome = f"failed: {e}"
+                finally:
+                    self.heal_all()
+                    self.dump_metadata("final")
+                    if self.observer is not None:
+                        time.sleep(0.5)  # the last watch events
+                        self.observer.stop()
+        finally:
+            self.note("end", outcome=outcome, seconds=round(time.monotonic() - self.started, 1))
+            self._operator.close()
+        return outcome
+
+
+def _new_cluster_id() -> str:
+    """A Kafka Uuid string (URL-safe base64 of 16 bytes, unpadded) that does not start with '-'."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+# ---- reading a run's folder back ----------------------------------------------------------------
+
+
+def load(folder: Path) -> Observed:
+    """A run's channels from its folder, each in its own order."""
+    meta = json.loads((folder / "run.json").read_text())
+    from properties.kafka.install import parse_version
+
+    obs = Observed(version=parse_version(meta["kafka"]))
+    last_zxid = 0
+    for event in read_jsonl(folder / "zk.jsonl"):
+        # a deletion has no zxid of its own: it came after every write seen before it
+        last_zxid = max(last_zxid, event.get("mzxid", 0))
+        event["zxid"] = event.get("mzxid", last_zxid)
+        obs.zk.setdefault(event["path"], []).append(event)
+    dumps = sorted((folder / "metadata").glob("*.txt")) if (folder / "metadata").is_dir() else []
+    for path in dumps:
+        controller = int(path.stem.rsplit("-", 1)[1])
+        records = parse_dump(path.read_text(), controller)
+        obs.dumps.append(records)
+        obs.metadata[controller] = records  # the last dump of each controller is its final log
+    for log in sorted(folder.glob("*/logs/server.log")):
+        obs.logs[log.parent.parent.name] = parse_log(log, log.parent.parent.name)
+    obs.operator = read_jsonl(folder / "operator.jsonl")
+    return obs
+
+
+def timeline(obs: Observed) -> list[dict]:
+    """Every event of the run: ZooKeeper by zxid, each log by offset, each process's lines in order."""
+    zk = sorted((e for events in obs.zk.values() for e in events), key=lambda e: (e["zxid"], e["seen"]))
+    streams = [zk, *obs.metadata.values(), *obs.logs.values(), obs.operator]
+    return merge(streams)
+
+
+def check_folder(folder: Path) -> tuple[Observed, list[Violation]]:
+    obs = load(folder)
+    violations = run_checks(obs)
+    with open(folder / "timeline.jsonl.tmp", "w") as f:
+        for event in timeline(obs):
+            f.write(json.dumps(event, sort_keys=True) + "\n")
+    (folder / "timeline.jsonl.tmp").replace(folder / "timeline.jsonl")
+    verdict = [{"invariant": v.invariant, "message": v.message, "evidence": list(v.evidence)} for v in violations]
+    (folder / "violations.json.tmp").write_text(json.dumps(verdict, indent=1) + "\n")
+    (folder / "violations.json.tmp").replace(folder / "violations.json")
+    return obs, violations
+
+
+def fresh_folder(folder: Path) -> None:
+    if folder.exists():
+        shutil.rmtree(folder)

@@ -1,0 +1,150 @@
+"""A real Kafka 3.9 cluster migrated from ZooKeeper to KRaft under a fault, observed from outside and checked.
+
+These start real processes (Debian's ZooKeeper, Kafka's jars from Maven Central, installed by
+scripts/setup.sh into the cache): one short run in the default suite, the longer ones behind the
+``slow`` marker. Timing varies from run to run, so nothing here waits a fixed time or expects a
+particular interleaving: the run waits on what the processes log, and the tests assert what must
+hold in every interleaving (KIP-866 §Migration Overview, §Failover).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from properties.cli import main
+from properties.kafka import install
+
+SEED = 6  # kills the KRaft controller while the last broker rolls into migration mode (the trigger)
+
+
+def _processes_under(folder: Path) -> list[int]:
+    """The pids whose command line names ``folder``: what a run left running."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if str(folder).encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory):
+    """One real migration to dual write, the controller killed mid-migration, as ``kraftcheck kafka run`` does it."""
+    install.install(install.DEFAULT_VERSION)
+    folder = tmp_path_factory.mktemp("kafka") / "run"
+    code = main(
+        ["kafka", "run", "--seed", str(SEED), "--runbook", "dual-write", "--faults", "process", "--out", str(folder)]
+    )
+    return code, folder
+
+
+def _operator(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "operator.jsonl").read_text().splitlines()]
+
+
+def test_kafka_migration_to_dual_write_with_a_killed_controller_is_clean(migrated):
+    """The controller killed during the trigger comes back, the driver reaches DUAL_WRITE, and no check fires."""
+    code, folder = migrated
+    events = _operator(folder)
+    assert [e["fault"] for e in events if e["kind"] == "fault"] == ["kill-controller"]
+    assert [e["process"] for e in events if e["kind"] == "heal"] == ["controller-3000"]
+    assert events[-1]["outcome"] == "completed"
+    assert json.loads((folder / "violations.json").read_text()) == []
+    assert code == 0
+
+
+def test_kafka_run_observes_every_channel(migrated):
+    """ZooKeeper's /migration, the decoded metadata log and the driver's log lines all reached the run's folder."""
+    _, folder = migrated
+    zk = [json.loads(line) for line in (folder / "zk.jsonl").read_text().splitlines()]
+    migration = [json.loads(e["data"]) for e in zk if e["path"] == "/migration" and e["exists"]]
+    assert migration and migration[-1]["kraft_metadata_offset"] > 0
+    dumps = sorted((folder / "metadata").glob("*-final-controller-3000.txt"))
+    assert dumps and "ZK_MIGRATION_STATE_RECORD" in dumps[0].read_text()
+    log = (folder / "controller-3000" / "logs" / "server.log").read_text()
+    assert "to DUAL_WRITE state" in log
+    timeline = [json.loads(line) for line in (folder / "timeline.jsonl").read_text().splitlines()]
+    offsets = [e["offset"] for e in timeline if e["channel"] == "metadata"]
+    assert offsets == sorted(offsets)  # the merged timeline keeps the log's own order
+
+
+def test_kafka_run_leaves_nothing_running(migrated):
+    """Every process the run started is gone once it returns."""
+    _, folder = migrated
+    assert _processes_under(folder) == []
+
+
+def test_kafka_check_finds_a_seeded_bug_in_a_real_run(migrated, capsys, tmp_path):
+    """The recorded run re-checked offline catches a /controller_epoch that went back (KIP-866 §Controller Leadership)."""
+    _, folder = migrated
+    assert main(["kafka", "check", str(folder)]) == 0
+    copy = tmp_path / "run"
+    os.system(f"cp -r {folder} {copy}")
+    zk = [json.loads(line) for line in (copy / "zk.jsonl").read_text().splitlines()]
+    last = [e for e in zk if e["path"] == "/controller_epoch" and e["exists"]][-1]
+    went_back = last | {
+        "data": str(int(last["data"]) - 1),
+        "mzxid": last["mzxid"] + 1000,
+        "version": last["version"] + 1,
+    }
+    with open(copy / "zk.jsonl", "a") as f:
+        f.write(json.dumps(went_back) + "\n")
+    capsys.readouterr()
+    assert main(["kafka", "check", str(copy)]) == 1
+    assert "VIOLATION ControllerEpochNeverDecreases" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["kafka", "run", "--version", "3.3.2"], "has no ZooKeeper-to-KRaft migration"),
+        (["kafka", "run", "--version", "three"], "is not of the form MAJOR.MINOR.PATCH"),
+        (["kafka", "run", "--kafka-dir", "/nonexistent"], "not a folder"),
+        (["kafka", "check", "/nonexistent"], "is not a real-Kafka run's folder"),
+    ],
+)
+def test_kafka_cli_bad_input_is_one_line_and_exit_2(argv, message, capsys):
+    """Bad options name what is wrong in one line and exit 2 before anything starts."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+def test_kafka_cli_refuses_a_used_out_folder(tmp_path, capsys):
+    """A run's folder holds one run: a folder with something in it is refused, and left as it was."""
+    (tmp_path / "keep.txt").write_text("x")
+    assert main(["kafka", "run", "--out", str(tmp_path)]) == 2
+    assert "is not empty" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [2, 5, 7])
+def test_kafka_full_migration_with_three_controllers_is_clean(seed, tmp_path):
+    """Three controllers, every step to finalization, one process fault: clean, and finalized (KIP-866 §Finalizing)."""
+    folder = tmp_path / "run"
+    code = main(
+        [
+            "kafka",
+            "run",
+            "--seed",
+            str(seed),
+            "--controllers",
+            "3",
+            "--runbook",
+            "finalize",
+            "--faults",
+            "all",
+            "--out",
+            str(folder),
+        ]
+    )
+    assert _operator(folder)[-1]["outcome"] == "completed"
+    assert code == 0
