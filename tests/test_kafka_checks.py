@@ -307,6 +307,11 @@ def _stuck(obs):
     obs.operator.append({"channel": "operator", "kind": "stuck", "goal": "broker-2 started", "time": 9900})
 
 
+def _rollback_loses_a_topic(obs):
+    obs.operator.append({"channel": "operator", "kind": "step", "action": "rollback", "time": 9700})
+    obs.zk["/brokers/topics/orders"].append(gone("/brokers/topics/orders", 9800, 300))
+
+
 def _version_back(obs):
     obs.zk["/migration"][2]["version"] = 0
 
@@ -340,6 +345,7 @@ SEEDED = {
     "ZxidStrictlyIncreases": _czxid_newer_than_mzxid,
     "CzxidFixedForNodeLife": _version_back,
     RUNBOOK_PROGRESS: _stuck,
+    "RollbackLosesNothingCommitted": _rollback_loses_a_topic,
 }
 
 

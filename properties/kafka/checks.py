@@ -793,6 +793,32 @@ def fenced_broker_unfenced(obs: Observed) -> list[Violation]:
     return out
 
 
+@check("RollbackLosesNothingCommitted")
+def rollback_loses_nothing(obs: Observed) -> list[Violation]:
+    """After a rollback, ZooKeeper holds every topic KRaft committed (KIP-866 §Rollback to ZK)."""
+    if not any(e.get("kind") == "step" and e.get("action") == "rollback" for e in obs.operator):
+        return []
+    out = []
+    for controller, records in obs.metadata.items():
+        topics: dict[str, dict] = {}
+        for r in _live_records(records):
+            if r["type"] == "TOPIC_RECORD":
+                topics[r["data"]["topicId"]] = r
+            elif r["type"] == "REMOVE_TOPIC_RECORD":
+                topics.pop(r["data"].get("topicId"), None)
+        for r in topics.values():
+            seen = obs.zk.get(f"/brokers/topics/{r['data']['name']}", [])
+            if not seen or not seen[-1]["exists"]:
+                out.append(
+                    Violation(
+                        "RollbackLosesNothingCommitted",
+                        f"topic {r['data']['name']} (offset {r['offset']} of controller {controller}'s log) is not in ZooKeeper after the rollback",
+                        (r,),
+                    )
+                )
+    return out
+
+
 RUNBOOK_PROGRESS = "RunbookReachesItsEnd"  # the real run's own liveness property: no model state names it
 
 
@@ -839,7 +865,6 @@ NOT_OBSERVABLE: dict[str, str] = {
     "ZkEqualsImageAtMigrationOffset": "comparing ZooKeeper's metadata with the image needs the image decoded at that offset: not built yet",
     "UpdateMetadataBeforeLeaderAndIsr": "control requests to ZooKeeper brokers are not logged one by one",
     "OnlyAllowedWritesInPreMigration": "the model's allowed record kinds are not mapped to Kafka's record types yet",
-    "RollbackLosesNothingCommitted": "rollback runbooks are not run against a real cluster yet",
 }
 # sometimes-properties are witnesses for the model's search: on a real run they are coverage, not checks
 NOT_OBSERVABLE |= {

@@ -84,6 +84,57 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _report(out, args.json, outcome)
 
 
+def cmd_campaign(args: argparse.Namespace) -> int:
+    from properties.kafka.campaign import campaign
+    from properties.kafka.cluster import install_signal_handlers
+
+    try:
+        found = _installation(args)
+    except InstallError as e:
+        return _fail(str(e))
+    if not found.has_zookeeper_mode:
+        return _fail(f"Kafka {found.version} has no ZooKeeper mode: the migration runbook needs 3.4.0 to 3.9.x")
+    out = Path(args.out)
+    previous = out / "campaign.json"
+    plan = _plan(argparse.Namespace(**{**vars(args), "seed": 0}))
+    if previous.is_file():
+        before = json.loads(previous.read_text())
+        from dataclasses import asdict
+
+        if before.get("plan") != asdict(plan) or before.get("kafka") != found.version:
+            return _fail(
+                f"--out {out} holds a campaign with other options: continue it with the same ones, or name another --out"
+            )
+    elif out.exists() and any(out.iterdir()):
+        return _fail(f"--out {out} is not empty and holds no campaign")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return _fail(f"--out {out}: {e.strerror}")
+    install_signal_handlers()
+    seeds = args.seeds if args.seeds or args.minutes else 3
+    runs, violations = campaign(
+        plan, found, out, seeds, args.minutes, args.master, say=lambda line: print(line, file=sys.stderr)
+    )
+    if args.json:
+        print(json.dumps({"out": str(out), "runs": runs, "violations": violations}, indent=2))
+    else:
+        print(f"{len(runs)} real runs, {len(violations)} violations; report: {out / 'report.html'}")
+        for v in violations:
+            print(f"VIOLATION {v['invariant']} (seed {v['seed']}): {v['message']}")
+    return VIOLATION if violations else CLEAN
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 7 * 24 * 60:
+        raise argparse.ArgumentTypeError(f"expected minutes between 0 and a week, got {text!r}")
+    return value
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     folder = Path(args.folder)
     if not (folder / "run.json").is_file():
@@ -178,6 +229,25 @@ def add_commands(sub, parser_class) -> None:
     p.add_argument("--out", help="the run's folder (default kafka-out/seed-N); must be empty")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_run)
+
+    p = commands.add_parser("campaign", help="one real run per seed, resumable: Parquet tables and report.html")
+    source(p)
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--seeds", type=_count(1, 100_000), help="runs: seeds 0..N-1 (default 3)")
+    budget.add_argument("--minutes", type=_minutes, help="new runs start until this much wall time has passed")
+    p.add_argument("--runbook", choices=RUNBOOKS, default="finalize")
+    p.add_argument("--faults", choices=FAULT_MIXES, default="process")
+    p.add_argument("--fault-count", type=_count(0), default=1)
+    p.add_argument("--brokers", type=_count(1, 5), default=3)
+    p.add_argument("--controllers", type=int, choices=(1, 3), default=1)
+    p.add_argument("--master", help="a Spark master: each run is a task that runs its cluster on its executor's host")
+    p.add_argument(
+        "--out",
+        default="kafka-out/campaign",
+        help="the campaign's folder (default kafka-out/campaign); running again with the same options continues it",
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_campaign)
 
     p = commands.add_parser("check", help="check a run's folder again, offline")
     p.add_argument("folder")

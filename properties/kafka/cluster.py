@@ -258,6 +258,7 @@ class Cluster:
     ports: set[int] = field(default_factory=set)
     processes: dict[str, Process] = field(default_factory=dict)
     zk_port: int = 0
+    zk_jmx_port: int = 0
     controller_ports: dict[int, int] = field(default_factory=dict)  # node id -> CONTROLLER port
     broker_ports: dict[int, int] = field(default_factory=dict)  # broker id -> PLAINTEXT port
     on_event: Callable[[str, dict], None] = lambda kind, detail: None  # every start, stop and signal
@@ -296,12 +297,22 @@ class Cluster:
                 "4lw.commands.whitelist": "srvr,ruok,mntr",
             },
         )
+        self.zk_jmx_port = free_port(self.ports)
+        jmx = [  # on loopback only, for the forced session expiry (ExpireSession.java)
+            f"-Dcom.sun.management.jmxremote.port={self.zk_jmx_port}",
+            f"-Dcom.sun.management.jmxremote.rmi.port={self.zk_jmx_port}",
+            "-Dcom.sun.management.jmxremote.host=127.0.0.1",
+            "-Djava.rmi.server.hostname=127.0.0.1",
+            "-Dcom.sun.management.jmxremote.authenticate=false",
+            "-Dcom.sun.management.jmxremote.ssl=false",
+        ]
         argv = [
             "java",
             "-Xmx256m",
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
             f"-Dzookeeper.log.dir={folder / 'logs'}",
+            *jmx,
             "-cp",
             f"{ZOOKEEPER_JAR}:{SLF4J_SIMPLE}",
             "org.apache.zookeeper.server.ZooKeeperServerMain",
@@ -352,6 +363,19 @@ class Cluster:
         else:
             process.argv = argv
         return process
+
+    def expire_session(self, session: int) -> None:
+        """Ends a ZooKeeper session at the server, as its timeout would, while its process runs on."""
+        source = Path(__file__).with_name("ExpireSession.java")
+        result = subprocess.run(
+            ["java", "-Xmx64m", str(source), str(self.zk_jmx_port), f"0x{session:x}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        if result.returncode != 0:
+            raise ClusterError(f"expiring ZooKeeper session 0x{session:x} failed: {result.stderr.strip()[-300:]}")
 
     def tool(self, main: list[str], timeout: float = 120, heap_mb: int = 160) -> str:
         """One run of a Kafka tool (StorageTool, DumpLogSegments, ...): its output, or ClusterError."""

@@ -36,12 +36,19 @@ from properties.kafka.cluster import ZK_SESSION_TIMEOUT_MS, Cluster, ClusterErro
 from properties.kafka.install import Installation
 from properties.kafka.observe import ZkObserver, merge, metadata_files, parse_dump, parse_log, quiet_logger, read_jsonl
 
-RUNBOOKS = ("dual-write", "kraft-brokers", "finalize")  # how far the runbook goes
+RUNBOOKS = (
+    "dual-write",
+    "kraft-brokers",
+    "finalize",
+    "rollback-before-brokers",
+    "rollback-dual-write",
+    "rollback-kraft-brokers",
+)
 FAULT_MIXES = ("none", "process", "all")
 FAULT_KINDS = {
     "none": (),
     "process": ("kill-controller", "kill-broker", "pause-controller", "pause-broker"),
-    "all": ("kill-controller", "kill-broker", "pause-controller", "pause-broker", "zk-outage"),
+    "all": ("kill-controller", "kill-broker", "pause-controller", "pause-broker", "zk-outage", "expire-broker"),
 }
 HEAP_MB = {"zk-broker": 320, "kraft-broker": 320, "controller": 256}
 
@@ -75,8 +82,14 @@ def schedule_faults(plan: RealRunPlan, steps: list[str]) -> list[FaultPlan]:
     for _ in range(plan.fault_count if kinds else 0):
         kind = rng.choice(kinds)
         first = steps.index("start-controllers" if kind.endswith("controller") else "start-zk-brokers")
+        # controllers exist from their start until a rollback deprovisions them
+        last = (
+            steps.index("deprovision-controllers")
+            if kind.endswith("controller") and "deprovision-controllers" in steps
+            else len(steps)
+        )
         taken = {f.step for f in faults}
-        eligible = [s for s in steps[first:] if s not in taken and s != "create-data"]
+        eligible = [s for s in steps[first:last] if s not in taken and s != "create-data"]
         if not eligible:
             break
         pause = kind.startswith("pause")
@@ -111,6 +124,8 @@ class Run:
     faults: list[FaultPlan] = field(default_factory=list)
     last_heal: float = 0.0
     dumps: int = 0
+    struck: dict[int, Process] = field(default_factory=dict)  # id(fault) -> its victim, until healed
+    deprovisioned: set[int] = field(default_factory=set)  # controllers the rollback stopped for good
     started: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
@@ -176,6 +191,9 @@ class Run:
         if not victim.running or victim.paused:
             self.note("fault-skipped", fault=fault.kind, process=victim.name, why="not running")
             return
+        if fault.kind == "expire-broker":
+            self._expire(fault, victim)
+            return
         if fault.kind.startswith("pause"):
             victim.pause()
         else:
@@ -183,10 +201,30 @@ class Run:
         self.note("fault", fault=fault.kind, process=victim.name, duration_s=fault.duration_s)
         self.say(f"  fault: {fault.kind} {victim.name} for {fault.duration_s:.1f} s")
         self.pending.append((time.monotonic() + fault.duration_s, "heal", fault))
-        self._struck = getattr(self, "_struck", {}) | {id(fault): victim}
+        self.struck[id(fault)] = victim
+
+    def _expire(self, fault: FaultPlan, victim: Process) -> None:
+        """The broker's ZooKeeper session expires at the server while it runs (KIP-380: a bounce it did not choose)."""
+        registration = self.observer.client.exists(f"/brokers/ids/{fault.target}")
+        if registration is None or not registration.ephemeralOwner:
+            self.note(
+                "fault-skipped", fault=fault.kind, process=victim.name, why="no ZooKeeper session (a KRaft broker?)"
+            )
+            return
+        try:
+            self.cluster.expire_session(registration.ephemeralOwner)
+        except ClusterError as e:
+            self.note("fault-skipped", fault=fault.kind, process=victim.name, why=str(e))
+            return
+        self.note("fault", fault=fault.kind, process=victim.name, session=registration.ephemeralOwner)
+        self.say(f"  fault: {fault.kind} {victim.name} (session 0x{registration.ephemeralOwner:x})")
+        self.last_heal = time.monotonic()  # nothing to heal: the broker registers again by itself
 
     def _heal(self, fault: FaultPlan) -> None:
-        victim = self._struck.pop(id(fault))
+        victim = self.struck.pop(id(fault))
+        if victim.name in {f"controller-{c}" for c in self.deprovisioned}:
+            self.note("heal-skipped", fault=fault.kind, process=victim.name, why="deprovisioned by the rollback")
+            return
         if fault.kind.startswith("pause"):
             victim.resume()
         else:
@@ -207,6 +245,14 @@ class Run:
         """What the finished runbook leaves, as a goal a recovered cluster must be back in."""
         if self.plan.runbook == "dual-write":
             return "dual-write", lambda: self.driver_state() == "DUAL_WRITE"
+        if self.rolls_back:
+            zk_brokers = [
+                self.ready(self.broker(b), "started (kafka.server.KafkaServer)") for b in range(self.plan.brokers)
+            ]
+            return (
+                "a ZooKeeper controller and every broker running",
+                lambda: self.zk_controller() and all(r() for r in zk_brokers),
+            )
         brokers = [
             self.ready(self.broker(b), "Transitioning from RECOVERY to RUNNING") for b in range(self.plan.brokers)
         ]
@@ -266,27 +312,94 @@ class Run:
     # ---- the runbook --------------------------------------------------------------------------
 
     def steps(self) -> list[tuple[str, Callable[[], None]]]:
+        """The runbook's steps in order: KIP-866's migration, and Kafka 3.9's rollback where one is allowed."""
+        runbook, brokers = self.plan.runbook, range(self.plan.brokers)
         steps = [
             ("start-zookeeper", self.start_zookeeper),
             ("start-zk-brokers", self.start_zk_brokers),
             ("create-data", self.create_data),
             ("start-controllers", self.start_controllers),
         ]
-        steps += [(f"roll-broker-{b}-migrating", lambda b=b: self.roll_zk_broker(b)) for b in range(self.plan.brokers)]
+        if runbook == "rollback-before-brokers":  # ops.html: "deprovision the KRaft controller quorum"
+            return steps + [("deprovision-controllers", self.deprovision_controllers)]
+        steps += [(f"roll-broker-{b}-migrating", lambda b=b: self.roll_zk_broker(b)) for b in brokers]
         steps += [
             ("reach-dual-write", self.reach_dual_write),
             ("write-during-dual-write", self.write_during_dual_write),
         ]
-        if self.plan.runbook in ("kraft-brokers", "finalize"):
-            steps += [
-                (f"roll-broker-{b}-kraft", lambda b=b: self.roll_kraft_broker(b)) for b in range(self.plan.brokers)
+        if runbook == "dual-write":
+            return steps
+        if runbook == "rollback-dual-write":
+            # ops.html, after "Enter Migration Mode on the brokers": deprovision, rmr /controller and
+            # /migration, then roll the brokers without the migration settings
+            return steps + [
+                ("deprovision-controllers", self.deprovision_controllers),
+                ("delete-controller-znodes", lambda: self.delete_controller_znodes(migration=True)),
+                *[(f"roll-broker-{b}-zk", lambda b=b: self.roll_back_to_zk(b, "zk")) for b in brokers],
+                ("reach-zk-controller", self.reach_zk_controller),
             ]
-        if self.plan.runbook == "finalize":
+        steps += [(f"roll-broker-{b}-kraft", lambda b=b: self.roll_kraft_broker(b)) for b in brokers]
+        if runbook == "rollback-kraft-brokers":
+            # ops.html, after "Migrating brokers to KRaft": brokers back to ZooKeeper mode with the
+            # migration settings, deprovision, rmr /controller, then a second roll without them
+            return steps + [
+                *[
+                    (f"roll-broker-{b}-back-migrating", lambda b=b: self.roll_back_to_zk(b, "migrating"))
+                    for b in brokers
+                ],
+                ("deprovision-controllers", self.deprovision_controllers),
+                ("delete-controller-znodes", lambda: self.delete_controller_znodes(migration=False)),
+                *[(f"roll-broker-{b}-zk", lambda b=b: self.roll_back_to_zk(b, "zk")) for b in brokers],
+                ("reach-zk-controller", self.reach_zk_controller),
+            ]
+        if runbook == "finalize":
             steps += [
                 (f"finalize-controller-{c}", lambda c=c: self.finalize_controller(c)) for c in self.controller_ids
             ]
             steps += [("reach-post-migration", self.reach_post_migration)]
         return steps
+
+    @property
+    def rolls_back(self) -> bool:
+        return self.plan.runbook.startswith("rollback")
+
+    def deprovision_controllers(self) -> None:
+        self.note("step", action="rollback", runbook=self.plan.runbook)
+        for c in self.controller_ids:
+            self.stop(self.controller(c), "controller", c)
+            self.deprovisioned.add(c)
+
+    def delete_controller_znodes(self, migration: bool) -> None:
+        """As the operator does with zookeeper-shell, quickly: the cluster has no controller meanwhile."""
+        client = self.observer.client  # kraftcheck's own session, not one a fault can steal
+        for path in ("/controller", "/migration") if migration else ("/controller",):
+            if client.exists(path):
+                data, _ = client.get(path)
+                self.note("step", action="delete-znode", path=path, data=data.decode("utf-8", "replace"))
+                client.delete(path)
+
+    def roll_back_to_zk(self, b: int, phase: str) -> None:
+        self.stop(self.broker(b), "broker", b)
+        self.cluster.node(f"broker-{b}", configs.zk_broker(self.cluster, b, phase), HEAP_MB["zk-broker"])
+        self.start(self.broker(b), "zk-broker", b)
+        self.wait(
+            f"broker-{b} started in ZooKeeper mode ({phase})",
+            self.ready(self.broker(b), "started (kafka.server.KafkaServer)"),
+        )
+
+    def zk_controller(self) -> bool:
+        """A ZooKeeper broker holds /controller (a KRaft controller writes its Raft epoch there, >= 0)."""
+        found = self.observer.client.exists("/controller")
+        if found is None:
+            return False
+        data, _ = self.observer.client.get("/controller")
+        try:
+            return json.loads(data).get("kraftControllerEpoch", -1) < 0
+        except ValueError:
+            return False
+
+    def reach_zk_controller(self) -> None:
+        self.wait("a ZooKeeper controller elected", self.zk_controller)
 
     def start_zookeeper(self) -> None:
         zk = self.cluster.add_zookeeper()

@@ -1,0 +1,236 @@
+"""Many real runs, one per seed: resumable, with Parquet tables and a self-contained report.
+
+Rules:
+- Seed N's run lives in ``DIR/runs/seed-N``; a run counts once its folder holds
+  ``violations.json`` (written last, whole or not at all). A folder without it is a run that was
+  killed: it is discarded and run again, so a resumed campaign neither loses nor doubles a run.
+- Runs are sequential on one machine (each is a whole cluster on 2 cores). With ``--master`` each
+  run is a Spark task that runs its cluster on its executor's host, writing into ``DIR``, which
+  must be a folder every executor sees.
+- ``runs.parquet`` (a row per run) and ``violations.parquet`` (a row per violation) are rebuilt
+  from the run folders after every run, and ``report.html`` at the end, each whole or not at all.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from properties.files import replace_atomically, write_text
+from properties.kafka.install import Installation
+from properties.kafka.run import RealRunPlan, Run, check_folder, timeline
+
+
+def run_folder(out: Path, seed: int) -> Path:
+    return out / "runs" / f"seed-{seed}"
+
+
+def finished(folder: Path) -> bool:
+    return (folder / "violations.json").is_file()
+
+
+def run_one(plan: RealRunPlan, kafka: Installation, out: Path, say: Callable[[str], None] = lambda line: None) -> dict:
+    """Seed ``plan.seed``'s run, or the one a previous campaign finished; its row."""
+    folder = run_folder(out, plan.seed)
+    if not finished(folder):
+        shutil.rmtree(folder, ignore_errors=True)  # a killed run's half: run it again whole
+        Run(plan, kafka, folder, say=say).execute()
+        check_folder(folder)
+    return row(folder)
+
+
+def row(folder: Path) -> dict:
+    meta = json.loads((folder / "run.json").read_text())
+    end = next(
+        (
+            json.loads(line)
+            for line in reversed((folder / "operator.jsonl").read_text().splitlines())
+            if '"end"' in line
+        ),
+        {},
+    )
+    violations = json.loads((folder / "violations.json").read_text())
+    faults = [f"{f['kind']}@{f['step']}" for f in meta["faults"]]
+    return {
+        "seed": meta["plan"]["seed"],
+        "kafka": meta["kafka"],
+        "runbook": meta["plan"]["runbook"],
+        "faults": ", ".join(faults),
+        "outcome": end.get("outcome", "unknown"),
+        "seconds": end.get("seconds", 0.0),
+        "violations": len(violations),
+        "invariants": ", ".join(sorted({v["invariant"] for v in violations})),
+    }
+
+
+def write_tables(out: Path) -> tuple[list[dict], list[dict]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    runs, violations = [], []
+    for folder in sorted((out / "runs").glob("seed-*"), key=lambda p: int(p.name.split("-")[1])):
+        if not finished(folder):
+            continue
+        runs.append(row(folder))
+        for v in json.loads((folder / "violations.json").read_text()):
+            violations.append(
+                {
+                    "seed": runs[-1]["seed"],
+                    "invariant": v["invariant"],
+                    "message": v["message"],
+                    "folder": str(folder.relative_to(out)),
+                }
+            )
+    schema_violations = pa.schema(
+        [("seed", pa.int64()), ("invariant", pa.string()), ("message", pa.string()), ("folder", pa.string())]
+    )
+    for name, rows, schema in (("runs", runs, None), ("violations", violations, schema_violations)):
+        table = (
+            pa.Table.from_pylist(rows, schema=schema)
+            if rows or schema
+            else pa.table({"seed": pa.array([], pa.int64())})
+        )
+        replace_atomically(out / f"{name}.parquet", lambda temp, table=table: pq.write_table(table, temp))
+    return runs, violations
+
+
+def campaign(
+    plan: RealRunPlan,
+    kafka: Installation,
+    out: Path,
+    seeds: int | None,
+    minutes: float | None,
+    master: str | None,
+    say: Callable[[str], None],
+) -> tuple[list[dict], list[dict]]:
+    """Seeds 0.. while the budget lasts (``seeds`` runs, or ``minutes`` of wall time); the tables."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(
+        out / "campaign.json",
+        json.dumps(
+            {"plan": asdict(plan), "kafka": kafka.version, "lib": str(kafka.lib), "seeds": seeds, "minutes": minutes},
+            indent=1,
+        )
+        + "\n",
+    )
+    if master:
+        _on_spark(plan, kafka, out, seeds or 1, master)
+    else:
+        began = time.monotonic()
+        seed = 0
+        while (seeds is None or seed < seeds) and (minutes is None or time.monotonic() - began < minutes * 60):
+            done = finished(run_folder(out, seed))
+            result = run_one(replace(plan, seed=seed), kafka, out)
+            say(
+                f"seed {seed}: {result['outcome']}, {result['violations']} violations"
+                + (" (finished before)" if done else f", {result['seconds']:.0f} s")
+            )
+            write_tables(out)
+            seed += 1
+    runs, violations = write_tables(out)
+    write_text(out / "report.html", render(out, runs, violations))
+    return runs, violations
+
+
+def _on_spark(plan: RealRunPlan, kafka: Installation, out: Path, seeds: int, master: str) -> None:
+    from properties.spark import session
+
+    spark = session(master, "kraftcheck kafka campaign")
+    try:
+        jobs = [(replace(plan, seed=s), kafka, str(out.resolve())) for s in range(seeds)]
+        spark.sparkContext.parallelize(jobs, len(jobs)).map(lambda job: run_one(job[0], job[1], Path(job[2]))).collect()
+    finally:
+        spark.stop()
+
+
+# ---- report.html --------------------------------------------------------------------------------
+
+
+def _plot(counts: Counter) -> str | None:
+    if not counts:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 0.4 * len(counts) + 1.2))
+    names = sorted(counts, key=counts.get)
+    ax.barh(names, [counts[n] for n in names], color="#c0392b")
+    ax.set_xlabel("runs")
+    ax.set_title("violations by invariant")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90)
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def _excerpt(out: Path, folder: str, evidence: list[dict], around: int = 4) -> str:
+    """The timeline's events around a violation's evidence, as rows."""
+    from properties.kafka.cli import describe
+    from properties.kafka.run import load
+
+    events = timeline(load(out / folder))
+    marks = [i for i, e in enumerate(events) if any(e == x for x in evidence)]
+    if not marks:
+        return ""
+    lo, hi = max(0, min(marks) - around), min(len(events), max(marks) + around + 1)
+    rows = "".join(
+        f"<tr class='{'hit' if i in marks else ''}'><td>{i}</td><td>{html.escape(describe(events[i]))}</td></tr>"
+        for i in range(lo, hi)
+    )
+    return f"<table class='timeline'>{rows}</table>"
+
+
+def render(out: Path, runs: list[dict], violations: list[dict]) -> str:
+    outcomes = Counter(r["outcome"].split(":")[0] for r in runs)
+    counts = Counter(v["invariant"] for v in {(v["seed"], v["invariant"]): v for v in violations}.values())
+    plot = _plot(counts)
+    table = "".join(
+        f"<tr><td>{r['seed']}</td><td>{html.escape(r['runbook'])}</td><td>{html.escape(r['faults'])}</td>"
+        f"<td>{html.escape(r['outcome'])}</td><td>{r['seconds']:.0f}</td><td>{r['violations']}</td>"
+        f"<td>{html.escape(r['invariants'])}</td></tr>"
+        for r in runs
+    )
+    details = []
+    for v in violations[:50]:
+        evidence = next(
+            (
+                x["evidence"]
+                for x in json.loads((out / v["folder"] / "violations.json").read_text())
+                if x["message"] == v["message"]
+            ),
+            [],
+        )
+        details.append(
+            f"<h3>seed {v['seed']}: {html.escape(v['invariant'])}</h3><p>{html.escape(v['message'])}</p>"
+            f"<p>re-check: <code>kraftcheck kafka check {html.escape(str(out / v['folder']))}</code></p>"
+            + _excerpt(out, v["folder"], evidence)
+        )
+    verdict = (
+        "no violation"
+        if not violations
+        else f"{len(violations)} violations in {len({v['seed'] for v in violations})} runs"
+    )
+    image = f"<img alt='violations by invariant' src='data:image/png;base64,{plot}'>" if plot else ""
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>kraftcheck: real Kafka campaign</title>
+<style>body{{font-family:sans-serif;max-width:1300px;margin:1em auto;padding:0 1em}}table{{border-collapse:collapse;width:100%}}
+td,th{{border:1px solid #ccc;padding:2px 6px;font-size:13px;text-align:left;overflow-wrap:anywhere}}
+tr.hit{{background:#fde2e2}}code{{font-size:13px}}</style></head><body>
+<h1>Real Kafka campaign</h1>
+<p><b>{html.escape(verdict)}</b>; {len(runs)} runs: {html.escape(", ".join(f"{n} {k}" for k, n in sorted(outcomes.items())))}.
+Each seed fixes the schedule of steps and faults; Kafka's own timing varies from run to run, and each run's folder keeps what it saw.</p>
+{image}
+<h2>Runs</h2><table><tr><th>seed</th><th>runbook</th><th>faults</th><th>outcome</th><th>s</th><th>violations</th><th>invariants</th></tr>{table}</table>
+<h2>Violations</h2>{"".join(details) or "<p>none</p>"}
+</body></html>
+"""

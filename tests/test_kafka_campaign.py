@@ -1,0 +1,62 @@
+"""A real-Kafka campaign's bookkeeping: one run per seed, resumed without losing or doubling a run.
+
+The runs here are stand-ins that write a run's folder as a real run leaves it (a real run takes a
+minute; tests/test_kafka_real.py runs real ones), so what is tested is the campaign's own logic.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+
+from properties.kafka import campaign as campaign_module
+from properties.kafka.install import Installation
+from properties.kafka.run import RealRunPlan
+
+KAFKA = Installation("3.9.2", __import__("pathlib").Path("/nonexistent"))
+
+
+def _fake_execute(started: list[int]):
+    def execute(run) -> str:
+        started.append(run.plan.seed)
+        run.folder.mkdir(parents=True, exist_ok=True)
+        (run.folder / "run.json").write_text(
+            json.dumps({"plan": {"seed": run.plan.seed, "runbook": run.plan.runbook}, "kafka": "3.9.2", "faults": []})
+        )
+        stuck = run.plan.seed == 2  # seed 2 gets stuck: a progress violation
+        lines = [{"channel": "operator", "kind": "stuck", "goal": "dual-write", "time": 5}] if stuck else []
+        lines.append(
+            {
+                "channel": "operator",
+                "kind": "end",
+                "outcome": "stuck" if stuck else "completed",
+                "seconds": 1.0,
+                "time": 6,
+            }
+        )
+        (run.folder / "operator.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+        return "completed"
+
+    return execute
+
+
+def test_kafka_campaign_tables_report_and_resume(tmp_path, monkeypatch):
+    """Three seeds give three rows and seed 2's violation; a killed run's half folder is run again, alone."""
+    started: list[int] = []
+    monkeypatch.setattr(campaign_module.Run, "execute", _fake_execute(started))
+    plan = RealRunPlan(seed=0, runbook="dual-write")
+    runs, violations = campaign_module.campaign(plan, KAFKA, tmp_path, 3, None, None, say=lambda line: None)
+    assert started == [0, 1, 2]
+    assert [r["seed"] for r in runs] == [0, 1, 2]
+    assert [(v["seed"], v["invariant"]) for v in violations] == [(2, "RunbookReachesItsEnd")]
+    assert pq.read_table(tmp_path / "runs.parquet").num_rows == 3
+    assert pq.read_table(tmp_path / "violations.parquet").to_pylist()[0]["seed"] == 2
+    assert "RunbookReachesItsEnd" in (tmp_path / "report.html").read_text()
+
+    (tmp_path / "runs" / "seed-1" / "violations.json").unlink()  # seed 1 was killed before it was checked
+    started.clear()
+    runs, _ = campaign_module.campaign(plan, KAFKA, tmp_path, 4, None, None, say=lambda line: None)
+    assert started == [1, 3]
+    assert [r["seed"] for r in runs] == [0, 1, 2, 3]
+    assert pq.read_table(tmp_path / "runs.parquet").num_rows == 4
