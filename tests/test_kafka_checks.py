@@ -312,6 +312,11 @@ def _rollback_loses_a_topic(obs):
     obs.zk["/brokers/topics/orders"].append(gone("/brokers/topics/orders", 9800, 300))
 
 
+def _feature_outside_a_broker(obs):
+    obs.metadata[3000].append(rec(77, 1, "FEATURE_LEVEL_RECORD", 9300, name="metadata.version", featureLevel=22))
+    obs.logs["controller-3000"].clear()  # (the migration's own check of metadata.version aside)
+
+
 def _version_back(obs):
     obs.zk["/migration"][2]["version"] = 0
 
@@ -345,6 +350,7 @@ SEEDED = {
     "ZxidStrictlyIncreases": _czxid_newer_than_mzxid,
     "CzxidFixedForNodeLife": _version_back,
     RUNBOOK_PROGRESS: _stuck,
+    "AdmittedBrokersSupportFinalizedFeatures": _feature_outside_a_broker,
     "RollbackLosesNothingCommitted": _rollback_loses_a_topic,
 }
 
@@ -377,6 +383,27 @@ def test_kafka_checks_unobserved_versions_are_no_violation():
     epochs = obs.zk["/controller_epoch"]
     obs.zk["/controller_epoch"] = [epochs[0], epochs[2]]  # version 1, the ZK controller's election, never seen
     assert CHECKS["EveryElectionBumpsControllerEpoch"](obs) == []
+
+
+def test_kafka_checks_registration_after_cleanup_records_keeps_the_batch_offset():
+    """A re-registration whose records start with one cleaning up the unclean earlier incarnation carries the
+    offset of that first record as its epoch, as Kafka 4.1.1 wrote it (offset 82, epoch 81): not a violation."""
+    obs = clean()
+    obs.metadata[3000][5:6] = [
+        rec(9, 1, "PARTITION_CHANGE_RECORD", 6100, partitionId=2),
+        rec(
+            10,
+            1,
+            "REGISTER_BROKER_RECORD",
+            6100,
+            batch=9,
+            brokerId=0,
+            brokerEpoch=9,
+            isMigratingZkBroker=True,
+            features=[],
+        ),
+    ]
+    assert CHECKS["BrokerEpochIsRegistrationOffset"](obs) == []
 
 
 def test_kafka_checks_aborted_transaction_is_not_replayed():

@@ -148,3 +148,26 @@ def test_kafka_full_migration_with_three_controllers_is_clean(seed, tmp_path):
     )
     assert _operator(folder)[-1]["outcome"] == "completed"
     assert code == 0
+
+
+@pytest.mark.slow
+def test_kafka_4_quorum_with_feature_updates_is_clean(tmp_path):
+    """Kafka 4.1: three controllers, three brokers, a process fault, metadata.version upgraded, a downgrade
+    asked safe then unsafe (KIP-584 §UpdateFeatures with AllowDowngrade): whatever Kafka answers, no check fires."""
+    install.install("4.1.1")
+    folder = tmp_path / "run"
+    code = main(["kafka", "run", "--version", "4.1.1", "--seed", "1", "--controllers", "3", "--out", str(folder)])
+    events = _operator(folder)
+    assert [e["command"][0] for e in events if e.get("action") == "update-features"] == [
+        "upgrade",
+        "downgrade",
+        "downgrade",
+    ]
+    assert events[-1]["outcome"] == "completed"
+    assert code == 0
+
+
+def test_kafka_4_cannot_run_the_migration(capsys):
+    """4.x has no ZooKeeper mode (KAFKA-17613): the migration runbooks are refused in one line."""
+    assert main(["kafka", "run", "--version", "4.1.1", "--runbook", "finalize"]) == 2
+    assert "has no ZooKeeper mode" in capsys.readouterr().err

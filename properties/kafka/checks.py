@@ -389,18 +389,87 @@ def committed_records_never_change(obs: Observed) -> list[Violation]:
     return out
 
 
+CLEANUP_RECORDS = ("PARTITION_CHANGE_RECORD", "BROKER_REGISTRATION_CHANGE_RECORD")
+
+
 @check("BrokerEpochIsRegistrationOffset")
 def broker_epoch_is_offset(obs: Observed) -> list[Violation]:
-    return [
-        Violation(
-            "BrokerEpochIsRegistrationOffset",
-            f"RegisterBrokerRecord at offset {r['offset']} gives broker {r['data']['brokerId']} epoch {r['data']['brokerEpoch']}",
-            (r,),
-        )
-        for records in obs.metadata.values()
-        for r in records
-        if r["type"] == "REGISTER_BROKER_RECORD" and r["data"].get("brokerEpoch") != r["offset"]
-    ]
+    """The epoch is the controller's nextWriteOffset: where the registration's records begin (reference §3.1).
+
+    Kafka writes the records that clean up an unclean earlier incarnation (KIP-966's partition
+    changes) before the RegisterBrokerRecord, so the record can sit a few offsets after the epoch
+    it carries, with nothing but such cleanup records between.
+    """
+    out = []
+    for records in obs.metadata.values():
+        by_offset = {r["offset"]: r for r in records}
+        for r in records:
+            if r["type"] != "REGISTER_BROKER_RECORD":
+                continue
+            epoch = r["data"].get("brokerEpoch", -1)
+            between = [by_offset.get(o) for o in range(epoch, r["offset"])]
+            if epoch > r["offset"] or any(x is None or x["type"] not in CLEANUP_RECORDS for x in between):
+                out.append(
+                    Violation(
+                        "BrokerEpochIsRegistrationOffset",
+                        f"RegisterBrokerRecord at offset {r['offset']} gives broker {r['data']['brokerId']} epoch {epoch}"
+                        + (
+                            f", with {', '.join(x['type'] for x in between if x)} between"
+                            if 0 < len(between) < 10
+                            else ""
+                        ),
+                        (r,),
+                    )
+                )
+    return out
+
+
+@check("AdmittedBrokersSupportFinalizedFeatures")
+def brokers_support_finalized_features(obs: Observed) -> list[Violation]:
+    """KIP-584: no level is finalized outside a registered broker's range, and no broker registers outside one."""
+    out = []
+    for controller, records in obs.metadata.items():
+        ranges: dict[int, dict[str, tuple[int, int]]] = {}
+        finalized: dict[str, int] = {}
+        for r in _live_records(records):
+            data = r["data"]
+            if r["type"] == "REGISTER_BROKER_RECORD":
+                supported = {
+                    f["name"]: (f["minSupportedVersion"], f["maxSupportedVersion"]) for f in data.get("features", [])
+                }
+                ranges[data["brokerId"]] = supported
+                bad = {
+                    n: lvl
+                    for n, lvl in finalized.items()
+                    if n in supported and lvl and not supported[n][0] <= lvl <= supported[n][1]
+                }
+                if bad:
+                    out.append(
+                        Violation(
+                            "AdmittedBrokersSupportFinalizedFeatures",
+                            f"broker {data['brokerId']} registered at offset {r['offset']} supporting {supported} while {bad} is finalized",
+                            (r,),
+                        )
+                    )
+            elif r["type"] == "UNREGISTER_BROKER_RECORD":
+                ranges.pop(data.get("brokerId"), None)
+            elif r["type"] == "FEATURE_LEVEL_RECORD":
+                name, level = data["name"], data["featureLevel"]
+                finalized[name] = level
+                refusing = sorted(
+                    b
+                    for b, supported in ranges.items()
+                    if name in supported and level and not supported[name][0] <= level <= supported[name][1]
+                )
+                if refusing:
+                    out.append(
+                        Violation(
+                            "AdmittedBrokersSupportFinalizedFeatures",
+                            f"{name} finalized at {level} (offset {r['offset']}) outside the range of registered brokers {refusing}",
+                            (r,),
+                        )
+                    )
+    return out
 
 
 @check("ZkBrokersAdmittedAtMetadataVersion")
@@ -852,7 +921,6 @@ NOT_OBSERVABLE: dict[str, str] = {
     "OneLeaderPerLeaderEpoch": "which broker believes it leads is " + _MEMORY,
     "LeaderIsInIsr": "the model's single-topic partitions are not Kafka's; partition znodes are kept in the timeline only",
     "FinalizedFeaturesWellFormed": "KIP-584's /features znode is not written by 3.x in ZooKeeper mode without feature updates",
-    "AdmittedBrokersSupportFinalizedFeatures": "brokers' supported feature ranges in ZooKeeper are not compared yet",
     "FeatureEpochNeverDecreases": "KIP-584's /features znode is not written by 3.x in ZooKeeper mode without feature updates",
     "DisabledFeaturesFinalizeNothing": "KIP-584's /features znode is not written by 3.x in ZooKeeper mode without feature updates",
     "BrokerFeatureCacheNeverGoesBack": "a broker's feature cache is " + _MEMORY,

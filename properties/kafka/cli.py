@@ -42,6 +42,15 @@ def cmd_install(args: argparse.Namespace) -> int:
     return CLEAN
 
 
+def _runbook_problem(args: argparse.Namespace, found) -> str | None:
+    """Chooses the default runbook for the release (finalize on 3.x, kraft on 4.x); says why a chosen one cannot run."""
+    if args.runbook is None:
+        args.runbook = "finalize" if found.has_zookeeper_mode else "kraft"
+    if args.runbook != "kraft" and not found.has_zookeeper_mode:
+        return f"Kafka {found.version} has no ZooKeeper mode: --runbook {args.runbook} needs 3.4.0 to 3.9.x (4.x runs --runbook kraft)"
+    return None
+
+
 def _plan(args: argparse.Namespace):
     from properties.kafka.run import RealRunPlan
 
@@ -63,8 +72,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         found = _installation(args)
     except InstallError as e:
         return _fail(str(e))
-    if not found.has_zookeeper_mode:
-        return _fail(f"Kafka {found.version} has no ZooKeeper mode: the migration runbook needs 3.4.0 to 3.9.x")
+    problem = _runbook_problem(args, found)
+    if problem:
+        return _fail(problem)
     out = Path(args.out or f"kafka-out/seed-{args.seed}")
     if out.exists() and any(out.iterdir()):
         return _fail(f"--out {out} is not empty: a run's folder holds one run (remove it or name another)")
@@ -92,8 +102,9 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         found = _installation(args)
     except InstallError as e:
         return _fail(str(e))
-    if not found.has_zookeeper_mode:
-        return _fail(f"Kafka {found.version} has no ZooKeeper mode: the migration runbook needs 3.4.0 to 3.9.x")
+    problem = _runbook_problem(args, found)
+    if problem:
+        return _fail(problem)
     out = Path(args.out)
     previous = out / "campaign.json"
     plan = _plan(argparse.Namespace(**{**vars(args), "seed": 0}))
@@ -219,8 +230,8 @@ def add_commands(sub, parser_class) -> None:
     p.add_argument(
         "--runbook",
         choices=RUNBOOKS,
-        default="finalize",
-        help="how far: dual-write, kraft-brokers (brokers rolled to KRaft), finalize (default)",
+        help="the migration to dual-write, kraft-brokers or finalize (the default on 3.x), a rollback-* from one of "
+        "those points, or kraft: a KRaft-born cluster with feature updates (the default, and the only one, on 4.x)",
     )
     p.add_argument("--faults", choices=FAULT_MIXES, default="process")
     p.add_argument("--fault-count", type=_count(0), default=1, help="faults drawn for the run (default 1)")
@@ -235,7 +246,7 @@ def add_commands(sub, parser_class) -> None:
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--seeds", type=_count(1, 100_000), help="runs: seeds 0..N-1 (default 3)")
     budget.add_argument("--minutes", type=_minutes, help="new runs start until this much wall time has passed")
-    p.add_argument("--runbook", choices=RUNBOOKS, default="finalize")
+    p.add_argument("--runbook", choices=RUNBOOKS, default=None)
     p.add_argument("--faults", choices=FAULT_MIXES, default="process")
     p.add_argument("--fault-count", type=_count(0), default=1)
     p.add_argument("--brokers", type=_count(1, 5), default=3)

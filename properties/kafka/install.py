@@ -109,8 +109,8 @@ def released_versions(timeout: float = 30.0) -> list[str]:
 def _pom(version: str) -> str:
     major = parse_version(version)[0]
     binding = (
-        [
-            ("org.apache.logging.log4j", "log4j-slf4j2-impl", "2.24.3"),
+        [  # kafka-clients 4.x still resolves slf4j-api 1.7: Log4j 2's binding for slf4j 1.x
+            ("org.apache.logging.log4j", "log4j-slf4j-impl", "2.24.3"),
             ("org.apache.logging.log4j", "log4j-core", "2.24.3"),
         ]
         if major >= 4

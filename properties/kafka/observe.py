@@ -142,11 +142,11 @@ _RECORD = re.compile(r"^\| offset: (\d+) CreateTime: (-?\d+) .*?(?:payload: (\{.
 def parse_dump(text: str, controller: int) -> list[dict]:
     """DumpLogSegments --cluster-metadata-decoder output as metadata events, in offset order."""
     events: list[dict] = []
-    epoch = -1
+    base, epoch = -1, -1
     for line in text.splitlines():
         batch = _BATCH.match(line)
         if batch:
-            epoch = int(batch[3])
+            base, epoch = int(batch[1]), int(batch[3])
             continue
         record = _RECORD.match(line)
         if record is None:
@@ -157,6 +157,7 @@ def parse_dump(text: str, controller: int) -> list[dict]:
             "offset": int(record[1]),
             "time": int(record[2]),
             "epoch": epoch,
+            "batch": base,  # the batch's first offset (a batch can hold several controller events' records)
         }
         if record[3] is not None:
             payload = json.loads(record[3])

@@ -37,6 +37,7 @@ from properties.kafka.install import Installation
 from properties.kafka.observe import ZkObserver, merge, metadata_files, parse_dump, parse_log, quiet_logger, read_jsonl
 
 RUNBOOKS = (
+    "kraft",
     "dual-write",
     "kraft-brokers",
     "finalize",
@@ -50,6 +51,7 @@ FAULT_KINDS = {
     "process": ("kill-controller", "kill-broker", "pause-controller", "pause-broker"),
     "all": ("kill-controller", "kill-broker", "pause-controller", "pause-broker", "zk-outage", "expire-broker"),
 }
+ZOOKEEPER_FAULTS = ("zk-outage", "expire-broker")
 HEAP_MB = {"zk-broker": 320, "kraft-broker": 320, "controller": 256}
 
 
@@ -76,12 +78,14 @@ class FaultPlan:
 
 def schedule_faults(plan: RealRunPlan, steps: list[str]) -> list[FaultPlan]:
     """The seed's faults: each on a step where its victim exists, no two on one step."""
-    kinds = FAULT_KINDS[plan.faults]
+    # a KRaft-born cluster has no ZooKeeper to fault
+    kinds = [k for k in FAULT_KINDS[plan.faults] if plan.runbook != "kraft" or k not in ZOOKEEPER_FAULTS]
     rng = random.Random(plan.seed)
     faults: list[FaultPlan] = []
     for _ in range(plan.fault_count if kinds else 0):
         kind = rng.choice(kinds)
-        first = steps.index("start-controllers" if kind.endswith("controller") else "start-zk-brokers")
+        brokers_start = "start-zk-brokers" if "start-zk-brokers" in steps else "start-kraft-brokers"
+        first = steps.index("start-controllers" if kind.endswith("controller") else brokers_start)
         # controllers exist from their start until a rollback deprovisions them
         last = (
             steps.index("deprovision-controllers")
@@ -256,7 +260,7 @@ class Run:
         brokers = [
             self.ready(self.broker(b), "Transitioning from RECOVERY to RUNNING") for b in range(self.plan.brokers)
         ]
-        if self.plan.runbook == "kraft-brokers":
+        if self.plan.runbook in ("kraft-brokers", "kraft"):
             return "every KRaft broker running", lambda: all(ready() for ready in brokers)
         controllers = [self.ready(self.controller(c), "Kafka Server started") for c in self.controller_ids]
         return "every node running", lambda: all(ready() for ready in brokers + controllers)
@@ -314,6 +318,29 @@ class Run:
     def steps(self) -> list[tuple[str, Callable[[], None]]]:
         """The runbook's steps in order: KIP-866's migration, and Kafka 3.9's rollback where one is allowed."""
         runbook, brokers = self.plan.runbook, range(self.plan.brokers)
+        if runbook == "kraft":  # KIP-500 and KIP-584 on a KRaft-born cluster (Kafka 4.x has no other)
+            return [
+                ("start-controllers", lambda: self.start_controllers(migration=False)),
+                ("start-kraft-brokers", self.start_kraft_brokers),
+                ("create-data", self.create_data),
+                (
+                    "upgrade-metadata-version",
+                    lambda: self.update_features("upgrade", "--release-version", self.newest_release),
+                ),
+                *[(f"roll-broker-{b}-kraft", lambda b=b: self.roll_kraft_broker(b)) for b in brokers],
+                (
+                    "downgrade-metadata-version",
+                    lambda: self.update_features("downgrade", "--release-version", self.oldest_release),
+                ),
+                (
+                    "unsafe-downgrade-metadata-version",
+                    lambda: self.update_features("downgrade", "--release-version", self.oldest_release, "--unsafe"),
+                ),
+                (
+                    "create-data-after-features",
+                    lambda: self.create_topics([("refunds", 2, 2)], {"retention.ms": "7200000"}),
+                ),
+            ]
         steps = [
             ("start-zookeeper", self.start_zookeeper),
             ("start-zk-brokers", self.start_zk_brokers),
@@ -405,7 +432,6 @@ class Run:
         zk = self.cluster.add_zookeeper()
         self.start(zk, "zookeeper", 0)
         self.cluster.wait_zookeeper()
-        self.cluster_id = _new_cluster_id()
         from kazoo.client import KazooClient
 
         client = KazooClient(self.cluster.zk_connect, logger=quiet_logger("kazoo"))
@@ -417,6 +443,10 @@ class Run:
             client.close()
         self.observer = ZkObserver(self.cluster.zk_connect, self.folder / "zk.jsonl")
         self.observer.start()
+
+    def prepare(self) -> None:
+        """Every node's port and the cluster's id, fixed before anything starts."""
+        self.cluster_id = _new_cluster_id()
         for b in range(self.plan.brokers):
             self.cluster.broker_ports[b] = free_port(self.cluster.ports)
         for c in self.controller_ids:
@@ -456,12 +486,21 @@ class Run:
     def create_data(self) -> None:
         self.create_topics([("orders", 3, 2), ("payments", 2, 2)], {"retention.ms": "3600000"})
 
-    def start_controllers(self) -> None:
+    @property
+    def oldest_release(self) -> str:
+        """What a KRaft-born cluster is formatted at: 3.9 on 4.x (KIP-584's downgrade target), else its own release."""
+        return "3.9" if self.install.release >= (4, 0, 0) else configs.ibp(self.install.release)
+
+    @property
+    def newest_release(self) -> str:
+        return configs.ibp(self.install.release)
+
+    def start_controllers(self, migration: bool = True) -> None:
         for c in self.controller_ids:
             process = self.cluster.node(
-                f"controller-{c}", configs.controller(self.cluster, c, migration=True), HEAP_MB["controller"]
+                f"controller-{c}", configs.controller(self.cluster, c, migration=migration), HEAP_MB["controller"]
             )
-            release = configs.ibp(self.install.release)
+            release = configs.ibp(self.install.release) if migration else self.oldest_release
             self.cluster.tool(
                 [
                     "kafka.tools.StorageTool",
@@ -478,6 +517,40 @@ class Run:
             self.start(self.controller(c), "controller", c)
         for c in self.controller_ids:
             self.wait(f"controller-{c} started", self.ready(self.controller(c), "Kafka Server started"))
+
+    def start_kraft_brokers(self) -> None:
+        for b in range(self.plan.brokers):
+            process = self.cluster.node(f"broker-{b}", configs.kraft_broker(self.cluster, b), HEAP_MB["kraft-broker"])
+            self.cluster.tool(
+                [
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    self.cluster_id,
+                    "-c",
+                    str(process.folder / "server.properties"),
+                    "--release-version",
+                    self.oldest_release,
+                ]
+            )
+        for b in range(self.plan.brokers):
+            self.start(self.broker(b), "kraft-broker", b)
+        for b in range(self.plan.brokers):
+            self.wait(
+                f"broker-{b} running as a KRaft broker",
+                self.ready(self.broker(b), "Transitioning from RECOVERY to RUNNING"),
+            )
+
+    def update_features(self, *command: str) -> None:
+        """KIP-584's UpdateFeatures as an operator sends it, with Kafka's FeatureCommand; a refusal is an answer too."""
+        controllers = ",".join(f"127.0.0.1:{p}" for p in self.cluster.controller_ports.values())
+        argv = ["org.apache.kafka.tools.FeatureCommand", "--bootstrap-controller", controllers, *command]
+        try:
+            answer, refused = self.cluster.tool(argv).strip(), False
+        except ClusterError as e:
+            answer, refused = str(e), True
+        self.note("step", action="update-features", command=list(command), refused=refused, answer=answer[-500:])
+        self.say(f"  features {' '.join(command)}: {'refused' if refused else 'done'}")
 
     def roll_zk_broker(self, b: int) -> None:
         self.stop(self.broker(b), "zk-broker", b)
@@ -572,6 +645,7 @@ class Run:
         try:
             with self.cluster:
                 try:
+                    self.prepare()
                     for name, action in steps:
                         self.say(f"{time.monotonic() - self.started:6.1f} s  {name}")
                         self.note("step-begins", step=name)
