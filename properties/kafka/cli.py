@@ -24,11 +24,21 @@ def _fail(message: str, code: int = USAGE) -> int:
     return code
 
 
-def _installation(args: argparse.Namespace):
+def _installation(args: argparse.Namespace, runbook: bool = False):
+    """The Kafka to run; with ``runbook``, the runbook is chosen and checked against it before anything downloads."""
     from properties.kafka import install
 
     if args.kafka_dir:
-        return install.local(args.kafka_dir)
+        found = install.local(args.kafka_dir)
+    else:
+        install.check_supported(args.version)
+        found = install.Installation(args.version, Path())
+    if runbook:
+        problem = _runbook_problem(args, found)
+        if problem:
+            raise InstallError(problem)
+    if args.kafka_dir:
+        return found
     return install.install(args.version, progress=lambda line: print(line, file=sys.stderr))
 
 
@@ -69,12 +79,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from properties.kafka.run import Run
 
     try:
-        found = _installation(args)
+        found = _installation(args, runbook=True)
     except InstallError as e:
         return _fail(str(e))
-    problem = _runbook_problem(args, found)
-    if problem:
-        return _fail(problem)
     out = Path(args.out or f"kafka-out/seed-{args.seed}")
     if out.exists() and any(out.iterdir()):
         return _fail(f"--out {out} is not empty: a run's folder holds one run (remove it or name another)")
@@ -99,12 +106,9 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     from properties.kafka.cluster import install_signal_handlers
 
     try:
-        found = _installation(args)
+        found = _installation(args, runbook=True)
     except InstallError as e:
         return _fail(str(e))
-    problem = _runbook_problem(args, found)
-    if problem:
-        return _fail(problem)
     out = Path(args.out)
     previous = out / "campaign.json"
     plan = _plan(argparse.Namespace(**{**vars(args), "seed": 0}))
