@@ -139,15 +139,24 @@ class Process:
         self.signal(signal.SIGKILL)
         self._reap(10)
 
-    def stop(self, timeout: float = 60) -> None:
-        """SIGTERM: the shutdown hook runs (a broker's controlled shutdown); SIGKILL after ``timeout``."""
+    def stop(self, timeout: float = 60) -> bool:
+        """SIGTERM: the shutdown hook runs (a broker's controlled shutdown); SIGKILL after ``timeout``.
+
+        True when the process stopped by itself, False when it had to be killed."""
         if self.paused:
             self.resume()
         self.signal(signal.SIGTERM)
         try:
             self._reap(timeout)
+            return True
         except subprocess.TimeoutExpired:
             self.kill()
+            return False
+
+    def fatal_line(self) -> str | None:
+        """The line of its log since its last start that says why it exited, if one does."""
+        lines = self._log_since(self.start_offset).splitlines()
+        return next((line.strip()[:300] for line in lines if any(f in line for f in FAILED)), None)
 
     def pause(self) -> None:
         self.signal(signal.SIGSTOP)

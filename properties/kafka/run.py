@@ -277,8 +277,15 @@ class Run:
         """Until ``reached()``, firing due faults; stuck after ``bound`` s past the later of now and the last heal."""
         began = time.monotonic()
         self.note("goal", goal=goal)
+        awaited = getattr(reached, "process", None)
         while not reached():
             self.tick()
+            struck = any(victim is awaited for victim in self.struck.values())
+            if awaited is not None and not awaited.running and not struck:
+                # it exited on its own: an operator would look at why before going on
+                why = awaited.fatal_line() or f"exit code {awaited.popen.returncode}"
+                self.note("stuck", goal=goal, exited=awaited.name, why=why)
+                raise RunbookStuck(f"{goal}: {awaited.name} exited on its own ({why})")
             if time.monotonic() > max(began, self.last_heal) + bound and not self.pending:
                 self.note("stuck", goal=goal)
                 raise RunbookStuck(f"{goal} not reached within {bound:.0f} s of the last heal")
@@ -289,6 +296,7 @@ class Run:
         def check() -> bool:
             return process.running and not process.paused and marker in process._log_since(process.start_offset)
 
+        check.process = process  # type: ignore[attr-defined]  # what ``wait`` watches for an exit of its own
         return check
 
     def start(self, process: Process, role: str, node: int) -> None:
@@ -296,11 +304,22 @@ class Run:
         self.note("step", action="start", role=role, node=node, process=process.name)
 
     def stop(self, process: Process, role: str, node: int) -> None:
+        """A clean stop; one that hangs is killed, and then, as an operator would, the broker's old
+        ZooKeeper session is let expire before it starts again (a new process finding its old
+        registration still there refuses to start: KafkaZkClient's CheckedEphemeral)."""
         if process.paused:
             process.resume()
-        if process.running:
-            process.stop()
-        self.note("step", action="stop", role=role, node=node, process=process.name)
+        clean = process.stop() if process.running else True
+        self.note("step", action="stop", role=role, node=node, process=process.name, clean=clean)
+        if not clean:
+            self.say(f"  {process.name} did not stop within 60 s of SIGTERM: killed")
+            path = f"/brokers/ids/{node}"
+            if role != "controller" and self.observer is not None:
+                self.wait(
+                    f"{path} gone after {process.name} was killed",
+                    lambda: self.observer.client.exists(path) is None,
+                    bound=ZK_SESSION_TIMEOUT_MS / 1000 + 30,
+                )
 
     def driver_state(self) -> str | None:
         """The newest driver state any controller logged since its last start."""
@@ -376,6 +395,9 @@ class Run:
                 ],
                 ("deprovision-controllers", self.deprovision_controllers),
                 ("delete-controller-znodes", lambda: self.delete_controller_znodes(migration=False)),
+                # "so that one of the brokers can become the new old-style controller": a broker stopped
+                # before then still sends its controlled shutdown to the gone KRaft quorum, and hangs
+                ("reach-zk-controller-before-roll", self.reach_zk_controller),
                 *[(f"roll-broker-{b}-zk", lambda b=b: self.roll_back_to_zk(b, "zk")) for b in brokers],
                 ("reach-zk-controller", self.reach_zk_controller),
             ]
