@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -171,3 +175,29 @@ def test_kafka_4_cannot_run_the_migration(capsys):
     """4.x has no ZooKeeper mode (KAFKA-17613): the migration runbooks are refused in one line."""
     assert main(["kafka", "run", "--version", "4.1.1", "--runbook", "finalize"]) == 2
     assert "has no ZooKeeper mode" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_kafka_run_interrupted_leaves_nothing_running(signum, tmp_path):
+    """kraftcheck stopped mid-run (SIGTERM), or killed outright (SIGKILL: no handler runs), takes its cluster
+    with it: the kernel kills each process whose parent died (PR_SET_PDEATHSIG)."""
+    install.install(install.DEFAULT_VERSION)
+    folder = tmp_path / "run"
+    run = subprocess.Popen([sys.executable, "-m", "properties.cli", "kafka", "run", "--seed", "0", "--runbook",
+                            "dual-write", "--faults", "none", "--out", str(folder)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(folder.glob("broker-*/logs/server.log")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _processes_under(folder), "no Kafka process started within 120 s"
+        run.send_signal(signum)
+        run.wait(60)
+        deadline = time.monotonic() + 30
+        while _processes_under(folder) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _processes_under(folder) == []
+    finally:
+        run.kill()
+        for pid in _processes_under(folder):
+            os.kill(pid, signal.SIGKILL)
