@@ -26,6 +26,7 @@ from pathlib import Path
 
 from properties.files import replace_atomically, write_text
 from properties.kafka.install import Installation
+from properties.kafka.observe import describe
 from properties.kafka.run import RealRunPlan, Run, check_folder, timeline
 
 
@@ -176,7 +177,6 @@ def _plot(counts: Counter) -> str | None:
 
 def _excerpt(out: Path, folder: str, evidence: list[dict], around: int = 4) -> str:
     """The timeline's events around a violation's evidence, as rows."""
-    from properties.kafka.cli import describe
     from properties.kafka.run import load
 
     events = timeline(load(out / folder))

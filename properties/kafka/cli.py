@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from properties.kafka.install import DEFAULT_VERSION, InstallError
+from properties.kafka.observe import describe
 
 CLEAN, VIOLATION, USAGE, NOT_RUN = 0, 1, 2, 3
 
@@ -195,21 +196,6 @@ def _report(folder: Path, as_json: bool, outcome: str | None) -> int:
         if not violations:
             print("no violation")
     return VIOLATION if violations else CLEAN
-
-
-def describe(event: dict) -> str:
-    """One observation as a line a reader can find again in the run's raw files."""
-    channel = event.get("channel")
-    if channel == "zk":
-        if not event["exists"]:
-            return f"zk   {event['path']} deleted"
-        return f"zk   {event['path']} = {event['data']} (czxid {event['czxid']}, mzxid {event['mzxid']}, version {event['version']})"
-    if channel == "metadata":
-        return f"log  controller {event['controller']} offset {event['offset']} epoch {event['epoch']}: {event['type']} {json.dumps(event['data'])[:160]}"
-    if channel == "log":
-        fields = {k: v for k, v in event.items() if k not in ("channel", "process", "line", "time", "kind")}
-        return f"line {event['process']}/logs/server.log:{event['line']} {event['kind']} {fields}"
-    return f"op   {json.dumps(event)[:200]}"
 
 
 def add_commands(sub, parser_class) -> None:

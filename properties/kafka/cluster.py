@@ -155,7 +155,7 @@ class Process:
 
     def fatal_line(self) -> str | None:
         """The line of its log since its last start that says why it exited, if one does."""
-        lines = self._log_since(self.start_offset).splitlines()
+        lines = self.log_since(self.start_offset).splitlines()
         return next((line.strip()[:300] for line in lines if any(f in line for f in FAILED)), None)
 
     def pause(self) -> None:
@@ -178,7 +178,7 @@ class Process:
         """Until ``marker`` appears in the log after byte ``since``; fails fast if the process dies."""
         deadline = time.monotonic() + timeout
         while True:
-            text = self._log_since(since)
+            text = self.log_since(since)
             if marker in text:
                 return
             failure = next((line for line in text.splitlines() if any(f in line for f in FAILED)), None)
@@ -192,7 +192,7 @@ class Process:
                 raise ClusterError(f"{self.name}: no {marker!r} in its log within {timeout:.0f} s ({self.log})")
             time.sleep(0.1)
 
-    def _log_since(self, offset: int) -> str:
+    def log_since(self, offset: int) -> str:
         try:
             with open(self.log, "rb") as f:
                 f.seek(offset)

@@ -297,3 +297,18 @@ def merge(streams: Iterable[list[dict]]) -> list[dict]:
         _, i = min(live)
         merged.append(current[i])
         current[i] = next(heads[i], None)
+
+
+def describe(event: dict) -> str:
+    """One observation as a line a reader can find again in the run's raw files."""
+    channel = event.get("channel")
+    if channel == "zk":
+        if not event["exists"]:
+            return f"zk   {event['path']} deleted"
+        return f"zk   {event['path']} = {event['data']} (czxid {event['czxid']}, mzxid {event['mzxid']}, version {event['version']})"
+    if channel == "metadata":
+        return f"log  controller {event['controller']} offset {event['offset']} epoch {event['epoch']}: {event['type']} {json.dumps(event['data'])[:160]}"
+    if channel == "log":
+        fields = {k: v for k, v in event.items() if k not in ("channel", "process", "line", "time", "kind")}
+        return f"line {event['process']}/logs/server.log:{event['line']} {event['kind']} {fields}"
+    return f"op   {json.dumps(event)[:200]}"

@@ -294,7 +294,7 @@ class Run:
 
     def ready(self, process: Process, marker: str) -> Callable[[], bool]:
         def check() -> bool:
-            return process.running and not process.paused and marker in process._log_since(process.start_offset)
+            return process.running and not process.paused and marker in process.log_since(process.start_offset)
 
         check.process = process  # type: ignore[attr-defined]  # what ``wait`` watches for an exit of its own
         return check
@@ -326,7 +326,7 @@ class Run:
         latest = None
         for c in self.controller_ids:
             p = self.controller(c)
-            text = p._log_since(getattr(p, "start_offset", 0))
+            text = p.log_since(p.start_offset)
             for line in text.splitlines():
                 if "transitioning from" in line and "KRaftMigrationDriver" in line:
                     latest = line.split(" to ")[-1].split(" state")[0]
@@ -405,7 +405,8 @@ class Run:
             steps += [
                 (f"finalize-controller-{c}", lambda c=c: self.finalize_controller(c)) for c in self.controller_ids
             ]
-            steps += [("reach-post-migration", self.reach_post_migration)]
+            if self.install.release >= (3, 5, 0):  # 3.4 commits no POST_MIGRATION: finalizing is the roll alone
+                steps += [("reach-post-migration", self.reach_post_migration)]
         return steps
 
     @property
@@ -609,7 +610,7 @@ class Run:
     def reach_post_migration(self) -> None:
         def finalized() -> bool:
             return any(
-                "to POST_MIGRATION" in self.controller(c)._log_since(self.controller(c).start_offset)
+                "to POST_MIGRATION" in self.controller(c).log_since(self.controller(c).start_offset)
                 for c in self.controller_ids
             )
 
