@@ -414,3 +414,30 @@ def test_kafka_checks_aborted_transaction_is_not_replayed():
     assert [v.invariant for v in violations if v.invariant == "FailoverAbortsMigrationTransaction"] == []
     # the MIGRATION record was in the aborted transaction: the log never counted the migration
     assert CHECKS["InitialMigrationAllOrNothing"](obs) == []
+
+
+def test_kafka_checks_driver_table_follows_the_release():
+    """Kafka 3.4's driver went from ZK_MIGRATION straight to KRAFT_CONTROLLER_TO_BROKER_COMM (3.5 added
+    SYNC_KRAFT_TO_ZK between them): allowed on 3.4, a violation of the model's table on 3.9."""
+
+    def skipping(version):
+        obs = clean()
+        obs.version = version
+        log = obs.logs["controller-3000"]
+        del log[6:9]  # ZK_MIGRATION -> SYNC_KRAFT_TO_ZK, its writes, SYNC -> KRAFT_CONTROLLER_TO_BROKER_COMM
+        log.insert(
+            6,
+            line(
+                "controller-3000",
+                "driver-transition",
+                32,
+                9070,
+                node="3000",
+                old="ZK_MIGRATION",
+                new="KRAFT_CONTROLLER_TO_BROKER_COMM",
+            ),
+        )
+        return CHECKS["DriverTakesOnlyTableTransitions"](obs)
+
+    assert skipping((3, 4, 1)) == []
+    assert [v.invariant for v in skipping((3, 9, 2))] == ["DriverTakesOnlyTableTransitions"]

@@ -183,7 +183,9 @@ LOG_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
     for kind, p in (
         (
             "driver-transition",
-            r"\[KRaftMigrationDriver id=(?P<node>\d+)\] \d+ transitioning from (?P<old>\w+) to (?P<new>\w+) state",
+            # 3.4 logs it at DEBUG without the "[KRaftMigrationDriver id=N]" prefix; the logger names it
+            r"(?P<node>\d+) transitioning from (?P<old>\w+) to (?P<new>\w+) state "
+            r"\(org\.apache\.kafka\.metadata\.migration\.KRaftMigrationDriver\)",
         ),
         (
             "driver-zk-writes",
@@ -192,7 +194,7 @@ LOG_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("driver-claimed", r"\[KRaftMigrationDriver id=(?P<node>\d+)\] Claimed ZK controller leadership"),
         (
             "migration-completed",
-            r"\[KRaftMigrationDriver id=(?P<node>\d+)\] Completed migration of metadata from ZooKeeper to KRaft",
+            r"Completed migration of metadata from Zoo[kK]eeper to KRaft",  # 3.4: "Zookeeper"
         ),
         ("raft-leader", r"\[RaftManager id=(?P<node>\d+)\] Completed transition to Leader\(.*?epoch=(?P<epoch>\d+)"),
         (
