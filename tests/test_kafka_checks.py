@@ -13,7 +13,7 @@ import json
 import pytest
 
 from model import PROPERTIES
-from properties.kafka.checks import CHECKS, NOT_OBSERVABLE, RUNBOOK_PROGRESS, Observed, run_checks
+from properties.kafka.checks import ACKNOWLEDGED_WRITES, CHECKS, NOT_OBSERVABLE, RUNBOOK_PROGRESS, Observed, run_checks
 
 MIGRATION, PRE_MIGRATION, POST_MIGRATION = 1, 2, 3  # Kafka >= 3.5's ZkMigrationState bytes
 
@@ -175,7 +175,14 @@ def clean() -> Observed:
     obs.operator = [
         {"channel": "operator", "kind": "goal", "goal": "dual-write", "time": 8000},
         {"channel": "operator", "kind": "reached", "goal": "dual-write", "time": 9400},
+        {"channel": "operator", "kind": "ledger", "written": 3, "unknown": 0, "read_complete": True, "time": 9500},
     ]
+    obs.acknowledged = [
+        {"seq": 0, "partition": 0, "offset": 0, "time": 2100},
+        {"seq": 1, "partition": 1, "offset": 0, "time": 2140},
+        {"seq": 2, "error": "_MSG_TIMED_OUT", "time": 9000},
+    ]
+    obs.ledger = [{"seq": 0, "partition": 0, "offset": 0}, {"seq": 1, "partition": 1, "offset": 0}]
     return obs
 
 
@@ -317,6 +324,10 @@ def _feature_outside_a_broker(obs):
     obs.logs["controller-3000"].clear()  # (the migration's own check of metadata.version aside)
 
 
+def _acknowledged_write_lost(obs):
+    del obs.ledger[1]  # acknowledged at ledger-1 offset 0, gone after a failover
+
+
 def _version_back(obs):
     obs.zk["/migration"][2]["version"] = 0
 
@@ -350,6 +361,7 @@ SEEDED = {
     "ZxidStrictlyIncreases": _czxid_newer_than_mzxid,
     "CzxidFixedForNodeLife": _version_back,
     RUNBOOK_PROGRESS: _stuck,
+    ACKNOWLEDGED_WRITES: _acknowledged_write_lost,
     "AdmittedBrokersSupportFinalizedFeatures": _feature_outside_a_broker,
     "RollbackLosesNothingCommitted": _rollback_loses_a_topic,
 }
@@ -371,7 +383,7 @@ def test_kafka_check_catches_its_seeded_bug(name):
 
 def test_kafka_checks_cover_the_model_registry():
     """Every model property is either checked on real runs or listed with the reason it cannot be."""
-    names = {p.name for p in PROPERTIES} | {RUNBOOK_PROGRESS}
+    names = {p.name for p in PROPERTIES} | {RUNBOOK_PROGRESS, ACKNOWLEDGED_WRITES}
     assert set(CHECKS) | set(NOT_OBSERVABLE) == names
     assert not set(CHECKS) & set(NOT_OBSERVABLE)
     assert set(SEEDED) == set(CHECKS)
@@ -441,3 +453,11 @@ def test_kafka_checks_driver_table_follows_the_release():
 
     assert skipping((3, 4, 1)) == []
     assert [v.invariant for v in skipping((3, 9, 2))] == ["DriverTakesOnlyTableTransitions"]
+
+
+def test_kafka_checks_unread_ledger_judges_nothing():
+    """A ledger that could not be read back whole (the run ended stuck) is no evidence of loss."""
+    obs = clean()
+    obs.operator[-1]["read_complete"] = False
+    del obs.ledger[1]
+    assert CHECKS[ACKNOWLEDGED_WRITES](obs) == []

@@ -183,9 +183,25 @@ def test_kafka_run_interrupted_leaves_nothing_running(signum, tmp_path):
     with it: the kernel kills each process whose parent died (PR_SET_PDEATHSIG)."""
     install.install(install.DEFAULT_VERSION)
     folder = tmp_path / "run"
-    run = subprocess.Popen([sys.executable, "-m", "properties.cli", "kafka", "run", "--seed", "0", "--runbook",
-                            "dual-write", "--faults", "none", "--out", str(folder)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "properties.cli",
+            "kafka",
+            "run",
+            "--seed",
+            "0",
+            "--runbook",
+            "dual-write",
+            "--faults",
+            "none",
+            "--out",
+            str(folder),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
         while not list(folder.glob("broker-*/logs/server.log")) and time.monotonic() < deadline:

@@ -46,6 +46,8 @@ class Observed:
     dumps: list[list[dict]] = field(default_factory=list)  # every dump taken during the run
     logs: dict[str, list[dict]] = field(default_factory=dict)  # process -> decision lines, in order
     operator: list[dict] = field(default_factory=list)  # runbook steps and faults, in order
+    acknowledged: list[dict] = field(default_factory=list)  # the client's writes, as Kafka acknowledged them
+    ledger: list[dict] = field(default_factory=list)  # the ledger topic read back at the end
 
     @property
     def profile(self) -> Profile:
@@ -899,6 +901,7 @@ def rollback_loses_nothing(obs: Observed) -> list[Violation]:
 
 
 RUNBOOK_PROGRESS = "RunbookReachesItsEnd"  # the real run's own liveness property: no model state names it
+ACKNOWLEDGED_WRITES = "AcknowledgedWritesSurvive"  # what a client sees: the model has no records in topics
 
 
 def runbook_reaches_its_end(obs: Observed) -> list[Violation]:
@@ -915,6 +918,34 @@ def runbook_reaches_its_end(obs: Observed) -> list[Violation]:
 
 
 CHECKS[RUNBOOK_PROGRESS] = runbook_reaches_its_end
+
+
+def acknowledged_writes_survive(obs: Observed) -> list[Violation]:
+    """KIP-866 §Motivation ("without impact to partition availability and ... client applications"):
+    every write Kafka acknowledged (acks=all) is read back, at the partition and offset it was given."""
+    read = [e for e in obs.operator if e.get("kind") == "ledger"]
+    if not read or not read[-1].get("read_complete"):
+        return []  # the ledger could not be read whole: nothing to judge
+    found = {(r["partition"], r["offset"]): r["seq"] for r in obs.ledger}
+    out = []
+    for ack in obs.acknowledged:
+        if "offset" not in ack:
+            continue
+        there = found.get((ack["partition"], ack["offset"]))
+        if there != ack["seq"]:
+            what = "nothing" if there is None else f"write {there}"
+            out.append(
+                Violation(
+                    ACKNOWLEDGED_WRITES,
+                    f"write {ack['seq']}, acknowledged at ledger-{ack['partition']} offset {ack['offset']}, "
+                    f"reads back as {what}",
+                    (ack,),
+                )
+            )
+    return out
+
+
+CHECKS[ACKNOWLEDGED_WRITES] = acknowledged_writes_survive
 
 
 # ---- what cannot be seen from outside ------------------------------------------------------------

@@ -6,8 +6,8 @@ Rules:
   two runs of one plan can see different interleavings; the run's folder keeps every channel's
   raw files and ``kraftcheck kafka check DIR`` re-checks them offline.
 - One thread drives everything: a wait polls its condition and fires the faults and heals that
-  fall due meanwhile (``Schedule.tick``), so a fault can land while the runbook waits on the very
-  process it struck, as an operator's would.
+  fall due meanwhile (``Run.tick``), so a fault can land while the runbook waits on the very
+  process it struck, as it would on an operator.
 - Every wait has a deadline: the progress bound counted from the later of the wait's start and
   the last heal. A goal not reached by then ends the runbook; the checks report it as a liveness
   violation with the timeline.
@@ -15,7 +15,8 @@ Rules:
   §Migration Overview: (A) a ZooKeeper cluster with data, (B) controllers provisioned in migration
   mode and brokers rolled with the migration settings, (C) the migration to dual write, with
   metadata changed during it, (D) brokers rolled to KRaft, (E) controllers rolled without the
-  migration settings (finalization).
+  migration settings (finalization); or the guide's rollback after B, C or D. The ``kraft``
+  runbook is KIP-500 and KIP-584 on a KRaft-born cluster, the only one Kafka 4.x can run.
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from properties.kafka import configs
 from properties.kafka.checks import PROGRESS_BOUND_S, Observed, Violation, run_checks
 from properties.kafka.cluster import ZK_SESSION_TIMEOUT_MS, Cluster, ClusterError, Process, free_port
 from properties.kafka.install import Installation
 from properties.kafka.observe import ZkObserver, merge, metadata_files, parse_dump, parse_log, quiet_logger, read_jsonl
+from properties.kafka.workload import TOPIC, LedgerWriter, read_ledger
 
 RUNBOOKS = (
     "kraft",
@@ -131,10 +134,12 @@ class Run:
     struck: dict[int, Process] = field(default_factory=dict)  # id(fault) -> its victim, until healed
     deprovisioned: set[int] = field(default_factory=set)  # controllers the rollback stopped for good
     started: float = field(default_factory=time.monotonic)
+    observer: ZkObserver | None = field(init=False, default=None)  # from ZooKeeper's start on
+    writer: LedgerWriter | None = field(init=False, default=None)  # the client's writes, from create-data on
+    _operator: TextIO | None = field(init=False, default=None)  # operator.jsonl, open while the run runs
 
     def __post_init__(self) -> None:
         self.cluster = Cluster(self.install, self.folder)
-        self._operator = None
 
     # ---- the operator's log -----------------------------------------------------------------
 
@@ -165,7 +170,7 @@ class Run:
 
     def tick(self) -> None:
         now = time.monotonic()
-        for entry in sorted(e for e in self.pending if e[0] <= now):
+        for entry in sorted((e for e in self.pending if e[0] <= now), key=lambda e: e[0]):
             self.pending.remove(entry)
             _, what, fault = entry
             (self._strike if what == "fault" else self._heal)(fault)
@@ -266,7 +271,7 @@ class Run:
         return "every node running", lambda: all(ready() for ready in brokers + controllers)
 
     def heal_all(self) -> None:
-        for entry in sorted(e for e in self.pending if e[1] == "heal"):
+        for entry in sorted((e for e in self.pending if e[1] == "heal"), key=lambda e: e[0]):
             self.pending.remove(entry)
             self._heal(entry[2])
         self.pending.clear()
@@ -488,26 +493,57 @@ class Run:
     def admin(self):
         from confluent_kafka.admin import AdminClient
 
-        servers = ",".join(f"127.0.0.1:{p}" for p in self.cluster.broker_ports.values())
-        return AdminClient({"bootstrap.servers": servers, "logger": quiet_logger("client")})
+        return AdminClient({"bootstrap.servers": self.bootstrap, "logger": quiet_logger("client")})
 
     def create_topics(self, topics: list[tuple[str, int, int]], config: dict[str, str]) -> None:
+        """Topics and a topic config as an operator makes them, retried (faults can strike meanwhile)
+        until they are done or the progress bound runs out."""
+        from confluent_kafka import KafkaException
         from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-        admin = self.admin()
-        rf = min(self.plan.brokers, 2)
-        for future in admin.create_topics(
-            [NewTopic(n, p, min(r, rf)) for n, p, r in topics], request_timeout=60
-        ).values():
-            future.result(90)
         entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in config.items()]
         resource = ConfigResource("topic", topics[0][0], incremental_configs=entries)
-        for future in admin.incremental_alter_configs([resource], request_timeout=60).values():
-            future.result(90)
+        pending = [NewTopic(n, p, min(r, self.plan.brokers)) for n, p, r in topics]
+        last_error: list[str] = []
+
+        def done() -> bool:
+            admin = self.admin()
+            try:
+                for topic, future in admin.create_topics(pending, request_timeout=20).items():
+                    try:
+                        future.result(30)
+                    except KafkaException as e:
+                        if e.args[0].name() != "TOPIC_ALREADY_EXISTS":  # created by an earlier try
+                            raise
+                for future in admin.incremental_alter_configs([resource], request_timeout=20).values():
+                    future.result(30)
+                return True
+            except KafkaException as e:
+                last_error[:] = [str(e.args[0])]
+                self.note("admin-retry", topics=[t[0] for t in topics], error=last_error[0])
+                return False
+
+        self.wait(f"topics {', '.join(t[0] for t in topics)} created", done)
         self.note("step", action="admin", topics=[t[0] for t in topics], config=config)
 
     def create_data(self) -> None:
         self.create_topics([("orders", 3, 2), ("payments", 2, 2)], {"retention.ms": "3600000"})
+        self.create_topics([(TOPIC, 3, 3)], {"min.insync.replicas": str(min(2, self.plan.brokers))})
+        self.writer = LedgerWriter(self.bootstrap, self.folder / "client.jsonl", quiet_logger("producer"))
+        self.writer.start()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.cluster.broker_ports.values())
+
+    def finish_ledger(self, read: bool) -> None:
+        """Stops the client's writes and, on a settled cluster, reads the ledger back whole."""
+        if self.writer is None:
+            return
+        unknown = self.writer.finish(timeout=60 if read else 5)
+        complete = read and read_ledger(self.bootstrap, self.folder / "ledger.jsonl", quiet_logger("consumer"))
+        self.note("ledger", written=self.writer.sent, unknown=unknown, read_complete=complete)
+        self.writer = None
 
     @property
     def oldest_release(self) -> str:
@@ -664,7 +700,6 @@ class Run:
             + "\n"
         )
         outcome = "completed"
-        self.observer = None
         try:
             with self.cluster:
                 try:
@@ -677,11 +712,16 @@ class Run:
                         self.tick()
                     self.say(f"{time.monotonic() - self.started:6.1f} s  settle")
                     self.settle()
+                    self.finish_ledger(read=True)
                 except RunbookStuck as e:
                     outcome = f"stuck: {e}"
                 except ClusterError as e:
                     outcome = f"failed: {e}"
+                except BaseException as e:  # interrupted, or kraftcheck's own error: said so, then raised
+                    outcome = f"interrupted: {type(e).__name__}"
+                    raise
                 finally:
+                    self.finish_ledger(read=False)  # a run that ended early: acknowledgements kept, nothing judged
                     self.heal_all()
                     self.dump_metadata("final")
                     if self.observer is not None:
@@ -725,6 +765,8 @@ def load(folder: Path) -> Observed:
     for log in sorted(folder.glob("*/logs/server.log")):
         obs.logs[log.parent.parent.name] = parse_log(log, log.parent.parent.name)
     obs.operator = read_jsonl(folder / "operator.jsonl")
+    obs.acknowledged = read_jsonl(folder / "client.jsonl")
+    obs.ledger = read_jsonl(folder / "ledger.jsonl")
     return obs
 
 
