@@ -74,6 +74,8 @@ def test_kafka_run_observes_every_channel(migrated):
     assert dumps and "ZK_MIGRATION_STATE_RECORD" in dumps[0].read_text()
     log = (folder / "controller-3000" / "logs" / "server.log").read_text()
     assert "to DUAL_WRITE state" in log
+    ledger = [e for e in _operator(folder) if e["kind"] == "ledger"][-1]
+    assert ledger["written"] > 0 and ledger["read_complete"]  # the client wrote all along, and read it all back
     timeline = [json.loads(line) for line in (folder / "timeline.jsonl").read_text().splitlines()]
     offsets = [e["offset"] for e in timeline if e["channel"] == "metadata"]
     assert offsets == sorted(offsets)  # the merged timeline keeps the log's own order
@@ -103,6 +105,18 @@ def test_kafka_check_finds_a_seeded_bug_in_a_real_run(migrated, capsys, tmp_path
     capsys.readouterr()
     assert main(["kafka", "check", str(copy)]) == 1
     assert "VIOLATION ControllerEpochNeverDecreases" in capsys.readouterr().out
+
+
+def test_kafka_check_finds_a_lost_write_in_a_real_run(migrated, capsys, tmp_path):
+    """An acknowledged write missing from the ledger read back is a lost write (KIP-866 §Motivation)."""
+    _, folder = migrated
+    copy = tmp_path / "run"
+    os.system(f"cp -r {folder} {copy}")
+    lines = (copy / "ledger.jsonl").read_text().splitlines()
+    (copy / "ledger.jsonl").write_text("\n".join(lines[:-1]) + "\n")
+    capsys.readouterr()
+    assert main(["kafka", "check", str(copy)]) == 1
+    assert "VIOLATION AcknowledgedWritesSurvive" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
