@@ -231,3 +231,10 @@ def test_kafka_run_interrupted_leaves_nothing_running(signum, tmp_path):
         run.kill()
         for pid in _processes_under(folder):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_kafka_cli_refuses_an_unwritable_out(capsys):
+    """An --out that cannot be made is one line and exit 2, before any process starts."""
+    assert main(["kafka", "run", "--out", "/proc/kraftcheck-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out /proc/kraftcheck-run" in err[0]

@@ -86,10 +86,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out or f"kafka-out/seed-{args.seed}")
     if out.exists() and any(out.iterdir()):
         return _fail(f"--out {out} is not empty: a run's folder holds one run (remove it or name another)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        return _fail(f"--out {out}: {e.strerror}")
+    problem = _make_folder(out)
+    if problem:
+        return _fail(problem)
     install_signal_handlers()
     run = Run(_plan(args), found, out.resolve(), say=lambda line: print(line, file=sys.stderr))
     print(
@@ -100,6 +99,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if outcome.startswith("failed"):
         return _fail(f"the run could not be carried out ({outcome}); its folder is {out}", NOT_RUN)
     return _report(out, args.json, outcome)
+
+
+def _make_folder(out: Path) -> str | None:
+    """Creates ``out`` (and checks it can be written); the one-line reason when it cannot be."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".kraftcheck-write-probe"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        return f"--out {out}: {e.strerror or e}"
+    return None
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
@@ -123,10 +134,9 @@ def cmd_campaign(args: argparse.Namespace) -> int:
             )
     elif out.exists() and any(out.iterdir()):
         return _fail(f"--out {out} is not empty and holds no campaign")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        return _fail(f"--out {out}: {e.strerror}")
+    problem = _make_folder(out)
+    if problem:
+        return _fail(problem)
     install_signal_handlers()
     seeds = args.seeds if args.seeds or args.minutes else 3
     runs, violations = campaign(

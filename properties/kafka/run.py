@@ -554,24 +554,19 @@ class Run:
     def newest_release(self) -> str:
         return configs.ibp(self.install.release)
 
+    def format(self, process: Process, release: str) -> None:
+        """Kafka's StorageTool: a KRaft node's log directory made for this cluster at ``release``."""
+        config = str(process.folder / "server.properties")
+        self.cluster.tool(
+            ["kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", config, "--release-version", release]
+        )
+
     def start_controllers(self, migration: bool = True) -> None:
         for c in self.controller_ids:
             process = self.cluster.node(
                 f"controller-{c}", configs.controller(self.cluster, c, migration=migration), HEAP_MB["controller"]
             )
-            release = configs.ibp(self.install.release) if migration else self.oldest_release
-            self.cluster.tool(
-                [
-                    "kafka.tools.StorageTool",
-                    "format",
-                    "-t",
-                    self.cluster_id,
-                    "-c",
-                    str(process.folder / "server.properties"),
-                    "--release-version",
-                    release,
-                ]
-            )
+            self.format(process, configs.ibp(self.install.release) if migration else self.oldest_release)
         for c in self.controller_ids:
             self.start(self.controller(c), "controller", c)
         for c in self.controller_ids:
@@ -580,18 +575,7 @@ class Run:
     def start_kraft_brokers(self) -> None:
         for b in range(self.plan.brokers):
             process = self.cluster.node(f"broker-{b}", configs.kraft_broker(self.cluster, b), HEAP_MB["kraft-broker"])
-            self.cluster.tool(
-                [
-                    "kafka.tools.StorageTool",
-                    "format",
-                    "-t",
-                    self.cluster_id,
-                    "-c",
-                    str(process.folder / "server.properties"),
-                    "--release-version",
-                    self.oldest_release,
-                ]
-            )
+            self.format(process, self.oldest_release)
         for b in range(self.plan.brokers):
             self.start(self.broker(b), "kraft-broker", b)
         for b in range(self.plan.brokers):
