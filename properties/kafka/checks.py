@@ -26,6 +26,9 @@ from model.kraft import ZkMigrationState
 from model.migration import STATE_BYTES, STATE_ORDER, MigrationDriverState, Profile, is_valid_transition
 
 PROGRESS_BOUND_S = 120  # the driver re-polls at most 60 s apart (KRaftMigrationDriver.PollTimeSupplier)
+# Comparisons across channels go by time: a watch sees a deletion a little after it happened, and a
+# driver decides on a ZooKeeper read made a little before it logs; only what is this much clear counts.
+CROSS_CHANNEL_SLACK_MS = 500
 MODEL = {p.name: p for p in PROPERTIES}
 
 
@@ -781,14 +784,14 @@ def migration_starts_with_every_broker(obs: Observed) -> list[Violation]:
             continue
         known = {b for t, b in registered if t <= claim["time"]}
         for broker, events in _broker_registrations(obs).items():
-            live = [e for e in events if e["time"] <= claim["time"]]
+            live = [e for e in events if e["time"] <= claim["time"] - CROSS_CHANNEL_SLACK_MS]
             gone = [
                 e
                 for e in obs.zk.get(f"/brokers/ids/{broker}", [])
                 if not e["exists"]
                 and live
                 and e["seen"] * 1000 > live[-1]["time"]
-                and e["seen"] * 1000 <= claim["time"]
+                and e["seen"] * 1000 <= claim["time"] + CROSS_CHANNEL_SLACK_MS
             ]
             if live and not gone and broker not in known:
                 out.append(
@@ -810,13 +813,17 @@ def no_kraft_broker_takes_live_id(obs: Observed) -> list[Violation]:
                 continue
             broker = r["data"]["brokerId"]
             events = obs.zk.get(f"/brokers/ids/{broker}", [])
-            before = [e for e in events if (e["time"] if e["exists"] else e["seen"] * 1000) <= r["time"]]
-            if before and before[-1]["exists"]:
+            live = [e for e in events if e["exists"] and e["time"] <= r["time"]]
+            gone = live and any(
+                not e["exists"] and live[-1]["time"] <= e["seen"] * 1000 <= r["time"] + CROSS_CHANNEL_SLACK_MS
+                for e in events
+            )
+            if live and not gone:
                 out.append(
                     Violation(
                         "NoKRaftBrokerTakesALiveZkBrokersId",
-                        f"KRaft broker {broker} registered (offset {r['offset']}) while /brokers/ids/{broker} (czxid {before[-1]['czxid']}) was live",
-                        (before[-1], r),
+                        f"KRaft broker {broker} registered (offset {r['offset']}) while /brokers/ids/{broker} (czxid {live[-1]['czxid']}) was live",
+                        (live[-1], r),
                     )
                 )
     return out
