@@ -25,8 +25,11 @@ Rules:
   directory, then ``os.replace``. Readers only read ``part-NNNNN.parquet``. A partition's
   ``_parts/runs`` file is written after its violations and coverage parts and is its commit
   mark: ``--resume`` skips exactly the partitions that have one.
-- Bad input (an option, scope, fault mix, seeded bug, master, or a DIR that holds another
-  campaign) is one line on stderr and exit 2, before anything is written.
+- Bad input (an option, scope, fault mix, seeded bug, master, a Spark master nothing answers at,
+  a DIR that holds another campaign or that cannot be created or written) is one line on stderr
+  and exit 2, before anything is written and before Spark starts.
+- The JVM's output goes to ``DIR/spark.log`` (``KRAFTCHECK_SPARK_LOG``: another file, or "-" for
+  the terminal); the campaign says it is starting Spark before it does.
 - Coverage is gathered through ``Simulation.on_event`` from the model's side: the model action
   kinds taken, the migration drivers' transitions ("FROM->TO"), and a readable coarse
   projection of the model state (``state_key``). A run's ``new_coverage`` counts the keys no
@@ -47,9 +50,11 @@ if __name__ == "__main__":  # spark-submit properties/campaign.py: the project, 
 
 import hashlib
 import json
+import math
 import os
 import re
 import signal
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -88,6 +93,9 @@ DEFAULT_MASTER = "local[*]"
 DEFAULT_OUT = "campaign-out"
 DEFAULT_ENGINE = "sim"
 DEFAULT_SHRINK_SECONDS = 60.0
+MAX_SEEDS = 2**31 - 1  # partition numbers are 32-bit in the tables
+SPARK_LOG = "spark.log"
+SPARK_LOG_ENV = "KRAFTCHECK_SPARK_LOG"  # another file for the JVM's output, or "-" for the terminal
 # A partition should be some seconds of work: Spark costs ~35 ms a task and ~0.3 s a (warm) job.
 PARTITION_SECONDS = 4.0
 CHECKED_STEPS_PER_SECOND = 2_000  # differential events per second on one core (bench.sim)
@@ -158,15 +166,15 @@ def make_plan(*, seeds: int | None = None, minutes: float | None = None, scope: 
         raise CampaignError("--seeds and --minutes exclude each other")
     if seeds is None and minutes is None:
         seeds = DEFAULT_SEEDS
-    if seeds is not None and seeds < 1:
-        raise CampaignError(f"--seeds: expected a positive integer, got {seeds}")
-    if minutes is not None and not minutes > 0:
+    if seeds is not None and not 1 <= seeds <= MAX_SEEDS:
+        raise CampaignError(f"--seeds: expected a positive integer of at most {MAX_SEEDS:,}, got {seeds}")
+    if minutes is not None and not (minutes > 0 and math.isfinite(minutes)):
         raise CampaignError(f"--minutes: expected a positive number, got {minutes}")
     if steps < 1:
         raise CampaignError(f"--steps: expected a positive integer, got {steps}")
     if partition_size is not None and partition_size < 1:
         raise CampaignError(f"--partition-size: expected a positive integer, got {partition_size}")
-    if not shrink_seconds >= 0:
+    if not (shrink_seconds >= 0 and math.isfinite(shrink_seconds)):
         raise CampaignError(f"--shrink-seconds: expected a number >= 0, got {shrink_seconds}")
     if runbook not in CAMPAIGN_RUNBOOKS:
         raise CampaignError(f"unknown runbook {runbook!r}; expected one of {', '.join(CAMPAIGN_RUNBOOKS)}")
@@ -603,6 +611,7 @@ def check_out_dir(plan: dict, resume: bool) -> bool:
     recorded_path = out / PLAN_FILE
     if out.exists() and not out.is_dir():
         raise CampaignError(f"{out} is not a directory")
+    check_writable(out)
     if not recorded_path.is_file():
         return False
     if not resume:
@@ -616,6 +625,33 @@ def check_out_dir(plan: dict, resume: bool) -> bool:
         raise CampaignError(f"--resume: {out} holds a campaign with other options ({', '.join(differing)}); "
                             "another --out starts a new one")
     return True
+
+
+def check_writable(out: Path) -> None:
+    """``CampaignError`` unless DIR can be created (with its parents) and written: tried with a probe
+    file, and everything the try made is removed again, so a refused DIR is left as it was."""
+    created: list[Path] = []
+    try:
+        missing, existing = [], out
+        while not existing.exists() and existing != existing.parent:
+            missing.append(existing)
+            existing = existing.parent
+        if not existing.is_dir():
+            raise CampaignError(f"--out {out}: {existing} is a file, not a directory")
+        for directory in reversed(missing):
+            directory.mkdir()
+            created.append(directory)
+        fd, probe = tempfile.mkstemp(dir=out, prefix=".kraftcheck-probe-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise CampaignError(f"--out {out}: cannot create or write it ({e.strerror or e})") from None
+    finally:
+        for directory in reversed(created):
+            try:
+                directory.rmdir()
+            except OSError:
+                pass
 
 
 def _clean_temporaries(out: Path) -> None:
@@ -650,7 +686,12 @@ def run_campaign(plan: dict, master: str = DEFAULT_MASTER, *, resume: bool = Fal
     resuming = check_out_dir(plan, resume)
     own_spark = None
     if spark is None and is_spark_master(master):
-        spark = own_spark = spark_session.session(master)
+        log = os.environ.get(SPARK_LOG_ENV) or str(Path(plan["out"]) / SPARK_LOG)
+        if log != "-":
+            Path(plan["out"]).mkdir(parents=True, exist_ok=True)
+        print(f"kraftcheck campaign: starting Spark on {spark_session.spark_master(master)}"
+              + ("" if log == "-" else f"; the JVM's log goes to {log}"), file=sys.stderr, flush=True)
+        spark = own_spark = spark_session.session(master, log=None if log == "-" else Path(log))
     try:
         runner = make_runner(master, spark)
         try:
@@ -849,7 +890,7 @@ def add_arguments(p, positive) -> None:
                 value = float(text)
             except ValueError:
                 value = float("nan")
-            if not (value >= 0 if minimum_exclusive is None else value > minimum_exclusive):
+            if not (value >= 0 if minimum_exclusive is None else value > minimum_exclusive) or math.isinf(value):
                 raise _argument_error(f"expected {wanted}, got {text!r}")
             return value
 
@@ -917,7 +958,11 @@ def command(args) -> int:
         master = args.master or spark_session.submitted_master() or DEFAULT_MASTER
         check_out_dir(plan, args.resume)
         if is_spark_master(master):
-            master = spark_session.spark_master(master)
+            master = spark_session.spark_master(check_master(master))
+            try:
+                spark_session.check_reachable(master)
+            except ValueError as e:
+                raise CampaignError(str(e)) from None
     except CampaignError as e:
         print(f"{error} {e}", file=sys.stderr)
         return 2

@@ -1,7 +1,12 @@
 """The ``kraftcheck`` command line.
 
-Exit codes, for every command: 0 when the check is clean, 1 when it found a violation (or a
-seeded bug escaped), 2 for bad usage (an unknown scope, bug or option), with a one-line error.
+Exit codes, for every command (``EXIT_CODES``, listed in the README):
+0 when the check is clean (a documented finding about the seeds, ``Scope.findings``, is reported
+and counted, not a violation), 1 when it found a violation (or a seeded bug escaped), 2 for bad
+usage (an unknown scope, bug or option, a file that is not a trace, a directory it cannot write,
+a Spark master it cannot reach), 4 for an internal error (a bug in kraftcheck, never a finding),
+130 when interrupted. Every error is one line on stderr; ``KRAFTCHECK_DEBUG=1`` adds the
+traceback of an internal error. Exit 3 is scripts/setup.sh's: the machine lacks a prerequisite.
 Results go to stdout (``--json`` for machines); progress goes to stderr.
 """
 
@@ -9,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -16,7 +22,15 @@ from model import PROPERTIES, SCOPES, SEEDED_BUGS_BY_NAME, Kind, Variant
 from model.invariants import BY_NAME
 from model.migration import Profile
 
-CLEAN, VIOLATION, USAGE = 0, 1, 2
+CLEAN, VIOLATION, USAGE, INTERNAL, INTERRUPTED = 0, 1, 2, 4, 130
+EXIT_CODES = {
+    CLEAN: "clean (documented findings about the seeds included)",
+    VIOLATION: "a violation found, or a seeded bug escaped",
+    USAGE: "bad usage: an option, a file or a directory that cannot be used; nothing written",
+    3: "scripts/setup.sh only: the machine lacks a prerequisite it cannot install",
+    INTERNAL: "an internal error: a bug in kraftcheck, not a finding",
+    INTERRUPTED: "interrupted (Ctrl-C); a campaign continues with --resume",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -453,6 +467,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     except ReportError as err:
         print(f"kraftcheck report: error: {err}", file=sys.stderr)
         return USAGE
+    except OSError as err:  # the tables read, the page cannot be written there
+        print(f"kraftcheck report: error: cannot write {err.filename or args.dir}: {err.strerror or err}",
+              file=sys.stderr)
+        return USAGE
     print(f"wrote {path}")
     return CLEAN
 
@@ -613,6 +631,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `kraftcheck ... | head` closed stdout early: not an error
         sys.stderr.close()
         return CLEAN
+    except KeyboardInterrupt:
+        print(f"kraftcheck {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except Exception as err:  # noqa: BLE001 - a crash must not exit 1, which reads as a finding
+        return _internal_error(args.command, err)
+
+
+def _internal_error(command: str, err: BaseException) -> int:
+    """One line naming the error (the traceback too with KRAFTCHECK_DEBUG=1); exit ``INTERNAL``."""
+    if os.environ.get("KRAFTCHECK_DEBUG"):
+        import traceback
+
+        traceback.print_exception(err, file=sys.stderr)
+    reason = (str(err).strip().splitlines() or [""])[0]
+    print(f"kraftcheck {command}: internal error: {type(err).__name__}{': ' + reason if reason else ''} "
+          "(a bug in kraftcheck, not a finding; KRAFTCHECK_DEBUG=1 shows the traceback)", file=sys.stderr)
+    return INTERNAL
 
 
 if __name__ == "__main__":

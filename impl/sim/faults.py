@@ -104,6 +104,9 @@ def parse(spec: str) -> FaultMix:
         overrides.insert(0, names)
         names = "none"
     mixes = names.split("+")
+    twice = sorted({name for name in mixes if mixes.count(name) > 1})
+    if twice:
+        raise ValueError(f"fault mix {names!r} names {twice[0]!r} twice")
     swarm = SWARM in mixes
     mixes = [name for name in mixes if name != SWARM] or ["all"]  # ``swarm`` alone swarms over every fault
     mix = NONE
