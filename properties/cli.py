@@ -273,11 +273,32 @@ def cmd_prove(args: argparse.Namespace) -> int:
     return CLEAN if all_hold(rows) else VIOLATION
 
 
+def _load_trace(path: str):
+    """A trace file with at least one step, each naming only nodes its scope has; a one-line TraceError otherwise."""
+    from impl.sim.scenarios import scenario
+    from properties import traces
+
+    trace = traces.load_trace(path)
+    if not trace.actions:
+        raise traces.TraceError(f"{path}: the trace has no steps: nothing to replay")
+    where = "steps[{}].action" if isinstance(trace, traces.DifferentialTrace) else "actions[{}]"
+    try:
+        traces.check_fits(scenario(trace.scope), trace.actions, where)
+    except traces.TraceError as err:
+        raise traces.TraceError(f"{path}: {err}") from None
+    return trace
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
+    """Exit 1 when the replay breaks an invariant or disagrees, the recorded violation or another (the
+    verdict line says which: a trace relabelled to another profile may break something else); 0 when it
+    replays clean; 2 when the file is not a trace of this model. Table and diagram stop at that step."""
+    from dataclasses import replace
+
     from properties import mermaid, traces
 
     try:
-        trace = traces.load_trace(args.file)
+        trace = _load_trace(args.file)
     except traces.TraceError as err:
         print(f"kraftcheck replay: error: {err}", file=sys.stderr)
         return USAGE
@@ -285,7 +306,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return _replay_differential(args, trace)
     result = traces.replay(trace)
     broke = ", ".join(result.violations) if result.violation_step else None
-    diagram = mermaid.sequence_diagram(trace, broke, result.violation_step or 0)
+    shown = replace(trace, actions=trace.actions[:len(result.steps)])  # up to the violation or refused step
+    diagram = mermaid.sequence_diagram(shown, broke, result.violation_step or 0)
     if args.json:
         out = {
             "file": args.file,
@@ -317,11 +339,14 @@ def _replay_differential(args: argparse.Namespace, trace) -> int:
     """A differential trace: the implementation and the model, replayed step by step (properties.shrink)."""
     from properties import mermaid, shrink
 
+    from dataclasses import replace
+
     replayed = shrink.replay_trace(trace)
     found = replayed.disagreement
     refused = frozenset(i for i, taken in enumerate(replayed.taken, 1) if not taken)
     step = None if replayed.failed_at is None else replayed.failed_at + 1
-    diagram = mermaid.sequence_diagram(trace, replayed.signature, step or 0, refused)
+    shown = trace if step is None else replace(trace, steps=trace.steps[:step])  # stop at the violation
+    diagram = mermaid.sequence_diagram(shown, replayed.signature, step or 0, refused)
     if args.json:
         _print_json({
             "file": args.file,
@@ -364,7 +389,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
         return refuse("--scope, --faults, --mutant, --steps and --runbook go with --seed, not with a FILE")
     if args.file is not None:
         try:
-            trace = traces.load_trace(args.file)
+            trace = _load_trace(args.file)
         except traces.TraceError as err:
             return refuse(str(err))
         default_name = Path(args.file).stem
@@ -402,10 +427,13 @@ def cmd_pin(args: argparse.Namespace) -> int:
                f"{result.seconds:.1f} s, {result.tries} replays")
     else:
         seeded = bool(trace.bugs) or bool(getattr(trace, "impl_bugs", ()))
-        reproduces = _reproduces(trace)
-        if seeded and not reproduces:
-            return refuse(f"{args.file}: the recorded violation does not reproduce with its seeded bugs")
-        how = f"from {args.file}" + ("" if seeded or not reproduces else
+        reproduced, found = _reproduces(trace)
+        if seeded and reproduced is None:
+            return refuse(f"{args.file}: the recorded violation {_recorded(trace)} does not reproduce with its "
+                          f"seeded bugs: {found} (`kraftcheck replay {args.file}` shows the replay)")
+        if reproduced is not None:
+            trace = reproduced  # cut at the violation: what comes after it is not part of the regression
+        how = f"from {args.file}" + ("" if seeded or reproduced is None else
                                      "; it reproduces now: the test fails until the bug is fixed")
     try:
         traces.save_trace(target, trace)
@@ -416,12 +444,32 @@ def cmd_pin(args: argparse.Namespace) -> int:
     return CLEAN
 
 
-def _reproduces(trace) -> bool:
+def _recorded(trace) -> str:
+    return getattr(trace, "signature", None) or trace.violation or "(none recorded)"
+
+
+def _reproduces(trace):
+    """(the trace cut at the step that reproduces its recorded violation, or None; what the replay did)."""
+    from dataclasses import replace
+
     from properties import shrink, traces
 
     if isinstance(trace, traces.DifferentialTrace):
-        return shrink.replay_trace(trace).signature == trace.signature
-    return traces.replay(trace).reproduced
+        replayed = shrink.replay_trace(trace)
+        if replayed.signature is None:
+            return None, "it replays clean"
+        step = len(trace.steps) if replayed.failed_at is None else replayed.failed_at + 1
+        if replayed.signature != trace.signature:
+            return None, f"step {step} gives {replayed.signature} instead"
+        return replace(trace, steps=trace.steps[:step]), f"step {step} reproduces it"
+    result = traces.replay(trace)
+    if result.not_enabled_index is not None:
+        return None, f"step {result.not_enabled_index + 1} is not enabled"
+    if result.violation_step is None:
+        return None, "it replays clean"
+    if not result.reproduced:
+        return None, f"step {result.violation_step} breaks {', '.join(result.violations)} instead"
+    return replace(trace, actions=trace.actions[:result.violation_step]), f"step {result.violation_step} reproduces it"
 
 
 def cmd_manifest(args: argparse.Namespace) -> int:
