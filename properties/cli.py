@@ -16,7 +16,9 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from model import PROPERTIES, SCOPES, SEEDED_BUGS_BY_NAME, Kind, Variant
 from model.invariants import BY_NAME
@@ -394,8 +396,6 @@ def _replay_differential(args: argparse.Namespace, trace) -> int:
 
 def cmd_pin(args: argparse.Namespace) -> int:
     """A trace file, or a failing seed (run with every event checked, then shrunk), as tests/regressions/NAME.json."""
-    from pathlib import Path
-
     from properties import shrink, traces
 
     def refuse(message: str) -> int:
@@ -492,22 +492,63 @@ def _reproduces(trace):
     return replace(trace, actions=trace.actions[:result.violation_step]), f"step {result.violation_step} reproduces it"
 
 
+def _target(given: str | None, default: str, marker: str, command: str, option: str) -> Path:
+    """Where a command that rewrites project files writes: the path the user gave, else ``default`` in the
+    working directory when it is a kraftcheck checkout (it holds ``marker``); never the installed tree."""
+    if given is not None:
+        return Path(given)
+    if not Path(marker).is_file():
+        raise _Refused(f"kraftcheck {command}: error: {Path.cwd()} is not a kraftcheck checkout (no {marker}): "
+                       f"run it in the checkout to change, or give {option}")
+    return Path(default)
+
+
+class _Refused(Exception):
+    """A command's one-line refusal (exit 2)."""
+
+
 def cmd_manifest(args: argparse.Namespace) -> int:
     from properties import manifest
 
-    measured = manifest.measure_all()
+    try:
+        target = _target(args.file, "properties/manifest.json", "properties/manifest.json", "manifest", "--file FILE") \
+            if args.write else Path(args.file or manifest.MANIFEST)
+    except _Refused as err:
+        print(err, file=sys.stderr)
+        return USAGE
+    if args.write and not target.parent.is_dir():
+        print(f"kraftcheck manifest: error: --file {target}: {target.parent} is not a directory", file=sys.stderr)
+        return USAGE
+    if not args.write and not target.is_file():
+        print(f"kraftcheck manifest: error: --file {target}: no such file", file=sys.stderr)
+        return USAGE
+    started = time.monotonic()
+
+    def progress(index: int, count: int, key: str) -> None:
+        print(f"manifest: exploring {key} ({index + 1}/{count}, {time.monotonic() - started:.0f} s so far)",
+              file=sys.stderr, flush=True)
+
+    measured = manifest.measure_all(progress)
     if args.write:
-        manifest.write(measured)
-        print(f"wrote {manifest.MANIFEST}")
+        try:
+            manifest.write(measured, target)
+        except OSError as err:
+            print(f"kraftcheck manifest: error: cannot write {target}: {err.strerror or err}", file=sys.stderr)
+            return USAGE
+        print(f"wrote {target}")
         return CLEAN
-    pinned = manifest.load()
+    try:
+        pinned = manifest.load(target)
+    except ValueError as err:
+        print(f"kraftcheck manifest: error: {target}: not a manifest ({err})", file=sys.stderr)
+        return USAGE
     moved = sorted(name for name in measured if pinned.get(name) != measured[name])
     for name in moved:
         print(f"{name}: pinned {pinned.get(name)}, measured {measured[name]}")
     if moved:
         print("reachability moved: if on purpose, run `kraftcheck manifest --write`", file=sys.stderr)
         return VIOLATION
-    print(f"{len(measured)} scopes match {manifest.MANIFEST}")
+    print(f"{len(measured)} scopes match {target}")
     return CLEAN
 
 
@@ -515,14 +556,29 @@ def cmd_docs(args: argparse.Namespace) -> int:
     from properties import site
 
     if args.check:
-        stale = site.stale_pages()
+        directory = Path(args.dir) if args.dir else Path("docs") if Path("mkdocs.yml").is_file() else site.DOCS
+        stale = site.stale_pages(directory)
         for path in stale:
             print(f"{path} is stale: run `kraftcheck docs`", file=sys.stderr)
         if stale:
             return VIOLATION
-        print(f"{len(site.PAGES)} generated pages in {site.DOCS} are up to date")
+        print(f"{len(site.PAGES)} generated pages in {directory} are up to date")
         return CLEAN
-    for path in site.write_all():
+    try:
+        directory = _target(args.dir, "docs", "mkdocs.yml", "docs", "--dir DIR")
+    except _Refused as err:
+        print(err, file=sys.stderr)
+        return USAGE
+    if directory.exists() and not directory.is_dir():
+        print(f"kraftcheck docs: error: --dir {directory} is not a directory", file=sys.stderr)
+        return USAGE
+    try:
+        written = site.write_all(directory)
+    except OSError as err:
+        print(f"kraftcheck docs: error: cannot write {err.filename or directory}: {err.strerror or err}",
+              file=sys.stderr)
+        return USAGE
+    for path in written:
         print(f"wrote {path}")
     return CLEAN
 
@@ -676,10 +732,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("manifest", help="check (or --write) the pinned state counts of every scope")
     p.add_argument("--write", action="store_true", help="pin the counts measured now")
+    p.add_argument("--file", help="the manifest to check or write (default: the installed one to check; "
+                                  "properties/manifest.json of the kraftcheck checkout in the working directory to "
+                                  "write)")
     p.set_defaults(run=cmd_manifest)
 
     p = sub.add_parser("docs", help="regenerate the site's generated pages (docs/invariants.md, ...) from the model")
     p.add_argument("--check", action="store_true", help="only check that the committed pages are up to date")
+    p.add_argument("--dir", help="where the pages go (default: docs/ of the kraftcheck checkout in the working "
+                                 "directory; --check without it: that, or the installed pages)")
     p.set_defaults(run=cmd_docs)
 
     from properties.kafka.cli import add_commands as add_kafka_commands
