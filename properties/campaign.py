@@ -321,6 +321,7 @@ class SeedRun:
     disagreement: Disagreement | None
     coverage: Counter = field(default_factory=Counter)
     faults: str = ""  # the run's own mix (under swarm testing each run draws one)
+    rolled_back: bool = False  # the rollback runbook's last step (the quorum's znodes deleted) was taken
 
 
 def run_seed(plan: dict, seed: int, coverage: bool = True) -> SeedRun:
@@ -350,7 +351,8 @@ def run_seed(plan: dict, seed: int, coverage: bool = True) -> SeedRun:
         disagreement = d
     outcome = sim.run(0)  # no further event: the outcome (progress, findings) as far as the run got
     return SeedRun(seed, runbook, sim.record, time.perf_counter() - start, time.time(), outcome.progress,
-                   outcome.findings, disagreement, collector.counts if collector else Counter(), sim.faults.describe())
+                   outcome.findings, disagreement, collector.counts if collector else Counter(), sim.faults.describe(),
+                   outcome.rolled_back)
 
 
 def run_partition(plan: dict, partition: int) -> dict:
@@ -372,7 +374,7 @@ def run_partition(plan: dict, partition: int) -> dict:
             "finished_s": None if started is None else run.ended_at - started,
             "outcome": "clean" if d is None else "violation",
             "invariant": None if d is None else invariant_of(signature), "progress": run.progress,
-            "findings": list(run.findings), "coverage_signature": coverage_signature(run.coverage),
+            "rolled_back": run.rolled_back, "findings": list(run.findings), "coverage_signature": coverage_signature(run.coverage),
             "new_coverage": None,
         })
         if d is not None:
@@ -428,7 +430,7 @@ def schemas():
             ("mutant", pa.string()), ("runbook", pa.string()), ("engine", pa.string()), ("steps", pa.int64()),
             ("duration_s", pa.float64()), ("finished_s", pa.float64()), ("outcome", pa.string()),
             ("invariant", pa.string()), ("progress", pa.string()), ("findings", pa.list_(pa.string())),
-            ("coverage_signature", pa.string()), ("new_coverage", pa.int32()),
+            ("coverage_signature", pa.string()), ("new_coverage", pa.int32()), ("rolled_back", pa.bool_()),
         ]),
         "violations": pa.schema([
             ("partition", pa.int32()), ("seed", pa.int64()), ("scope", pa.string()), ("mutant", pa.string()),
@@ -843,9 +845,17 @@ def _finish_fuzz(plan: dict, violations: list[dict], groups: dict) -> list[dict]
     return entries
 
 
+ROLLED_BACK = "rolled-back"  # a level after PROGRESS's: the rollback runbook finished
+
+
+def run_level(run: dict) -> str:
+    """How far a run got: its ``progress``, or ``rolled-back`` when its rollback finished."""
+    return ROLLED_BACK if run.get("rolled_back") else run["progress"]
+
+
 def _by_progress(counts: Counter) -> dict[str, int]:
-    """Runs per level of ``Simulation.PROGRESS``, in the migration's order."""
-    order = {level: i for i, level in enumerate(PROGRESS)}
+    """Runs per level of ``Simulation.PROGRESS`` (then ``rolled-back``), in the migration's order."""
+    order = {level: i for i, level in enumerate((*PROGRESS, ROLLED_BACK))}
     return dict(sorted(counts.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
 
 
@@ -870,9 +880,9 @@ def summarize(plan: dict, master: str, tables: dict, counterexamples: list[dict]
         "findings": dict(sorted(findings.items())),
         "coverage": {kind: len({r["key"] for r in coverage if r["kind"] == kind})
                      for kind in ("action", "driver_transition", "state")},
-        "progress": _by_progress(Counter(r["progress"] for r in runs)),
+        "progress": _by_progress(Counter(run_level(r) for r in runs)),
         "progress_by_runbook": {
-            runbook: _by_progress(Counter(r["progress"] for r in runs if r["runbook"] == runbook))
+            runbook: _by_progress(Counter(run_level(r) for r in runs if r["runbook"] == runbook))
             for runbook in sorted({r["runbook"] for r in runs})
         },
         "counterexamples": counterexamples,
