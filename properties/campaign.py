@@ -565,29 +565,52 @@ def make_runner(master: str, spark=None) -> Runner:
 
 
 class _Display:
-    """The progress bar on stderr: seeds done, violations, steps/s (off with --json or off a terminal)."""
+    """The progress line on stderr (off with --json or off a terminal): what it is doing, the time so far and the
+    time left (from this invocation's pace for ``--seeds``, the deadline for ``--minutes``), a bar, seeds done,
+    violations, steps/s; the times come first, so that an 80-column terminal cuts the rate, not them."""
 
-    def __init__(self, enabled: bool, total: int | None, label: str) -> None:
+    def __init__(self, enabled: bool, total: int | None, label: str, done: int = 0,
+                 deadline: float | None = None) -> None:
         self.progress = None
+        self.total, self.done, self.deadline, self.started = total, done, deadline, time.monotonic()
         if not enabled:
             return
         from rich.console import Console
-        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
 
         self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-            TextColumn("{task.completed:.0f}/{task.fields[of]} seeds"),
+            SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[clock]}"),
+            BarColumn(bar_width=12), TextColumn("{task.completed:.0f}/{task.fields[of]} seeds"),
             TextColumn("{task.fields[violations]} violations"), TextColumn("{task.fields[rate]} steps/s"),
-            TimeElapsedColumn(), console=Console(stderr=True), transient=True,
+            console=Console(stderr=True), transient=True,
         )
         self.progress.start()
-        self.task = self.progress.add_task(label, total=total, of="?" if total is None else total, violations=0,
-                                           rate="-")
+        self.task = self.progress.add_task(label, total=total, completed=done, of="?" if total is None else total,
+                                           violations=0, rate="-", clock=self._clock(0.0, done))
+
+    @staticmethod
+    def _duration(seconds: float) -> str:
+        minutes, secs = divmod(int(seconds), 60)
+        hours, minutes = divmod(minutes, 60)
+        return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+    def _clock(self, seconds: float, seeds: int) -> str:
+        """``elapsed eta left``: the campaign's time so far (earlier invocations included) and an estimate of the
+        time left ("-" before the first partition of this invocation ends)."""
+        now = time.monotonic()
+        if self.deadline is not None:
+            left = max(0.0, self.deadline - now)
+        elif self.total is not None and seeds > self.done:
+            left = (self.total - seeds) * (now - self.started) / (seeds - self.done)
+        else:
+            left = None
+        return f"{self._duration(seconds)} eta {'-' if left is None else self._duration(left)}"
 
     def update(self, seeds: int, violations: int, steps: int, seconds: float, description: str | None = None):
         if self.progress is None:
             return
-        fields = {"completed": seeds, "violations": violations, "rate": f"{steps / seconds:,.0f}" if seconds else "-"}
+        fields = {"completed": seeds, "violations": violations, "rate": f"{steps / seconds:,.0f}" if seconds else "-",
+                  "clock": self._clock(seconds, seeds)}
         if description is not None:
             fields["description"] = description
         self.progress.update(self.task, **fields)
@@ -721,9 +744,9 @@ def _run(plan: dict, runner: Runner, resuming: bool, show_progress: bool) -> dic
         tally.violations += sum(r["outcome"] == "violation" for r in runs)
         offset = max([offset, *(r["finished_s"] or 0.0 for r in runs)])
     total = plan["seeds"]
-    display = _Display(show_progress, total, f"campaign on {runner.label}")
-    task_plan = {**plan, "started_at": started - offset}
     deadline = None if plan["minutes"] is None else time.monotonic() + plan["minutes"] * 60
+    display = _Display(show_progress, total, "running", tally.seeds, deadline)
+    task_plan = {**plan, "started_at": started - offset}
     todo = _partitions_to_run(plan, done)
     pending: dict[Future, int] = {}
     try:
@@ -745,8 +768,7 @@ def _run(plan: dict, runner: Runner, resuming: bool, show_progress: bool) -> dic
                 tally.steps += sum(r["steps"] for r in rows["runs"])
                 tally.violations += sum(r["outcome"] == "violation" for r in rows["runs"])
             display.update(tally.seeds, tally.violations, tally.steps, offset + time.time() - started)
-        display.update(tally.seeds, tally.violations, tally.steps, offset + time.time() - started,
-                       "consolidating and shrinking")
+        display.update(tally.seeds, tally.violations, tally.steps, offset + time.time() - started, "shrinking")
         tables = consolidate(out, sorted(done))
         counterexamples = shrink_groups(plan, runner, tables["violations"])
         for name in TABLES:
