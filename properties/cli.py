@@ -592,7 +592,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"kraftcheck report: error: {err}", file=sys.stderr)
         return USAGE
     except OSError as err:  # the tables read, the page cannot be written there
-        print(f"kraftcheck report: error: cannot write {err.filename or args.dir}: {err.strerror or err}",
+        print(f"kraftcheck report: error: cannot write {Path(args.dir) / 'report.html'}: {err.strerror or err}",
               file=sys.stderr)
         return USAGE
     print(f"wrote {path}")
