@@ -6,7 +6,9 @@ and counted, not a violation), 1 when it found a violation (or a seeded bug esca
 usage (an unknown scope, bug or option, a file that is not a trace, a directory it cannot write,
 a Spark master it cannot reach), 4 for an internal error (a bug in kraftcheck, never a finding),
 130 when interrupted. Every error is one line on stderr; ``KRAFTCHECK_DEBUG=1`` adds the
-traceback of an internal error. Exit 3 is scripts/setup.sh's: the machine lacks a prerequisite.
+traceback of an internal error. Exit 3: this machine could not carry it out, nothing was checked
+(``kraftcheck kafka run``: a real process would not start; scripts/setup.sh: a prerequisite it
+cannot install).
 Results go to stdout (``--json`` for machines); progress goes to stderr.
 """
 
@@ -29,7 +31,7 @@ EXIT_CODES = {
     CLEAN: "clean (documented findings about the seeds included)",
     VIOLATION: "a violation found, or a seeded bug escaped",
     USAGE: "bad usage: an option, a file or a directory that cannot be used; nothing written",
-    3: "scripts/setup.sh only: the machine lacks a prerequisite it cannot install",
+    3: "not carried out on this machine, nothing checked (kafka run; scripts/setup.sh: a missing prerequisite)",
     INTERNAL: "an internal error: a bug in kraftcheck, not a finding",
     INTERRUPTED: "interrupted (Ctrl-C); a campaign continues with --resume",
 }
