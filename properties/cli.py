@@ -219,7 +219,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"scope {result.scope}, seed {result.seed}: {result.steps} steps in {result.seconds:.2f}s"
               + (" (deadlocked)" if result.deadlocked else ""))
         for name in sorted(result.findings):
-            print(f"{_FINDING} {name}: {BY_NAME[name].meaning} ({_FINDING_MEANS})")
+            print(f"{_FINDING} {name}: {BY_NAME[name].meaning}\n  {_FINDING_MEANS}")
         if result.violation:
             print(f"VIOLATION {result.violation}: {BY_NAME[result.violation].meaning}")
             _print_trace(result.trace)
