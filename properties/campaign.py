@@ -652,9 +652,9 @@ def check_out_dir(plan: dict, resume: bool) -> bool:
     return True
 
 
-def check_writable(out: Path) -> None:
-    """``CampaignError`` unless DIR can be created (with its parents) and written: tried with a probe
-    file, and everything the try made is removed again, so a refused DIR is left as it was."""
+def check_writable(out: Path, option: str = "--out") -> None:
+    """``CampaignError`` (naming ``option``) unless DIR can be created (with its parents) and written: tried
+    with a probe file, and everything the try made is removed again, so a refused DIR is left as it was."""
     created: list[Path] = []
     try:
         missing, existing = [], out
@@ -662,7 +662,7 @@ def check_writable(out: Path) -> None:
             missing.append(existing)
             existing = existing.parent
         if not existing.is_dir():
-            raise CampaignError(f"--out {out}: {existing} is a file, not a directory")
+            raise CampaignError(f"{option} {out}: {existing} is a file, not a directory")
         for directory in reversed(missing):
             directory.mkdir()
             created.append(directory)
@@ -670,7 +670,7 @@ def check_writable(out: Path) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise CampaignError(f"--out {out}: cannot create or write it ({e.strerror or e})") from None
+        raise CampaignError(f"{option} {out}: cannot create or write it ({e.strerror or e})") from None
     finally:
         for directory in reversed(created):
             try:

@@ -433,6 +433,12 @@ def cmd_pin(args: argparse.Namespace) -> int:
     target = Path(args.dir) / f"{name}.json"
     if target.exists():
         return refuse(f"{target} exists: choose another --name (a pinned regression is never overwritten)")
+    from properties.campaign import CampaignError, check_writable
+
+    try:
+        check_writable(Path(args.dir), "--dir")  # before a seed is run and shrunk, which takes minutes
+    except CampaignError as err:
+        return refuse(str(err))
     if args.file is None:
         sim, found = shrink.run_seed(plan, args.seed)
         if found is None:
@@ -460,7 +466,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
     try:
         traces.save_trace(target, trace)
     except (traces.TraceError, OSError) as err:
-        return refuse(f"cannot write {target}: {err}")
+        return refuse(f"cannot write {target}: {getattr(err, 'strerror', None) or err}")
     what = getattr(trace, "signature", None) or trace.violation
     print(f"pinned {target}: {what}, {len(trace.actions)} steps ({how})")
     return CLEAN

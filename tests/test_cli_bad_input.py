@@ -158,6 +158,8 @@ CASES = [
     (["pin", "{diff_model_scope}", "--dir", "{tmp}/pins"], "not in scope bounce"),
     (["pin", "{other_violation}", "--dir", "{tmp}/pins"], "does not reproduce with its seeded bugs"),
     (["pin", "{not_json}", "--dir", "{tmp}/pins"], "not JSON"),
+    (["pin", "{good_trace}", "--dir", "{a_file}/pins"], "--dir"),
+    (["pin", "--seed", "0", "--dir", "/proc/kraftcheck-pins"], "--dir /proc/kraftcheck-pins: cannot create or write"),
     (["pin", "--seed", "-1"], "expected an integer >= 0"),
     (["pin", "--seed", "1", "--scope", "galaxy", "--dir", "{tmp}/pins"], "unknown scope"),
     (["pin", "--seed", "1", "--faults", "lightning", "--dir", "{tmp}/pins"], "unknown fault mix"),
