@@ -164,6 +164,8 @@ def make_plan(*, seeds: int | None = None, minutes: float | None = None, scope: 
     """The campaign's plan, every option checked (``CampaignError``, one line); JSON-ready."""
     if seeds is not None and minutes is not None:
         raise CampaignError("--seeds and --minutes exclude each other")
+    if not os.fspath(out).strip():
+        raise CampaignError("--out: expected a directory, got an empty name")
     if seeds is None and minutes is None:
         seeds = DEFAULT_SEEDS
     if seeds is not None and not 1 <= seeds <= MAX_SEEDS:

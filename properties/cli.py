@@ -427,16 +427,21 @@ def cmd_pin(args: argparse.Namespace) -> int:
         except ValueError as err:
             return refuse(str(err))
         default_name = f"{args.mutant or 'no-bug'}-{plan['scope']}-seed{args.seed}"
-    name = (args.name or default_name).removesuffix(".json")
+    name = (default_name if args.name is None else args.name).removesuffix(".json")
     if not name or not all(c.isalnum() or c in "_.-" for c in name) or name.startswith("."):
         return refuse(f"--name {name!r}: use letters, digits, '_', '-' and '.' only")
-    target = Path(args.dir) / f"{name}.json"
+    try:
+        directory = _target(args.dir, "tests/regressions", "tests/test_pinned_regressions.py", "pin", "--dir DIR")
+    except _Refused as err:
+        print(err, file=sys.stderr)
+        return USAGE
+    target = directory / f"{name}.json"
     if target.exists():
         return refuse(f"{target} exists: choose another --name (a pinned regression is never overwritten)")
     from properties.campaign import CampaignError, check_writable
 
     try:
-        check_writable(Path(args.dir), "--dir")  # before a seed is run and shrunk, which takes minutes
+        check_writable(directory, "--dir")  # before a seed is run and shrunk, which takes minutes
     except CampaignError as err:
         return refuse(str(err))
     if args.file is None:
@@ -504,6 +509,8 @@ def _target(given: str | None, default: str, marker: str, command: str, option: 
     """Where a command that rewrites project files writes: the path the user gave, else ``default`` in the
     working directory when it is a kraftcheck checkout (it holds ``marker``); never the installed tree."""
     if given is not None:
+        if not given.strip():
+            raise _Refused(f"kraftcheck {command}: error: {option.split()[0]}: expected a path, got an empty one")
         return Path(given)
     if not Path(marker).is_file():
         raise _Refused(f"kraftcheck {command}: error: {Path.cwd()} is not a kraftcheck checkout (no {marker}): "
@@ -520,7 +527,7 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
     try:
         target = _target(args.file, "properties/manifest.json", "properties/manifest.json", "manifest", "--file FILE") \
-            if args.write else Path(args.file or manifest.MANIFEST)
+            if args.write else Path(manifest.MANIFEST if args.file is None else args.file)
     except _Refused as err:
         print(err, file=sys.stderr)
         return USAGE
@@ -726,7 +733,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runbook", choices=("finalize", "rollback", "none", "mixed"),
                    help="with --seed: the operator's runbook (default mixed: every 4th seed rolls back)")
     p.add_argument("--name", help="the file name in --dir (default: the trace file's, or MUTANT-SCOPE-seedN)")
-    p.add_argument("--dir", default="tests/regressions", help="where pinned traces live (default tests/regressions)")
+    p.add_argument("--dir", help="where pinned traces live (default: tests/regressions of the kraftcheck checkout in "
+                                 "the working directory)")
     p.add_argument("--shrink-seconds", type=_positive, default=120, help="time budget of the shrinking (default 120)")
     p.set_defaults(run=cmd_pin)
 

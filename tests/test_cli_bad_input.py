@@ -161,6 +161,9 @@ CASES = [
     (["pin", "{good_trace}", "--dir", "{a_file}/pins"], "--dir"),
     (["pin", "--seed", "0", "--dir", "/proc/kraftcheck-pins"], "--dir /proc/kraftcheck-pins: cannot create or write"),
     (["pin", "--seed", "-1"], "expected an integer >= 0"),
+    (["pin", "{good_trace}"], "is not a kraftcheck checkout"),
+    (["pin", "{good_trace}", "--name", "", "--dir", "{tmp}/pins"], "--name ''"),
+    (["pin", "{good_trace}", "--dir", ""], "--dir: expected a path"),
     (["pin", "--seed", "1", "--scope", "galaxy", "--dir", "{tmp}/pins"], "unknown scope"),
     (["pin", "--seed", "1", "--faults", "lightning", "--dir", "{tmp}/pins"], "unknown fault mix"),
     (["pin", "--seed", "1", "--faults", "swarm+swarm", "--dir", "{tmp}/pins"], "names 'swarm' twice"),
@@ -182,6 +185,9 @@ CASES = [
     (["campaign", "--faults", "swarm+swarm"], "names 'swarm' twice"),
     (["campaign", "--faults", "network+network"], "names 'network' twice"),
     (["campaign", "--faults", ""], "empty fault mix"),
+    (["campaign", "--faults", "+"], "has an empty name"),
+    (["campaign", "--faults", "network+"], "has an empty name"),
+    (["campaign", "--out", "", "--master", "serial"], "--out: expected a directory"),
     (["campaign", "--faults", "drop=much"], "not a number"),
     (["campaign", "--faults", "drop=-1"], "not negative"),
     (["campaign", "--faults", "drop=inf"], "not a number"),
@@ -223,8 +229,11 @@ CASES = [
     # docs, manifest: never into the installed tree from elsewhere
     (["docs"], "is not a kraftcheck checkout"),
     (["docs", "--dir", "{a_file}"], "is not a directory"),
+    (["docs", "--dir", ""], "--dir: expected a path"),
     (["manifest", "--write"], "is not a kraftcheck checkout"),
     (["manifest", "--file", "{tmp}/missing.json"], "no such file"),
+    (["manifest", "--file", ""], "no such file"),
+    (["manifest", "--write", "--file", ""], "--file: expected a path"),
     (["manifest", "--write", "--file", "{a_file}/manifest.json"], "is not a directory"),
 ]
 
