@@ -305,9 +305,10 @@ def _load_trace(path: str):
     trace = traces.load_trace(path)
     if not trace.actions:
         raise traces.TraceError(f"{path}: the trace has no steps: nothing to replay")
-    where = "steps[{}].action" if isinstance(trace, traces.DifferentialTrace) else "actions[{}]"
+    differential = isinstance(trace, traces.DifferentialTrace)
+    where = "steps[{}].action" if differential else "actions[{}]"
     try:
-        traces.check_fits(scenario(trace.scope), trace.actions, where)
+        traces.check_fits(scenario(trace.scope), trace.actions, where, trace.steps if differential else ())
     except traces.TraceError as err:
         raise traces.TraceError(f"{path}: {err}") from None
     return trace

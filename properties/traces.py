@@ -536,9 +536,10 @@ def _check_differential_header(scope: Any, bugs: list[str], impl_bugs: list[str]
                              "TRANSITION property (see `kraftcheck invariants`)")
 
 
-def check_fits(scope, actions: Sequence[Action], where: str) -> None:
+def check_fits(scope, actions: Sequence[Action], where: str, steps: Sequence[SimStep] = ()) -> None:
     """TraceError for the first action (``where.format(index)``) that names a broker, a KRaft
-    controller or a partition ``scope`` does not have. A ``BrokerId`` may name a KRaft controller
+    controller or a partition ``scope`` does not have, or the first of a differential trace's
+    ``steps`` whose network cuts name such a node. A ``BrokerId`` may name a KRaft controller
     (one sends control requests to ZooKeeper brokers during the migration)."""
     from model.kraft import FIRST_CONTROLLER_ID, ControllerId
     from model.types import BrokerId, PartitionId
@@ -565,6 +566,12 @@ def check_fits(scope, actions: Sequence[Action], where: str) -> None:
 
     for i, action in enumerate(actions):
         check(action, where.format(i))
+    for i, sim_step in enumerate(steps):
+        for j, pair in enumerate(sim_step.cuts):
+            outside = [n for n in pair if n not in valid[BrokerId][1]]
+            if outside:
+                raise TraceError(f"steps[{i}].cuts[{j}]: node {outside[0]} is not in scope {scope.name}, "
+                                 f"which has {have}")
 
 
 def _check_bug_names(key: str, bugs: list[str], known: set[str]) -> None:

@@ -76,6 +76,8 @@ FILES = {
     "witness_violation": lambda tmp: (tmp / "witness_violation").write_text(_trace(violation="ControllerFailover")),
     "other_violation": lambda tmp: (tmp / "other_violation").write_text(_trace(violation="LeaderIsInIsr")),
     "diff_model_scope": lambda tmp: (tmp / "diff_model_scope").write_text(_differential(scope="bounce")),
+    "diff_cut_99": lambda tmp: (tmp / "diff_cut_99").write_text(_differential(steps=[
+        {**step, "cuts": [[0, 99]]} for step in json.loads(REGRESSION.read_text())["steps"]])),
     "diff_no_steps": lambda tmp: (tmp / "diff_no_steps").write_text(_differential(steps=[])),
     "diff_negative_seed": lambda tmp: (tmp / "diff_negative_seed").write_text(_differential(seed=-1)),
     "diff_unknown_impl_bug": lambda tmp: (tmp / "diff_unknown_impl_bug").write_text(_differential(impl_bugs=["x"])),
@@ -142,6 +144,7 @@ CASES = [
     (["replay", "{witness_violation}"], "is not an ALWAYS or TRANSITION property"),
     (["replay", "{diff_model_scope}"], "KRaft controller 3000 is not in scope bounce"),
     (["replay", "{diff_no_steps}"], "the trace has no steps"),
+    (["replay", "{diff_cut_99}"], "steps[0].cuts[0]: node 99 is not in scope sim-migration"),
     (["replay", "{diff_negative_seed}"], "seed: expected an integer >= 0"),
     (["replay", "{diff_unknown_impl_bug}"], "impl_bugs: unknown seeded bug"),
     (["replay", "{not_json}", "--json"], "not JSON"),
