@@ -376,8 +376,8 @@ def run_partition(plan: dict, partition: int) -> dict:
             "finished_s": None if started is None else run.ended_at - started,
             "outcome": "clean" if d is None else "violation",
             "invariant": None if d is None else invariant_of(signature), "progress": run.progress,
-            "rolled_back": run.rolled_back, "findings": list(run.findings), "coverage_signature": coverage_signature(run.coverage),
-            "new_coverage": None,
+            "rolled_back": run.rolled_back, "findings": list(run.findings),
+            "coverage_signature": coverage_signature(run.coverage), "new_coverage": None,
         })
         if d is not None:
             rows["violations"].append({

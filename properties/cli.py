@@ -182,7 +182,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
             print(f"VIOLATION {name}: {BY_NAME[name].meaning}\n  shortest counterexample ({len(trace)} steps):")
             _print_trace(trace.actions, "    ")
         for name, trace in findings.items():
-            print(f"{_FINDING} {name}: {BY_NAME[name].meaning}\n  {_FINDING_MEANS}; shortest trace ({len(trace)} steps):")
+            print(f"{_FINDING} {name}: {BY_NAME[name].meaning}\n"
+                  f"  {_FINDING_MEANS}; shortest trace ({len(trace)} steps):")
             _print_trace(trace.actions, "    ")
         if not violated:
             print("no violation")
@@ -362,9 +363,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def _replay_differential(args: argparse.Namespace, trace) -> int:
     """A differential trace: the implementation and the model, replayed step by step (properties.shrink)."""
-    from properties import mermaid, shrink
-
     from dataclasses import replace
+
+    from properties import mermaid, shrink
 
     replayed = shrink.replay_trace(trace)
     found = replayed.disagreement
