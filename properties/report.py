@@ -300,7 +300,7 @@ def plot_progress(runs: pd.DataFrame) -> str | None:
 # ---- the page ---------------------------------------------------------------------------------
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1em; max-width: 60em; color: #222;
+body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1em; max-width: 72em; color: #222;
        line-height: 1.4; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: 0.5em 0; }
@@ -314,6 +314,7 @@ img { max-width: 100%; display: block; margin: 0.5em 0; }
 pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
 h3 { font-size: 1em; margin: 1.4em 0 0.2em; overflow-wrap: anywhere; }
 .wide, .diagram { max-width: 100%; overflow-x: auto; }
+.diagram svg { max-width: 100%; height: auto; }  /* a diagram wider than the page shrinks to fit, whole */
 #counterexamples { width: 100%; table-layout: fixed; }
 #counterexamples td { overflow-wrap: anywhere; }
 #counterexamples th:nth-child(1) { width: 22%; } #counterexamples th:nth-child(2) { width: 38%; }
