@@ -105,7 +105,7 @@ def parse(spec: str) -> FaultMix:
         names = "none"
     mixes = names.split("+")
     if "" in mixes:
-        raise ValueError(f"fault mix {names!r} has an empty name; expected names ({known_names}) joined by '+'")
+        raise ValueError(f"fault mix {names!r} names '', an empty name; expected names ({known_names}) joined by '+'")
     twice = sorted({name for name in mixes if mixes.count(name) > 1})
     if twice:
         raise ValueError(f"fault mix {names!r} names {twice[0]!r} twice")
