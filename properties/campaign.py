@@ -25,8 +25,11 @@ Rules:
   directory, then ``os.replace``. Readers only read ``part-NNNNN.parquet``. A partition's
   ``_parts/runs`` file is written after its violations and coverage parts and is its commit
   mark: ``--resume`` skips exactly the partitions that have one.
-- Bad input (an option, scope, fault mix, seeded bug, master, or a DIR that holds another
-  campaign) is one line on stderr and exit 2, before anything is written.
+- Bad input (an option, scope, fault mix, seeded bug, master, a Spark master nothing answers at,
+  a DIR that holds another campaign or that cannot be created or written) is one line on stderr
+  and exit 2, before anything is written and before Spark starts.
+- The JVM's output goes to ``DIR/spark.log`` (``KRAFTCHECK_SPARK_LOG``: another file, or "-" for
+  the terminal); the campaign says it is starting Spark before it does.
 - Coverage is gathered through ``Simulation.on_event`` from the model's side: the model action
   kinds taken, the migration drivers' transitions ("FROM->TO"), and a readable coarse
   projection of the model state (``state_key``). A run's ``new_coverage`` counts the keys no
@@ -47,9 +50,11 @@ if __name__ == "__main__":  # spark-submit properties/campaign.py: the project, 
 
 import hashlib
 import json
+import math
 import os
 import re
 import signal
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -88,6 +93,9 @@ DEFAULT_MASTER = "local[*]"
 DEFAULT_OUT = "campaign-out"
 DEFAULT_ENGINE = "sim"
 DEFAULT_SHRINK_SECONDS = 60.0
+MAX_SEEDS = 2**31 - 1  # partition numbers are 32-bit in the tables
+SPARK_LOG = "spark.log"
+SPARK_LOG_ENV = "KRAFTCHECK_SPARK_LOG"  # another file for the JVM's output, or "-" for the terminal
 # A partition should be some seconds of work: Spark costs ~35 ms a task and ~0.3 s a (warm) job.
 PARTITION_SECONDS = 4.0
 CHECKED_STEPS_PER_SECOND = 2_000  # differential events per second on one core (bench.sim)
@@ -156,17 +164,19 @@ def make_plan(*, seeds: int | None = None, minutes: float | None = None, scope: 
     """The campaign's plan, every option checked (``CampaignError``, one line); JSON-ready."""
     if seeds is not None and minutes is not None:
         raise CampaignError("--seeds and --minutes exclude each other")
+    if not os.fspath(out).strip():
+        raise CampaignError("--out: expected a directory, got an empty name")
     if seeds is None and minutes is None:
         seeds = DEFAULT_SEEDS
-    if seeds is not None and seeds < 1:
-        raise CampaignError(f"--seeds: expected a positive integer, got {seeds}")
-    if minutes is not None and not minutes > 0:
+    if seeds is not None and not 1 <= seeds <= MAX_SEEDS:
+        raise CampaignError(f"--seeds: expected a positive integer of at most {MAX_SEEDS:,}, got {seeds}")
+    if minutes is not None and not (minutes > 0 and math.isfinite(minutes)):
         raise CampaignError(f"--minutes: expected a positive number, got {minutes}")
     if steps < 1:
         raise CampaignError(f"--steps: expected a positive integer, got {steps}")
     if partition_size is not None and partition_size < 1:
         raise CampaignError(f"--partition-size: expected a positive integer, got {partition_size}")
-    if not shrink_seconds >= 0:
+    if not (shrink_seconds >= 0 and math.isfinite(shrink_seconds)):
         raise CampaignError(f"--shrink-seconds: expected a number >= 0, got {shrink_seconds}")
     if runbook not in CAMPAIGN_RUNBOOKS:
         raise CampaignError(f"unknown runbook {runbook!r}; expected one of {', '.join(CAMPAIGN_RUNBOOKS)}")
@@ -313,6 +323,7 @@ class SeedRun:
     disagreement: Disagreement | None
     coverage: Counter = field(default_factory=Counter)
     faults: str = ""  # the run's own mix (under swarm testing each run draws one)
+    rolled_back: bool = False  # the rollback runbook's last step (the quorum's znodes deleted) was taken
 
 
 def run_seed(plan: dict, seed: int, coverage: bool = True) -> SeedRun:
@@ -342,7 +353,8 @@ def run_seed(plan: dict, seed: int, coverage: bool = True) -> SeedRun:
         disagreement = d
     outcome = sim.run(0)  # no further event: the outcome (progress, findings) as far as the run got
     return SeedRun(seed, runbook, sim.record, time.perf_counter() - start, time.time(), outcome.progress,
-                   outcome.findings, disagreement, collector.counts if collector else Counter(), sim.faults.describe())
+                   outcome.findings, disagreement, collector.counts if collector else Counter(), sim.faults.describe(),
+                   outcome.rolled_back)
 
 
 def run_partition(plan: dict, partition: int) -> dict:
@@ -364,8 +376,8 @@ def run_partition(plan: dict, partition: int) -> dict:
             "finished_s": None if started is None else run.ended_at - started,
             "outcome": "clean" if d is None else "violation",
             "invariant": None if d is None else invariant_of(signature), "progress": run.progress,
-            "findings": list(run.findings), "coverage_signature": coverage_signature(run.coverage),
-            "new_coverage": None,
+            "rolled_back": run.rolled_back, "findings": list(run.findings),
+            "coverage_signature": coverage_signature(run.coverage), "new_coverage": None,
         })
         if d is not None:
             rows["violations"].append({
@@ -420,7 +432,7 @@ def schemas():
             ("mutant", pa.string()), ("runbook", pa.string()), ("engine", pa.string()), ("steps", pa.int64()),
             ("duration_s", pa.float64()), ("finished_s", pa.float64()), ("outcome", pa.string()),
             ("invariant", pa.string()), ("progress", pa.string()), ("findings", pa.list_(pa.string())),
-            ("coverage_signature", pa.string()), ("new_coverage", pa.int32()),
+            ("coverage_signature", pa.string()), ("new_coverage", pa.int32()), ("rolled_back", pa.bool_()),
         ]),
         "violations": pa.schema([
             ("partition", pa.int32()), ("seed", pa.int64()), ("scope", pa.string()), ("mutant", pa.string()),
@@ -555,29 +567,52 @@ def make_runner(master: str, spark=None) -> Runner:
 
 
 class _Display:
-    """The progress bar on stderr: seeds done, violations, steps/s (off with --json or off a terminal)."""
+    """The progress line on stderr (off with --json or off a terminal): what it is doing, the time so far and the
+    time left (from this invocation's pace for ``--seeds``, the deadline for ``--minutes``), a bar, seeds done,
+    violations, steps/s; the times come first, so that an 80-column terminal cuts the rate, not them."""
 
-    def __init__(self, enabled: bool, total: int | None, label: str) -> None:
+    def __init__(self, enabled: bool, total: int | None, label: str, done: int = 0,
+                 deadline: float | None = None) -> None:
         self.progress = None
+        self.total, self.done, self.deadline, self.started = total, done, deadline, time.monotonic()
         if not enabled:
             return
         from rich.console import Console
-        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
 
         self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-            TextColumn("{task.completed:.0f}/{task.fields[of]} seeds"),
+            SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[clock]}"),
+            BarColumn(bar_width=12), TextColumn("{task.completed:.0f}/{task.fields[of]} seeds"),
             TextColumn("{task.fields[violations]} violations"), TextColumn("{task.fields[rate]} steps/s"),
-            TimeElapsedColumn(), console=Console(stderr=True), transient=True,
+            console=Console(stderr=True), transient=True,
         )
         self.progress.start()
-        self.task = self.progress.add_task(label, total=total, of="?" if total is None else total, violations=0,
-                                           rate="-")
+        self.task = self.progress.add_task(label, total=total, completed=done, of="?" if total is None else total,
+                                           violations=0, rate="-", clock=self._clock(0.0, done))
+
+    @staticmethod
+    def _duration(seconds: float) -> str:
+        minutes, secs = divmod(int(seconds), 60)
+        hours, minutes = divmod(minutes, 60)
+        return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+    def _clock(self, seconds: float, seeds: int) -> str:
+        """``elapsed eta left``: the campaign's time so far (earlier invocations included) and an estimate of the
+        time left ("-" before the first partition of this invocation ends)."""
+        now = time.monotonic()
+        if self.deadline is not None:
+            left = max(0.0, self.deadline - now)
+        elif self.total is not None and seeds > self.done:
+            left = (self.total - seeds) * (now - self.started) / (seeds - self.done)
+        else:
+            left = None
+        return f"{self._duration(seconds)} eta {'-' if left is None else self._duration(left)}"
 
     def update(self, seeds: int, violations: int, steps: int, seconds: float, description: str | None = None):
         if self.progress is None:
             return
-        fields = {"completed": seeds, "violations": violations, "rate": f"{steps / seconds:,.0f}" if seconds else "-"}
+        fields = {"completed": seeds, "violations": violations, "rate": f"{steps / seconds:,.0f}" if seconds else "-",
+                  "clock": self._clock(seconds, seeds)}
         if description is not None:
             fields["description"] = description
         self.progress.update(self.task, **fields)
@@ -603,6 +638,7 @@ def check_out_dir(plan: dict, resume: bool) -> bool:
     recorded_path = out / PLAN_FILE
     if out.exists() and not out.is_dir():
         raise CampaignError(f"{out} is not a directory")
+    check_writable(out)
     if not recorded_path.is_file():
         return False
     if not resume:
@@ -616,6 +652,33 @@ def check_out_dir(plan: dict, resume: bool) -> bool:
         raise CampaignError(f"--resume: {out} holds a campaign with other options ({', '.join(differing)}); "
                             "another --out starts a new one")
     return True
+
+
+def check_writable(out: Path, option: str = "--out") -> None:
+    """``CampaignError`` (naming ``option``) unless DIR can be created (with its parents) and written: tried
+    with a probe file, and everything the try made is removed again, so a refused DIR is left as it was."""
+    created: list[Path] = []
+    try:
+        missing, existing = [], out
+        while not existing.exists() and existing != existing.parent:
+            missing.append(existing)
+            existing = existing.parent
+        if not existing.is_dir():
+            raise CampaignError(f"{option} {out}: {existing} is a file, not a directory")
+        for directory in reversed(missing):
+            directory.mkdir()
+            created.append(directory)
+        fd, probe = tempfile.mkstemp(dir=out, prefix=".kraftcheck-probe-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise CampaignError(f"{option} {out}: cannot create or write it ({e.strerror or e})") from None
+    finally:
+        for directory in reversed(created):
+            try:
+                directory.rmdir()
+            except OSError:
+                pass
 
 
 def _clean_temporaries(out: Path) -> None:
@@ -650,7 +713,12 @@ def run_campaign(plan: dict, master: str = DEFAULT_MASTER, *, resume: bool = Fal
     resuming = check_out_dir(plan, resume)
     own_spark = None
     if spark is None and is_spark_master(master):
-        spark = own_spark = spark_session.session(master)
+        log = os.environ.get(SPARK_LOG_ENV) or str(Path(plan["out"]) / SPARK_LOG)
+        if log != "-":
+            Path(plan["out"]).mkdir(parents=True, exist_ok=True)
+        print(f"kraftcheck campaign: starting Spark on {spark_session.spark_master(master)}"
+              + ("" if log == "-" else f"; the JVM's log goes to {log}"), file=sys.stderr, flush=True)
+        spark = own_spark = spark_session.session(master, log=None if log == "-" else Path(log))
     try:
         runner = make_runner(master, spark)
         try:
@@ -678,9 +746,9 @@ def _run(plan: dict, runner: Runner, resuming: bool, show_progress: bool) -> dic
         tally.violations += sum(r["outcome"] == "violation" for r in runs)
         offset = max([offset, *(r["finished_s"] or 0.0 for r in runs)])
     total = plan["seeds"]
-    display = _Display(show_progress, total, f"campaign on {runner.label}")
-    task_plan = {**plan, "started_at": started - offset}
     deadline = None if plan["minutes"] is None else time.monotonic() + plan["minutes"] * 60
+    display = _Display(show_progress, total, "running", tally.seeds, deadline)
+    task_plan = {**plan, "started_at": started - offset}
     todo = _partitions_to_run(plan, done)
     pending: dict[Future, int] = {}
     try:
@@ -702,8 +770,7 @@ def _run(plan: dict, runner: Runner, resuming: bool, show_progress: bool) -> dic
                 tally.steps += sum(r["steps"] for r in rows["runs"])
                 tally.violations += sum(r["outcome"] == "violation" for r in rows["runs"])
             display.update(tally.seeds, tally.violations, tally.steps, offset + time.time() - started)
-        display.update(tally.seeds, tally.violations, tally.steps, offset + time.time() - started,
-                       "consolidating and shrinking")
+        display.update(tally.seeds, tally.violations, tally.steps, offset + time.time() - started, "shrinking")
         tables = consolidate(out, sorted(done))
         counterexamples = shrink_groups(plan, runner, tables["violations"])
         for name in TABLES:
@@ -802,9 +869,17 @@ def _finish_fuzz(plan: dict, violations: list[dict], groups: dict) -> list[dict]
     return entries
 
 
+ROLLED_BACK = "rolled-back"  # a level after PROGRESS's: the rollback runbook finished
+
+
+def run_level(run: dict) -> str:
+    """How far a run got: its ``progress``, or ``rolled-back`` when its rollback finished."""
+    return ROLLED_BACK if run.get("rolled_back") else run["progress"]
+
+
 def _by_progress(counts: Counter) -> dict[str, int]:
-    """Runs per level of ``Simulation.PROGRESS``, in the migration's order."""
-    order = {level: i for i, level in enumerate(PROGRESS)}
+    """Runs per level of ``Simulation.PROGRESS`` (then ``rolled-back``), in the migration's order."""
+    order = {level: i for i, level in enumerate((*PROGRESS, ROLLED_BACK))}
     return dict(sorted(counts.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
 
 
@@ -829,9 +904,9 @@ def summarize(plan: dict, master: str, tables: dict, counterexamples: list[dict]
         "findings": dict(sorted(findings.items())),
         "coverage": {kind: len({r["key"] for r in coverage if r["kind"] == kind})
                      for kind in ("action", "driver_transition", "state")},
-        "progress": _by_progress(Counter(r["progress"] for r in runs)),
+        "progress": _by_progress(Counter(run_level(r) for r in runs)),
         "progress_by_runbook": {
-            runbook: _by_progress(Counter(r["progress"] for r in runs if r["runbook"] == runbook))
+            runbook: _by_progress(Counter(run_level(r) for r in runs if r["runbook"] == runbook))
             for runbook in sorted({r["runbook"] for r in runs})
         },
         "counterexamples": counterexamples,
@@ -849,7 +924,7 @@ def add_arguments(p, positive) -> None:
                 value = float(text)
             except ValueError:
                 value = float("nan")
-            if not (value >= 0 if minimum_exclusive is None else value > minimum_exclusive):
+            if not (value >= 0 if minimum_exclusive is None else value > minimum_exclusive) or math.isinf(value):
                 raise _argument_error(f"expected {wanted}, got {text!r}")
             return value
 
@@ -917,7 +992,11 @@ def command(args) -> int:
         master = args.master or spark_session.submitted_master() or DEFAULT_MASTER
         check_out_dir(plan, args.resume)
         if is_spark_master(master):
-            master = spark_session.spark_master(master)
+            master = spark_session.spark_master(check_master(master))
+            try:
+                spark_session.check_reachable(master)
+            except ValueError as e:
+                raise CampaignError(str(e)) from None
     except CampaignError as e:
         print(f"{error} {e}", file=sys.stderr)
         return 2

@@ -100,8 +100,14 @@ def write(entries: dict[str, dict], path: Path = MANIFEST) -> None:
     tmp.replace(path)
 
 
-def measure_all() -> dict[str, dict]:
+def measure_all(progress=None) -> dict[str, dict]:
+    """Every key's entry; ``progress(index, count, key)`` is called before each is explored."""
     missing = set(SCOPES) - set(DEPTH_LIMITS)
     if missing:
         raise ValueError(f"scopes without a manifest depth limit: {sorted(missing)}")
-    return {key: measure(key)[1] for key in keys()}
+    out = {}
+    for index, key in enumerate(keys()):
+        if progress is not None:
+            progress(index, len(keys()), key)
+        out[key] = measure(key)[1]
+    return out

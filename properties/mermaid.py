@@ -16,10 +16,15 @@ Rules:
   actor with its class name and fields.
 - Mermaid ends a statement at a newline or ";" and reads "#" as the start of an entity: text is
   cleaned of them (``_clean``).
+- ``svg`` draws the same diagram as an SVG picture without Mermaid, for pages that must show it
+  without a script (the campaign report): one lane per participant, one row per step (an arrow
+  between lanes, or a note on the actor's lane), the step's text beside the lanes, and the
+  violation as a red row across the lanes. The SVG names no file and no font to fetch.
 """
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 from model import actions as act  # every action kind, matched by name below
@@ -204,9 +209,7 @@ def diagram(scope, actions, broke: str | None = None, broke_at: int | None = Non
     """The sequence diagram of ``actions`` in ``scope``; ``broke``: what step ``broke_at`` (1-based; default the last)
     broke; ``refused``: step numbers the implementation refused (no change)."""
     views = [view(a) for a in actions]
-    declared = participants(scope)
-    used = {p for v in views for p in (v.actor, v.target) if p is not None}
-    declared += sorted(used - set(declared), key=_order)
+    declared = _declared(scope, views)
     lines = ["sequenceDiagram"]
     lines += [f"    participant {p} as {name(p)}" for p in declared]
     broke_at = len(views) if broke_at is None else broke_at
@@ -222,6 +225,76 @@ def diagram(scope, actions, broke: str | None = None, broke_at: int | None = Non
     return "\n".join(lines) + "\n"
 
 
+def _declared(scope, views: list[StepView]) -> list[str]:
+    """The scope's participants, then any other node the steps name (never one used undeclared)."""
+    declared = participants(scope)
+    used = {p for v in views for p in (v.actor, v.target) if p is not None}
+    return declared + sorted(used - set(declared), key=_order)
+
+
+# The SVG's geometry, in pixels: a lane per participant, a row per step, text at about CHAR px a character.
+LANE, ROW, HEAD, PAD, CHAR = 112, 24, 34, 8, 6.6
+SVG_STEPS = 300  # a longer trace is drawn to this step and says so
+
+
+def svg(scope, actions, broke: str | None = None, broke_at: int | None = None,
+        refused: frozenset[int] = frozenset(), ident: str = "seq") -> str:
+    """The sequence diagram of ``actions`` as SVG inline in HTML (so without a namespace declaration; arguments as
+    for ``diagram``; ``ident`` keeps the arrowheads' ids apart when a page holds several)."""
+    views = [view(a) for a in actions]
+    broke_at = len(views) if broke_at is None else broke_at
+    cut = len(views) > SVG_STEPS
+    views = views[:SVG_STEPS]
+    lanes = _declared(scope, views)
+    x = {p: PAD + LANE * i + LANE / 2 for i, p in enumerate(lanes)}
+    text_x = PAD + LANE * len(lanes) + 10
+    rows: list[tuple[StepView | None, str]] = []  # (the step's view, or None for the verdict row; its text)
+    for number, v in enumerate(views, 1):
+        rows.append((v, f"{number}. {v.text}" + (" (refused)" if number in refused else "")))
+        if broke is not None and number == broke_at:
+            rows.append((None, verdict(broke)))
+    if cut:
+        rows.append((None, f"... {len(actions) - SVG_STEPS} more steps not drawn (kraftcheck replay shows them all)"))
+    width = int(max([text_x + CHAR * len(t) if v else 2 * PAD + 6 + CHAR * len(t) for v, t in rows] + [text_x])
+                + PAD)
+    height = int(HEAD + ROW * len(rows) + PAD + 4)
+    e = html.escape
+    out = [f'<svg class="sequence" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="system-ui, sans-serif" font-size="12" role="img">',
+           f'<defs><marker id="{ident}-head" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
+           'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#333"/></marker></defs>']
+    for p in lanes:
+        out.append(f'<rect x="{x[p] - LANE / 2 + 4:.0f}" y="2" width="{LANE - 8}" height="{HEAD - 10}" rx="3" '
+                   f'fill="#eef2f8" stroke="#8093b3"/><text x="{x[p]:.0f}" y="{HEAD / 2 + 2:.0f}" '
+                   f'text-anchor="middle" font-weight="bold">{e(name(p))}</text>')
+        out.append(f'<line x1="{x[p]:.0f}" y1="{HEAD - 8}" x2="{x[p]:.0f}" y2="{height - PAD}" stroke="#b8c2d3" '
+                   'stroke-dasharray="4 3"/>')
+    for row, (v, text) in enumerate(rows):
+        y = HEAD + ROW * row + ROW / 2
+        if v is None:
+            out.append(f'<rect x="{PAD}" y="{y - ROW / 2 + 2:.0f}" width="{width - 2 * PAD}" height="{ROW - 4}" '
+                       'fill="#fdecea" stroke="#c0392b"/>')
+            out.append(f'<text x="{PAD + 6}" y="{y + 4:.0f}" fill="#a93226" font-weight="bold">{e(text)}</text>')
+            continue
+        a = x.get(v.actor, PAD)
+        if v.style == "note" or v.target is None or v.target == v.actor:
+            out.append(f'<rect x="{a - 14:.0f}" y="{y - 7:.0f}" width="28" height="14" rx="2" fill="#fff8dc" '
+                       'stroke="#b59f3b"/>')
+        else:
+            b = x[v.target]
+            dash = ' stroke-dasharray="5 3"' if v.style in ("again", "drop") else ""
+            end = b - 4 if b > a else b + 4
+            head = "" if v.style == "drop" else f' marker-end="url(#{ident}-head)"'
+            out.append(f'<line x1="{a:.0f}" y1="{y:.0f}" x2="{end:.0f}" y2="{y:.0f}" stroke="#333"{dash}{head}/>')
+            if v.style == "drop":  # a lost message: a cross where it would have arrived
+                out.append(f'<path d="M{end - 5:.0f},{y - 5:.0f} l10,10 M{end - 5:.0f},{y + 5:.0f} l10,-10" '
+                           'stroke="#c0392b" stroke-width="2"/>')
+            out.append(f'<circle cx="{a:.0f}" cy="{y:.0f}" r="2.5" fill="#333"/>')
+        out.append(f'<text x="{text_x:.0f}" y="{y + 4:.0f}">{e(text)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def sequence_diagram(trace, broke: str | None = None, broke_at: int | None = None,
                      refused: frozenset[int] = frozenset()) -> str:
     """The diagram of a trace file (``properties.traces``: a model or a differential trace). Without ``broke``, the
@@ -231,3 +304,11 @@ def sequence_diagram(trace, broke: str | None = None, broke_at: int | None = Non
     if broke is None and broke_at is None:
         broke = getattr(trace, "signature", None) or trace.violation
     return diagram(scenario(trace.scope), trace.actions, broke, broke_at, refused)
+
+
+def sequence_svg(trace, ident: str = "seq") -> str:
+    """``svg`` of a trace file, with its recorded violation (a differential trace's signature) at the last step."""
+    from impl.sim.scenarios import scenario
+
+    return svg(scenario(trace.scope), trace.actions, getattr(trace, "signature", None) or trace.violation,
+               ident=ident)

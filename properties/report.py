@@ -5,15 +5,17 @@
 ``DIR/summary.json``, and writes ``DIR/report.html``: the summary figures and the campaign's
 options; four plots (distinct coverage keys found over time, by kind; violations by invariant;
 throughput over time; how far each run's migration got, by runbook); the documented findings;
-and one row per counterexample signature with a link to its shrunk trace file and the trace's
-Mermaid sequence diagram (``properties.mermaid``), as text to paste into any Mermaid viewer.
+and one row per counterexample signature with a link to its shrunk trace file, then each
+trace's sequence diagram drawn as inline SVG (``properties.mermaid.svg``), its Mermaid source
+folded beneath it for pasting into a Mermaid viewer.
 ``kraftcheck report DIR`` regenerates the page from the tables.
 
 Rules:
 - Reads only DIR; writes only ``DIR/report.html``, through a temporary file in DIR and
   ``os.replace``, so a reader sees the old page or the whole new one.
 - Self-contained: plots are PNGs drawn by matplotlib's Agg canvas (no pyplot, no GUI backend)
-  and inlined as ``data:`` URIs; the style sheet is inline; no script, font or other file is
+  and inlined as ``data:`` URIs; sequence diagrams are inline SVG, drawn without Mermaid; the
+  style sheet is inline; no script, font or other file is
   referenced, so the page can be mailed or archived alone. Links to trace files are relative
   to DIR, where the page lives.
 - Everything that comes from the tables, the summary or a trace file goes through
@@ -48,12 +50,14 @@ from properties import traces
 from properties.files import write_text
 
 REPORT = "report.html"
+ROLLED_BACK = "rolled-back"  # properties.campaign.ROLLED_BACK (not imported: the report reads only tables)
 SUMMARY = "summary.json"
 
 # The columns the report reads, by table (the campaign spec's schemas); a missing column reads as empty.
 COLUMNS = {
     "runs": ("partition", "seed", "scope", "faults", "mutant", "runbook", "engine", "steps", "duration_s",
-             "finished_s", "outcome", "invariant", "progress", "findings", "coverage_signature", "new_coverage"),
+             "finished_s", "outcome", "invariant", "progress", "findings", "coverage_signature", "new_coverage",
+             "rolled_back"),
     "violations": ("partition", "seed", "scope", "mutant", "invariant", "signature", "step", "summary",
                    "trace_file", "shrunk_steps", "original_steps"),
     "coverage": ("partition", "seed", "kind", "key", "count"),
@@ -118,11 +122,13 @@ def figures(runs: pd.DataFrame, violations: pd.DataFrame, coverage: pd.DataFrame
     if wall is None:
         wall = float(runs["finished_s"].max()) if len(runs) and runs["finished_s"].notna().any() else 0.0
     findings = _finding_counts(runs)
+    span = float(runs["finished_s"].max()) if len(runs) and runs["finished_s"].notna().any() else None
     return {
         "seeds": int(runs["seed"].nunique()),
         "runs": len(runs),
         "steps": steps,
         "wall_seconds": round(wall, 1),
+        "runs_span_seconds": None if span is None else round(span, 1),
         "steps_per_second": round(steps / wall) if wall > 0 else None,
         "runs_per_second": round(len(runs) / wall, 2) if wall > 0 else None,
         "violations": len(violations),
@@ -188,7 +194,7 @@ def _png(fig: Figure) -> str:
 
 def _over_time(fig: Figure, ax, ylabel: str, title: str) -> str:
     """The finish of a plot against the campaign's clock: labels, legend, grid, as a PNG."""
-    ax.set_xlabel("seconds since the campaign started")
+    ax.set_xlabel("seconds since the first partition started (a run counts when it ends)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(loc="lower right")
@@ -261,12 +267,20 @@ def plot_throughput(runs: pd.DataFrame) -> str | None:
     return _over_time(fig, ax, "steps per second", "Throughput")
 
 
+def run_levels(runs: pd.DataFrame) -> pd.Series:
+    """Each run's level: its PROGRESS level, or ``rolled-back`` when its rollback runbook finished (a rollback
+    run that stopped short stays at the level it reached, so the two can be told apart)."""
+    rolled_back = runs["rolled_back"].astype("boolean").fillna(False).astype(bool)  # None (older tables): not known
+    return runs["progress"].fillna("?").astype(str).where(~rolled_back, ROLLED_BACK)
+
+
 def plot_progress(runs: pd.DataFrame) -> str | None:
-    """How far each run's migration got (``Simulation``'s PROGRESS levels), one bar per runbook."""
+    """How far each run's migration got (``Simulation``'s PROGRESS levels, then rolled-back), one bar per runbook."""
     if runs.empty:
         return None
-    table = pd.crosstab(runs["progress"].fillna("?").astype(str), runs["runbook"].fillna("?").astype(str))
-    levels = list(PROGRESS) + sorted(set(table.index) - set(PROGRESS))  # every level, reached or not
+    table = pd.crosstab(run_levels(runs), runs["runbook"].fillna("?").astype(str))
+    known = [*PROGRESS, ROLLED_BACK]
+    levels = known + sorted(set(table.index) - set(known))  # every level, reached or not
     table = table.reindex(levels, fill_value=0)
     fig = Figure(figsize=(7, 3.6))
     ax = fig.subplots()
@@ -286,7 +300,8 @@ def plot_progress(runs: pd.DataFrame) -> str | None:
 # ---- the page ---------------------------------------------------------------------------------
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; line-height: 1.4; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1em; max-width: 72em; color: #222;
+       line-height: 1.4; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: 0.5em 0; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
@@ -297,6 +312,14 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .empty { background: #f3f3f3; border: 1px solid #bbb; }
 img { max-width: 100%; display: block; margin: 0.5em 0; }
 pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
+h3 { font-size: 1em; margin: 1.4em 0 0.2em; overflow-wrap: anywhere; }
+.wide, .diagram { max-width: 100%; overflow-x: auto; }
+.diagram svg { max-width: 100%; height: auto; }  /* a diagram wider than the page shrinks to fit, whole */
+#counterexamples { width: 100%; table-layout: fixed; }
+#counterexamples td { overflow-wrap: anywhere; }
+#counterexamples th:nth-child(1) { width: 22%; } #counterexamples th:nth-child(2) { width: 38%; }
+#counterexamples th:nth-child(3), #counterexamples th:nth-child(4) { width: 7%; }
+#counterexamples th:nth-child(5) { width: 10%; } #counterexamples th:nth-child(6) { width: 16%; }
 .note { color: #666; }
 """
 
@@ -333,8 +356,11 @@ def _verdict(fig: dict) -> str:
 def _summary_table(fig: dict) -> str:
     rows = [
         ("seeds", fig["seeds"]), ("runs", fig["runs"]), ("steps (events run)", fig["steps"]),
-        ("wall time (s)", fig["wall_seconds"]), ("steps/s", fig["steps_per_second"]),
-        ("runs/s", fig["runs_per_second"]), ("violations", fig["violations"]),
+        ("wall time (s): the runs, consolidating and shrinking; not Spark's start", fig["wall_seconds"]),
+        ("runs' time (s): the first partition's start to the last run's end, the plots' time axis",
+         fig["runs_span_seconds"]),
+        ("steps/s (over the wall time)", fig["steps_per_second"]),
+        ("runs/s (over the wall time)", fig["runs_per_second"]), ("violations", fig["violations"]),
         ("distinct signatures", fig["distinct_signatures"]),
         ("documented findings (runs showing one)", fig["findings"]),
     ]
@@ -367,18 +393,19 @@ def _findings_table(runs: pd.DataFrame) -> str:
             f"counted, not violations.</p><table><tr><th>finding</th><th>runs</th></tr>{body}</table>")
 
 
-def _mermaid(directory: Path, trace_file: str | None) -> str | None:
-    """The trace's Mermaid sequence diagram, when its file is inside DIR and loads."""
+def _diagrams(directory: Path, trace_file: str | None, ident: str) -> tuple[str, str] | None:
+    """The trace's sequence diagram as (inline SVG, Mermaid source), when its file is inside DIR and loads."""
     if not trace_file:
         return None
     path = (directory / trace_file).resolve()
     if not path.is_relative_to(directory.resolve()) or not path.is_file():
         return None
-    from properties import mermaid  # C's renderer, also behind `kraftcheck replay`
+    from properties import mermaid  # the renderer also behind `kraftcheck replay`
 
     try:
-        return mermaid.sequence_diagram(traces.load_trace(path))
-    except traces.TraceError:
+        trace = traces.load_trace(path)
+        return mermaid.sequence_svg(trace, ident), mermaid.sequence_diagram(trace)
+    except (traces.TraceError, ValueError):  # ValueError: a scope this kraftcheck does not know
         return None
 
 
@@ -389,21 +416,25 @@ def _counterexamples(directory: Path, violations: pd.DataFrame) -> str:
     head = ("<tr><th>invariant</th><th>signature</th><th>seeds</th><th>first seed</th><th>steps (shrunk / run)</th>"
             "<th>trace</th></tr>")
     body, diagrams = [], []
-    for row in rows:
+    for number, row in enumerate(rows, 1):
         trace = row["trace_file"]
         link = f'<a href="{_e(quote(str(trace)))}">{_e(trace)}</a>' if trace else '<span class="note">none</span>'
         steps = f"{_number(row['shrunk_steps'])} / {_number(row['original_steps'])}"
         body.append(f"<tr><td>{_e(row['invariant'])}</td><td><code>{_e(row['signature'])}</code><br>"
                     f'<span class="note">{_e(row["summary"])}</span></td><td class="n">{_number(row["seeds"])}</td>'
                     f'<td class="n">{_number(row["first_seed"])}</td><td class="n">{steps}</td><td>{link}</td></tr>')
-        diagram = _mermaid(directory, trace)
-        if diagram is not None:
-            diagrams.append(f"<details><summary>{_e(row['signature'])}: sequence diagram (Mermaid)</summary>"
-                            f'<pre class="mermaid-text">{_e(diagram)}</pre></details>')
-    page = f"<table id=\"counterexamples\">{head}{''.join(body)}</table>"
+        drawn = _diagrams(directory, trace, f"cx{number}")
+        if drawn is not None:
+            picture, source = drawn
+            diagrams.append(f'<h3 id="diagram-{number}"><code>{_e(row["signature"])}</code></h3>'
+                            f'<p class="note">{_e(trace)}: {_number(row["shrunk_steps"])} steps</p>'
+                            f'<div class="diagram">{picture}</div>'
+                            "<details><summary>Mermaid source (paste into any Mermaid viewer)</summary>"
+                            f'<pre class="mermaid-text">{_e(source)}</pre></details>')
+    page = f"<div class=\"wide\"><table id=\"counterexamples\">{head}{''.join(body)}</table></div>"
     if diagrams:
-        page += ('<p class="note">Each shrunk trace as a Mermaid sequence diagram (paste it into any Mermaid '
-                 "viewer); <code>kraftcheck replay FILE</code> replays it.</p>" + "".join(diagrams))
+        page += ("<p class=\"note\">Each shrunk trace as a sequence diagram: who did what to whom, step by step, "
+                 "and the step that broke; <code>kraftcheck replay FILE</code> replays it.</p>" + "".join(diagrams))
     return page
 
 

@@ -2,7 +2,8 @@
 
 One ``random.Random(seed)`` picks each next step uniformly among the enabled ones, so the same
 seed, scope and variant replay the same walk. Every step is checked like the explorer does.
-A walk ends at ``steps``, at a deadlock (nothing enabled), or at the first violation.
+A walk ends at ``steps``, at a deadlock (nothing enabled), or at the first violation; a broken
+property named in ``findings`` (the scope's documented findings) is recorded and the walk goes on.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class WalkResult:
     violation: str | None = None
     trace: list[Action] = field(default_factory=list)
     witnesses: set[str] = field(default_factory=set)
+    findings: set[str] = field(default_factory=set)  # documented findings the walk showed
     action_counts: dict[str, int] = field(default_factory=dict)
 
 
@@ -50,7 +52,8 @@ def random_path(
         state = choices[chosen][1]
 
 
-def walk(scope: Scope | str, seed: int, steps: int, variant: Variant = CORRECT) -> WalkResult:
+def walk(scope: Scope | str, seed: int, steps: int, variant: Variant = CORRECT,
+         findings: frozenset[str] = frozenset()) -> WalkResult:
     if isinstance(scope, str):
         scope = SCOPES[scope]
     start = time.perf_counter()
@@ -66,6 +69,8 @@ def walk(scope: Scope | str, seed: int, steps: int, variant: Variant = CORRECT) 
         result.action_counts[kind] = result.action_counts.get(kind, 0) + 1
         result.witnesses.update(witnessed(state, action, nxt))
         broken = violations(state, action, nxt)
+        result.findings.update(b for b in broken if b in findings)
+        broken = [b for b in broken if b not in findings]
         if broken:
             result.violation = broken[0]
             break

@@ -387,17 +387,18 @@ PAGES: dict[str, Callable[[], str]] = {
 }
 
 
-def render_all() -> dict[Path, str]:
-    return {DOCS / name: render() for name, render in PAGES.items()}
+def render_all(directory: Path = DOCS) -> dict[Path, str]:
+    return {directory / name: render() for name, render in PAGES.items()}
 
 
-def write_all() -> list[Path]:
-    pages = render_all()
+def write_all(directory: Path = DOCS) -> list[Path]:
+    """Every generated page into ``directory`` (``kraftcheck docs`` passes the one the user names)."""
+    pages = render_all(directory)
     for path, text in pages.items():
         write_page(path, text)
     return list(pages)
 
 
-def stale_pages() -> list[Path]:
-    return [path for path, text in render_all().items() if not path.exists() or path.read_text() != text]
+def stale_pages(directory: Path = DOCS) -> list[Path]:
+    return [path for path, text in render_all(directory).items() if not path.exists() or path.read_text() != text]
 

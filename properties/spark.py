@@ -13,7 +13,11 @@ Rules (from the environment notes on PySpark):
 - A master that is not local has executors that do not run in the project directory: the
   project's packages (model, impl, properties, bench) are zipped and shipped with ``addPyFile``.
 - Under spark-submit the session is the one it configured, and its ``--master`` is the default.
-- A session that cannot start (no Java, say) is a ``SparkStartError``: one line.
+- A session that cannot start (no Java, say) is a ``SparkStartError``: one line. A standalone
+  master (``spark://HOST:PORT``) is first reached with a plain TCP connection
+  (``check_reachable``), so an address nothing answers at is one line in seconds, before a JVM.
+- The JVM's own output (log4j's lines, Java's stack traces) goes to the ``log`` file given to
+  ``session``, not to the terminal: the JVM inherits a stderr pointing at the file.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import atexit
 import os
 import re
 import shutil
+import socket
 import sys
 import tempfile
 import zipfile
@@ -48,10 +53,32 @@ def check_spark_master(master: str) -> str:
     local = _LOCAL.fullmatch(master)
     if local and local.group(1) == "0":
         raise ValueError(f"bad master {master!r}: local[N] needs N >= 1")
+    if local and local.group(2) is not None and int(local.group(2)) < 2:
+        raise ValueError(f"bad master {master!r}: local[N,F] gives a task F attempts, and a campaign needs F >= 2 "
+                         "so that a task whose worker dies is retried")
     if local or _CLUSTER.fullmatch(master):
         return master
     raise ValueError(f"bad master {master!r}; expected local[N], local[*], local[N,F], spark://HOST:PORT, "
                      "serial or processes[N]")
+
+
+def check_reachable(master: str, timeout: float = 5.0) -> None:
+    """A one-line ValueError unless some host of a ``spark://HOST:PORT[,HOST:PORT]`` master accepts a
+    TCP connection; other masters are not checked."""
+    if not master.startswith("spark://"):
+        return
+    reasons = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"bad master {master!r}: expected spark://HOST:PORT")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+            return
+        except OSError as e:
+            reasons.append(f"{address}: {e.strerror or e}" if not isinstance(e, socket.timeout)
+                           else f"{address}: no answer in {timeout:g} s")
+    raise ValueError(f"cannot reach the Spark master {master} ({'; '.join(reasons)})")
 
 
 def spark_master(master: str) -> str:
@@ -80,8 +107,9 @@ def _storage_directory() -> str:
     return directory
 
 
-def session(master: str, app_name: str = "kraftcheck campaign"):
-    """A SparkSession on ``master`` (made retrying when local), with the project shipped when not local."""
+def session(master: str, app_name: str = "kraftcheck campaign", log: Path | None = None):
+    """A SparkSession on ``master`` (made retrying when local), with the project shipped when not local;
+    the JVM's output goes to ``log`` (appended) when one is given."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     storage = os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY") or _storage_directory()
@@ -97,16 +125,41 @@ def session(master: str, app_name: str = "kraftcheck campaign"):
         .config("spark.task.maxFailures", str(TASK_ATTEMPTS))
     )
     try:
-        spark = builder.getOrCreate()
+        with _stderr_to(log):  # the JVM starts here and keeps the stderr it inherits
+            spark = builder.getOrCreate()
     except Exception as e:  # noqa: BLE001 - py4j and pyspark raise many kinds; the reason is the first line
         lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
         reason = next((line.lstrip(": ") for line in lines if line.startswith(": ")), lines[0])  # py4j: Java's
-        raise SparkStartError(f"could not start Spark on {master} ({reason}); Spark needs Java 17 or 21: "
-                              "--master processes[N] or serial run without it") from None
+        java = os.environ.get("JAVA_HOME") or shutil.which("java")
+        hint = ("; Spark needs Java 17 or 21: --master processes[N] or serial run without it" if not java else
+                f"; the JVM's log: {log}" if log is not None else "")
+        raise SparkStartError(f"could not start Spark on {master} ({reason}){hint}") from None
     spark.sparkContext.setLogLevel("WARN")
     if not is_local(spark.sparkContext.master):
         ship_packages(spark.sparkContext)
     return spark
+
+
+class _stderr_to:
+    """File descriptor 2 pointed at ``path`` (appended) inside the block, so child processes inherit it."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path, self.saved = path, None
+
+    def __enter__(self) -> None:
+        if self.path is None:
+            return
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 2)
+        os.close(fd)
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is not None:
+            sys.stderr.flush()
+            os.dup2(self.saved, 2)
+            os.close(self.saved)
 
 
 def ship_packages(sc) -> Path:

@@ -57,6 +57,8 @@ Rules:
 - Decoding is exact: ``decode(encode(action)) == action`` for every model action.
 - A malformed file is a ``TraceError`` with one line saying where and what: the file, the
   JSON path (``actions[3].message.isr[1]``) and the problem. Nothing else escapes ``load_trace``.
+  The codec does not check that the actions fit the scope; ``check_fits`` does (a broker, KRaft
+  controller or partition the scope does not have), and what replays a file calls it first.
 - ``save_trace`` writes a temporary file in the target's directory and renames it over the
   target, so a reader sees the old file or the whole new one, never half of one.
 - Model traces are still written as version 1 (every kraftcheck reads them); differential
@@ -401,8 +403,8 @@ def _check_header(scope: Any, bugs: list[str], violation: Any, seed: Any) -> Non
                 f"violation: {json.dumps(violation)} is not an ALWAYS or TRANSITION property "
                 "(see `kraftcheck invariants`)"
             )
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        raise TraceError(f"seed: expected an integer or null, got {json.dumps(seed)}")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        raise TraceError(f"seed: expected an integer >= 0 or null, got {json.dumps(seed)}")
 
 
 def _differential_to_json(trace: DifferentialTrace) -> dict[str, Any]:
@@ -523,8 +525,8 @@ def _check_differential_header(scope: Any, bugs: list[str], impl_bugs: list[str]
         raise TraceError(f"scope: {err}") from None
     _check_bug_names("bugs", bugs, {b.value for b in Bug})
     _check_bug_names("impl_bugs", impl_bugs, {b.value for b in ImplBug})
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TraceError(f"seed: expected an integer (the cluster's seed), got {json.dumps(seed)}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise TraceError(f"seed: expected an integer >= 0 (the cluster's seed), got {json.dumps(seed)}")
     if not isinstance(signature, str) or not signature:
         raise TraceError(f"signature: expected a non-empty string, got {json.dumps(signature)}")
     if violation is not None and violation != "Disagreement":
@@ -532,6 +534,44 @@ def _check_differential_header(scope: Any, bugs: list[str], impl_bugs: list[str]
         if prop is None or prop.kind is Kind.SOMETIMES:
             raise TraceError(f"violation: {json.dumps(violation)} is neither \"Disagreement\" nor an ALWAYS or "
                              "TRANSITION property (see `kraftcheck invariants`)")
+
+
+def check_fits(scope, actions: Sequence[Action], where: str, steps: Sequence[SimStep] = ()) -> None:
+    """TraceError for the first action (``where.format(index)``) that names a broker, a KRaft
+    controller or a partition ``scope`` does not have, or the first of a differential trace's
+    ``steps`` whose network cuts name such a node. A ``BrokerId`` may name a KRaft controller
+    (one sends control requests to ZooKeeper brokers during the migration)."""
+    from model.kraft import FIRST_CONTROLLER_ID, ControllerId
+    from model.types import BrokerId, PartitionId
+
+    controllers = range(FIRST_CONTROLLER_ID, FIRST_CONTROLLER_ID + len(scope.controllers))
+    valid = {ControllerId: ("KRaft controller", set(controllers)),
+             BrokerId: ("broker or KRaft controller" if scope.controllers else "broker",
+                        set(range(scope.brokers)) | set(controllers)),
+             PartitionId: ("partition", set(range(len(scope.partitions))))}
+    def span(ids: range) -> str:
+        return "none" if not ids else str(ids.start) if len(ids) == 1 else f"{ids.start}..{ids.stop - 1}"
+
+    have = (f"brokers {span(range(scope.brokers))}, KRaft controllers {span(controllers)}, "
+            f"partitions {span(range(len(scope.partitions)))}")
+
+    def check(record, at: str) -> None:
+        for name, hint in _FIELDS[type(record)]:
+            value = getattr(record, name)
+            if hint in valid and value not in valid[hint][1] and not (name == "leader" and value < 0):
+                raise TraceError(f"{at}.{name}: {valid[hint][0]} {value} is not in scope {scope.name}, "
+                                 f"which has {have}")
+            if type(value) in _FIELDS:  # a message inside Deliver, Drop or Redeliver
+                check(value, f"{at}.{name}")
+
+    for i, action in enumerate(actions):
+        check(action, where.format(i))
+    for i, sim_step in enumerate(steps):
+        for j, pair in enumerate(sim_step.cuts):
+            outside = [n for n in pair if n not in valid[BrokerId][1]]
+            if outside:
+                raise TraceError(f"steps[{i}].cuts[{j}]: node {outside[0]} is not in scope {scope.name}, "
+                                 f"which has {have}")
 
 
 def _check_bug_names(key: str, bugs: list[str], known: set[str]) -> None:
@@ -640,7 +680,7 @@ class ReplayResult:
             return f"{head}: actions[{i}] (step {i + 1}) is not enabled: {describe(t.actions[i])}"
         if self.violation_step is not None:
             verdict = "reproduced" if self.reproduced else (
-                f"expected {t.violation}" if t.violation else "the trace recorded no violation"
+                f"not the recorded {t.violation}" if t.violation else "the trace recorded no violation"
             )
             return f"{head}: step {self.violation_step} breaks {', '.join(self.violations)} ({verdict})"
         expected = f"; expected {t.violation}, which did not happen" if t.violation else ""

@@ -295,6 +295,11 @@ def test_campaign_killed_driver_resumes_to_the_same_tables(session, killed_drive
     killer.join(timeout=200)
     assert "error" not in outcome, outcome.get("error")
     assert 0 < len(outcome["finished"]) < CLEAN["seeds"], "killed too late: nothing left to resume"
+    # the terminal got kraftcheck's own line first and none of the JVM's, which went to DIR/spark.log
+    terminal = (out.parent / "stderr.txt").read_text().splitlines()
+    assert terminal[0].startswith("kraftcheck campaign: starting Spark on local[2,4]; the JVM's log goes to ")
+    assert not [line for line in terminal if "WARN" in line or "log4j" in line], terminal
+    assert "Spark" in (out / campaign.SPARK_LOG).read_text()
     assert not (out / "runs.parquet").exists() and not (out / "summary.json").exists()
     # what a kill in the middle of a write leaves: a temporary file, never read as a part
     runs_parts = out / campaign.PARTS / "runs"

@@ -2,6 +2,7 @@
 site builds with `mkdocs build --strict` (docs/design.md §13)."""
 
 import importlib.util
+import shutil
 import subprocess
 import sys
 
@@ -72,16 +73,55 @@ def test_docs_every_page_is_in_the_navigation():
     assert not missing, f"pages missing from mkdocs.yml's nav: {missing}"
 
 
-@pytest.mark.skipif(
+MKDOCS = pytest.mark.skipif(
     importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None,
     reason="mkdocs-material is not installed (the `docs` extra: pip install -e '.[docs]')",
 )
-def test_docs_site_builds_strict(tmp_path):
-    """A broken link or anchor, or a page left out of the navigation, is a warning; --strict makes it fail."""
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory):
+    """`mkdocs build --strict` into a temporary directory, once for the module: (the run, the site)."""
+    site_dir = tmp_path_factory.mktemp("site") / "site"
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
-         "--site-dir", str(tmp_path / "site")],
+         "--site-dir", str(site_dir)],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )
+    return done, site_dir
+
+
+@MKDOCS
+def test_docs_site_builds_strict(built_site):
+    """A broken link or anchor, or a page left out of the navigation, is a warning; --strict makes it fail."""
+    done, site_dir = built_site
     assert done.returncode == 0, done.stderr[-4000:]
-    assert (tmp_path / "site" / "invariants" / "index.html").exists()
+    assert (site_dir / "invariants" / "index.html").exists()
+
+
+# Headless Chromium as this machine runs it (scripts/setup.sh installs Debian's chromium), with every host name
+# unresolvable: a diagram that needs a CDN stays Mermaid source.
+CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=20000", "--dump-dom"]
+
+
+@MKDOCS
+def test_docs_site_draws_its_state_diagrams_without_a_network(built_site, tmp_path):
+    """The state diagrams page, opened in a real browser that can reach no host, draws every diagram: the site
+    serves Mermaid itself (mkdocs.yml's extra_javascript, fetched by scripts/setup.sh). Material for MkDocs
+    replaces each ``<pre class="mermaid">`` of Mermaid source with a ``<div class="mermaid">`` holding the drawn
+    SVG (in a closed shadow root) once Mermaid has rendered it; without Mermaid the source stays."""
+    chromium = shutil.which("chromium")
+    if chromium is None:  # scripts/setup.sh installs it; a machine set up without it must not pass silently
+        pytest.fail("chromium is not installed: run `bash scripts/setup.sh`")
+    done, site_dir = built_site
+    assert done.returncode == 0, done.stderr[-4000:]
+    page = site_dir / "diagrams" / "index.html"
+    assert "mermaid.min.js" in page.read_text() and (site_dir / "assets" / "javascripts" / "mermaid.min.js").is_file()
+    sources = page.read_text().count('<pre class="mermaid">')
+    assert sources == (ROOT / "docs" / "diagrams.md").read_text().count("``` mermaid") >= 3
+    dom = subprocess.run([*CHROMIUM, f"--user-data-dir={tmp_path / 'profile'}", page.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert '<pre class="mermaid">' not in dom, "a diagram is still Mermaid source: Mermaid did not draw it"
+    assert dom.count('<div class="mermaid">') == sources

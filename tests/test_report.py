@@ -102,8 +102,10 @@ def test_report_clean_campaign_says_so_with_its_figures_and_plots(clean_campaign
     assert figure(page, "seeds") == "8"
     assert figure(page, "runs") == "8"
     assert figure(page, "steps (events run)") == "16,000"
-    assert figure(page, "wall time (s)") == "8"
-    assert figure(page, "steps/s") == "2,000"
+    assert figure(page, "wall time (s): the runs, consolidating and shrinking; not Spark&#x27;s start") == "8"
+    assert figure(page, "runs&#x27; time (s): the first partition&#x27;s start to the last run&#x27;s end, "
+                        "the plots&#x27; time axis") == "4.5"
+    assert figure(page, "steps/s (over the wall time)") == "2,000"
     assert figure(page, "violations") == "0"
     assert figure(page, "distinct signatures") == "0"
     assert figure(page, "documented findings (runs showing one)") == "1"
@@ -156,8 +158,9 @@ def test_report_lists_each_counterexample_signature_once_escaped(tmp_path):
     assert_self_contained(page)
 
 
-def test_report_shows_the_mermaid_text_of_a_readable_trace(tmp_path):
-    """A counterexample whose trace file is there: its sequence diagram is on the page, as text."""
+def test_report_draws_the_sequence_diagram_of_a_readable_trace(tmp_path):
+    """A counterexample whose trace file is there: its sequence diagram is drawn on the page as inline SVG (no
+    script, nothing fetched), each step in it, the violation as a red row; the Mermaid source is folded below."""
     from model.actions import StopBroker
     from properties import traces
 
@@ -174,6 +177,30 @@ def test_report_shows_the_mermaid_text_of_a_readable_trace(tmp_path):
     page = write_report(directory).read_text(encoding="utf-8")
     diagram = re.search(r'<pre class="mermaid-text">(.*?)</pre>', page, re.S)
     assert diagram and "sequenceDiagram" in diagram.group(1)
+    svg = re.search(r'<div class="diagram">(<svg .*?</svg>)', page, re.S)
+    assert svg, "no drawn diagram"
+    assert "<text" in svg.group(1) and ">broker 1<" in svg.group(1) and ">1. clean stop<" in svg.group(1)
+    assert "VIOLATION: breaks ControllerSeesEveryBounce" in svg.group(1)
+    assert_self_contained(page)
+
+
+def test_report_shows_whether_each_rollback_finished(tmp_path):
+    """How far the migration got has a rolled-back level: a rollback run whose runbook finished counts there, one
+    that stopped short stays at the level it reached."""
+    from properties.report import run_levels
+
+    runs = [run_row(s) for s in range(8)]  # seeds 3 and 7 run the rollback runbook, both at dual-write
+    runs[3]["rolled_back"] = True
+    schema = RUNS.append(pa.field("rolled_back", pa.bool_()))
+    directory = tmp_path / "rollback"
+    directory.mkdir()
+    pq.write_table(pa.Table.from_pylist(runs, schema=schema), directory / "runs.parquet")
+    pq.write_table(pa.Table.from_pylist([], schema=VIOLATIONS), directory / "violations.parquet")
+    pq.write_table(pa.Table.from_pylist([], schema=COVERAGE), directory / "coverage.parquet")
+    write_report(directory)
+    levels = run_levels(pq.read_table(directory / "runs.parquet").to_pandas())
+    assert list(levels[[3, 7]]) == ["rolled-back", "dual-write"]
+    assert levels.value_counts()["finalized"] == 6
 
 
 def test_report_of_a_campaign_without_runs_says_it_checked_nothing(tmp_path):
@@ -181,7 +208,7 @@ def test_report_of_a_campaign_without_runs_says_it_checked_nothing(tmp_path):
     directory = write_campaign(tmp_path / "empty", [], [], [])  # and no summary.json
     page = write_report(directory).read_text(encoding="utf-8")
     assert "No runs: this campaign recorded no run" in page
-    assert figure(page, "runs") == "0" and figure(page, "steps/s") == "–"
+    assert figure(page, "runs") == "0" and figure(page, "steps/s (over the wall time)") == "–"
     assert images(page) == []
     assert_self_contained(page)
 

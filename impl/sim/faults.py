@@ -104,6 +104,11 @@ def parse(spec: str) -> FaultMix:
         overrides.insert(0, names)
         names = "none"
     mixes = names.split("+")
+    if "" in mixes:
+        raise ValueError(f"fault mix {names!r} names '', an empty name; expected names ({known_names}) joined by '+'")
+    twice = sorted({name for name in mixes if mixes.count(name) > 1})
+    if twice:
+        raise ValueError(f"fault mix {names!r} names {twice[0]!r} twice")
     swarm = SWARM in mixes
     mixes = [name for name in mixes if name != SWARM] or ["all"]  # ``swarm`` alone swarms over every fault
     mix = NONE
