@@ -21,8 +21,12 @@ import pytest
 
 from properties.cli import main
 from properties.kafka import install
+from tests.zk_server import SKIP_ENV
 
 SEED = 6  # kills the KRaft controller while the last broker rolls into migration mode (the trigger)
+
+# A real Kafka runs with the real ZooKeeper server: the switch that skips the real-ZooKeeper tests skips these too.
+needs_real_zookeeper = pytest.mark.skipif(os.environ.get(SKIP_ENV) == "1", reason=f"{SKIP_ENV}=1")
 
 
 def _processes_under(folder: Path) -> list[int]:
@@ -41,6 +45,8 @@ def _processes_under(folder: Path) -> list[int]:
 @pytest.fixture(scope="module")
 def migrated(tmp_path_factory):
     """One real migration to dual write, the controller killed mid-migration, as ``kraftcheck kafka run`` does it."""
+    if os.environ.get(SKIP_ENV) == "1":
+        pytest.skip(f"{SKIP_ENV}=1: the tests against a real ZooKeeper server (and so a real Kafka) are skipped")
     install.install(install.DEFAULT_VERSION)
     folder = tmp_path_factory.mktemp("kafka") / "run"
     code = main(
@@ -143,6 +149,7 @@ def test_kafka_cli_refuses_a_used_out_folder(tmp_path, capsys):
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
+@needs_real_zookeeper
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [2, 5, 7])
 def test_kafka_full_migration_with_three_controllers_is_clean(seed, tmp_path):
@@ -168,6 +175,7 @@ def test_kafka_full_migration_with_three_controllers_is_clean(seed, tmp_path):
     assert code == 0
 
 
+@needs_real_zookeeper
 @pytest.mark.slow
 def test_kafka_4_quorum_with_feature_updates_is_clean(tmp_path):
     """Kafka 4.1: three controllers, three brokers, a process fault, metadata.version upgraded, a downgrade
@@ -191,6 +199,7 @@ def test_kafka_4_cannot_run_the_migration(capsys):
     assert "has no ZooKeeper mode" in capsys.readouterr().err
 
 
+@needs_real_zookeeper
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
 def test_kafka_run_interrupted_leaves_nothing_running(signum, tmp_path):
     """kraftcheck stopped mid-run (SIGTERM), or killed outright (SIGKILL: no handler runs), takes its cluster
