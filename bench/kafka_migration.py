@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         f"medians of {len(rows)}:"
     )
     print(
-        f"  migration to finalization {seconds:.1f} s   ratio to the {TARGET_SECONDS:.0f} s target {seconds / TARGET_SECONDS:.2f}"
+        f"  migration to finalization {seconds:.1f} s   ratio to the {TARGET_SECONDS:.0f} s target "
+        f"{seconds / TARGET_SECONDS:.2f}"
     )
     print(f"  peak memory, all processes {peak / 1024**3:.2f} GB   ratio to the 4 GB target {peak / TARGET_BYTES:.2f}")
     print(f"  check / run {share:.4f}   ratio to the {TARGET_CHECK_SHARE} target {share / TARGET_CHECK_SHARE:.3f}")

@@ -390,7 +390,8 @@ def test_kafka_checks_cover_the_model_registry():
 
 
 def test_kafka_checks_unobserved_versions_are_no_violation():
-    """A watch that skipped /controller_epoch versions leaves the claim unjudged, not failed (observation is partial)."""
+    """A watch that skipped /controller_epoch versions leaves the claim unjudged, not failed (observation is
+    partial)."""
     obs = clean()
     epochs = obs.zk["/controller_epoch"]
     obs.zk["/controller_epoch"] = [epochs[0], epochs[2]]  # version 1, the ZK controller's election, never seen

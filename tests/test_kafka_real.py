@@ -94,7 +94,8 @@ def test_kafka_run_leaves_nothing_running(migrated):
 
 
 def test_kafka_check_finds_a_seeded_bug_in_a_real_run(migrated, capsys, tmp_path):
-    """The recorded run re-checked offline catches a /controller_epoch that went back (KIP-866 §Controller Leadership)."""
+    """The recorded run re-checked offline catches a /controller_epoch that went back (KIP-866 §Controller
+    Leadership)."""
     _, folder = migrated
     assert main(["kafka", "check", str(folder)]) == 0
     copy = tmp_path / "run"

@@ -192,7 +192,8 @@ def epochs_increase_across_hand_over(obs: Observed) -> list[Violation]:
             out.append(
                 Violation(
                     "ZkControllerEpochsIncreaseAcrossHandOver",
-                    f"/controller_epoch rewritten to {b} after {a} (version {ea['version']} -> {eb['version']}, mzxid {eb['mzxid']})",
+                    f"/controller_epoch rewritten to {b} after {a} (version {ea['version']} -> {eb['version']}, "
+                    f"mzxid {eb['mzxid']})",
                     (ea, eb),
                 )
             )
@@ -290,7 +291,8 @@ def broker_epoch_grows(obs: Observed) -> list[Violation]:
                     out.append(
                         Violation(
                             "BrokerEpochGrowsWithEachRegistration",
-                            f"broker {broker} registered with KRaft at epoch {r['data']['brokerEpoch']} after {last[broker]['data']['brokerEpoch']} (offset {r['offset']})",
+                            f"broker {broker} registered with KRaft at epoch {r['data']['brokerEpoch']} after "
+                            f"{last[broker]['data']['brokerEpoch']} (offset {r['offset']})",
                             (last[broker], r),
                         )
                     )
@@ -311,7 +313,8 @@ def broker_epoch_is_czxid(obs: Observed) -> list[Violation]:
                 out.append(
                     Violation(
                         "BrokerEpochIsRegistrationCzxid",
-                        f"/brokers/ids/{broker} has czxid {e['czxid']}, an epoch broker {broker} never logged (it logged {sorted(logged[broker])})",
+                        f"/brokers/ids/{broker} has czxid {e['czxid']}, an epoch broker {broker} never logged "
+                        f"(it logged {sorted(logged[broker])})",
                         (e,),
                     )
                 )
@@ -368,7 +371,8 @@ def kraft_epoch_never_decreases(obs: Observed) -> list[Violation]:
                 out.append(
                     Violation(
                         "KRaftEpochNeverDecreases",
-                        f"controller {controller}'s log goes from epoch {a['epoch']} (offset {a['offset']}) to {b['epoch']} (offset {b['offset']})",
+                        f"controller {controller}'s log goes from epoch {a['epoch']} (offset {a['offset']}) to "
+                        f"{b['epoch']} (offset {b['offset']})",
                         (a, b),
                     )
                 )
@@ -397,7 +401,8 @@ def committed_records_never_change(obs: Observed) -> list[Violation]:
                 out.append(
                     Violation(
                         "CommittedRecordsNeverChange",
-                        f"offset {r['offset']} (committed: /migration reached {committed}) holds {first['type']}@{first['epoch']} in one log and {r['type']}@{r['epoch']} in another",
+                        f"offset {r['offset']} (committed: /migration reached {committed}) holds "
+                        f"{first['type']}@{first['epoch']} in one log and {r['type']}@{r['epoch']} in another",
                         (first, r),
                     )
                 )
@@ -427,7 +432,8 @@ def broker_epoch_is_offset(obs: Observed) -> list[Violation]:
                 out.append(
                     Violation(
                         "BrokerEpochIsRegistrationOffset",
-                        f"RegisterBrokerRecord at offset {r['offset']} gives broker {r['data']['brokerId']} epoch {epoch}"
+                        f"RegisterBrokerRecord at offset {r['offset']} gives broker {r['data']['brokerId']} "
+                        f"epoch {epoch}"
                         + (
                             f", with {', '.join(x['type'] for x in between if x)} between"
                             if 0 < len(between) < 10
@@ -462,7 +468,8 @@ def brokers_support_finalized_features(obs: Observed) -> list[Violation]:
                     out.append(
                         Violation(
                             "AdmittedBrokersSupportFinalizedFeatures",
-                            f"broker {data['brokerId']} registered at offset {r['offset']} supporting {supported} while {bad} is finalized",
+                            f"broker {data['brokerId']} registered at offset {r['offset']} supporting "
+                            f"{supported} while {bad} is finalized",
                             (r,),
                         )
                     )
@@ -480,7 +487,8 @@ def brokers_support_finalized_features(obs: Observed) -> list[Violation]:
                     out.append(
                         Violation(
                             "AdmittedBrokersSupportFinalizedFeatures",
-                            f"{name} finalized at {level} (offset {r['offset']}) outside the range of registered brokers {refusing}",
+                            f"{name} finalized at {level} (offset {r['offset']}) outside the range of "
+                            f"registered brokers {refusing}",
                             (r,),
                         )
                     )
@@ -501,7 +509,8 @@ def zk_brokers_at_metadata_version(obs: Observed) -> list[Violation]:
                     out.append(
                         Violation(
                             "ZkBrokersAdmittedAtMetadataVersion",
-                            f"ZK broker {r['data']['brokerId']} admitted at offset {r['offset']} with IBP range [{mv['minSupportedVersion']}, {mv['maxSupportedVersion']}] under metadata.version {level}",
+                            f"ZK broker {r['data']['brokerId']} admitted at offset {r['offset']} with IBP range "
+                            f"[{mv['minSupportedVersion']}, {mv['maxSupportedVersion']}] under metadata.version {level}",
                             (r,),
                         )
                     )
@@ -531,7 +540,8 @@ def migration_state_moves_forward(obs: Observed) -> list[Violation]:
                 out.append(
                     Violation(
                         "MigrationStateOnlyMovesForward",
-                        f"controller {controller}'s log moves the migration state {previous.name if previous else 'unset'} -> {state.name} at offset {r['offset']}",
+                        f"controller {controller}'s log moves the migration state "
+                        f"{previous.name if previous else 'unset'} -> {state.name} at offset {r['offset']}",
                         tuple(x for x in (previous_record, r) if x),
                     )
                 )
@@ -552,7 +562,8 @@ def metadata_version_fixed(obs: Observed) -> list[Violation]:
                 out.append(
                     Violation(
                         "MetadataVersionFixedDuringMigration",
-                        f"metadata.version set to {r['data'].get('featureLevel')} at offset {r['offset']} during the migration",
+                        f"metadata.version set to {r['data'].get('featureLevel')} at offset {r['offset']} "
+                        f"during the migration",
                         (r,),
                     )
                 )
@@ -575,7 +586,8 @@ def failover_aborts_transaction(obs: Observed) -> list[Violation]:
                 out.append(
                     Violation(
                         "FailoverAbortsMigrationTransaction",
-                        f"leader of epoch {r['epoch']} wrote {r['type']} at offset {r['offset']} inside the transaction opened at offset {open_at['offset']} in epoch {open_at['epoch']}",
+                        f"leader of epoch {r['epoch']} wrote {r['type']} at offset {r['offset']} inside the "
+                        f"transaction opened at offset {open_at['offset']} in epoch {open_at['epoch']}",
                         (open_at, r),
                     )
                 )
@@ -604,7 +616,8 @@ def initial_migration_all_or_nothing(obs: Observed) -> list[Violation]:
             out.append(
                 Violation(
                     "InitialMigrationAllOrNothing",
-                    f"controller {controller}'s log counts MIGRATION at offset {at['offset']} without the topics {missing} that ZooKeeper held",
+                    f"controller {controller}'s log counts MIGRATION at offset {at['offset']} without the "
+                    f"topics {missing} that ZooKeeper held",
                     (at,),
                 )
             )
@@ -696,7 +709,8 @@ def zk_writes_follow_commits(obs: Observed) -> list[Violation]:
             out.append(
                 Violation(
                     "ZkWritesFollowKRaftCommits",
-                    f"/migration (mzxid {e['mzxid']}) names offset {offset} in epoch {epoch}; the log has it in epoch {found[0]['epoch']}",
+                    f"/migration (mzxid {e['mzxid']}) names offset {offset} in epoch {epoch}; the log has it in "
+                    f"epoch {found[0]['epoch']}",
                     (e, found[0]),
                 )
             )
@@ -711,7 +725,8 @@ def only_current_kraft_leader_writes(obs: Observed) -> list[Violation]:
             out.append(
                 Violation(
                     "OnlyCurrentKRaftLeaderWritesApply",
-                    f"/migration written by Raft epoch {b.get('kraft_controller_epoch')} after epoch {a.get('kraft_controller_epoch')} (mzxid {eb['mzxid']})",
+                    f"/migration written by Raft epoch {b.get('kraft_controller_epoch')} after epoch "
+                    f"{a.get('kraft_controller_epoch')} (mzxid {eb['mzxid']})",
                     (ea, eb),
                 )
             )
@@ -721,7 +736,8 @@ def only_current_kraft_leader_writes(obs: Observed) -> list[Violation]:
             out.append(
                 Violation(
                     "OnlyCurrentKRaftLeaderWritesApply",
-                    f"/migration's offset went back from {a.get('kraft_metadata_offset')} to {b.get('kraft_metadata_offset')} in one Raft epoch (mzxid {eb['mzxid']})",
+                    f"/migration's offset went back from {a.get('kraft_metadata_offset')} to "
+                    f"{b.get('kraft_metadata_offset')} in one Raft epoch (mzxid {eb['mzxid']})",
                     (ea, eb),
                 )
             )
@@ -797,7 +813,8 @@ def migration_starts_with_every_broker(obs: Observed) -> list[Violation]:
                 out.append(
                     Violation(
                         "MigrationStartsOnlyWithEveryKnownZkBroker",
-                        f"{claim['process']}'s driver went to claim ZooKeeper while ZK broker {broker} (czxid {live[-1]['czxid']}) had not registered with KRaft",
+                        f"{claim['process']}'s driver went to claim ZooKeeper while ZK broker {broker} (czxid "
+                        f"{live[-1]['czxid']}) had not registered with KRaft",
                         (claim, live[-1]),
                     )
                 )
@@ -822,7 +839,8 @@ def no_kraft_broker_takes_live_id(obs: Observed) -> list[Violation]:
                 out.append(
                     Violation(
                         "NoKRaftBrokerTakesALiveZkBrokersId",
-                        f"KRaft broker {broker} registered (offset {r['offset']}) while /brokers/ids/{broker} (czxid {live[-1]['czxid']}) was live",
+                        f"KRaft broker {broker} registered (offset {r['offset']}) while /brokers/ids/{broker} "
+                        f"(czxid {live[-1]['czxid']}) was live",
                         (live[-1], r),
                     )
                 )
@@ -874,7 +892,8 @@ def fenced_broker_unfenced(obs: Observed) -> list[Violation]:
             out.append(
                 Violation(
                     "LiveFencedBrokerEventuallyUnfenced",
-                    f"KRaft broker {start['node']} started at {start['time']} did not reach RUNNING within {PROGRESS_BOUND_S} s of healing",
+                    f"KRaft broker {start['node']} started at {start['time']} did not reach RUNNING within "
+                    f"{PROGRESS_BOUND_S} s of healing",
                     (start,),
                 )
             )
@@ -900,7 +919,8 @@ def rollback_loses_nothing(obs: Observed) -> list[Violation]:
                 out.append(
                     Violation(
                         "RollbackLosesNothingCommitted",
-                        f"topic {r['data']['name']} (offset {r['offset']} of controller {controller}'s log) is not in ZooKeeper after the rollback",
+                        f"topic {r['data']['name']} (offset {r['offset']} of controller {controller}'s log) is "
+                        f"not in ZooKeeper after the rollback",
                         (r,),
                     )
                 )
@@ -957,6 +977,7 @@ CHECKS[ACKNOWLEDGED_WRITES] = acknowledged_writes_survive
 
 # ---- what cannot be seen from outside ------------------------------------------------------------
 
+_NO_FEATURE_UPDATES = "the runbooks make no KIP-584 feature update in ZooKeeper mode, where /feature would show it"
 _MEMORY = "held only in a process's memory; no channel shows it"
 NOT_OBSERVABLE: dict[str, str] = {
     "EphemeralsOnlyForLiveSessions": "sessions are ZooKeeper's internal state; a client cannot list another's",
@@ -967,18 +988,18 @@ NOT_OBSERVABLE: dict[str, str] = {
     "StaleControlledShutdownMovesNothing": "ControlledShutdown requests are not logged with their epochs",
     "LeaderEpochsNeverDecrease": "partition state znodes are watched but brokers' own leader epochs are " + _MEMORY,
     "OneLeaderPerLeaderEpoch": "which broker believes it leads is " + _MEMORY,
-    "LeaderIsInIsr": "the model's single-topic partitions are not Kafka's; partition znodes are kept in the timeline only",
-    "FinalizedFeaturesWellFormed": "KIP-584's /features znode is not written by 3.x in ZooKeeper mode without feature updates",
-    "FeatureEpochNeverDecreases": "KIP-584's /features znode is not written by 3.x in ZooKeeper mode without feature updates",
-    "DisabledFeaturesFinalizeNothing": "KIP-584's /features znode is not written by 3.x in ZooKeeper mode without feature updates",
+    "LeaderIsInIsr": "the model's one-topic partitions are not Kafka's; partition znodes are kept in the timeline only",
+    "FinalizedFeaturesWellFormed": _NO_FEATURE_UPDATES,
+    "FeatureEpochNeverDecreases": _NO_FEATURE_UPDATES,
+    "DisabledFeaturesFinalizeNothing": _NO_FEATURE_UPDATES,
     "BrokerFeatureCacheNeverGoesBack": "a broker's feature cache is " + _MEMORY,
     "CommittedRecordsOnMajority": "followers' logs are dumped only at the end of a run, not at each commit",
     "HighWatermarkNeverDecreases": "the high watermark is " + _MEMORY + " (JMX is not read)",
     "FencedBrokersNeverServed": "what a broker serves to clients is not sampled",
     "UnfencedOnlyWhenCaughtUp": "a broker's replay position is " + _MEMORY,
     "TopicDeletionsCompletedByMigration": "the runbook deletes no topic during the migration",
-    "WriteBehindLagBounded": "the lag bound is the model's abstraction; Kafka reports ZkWriteBehindLag on JMX, which is not read",
-    "ZkEqualsImageAtMigrationOffset": "comparing ZooKeeper's metadata with the image needs the image decoded at that offset: not built yet",
+    "WriteBehindLagBounded": "the bound is the model's abstraction; Kafka's ZkWriteBehindLag is on JMX, which is not read",
+    "ZkEqualsImageAtMigrationOffset": "it needs the image decoded at /migration's offset, and that is not built yet",
     "UpdateMetadataBeforeLeaderAndIsr": "control requests to ZooKeeper brokers are not logged one by one",
     "OnlyAllowedWritesInPreMigration": "the model's allowed record kinds are not mapped to Kafka's record types yet",
 }

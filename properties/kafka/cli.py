@@ -58,7 +58,10 @@ def _runbook_problem(args: argparse.Namespace, found) -> str | None:
     if args.runbook is None:
         args.runbook = "finalize" if found.has_zookeeper_mode else "kraft"
     if args.runbook != "kraft" and not found.has_zookeeper_mode:
-        return f"Kafka {found.version} has no ZooKeeper mode: --runbook {args.runbook} needs 3.4.0 to 3.9.x (4.x runs --runbook kraft)"
+        return (
+            f"Kafka {found.version} has no ZooKeeper mode: --runbook {args.runbook} needs 3.4.0 to 3.9.x "
+            f"(4.x runs --runbook kraft)"
+        )
     return None
 
 
@@ -130,7 +133,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
         if before.get("plan") != asdict(plan) or before.get("kafka") != found.version:
             return _fail(
-                f"--out {out} holds a campaign with other options: continue it with the same ones, or name another --out"
+                f"--out {out} holds a campaign with other options: continue it with the same ones, or name "
+                f"another --out"
             )
     elif out.exists() and any(out.iterdir()):
         return _fail(f"--out {out} is not empty and holds no campaign")

@@ -199,7 +199,8 @@ LOG_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("raft-leader", r"\[RaftManager id=(?P<node>\d+)\] Completed transition to Leader\(.*?epoch=(?P<epoch>\d+)"),
         (
             "raft-resigned",
-            r"\[RaftManager id=(?P<node>\d+)\] Completed transition to (?:Resigned|Follower|Candidate|Unattached|Voted)",
+            r"\[RaftManager id=(?P<node>\d+)\] Completed transition to "
+            r"(?:Resigned|Follower|Candidate|Unattached|Voted)",
         ),
         (
             "active-controller",
@@ -207,24 +208,29 @@ LOG_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "migration-state-replayed",
-            r"\[QuorumController id=(?P<node>\d+)\] Replayed a ZkMigrationStateRecord changing the migration state from (?P<old>\w+) to (?P<new>\w+)",
+            r"\[QuorumController id=(?P<node>\d+)\] Replayed a ZkMigrationStateRecord changing the migration "
+            r"state from (?P<old>\w+) to (?P<new>\w+)",
         ),
         (
             "zk-controller-elected",
-            r"\[Controller id=(?P<node>\d+)\] \d+ successfully elected as the controller\. Epoch incremented to (?P<epoch>\d+) and epoch zk version is now (?P<version>\d+)",
+            r"\[Controller id=(?P<node>\d+)\] \d+ successfully elected as the controller\. Epoch incremented to "
+            r"(?P<epoch>\d+) and epoch zk version is now (?P<version>\d+)",
         ),
         ("zk-controller-resigned", r"\[Controller id=(?P<node>\d+)\] Resigned"),
         (
             "zk-broker-registered",
-            r"Registered broker (?P<broker>\d+) at path /brokers/ids/\d+ with addresses: .*czxid \(broker epoch\): (?P<epoch>\d+)",
+            r"Registered broker (?P<broker>\d+) at path /brokers/ids/\d+ with addresses: .*czxid \(broker "
+            r"epoch\): (?P<epoch>\d+)",
         ),
         (
             "zk-broker-change",
-            r"\[Controller id=(?P<node>\d+)\] Newly added brokers: (?P<added>[\d,]*), deleted brokers: (?P<deleted>[\d,]*), bounced brokers: (?P<bounced>[\d,]*), all live brokers: (?P<live>[\d,]*)",
+            r"\[Controller id=(?P<node>\d+)\] Newly added brokers: (?P<added>[\d,]*), deleted brokers: "
+            r"(?P<deleted>[\d,]*), bounced brokers: (?P<bounced>[\d,]*), all live brokers: (?P<live>[\d,]*)",
         ),
         (
             "kraft-broker-registered",
-            r"\[BrokerLifecycleManager id=(?P<broker>\d+)(?: isZkBroker=(?P<zk>\w+))?\] Successfully registered broker \d+ with broker epoch (?P<epoch>\d+)",
+            r"\[BrokerLifecycleManager id=(?P<broker>\d+)(?: isZkBroker=(?P<zk>\w+))?\] Successfully registered "
+            r"broker \d+ with broker epoch (?P<epoch>\d+)",
         ),
         (
             "kraft-broker-running",
@@ -307,9 +313,15 @@ def describe(event: dict) -> str:
     if channel == "zk":
         if not event["exists"]:
             return f"zk   {event['path']} deleted"
-        return f"zk   {event['path']} = {event['data']} (czxid {event['czxid']}, mzxid {event['mzxid']}, version {event['version']})"
+        return (
+            f"zk   {event['path']} = {event['data']} (czxid {event['czxid']}, mzxid {event['mzxid']}, "
+            f"version {event['version']})"
+        )
     if channel == "metadata":
-        return f"log  controller {event['controller']} offset {event['offset']} epoch {event['epoch']}: {event['type']} {json.dumps(event['data'])[:160]}"
+        return (
+            f"log  controller {event['controller']} offset {event['offset']} epoch {event['epoch']}: "
+            f"{event['type']} {json.dumps(event['data'])[:160]}"
+        )
     if channel == "log":
         fields = {k: v for k, v in event.items() if k not in ("channel", "process", "line", "time", "kind")}
         return f"line {event['process']}/logs/server.log:{event['line']} {event['kind']} {fields}"
