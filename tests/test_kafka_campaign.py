@@ -60,3 +60,62 @@ def test_kafka_campaign_tables_report_and_resume(tmp_path, monkeypatch):
     assert started == [1, 3]
     assert [r["seed"] for r in runs] == [0, 1, 2, 3]
     assert pq.read_table(tmp_path / "runs.parquet").num_rows == 4
+
+
+class _Alive:
+    """A stand-in for a running process's Popen."""
+
+    pid = 0
+    returncode = None
+
+    def poll(self):
+        return None
+
+
+def _three_controllers(tmp_path, logs: dict[int, list[str]]):
+    from properties.kafka.run import Run
+
+    run = Run(RealRunPlan(seed=0, controllers=3), KAFKA, tmp_path)
+    for c, lines in logs.items():
+        process = run.cluster.node(f"controller-{c}", {}, 64)
+        process.log.parent.mkdir(parents=True, exist_ok=True)
+        process.log.write_text(
+            "".join(f"[2026-11-26 19:58:{10 + i:02d},000] INFO {line}\n" for i, line in enumerate(lines))
+        )
+        process.popen = _Alive()
+    return run
+
+
+DRIVER = "(org.apache.kafka.metadata.migration.KRaftMigrationDriver)"
+
+
+def test_kafka_run_reads_each_controller_on_its_own(tmp_path):
+    """The leader's driver is in DUAL_WRITE although a follower logged INACTIVE -> INACTIVE later, and the active
+    controller is the one whose own last Raft transition made it leader (a follower's later line says nothing)."""
+    run = _three_controllers(
+        tmp_path,
+        {
+            3000: [
+                "[RaftManager id=3000] Completed transition to Leader(localReplicaKey=x, epoch=1, y)",
+                "[RaftManager id=3000] Completed transition to FollowerState(epoch=2, leader=3001)",
+            ],
+            3001: [
+                "[RaftManager id=3001] Completed transition to Leader(localReplicaKey=x, epoch=2, y)",
+                f"[KRaftMigrationDriver id=3001] 3001 transitioning from KRAFT_CONTROLLER_TO_BROKER_COMM to DUAL_WRITE state {DRIVER}",
+            ],
+            3002: [
+                "[RaftManager id=3002] Completed transition to FollowerState(epoch=2, leader=3001)",
+                f"[KRaftMigrationDriver id=3002] 3002 transitioning from INACTIVE to INACTIVE state {DRIVER}",
+            ],
+        },
+    )
+    assert run.in_dual_write()
+    assert run.active_controller() == 3001
+    run = _three_controllers(
+        tmp_path / "b",
+        {
+            3000: [f"[KRaftMigrationDriver id=3000] 3000 transitioning from DUAL_WRITE to INACTIVE state {DRIVER}"],
+        },
+    )
+    assert not run.in_dual_write()
+    assert run.active_controller() is None

@@ -248,12 +248,16 @@ def _millis(stamp: str) -> int:
 
 def parse_log(path: Path, process: str) -> list[dict]:
     """The decision lines of one process's server.log, in file order."""
-    events = []
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        return parse_log_text(path.read_text(errors="replace"), process)
     except FileNotFoundError:
-        return events
-    for number, line in enumerate(lines, 1):
+        return []
+
+
+def parse_log_text(text: str, process: str) -> list[dict]:
+    """The decision lines of a log's text, numbered from its first line."""
+    events = []
+    for number, line in enumerate(text.splitlines(), 1):
         head = _LINE.match(line)
         if head is None:
             continue
@@ -261,16 +265,8 @@ def parse_log(path: Path, process: str) -> list[dict]:
             found = pattern.search(head[3])
             if found:
                 fields = {k: v for k, v in found.groupdict().items() if v is not None}
-                events.append(
-                    {
-                        "channel": "log",
-                        "process": process,
-                        "line": number,
-                        "time": _millis(head[1]),
-                        "kind": kind,
-                        **fields,
-                    }
-                )
+                event = {"channel": "log", "process": process, "line": number, "time": _millis(head[1]), "kind": kind}
+                events.append(event | fields)
                 break
     return events
 

@@ -36,7 +36,16 @@ from properties.kafka import configs
 from properties.kafka.checks import PROGRESS_BOUND_S, Observed, Violation, run_checks
 from properties.kafka.cluster import ZK_SESSION_TIMEOUT_MS, Cluster, ClusterError, Process, free_port
 from properties.kafka.install import Installation
-from properties.kafka.observe import ZkObserver, merge, metadata_files, parse_dump, parse_log, quiet_logger, read_jsonl
+from properties.kafka.observe import (
+    ZkObserver,
+    merge,
+    metadata_files,
+    parse_dump,
+    parse_log,
+    parse_log_text,
+    quiet_logger,
+    read_jsonl,
+)
 from properties.kafka.workload import TOPIC, LedgerWriter, read_ledger
 
 RUNBOOKS = (
@@ -184,16 +193,17 @@ class Run:
         return self.controller(self.controller_ids[fault.target] if active is None else active)
 
     def active_controller(self) -> int | None:
-        """The KRaft controller that leads now, by the last leadership line in the controllers' logs."""
-        latest: tuple[int, int] | None = None
-        for c in self.controller_ids:
-            if f"controller-{c}" not in self.cluster.processes:
-                continue
-            for e in parse_log(self.controller(c).log, f"controller-{c}"):
-                if e["kind"] in ("raft-leader", "raft-resigned"):
-                    key = (e["time"], c if e["kind"] == "raft-leader" else -1)
-                    latest = key if latest is None or key[0] >= latest[0] else latest
-        return latest[1] if latest and latest[1] >= 0 else None
+        """The running controller whose last Raft transition since it started made it leader, of the newest epoch."""
+        leaders: list[tuple[int, int]] = []  # (epoch, controller)
+        for c, process in self.running_controllers().items():
+            raft = [
+                e
+                for e in parse_log_text(process.log_since(process.start_offset), process.name)
+                if e["kind"] in ("raft-leader", "raft-resigned")
+            ]
+            if raft and raft[-1]["kind"] == "raft-leader":
+                leaders.append((int(raft[-1]["epoch"]), c))
+        return max(leaders)[1] if leaders else None
 
     def _strike(self, fault: FaultPlan) -> None:
         victim = self._victim(fault)
@@ -253,7 +263,7 @@ class Run:
     def end_state(self) -> tuple[str, Callable[[], bool]]:
         """What the finished runbook leaves, as a goal a recovered cluster must be back in."""
         if self.plan.runbook == "dual-write":
-            return "dual-write", lambda: self.driver_state() == "DUAL_WRITE"
+            return "dual-write", self.in_dual_write
         if self.rolls_back:
             zk_brokers = [
                 self.ready(self.broker(b), "started (kafka.server.KafkaServer)") for b in range(self.plan.brokers)
@@ -326,16 +336,25 @@ class Run:
                     bound=ZK_SESSION_TIMEOUT_MS / 1000 + 30,
                 )
 
-    def driver_state(self) -> str | None:
-        """The newest driver state any controller logged since its last start."""
-        latest = None
-        for c in self.controller_ids:
-            p = self.controller(c)
-            text = p.log_since(p.start_offset)
-            for line in text.splitlines():
-                if "transitioning from" in line and "KRaftMigrationDriver" in line:
-                    latest = line.split(" to ")[-1].split(" state")[0]
-        return latest
+    def running_controllers(self) -> dict[int, Process]:
+        """The controllers whose processes run now, by node id."""
+        found = {c: self.cluster.processes.get(f"controller-{c}") for c in self.controller_ids}
+        return {c: p for c, p in found.items() if p is not None and p.running}
+
+    def in_dual_write(self) -> bool:
+        """Some running controller's driver is in DUAL_WRITE: the last transition it logged since it started.
+
+        Each controller is read on its own: a follower's driver logs INACTIVE -> INACTIVE while the
+        leader's is in DUAL_WRITE, so the newest line of all would say nothing about the leader."""
+        for process in self.running_controllers().values():
+            states = [
+                e["new"]
+                for e in parse_log_text(process.log_since(process.start_offset), process.name)
+                if e["kind"] == "driver-transition"
+            ]
+            if states and states[-1] == "DUAL_WRITE":
+                return True
+        return False
 
     # ---- the runbook --------------------------------------------------------------------------
 
@@ -604,7 +623,7 @@ class Run:
         )
 
     def reach_dual_write(self) -> None:
-        self.wait("dual-write", lambda: self.driver_state() == "DUAL_WRITE")
+        self.wait("dual-write", self.in_dual_write)
         self.dump_metadata("dual-write")
 
     def write_during_dual_write(self) -> None:
