@@ -246,6 +246,8 @@ class Run:
             return
         if fault.kind.startswith("pause"):
             victim.resume()
+        elif victim.running:  # the runbook started it again meanwhile (a roll)
+            self.note("heal-skipped", fault=fault.kind, process=victim.name, why="already running again")
         else:
             victim.start()
         self.last_heal = time.monotonic()
