@@ -282,9 +282,12 @@ def _claim_before_broker_registered(obs):
 
 
 def _kraft_broker_takes_live_id(obs):
-    obs.metadata[3000].append(
-        rec(77, 1, "REGISTER_BROKER_RECORD", 9600, brokerId=1, brokerEpoch=77, isMigratingZkBroker=False, features=[])
-    )
+    obs.metadata[3000] += [
+        rec(
+            77, 1, "BROKER_REGISTRATION_CHANGE_RECORD", 9500, brokerId=1, brokerEpoch=20, fenced=-1
+        ),  # ZK broker 1 unfenced
+        rec(78, 1, "REGISTER_BROKER_RECORD", 9600, brokerId=1, brokerEpoch=78, isMigratingZkBroker=False, features=[]),
+    ]
 
 
 def _never_dual_write(obs):
@@ -462,3 +465,16 @@ def test_kafka_checks_unread_ledger_judges_nothing():
     obs.operator[-1]["read_complete"] = False
     del obs.ledger[1]
     assert CHECKS[ACKNOWLEDGED_WRITES](obs) == []
+
+
+def test_kafka_checks_zk_broker_fenced_before_its_kraft_successor_registers():
+    """The ZK broker's KRaft registration fenced at its controlled shutdown, then the KRaft broker takes the id
+    (Kafka 3.9.2, three controllers, ZooKeeper down when the ZK broker stopped, so its ephemeral lingered):
+    not a violation, whatever ZooKeeper still shows."""
+    obs = clean()
+    obs.metadata[3000] += [
+        rec(77, 1, "BROKER_REGISTRATION_CHANGE_RECORD", 9500, brokerId=1, brokerEpoch=20, inControlledShutdown=1),
+        rec(78, 1, "BROKER_REGISTRATION_CHANGE_RECORD", 9550, brokerId=1, brokerEpoch=20, fenced=1),
+        rec(79, 1, "REGISTER_BROKER_RECORD", 9600, brokerId=1, brokerEpoch=79, isMigratingZkBroker=False, features=[]),
+    ]
+    assert CHECKS["NoKRaftBrokerTakesALiveZkBrokersId"](obs) == []

@@ -823,27 +823,38 @@ def migration_starts_with_every_broker(obs: Observed) -> list[Violation]:
 
 @check("NoKRaftBrokerTakesALiveZkBrokersId")
 def no_kraft_broker_takes_live_id(obs: Observed) -> list[Violation]:
+    """As the model keeps it: KRaft's own registration of the ZK broker, not its ephemeral in ZooKeeper.
+
+    A ZK broker stopped while ZooKeeper is down leaves /brokers/ids/N in place until its session
+    expires after ZooKeeper is back, though KRaft fenced it at its controlled shutdown: the KRaft
+    broker that takes the id then is not taking a live ZK broker's place.
+    """
     out = []
     for records in obs.metadata.values():
-        for r in records:
-            if r["type"] != "REGISTER_BROKER_RECORD" or r["data"].get("isMigratingZkBroker"):
-                continue
-            broker = r["data"]["brokerId"]
-            events = obs.zk.get(f"/brokers/ids/{broker}", [])
-            live = [e for e in events if e["exists"] and e["time"] <= r["time"]]
-            gone = live and any(
-                not e["exists"] and live[-1]["time"] <= e["seen"] * 1000 <= r["time"] + CROSS_CHANNEL_SLACK_MS
-                for e in events
-            )
-            if live and not gone:
-                out.append(
-                    Violation(
-                        "NoKRaftBrokerTakesALiveZkBrokersId",
-                        f"KRaft broker {broker} registered (offset {r['offset']}) while /brokers/ids/{broker} "
-                        f"(czxid {live[-1]['czxid']}) was live",
-                        (live[-1], r),
+        last: dict[int, dict] = {}  # broker -> its newest registration
+        fenced: dict[int, bool] = {}
+        for r in _live_records(records):
+            data = r["data"]
+            broker = data.get("brokerId")
+            if r["type"] == "REGISTER_BROKER_RECORD":
+                previous = last.get(broker)
+                live_zk = previous is not None and previous["data"].get("isMigratingZkBroker") and not fenced[broker]
+                if not data.get("isMigratingZkBroker") and live_zk:
+                    out.append(
+                        Violation(
+                            "NoKRaftBrokerTakesALiveZkBrokersId",
+                            f"KRaft broker {broker} registered at offset {r['offset']} while the ZK broker's registration "
+                            f"(offset {previous['offset']}, epoch {previous['data'].get('brokerEpoch')}) was unfenced",
+                            (previous, r),
+                        )
                     )
-                )
+                last[broker], fenced[broker] = r, data.get("fenced", True)
+            elif r["type"] == "BROKER_REGISTRATION_CHANGE_RECORD" and data.get("fenced", 0) != 0:
+                fenced[broker] = data["fenced"] == 1  # 1 fenced, -1 unfenced, 0 unchanged
+            elif r["type"] in ("FENCE_BROKER_RECORD", "UNFENCE_BROKER_RECORD"):
+                fenced[data.get("id", broker)] = r["type"] == "FENCE_BROKER_RECORD"
+            elif r["type"] == "UNREGISTER_BROKER_RECORD":
+                last.pop(broker, None)
     return out
 
 
