@@ -4,6 +4,7 @@ Rules:
 - Seed N's run lives in ``DIR/runs/seed-N``; a run counts once its folder holds
   ``violations.json`` (written last, whole or not at all). A folder without it is a run that was
   killed: it is discarded and run again, so a resumed campaign neither loses nor doubles a run.
+  A resumed campaign checks its finished runs again, offline, with the checks as they are now.
 - Runs are sequential on one machine (each is a whole cluster on 2 cores). With ``--master`` each
   run is a Spark task that runs its cluster on its executor's host, writing into ``DIR``, which
   must be a folder every executor sees.
@@ -44,7 +45,7 @@ def run_one(plan: RealRunPlan, kafka: Installation, out: Path, say: Callable[[st
     if not finished(folder):
         shutil.rmtree(folder, ignore_errors=True)  # a killed run's half: run it again whole
         Run(plan, kafka, folder, say=say).execute()
-        check_folder(folder)
+    check_folder(folder)  # a finished run is checked again: the checks may have changed since
     return row(folder)
 
 
