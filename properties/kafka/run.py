@@ -563,7 +563,9 @@ class Run:
             return
         unknown = self.writer.finish(timeout=60 if read else 5)
         complete = read and read_ledger(self.bootstrap, self.folder / "ledger.jsonl", quiet_logger("consumer"))
-        self.note("ledger", written=self.writer.sent, unknown=unknown, read_complete=complete)
+        self.note(
+            "ledger", written=self.writer.sent, refused=self.writer.refused, unknown=unknown, read_complete=complete
+        )
         self.writer = None
 
     @property

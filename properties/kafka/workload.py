@@ -46,6 +46,7 @@ class LedgerWriter(threading.Thread):
         self.interval = 1.0 / rate_per_s
         self.stopping = threading.Event()
         self.sent = 0
+        self.refused = 0  # produce calls the client refused before sending anything
         self._file = open(path, "a", buffering=1)
         self._lock = threading.Lock()
 
@@ -60,12 +61,16 @@ class LedgerWriter(threading.Thread):
             self._file.write(json.dumps(line) + "\n")
 
     def run(self) -> None:
+        from confluent_kafka import KafkaException
+
         while not self.stopping.wait(self.interval):
             try:
                 self.producer.produce(TOPIC, value=str(self.sent).encode(), on_delivery=self._delivered)
                 self.sent += 1
-            except BufferError:  # the local queue is full while brokers are away: try again later
-                pass
+            except (BufferError, KafkaException):
+                # the local queue is full while brokers are away, or the client's metadata does not know
+                # the topic yet (or again): nothing was sent, so nothing is owed; try again later
+                self.refused += 1
             self.producer.poll(0)
 
     def finish(self, timeout: float = 60.0) -> int:
