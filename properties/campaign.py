@@ -52,45 +52,45 @@ import re
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from impl.bugs import ImplBug
 from impl.sim.faults import parse as parse_faults
 from impl.sim.scenarios import scenario
-from impl.sim.simulator import PROGRESS, RUNBOOKS, SimStep, Simulation
-from model.bugs import CORRECT, Variant
-from model.kraft_step import committed_image, is_active
-from model.migration import KRaftControllerZNode
-from model.state import CONTROLLER, ClusterState, znode_data
-from properties.differential import Differential, Disagreement
+from impl.sim.simulator import PROGRESS, RUNBOOKS
+from model.bugs import Variant
 from properties.files import replace_atomically, write_text
-from properties.shrink import (
-    invariant_of,
+from properties.plan import (
+    DEFAULT_ENGINE,
+    DEFAULT_FAULTS,
+    DEFAULT_OUT,
+    DEFAULT_RUNBOOK,
+    DEFAULT_SCOPE,
+    DEFAULT_SHRINK_SECONDS,
+    DEFAULT_STEPS,
+    PLACE_KEYS,
+    Plan,
+    default_partition_size,
     resolve_mutant,
-    runbook_for,
-    shrink_violation,
-    signature_of,
-    slug,
-    trace_for,
 )
+from properties.runs import (  # noqa: F401 - the campaign's run of one seed, and its coverage, by these names too
+    CoverageCollector,
+    SeedRun,
+    action_key,
+    coverage_signature,
+    run_seed,
+    state_key,
+)
+from properties.shrink import invariant_of, shrink_violation, signature_of, slug, trace_for
 
 # ---- defaults (the README's main job, ``scripts/run.sh``, runs a campaign with these) -----------
 
 DEFAULT_SEEDS = 16
-DEFAULT_STEPS = 2_000  # a 3-controller 3-broker migration finalizes in about 800 events
-DEFAULT_SCOPE = "sim-migration"
-DEFAULT_FAULTS = "all"
-DEFAULT_RUNBOOK = "mixed"
 DEFAULT_MASTER = "local[*]"
-DEFAULT_OUT = "campaign-out"
-DEFAULT_ENGINE = "sim"
-DEFAULT_SHRINK_SECONDS = 60.0
-# A partition should be some seconds of work: Spark costs ~35 ms a task and ~0.3 s a (warm) job.
-PARTITION_SECONDS = 4.0
-CHECKED_STEPS_PER_SECOND = 2_000  # differential events per second on one core (bench.sim)
 
 CAMPAIGN_RUNBOOKS = (*RUNBOOKS, "mixed")
 ENGINES = ("sim", "hypothesis")
@@ -100,9 +100,6 @@ SUMMARY_FILE = "summary.json"
 PARTS = "_parts"
 COUNTEREXAMPLES = "counterexamples"
 TABLES = ("runs", "violations", "coverage")
-# Keys of the plan that do not change results: where the campaign lives, and (in the plan the tasks
-# get, not in campaign.json) the wall clock its time axis starts from (``finished_s``).
-PLACE_KEYS = ("out", "started_at")
 # Test-only: a directory; a task for partition p kills its own Python worker (after its first seed)
 # when ``kill-partition-<p>`` is in it and ``killed-partition-<p>`` is not (which it then creates).
 KILL_WORKER_ENV = "KRAFTCHECK_CAMPAIGN_TEST_KILL_DIR"
@@ -113,10 +110,6 @@ class CampaignError(ValueError):
 
 
 # ---- the plan --------------------------------------------------------------------------------
-
-def default_partition_size(steps: int) -> int:
-    return max(1, round(PARTITION_SECONDS * CHECKED_STEPS_PER_SECOND / steps))
-
 
 def seeded_bug(name: str | None) -> tuple[frozenset[ImplBug], Variant]:
     """A seeded bug of either layer by name: (the implementation's bugs, the model's variant)."""
@@ -152,8 +145,8 @@ def make_plan(*, seeds: int | None = None, minutes: float | None = None, scope: 
               faults: str = DEFAULT_FAULTS, mutant: str | None = None, steps: int = DEFAULT_STEPS,
               runbook: str = DEFAULT_RUNBOOK, partition_size: int | None = None, engine: str = DEFAULT_ENGINE,
               machine: str | None = None, shrink_seconds: float = DEFAULT_SHRINK_SECONDS,
-              out: str | os.PathLike = DEFAULT_OUT) -> dict:
-    """The campaign's plan, every option checked (``CampaignError``, one line); JSON-ready."""
+              out: str | os.PathLike = DEFAULT_OUT) -> Plan:
+    """The campaign's plan, every option checked (``CampaignError``, one line)."""
     if seeds is not None and minutes is not None:
         raise CampaignError("--seeds and --minutes exclude each other")
     if seeds is None and minutes is None:
@@ -181,20 +174,9 @@ def make_plan(*, seeds: int | None = None, minutes: float | None = None, scope: 
     check_scope(scope)
     check_faults(faults)
     seeded_bug(mutant)
-    plan = {
-        "seeds": seeds,
-        "minutes": minutes,
-        "scope": scope,
-        "faults": faults,
-        "mutant": mutant,
-        "steps": steps,
-        "runbook": runbook,
-        "partition_size": partition_size or default_partition_size(steps),
-        "engine": engine,
-        "machine": machine,
-        "shrink_seconds": float(shrink_seconds),
-        "out": str(Path(out).resolve()),
-    }
+    plan = Plan(seeds=seeds, minutes=minutes, scope=scope, faults=faults, mutant=mutant, steps=steps,
+                runbook=runbook, partition_size=partition_size or default_partition_size(steps), engine=engine,
+                machine=machine, shrink_seconds=float(shrink_seconds), out=str(Path(out).resolve()))
     if engine == "hypothesis":
         from properties.campaign_hypothesis import check_plan
 
@@ -205,162 +187,46 @@ def make_plan(*, seeds: int | None = None, minutes: float | None = None, scope: 
     return plan
 
 
-def plan_differences(recorded: dict, plan: dict) -> list[str]:
-    """The options (as on the command line) whose values differ between two plans."""
+def plan_differences(recorded: Mapping[str, Any], plan: Mapping[str, Any]) -> list[str]:
+    """The options (as on the command line) whose values differ between two plans (either in its JSON form)."""
+    recorded, plan = dict(recorded), dict(plan)
     keys = sorted((set(recorded) | set(plan)) - set(PLACE_KEYS))
     return [f"--{k.replace('_', '-')}" for k in keys if recorded.get(k) != plan.get(k)]
 
 
-def partition_seeds(plan: dict, partition: int) -> range:
-    size = plan["partition_size"]
+def partition_seeds(plan: Plan | dict, partition: int) -> range:
+    plan = Plan.of(plan)
+    size = plan.partition_size
     end = (partition + 1) * size
-    if plan["seeds"] is not None:
-        end = min(end, plan["seeds"])
+    if plan.seeds is not None:
+        end = min(end, plan.seeds)
     return range(partition * size, end)
 
 
-def partition_count(plan: dict) -> int | None:
+def partition_count(plan: Plan) -> int | None:
     """How many partitions the plan has; None for a timed campaign (``--minutes``)."""
-    if plan["seeds"] is None:
+    if plan.seeds is None:
         return None
-    return -(-plan["seeds"] // plan["partition_size"])
+    return -(-plan.seeds // plan.partition_size)
 
 
-def seed_runbook(plan: dict, seed: int) -> str:
-    return runbook_for(plan["runbook"], seed)
-
-
-# ---- coverage --------------------------------------------------------------------------------
-
-def action_key(action) -> str:
-    """A model action's kind; a message's delivery, loss or resend also names the message's kind."""
-    name = type(action).__name__
-    message = getattr(action, "message", None)
-    return name if message is None else f"{name}({type(message).__name__})"
-
-
-def _active_controller(state: ClusterState):
-    active = [c for c in state.controllers if is_active(c)]
-    return max(active, key=lambda c: c.epoch) if active else None
-
-
-def state_key(state: ClusterState) -> str:
-    """A readable coarse projection of a model state: who holds /controller (a ZooKeeper broker, a
-    KRaft controller, nobody) and whether ZooKeeper is up; the active KRaft controller's committed
-    migration state and its driver's state; and the brokers as a multiset of mode, KRaft lifecycle
-    and liveness (the brokers are interchangeable here, so ids are left out)."""
-    holder = znode_data(state, CONTROLLER)
-    owner = "none" if holder is None else "kraft" if isinstance(holder, KRaftControllerZNode) else "zk-broker"
-    zk = owner if state.zk.available else f"{owner}(unavailable)"
-    leader = _active_controller(state)
-    if leader is None:
-        migration = driver = "-"
-    else:
-        migration = committed_image(leader).migration_state.name
-        driver = leader.driver.state.name if leader.driver is not None else "-"
-    brokers = Counter(
-        ("kraft/" + b.lifecycle.value if b.config.kraft_mode else "zk") + ("" if b.alive else "(down)")
-        for b in state.brokers
-    )
-    mix = ",".join(f"{kind}x{n}" for kind, n in sorted(brokers.items()))
-    return f"zk:{zk} migration:{migration} driver:{driver} brokers:{mix}"
-
-
-def _drivers(state: ClusterState) -> tuple:
-    return tuple(c.driver.state.name if c.driver is not None else None for c in state.controllers)
-
-
-class CoverageCollector:
-    """``Simulation.on_event``: counts (kind, key) over a run's events, from the model's side."""
-
-    def __init__(self, model: ClusterState) -> None:
-        self.counts: Counter[tuple[str, str]] = Counter()
-        self._model = model
-        self._drivers = _drivers(model)
-        self._state = state_key(model)
-
-    def __call__(self, sim: Simulation, action, traces) -> None:
-        counts = self.counts
-        for taken in traces:
-            counts["action", action_key(taken)] += 1
-        model = sim.diff.model
-        if model is not self._model:  # a stutter leaves the model state as it was
-            drivers = _drivers(model)
-            for before, after in zip(self._drivers, drivers):
-                if before is not None and after is not None and before != after:
-                    counts["driver_transition", f"{before}->{after}"] += 1
-            self._model, self._drivers, self._state = model, drivers, state_key(model)
-        counts["state", self._state] += 1
-
-
-def coverage_signature(keys) -> str:
-    """A short hex digest of the sorted (kind, key) pairs a run reached."""
-    text = "\n".join(f"{kind}:{key}" for kind, key in sorted(keys))
-    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
-
-
-# ---- one seed, one partition (these run in the Spark tasks) -----------------------------------
-
-@dataclass
-class SeedRun:
-    seed: int
-    runbook: str
-    record: list[SimStep]
-    seconds: float
-    ended_at: float  # the wall clock
-    progress: str
-    findings: tuple[str, ...]
-    disagreement: Disagreement | None
-    coverage: Counter = field(default_factory=Counter)
-    faults: str = ""  # the run's own mix (under swarm testing each run draws one)
-
-
-def run_seed(plan: dict, seed: int, coverage: bool = True) -> SeedRun:
-    """One seeded simulation of the plan, checked against the model; stops at the first disagreement."""
-    bugs, variant = seeded_bug(plan["mutant"])
-    runbook = seed_runbook(plan, seed)
-    scope = scenario(plan["scope"])
-    start = time.perf_counter()
-    try:
-        sim = Simulation(scope, seed, parse_faults(plan["faults"]), bugs=bugs, runbook=runbook)
-        if variant != CORRECT:  # the simulator checks against the correct model; a model mutant swaps it in
-            # (as properties.shrink.run_seed does, whose record a shrink replays)
-            sim.diff = Differential(scope, bugs=bugs, variant=variant, seed=seed, bounded=False, strict=False)
-            sim.cluster = sim.diff.cluster
-            sim.cluster.delay, sim.cluster.reachable = sim._delay, sim._reachable
-    except Disagreement as d:  # a warm scope's warm-up already disagreed: no simulated event yet
-        return SeedRun(seed, runbook, [], time.perf_counter() - start, time.time(), "none", (), d,
-                       faults=parse_faults(plan["faults"]).describe())
-    collector = CoverageCollector(sim.diff.model) if coverage else None
-    sim.on_event = collector
-    disagreement = None
-    try:
-        for _ in range(plan["steps"]):
-            if sim.step() is None:
-                break
-    except Disagreement as d:  # caught here, not in Simulation.run, to keep its structured fields
-        disagreement = d
-    outcome = sim.run(0)  # no further event: the outcome (progress, findings) as far as the run got
-    return SeedRun(seed, runbook, sim.record, time.perf_counter() - start, time.time(), outcome.progress,
-                   outcome.findings, disagreement, collector.counts if collector else Counter(), sim.faults.describe())
-
-
-def run_partition(plan: dict, partition: int) -> dict:
+def run_partition(plan: Plan | dict, partition: int) -> dict:
     """The rows of one partition: ``{"runs": [...], "violations": [...], "coverage": [...]}``."""
-    if plan["engine"] == "hypothesis":
+    plan = Plan.of(plan)
+    if plan.engine == "hypothesis":
         from properties.campaign_hypothesis import run_fuzz_partition
 
         return run_fuzz_partition(plan, partition)
-    started = plan.get("started_at")
+    started = plan.started_at
     rows: dict[str, list[dict]] = {name: [] for name in TABLES}
     for index, seed in enumerate(partition_seeds(plan, partition)):
         run = run_seed(plan, seed)
         d = run.disagreement
         signature = None if d is None else signature_of(d)
         rows["runs"].append({
-            "partition": partition, "seed": seed, "scope": plan["scope"], "faults": run.faults,
-            "mutant": plan["mutant"],
-            "runbook": run.runbook, "engine": plan["engine"], "steps": len(run.record), "duration_s": run.seconds,
+            "partition": partition, "seed": seed, "scope": plan.scope, "faults": run.faults,
+            "mutant": plan.mutant,
+            "runbook": run.runbook, "engine": plan.engine, "steps": len(run.record), "duration_s": run.seconds,
             "finished_s": None if started is None else run.ended_at - started,
             "outcome": "clean" if d is None else "violation",
             "invariant": None if d is None else invariant_of(signature), "progress": run.progress,
@@ -369,7 +235,7 @@ def run_partition(plan: dict, partition: int) -> dict:
         })
         if d is not None:
             rows["violations"].append({
-                "partition": partition, "seed": seed, "scope": plan["scope"], "mutant": plan["mutant"],
+                "partition": partition, "seed": seed, "scope": plan.scope, "mutant": plan.mutant,
                 "invariant": invariant_of(signature), "signature": signature, "step": len(run.record),
                 "summary": d.summary.splitlines()[0] if d.summary else "", "trace_file": None, "shrunk_steps": None,
                 "original_steps": len(run.record),
@@ -397,13 +263,13 @@ def _test_kill_worker(partition: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def shrink_group(plan: dict, seed: int, signature: str) -> dict:
+def shrink_group(plan: Plan, seed: int, signature: str) -> dict:
     """A signature group's counterexample: its seed run again for the record, shrunk, as a trace."""
     run = run_seed(plan, seed, coverage=False)
     d = run.disagreement
     if d is None or signature_of(d) != signature:
         return {"signature": signature, "error": f"seed {seed} did not show {signature} again"}
-    result = shrink_violation(plan, seed, run.record, signature, plan["shrink_seconds"])
+    result = shrink_violation(plan, seed, run.record, signature, plan.shrink_seconds)
     trace = trace_for(plan, seed, result.steps, signature, result.summary or d, original_steps=len(run.record))
     return {"signature": signature, "trace": trace, "shrunk_steps": len(result.steps), "minimal": result.minimal,
             "reproduced": result.reproduced, "tries": result.tries, "seconds": result.seconds}
@@ -596,10 +462,10 @@ class Tally:
     steps: int = 0
 
 
-def check_out_dir(plan: dict, resume: bool) -> bool:
+def check_out_dir(plan: Plan, resume: bool) -> bool:
     """Whether DIR holds this plan's campaign to resume; ``CampaignError`` when DIR holds another
     campaign (or one at all, without ``--resume``)."""
-    out = Path(plan["out"])
+    out = Path(plan.out)
     recorded_path = out / PLAN_FILE
     if out.exists() and not out.is_dir():
         raise CampaignError(f"{out} is not a directory")
@@ -628,7 +494,7 @@ def _clean_temporaries(out: Path) -> None:
                     (directory / name).unlink(missing_ok=True)
 
 
-def _partitions_to_run(plan: dict, done: set[int]) -> Iterator[int]:
+def _partitions_to_run(plan: Plan, done: set[int]) -> Iterator[int]:
     count = partition_count(plan)
     p = 0
     while count is None or p < count:
@@ -637,7 +503,7 @@ def _partitions_to_run(plan: dict, done: set[int]) -> Iterator[int]:
         p += 1
 
 
-def run_campaign(plan: dict, master: str = DEFAULT_MASTER, *, resume: bool = False, spark=None,
+def run_campaign(plan: Plan, master: str = DEFAULT_MASTER, *, resume: bool = False, spark=None,
                  show_progress: bool = False) -> dict:
     """Run (or ``resume``) the plan's campaign; write its tables, counterexamples, summary and report.
 
@@ -662,12 +528,12 @@ def run_campaign(plan: dict, master: str = DEFAULT_MASTER, *, resume: bool = Fal
             own_spark.stop()
 
 
-def _run(plan: dict, runner: Runner, resuming: bool, show_progress: bool) -> dict:
-    out = Path(plan["out"])
+def _run(plan: Plan, runner: Runner, resuming: bool, show_progress: bool) -> dict:
+    out = Path(plan.out)
     started = time.time()
     for table in TABLES:
         (out / PARTS / table).mkdir(parents=True, exist_ok=True)
-    write_json(out / PLAN_FILE, plan)
+    write_json(out / PLAN_FILE, plan.to_json())
     _clean_temporaries(out)
     done = set(finished_partitions(out))
     tally, offset = Tally(), 0.0
@@ -677,10 +543,10 @@ def _run(plan: dict, runner: Runner, resuming: bool, show_progress: bool) -> dic
         tally.steps += sum(r["steps"] for r in runs)
         tally.violations += sum(r["outcome"] == "violation" for r in runs)
         offset = max([offset, *(r["finished_s"] or 0.0 for r in runs)])
-    total = plan["seeds"]
+    total = plan.seeds
     display = _Display(show_progress, total, f"campaign on {runner.label}")
-    task_plan = {**plan, "started_at": started - offset}
-    deadline = None if plan["minutes"] is None else time.monotonic() + plan["minutes"] * 60
+    task_plan = plan.started(started - offset)
+    deadline = None if plan.minutes is None else time.monotonic() + plan.minutes * 60
     todo = _partitions_to_run(plan, done)
     pending: dict[Future, int] = {}
     try:
@@ -696,7 +562,7 @@ def _run(plan: dict, runner: Runner, resuming: bool, show_progress: bool) -> dic
             for future in finished:
                 p = pending.pop(future)
                 rows = future.result()
-                _write_partition(out, p, rows, task_plan["started_at"])
+                _write_partition(out, p, rows, task_plan.started_at)
                 done.add(p)
                 tally.seeds += len(rows["runs"])
                 tally.steps += sum(r["steps"] for r in rows["runs"])
@@ -749,7 +615,7 @@ def consolidate(out: Path, partitions: list[int]) -> dict[str, list[dict]]:
     return tables
 
 
-def shrink_groups(plan: dict, runner: Runner, violations: list[dict]) -> list[dict]:
+def shrink_groups(plan: Plan, runner: Runner, violations: list[dict]) -> list[dict]:
     """One shrink task per (invariant, signature) group, on its lowest seed; fills in the group's
     rows' ``trace_file`` and ``shrunk_steps``. Returns one entry per group."""
     groups: dict[tuple[str, str], list[dict]] = {}
@@ -757,11 +623,11 @@ def shrink_groups(plan: dict, runner: Runner, violations: list[dict]) -> list[di
         groups.setdefault((row["invariant"], row["signature"]), []).append(row)
     if not groups:
         return []
-    if plan["engine"] == "hypothesis":
+    if plan.engine == "hypothesis":
         return _finish_fuzz(plan, violations, groups)
     from properties.traces import save_trace
 
-    directory = Path(plan["out"]) / COUNTEREXAMPLES
+    directory = Path(plan.out) / COUNTEREXAMPLES
     directory.mkdir(exist_ok=True)
     futures = {key: runner.submit(shrink_group, plan, rows[0]["seed"], key[1]) for key, rows in sorted(groups.items())}
     used: set[str] = set()
@@ -776,7 +642,7 @@ def shrink_groups(plan: dict, runner: Runner, violations: list[dict]) -> list[di
                 name += "-" + hashlib.blake2b(signature.encode(), digest_size=4).hexdigest()
             used.add(name)
             relative = f"{COUNTEREXAMPLES}/{name}.json"
-            save_trace(Path(plan["out"]) / relative, result["trace"])
+            save_trace(Path(plan.out) / relative, result["trace"])
             entry.update(trace_file=relative, shrunk_steps=result["shrunk_steps"], minimal=result["minimal"],
                          reproduced=result["reproduced"], tries=result["tries"],
                          shrink_seconds=round(result["seconds"], 2))
@@ -788,12 +654,12 @@ def shrink_groups(plan: dict, runner: Runner, violations: list[dict]) -> list[di
     return entries
 
 
-def _finish_fuzz(plan: dict, violations: list[dict], groups: dict) -> list[dict]:
+def _finish_fuzz(plan: Plan, violations: list[dict], groups: dict) -> list[dict]:
     """The Hypothesis engine's counterpart of shrinking: Hypothesis replays and shrinks the failures
     from its example database (``properties.campaign_hypothesis.finish_fuzz``)."""
     from properties.campaign_hypothesis import finish_fuzz
 
-    violations[:] = finish_fuzz(plan, plan["out"], violations)
+    violations[:] = finish_fuzz(plan, plan.out, violations)
     entries = []
     for (invariant, signature), rows in sorted(groups.items()):
         row = next(v for v in violations if v["signature"] == signature and v["invariant"] == invariant)
@@ -808,13 +674,13 @@ def _by_progress(counts: Counter) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
 
 
-def summarize(plan: dict, master: str, tables: dict, counterexamples: list[dict], seconds: float,
+def summarize(plan: Plan, master: str, tables: dict, counterexamples: list[dict], seconds: float,
               resumed: bool) -> dict:
     runs, violations, coverage = tables["runs"], tables["violations"], tables["coverage"]
     steps = sum(r["steps"] for r in runs)
     findings: Counter = Counter(f for r in runs for f in set(r["findings"] or ()))
     return {
-        "options": plan,
+        "options": plan.to_json(),
         "master": master,
         "resumed": resumed,
         "seeds_done": len({r["seed"] for r in runs}),
@@ -928,7 +794,7 @@ def command(args) -> int:
         print(f"{error} {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"kraftcheck campaign: interrupted; the same command with --resume continues it in {plan['out']}",
+        print(f"kraftcheck campaign: interrupted; the same command with --resume continues it in {plan.out}",
               file=sys.stderr)
         return 130
     if args.json:

@@ -355,17 +355,20 @@ def cmd_pin(args: argparse.Namespace) -> int:
             return refuse(str(err))
         default_name = Path(args.file).stem
     else:
-        plan = {"scope": args.scope or "sim-migration", "faults": args.faults or "all", "mutant": args.mutant,
-                "steps": args.steps or 2000, "runbook": args.runbook or "mixed"}
+        from properties.plan import Plan
+
+        chosen = {"scope": args.scope, "faults": args.faults, "mutant": args.mutant, "steps": args.steps,
+                  "runbook": args.runbook}
+        plan = Plan(**{option: value for option, value in chosen.items() if value is not None})
         try:
             from impl.sim.faults import parse
             from impl.sim.scenarios import scenario
 
-            scenario(plan["scope"])
-            parse(plan["faults"])
+            scenario(plan.scope)
+            parse(plan.faults)
         except ValueError as err:
             return refuse(str(err))
-        default_name = f"{args.mutant or 'no-bug'}-{plan['scope']}-seed{args.seed}"
+        default_name = f"{args.mutant or 'no-bug'}-{plan.scope}-seed{args.seed}"
     name = (args.name or default_name).removesuffix(".json")
     if not name or not all(c.isalnum() or c in "_.-" for c in name) or name.startswith("."):
         return refuse(f"--name {name!r}: use letters, digits, '_', '-' and '.' only")
@@ -373,14 +376,17 @@ def cmd_pin(args: argparse.Namespace) -> int:
     if target.exists():
         return refuse(f"{target} exists: choose another --name (a pinned regression is never overwritten)")
     if args.file is None:
-        sim, found = shrink.run_seed(plan, args.seed)
+        from properties.runs import run_seed
+
+        run = run_seed(plan, args.seed, coverage=False)
+        found = run.disagreement
         if found is None:
-            return refuse(f"seed {args.seed} does not fail: {len(sim.record)} events of {plan['scope']} with faults "
-                          f"{plan['faults']}, mutant {plan['mutant'] or 'none'}, ran clean")
+            return refuse(f"seed {args.seed} does not fail: {len(run.record)} events of {plan.scope} with faults "
+                          f"{plan.faults}, mutant {plan.mutant or 'none'}, ran clean")
         signature = shrink.signature_of(found)
-        print(f"seed {args.seed} fails at event {len(sim.record)}: {signature}; shrinking (up to "
+        print(f"seed {args.seed} fails at event {len(run.record)}: {signature}; shrinking (up to "
               f"{args.shrink_seconds:g} s)", file=sys.stderr)
-        result = shrink.shrink_violation(plan, args.seed, sim.record, signature, args.shrink_seconds)
+        result = shrink.shrink_violation(plan, args.seed, run.record, signature, args.shrink_seconds)
         if not result.reproduced:
             return refuse(f"seed {args.seed}: the run's record does not replay to {signature} without the simulator")
         trace = shrink.trace_for(plan, args.seed, result.steps, signature, result.summary, result.original_steps)
