@@ -108,9 +108,9 @@ class Obligations:
 
 
 def z3_cores() -> list:
-    from properties import proofs, proofs_migration
+    from properties.proofs import fencing, migration
 
-    return [(proofs.CORE, "properties/proofs.py"), (proofs_migration.CORE, "properties/proofs_migration.py")]
+    return [(fencing.CORE, "properties/proofs/fencing.py"), (migration.CORE, "properties/proofs/migration.py")]
 
 
 def z3_obligations(p: Property) -> list[Obligations]:

@@ -231,11 +231,11 @@ def cmd_mutants(args: argparse.Namespace) -> int:
 
 
 def cmd_prove(args: argparse.Namespace) -> int:
-    from properties import proofs, proofs_migration
-    from properties.proofs import all_hold
+    from properties.proofs import fencing, migration
+    from properties.proofs.engine import all_hold
 
     # Each core runs when it switches every bug asked for: both for the correct model.
-    cores = ((proofs.ENCODED_BUGS, proofs.check_all), (proofs_migration.ENCODED_BUGS, proofs_migration.check_all))
+    cores = ((fencing.ENCODED_BUGS, fencing.check_all), (migration.ENCODED_BUGS, migration.check_all))
     variant = _variant(args.bug)
     unsupported = sorted(b.value for b in variant.bugs if not any(b in encoded for encoded, _ in cores))
     if unsupported:
