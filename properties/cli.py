@@ -452,7 +452,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from properties.report import ReportError, write_report
+    from properties.campaign.report import ReportError, write_report
 
     try:
         path = write_report(args.dir)
@@ -463,10 +463,128 @@ def cmd_report(args: argparse.Namespace) -> int:
     return CLEAN
 
 
-def cmd_campaign(args: argparse.Namespace) -> int:
-    from properties import campaign
+def _add_campaign_arguments(p: argparse.ArgumentParser, positive) -> None:
+    """The ``campaign`` subcommand's options, each checked as ``properties.campaign`` checks it."""
+    from properties.campaign import (
+        CAMPAIGN_RUNBOOKS,
+        DEFAULT_ENGINE,
+        DEFAULT_FAULTS,
+        DEFAULT_MASTER,
+        DEFAULT_OUT,
+        DEFAULT_RUNBOOK,
+        DEFAULT_SCOPE,
+        DEFAULT_SEEDS,
+        DEFAULT_SHRINK_SECONDS,
+        DEFAULT_STEPS,
+        ENGINES,
+        MACHINES,
+        CampaignError,
+        check_faults,
+        check_master,
+        check_mutant,
+        check_scope,
+    )
 
-    return campaign.command(args)
+    def number(minimum_exclusive: float | None, wanted: str):
+        def parse(text: str) -> float:
+            try:
+                value = float(text)
+            except ValueError:
+                value = float("nan")
+            if not (value >= 0 if minimum_exclusive is None else value > minimum_exclusive):
+                raise _argument_error(f"expected {wanted}, got {text!r}")
+            return value
+
+        return parse
+
+    def checked(check):
+        def parse(text: str) -> str:
+            try:
+                return check(text)
+            except CampaignError as e:
+                raise _argument_error(str(e)) from None
+
+        return parse
+
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--seeds", type=positive, help=f"run seeds 0..N-1 (default {DEFAULT_SEEDS})")
+    size.add_argument("--minutes", type=number(0, "a positive number"),
+                      help="run partitions of seeds, in order, until M minutes have passed")
+    p.add_argument("--scope", type=checked(check_scope), default=DEFAULT_SCOPE,
+                   help=f"the simulator scenario or any model scope (default {DEFAULT_SCOPE})")
+    p.add_argument("--faults", type=checked(check_faults), default=DEFAULT_FAULTS,
+                   help="fault mix: none, network, process, zookeeper, all, a+b, key=weight; swarm, or swarm+a: "
+                        f"each run draws its own mix (default {DEFAULT_FAULTS})")
+    p.add_argument("--mutant", type=checked(check_mutant),
+                   help="switch a seeded bug on, of the implementation or of the model (`kraftcheck mutants --list`)")
+    p.add_argument("--steps", type=positive, default=DEFAULT_STEPS,
+                   help=f"events per run, at most (default {DEFAULT_STEPS})")
+    p.add_argument("--runbook", choices=CAMPAIGN_RUNBOOKS, default=DEFAULT_RUNBOOK,
+                   help="the operator's KIP-866 runbook; mixed: every fourth seed rolls back (default mixed)")
+    p.add_argument("--partition-size", type=positive,
+                   help="seeds per partition, one Spark task each (default: some seconds of work)")
+    p.add_argument("--master", type=checked(check_master),
+                   help="where to run: a Spark master (local[N], local[*], spark://HOST:PORT; a local master "
+                        "without a failure count becomes local[N,4], so a failed task is retried), or, without "
+                        "Spark or Java, serial (one process) or processes[N] (a multiprocessing pool) "
+                        f"(default {DEFAULT_MASTER}, or spark-submit's --master)")
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"the campaign directory (default {DEFAULT_OUT})")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the campaign in --out (same options): finished partitions are skipped")
+    p.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
+                   help="sim: seeded simulations (default); hypothesis: Hypothesis fuzzing of --machine")
+    p.add_argument("--machine", choices=MACHINES,
+                   help="with --engine hypothesis: the model machine or the differential one (default differential)")
+    p.add_argument("--shrink-seconds", type=number(None, "a number >= 0"), default=DEFAULT_SHRINK_SECONDS,
+                   help=f"time to shrink each violation group (default {DEFAULT_SHRINK_SECONDS:.0f})")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON (and no progress bar)")
+
+
+def _argument_error(message: str) -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(message)
+
+
+def cmd_campaign(args: argparse.Namespace) -> int:
+    """``kraftcheck campaign``: exit 0 clean, 1 violations found, 2 bad input (nothing written)."""
+    from properties.campaign import (
+        DEFAULT_MASTER,
+        CampaignError,
+        check_out_dir,
+        describe,
+        is_spark_master,
+        make_plan,
+        run_campaign,
+    )
+    from properties.campaign import spark as spark_session
+
+    error = "kraftcheck campaign: error:"
+    try:
+        plan = make_plan(seeds=args.seeds, minutes=args.minutes, scope=args.scope, faults=args.faults,
+                         mutant=args.mutant, steps=args.steps, runbook=args.runbook,
+                         partition_size=args.partition_size, engine=args.engine, machine=args.machine,
+                         shrink_seconds=args.shrink_seconds, out=args.out)
+        master = args.master or spark_session.submitted_master() or DEFAULT_MASTER
+        check_out_dir(plan, args.resume)
+        if is_spark_master(master):
+            master = spark_session.spark_master(master)
+    except CampaignError as e:
+        print(f"{error} {e}", file=sys.stderr)
+        return USAGE
+    show = not args.json and sys.stderr.isatty()
+    try:
+        summary = run_campaign(plan, master, resume=args.resume, show_progress=show)
+    except spark_session.SparkStartError as e:
+        print(f"{error} {e}", file=sys.stderr)
+        return USAGE
+    except KeyboardInterrupt:
+        print(f"kraftcheck campaign: interrupted; the same command with --resume continues it in {plan.out}",
+              file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+    else:
+        print(describe(summary))
+    return VIOLATION if summary["violations"] else CLEAN
 
 
 class _progress:
@@ -589,9 +707,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "campaign", help="a fuzzing campaign on Spark: seeded simulations checked against the model, a report"
     )
-    from properties.campaign import add_arguments as add_campaign_arguments
-
-    add_campaign_arguments(p, _positive)
+    _add_campaign_arguments(p, _positive)
     p.set_defaults(run=cmd_campaign)
 
     p = sub.add_parser("manifest", help="check (or --write) the pinned state counts of every scope")

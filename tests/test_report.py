@@ -1,4 +1,4 @@
-"""The campaign report (``properties.report``, ``kraftcheck report``) on small synthetic campaigns.
+"""The campaign report (``properties.campaign.report``, ``kraftcheck report``) on small synthetic campaigns.
 
 Each test writes the consolidated tables a campaign leaves in its directory (the schemas of the
 campaign spec, issue 6), with pyarrow, and reads back the page ``write_report`` made.
@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from properties.campaign.report import REPORT, write_report
 from properties.cli import main
-from properties.report import REPORT, write_report
 
 RUNS = pa.schema([
     ("partition", pa.int32()), ("seed", pa.int64()), ("scope", pa.string()), ("faults", pa.string()),

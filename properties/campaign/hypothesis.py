@@ -81,7 +81,7 @@ from model.kraft_step import committed_image, is_active
 from model.migration import MigrationDriverState
 from model.state import ClusterState
 from properties import traces
-from properties.campaign import partition_seeds, seeded_bug
+from properties.campaign.options import partition_seeds, seeded_bug
 from properties.differential import Disagreement
 from properties.files import write_text
 from properties.plan import Plan
