@@ -1,27 +1,12 @@
 """The fencing core of ``kraftcheck prove``: the ZooKeeper controller's epoch fencing, to depth 20 and for any N.
 
-Rules: those of ``properties.proofs.engine``, whose machinery (``Core``) this core is built on:
-- The z3 transition system is a *projection* of the Python model, never a second model: every
-  variable is read off a ``ClusterState`` by ``project``, every action formula mirrors one
-  handler of ``model.step`` (the function it mirrors is named in its docstring), and seeded bugs
-  switch the formulas exactly where ``step`` switches its code.
-- One named proof obligation per (action, invariant) pair, ``"ElectController/AtMostOneControllerPerEpoch"``,
-  so a failed proof names the action that breaks the invariant. Invariants carry the registry's
-  names (``model.invariants``); the auxiliary invariants that make them inductive are named lemmas,
-  each proved inductive itself.
-- Every satisfiable BMC result is decoded into real ``model.actions`` objects and replayed through
-  ``model.step`` from the scope's initial state; the replay must break the same named invariants
-  (``model.invariants.violations``), or the result is an error, not a finding.
-- ``tests/test_proofs.py`` checks on Hypothesis-drawn reachable states that each model step,
-  projected, satisfies the formula of the encoded action it is (or a stutter), and that an
-  encoded action the model refuses has a false guard in the encoding.
+Rules: those of ``properties.proofs.engine``, whose machinery (``Core``, BMC with replay, induction,
+choices, actor domains) this core is built on. ``tests/test_proofs.py`` checks on Hypothesis-drawn
+reachable states that each model step, projected, satisfies the formula of the encoded action it
+is (or a stutter), and that an encoded action the model refuses has a false guard in the encoding.
 
-How it works:
-- The machinery (actor domains, per-step copies, choices, obligations, BMC, replay) is written
-  once against a ``Core``: the fields a projection has, its encoded actions, invariants and
-  lemmas, ``project``, the induction's Init, and how an encoded step is decoded into model
-  actions (``properties.proofs.engine``). ``FENCING``, below, is this module's core;
-  ``properties.proofs.migration`` builds the migration's fencing core on the same machinery.
+How it works (``FENCING``, below, is this module's core; the actors are brokers, ``Broker`` the
+sort of ``AnyBrokers``):
 - The fencing core (``project``): /controller_epoch (exists, value, version), /controller (exists,
   owner), the zxid, the election / expiry / restart budgets, a sticky ghost "a controller write
   applied under a stale epoch", and per broker: alive, holds a live session, registered, its broker
@@ -40,19 +25,9 @@ How it works:
   encoding lets it choose (the choice ``writes``); likewise ControllerWrite may happen whenever an
   initialized controller is connected. Both are over-approximations: proofs stay sound, and a
   BMC trace that the model cannot follow is refuted by the replay and blocked (refinement).
-- Choices: where the model decides from something outside a core, the formula reads a free z3
-  Bool per step and name (``Choices``). The agreement test accepts a model step that satisfies
-  the formula for some value of them; the replay treats a model that chose otherwise as a trace
-  it cannot follow.
 - Outside the core, and refused by ``project``: ZooKeeper outages (every guard would need
   ``available``) and crashed brokers (a crashed process leaves its session, and its ephemerals,
   alive without an owner process). The scopes "fencing" and "election" have no budget for either.
-- Per-step copies: a ``SymState`` holds one z3 constant per field per step (BMC) or per side of
-  an obligation (induction). Actors (here brokers) come from a domain: ``FiniteActors(n)`` (ids
-  0..n-1, per-actor fields as Python lists of z3 constants, quantifiers expanded) or
-  ``AnyActors()`` (an uninterpreted sort, here ``Broker``, per-actor fields as arrays over it,
-  quantifiers as z3 ``ForAll``). The action formulas, invariants and lemmas are written once
-  against the domain.
 - Why the unbounded proof is decided, not just attempted: the only terms of sort ``Broker`` are
   constants (the acting broker, the /controller owner, ``nobody``, and the Skolem constants of a
   negated invariant); no function returns a ``Broker``. Invariants are universal (``∀`` only), so
@@ -60,14 +35,6 @@ How it works:
   ``Broker`` terms: instantiating the quantifiers with those constants is complete (the EPR
   argument mypyvy and Ivy use, with integers only in the values), and z3's model-based quantifier
   instantiation finds that instantiation.
-- ``bmc`` unrolls ``depth`` steps from ``project(initial_state(scope))`` and asks, per property,
-  whether it breaks at any step; where it can, an incremental search from depth 1 up finds a
-  shortest trace, which is decoded and replayed (a trace the model cannot follow is blocked from
-  the first step the model could not take, and the search goes on). A core may let the replay
-  insert a few model steps that leave the core unchanged (``Core.stutters``), which the search
-  never spends depth on. ``prove`` discharges Init => I for every state invariant I (Init is the
-  cold start of any cluster) and Inv /\\ T_a => I' for every action a and invariant I, where Inv
-  is all state invariants and lemmas; ``prove_unbounded`` does the same over ``AnyActors``.
 - The lemmas (``INVARIANTS`` with ``lemma=True``): /controller_epoch always exists and its value
   equals its version; an observation is a past (value, version) pair with value = version; a
   believed epoch equals the believed version, which is not ahead of the znode's; a stopped broker
