@@ -42,7 +42,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from impl.bugs import IMPL_SEEDED_BUGS
-from properties import spark as spark_session
 from properties.campaign import (
     DEFAULT_FAULTS,
     DEFAULT_SCOPE,
@@ -55,6 +54,7 @@ from properties.campaign import (
     run_partition,
     run_seed,
 )
+from properties.campaign import spark as spark_session
 
 MASTERS = ("serial", "processes[2]", "local[1]", "local[2]")
 TARGET_LOCAL2_OVER_SERIAL = 1.7

@@ -27,6 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from impl.sim.faults import parse
 from impl.sim.scenarios import scenario
 from impl.sim.simulator import Simulation
+from properties.differential import checked_simulation
 
 
 def runbook_for(seed: int) -> str:
@@ -34,10 +35,14 @@ def runbook_for(seed: int) -> str:
     return "rollback" if seed % 4 == 3 else "finalize"
 
 
-def run_seed(args: tuple[str, int, int, str, bool]) -> dict:
+def simulate_seed(args: tuple[str, int, int, str, bool]) -> dict:
     scope_name, seed, events, faults, check = args
     runbook = runbook_for(seed)
-    sim = Simulation(scenario(scope_name), seed, parse(faults), check=check, runbook=runbook)
+    scope = scenario(scope_name)
+    if check:
+        sim = checked_simulation(scope, seed, parse(faults), runbook=runbook)
+    else:
+        sim = Simulation(scope, seed, parse(faults), runbook=runbook)
     outcome = sim.run(events)
     return {"seed": seed, "events": outcome.events, "seconds": outcome.seconds, "ok": outcome.ok,
             "runbook": runbook, "progress": outcome.progress, "rolled_back": outcome.rolled_back,
@@ -47,9 +52,9 @@ def run_seed(args: tuple[str, int, int, str, bool]) -> dict:
 def campaign(scope: str, seeds: range, per_seed: int, faults: str, check: bool, workers: int) -> list[dict]:
     jobs = [(scope, seed, per_seed, faults, check) for seed in seeds]
     if workers <= 1:
-        return [run_seed(job) for job in jobs]
+        return [simulate_seed(job) for job in jobs]
     with ProcessPoolExecutor(workers) as pool:
-        return list(pool.map(run_seed, jobs, chunksize=max(1, len(jobs) // (workers * 8))))
+        return list(pool.map(simulate_seed, jobs, chunksize=max(1, len(jobs) // (workers * 8))))
 
 
 def rate(rows: list[dict]) -> float:

@@ -8,7 +8,7 @@ Measured (medians of ``--repeats`` runs, correct model, 2 brokers):
 - every induction obligation, for 2 brokers and for any number of brokers, with the largest
   ratio to the target of 10 s per obligation.
 The targets are the issue's; the tests do not time anything, this does. ``bench.z3_migration``
-measures the migration's fencing core (properties.proofs_migration) with the same code.
+measures the migration's fencing core (properties.proofs.migration) with the same code.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import json
 import statistics
 
 from model import CORRECT
-from properties import proofs
+from properties.proofs import fencing as proofs
 
 BMC_TARGET_SECONDS = 60.0
 OBLIGATION_TARGET_SECONDS = 10.0
 
 
 def measure(repeats: int, depth: int, core=proofs) -> dict:
-    """``core``: the module of a core (``proofs`` or ``proofs_migration``), with its ``CORE``, ``bmc``,
+    """``core``: the module of a core (``proofs.fencing`` or ``proofs.migration``), with its ``CORE``, ``bmc``,
     ``prove`` and ``prove_unbounded``; the BMC runs in every one of the core's scopes."""
     bmc, prove, prove_unbounded = core.bmc, core.prove, core.prove_unbounded
     scopes = core.CORE.scopes

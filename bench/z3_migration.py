@@ -2,7 +2,7 @@
 
     python -m bench.z3_migration [--json] [--repeats N] [--depth D]
 
-What ``bench.z3_fencing`` measures, for properties.proofs_migration (correct model, 2 KRaft
+What ``bench.z3_fencing`` measures, for properties.proofs.migration (correct model, 2 KRaft
 controllers): BMC to depth ``--depth`` (20) of every encoded property in the core's scopes
 ("dual-write", "migration") against the target of 60 s, and every induction obligation, for 2
 controllers and for any number of them, against 10 s each (the slowest is printed).
@@ -11,7 +11,7 @@ controllers and for any number of them, against 10 s each (the slowest is printe
 from __future__ import annotations
 
 from bench.z3_fencing import main
-from properties import proofs_migration
+from properties.proofs import migration as proofs_migration
 
 if __name__ == "__main__":
     main(proofs_migration, __doc__)

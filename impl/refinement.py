@@ -114,7 +114,7 @@ def armed_watches(port) -> list[tuple[int, str, str]]:
     if inspect is None:
         raise TypeError(
             f"the refinement map needs the armed watches, which {type(port).__name__} does not list; "
-            "check against impl.zk.embedded.EmbeddedZk (run a real server with check=False)"
+            "check against impl.zk.embedded.EmbeddedZk (run a real server with no checker)"
         )
     return inspect()
 

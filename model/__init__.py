@@ -7,8 +7,10 @@ Only the standard library is imported here and below. The public surface:
 - ``SCOPES`` and ``initial_state(scope)``
 - ``PROPERTIES`` (the invariant registry) and ``SEEDED_BUGS``
 
-Part 1 (this package today): ZooKeeper, ZK controller election and epoch fencing, broker
-generations (KIP-380) and feature versioning (KIP-584).
+The ZooKeeper era (``model.step``): ZooKeeper, ZK controller election and epoch fencing, broker
+generations (KIP-380) and feature versioning (KIP-584). The KRaft side (``model.kraft_step``): the
+KRaft quorum, brokers on KRaft (KIP-500) and the whole ZooKeeper-to-KRaft migration with its
+rollback (KIP-866). The state changes both share are in ``model.transitions``.
 """
 
 from model.bugs import CORRECT, SEEDED_BUGS, SEEDED_BUGS_BY_NAME, Bug, SeededBug, Variant

@@ -2,10 +2,14 @@
 
 Every action carries who acts. Perturbations (the environment breaking things) spend budget;
 healing actions and protocol steps never do. ``PERTURBATIONS`` lists the former, which the
-liveness checks leave out of fairness.
+liveness checks leave out of fairness. ``Action`` is the union of two closed unions, one per part
+of the model: ``ZkEraAction`` (``model.step``) and ``KRaftAction`` (``model.kraft_step``); each
+part's handler ends in ``assert_never`` over its own union.
 """
 
 from __future__ import annotations
+
+from typing import TypeGuard
 
 from model.kraft import ControllerId, UpgradeType
 from model.record import record
@@ -389,7 +393,9 @@ class DeleteControllerZNodes:
     """Rollback's last step: the operator removes the KRaft /controller (and /controller_epoch). (perturbation)"""
 
 
-Action = (
+# The actions of the ZooKeeper era: ZooKeeper itself, the network, ZooKeeper-mode brokers and their controller
+# (``model.step``).
+ZkEraAction = (
     ZkOutage
     | ZkRecover
     | ExpireSession
@@ -411,7 +417,12 @@ Action = (
     | ProcessBrokerChange
     | ElectPartitionLeader
     | UpdateFeatures
-    | StartElection
+)
+
+# The actions of the KRaft side: the quorum, its migration driver, brokers on KRaft, and the operator's
+# steps of KIP-866's runbooks (``model.kraft_step``).
+KRaftAction = (
+    StartElection
     | RequestVote
     | BecomeLeader
     | Fetch
@@ -442,6 +453,22 @@ Action = (
     | DeleteControllerZNodes
 )
 
+Action = ZkEraAction | KRaftAction
+
+ZK_ERA_ACTION_TYPES: tuple[type, ...] = ZkEraAction.__args__  # type: ignore[attr-defined]
+KRAFT_ACTION_TYPES: tuple[type, ...] = KRaftAction.__args__  # type: ignore[attr-defined]
+
+
+_ZK_ERA = frozenset(ZK_ERA_ACTION_TYPES)
+_KRAFT = frozenset(KRAFT_ACTION_TYPES)
+
+
+def is_zk_era_action(action: Action) -> TypeGuard[ZkEraAction]:
+    return type(action) in _ZK_ERA
+
+
+def is_kraft_action(action: Action) -> TypeGuard[KRaftAction]:
+    return type(action) in _KRAFT
 ACTION_TYPES: tuple[type, ...] = Action.__args__  # type: ignore[attr-defined]
 
 PERTURBATIONS: frozenset[type] = frozenset(

@@ -1,6 +1,6 @@
 """The KRaft side of ``step``: the quorum, brokers on KRaft, and the ZooKeeper-to-KRaft migration.
 
-How it works (``model.step.step`` dispatches here for the actions of model part 2):
+How it works (``model.step.step`` dispatches here for the KRaft side's actions, ``KRaftAction``):
 - Quorum handlers (``_start_election`` ... ``_fetch``) move Raft state; every append goes
   through ``_append``, which advances the leader's high watermark and extends
   ``history.committed`` (what the checks compare every later log with).
@@ -22,6 +22,8 @@ Seeds: KIP-500 §Controller Quorum, §Broker States; KIP-866 (all sections cited
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from model import zookeeper as zkm
 from model.actions import (
     AlterConfigs,
@@ -35,6 +37,7 @@ from model.actions import (
     DualWrite,
     Fetch,
     FetchMetadata,
+    KRaftAction,
     KRaftLeaderChange,
     MigrateBrokerToKRaft,
     MigrateMetadata,
@@ -117,7 +120,7 @@ from model.state import (
     partition_state_path,
     znode_data,
 )
-from model.step import _process_dies, _put, _send, _spend
+from model.transitions import process_dies, put_broker, send, spend
 from model.types import (
     NO_LEADER,
     NO_SESSION,
@@ -136,7 +139,8 @@ from model.zookeeper import Check, Create, Delete, Op, SetData
 D = MigrationDriverState
 
 
-def handle(state: ClusterState, action, variant: Variant) -> ClusterState | None:
+def handle(state: ClusterState, action: KRaftAction, variant: Variant) -> ClusterState | None:
+    """The state after a KRaft-side action, or None when it is not enabled (``model.step.step``)."""
     match action:
         case StartElection(controller=c):
             return _start_election(state, c)
@@ -196,7 +200,8 @@ def handle(state: ClusterState, action, variant: Variant) -> ClusterState | None
             return _update_metadata_version(state, c, level, upgrade_type, variant)
         case DeleteControllerZNodes():
             return _delete_controller_znodes(state, variant)
-    raise TypeError(f"not a KRaft action: {action!r}")
+        case _:
+            assert_never(action)
 
 
 # ---- helpers -------------------------------------------------------------------------------------
@@ -335,7 +340,7 @@ def _start_election(state: ClusterState, cid: ControllerId) -> ClusterState | No
     if not c.alive or c.role is QuorumRole.LEADER:
         return None
     if not election_heals(state):
-        state = _spend(state, kraft_elections=1)
+        state = spend(state, kraft_elections=1)
         if state is None:
             return None
     c = c.replace(
@@ -486,7 +491,7 @@ def _crash_controller(state: ClusterState, cid: ControllerId) -> ClusterState | 
     c = ctrl(state, cid)
     if not c.alive:
         return None
-    state = _spend(state, controller_crashes=1)
+    state = spend(state, controller_crashes=1)
     if state is None:
         return None
     crashed = state.history.crashed_controllers | {cid}
@@ -513,7 +518,7 @@ def _shutdown_controller(state: ClusterState, cid: ControllerId, variant: Varian
             node = znode_data(state, MIGRATION)
             if node is None or node.kraft_metadata_offset < c.high_watermark:
                 return None
-    state = _spend(state, migrations=1)
+    state = spend(state, migrations=1)
     if state is None:
         return None
     return _put_ctrl(state, _process_stops(c))
@@ -536,7 +541,7 @@ def _reconfigure_controller(state: ClusterState, cid: ControllerId, enabled: boo
     c = ctrl(state, cid)
     if c.alive or c.config.migration_enabled == enabled:
         return None
-    state = _spend(state, migrations=1)
+    state = spend(state, migrations=1)
     if state is None:
         return None
     return _put_ctrl(state, c.replace(config=c.config.replace(migration_enabled=enabled)))
@@ -966,7 +971,7 @@ def _send_rpcs_to_brokers(state: ClusterState, cid: ControllerId, variant: Varia
     ):
         return None
     rpcs = _controller_rpcs(c, image, list(range(len(image.partitions))), True, variant)
-    state = _send(state, rpcs)
+    state = send(state, rpcs)
     if state is None:
         return None
     sent = frozenset(b for b, _ in zk_broker_targets(image))
@@ -999,7 +1004,7 @@ def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> Clu
         rpcs = [m for m in _controller_rpcs(c, image, [], True, variant) if isinstance(m, UpdateMetadata)]
     else:
         rpcs = []
-    return _send(state, rpcs) if rpcs else state
+    return send(state, rpcs) if rpcs else state
 
 
 # ---- brokers on KRaft ----------------------------------------------------------------------------
@@ -1046,13 +1051,13 @@ def _register_with_kraft(
         return None
     if rec is None:
         reg = image.registration(bid)
-        return _put(state, b.replace(kraft_epoch=reg.epoch, lifecycle=_fenced_state(b)))
+        return put_broker(state, b.replace(kraft_epoch=reg.epoch, lifecycle=_fenced_state(b)))
     if writes_blocked(state, c, variant):
         return None
     state = _append(state, c, [rec], variant)
     # Differs: Kafka answers once the record commits; the model answers at once (a truncated registration
     # shows up as STALE_BROKER_EPOCH on the next heartbeat and the broker registers again).
-    return _put(state, b.replace(kraft_epoch=rec.epoch, lifecycle=_fenced_state(b)))
+    return put_broker(state, b.replace(kraft_epoch=rec.epoch, lifecycle=_fenced_state(b)))
 
 
 def _leaderships(image: MetadataImage, b: BrokerId) -> list[int]:
@@ -1108,7 +1113,7 @@ def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: V
     reg = image.registration(bid)
     if reg is None or reg.epoch != b.kraft_epoch:
         # STALE_BROKER_EPOCH: the broker registers again.
-        return _put(state, b.replace(kraft_epoch=UNKNOWN_BROKER_EPOCH, lifecycle=_fenced_state(b)))
+        return put_broker(state, b.replace(kraft_epoch=UNKNOWN_BROKER_EPOCH, lifecycle=_fenced_state(b)))
     leads = bool(_leaderships(image, bid))
     records: list[MetadataRecord] = []
     shutdown_now = False
@@ -1133,10 +1138,10 @@ def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: V
             return None
         state = _append(state, c, records, variant)
     if shutdown_now:
-        return _process_dies(state, state.brokers[bid])  # SHUTDOWN_NOW: the broker exits, Offline
+        return process_dies(state, state.brokers[bid])  # SHUTDOWN_NOW: the broker exits, Offline
     if not records and lifecycle == b.lifecycle:
         return None
-    return _put(state, state.brokers[bid].replace(lifecycle=lifecycle))
+    return put_broker(state, state.brokers[bid].replace(lifecycle=lifecycle))
 
 
 def _fenced_state(b: Broker) -> BrokerState:
@@ -1162,7 +1167,7 @@ def _fetch_metadata(
     if terms is not state.history.leader_terms:
         state = state.replace(history=state.history.replace(leader_terms=terms))
     served = served_brokers(image, variant)
-    return _put(state, b.replace(image=image, meta_properties=meta, metadata_live=served))
+    return put_broker(state, b.replace(image=image, meta_properties=meta, metadata_live=served))
 
 
 def timeout_heals(state: ClusterState, bid: BrokerId, cid: ControllerId) -> bool:
@@ -1186,7 +1191,7 @@ def _session_timeout(state: ClusterState, bid: BrokerId, cid: ControllerId, vari
         return None
     alive_same = b.alive and b.incarnation == reg.incarnation and b.kraft_epoch == reg.epoch
     if alive_same:
-        state = _spend(state, timeouts=1)
+        state = spend(state, timeouts=1)
         if state is None:
             return None
     records = [BrokerRegistrationChangeRecord(bid, reg.epoch, True)]
@@ -1196,7 +1201,7 @@ def _session_timeout(state: ClusterState, bid: BrokerId, cid: ControllerId, vari
         return None
     state = _append(state, c, records, variant)
     if alive_same and b.config.kraft_mode:
-        state = _put(state, state.brokers[bid].replace(lifecycle=BrokerState.FENCED))
+        state = put_broker(state, state.brokers[bid].replace(lifecycle=BrokerState.FENCED))
     return state
 
 
@@ -1204,10 +1209,10 @@ def _begin_controlled_shutdown(state: ClusterState, bid: BrokerId) -> ClusterSta
     b = state.brokers[bid]
     if not b.alive or not b.config.kraft_mode or b.want_shutdown or b.lifecycle is not BrokerState.ONLINE:
         return None
-    state = _spend(state, shutdowns=1)
+    state = spend(state, shutdowns=1)
     if state is None:
         return None
-    return _put(state, b.replace(want_shutdown=True, lifecycle=BrokerState.STOPPING))
+    return put_broker(state, b.replace(want_shutdown=True, lifecycle=BrokerState.STOPPING))
 
 
 def _migrate_broker(state: ClusterState, bid: BrokerId) -> ClusterState | None:
@@ -1215,10 +1220,10 @@ def _migrate_broker(state: ClusterState, bid: BrokerId) -> ClusterState | None:
     b = state.brokers[bid]
     if b.alive or b.config.kraft_mode or not b.config.migration_enabled:
         return None
-    state = _spend(state, migrations=1)
+    state = spend(state, migrations=1)
     if state is None:
         return None
-    return _put(state, b.replace(config=b.config.replace(kraft_mode=True)))
+    return put_broker(state, b.replace(config=b.config.replace(kraft_mode=True)))
 
 
 def _rollback_broker(state: ClusterState, bid: BrokerId) -> ClusterState | None:
@@ -1226,10 +1231,10 @@ def _rollback_broker(state: ClusterState, bid: BrokerId) -> ClusterState | None:
     b = state.brokers[bid]
     if b.alive or not b.config.kraft_mode or b.meta_properties != 0:
         return None
-    state = _spend(state, migrations=1)
+    state = spend(state, migrations=1)
     if state is None:
         return None
-    return _put(state, b.replace(config=b.config.replace(kraft_mode=False)))
+    return put_broker(state, b.replace(config=b.config.replace(kraft_mode=False)))
 
 
 def fresh_kraft_process(b: Broker) -> Broker:
@@ -1257,7 +1262,7 @@ def _alter_configs(state: ClusterState, cid: ControllerId, variant: Variant) -> 
     c = ctrl(state, cid)
     if not is_active(c) or writes_blocked(state, c, variant):
         return None
-    state = _spend(state, operator=1)
+    state = spend(state, operator=1)
     if state is None:
         return None
     image = own_image(c)
@@ -1298,7 +1303,7 @@ def _update_metadata_version(
     c = ctrl(state, cid)
     if not is_active(c) or writes_blocked(state, c, variant):
         return None
-    state = _spend(state, operator=1)
+    state = spend(state, operator=1)
     if state is None:
         return None
     image = own_image(c)
@@ -1312,7 +1317,7 @@ def _delete_controller_znodes(state: ClusterState, variant: Variant) -> ClusterS
     """KIP-866 §Rollback to ZK, last step, once the quorum is down."""
     if _kraft_controller_znode(state) is None or any(c.alive for c in state.controllers) or not state.zk.available:
         return None
-    state = _spend(state, migrations=1)
+    state = spend(state, migrations=1)
     if state is None:
         return None
     ops: list[Op] = [Delete(CONTROLLER)]

@@ -1,10 +1,11 @@
 """Properties of model part 2: the KRaft quorum, brokers on KRaft, and the migration (KIP-500, KIP-866).
 
-They register into the one registry of ``model.invariants`` (imported at its end), with the same
-rules: ALWAYS predicates read only a state's identity (``history`` included, never ``ghost``);
-what a step did is read from its ghost by TRANSITION properties; every SOMETIMES witness keeps
-a safety property from being vacuous; EVENTUALLY properties are leads-to under weak fairness of
-the non-perturbation actions (``properties.liveness``).
+They register into the one registry (``model.registry``), after the ZooKeeper era's
+(``model.zk_invariants``; ``model.invariants`` imports both in that order), with the same rules:
+ALWAYS predicates read only a state's identity (``history`` included, never ``ghost``); what a
+step did is read from its ghost by TRANSITION properties; every SOMETIMES witness keeps a safety
+property from being vacuous; EVENTUALLY properties are leads-to under weak fairness of the
+non-perturbation actions (``properties.liveness``).
 
 What "committed" means: ``history.committed``, the longest prefix any high watermark has
 covered (Raft's committed log); ``committed_image`` is what that prefix replays to.
@@ -22,7 +23,6 @@ from model.actions import (
     RestartController,
     WaitForZkBrokers,
 )
-from model.invariants import always, eventually, section, sometimes, transition
 from model.kraft import (
     BeginTransactionRecord,
     BrokerState,
@@ -44,6 +44,7 @@ from model.migration import (
     MigrationDriverState,
     is_valid_transition,
 )
+from model.registry import always, eventually, section, sometimes, transition
 from model.state import CONTROLLER, CONTROLLER_EPOCH, ClusterState, LeaderAndIsr, UpdateMetadata, znode_data
 from model.step import partition_states
 from model.types import UNKNOWN_BROKER_EPOCH

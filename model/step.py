@@ -1,7 +1,9 @@
 """``step(state, action) -> state | None``: the one transition function of the ZooKeeper-era model.
 
 How it works:
-- ``step`` dispatches on the action with ``match`` and ends in ``assert_never``. Each handler
+- ``step`` hands a KRaft action (``model.actions.KRaftAction``) to ``model.kraft_step.handle``
+  and dispatches a ZooKeeper-era one (``ZkEraAction``) with ``match``, which ends in
+  ``assert_never``: a new action of either union without a handler is a type error. Each handler
   first checks its enabling conditions (returning None when the action is not enabled), then
   computes the new state. Nothing is mutated; untouched parts of the state are shared.
 - Decisions are pure functions of what the deciding node knows (``decide_*``), kept apart from
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, assert_never
 
+from model import kraft_step
 from model import zookeeper as zkm
 from model.actions import (
     Action,
@@ -69,17 +72,19 @@ from model.actions import (
     UpdateMetadataVersion,
     WaitForControllerQuorum,
     WaitForZkBrokers,
+    ZkEraAction,
     ZkOutage,
     ZkRecover,
+    is_kraft_action,
+    is_zk_era_action,
 )
 from model.bugs import CORRECT, Bug, Variant
-from model.kraft import EMPTY_IMAGE, BrokerState, QuorumRole
+from model.kraft import QuorumRole
 from model.state import (
     BROKER_IDS,
     CONTROLLER,
     CONTROLLER_EPOCH,
     FEATURES,
-    NO_FEATURES,
     TOPIC,
     AppliedWrite,
     Broker,
@@ -102,9 +107,9 @@ from model.state import (
     partition_state_path,
     znode_data,
 )
+from model.transitions import forget_notifications, process_dies, put_broker, send, spend
 from model.types import (
     NO_LEADER,
-    NO_SESSION,
     UNKNOWN_BROKER_EPOCH,
     BrokerEpoch,
     BrokerId,
@@ -135,6 +140,14 @@ def step(state: ClusterState, action: Action, variant: Variant = CORRECT) -> Clu
     ghost = state.ghost
     if ghost.last_multi or ghost.kraft_writes or ghost.sent or ghost.attempted_kraft_write:
         state = state.replace(ghost=ghost.replace(last_multi=(), kraft_writes=(), sent=(), attempted_kraft_write=()))
+    if is_kraft_action(action):
+        return kraft_step.handle(state, action, variant)
+    if is_zk_era_action(action):
+        return _zk_era_step(state, action, variant)
+    raise TypeError(f"not an action: {action!r}")
+
+
+def _zk_era_step(state: ClusterState, action: ZkEraAction, variant: Variant) -> ClusterState | None:
     match action:
         case ZkOutage():
             return _zk_outage(state)
@@ -178,38 +191,11 @@ def step(state: ClusterState, action: Action, variant: Variant = CORRECT) -> Clu
             return _elect_partition_leader(state, c, p, variant)
         case UpdateFeatures(controller=c, feature=f, level=level, allow_downgrade=allow):
             return _update_features(state, c, f, level, allow, variant)
-        case _ if type(action) in KRAFT_ACTIONS:
-            return kraft_step.handle(state, action, variant)
         case _:
             assert_never(action)
 
 
 # ---- small helpers ----------------------------------------------------------------------------
-
-def _put(state: ClusterState, broker: Broker) -> ClusterState:
-    brokers = list(state.brokers)
-    brokers[broker.id] = broker
-    return state.replace(brokers=tuple(brokers))
-
-
-def _spend(state: ClusterState, **spent: int) -> ClusterState | None:
-    """Take ``spent`` from the budget, or None when the budget has not that much left."""
-    budget = state.budget
-    if any(getattr(budget, k) < v for k, v in spent.items()):
-        return None
-    return state.replace(budget=budget.replace(**{k: getattr(budget, k) - v for k, v in spent.items()}))
-
-
-def _send(state: ClusterState, messages: list[Message]) -> ClusterState | None:
-    """Put ``messages`` in flight, or None when that would exceed the scope's cap.
-
-    The ghost keeps the order they were queued in (a channel to one broker is a queue in Kafka).
-    """
-    network = state.network.union(messages)
-    if len(network) > state.budget.max_in_flight:
-        return None
-    return state.replace(network=network, ghost=state.ghost.replace(sent=state.ghost.sent + tuple(messages)))
-
 
 def _connected(state: ClusterState, b: Broker) -> bool:
     """The broker's process runs and can talk to ZooKeeper through a live session."""
@@ -244,40 +230,6 @@ def is_current_controller(state: ClusterState, b: Broker) -> bool:
         and epoch is not None
         and epoch.version == b.controller.epoch_zk_version
     )
-
-
-def _fresh_process(b: Broker) -> Broker:
-    """What survives a process restart: identity, configuration and meta.properties, nothing in memory."""
-    return b.replace(
-        kraft_epoch=UNKNOWN_BROKER_EPOCH,
-        lifecycle=BrokerState.OFFLINE,
-        image=EMPTY_IMAGE,
-        metadata_live=(),
-        want_shutdown=False,
-        session=NO_SESSION,
-        registered=False,
-        epoch=UNKNOWN_BROKER_EPOCH,
-        controller_epoch=ControllerEpoch(0),
-        replicas=(None,) * len(b.replicas),
-        metadata=(),
-        features=NO_FEATURES,
-        shutdown_sent=False,
-        observed_epoch=None,
-        controller=None,
-    )
-
-
-def _process_dies(state: ClusterState, broker: Broker) -> ClusterState:
-    """The broker's process is gone, and with it everything it held in memory and its event queue."""
-    return _forget_notifications(_put(state, _fresh_process(broker).replace(alive=False)), broker.id)
-
-
-def _forget_notifications(state: ClusterState, b: BrokerId) -> ClusterState:
-    zk = state.zk
-    stale = [n for n in zk.notifications if n[0] == b]
-    if not stale:
-        return state
-    return state.replace(zk=zk.replace(notifications=zk.notifications.difference(stale)))
 
 
 def _controller_write(
@@ -457,7 +409,7 @@ def classify_broker_change(
 def _zk_outage(state: ClusterState) -> ClusterState | None:
     if not state.zk.available or state.budget.outages <= 0:
         return None
-    state = _spend(state, outages=1)
+    state = spend(state, outages=1)
     return state.replace(zk=state.zk.replace(available=False))
 
 
@@ -470,7 +422,7 @@ def _zk_recover(state: ClusterState) -> ClusterState | None:
 def _expire_session(state: ClusterState, session: SessionId, variant: Variant) -> ClusterState | None:
     if not state.zk.available or state.budget.expiries <= 0 or not zkm.session_alive(state.zk, session):
         return None
-    state = _spend(state, expiries=1)
+    state = spend(state, expiries=1)
     return state.replace(zk=zkm.close_session(state.zk, session, variant.bugs))
 
 
@@ -481,14 +433,14 @@ def _redeliver(state: ClusterState, message: Message, variant: Variant) -> Clust
     after = _deliver(state, message, variant)
     if after is None:
         return None
-    after = _spend(after, duplicates=1).replace(network=after.network | {message})
+    after = spend(after, duplicates=1).replace(network=after.network | {message})
     return None if len(after.network) > after.budget.max_in_flight else after
 
 
 def _drop(state: ClusterState, message: Message) -> ClusterState | None:
     if message not in state.network or state.budget.drops <= 0:
         return None
-    state = _spend(state, drops=1)
+    state = spend(state, drops=1)
     return state.replace(network=state.network - {message})
 
 
@@ -498,15 +450,15 @@ def _crash(state: ClusterState, b: BrokerId) -> ClusterState | None:
     broker = state.brokers[b]
     if not broker.alive or state.budget.crashes <= 0:
         return None
-    state = _spend(state, crashes=1)
-    return _process_dies(state, broker)
+    state = spend(state, crashes=1)
+    return process_dies(state, broker)
 
 
 def _stop(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
     broker = state.brokers[b]
     if not broker.alive or state.budget.restarts <= 0:
         return None
-    state = _spend(state, restarts=1)
+    state = spend(state, restarts=1)
     # Closing the session needs ZooKeeper. A broker stopped during an outage exits all the same
     # (KafkaServer.shutdown gives up on the ZooKeeper client); its session lives on until it expires.
     if _holds_session(state, broker) and state.zk.available:
@@ -514,7 +466,7 @@ def _stop(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | 
             zk, results = zkm.multi(state.zk, broker.session, (Delete(CONTROLLER_EPOCH),), variant.bugs)
             state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
         state = state.replace(zk=zkm.close_session(state.zk, broker.session, variant.bugs))
-    return _process_dies(state, broker)
+    return process_dies(state, broker)
 
 
 def _restart(state: ClusterState, b: BrokerId) -> ClusterState | None:
@@ -524,15 +476,15 @@ def _restart(state: ClusterState, b: BrokerId) -> ClusterState | None:
     if broker.config.migration_enabled or broker.config.kraft_mode:
         # A process that talks to KRaft gets a new incarnation id at each start (KIP-866 §Broker Registration).
         broker = kraft_step.fresh_kraft_process(broker)
-    return _put(state, broker.replace(alive=True))
+    return put_broker(state, broker.replace(alive=True))
 
 
 def _change_ibp(state: ClusterState, b: BrokerId, ibp: Ibp) -> ClusterState | None:
     broker = state.brokers[b]
     if broker.alive or broker.config.ibp == ibp or state.budget.operator <= 0:
         return None
-    state = _spend(state, operator=1)
-    return _put(state, broker.replace(config=broker.config.replace(ibp=ibp)))
+    state = spend(state, operator=1)
+    return put_broker(state, broker.replace(config=broker.config.replace(ibp=ibp)))
 
 
 def _open_session(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
@@ -542,7 +494,7 @@ def _open_session(state: ClusterState, b: BrokerId, variant: Variant) -> Cluster
     if variant.has(Bug.RESTARTED_BROKER_KEEPS_DEAD_SESSION) and state.history.registered_epoch(b) is not None:
         return None
     zk, session = zkm.open_session(state.zk, b)
-    return _put(state.replace(zk=zk), broker.replace(session=session, registered=False))
+    return put_broker(state.replace(zk=zk), broker.replace(session=session, registered=False))
 
 
 def _register(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
@@ -565,7 +517,7 @@ def _register(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterStat
     epochs = dict(state.history.registered_epochs)
     epochs[b] = epoch
     state = state.replace(history=state.history.replace(registered_epochs=tuple(sorted(epochs.items()))))
-    return _put(state, broker.replace(registered=True, epoch=epoch, shutdown_sent=False))
+    return put_broker(state, broker.replace(registered=True, epoch=epoch, shutdown_sent=False))
 
 
 def _send_controlled_shutdown(state: ClusterState, b: BrokerId) -> ClusterState | None:
@@ -575,8 +527,8 @@ def _send_controlled_shutdown(state: ClusterState, b: BrokerId) -> ClusterState 
     controller = znode_data(state, CONTROLLER)
     if not isinstance(controller, int):  # none, or a KRaft controller: shutdown goes by heartbeats then
         return None
-    state = _send(_spend(state, shutdowns=1), [ControlledShutdown(b, broker.epoch, controller)])
-    return None if state is None else _put(state, broker.replace(shutdown_sent=True))
+    state = send(spend(state, shutdowns=1), [ControlledShutdown(b, broker.epoch, controller)])
+    return None if state is None else put_broker(state, broker.replace(shutdown_sent=True))
 
 
 def _refresh_feature_cache(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
@@ -593,11 +545,11 @@ def _refresh_feature_cache(state: ClusterState, b: BrokerId, variant: Variant) -
         # Differs: Kafka clears its cache (and its epoch) on Disabled; the model keeps the epoch, empties the levels.
         if variant.has(Bug.BROKER_RESETS_FEATURE_EPOCH):
             epoch = FeatureEpoch(-1)
-        return _put(state, broker.replace(features=FeatureCache(epoch, FeatureStatus.DISABLED, ())))
+        return put_broker(state, broker.replace(features=FeatureCache(epoch, FeatureStatus.DISABLED, ())))
     if incompatible_features(broker.config.supported, data.finalized):
         # Fatal for the broker: it exits without closing its session.
-        return _process_dies(state, broker)
-    return _put(state, broker.replace(features=FeatureCache(epoch, FeatureStatus.ENABLED, data.finalized)))
+        return process_dies(state, broker)
+    return put_broker(state, broker.replace(features=FeatureCache(epoch, FeatureStatus.ENABLED, data.finalized)))
 
 
 # ---- controller election (KIP-866 §Controller Leadership; KafkaZkClient) ------------------------
@@ -614,7 +566,7 @@ def _observe_controller_epoch(state: ClusterState, b: BrokerId) -> ClusterState 
         return None
     node = zkm.get(state.zk, CONTROLLER_EPOCH)
     observed = (ControllerEpoch(0), ABSENT) if node is None else (node.data, node.version)
-    return _put(state, broker.replace(observed_epoch=observed))
+    return put_broker(state, broker.replace(observed_epoch=observed))
 
 
 def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
@@ -639,14 +591,14 @@ def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> Clu
     zk, results = zkm.multi(state.zk, broker.session, ops, variant.bugs)
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
     if not zkm.succeeded(results):
-        return _put(state, broker.replace(observed_epoch=None))
-    state = _spend(state, elections=1)
+        return put_broker(state, broker.replace(observed_epoch=None))
+    state = spend(state, elections=1)
     if epoch > state.history.max_controller_epoch:
         state = state.replace(history=state.history.replace(max_controller_epoch=epoch))
     if state.history.handed_back is not None and not state.history.zk_elected_since_hand_back:
         state = state.replace(history=state.history.replace(zk_elected_since_hand_back=True))
     role = ControllerRole(epoch, zkm.get(zk, CONTROLLER_EPOCH).version, (), False)
-    return _put(state, broker.replace(observed_epoch=None, controller=role))
+    return put_broker(state, broker.replace(observed_epoch=None, controller=role))
 
 
 def _resign(state: ClusterState, b: BrokerId) -> ClusterState | None:
@@ -654,7 +606,7 @@ def _resign(state: ClusterState, b: BrokerId) -> ClusterState | None:
     broker = state.brokers[b]
     if broker.controller is None or not state.zk.available or is_current_controller(state, broker):
         return None
-    return _forget_notifications(_put(state, broker.replace(controller=None)), b)
+    return forget_notifications(put_broker(state, broker.replace(controller=None)), b)
 
 
 # ---- controller work ----------------------------------------------------------------------------
@@ -735,8 +687,8 @@ def _initialize_controller(state: ClusterState, c: BrokerId, variant: Variant) -
     broker = broker.replace(controller=role)
     zk = zkm.add_watch(state.zk, broker.session, BROKER_IDS, WatchKind.CHILD)
     state = state.replace(zk=zkm.consume(zk, c, BROKER_IDS, WatchKind.CHILD))
-    state = _send(state, _startup_requests(state, broker, list(live)))
-    return None if state is None else _put(state, broker)
+    state = send(state, _startup_requests(state, broker, list(live)))
+    return None if state is None else put_broker(state, broker)
 
 
 def _process_broker_change(state: ClusterState, c: BrokerId, variant: Variant) -> ClusterState | None:
@@ -765,8 +717,8 @@ def _process_broker_change(state: ClusterState, c: BrokerId, variant: Variant) -
     assignment = znode_data(state, TOPIC)
     for p, s in changed:
         requests += _tell_replicas(broker, epochs, assignment[p], p, s)
-    state = _send(state, requests)
-    return None if state is None else _put(state, broker)
+    state = send(state, requests)
+    return None if state is None else put_broker(state, broker)
 
 
 def _on_broker_failure(
@@ -827,7 +779,7 @@ def _elect_partition_leader(
     state, ok = _controller_write(state, broker, (SetData(path, new, node.version),), variant)
     if not ok:
         return state
-    return _send(state, _tell_replicas(broker, live, assignment, p, new))
+    return send(state, _tell_replicas(broker, live, assignment, p, new))
 
 
 def _update_features(
@@ -836,7 +788,7 @@ def _update_features(
     broker = _acting_controller(state, c)
     if broker is None or state.budget.operator <= 0:
         return None
-    state = _spend(state, operator=1)
+    state = spend(state, operator=1)
     error, finalized = decide_update_features(state, broker, feature, level, allow, variant)
     if error is not Errors.NONE:
         return state
@@ -887,7 +839,7 @@ def _deliver(state: ClusterState, m: Message, variant: Variant) -> ClusterState 
                 replicas = list(dest.replicas)
                 replicas[p] = local.replace(role=ReplicaRole.STOPPED)
                 dest = dest.replace(replicas=tuple(replicas))
-    return _put(state, dest)
+    return put_broker(state, dest)
 
 
 def _handle_controlled_shutdown(
@@ -928,7 +880,7 @@ def _handle_controlled_shutdown(
     for p, new in changed:
         requests += _tell_replicas(c, live, assignment[p], p, new, skip=leaving)
     requests += [StopReplica(c.id, role.epoch, live[leaving], leaving, p, False) for p in stops]
-    return _send(state, requests)
+    return send(state, requests)
 
 
 def _without(isr: tuple[BrokerId, ...], b: BrokerId) -> tuple[BrokerId, ...]:
@@ -1011,17 +963,3 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
         actions += [BeginControlledShutdown(b.id), MigrateBrokerToKRaft(b.id), RollbackBrokerToZk(b.id)]
     actions.append(DeleteControllerZNodes())
     return actions
-
-
-from model import kraft_step  # noqa: E402  (kraft_step uses this module's helpers)
-
-KRAFT_ACTIONS: frozenset[type] = frozenset(
-    {
-        StartElection, RequestVote, BecomeLeader, Fetch, CrashController, ShutdownController, RestartController,
-        ReconfigureController, RecoverMigrationState, KRaftLeaderChange, WaitForControllerQuorum, WaitForZkBrokers,
-        BecomeZkController, MigrateMetadata, CompleteMigration, MigrationCommitted, SyncKRaftToZk,
-        SendRPCsToBrokers, DualWrite, RegisterWithKRaft, BrokerHeartbeat, FetchMetadata, SessionTimeout,
-        BeginControlledShutdown, MigrateBrokerToKRaft, RollbackBrokerToZk, AlterConfigs, UpdateMetadataVersion,
-        DeleteControllerZNodes,
-    }
-)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -270,11 +271,11 @@ def cmd_mutants(args: argparse.Namespace) -> int:
 
 
 def cmd_prove(args: argparse.Namespace) -> int:
-    from properties import proofs, proofs_migration
-    from properties.proofs import all_hold
+    from properties.proofs import fencing, migration
+    from properties.proofs.engine import all_hold
 
     # Each core runs when it switches every bug asked for: both for the correct model.
-    cores = ((proofs.ENCODED_BUGS, proofs.check_all), (proofs_migration.ENCODED_BUGS, proofs_migration.check_all))
+    cores = ((fencing.ENCODED_BUGS, fencing.check_all), (migration.ENCODED_BUGS, migration.check_all))
     variant = _variant(args.bug)
     unsupported = sorted(b.value for b in variant.bugs if not any(b in encoded for encoded, _ in cores))
     if unsupported:
@@ -418,17 +419,20 @@ def cmd_pin(args: argparse.Namespace) -> int:
             return refuse(str(err))
         default_name = Path(args.file).stem
     else:
-        plan = {"scope": args.scope or "sim-migration", "faults": args.faults or "all", "mutant": args.mutant,
-                "steps": args.steps or 2000, "runbook": args.runbook or "mixed"}
+        from properties.plan import Plan
+
+        chosen = {"scope": args.scope, "faults": args.faults, "mutant": args.mutant, "steps": args.steps,
+                  "runbook": args.runbook}
+        plan = Plan(**{option: value for option, value in chosen.items() if value is not None})
         try:
             from impl.sim.faults import parse
             from impl.sim.scenarios import scenario
 
-            scenario(plan["scope"])
-            parse(plan["faults"])
+            scenario(plan.scope)
+            parse(plan.faults)
         except ValueError as err:
             return refuse(str(err))
-        default_name = f"{args.mutant or 'no-bug'}-{plan['scope']}-seed{args.seed}"
+        default_name = f"{args.mutant or 'no-bug'}-{plan.scope}-seed{args.seed}"
     name = (default_name if args.name is None else args.name).removesuffix(".json")
     if not name or not all(c.isalnum() or c in "_.-" for c in name) or name.startswith("."):
         return refuse(f"--name {name!r}: use letters, digits, '_', '-' and '.' only")
@@ -447,14 +451,17 @@ def cmd_pin(args: argparse.Namespace) -> int:
     except CampaignError as err:
         return refuse(str(err))
     if args.file is None:
-        sim, found = shrink.run_seed(plan, args.seed)
+        from properties.runs import run_seed
+
+        run = run_seed(plan, args.seed, coverage=False)
+        found = run.disagreement
         if found is None:
-            return refuse(f"seed {args.seed} does not fail: {len(sim.record)} events of {plan['scope']} with faults "
-                          f"{plan['faults']}, mutant {plan['mutant'] or 'none'}, ran clean")
+            return refuse(f"seed {args.seed} does not fail: {len(run.record)} events of {plan.scope} with faults "
+                          f"{plan.faults}, mutant {plan.mutant or 'none'}, ran clean")
         signature = shrink.signature_of(found)
-        print(f"seed {args.seed} fails at event {len(sim.record)}: {signature}; shrinking (up to "
+        print(f"seed {args.seed} fails at event {len(run.record)}: {signature}; shrinking (up to "
               f"{args.shrink_seconds:g} s)", file=sys.stderr)
-        result = shrink.shrink_violation(plan, args.seed, sim.record, signature, args.shrink_seconds)
+        result = shrink.shrink_violation(plan, args.seed, run.record, signature, args.shrink_seconds)
         if not result.reproduced:
             return refuse(f"seed {args.seed}: the run's record does not replay to {signature} without the simulator")
         trace = shrink.trace_for(plan, args.seed, result.steps, signature, result.summary, result.original_steps)
@@ -601,7 +608,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from properties.report import ReportError, write_report
+    from properties.campaign.report import ReportError, write_report
 
     try:
         path = write_report(args.dir)
@@ -616,10 +623,133 @@ def cmd_report(args: argparse.Namespace) -> int:
     return CLEAN
 
 
-def cmd_campaign(args: argparse.Namespace) -> int:
-    from properties import campaign
+def _add_campaign_arguments(p: argparse.ArgumentParser, positive) -> None:
+    """The ``campaign`` subcommand's options, each checked as ``properties.campaign`` checks it."""
+    from properties.campaign import (
+        CAMPAIGN_RUNBOOKS,
+        DEFAULT_ENGINE,
+        DEFAULT_FAULTS,
+        DEFAULT_MASTER,
+        DEFAULT_OUT,
+        DEFAULT_RUNBOOK,
+        DEFAULT_SCOPE,
+        DEFAULT_SEEDS,
+        DEFAULT_SHRINK_SECONDS,
+        DEFAULT_STEPS,
+        ENGINES,
+        MACHINES,
+        CampaignError,
+        check_faults,
+        check_master,
+        check_mutant,
+        check_scope,
+    )
 
-    return campaign.command(args)
+    def number(minimum_exclusive: float | None, wanted: str):
+        def parse(text: str) -> float:
+            try:
+                value = float(text)
+            except ValueError:
+                value = float("nan")
+            if not (value >= 0 if minimum_exclusive is None else value > minimum_exclusive) or math.isinf(value):
+                raise _argument_error(f"expected {wanted}, got {text!r}")
+            return value
+
+        return parse
+
+    def checked(check):
+        def parse(text: str) -> str:
+            try:
+                return check(text)
+            except CampaignError as e:
+                raise _argument_error(str(e)) from None
+
+        return parse
+
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--seeds", type=positive, help=f"run seeds 0..N-1 (default {DEFAULT_SEEDS})")
+    size.add_argument("--minutes", type=number(0, "a positive number"),
+                      help="run partitions of seeds, in order, until M minutes have passed")
+    p.add_argument("--scope", type=checked(check_scope), default=DEFAULT_SCOPE,
+                   help=f"the simulator scenario or any model scope (default {DEFAULT_SCOPE})")
+    p.add_argument("--faults", type=checked(check_faults), default=DEFAULT_FAULTS,
+                   help="fault mix: none, network, process, zookeeper, all, a+b, key=weight; swarm, or swarm+a: "
+                        f"each run draws its own mix (default {DEFAULT_FAULTS})")
+    p.add_argument("--mutant", type=checked(check_mutant),
+                   help="switch a seeded bug on, of the implementation or of the model (`kraftcheck mutants --list`)")
+    p.add_argument("--steps", type=positive, default=DEFAULT_STEPS,
+                   help=f"events per run, at most (default {DEFAULT_STEPS})")
+    p.add_argument("--runbook", choices=CAMPAIGN_RUNBOOKS, default=DEFAULT_RUNBOOK,
+                   help="the operator's KIP-866 runbook; mixed: every fourth seed rolls back (default mixed)")
+    p.add_argument("--partition-size", type=positive,
+                   help="seeds per partition, one Spark task each (default: some seconds of work)")
+    p.add_argument("--master", type=checked(check_master),
+                   help="where to run: a Spark master (local[N], local[*], spark://HOST:PORT; a local master "
+                        "without a failure count becomes local[N,4], so a failed task is retried), or, without "
+                        "Spark or Java, serial (one process) or processes[N] (a multiprocessing pool) "
+                        f"(default {DEFAULT_MASTER}, or spark-submit's --master)")
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"the campaign directory (default {DEFAULT_OUT})")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the campaign in --out (same options): finished partitions are skipped")
+    p.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
+                   help="sim: seeded simulations (default); hypothesis: Hypothesis fuzzing of --machine")
+    p.add_argument("--machine", choices=MACHINES,
+                   help="with --engine hypothesis: the model machine or the differential one (default differential)")
+    p.add_argument("--shrink-seconds", type=number(None, "a number >= 0"), default=DEFAULT_SHRINK_SECONDS,
+                   help=f"time to shrink each violation group (default {DEFAULT_SHRINK_SECONDS:.0f})")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON (and no progress bar)")
+
+
+def _argument_error(message: str) -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(message)
+
+
+def cmd_campaign(args: argparse.Namespace) -> int:
+    """``kraftcheck campaign``: exit 0 clean, 1 violations found, 2 bad input (nothing written)."""
+    from properties.campaign import (
+        DEFAULT_MASTER,
+        CampaignError,
+        check_master,
+        check_out_dir,
+        describe,
+        is_spark_master,
+        make_plan,
+        run_campaign,
+    )
+    from properties.campaign import spark as spark_session
+
+    error = "kraftcheck campaign: error:"
+    try:
+        plan = make_plan(seeds=args.seeds, minutes=args.minutes, scope=args.scope, faults=args.faults,
+                         mutant=args.mutant, steps=args.steps, runbook=args.runbook,
+                         partition_size=args.partition_size, engine=args.engine, machine=args.machine,
+                         shrink_seconds=args.shrink_seconds, out=args.out)
+        master = args.master or spark_session.submitted_master() or DEFAULT_MASTER
+        check_out_dir(plan, args.resume)
+        if is_spark_master(master):
+            master = spark_session.spark_master(check_master(master))
+            try:
+                spark_session.check_reachable(master)
+            except ValueError as e:
+                raise CampaignError(str(e)) from None
+    except CampaignError as e:
+        print(f"{error} {e}", file=sys.stderr)
+        return USAGE
+    show = not args.json and sys.stderr.isatty()
+    try:
+        summary = run_campaign(plan, master, resume=args.resume, show_progress=show)
+    except spark_session.SparkStartError as e:
+        print(f"{error} {e}", file=sys.stderr)
+        return USAGE
+    except KeyboardInterrupt:
+        print(f"kraftcheck campaign: interrupted; the same command with --resume continues it in {plan.out}",
+              file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+    else:
+        print(describe(summary))
+    return VIOLATION if summary["violations"] else CLEAN
 
 
 class _progress:
@@ -743,9 +873,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "campaign", help="a fuzzing campaign on Spark: seeded simulations checked against the model, a report"
     )
-    from properties.campaign import add_arguments as add_campaign_arguments
-
-    add_campaign_arguments(p, _positive)
+    _add_campaign_arguments(p, _positive)
     p.set_defaults(run=cmd_campaign)
 
     p = sub.add_parser("manifest", help="check (or --write) the pinned state counts of every scope")

@@ -17,6 +17,9 @@ Rules:
 - The model's invariants are checked on the abstracted implementation state after every step
   (with the model's history), so a divergence also names the property it breaks; properties a
   scope reports as findings about the seeds (``Scope.findings``) are not counted.
+- ``checked_simulation`` hands a simulation (``impl.sim.simulator``) a Differential as its checker,
+  its budgets unbounded and refusals allowed (a partition or a timer may refuse a step): the
+  simulator's run, every event checked.
 - ``walk(scope, seed, steps)`` picks each step among the model's ``enabled_actions`` with
   ``random.Random(seed)``; ``DifferentialMachine`` does the same under Hypothesis, which
   shrinks a disagreement to a short list of steps.
@@ -31,6 +34,9 @@ from impl.bugs import ImplBug
 from impl.cluster import Cluster
 from impl.metrics import cluster_metrics
 from impl.refinement import abstract, differences, same
+from impl.sim.check import CheckFailed
+from impl.sim.faults import FaultMix
+from impl.sim.simulator import Simulation
 from model.actions import Action, DeleteControllerZNodes
 from model.bugs import CORRECT, Variant
 from model.invariants import violations
@@ -47,7 +53,7 @@ def unbounded(budget: Budget) -> Budget:
     return Budget(**{name: UNBOUNDED for name in Budget.__slots__}).replace(max_lag=budget.max_lag)
 
 
-class Disagreement(AssertionError):
+class Disagreement(CheckFailed):
     def __init__(self, summary: str, steps: list[Action], details: list[str], broken: list[str]) -> None:
         self.summary, self.steps, self.details, self.broken = summary, steps, details, broken
         lines = [summary]
@@ -158,6 +164,13 @@ class Differential:
 def _order(state: ClusterState) -> tuple:
     """The messages a step sent, in order, each once (a set network holds one copy of identical messages)."""
     return tuple(dict.fromkeys(state.ghost.sent))
+
+
+def checked_simulation(scope: Scope, seed: int, faults: FaultMix, bugs: frozenset[ImplBug] = frozenset(),
+                       variant: Variant = CORRECT, port: object | None = None, runbook: str = "finalize") -> Simulation:
+    """A simulation of ``scope`` whose every event is checked against the model (``variant``)."""
+    checker = Differential(scope, bugs=bugs, variant=variant, port=port, seed=seed, bounded=False, strict=False)
+    return Simulation(scope, seed, faults, checker=checker, runbook=runbook)
 
 
 def walk(scope: Scope, seed: int, steps: int, bugs: frozenset[ImplBug] = frozenset(),

@@ -84,6 +84,9 @@ from model.step import candidate_actions
 from properties import traces
 
 TRACE_DIR_ENV = "KRAFTCHECK_TRACE_DIR"
+# The scopes the test suite runs the correct model's machine in (``run_clean`` in tests/test_machines.py;
+# tests/test_catalogue.py checks the two agree), which the invariant catalogue lists under "Hypothesis".
+CLEAN_RUN_SCOPES = ("fencing", "bounce", "leader-bounce", "features", "cluster", "migration", "lifecycle")
 DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 
 SWITCHABLE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k in PERTURBATIONS)

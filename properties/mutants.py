@@ -112,17 +112,18 @@ def _violations(error: BaseException) -> list:
 
 def _z3_bmc(bug: SeededBug) -> tuple[str, list[Action]] | None:
     """Bounded model checking, from the bug's scope, of a z3 encoding that switches the bug and encodes
-    its invariant (properties.proofs: the fencing core; properties.proofs_migration: the migration's)."""
-    from properties import proofs, proofs_migration
+    its invariant (properties.proofs.fencing: the fencing core; properties.proofs.migration: the migration's)."""
+    from properties.proofs import fencing, migration
+    from properties.proofs.engine import OutsideProjection
 
     if isinstance(bug, ImplSeededBug):
         return None
-    for core in (proofs, proofs_migration):
+    for core in (fencing, migration):
         if bug.bug not in core.ENCODED_BUGS or bug.invariant not in core.PROPERTY_NAMES:
             continue
         try:
             result = core.bmc(20, Variant(frozenset({bug.bug})), scope=bug.scope, properties=(bug.invariant,))
-        except proofs.OutsideProjection:
+        except OutsideProjection:
             return None  # the bug's scope has states this core does not model
         for p in result.properties:
             if p.name == bug.invariant and not p.holds and p.counterexample is not None:

@@ -1,6 +1,6 @@
 """Counterexamples of the implementation: a violation's signature, its replay without the simulator, its shrinking.
 
-A simulator run that disagrees with the model (``impl.sim.simulator``, ``check=True``) leaves its
+A checked simulator run that disagrees with the model (``properties.runs.run_seed``) leaves its
 record: every event as a ``SimStep`` (the clock, the node pairs a partition separated, the model
 action). This module turns that record into a short trace a person can read:
 
@@ -37,18 +37,17 @@ import re
 import time
 from dataclasses import dataclass
 
-from impl.bugs import IMPL_SEEDED_BUGS, ImplBug
-from impl.sim.simulator import SimStep, Simulation
-from model import SEEDED_BUGS_BY_NAME
+from impl.bugs import ImplBug
+from impl.sim.simulator import SimStep
 from model.actions import Action
-from model.bugs import CORRECT, Variant
+from model.bugs import Variant
 from model.invariants import BY_NAME
 from model.scopes import Scope
 from properties.differential import Differential, Disagreement
+from properties.plan import Plan, resolve_mutant  # noqa: F401 - resolve_mutant: read from here too
 from properties.traces import DifferentialTrace
 
 CHECKPOINT_EVERY = 16  # steps of the current trace between two saved copies of the Differential
-RUNBOOK_CHOICES = ("finalize", "rollback", "none", "mixed")
 
 # ---- signatures ------------------------------------------------------------------------------
 
@@ -97,54 +96,10 @@ def slug(signature: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]+", "-", signature).strip("-")[:120] or "violation"
 
 
-# ---- plans: what a campaign or ``kraftcheck pin`` runs -----------------------------------------
-
-
-def resolve_mutant(name: str | None) -> tuple[frozenset[ImplBug], Variant]:
-    """A seeded bug's name as the implementation's bugs and the model's variant (``kraftcheck mutants --list``)."""
-    if name is None:
-        return frozenset(), CORRECT
-    for bug in IMPL_SEEDED_BUGS:
-        if bug.name == name:
-            return frozenset({bug.bug}), CORRECT
-    if name in SEEDED_BUGS_BY_NAME:
-        return frozenset(), Variant(frozenset({SEEDED_BUGS_BY_NAME[name].bug}))
-    raise ValueError(f"unknown seeded bug {name!r} (see `kraftcheck mutants --list`)")
-
-
-def runbook_for(runbook: str, seed: int) -> str:
-    """``mixed``: every fourth seed rolls the migration back, the others finalize it (as bench/sim.py)."""
-    if runbook == "mixed":
-        return "rollback" if seed % 4 == 3 else "finalize"
-    return runbook
-
-
 def _scope(scope: Scope | str) -> Scope:
     from impl.sim.scenarios import scenario
 
     return scenario(scope) if isinstance(scope, str) else scope
-
-
-def run_seed(plan: dict, seed: int) -> tuple[Simulation, Disagreement | None]:
-    """Run one seed of ``plan`` (scope, faults, mutant, steps, runbook) with every event checked; the
-    simulation (its ``record``) and the Disagreement that ended it, if any."""
-    from impl.sim.faults import parse
-
-    scope = _scope(plan["scope"])
-    bugs, variant = resolve_mutant(plan.get("mutant"))
-    sim = Simulation(scope, seed, parse(plan["faults"]), bugs=bugs, check=True,
-                     runbook=runbook_for(plan.get("runbook", "finalize"), seed))
-    if variant != CORRECT:  # the simulator checks against the correct model; a model mutant swaps it
-        sim.diff = Differential(scope, bugs=bugs, variant=variant, seed=seed, bounded=False, strict=False)
-        sim.cluster = sim.diff.cluster
-        sim.cluster.delay, sim.cluster.reachable = sim._delay, sim._reachable
-    try:
-        for _ in range(plan.get("steps", 2000)):
-            if sim.step() is None:
-                break
-    except Disagreement as found:
-        return sim, found
-    return sim, None
 
 
 # ---- replay ----------------------------------------------------------------------------------
@@ -341,12 +296,14 @@ class _Shrinker:
         return True
 
 
-def shrink_violation(plan: dict, seed: int, record: list[SimStep], signature: str, seconds: float) -> ShrinkResult:
+def shrink_violation(plan: Plan | dict, seed: int, record: list[SimStep], signature: str,
+                     seconds: float) -> ShrinkResult:
     """Delta debugging over ``record`` (a run of ``plan``'s scope and mutant with ``seed``) down to the fewest steps
     that still raise a Disagreement with ``signature``, within ``seconds``."""
     began = time.perf_counter()
-    scope = _scope(plan["scope"])
-    bugs, variant = resolve_mutant(plan.get("mutant"))
+    plan = Plan.of(plan)
+    scope = _scope(plan.scope)
+    bugs, variant = plan.seeded_bugs
     shrinker = _Shrinker(scope, seed, bugs, variant, signature, began + seconds)
     first = shrinker.keeps_signature(list(record), len(record))  # the record, cut after the event that disagreed
     if first is None:
@@ -365,15 +322,16 @@ def _first_line(disagreement: Disagreement | None) -> str | None:
     return None if disagreement is None else disagreement.summary.splitlines()[0]
 
 
-def trace_for(plan: dict, seed: int, steps: list[SimStep], signature: str,
+def trace_for(plan: Plan | dict, seed: int, steps: list[SimStep], signature: str,
               disagreement: Disagreement | str | None = None, original_steps: int | None = None) -> DifferentialTrace:
     """The trace file of a shrunk (or any) violating run of ``plan``."""
-    bugs, variant = resolve_mutant(plan.get("mutant"))
+    plan = Plan.of(plan)
+    bugs, variant = plan.seeded_bugs
     summary = disagreement.summary if isinstance(disagreement, Disagreement) else disagreement
     return DifferentialTrace(
-        scope=_scope(plan["scope"]).name, steps=tuple(steps), seed=seed, signature=signature, impl_bugs=bugs,
+        scope=_scope(plan.scope).name, steps=tuple(steps), seed=seed, signature=signature, impl_bugs=bugs,
         bugs=variant.bugs, profile=variant.profile, violation=invariant_of(signature),
-        summary=None if summary is None else summary.splitlines()[0], faults=plan.get("faults"),
-        runbook=runbook_for(plan["runbook"], seed) if plan.get("runbook") else None, original_steps=original_steps,
+        summary=None if summary is None else summary.splitlines()[0], faults=plan.faults,
+        runbook=plan.runbook_of(seed), original_steps=original_steps,
     )
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from properties import campaign, spark
-from properties.campaign import make_plan, run_campaign, run_partition
+from properties import campaign
+from properties.campaign import make_plan, run_campaign, run_partition, spark
 from properties.cli import main
 from properties.shrink import replay_trace, signature_of
 from properties.traces import load_trace

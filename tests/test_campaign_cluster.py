@@ -3,8 +3,8 @@
 The cluster is a Spark standalone master and one worker (one core) on 127.0.0.1, started from the
 pyspark installation's jars (the pip package ships no start-master.sh) and stopped by pid. The
 worker runs outside the project directory and without PYTHONPATH, so its executors import the
-project from the zip the driver ships (``properties.spark.ship_packages``). The same plan also runs
-through ``spark-submit properties/campaign.py`` in local mode, at the same time; the tables must
+project from the zip the driver ships (``properties.campaign.spark.ship_packages``). The same plan also runs
+through ``spark-submit properties/campaign/__main__.py`` in local mode, at the same time; the tables must
 match, timing columns aside. A seeded bug's campaign shows the shrink tasks run on the executors.
 """
 
@@ -21,8 +21,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from properties import spark
-from properties.campaign import make_plan, run_campaign
+from properties.campaign import make_plan, run_campaign, spark
 from tests.test_campaign import tables
 
 pytestmark = pytest.mark.spark_cluster
@@ -55,7 +54,8 @@ def local_submit(tmp_path_factory):
     """The plan in local mode through spark-submit, started first so that it runs while the cluster starts."""
     out = tmp_path_factory.mktemp("local") / "out"
     submit = Path(sys.executable).with_name("spark-submit")
-    args = [str(submit), "--master", "local[2]", str(ROOT / "properties" / "campaign.py"), "--json", "--out", str(out)]
+    entry = ROOT / "properties" / "campaign" / "__main__.py"
+    args = [str(submit), "--master", "local[2]", str(entry), "--json", "--out", str(out)]
     for key, value in PLAN.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"}

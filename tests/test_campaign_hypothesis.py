@@ -1,4 +1,4 @@
-"""Campaigns through Hypothesis (properties/campaign_hypothesis.py): the model machine and the
+"""Campaigns through Hypothesis (properties/campaign/hypothesis.py): the model machine and the
 differential machine fuzzed with ``fuzz_one_input``, one example per seed, failures kept in the
 campaign's example database, then replayed and shrunk by an ordinary Hypothesis run.
 
@@ -19,7 +19,7 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import get_state_machine_test
 
 from properties import traces
-from properties.campaign_hypothesis import (
+from properties.campaign.hypothesis import (
     BUFFER_BYTES,
     DATABASE_DIR,
     Bridge,

@@ -1,6 +1,8 @@
 """docs/invariants.md is generated from the registry and the checks' own data, and must not go stale."""
 
+import ast
 import re
+from pathlib import Path
 
 from impl.bugs import IMPL_SEEDED_BUGS
 from model import PROPERTIES, SCOPES, SEEDED_BUGS, Kind
@@ -62,3 +64,13 @@ def test_catalogue_write_leaves_no_partial_file(tmp_path):
     catalogue.write(target)
     assert target.read_text() == catalogue.render()
     assert list(tmp_path.iterdir()) == [target]
+
+
+def test_catalogue_machine_scopes_are_those_the_machine_tests_run():
+    """The catalogue lists under "Hypothesis" the scopes ``properties.machines.CLEAN_RUN_SCOPES`` names; those
+    must be the scopes tests/test_machines.py runs the correct model's machine in (``run_clean("scope", ...)``)."""
+    tree = ast.parse((Path(__file__).parent / "test_machines.py").read_text())
+    run = {node.args[0].value for node in ast.walk(tree)
+           if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "run_clean"
+           and node.args and isinstance(node.args[0], ast.Constant)}
+    assert run == set(catalogue.machine_scopes())

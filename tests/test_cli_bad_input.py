@@ -41,7 +41,7 @@ def _differential(**changes) -> str:
 def _campaign_plan(tmp: Path) -> None:
     plan = campaign.make_plan(seeds=1, steps=20, out=tmp / "done")
     (tmp / "done").mkdir()
-    (tmp / "done" / campaign.PLAN_FILE).write_text(json.dumps(plan))
+    (tmp / "done" / campaign.PLAN_FILE).write_text(json.dumps(plan.to_json()))
 
 
 def _report_dir_with_bad_table(tmp: Path) -> None:

@@ -52,7 +52,7 @@ from model.actions import (
 )
 from model.scopes import SCOPES
 from model.step import enabled_actions
-from properties.differential import Differential
+from properties.differential import Differential, checked_simulation
 from properties.regressions import SCRIPTS, A, B, dual_write_scope
 from tests.conftest import EXCLUDED, OFFLINE, TWO_PARTITIONS
 
@@ -194,14 +194,14 @@ def test_driver_offers_only_the_event_its_state_runs():
 
 def test_simulation_finalizes_the_migration_without_faults():
     """With offers that say what each node would do, a quiet run migrates and finalizes quickly."""
-    sim = Simulation(MIGRATION, 0, parse("none"), check=False)
+    sim = Simulation(MIGRATION, 0, parse("none"))
     outcome = sim.run(2_500)
     assert outcome.progress == "finalized"
 
 
 def test_simulation_quiet_cluster_waits_for_its_timers():
     """A finalized cluster with nothing due jumps the clock to the next timer instead of stopping."""
-    sim = Simulation(MIGRATION, 0, parse("none"), check=False)
+    sim = Simulation(MIGRATION, 0, parse("none"))
     sim.run(3_000)
     assert sim.events == 3_000
     assert sim.cluster.now > 3_000 * 20 / 2  # faster than the ticks alone
@@ -213,7 +213,7 @@ def test_simulation_holds_a_step_a_partition_would_split_until_it_heals():
     the broker, waits for a cut to heal."""
     from model.actions import BecomeLeader, Fetch, RequestVote, StartElection
 
-    sim = Simulation(MIGRATION, 0, parse("none"), check=False)
+    sim = Simulation(MIGRATION, 0, parse("none"))
     for action in (StartElection(3000), RequestVote(3000, 3002), BecomeLeader(3000)):
         assert sim.cluster.perform(action) == [action]
     assert sim.cluster.controllers[3000].awaiting_activation()
@@ -231,6 +231,6 @@ def test_simulation_holds_a_step_a_partition_would_split_until_it_heals():
 def test_simulation_seed_1003_finalizes_through_a_partition_in_agreement():
     """Pinned (bench.sim --check, faults all): a leader cut from a voter activated while the model,
     which has no partitions, saw every voter finalizing; the step now waits for the heal."""
-    sim = Simulation(MIGRATION, 1003, parse("all"), check=True)
+    sim = checked_simulation(MIGRATION, 1003, parse("all"))
     outcome = sim.run(700)
     assert outcome.ok, outcome.disagreement

@@ -8,7 +8,7 @@ are checked:
   takes the same steps (byte-identical traces) and leaves the same control-plane znodes: paths,
   data bytes, versions, owners, and czxid/mzxid in the same relative order (a real server's
   absolute zxids differ: the adapter's own inspection session takes one). The kazoo run is not
-  checked against the model (``check=False``): the refinement map reads the embedded store's
+  checked against the model (no checker): the refinement map reads the embedded store's
   armed watches, which a real server does not list;
 - ``EmbeddedZk.armed_watches`` (what the refinement map reads as the model's watches) lists
   exactly the watches a real server would fire.
@@ -79,7 +79,7 @@ def _embedded_run(mix: str, faults: tuple[str, ...]) -> tuple[Simulation, int]:
     """The first seed whose embedded run reaches dual write and takes each of ``faults``."""
     tried = []
     for seed in SEEDS:
-        sim = Simulation(MIGRATION, seed, parse(mix), check=False)
+        sim = Simulation(MIGRATION, seed, parse(mix))
         chunks = _drive(sim)
         if PROGRESS.index(sim.run(0).progress) >= DUAL_WRITE and all(_taken(sim, kind) for kind in faults):
             return sim, chunks
@@ -130,7 +130,7 @@ def test_real_zk_migration_same_run_as_embedded(own_server: ZkServer, mix: str, 
     embedded_base = 0  # EmbeddedZk starts at zxid 0; the bootstrap's transactions are compared too
     with KazooPort(own_server.hosts) as port:
         real_base = port.last_zxid()
-        real = Simulation(MIGRATION, embedded.seed, parse(mix), port=port, check=False)
+        real = Simulation(MIGRATION, embedded.seed, parse(mix), port=port)
         _drive(real, chunks)
         where = f"seed {embedded.seed}, {mix!r}, {embedded.events} events"
         assert real.trace_text() == embedded.trace_text(), f"{where}: {_first_difference(embedded, real)}"
@@ -175,7 +175,7 @@ def test_embedded_armed_watches_listed_until_they_fire() -> None:
 
 def test_refinement_armed_watches_needs_a_port_that_lists_them() -> None:
     """A port that cannot list its watches is refused with a clear error, not read through private tables."""
-    with pytest.raises(TypeError, match="armed watches.*check=False"):
+    with pytest.raises(TypeError, match="armed watches.*with no checker"):
         armed_watches(object())
 
 

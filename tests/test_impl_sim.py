@@ -20,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from impl.cluster import SESSION_TIMEOUT_MS, Cluster
+from impl.cluster import SESSION_TIMEOUT_MS
 from impl.sim.faults import MIXES, NONE, FaultMix, parse
 from impl.sim.scenarios import MIGRATION, scenario
 from impl.sim.simulator import LEADER_EVENT_LAG_MS, Simulation
 from model.actions import ExpireSession, KRaftLeaderChange
+from model.bugs import Bug, Variant
+from properties.differential import Differential, checked_simulation
 
 EVENTS = 2_500
 MIX = "all"
@@ -33,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(seed: int, events: int = EVENTS, check: bool = False) -> Simulation:
-    sim = Simulation(MIGRATION, seed, parse(MIX), check=check)
+    sim = checked_simulation(MIGRATION, seed, parse(MIX)) if check else Simulation(MIGRATION, seed, parse(MIX))
     sim.run(events)
     return sim
 
@@ -50,7 +52,7 @@ import hashlib, sys
 from impl.sim.faults import parse
 from impl.sim.scenarios import MIGRATION
 from impl.sim.simulator import Simulation
-sim = Simulation(MIGRATION, int(sys.argv[1]), parse(sys.argv[2]), check=False)
+sim = Simulation(MIGRATION, int(sys.argv[1]), parse(sys.argv[2]))
 sim.run(int(sys.argv[3]))
 print(hashlib.sha256(sim.trace_text().encode()).hexdigest())
 """
@@ -94,26 +96,22 @@ def test_simulation_check_does_not_change_the_run():
     assert checked.strip() and _trace(SEED, events=1_000).startswith(checked)
 
 
-def test_simulation_runs_a_cluster_put_in_before_the_first_event():
-    """Campaigns and the shrinker put a cluster of their own (a Differential's, with a variant of the
-    model) in place of the one a Simulation built, before its first event: the run is that cluster's,
-    event for event the same as a Simulation that built it."""
-    from properties.differential import Differential
-
+def test_simulation_handed_a_checker_runs_the_checkers_cluster_step_for_step():
+    """Campaigns and the shrinker hand a simulation its checker (a Differential, of the correct model or a
+    model mutant), which built the cluster and ran the scope's warm-up: the run is that cluster's, event for
+    event the same as a Simulation that built it, and the checker sees every event."""
     plain = _run(SEED, events=1_000)
-    swapped = Simulation(MIGRATION, SEED, parse(MIX), check=False)
-    swapped.cluster = Cluster.from_scope(MIGRATION, seed=SEED)
-    swapped.cluster.delay, swapped.cluster.reachable = swapped._delay, swapped._reachable
-    swapped.run(1_000)
-    assert swapped.trace_text() == plain.trace_text()
-
-    checked = Simulation(MIGRATION, SEED, parse(MIX), check=True)
-    checked.diff = Differential(MIGRATION, seed=SEED, bounded=False, strict=False)
-    checked.cluster = checked.diff.cluster
-    checked.cluster.delay, checked.cluster.reachable = checked._delay, checked._reachable
+    checker = Differential(MIGRATION, seed=SEED, bounded=False, strict=False)
+    checked = Simulation(MIGRATION, SEED, parse(MIX), checker=checker)
+    assert checked.cluster is checker.cluster
     outcome = checked.run(300)
     assert outcome.ok, outcome.disagreement
     assert plain.trace_text().startswith(checked.trace_text())
+    assert len(checker.steps) - len(Differential(MIGRATION, seed=SEED).steps) == outcome.events
+
+    mutant = Variant(frozenset({next(iter(Bug))}))
+    checked_by_a_mutant = checked_simulation(MIGRATION, SEED, parse(MIX), variant=mutant)
+    assert checked_by_a_mutant.checker.variant == mutant
 
 
 # Runs pinned by the digest of their trace and record (the first 16 hex digits of sha256 over the
@@ -151,7 +149,10 @@ def test_simulation_pinned_runs_replay_byte_for_byte(scope, seed, mix, runbook, 
 
     A change that means to change runs (a new fault, a node that acts differently) re-pins these:
     the failure prints the new digest."""
-    sim = Simulation(scenario(scope), seed, parse(mix), check=check, runbook=runbook)
+    if check:
+        sim = checked_simulation(scenario(scope), seed, parse(mix), runbook=runbook)
+    else:
+        sim = Simulation(scenario(scope), seed, parse(mix), runbook=runbook)
     sim.run(1_500)
     text = sim.trace_text() + "".join(f"{step.now} {step.cuts}\n" for step in sim.record)
     assert hashlib.sha256(text.encode()).hexdigest()[:16] == digest
@@ -209,9 +210,9 @@ BREAKING = ("delay_ms", "drop", "duplicate", "partition", "crash", "stop", "expi
 def test_swarm_each_run_draws_its_own_mix_from_the_seed():
     """Under ``swarm`` a run's mix is drawn from its seed: the same seed draws the same mix and the
     same trace; across seeds, every breaking fault is sometimes left out and sometimes kept."""
-    mixes = [Simulation(MIGRATION, seed, parse("swarm"), check=False).faults for seed in range(40)]
+    mixes = [Simulation(MIGRATION, seed, parse("swarm")).faults for seed in range(40)]
     assert all(not mix.swarm for mix in mixes)
-    assert Simulation(MIGRATION, 7, parse("swarm"), check=False).faults == mixes[7]
+    assert Simulation(MIGRATION, 7, parse("swarm")).faults == mixes[7]
     base = MIXES["all"]
     for name in BREAKING:
         weights = [getattr(mix, name) for mix in mixes]
@@ -223,16 +224,16 @@ def test_swarm_each_run_draws_its_own_mix_from_the_seed():
 
 
 def test_swarm_over_a_mix_leaves_the_other_faults_out():
-    mixes = [Simulation(MIGRATION, seed, parse("swarm+network"), check=False).faults for seed in range(20)]
+    mixes = [Simulation(MIGRATION, seed, parse("swarm+network")).faults for seed in range(20)]
     assert all(mix.crash == mix.stop == mix.pause == mix.leader_event_lag == mix.expire == mix.outage == 0
                for mix in mixes)
     assert any(mix.drop for mix in mixes)
 
 
 def test_swarm_runs_replay_byte_for_byte():
-    first = Simulation(MIGRATION, 3, parse("swarm"), check=False)
+    first = Simulation(MIGRATION, 3, parse("swarm"))
     first.run(800)
-    second = Simulation(MIGRATION, 3, parse("swarm"), check=False)
+    second = Simulation(MIGRATION, 3, parse("swarm"))
     second.run(800)
     assert first.trace_text() == second.trace_text() and first.faults.describe() == second.faults.describe()
 
@@ -251,7 +252,7 @@ def test_paused_node_takes_no_step_its_session_expires_and_it_resumes_stale():
     """A GC pause (KIP-380 §Motivation, the zombie controller): the paused ZooKeeper controller offers
     nothing and takes no step; the server expires its session after the timeout and another broker
     takes over; it resumes still holding the controller role it had, and acts again."""
-    sim = Simulation(scenario("fencing"), 1, parse("none"), check=True)
+    sim = checked_simulation(scenario("fencing"), 1, parse("none"))
     while _controller(sim) is None or not sim.cluster.brokers[_controller(sim)].controller.initialized:
         assert sim.step() is not None
     zombie = _controller(sim)
@@ -292,7 +293,7 @@ def test_lagging_driver_is_offered_no_leader_change_until_its_lag_ends_and_its_o
     """A controller's KRaftLeaderChange, due after a leadership change, is held back while its drawn lag
     lasts (the driver's KRaftLeaderEvent waits in its queue), while the node keeps offering its other
     steps; once the lag is over it is offered again."""
-    sim = Simulation(MIGRATION, 0, parse("none,leader_event_lag=1"), check=True)
+    sim = checked_simulation(MIGRATION, 0, parse("none,leader_event_lag=1"))
     while not sim.lagging:
         assert sim.step() is not None
     (node, until), = sim.lagging.items()

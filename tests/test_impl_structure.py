@@ -69,3 +69,16 @@ def test_impl_import_check_can_fire(tmp_path):
     found = list(_model_imports(bad))
     assert (1, "model.step", "step") in found and (2, "model.kraft", None) in found
     assert inspect.isfunction(getattr(importlib.import_module("model.step"), "step"))
+
+
+def test_impl_imports_nothing_of_the_checks():
+    """The layers run one way: the checks (``properties/``) drive the implementation; the simulator is handed
+    its checker (``impl.sim.check.Checker``) and no module of ``impl/`` imports ``properties``."""
+    offences = []
+    for path in sorted(IMPL.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offences += [f"{path.relative_to(IMPL.parent).as_posix()}:{node.lineno}: {name}"
+                         for name in names if name == "properties" or name.startswith("properties.")]
+    assert offences == []

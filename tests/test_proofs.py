@@ -1,4 +1,4 @@
-"""The z3 proofs of epoch fencing (properties/proofs.py) agree with the model and hold.
+"""The z3 proofs of epoch fencing (properties/proofs/fencing.py) agree with the model and hold.
 
 Situations: the correct model survives bounded model checking to depth 20 in both fencing scopes;
 each seeded fencing bug is found, and its decoded trace breaks the same invariant when replayed
@@ -23,15 +23,15 @@ from model.bugs import CORRECT
 from model.invariants import violations
 from model.scopes import cold_state
 from model.step import candidate_actions
-from properties import proofs
-from properties.proofs import (
+from properties.proofs import fencing as proofs
+from properties.proofs.engine import SymState, _value
+from properties.proofs.fencing import (
     ACTIONS,
     ACTIONS_BY_NAME,
     ENCODED_BUGS,
     INVARIANTS,
     PROPERTY_NAMES,
     FiniteBrokers,
-    SymState,
     bmc,
     broken_state_invariants,
     cold_start,
@@ -180,7 +180,7 @@ def test_every_action_can_be_taken_under_the_invariants():
 def test_initial_states_satisfy_the_invariants(scope):
     """The cold start is what the induction's Init says, and the warm start keeps every lemma."""
     cold = project(cold_state(SCOPES[scope]))
-    assert proofs._value(cold_start(SymState.concrete(FiniteBrokers(2), cold)))
+    assert _value(cold_start(SymState.concrete(FiniteBrokers(2), cold, proofs.FENCING)))
     assert broken_state_invariants(project(initial_state(SCOPES[scope]))) == []
 
 

@@ -1,4 +1,4 @@
-"""The z3 proofs of the migration's fencing (properties/proofs_migration.py) agree with the model and hold.
+"""The z3 proofs of the migration's fencing (properties/proofs/migration.py) agree with the model and hold.
 
 Situations: every (action, invariant) induction obligation of the migration fencing core is
 proved for 2 KRaft controllers and for any number of them, and each seeded bug the core switches
@@ -26,8 +26,8 @@ from model.migration import Profile
 from model.scopes import cold_state
 from model.step import candidate_actions
 from properties import cli
-from properties import proofs_migration as pm
-from properties.proofs import OutsideProjection, _value
+from properties.proofs import migration as pm
+from properties.proofs.engine import OutsideProjection, _value
 from properties.simulate import random_path
 from tests.test_proofs import assert_harmless_without_the_bug, assert_replays_to_the_violation
 

@@ -17,8 +17,9 @@ from model import SCOPES, initial_state, successors
 from model.actions import ACTION_TYPES, Deliver, ExpireSession
 from model.bugs import Bug
 from properties import mermaid, traces
+from properties.campaign import run_seed
 from properties.cli import main
-from properties.shrink import run_seed, shrink_violation, signature_of, trace_for
+from properties.shrink import shrink_violation, signature_of, trace_for
 from properties.traces import DifferentialTrace, Trace, TraceError
 
 BUG = "impl_broker_epoch_from_session_id"
@@ -37,9 +38,10 @@ def run(capsys, *argv):
 @pytest.fixture(scope="module")
 def shrunk_trace() -> DifferentialTrace:
     """KIP-380's rejected alternative: a broker epoch taken from the session id (seed 0 breaks at event 8)."""
-    sim, found = run_seed(PLAN, 0)
+    run = run_seed(PLAN, 0)
+    found = run.disagreement
     signature = signature_of(found)
-    result = shrink_violation(PLAN, 0, sim.record, signature, seconds=30)
+    result = shrink_violation(PLAN, 0, run.record, signature, seconds=30)
     assert result.reproduced
     return trace_for(PLAN, 0, result.steps, signature, result.summary, result.original_steps)
 

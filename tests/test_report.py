@@ -1,4 +1,4 @@
-"""The campaign report (``properties.report``, ``kraftcheck report``) on small synthetic campaigns.
+"""The campaign report (``properties.campaign.report``, ``kraftcheck report``) on small synthetic campaigns.
 
 Each test writes the consolidated tables a campaign leaves in its directory (the schemas of the
 campaign spec, issue 6), with pyarrow, and reads back the page ``write_report`` made.
@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from properties.campaign.report import REPORT, write_report
 from properties.cli import main
-from properties.report import REPORT, write_report
 
 RUNS = pa.schema([
     ("partition", pa.int32()), ("seed", pa.int64()), ("scope", pa.string()), ("faults", pa.string()),
@@ -187,7 +187,7 @@ def test_report_draws_the_sequence_diagram_of_a_readable_trace(tmp_path):
 def test_report_shows_whether_each_rollback_finished(tmp_path):
     """How far the migration got has a rolled-back level: a rollback run whose runbook finished counts there, one
     that stopped short stays at the level it reached."""
-    from properties.report import run_levels
+    from properties.campaign.report import run_levels
 
     runs = [run_row(s) for s in range(8)]  # seeds 3 and 7 run the rollback runbook, both at dual-write
     runs[3]["rolled_back"] = True

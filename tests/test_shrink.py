@@ -11,12 +11,12 @@ import pytest
 
 from impl.bugs import ImplBug
 from model.bugs import CORRECT, Bug, Variant
+from properties.campaign import run_seed
 from properties.differential import Disagreement
 from properties.shrink import (
     invariant_of,
     replay_steps,
     resolve_mutant,
-    run_seed,
     shrink_violation,
     signature_of,
     slug,
@@ -33,10 +33,11 @@ def plan_for(mutant: str | None, steps: int = 2000) -> dict:
 def stale_version_shrunk():
     """KIP-866 claim: a driver that keeps the /migration version it had before its claim (seed 0 fails at event ~90)."""
     plan = plan_for("impl_stale_migration_version_after_claim")
-    sim, found = run_seed(plan, 0)
+    run = run_seed(plan, 0)
+    found = run.disagreement
     assert found is not None, "the simulator no longer catches the seeded bug at seed 0"
     signature = signature_of(found)
-    return plan, sim.record, signature, shrink_violation(plan, 0, sim.record, signature, seconds=60)
+    return plan, run.record, signature, shrink_violation(plan, 0, run.record, signature, seconds=60)
 
 
 def test_shrink_of_a_simulator_found_impl_bug_is_much_shorter_and_reproduces(stale_version_shrunk):
@@ -78,19 +79,20 @@ def test_shrink_without_the_bug_the_shrunk_trace_replays_clean(stale_version_shr
 def test_shrink_out_of_time_still_cuts_the_record_and_says_not_minimal():
     """A budget of 0 s: no ddmin, but the record is cut after the event that disagreed and still reproduces."""
     plan = plan_for("impl_broker_epoch_from_session_id")
-    sim, found = run_seed(plan, 0)
-    longer = sim.record + sim.record[:3]  # steps after the violation, as a record a caller cut late would have
+    run = run_seed(plan, 0)
+    found = run.disagreement
+    longer = run.record + run.record[:3]  # steps after the violation, as a record a caller cut late would have
     result = shrink_violation(plan, 0, longer, signature_of(found), seconds=0)
     assert result.reproduced and not result.minimal
-    assert result.steps == sim.record
+    assert result.steps == run.record
 
 
 def test_shrink_of_a_signature_the_record_does_not_raise_is_not_reproduced():
     """Shrinking towards a signature the run does not show gives the record back, reproduced False."""
     plan = plan_for("impl_broker_epoch_from_session_id")
-    sim, _ = run_seed(plan, 0)
-    result = shrink_violation(plan, 0, sim.record, "OnlyCurrentControllerWritesApply", seconds=5)
-    assert not result.reproduced and not result.minimal and result.steps == sim.record
+    run = run_seed(plan, 0)
+    result = shrink_violation(plan, 0, run.record, "OnlyCurrentControllerWritesApply", seconds=5)
+    assert not result.reproduced and not result.minimal and result.steps == run.record
 
 
 def test_shrink_result_survives_pickling_for_spark_tasks(stale_version_shrunk):
@@ -102,11 +104,12 @@ def test_shrink_result_survives_pickling_for_spark_tasks(stale_version_shrunk):
 def test_replay_steps_reproduces_the_simulators_disagreement_exactly():
     """The replay recipe (fresh Differential, the run's seed, each step's time and cuts) is the simulator's run."""
     plan = plan_for("impl_claim_without_epoch_cas")
-    sim, found = run_seed(plan, 0)
+    run = run_seed(plan, 0)
+    found = run.disagreement
     bugs, variant = resolve_mutant(plan["mutant"])
-    replayed = replay_steps(SCOPE, 0, bugs, variant, sim.record)
+    replayed = replay_steps(SCOPE, 0, bugs, variant, run.record)
     assert replayed is not None and str(replayed) == str(found)
-    assert replay_steps(SCOPE, 0, bugs, variant, sim.record[:-1]) is None
+    assert replay_steps(SCOPE, 0, bugs, variant, run.record[:-1]) is None
 
 
 # ---- signatures -----------------------------------------------------------------------------------
@@ -117,11 +120,11 @@ def test_signature_is_the_same_for_two_seeds_hitting_the_same_bug():
     different broker in each run) group together."""
     for mutant in ("impl_claim_without_epoch_cas", "impl_broker_epoch_from_session_id"):
         plan = plan_for(mutant, steps=400)
-        (_, first), (_, second) = run_seed(plan, 0), run_seed(plan, 1)
+        first, second = run_seed(plan, 0).disagreement, run_seed(plan, 1).disagreement
         assert first is not None and second is not None
         assert signature_of(first) == signature_of(second), mutant
-    _, epoch_0 = run_seed(plan_for("impl_broker_epoch_from_session_id"), 0)
-    _, epoch_1 = run_seed(plan_for("impl_broker_epoch_from_session_id"), 1)
+    epoch_0 = run_seed(plan_for("impl_broker_epoch_from_session_id"), 0).disagreement
+    epoch_1 = run_seed(plan_for("impl_broker_epoch_from_session_id"), 1).disagreement
     assert epoch_0.details != epoch_1.details  # the runs differ (broker, zxids), their signature does not
 
 

@@ -27,10 +27,12 @@ Rules:
   no ``KRaftLeaderChange`` for a drawn time (``LEADER_EVENT_LAG_MS``) once it becomes due, and all
   its other steps as usual. The model needs no action for it either: ``KRaftLeaderChange`` is one
   of its own, and a lag only changes which actions are offered (a trace records those performed).
-- With ``check=True`` every event is also checked against the model (``properties.differential``:
-  the model takes the implementation's traces, the abstracted implementation must equal the
-  model state, and the model's invariants must hold on it). The model's budgets are unbounded:
-  the fault mix, not a scope, decides what happens.
+- A simulation is handed its checker, or none (``impl.sim.check``): with one, every event is
+  performed through it, and the run stops at the first ``CheckFailed``. The checks build it
+  (``properties.differential.checked_simulation``: the model takes the implementation's traces,
+  the abstracted implementation must equal the model state, and the model's invariants must
+  hold on it, the model's budgets unbounded: the fault mix, not a scope, decides what happens).
+  Without one the simulation builds its cluster from the scope.
 - The operator runs one of KIP-866's runbooks once the cluster shows it is ready (from each
   process's reported state): ``finalize`` rolls each ZK broker into KRaft mode (stop,
   reconfigure, start) once the migration reached dual writes, then restarts each controller
@@ -54,6 +56,7 @@ from typing import NamedTuple
 from impl.bugs import ImplBug
 from impl.cluster import SESSION_TIMEOUT_MS, Cluster, InFlight
 from impl.pacing import FETCH_WAIT_MS, POLL_MS
+from impl.sim.check import Checker, CheckFailed
 from impl.sim.faults import FaultMix
 from model.actions import (
     PERTURBATIONS,
@@ -79,7 +82,6 @@ from model.actions import (
     ZkOutage,
     ZkRecover,
 )
-from model.bugs import CORRECT
 from model.kraft import BrokerState, ZkMigrationState
 from model.migration import MigrationDriverState
 from model.scopes import Scope
@@ -153,22 +155,18 @@ _DUAL_WRITE = PROGRESS.index("dual-write")
 
 class Simulation:
     def __init__(self, scope: Scope, seed: int, faults: FaultMix, bugs: frozenset[ImplBug] = frozenset(),
-                 port=None, check: bool = True, runbook: str = "finalize") -> None:
+                 port=None, checker: Checker | None = None, runbook: str = "finalize") -> None:
+        """``checker``: what checks every event, owning the cluster it built (with its own bugs and port);
+        None: no check, and a cluster of the scope with ``bugs`` on ``port``."""
         if runbook not in RUNBOOKS:
             raise ValueError(f"unknown runbook {runbook!r}; expected one of {', '.join(RUNBOOKS)}")
         self.scope, self.seed, self.runbook = scope, seed, runbook
         self.rng = random.Random(seed)
         # Under swarm testing the run's own mix is the first thing drawn (``FaultMix.drawn``).
         self.faults = faults.drawn(self.rng) if faults.swarm else faults
-        if check:
-            from properties.differential import Differential
-
-            self.diff = Differential(scope, bugs=bugs, variant=CORRECT, port=port, seed=seed, bounded=False,
-                                     strict=False)
-            self.cluster = self.diff.cluster
-        else:
-            self.diff = None
-            self.cluster = Cluster.from_scope(scope, bugs=bugs, port=port, seed=seed)
+        self.checker = checker
+        self.cluster = checker.cluster if checker is not None else Cluster.from_scope(scope, bugs=bugs, port=port,
+                                                                                        seed=seed)
         self.cluster.delay = self._delay
         self.cluster.reachable = self._reachable
         self.cuts: dict[frozenset[int], int] = {}  # a partitioned pair -> when it heals
@@ -202,12 +200,7 @@ class Simulation:
         # coverage through it); it must not draw from ``rng``.
         self.on_event: Callable[[Simulation, Action, list[Action]], None] | None = None
         self.progress = 0
-        self._bind()
-
-    def _bind(self) -> None:
-        """Take ``cluster``'s nodes and forget what was kept of another's (campaigns put a cluster of
-        their own in place of the one built here before the first event)."""
-        c = self._bound = self.cluster
+        c = self.cluster
         self.node_ids = sorted(c.brokers) + sorted(c.controllers)
         self._nodes = [(n, c.node(n)) for n in self.node_ids]
         self._slot = {n: i for i, n in enumerate(self.node_ids)}
@@ -240,7 +233,6 @@ class Simulation:
         # runbook is a function of these, the progress and its own state.
         self._sight: dict[int, object] = {}
         self._unseen = set(self.node_ids)  # processes that changed since their ``_sight`` was taken
-        self._sight_version += 1
         self._open_sessions: list[int] = []  # the brokers' other sessions, in the order they were opened
         self._sessions_seen = 0  # how many of ``session_owner``'s sessions ``_open_sessions`` took in
         self._expiries: dict[int, ExpireSession] = {}  # a session's expiry, as the model names it
@@ -273,8 +265,6 @@ class Simulation:
         are kept between events (a node's offers split by weight, its faults, a message's labels,
         the runbook's steps, a session's expiry) and joined in one list each time.
         """
-        if self.cluster is not self._bound:
-            self._bind()
         c, now = self.cluster, self.cluster.now
         cuts = self.cuts
         if cuts:
@@ -602,7 +592,7 @@ class Simulation:
         action = self._draw(actions, weights)
         self.record.append(SimStep(c.now, self._active_cuts() if self.cuts else (), action))  # (before: a
         # disagreement raises)
-        traces = self.diff.apply(action) if self.diff is not None else c.perform(action)
+        traces = self.checker.apply(action) if self.checker is not None else c.perform(action)
         entry = self._deliveries.get(action) if self._deliveries else None
         if entry is not None and not traces and entry in c.network:
             # Deferred: the destination did nothing (it does not serve requests yet); its handling of
@@ -637,19 +627,17 @@ class Simulation:
         return tuple(sorted(tuple(sorted(pair)) for pair, heals in self.cuts.items() if heals > now))
 
     def run(self, events: int) -> Outcome:
-        from properties.differential import Disagreement
-
         start = time.perf_counter()
         disagreement = None
         try:
             for _ in range(events):
                 if self.step() is None:
                     break
-        except Disagreement as e:
+        except CheckFailed as e:
             disagreement = str(e)
         self._note_progress()
         return Outcome(self.seed, self.events, time.perf_counter() - start, disagreement, PROGRESS[self.progress],
-                       self.rolled_back, tuple(sorted(self.diff.findings_seen)) if self.diff else (),
+                       self.rolled_back, tuple(sorted(self.checker.findings_seen)) if self.checker else (),
                        dict(sorted(self.counts.items())))
 
     @property

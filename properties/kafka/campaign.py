@@ -143,7 +143,7 @@ def campaign(
 
 
 def _on_spark(plan: RealRunPlan, kafka: Installation, out: Path, seeds: int, master: str) -> None:
-    from properties.spark import session
+    from properties.campaign.spark import session
 
     spark = session(master, "kraftcheck kafka campaign")
     try:

@@ -1,6 +1,6 @@
 """z3 proofs of the migration's fencing: the KRaft claim, the /migration compare-and-set, driver order.
 
-Rules: those of ``properties.proofs``, whose machinery (``Core``) this module reuses: the z3
+Rules: those of ``properties.proofs.engine``, whose machinery (``Core``) this module reuses: the z3
 transition system is a projection of the Python model, each action formula mirrors a handler
 of ``model.kraft_step`` (named in its docstring), seeded bugs switch the formulas where the model
 switches its code, one named obligation per (action, invariant) pair, and every satisfiable BMC
@@ -27,7 +27,7 @@ The migration fencing core (``project``), and what it leaves out:
 - Logs, high watermarks and images are abstracted away but for their migration states. Where a
   handler decides from them (is there committed metadata ZooKeeper lacks? did activation resign?
   how far does a Fetch commit?) its guard is over-approximated or its outcome is a choice
-  (``proofs.Choices``): "activates", "granted", "inactive"/"migrated", "synced", "lc_commits",
+  (``engine.Choices``): "activates", "granted", "inactive"/"migrated", "synced", "lc_commits",
   "commits" (and "finalizes" over any number of controllers). Proofs stay
   sound; a BMC trace the model cannot follow is refuted by the replay, which may insert up to
   ``MAX_STUTTERS`` log-only model steps (``STUTTER_KINDS``: appends, Fetch rounds, broker
@@ -37,7 +37,7 @@ The migration fencing core (``project``), and what it leaves out:
   refinements on the old leader's paths first (committed metadata is outside the core), so only
   its induction obligation catches it.
 - Refused by ``project`` (``OutsideProjection``): states whose budget allows a ZooKeeper election.
-  ZooKeeper elections are the fencing core's (``properties.proofs``); after the KIP's rollback
+  ZooKeeper elections are the fencing core's (``properties.proofs.fencing``); after the KIP's rollback
   deletes /controller_epoch the next one reuses an epoch, the finding the scopes "rollback" and
   "lifecycle" pin, which breaks ZkControllerEpochsIncreaseAcrossHandOver. Every other scope has
   no election budget.
@@ -99,7 +99,7 @@ Init of the induction (``migration_start``): a ZooKeeper cluster whose quorum wa
 /controller_epoch holds the largest epoch written so far (which the fencing core proves of the
 ZooKeeper era), /controller is a broker's or absent, no /migration, every controller just started
 in epoch 0 with a fresh driver if it has the flag. Why the unbounded proof is decided: as in
-``properties.proofs``, the only ``Controller`` terms are constants (the acting controller and its
+``properties.proofs.fencing``, the only ``Controller`` terms are constants (the acting controller and its
 peer, /controller's owner, ``nobody``, Skolem constants); guards and invariants are universal.
 
 How this fits with the rest: docs/design.md §9.
@@ -164,7 +164,7 @@ from model.scopes import SCOPES, Scope
 from model.state import CONTROLLER, CONTROLLER_EPOCH, ClusterState, controller_index
 from model.step import candidate_actions
 from model.types import ANY_VERSION
-from properties.proofs import (
+from properties.proofs.engine import (
     ACTOR,
     BOOL,
     INT,

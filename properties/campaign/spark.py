@@ -34,7 +34,7 @@ from pathlib import Path
 
 TASK_ATTEMPTS = 4  # Spark's spark.task.maxFailures default on a cluster
 PACKAGES = ("model", "impl", "properties", "bench")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 _LOCAL = re.compile(r"local(?:\[\s*(\d+|\*)\s*(?:,\s*(\d+)\s*)?\])?")
 _CLUSTER = re.compile(r"(spark://[^\s,]+(?:,[^\s,]+)*|yarn|k8s://\S+|mesos://\S+)")

@@ -81,9 +81,11 @@ from model.kraft_step import committed_image, is_active
 from model.migration import MigrationDriverState
 from model.state import ClusterState
 from properties import traces
-from properties.campaign import CoverageCollector, coverage_signature, partition_seeds, seeded_bug
+from properties.campaign.options import partition_seeds, seeded_bug
 from properties.differential import Disagreement
 from properties.files import write_text
+from properties.plan import Plan
+from properties.runs import CoverageCollector, coverage_signature
 from properties.shrink import invariant_of as invariant_of_signature
 from properties.shrink import replay_trace, slug, trace_for
 from properties.shrink import signature_of as disagreement_signature
@@ -101,28 +103,29 @@ REPLAY_EXAMPLES = 1_000  # database entries the replay may try (Hypothesis reads
 # ---- the plan ---------------------------------------------------------------------------------
 
 
-def check_plan(plan: dict) -> None:
+def check_plan(plan: Plan | dict) -> None:
     """Raise a one-line ValueError if this bridge cannot run ``plan`` (before anything has run)."""
-    machine, scope = plan.get("machine") or "differential", plan["scope"]
+    plan = Plan.of(plan)
+    machine, scope = plan.machine or "differential", plan.scope
     if machine not in MACHINES:
         raise ValueError(f"unknown machine {machine!r}; expected one of {', '.join(MACHINES)}")
-    bugs, variant = seeded_bug(plan["mutant"]) if plan.get("mutant") else (frozenset(), CORRECT)
+    bugs, variant = seeded_bug(plan.mutant) if plan.mutant else (frozenset(), CORRECT)
     if machine == "model":
         if scope not in SCOPES:
             raise ValueError(f"the model machine runs the model's scopes, not {scope!r} "
                              "(pick one with --scope, or use --machine differential)")
         if bugs:
-            raise ValueError(f"{plan['mutant']} is a bug of the implementation: it needs --machine differential")
+            raise ValueError(f"{plan.mutant} is a bug of the implementation: it needs --machine differential")
     else:
         scenario(scope)  # a one-line ValueError for an unknown scope
         if variant != CORRECT:
-            raise ValueError(f"{plan['mutant']} is a bug of the model: the differential machine switches the "
+            raise ValueError(f"{plan.mutant} is a bug of the model: the differential machine switches the "
                              "implementation's bugs only (use --machine model)")
 
 
-def steps_of(plan: dict) -> int:
+def steps_of(plan: Plan) -> int:
     """Machine steps per example: the plan's ``steps``, at most ``MAX_STEPS``."""
-    return max(1, min(int(plan.get("steps") or MAX_STEPS), MAX_STEPS))
+    return max(1, min(plan.steps or MAX_STEPS, MAX_STEPS))
 
 
 def buffer_of(seed: int) -> bytes:
@@ -131,15 +134,6 @@ def buffer_of(seed: int) -> bytes:
 
 
 # ---- what an example did ----------------------------------------------------------------------
-
-
-class _Seen:
-    """The model side of a step, as ``CoverageCollector`` reads a simulation (``sim.diff.model``)."""
-
-    __slots__ = ("diff", "model")
-
-    def __init__(self, model: ClusterState) -> None:
-        self.diff, self.model = self, model
 
 
 @dataclass
@@ -157,7 +151,7 @@ class Watched:
     def step(self, action, taken: list, after: ClusterState) -> None:
         """One machine step: ``action`` asked for, ``taken`` the model actions it came to, ``after`` the model."""
         self.steps += 1
-        self.collector(_Seen(after), action, taken)
+        self.collector(after, taken)
         self.progress = max(self.progress, progress_of(after))
 
 
@@ -186,12 +180,13 @@ def progress_of(state: ClusterState) -> int:
 class Bridge:
     """The plan's machine class, watched, and the settings and example database it runs with."""
 
-    def __init__(self, plan: dict, trace_dir: str | os.PathLike | None = None) -> None:
+    def __init__(self, plan: Plan | dict, trace_dir: str | os.PathLike | None = None) -> None:
+        plan = Plan.of(plan)
         check_plan(plan)
         self.plan = plan
-        self.kind = plan.get("machine") or "differential"
-        self.bugs, self.variant = seeded_bug(plan["mutant"]) if plan.get("mutant") else (frozenset(), CORRECT)
-        self.database = DirectoryBasedExampleDatabase(Path(plan["out"]) / DATABASE_DIR)
+        self.kind = plan.machine or "differential"
+        self.bugs, self.variant = seeded_bug(plan.mutant) if plan.mutant else (frozenset(), CORRECT)
+        self.database = DirectoryBasedExampleDatabase(Path(plan.out) / DATABASE_DIR)
         self.watched: Watched | None = None  # the example running, or the last one
         self.machine = self._model(trace_dir) if self.kind == "model" else self._differential()
         self.settings = settings(
@@ -210,13 +205,13 @@ class Bridge:
     def _name(self, base: str) -> str:
         # Hypothesis keys its database on the machine's name when it has no source (a class made by
         # type()), so the name says everything that changes the machine's behaviour.
-        label = self.plan.get("mutant") or "correct"
-        return re.sub(r"\W", "_", f"Campaign{base}_{self.plan['scope']}__{label}")
+        label = self.plan.mutant or "correct"
+        return re.sub(r"\W", "_", f"Campaign{base}_{self.plan.scope}__{label}")
 
     def _model(self, trace_dir):
         from properties.machines import machine_class
 
-        base = machine_class(self.plan["scope"], self.variant, trace_dir=trace_dir)
+        base = machine_class(self.plan.scope, self.variant, trace_dir=trace_dir)
         bridge = self
 
         def __init__(machine) -> None:
@@ -238,7 +233,7 @@ class Bridge:
     def _differential(self):
         from properties.differential import differential_machine
 
-        base = differential_machine(scenario(self.plan["scope"]), self.bugs)
+        base = differential_machine(scenario(self.plan.scope), self.bugs)
         bridge = self
 
         def __init__(machine) -> None:
@@ -345,10 +340,11 @@ def _first_line(error: BaseException) -> str:
 # ---- the runs ---------------------------------------------------------------------------------
 
 
-def run_fuzz_partition(plan: dict, partition: int) -> dict:
+def run_fuzz_partition(plan: Plan | dict, partition: int) -> dict:
     """Fuzz the partition's seeds, one example each: the rows of ``properties.campaign.run_partition``."""
+    plan = Plan.of(plan)
     rows: dict[str, list[dict]] = {"runs": [], "violations": [], "coverage": []}
-    started = plan.get("started_at")  # the campaign's start, wall clock (finished_s; the driver's when absent)
+    started = plan.started_at  # the campaign's start, wall clock (finished_s; the driver's when absent)
     with hypothesis_storage():
         bridge = Bridge(plan)
         fuzz = bridge.test().hypothesis.fuzz_one_input
@@ -367,8 +363,8 @@ def run_fuzz_partition(plan: dict, partition: int) -> dict:
             counts = watched.collector.counts
             invariant = None if error is None else invariant_of(error)
             rows["runs"].append({
-                "partition": partition, "seed": seed, "scope": plan["scope"], "faults": FAULTS,
-                "mutant": plan.get("mutant"), "runbook": "none", "engine": ENGINE, "steps": watched.steps,
+                "partition": partition, "seed": seed, "scope": plan.scope, "faults": FAULTS,
+                "mutant": plan.mutant, "runbook": "none", "engine": ENGINE, "steps": watched.steps,
                 "duration_s": duration, "finished_s": None if started is None else time.time() - started,
                 "outcome": "clean" if error is None else "violation", "invariant": invariant,
                 "progress": PROGRESS[watched.progress], "findings": sorted(watched.findings),
@@ -380,7 +376,7 @@ def run_fuzz_partition(plan: dict, partition: int) -> dict:
             ]
             if error is not None:
                 rows["violations"].append({
-                    "partition": partition, "seed": seed, "scope": plan["scope"], "mutant": plan.get("mutant"),
+                    "partition": partition, "seed": seed, "scope": plan.scope, "mutant": plan.mutant,
                     "invariant": invariant, "signature": signature_of(error), "step": watched.steps,
                     "summary": _first_line(error), "trace_file": None, "shrunk_steps": None,
                     "original_steps": watched.steps,
@@ -391,13 +387,13 @@ def run_fuzz_partition(plan: dict, partition: int) -> dict:
 def _start_state(bridge: Bridge) -> ClusterState:
     from model.scopes import cold_state
 
-    return cold_state(scenario(bridge.plan["scope"]))
+    return cold_state(scenario(bridge.plan.scope))
 
 
 # ---- after the runs: Hypothesis replays, shrinks and reports ---------------------------------
 
 
-def finish_fuzz(plan: dict, out_dir: str | os.PathLike, violations: list[dict]) -> list[dict]:
+def finish_fuzz(plan: Plan | dict, out_dir: str | os.PathLike, violations: list[dict]) -> list[dict]:
     """Replay the campaign's failures as an ordinary Hypothesis run, shrunk, and save each as a trace.
 
     Returns the ``violations`` rows in their order, each row of an (invariant, signature) group that
@@ -438,7 +434,7 @@ class Reported:
     falsifying_example: str  # Hypothesis's text: the machine's steps as code
 
 
-def _replay(plan: dict, out_dir: Path, seeds: list[int]) -> list[Reported]:
+def _replay(plan: Plan | dict, out_dir: Path, seeds: list[int]) -> list[Reported]:
     """The ordinary Hypothesis run over the example database: its failures, shrunk, each saved."""
     counterexamples = out_dir / COUNTEREXAMPLES_DIR
     with hypothesis_storage():
@@ -485,7 +481,7 @@ def _falsifying_example(error: BaseException) -> str:
     return "\n".join(n for n in getattr(error, "__notes__", ()) if not n.startswith("Failing test case"))
 
 
-def _save_trace(plan: dict, error: BaseException, path: Path) -> tuple[Path | None, int | None]:
+def _save_trace(plan: Plan | dict, error: BaseException, path: Path) -> tuple[Path | None, int | None]:
     """The failure's replayable trace file (saved at ``path`` unless the machine saved it) and its steps;
     (None, None) for a failure that is no property's or disagreement's (Hypothesis's text tells it)."""
     trace = getattr(error, "trace", None)

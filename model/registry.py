@@ -1,0 +1,84 @@
+"""The registry of named properties: their kinds, and the decorators each part's properties register with.
+
+Kinds (after stateright's ``always`` / ``sometimes`` and TLA+'s action properties):
+- ``ALWAYS``: a predicate on every reachable state.
+- ``TRANSITION``: a predicate on every step ``(before, action, after)``; monotonicity lives here.
+- ``SOMETIMES``: a witness on a step that some reachable step must satisfy. Each keeps an
+  ALWAYS or TRANSITION property from being vacuous (the situation it guards does happen).
+- ``EVENTUALLY``: a leads-to property ``when ~> goal`` on states: on every fair behaviour, from any
+  reachable state where ``when`` holds (the initial state when ``when`` is None), a state where
+  the goal (the predicate) holds eventually comes. Fairness: weak fairness of every action
+  instance whose type is not in ``model.actions.PERTURBATIONS``; perturbations get none (the
+  rule is ``properties.liveness.is_fair``, which checks these on the explored graph).
+
+Every property names the seed section it comes from (``KIP-nnn §Section``); the invariant
+catalogue in docs/ is generated from this registry. The properties live in a module per part of
+the model (``model.zk_invariants``, ``model.migration_invariants``); ``model.invariants`` imports
+them in order and answers the queries over all of them (``BY_NAME``, ``violations``).
+Predicates read ground truth from ZooKeeper and compare it with what nodes believe; they never
+call ``step``. An ALWAYS predicate reads only what is part of a state's identity (never
+``state.ghost``), so checking each distinct state once is enough; what depends on per-step
+ghosts is a TRANSITION property.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Kind(Enum):
+    ALWAYS = "always"
+    TRANSITION = "transition"
+    SOMETIMES = "sometimes"
+    EVENTUALLY = "eventually"
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str
+    kind: Kind
+    meaning: str
+    source: str
+    section: str  # the part of the control plane it is about, for the catalogue
+    predicate: Callable
+    when: Callable | None = None  # EVENTUALLY only: the trigger; None: from the initial state
+
+
+PROPERTIES: list[Property] = []
+_section = ""
+
+
+def section(title: str) -> None:
+    """Properties registered after this call belong to ``title`` in the catalogue."""
+    global _section
+    _section = title
+
+
+def _register(kind: Kind, name: str, meaning: str, source: str, when: Callable | None = None):
+    def wrap(fn: Callable) -> Callable:
+        if any(p.name == name for p in PROPERTIES):
+            raise ValueError(f"duplicate property {name}")
+        PROPERTIES.append(Property(name, kind, meaning, source, _section, fn, when))
+        return fn
+
+    return wrap
+
+
+def always(name: str, meaning: str, source: str):
+    return _register(Kind.ALWAYS, name, meaning, source)
+
+
+def transition(name: str, meaning: str, source: str):
+    return _register(Kind.TRANSITION, name, meaning, source)
+
+
+def sometimes(name: str, meaning: str, source: str):
+    return _register(Kind.SOMETIMES, name, meaning, source)
+
+
+def eventually(name: str, meaning: str, source: str, when: Callable | None = None):
+    """``when ~> goal``: the decorated function is the goal, ``goal(state) -> bool``; ``when(state)``
+    is the trigger (None: from the initial state). Checked under weak fairness of non-perturbations."""
+    return _register(Kind.EVENTUALLY, name, meaning, source, when)

@@ -1,0 +1,72 @@
+"""The state changes every part of the model shares: a broker put back, a budget spent, messages sent, a process gone.
+
+Rules: each returns a new state (nothing is mutated); ``spend`` and ``send`` return None when the
+scope's budget or in-flight cap does not allow the change, which makes the calling action not
+enabled. The ZooKeeper era (``model.step``) and the KRaft side (``model.kraft_step``) import these
+by their public names, so neither reaches into the other's private helpers.
+"""
+
+from __future__ import annotations
+
+from model.kraft import EMPTY_IMAGE, BrokerState
+from model.state import NO_FEATURES, Broker, ClusterState, Message
+from model.types import NO_SESSION, UNKNOWN_BROKER_EPOCH, BrokerId, ControllerEpoch
+
+
+def put_broker(state: ClusterState, broker: Broker) -> ClusterState:
+    brokers = list(state.brokers)
+    brokers[broker.id] = broker
+    return state.replace(brokers=tuple(brokers))
+
+
+def spend(state: ClusterState, **spent: int) -> ClusterState | None:
+    """Take ``spent`` from the budget, or None when the budget has not that much left."""
+    budget = state.budget
+    if any(getattr(budget, k) < v for k, v in spent.items()):
+        return None
+    return state.replace(budget=budget.replace(**{k: getattr(budget, k) - v for k, v in spent.items()}))
+
+
+def send(state: ClusterState, messages: list[Message]) -> ClusterState | None:
+    """Put ``messages`` in flight, or None when that would exceed the scope's cap.
+
+    The ghost keeps the order they were queued in (a channel to one broker is a queue in Kafka).
+    """
+    network = state.network.union(messages)
+    if len(network) > state.budget.max_in_flight:
+        return None
+    return state.replace(network=network, ghost=state.ghost.replace(sent=state.ghost.sent + tuple(messages)))
+
+
+def fresh_process(b: Broker) -> Broker:
+    """What survives a process restart: identity, configuration and meta.properties, nothing in memory."""
+    return b.replace(
+        kraft_epoch=UNKNOWN_BROKER_EPOCH,
+        lifecycle=BrokerState.OFFLINE,
+        image=EMPTY_IMAGE,
+        metadata_live=(),
+        want_shutdown=False,
+        session=NO_SESSION,
+        registered=False,
+        epoch=UNKNOWN_BROKER_EPOCH,
+        controller_epoch=ControllerEpoch(0),
+        replicas=(None,) * len(b.replicas),
+        metadata=(),
+        features=NO_FEATURES,
+        shutdown_sent=False,
+        observed_epoch=None,
+        controller=None,
+    )
+
+
+def process_dies(state: ClusterState, broker: Broker) -> ClusterState:
+    """The broker's process is gone, and with it everything it held in memory and its event queue."""
+    return forget_notifications(put_broker(state, fresh_process(broker).replace(alive=False)), broker.id)
+
+
+def forget_notifications(state: ClusterState, b: BrokerId) -> ClusterState:
+    zk = state.zk
+    stale = [n for n in zk.notifications if n[0] == b]
+    if not stale:
+        return state
+    return state.replace(zk=zk.replace(notifications=zk.notifications.difference(stale)))

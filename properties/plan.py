@@ -1,0 +1,117 @@
+"""The plan: what a run of the implementation under the simulator is, one frozen value.
+
+Rules:
+- A ``Plan`` holds every option that changes a run's results (scope, fault mix, seeded bug,
+  steps, runbook) and, for a campaign, how its seeds are cut and run (seeds or minutes,
+  partition size, engine, machine, shrink budget) and where it lives (``out``). Campaigns,
+  shrinking, ``kraftcheck pin`` and replay all take one; a run is a function of (plan, seed).
+- ``Plan.to_json()`` is what ``DIR/campaign.json`` holds; ``PLACE_KEYS`` (where the campaign
+  lives, and the wall clock its tasks' time axis starts from) do not change results, so two
+  plans that differ only there run the same campaign. ``started_at`` is only in the plan the
+  tasks get, never in the file.
+- ``Plan.of`` also takes a plan in its JSON form (a mapping, missing options at their defaults),
+  and a plan reads as that mapping (``plan["steps"]``), so a plan read back from a file and one
+  built here are one thing.
+- Options are checked where they are read (``properties.campaign.make_plan`` checks a campaign's,
+  one line each); a ``Plan`` itself only fills the partition size its steps call for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from impl.bugs import IMPL_SEEDED_BUGS, ImplBug
+from model import SEEDED_BUGS_BY_NAME
+from model.bugs import CORRECT, Variant
+
+DEFAULT_SCOPE = "sim-migration"
+DEFAULT_FAULTS = "all"
+DEFAULT_STEPS = 2_000  # a 3-controller 3-broker migration finalizes in about 800 events
+DEFAULT_RUNBOOK = "mixed"
+DEFAULT_ENGINE = "sim"
+DEFAULT_SHRINK_SECONDS = 60.0
+DEFAULT_OUT = "campaign-out"
+# A partition should be some seconds of work: Spark costs ~35 ms a task and ~0.3 s a (warm) job.
+PARTITION_SECONDS = 4.0
+CHECKED_STEPS_PER_SECOND = 2_000  # differential events per second on one core (bench.sim)
+# Keys of the plan that do not change results: where the campaign lives, and (in the plan the tasks
+# get, not in campaign.json) the wall clock its time axis starts from (``finished_s``).
+PLACE_KEYS = ("out", "started_at")
+
+
+def default_partition_size(steps: int) -> int:
+    return max(1, round(PARTITION_SECONDS * CHECKED_STEPS_PER_SECOND / steps))
+
+
+@dataclass(frozen=True)
+class Plan:
+    seeds: int | None = None  # seeds 0..seeds-1; None: a timed campaign (``minutes``), or one seed's run
+    minutes: float | None = None
+    scope: str = DEFAULT_SCOPE
+    faults: str = DEFAULT_FAULTS
+    mutant: str | None = None  # a seeded bug of either layer (``resolve_mutant``)
+    steps: int = DEFAULT_STEPS
+    runbook: str = DEFAULT_RUNBOOK  # one of ``impl.sim.simulator.RUNBOOKS``, or "mixed" (``runbook_for``)
+    partition_size: int = 0  # 0: ``default_partition_size(steps)``
+    engine: str = DEFAULT_ENGINE
+    machine: str | None = None  # the Hypothesis engine's machine
+    shrink_seconds: float = DEFAULT_SHRINK_SECONDS
+    out: str = DEFAULT_OUT
+    started_at: float | None = None  # the campaign's start, wall clock: in the tasks' plan only
+
+    def __post_init__(self) -> None:
+        if not self.partition_size:
+            object.__setattr__(self, "partition_size", default_partition_size(self.steps))
+
+    @classmethod
+    def of(cls, plan: Plan | Mapping[str, Any]) -> Plan:
+        """``plan``, or the plan a JSON mapping describes (options it leaves out at their defaults)."""
+        if isinstance(plan, Plan):
+            return plan
+        names = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in plan.items() if key in names})
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as ``DIR/campaign.json`` holds it (without ``started_at``)."""
+        return {name: self[name] for name in self.keys()}
+
+    def keys(self) -> Iterator[str]:
+        return (f.name for f in fields(self) if f.name != "started_at")
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in {f.name for f in fields(self)}:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def started(self, at: float) -> Plan:
+        """The plan the tasks get: this one, with the wall clock its time axis starts from."""
+        return replace(self, started_at=at)
+
+    @property
+    def seeded_bugs(self) -> tuple[frozenset[ImplBug], Variant]:
+        """The mutant as (the implementation's bugs, the model's variant)."""
+        return resolve_mutant(self.mutant)
+
+    def runbook_of(self, seed: int) -> str:
+        return runbook_for(self.runbook, seed)
+
+
+def resolve_mutant(name: str | None) -> tuple[frozenset[ImplBug], Variant]:
+    """A seeded bug's name as the implementation's bugs and the model's variant (``kraftcheck mutants --list``)."""
+    if name is None:
+        return frozenset(), CORRECT
+    for bug in IMPL_SEEDED_BUGS:
+        if bug.name == name:
+            return frozenset({bug.bug}), CORRECT
+    if name in SEEDED_BUGS_BY_NAME:
+        return frozenset(), Variant(frozenset({SEEDED_BUGS_BY_NAME[name].bug}))
+    raise ValueError(f"unknown seeded bug {name!r} (see `kraftcheck mutants --list`)")
+
+
+def runbook_for(runbook: str, seed: int) -> str:
+    """``mixed``: every fourth seed rolls the migration back, the others finalize it (as bench/sim.py)."""
+    if runbook == "mixed":
+        return "rollback" if seed % 4 == 3 else "finalize"
+    return runbook

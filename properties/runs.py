@@ -1,0 +1,145 @@
+"""One seeded run of a plan, checked against the model: its record, its disagreement, its coverage.
+
+Rules:
+- ``run_seed(plan, seed)`` is the one way a plan's seed is run: a simulation of the
+  implementation (``impl.sim.simulator``) handed a ``Differential`` of the plan's model variant as
+  its checker (``properties.differential.checked_simulation``), so a model mutant's run is checked
+  against that mutant from its first event and its warm-up runs once. Campaigns, shrinking and
+  ``kraftcheck pin`` all run seeds through it; it stops at the first disagreement and returns the
+  run's record (what a shrink replays), not the simulation.
+- Coverage is gathered through ``Simulation.on_event`` from the model's side: the model action
+  kinds taken, the migration drivers' transitions ("FROM->TO"), and a readable coarse
+  projection of the model state (``state_key``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from impl.sim.faults import parse as parse_faults
+from impl.sim.scenarios import scenario
+from impl.sim.simulator import SimStep
+from model.kraft_step import committed_image, is_active
+from model.migration import KRaftControllerZNode
+from model.state import CONTROLLER, ClusterState, znode_data
+from properties.differential import Differential, Disagreement, checked_simulation
+from properties.plan import Plan
+
+# ---- coverage --------------------------------------------------------------------------------
+
+def action_key(action) -> str:
+    """A model action's kind; a message's delivery, loss or resend also names the message's kind."""
+    name = type(action).__name__
+    message = getattr(action, "message", None)
+    return name if message is None else f"{name}({type(message).__name__})"
+
+
+def _active_controller(state: ClusterState):
+    active = [c for c in state.controllers if is_active(c)]
+    return max(active, key=lambda c: c.epoch) if active else None
+
+
+def state_key(state: ClusterState) -> str:
+    """A readable coarse projection of a model state: who holds /controller (a ZooKeeper broker, a
+    KRaft controller, nobody) and whether ZooKeeper is up; the active KRaft controller's committed
+    migration state and its driver's state; and the brokers as a multiset of mode, KRaft lifecycle
+    and liveness (the brokers are interchangeable here, so ids are left out)."""
+    holder = znode_data(state, CONTROLLER)
+    owner = "none" if holder is None else "kraft" if isinstance(holder, KRaftControllerZNode) else "zk-broker"
+    zk = owner if state.zk.available else f"{owner}(unavailable)"
+    leader = _active_controller(state)
+    if leader is None:
+        migration = driver = "-"
+    else:
+        migration = committed_image(leader).migration_state.name
+        driver = leader.driver.state.name if leader.driver is not None else "-"
+    brokers = Counter(
+        ("kraft/" + b.lifecycle.value if b.config.kraft_mode else "zk") + ("" if b.alive else "(down)")
+        for b in state.brokers
+    )
+    mix = ",".join(f"{kind}x{n}" for kind, n in sorted(brokers.items()))
+    return f"zk:{zk} migration:{migration} driver:{driver} brokers:{mix}"
+
+
+def _drivers(state: ClusterState) -> tuple:
+    return tuple(c.driver.state.name if c.driver is not None else None for c in state.controllers)
+
+
+class CoverageCollector:
+    """Counts (kind, key) over a run's events, from the model's side: called after each event with the
+    model state and the actions the implementation took (a simulation's, or a Hypothesis machine's)."""
+
+    def __init__(self, model: ClusterState) -> None:
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self._model = model
+        self._drivers = _drivers(model)
+        self._state = state_key(model)
+
+    def __call__(self, model: ClusterState, traces) -> None:
+        counts = self.counts
+        for taken in traces:
+            counts["action", action_key(taken)] += 1
+        if model is not self._model:  # a stutter leaves the model state as it was
+            drivers = _drivers(model)
+            for before, after in zip(self._drivers, drivers):
+                if before is not None and after is not None and before != after:
+                    counts["driver_transition", f"{before}->{after}"] += 1
+            self._model, self._drivers, self._state = model, drivers, state_key(model)
+        counts["state", self._state] += 1
+
+
+def coverage_signature(keys) -> str:
+    """A short hex digest of the sorted (kind, key) pairs a run reached."""
+    text = "\n".join(f"{kind}:{key}" for kind, key in sorted(keys))
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+# ---- one seed --------------------------------------------------------------------------------
+
+@dataclass
+class SeedRun:
+    seed: int
+    runbook: str
+    record: list[SimStep]
+    seconds: float
+    ended_at: float  # the wall clock
+    progress: str
+    findings: tuple[str, ...]
+    disagreement: Disagreement | None
+    coverage: Counter = field(default_factory=Counter)
+    faults: str = ""  # the run's own mix (under swarm testing each run draws one)
+    rolled_back: bool = False  # the rollback runbook's last step (the quorum's znodes deleted) was taken
+
+
+def run_seed(plan: Plan | dict, seed: int, coverage: bool = True) -> SeedRun:
+    """One seeded simulation of the plan, checked against the plan's model variant; stops at the first
+    disagreement."""
+    plan = Plan.of(plan)
+    bugs, variant = plan.seeded_bugs
+    runbook = plan.runbook_of(seed)
+    faults = parse_faults(plan.faults)
+    start = time.perf_counter()
+    try:
+        sim = checked_simulation(scenario(plan.scope), seed, faults, bugs=bugs, variant=variant, runbook=runbook)
+    except Disagreement as d:  # a warm scope's warm-up already disagreed: no simulated event yet
+        return SeedRun(seed, runbook, [], time.perf_counter() - start, time.time(), "none", (), d,
+                       faults=faults.describe())
+    diff = sim.checker
+    assert isinstance(diff, Differential)
+    collector = CoverageCollector(diff.model) if coverage else None
+    if collector is not None:
+        sim.on_event = lambda _sim, _action, traces: collector(diff.model, traces)
+    disagreement = None
+    try:
+        for _ in range(plan.steps):
+            if sim.step() is None:
+                break
+    except Disagreement as d:  # caught here, not in Simulation.run, to keep its structured fields
+        disagreement = d
+    outcome = sim.run(0)  # no further event: the outcome (progress, findings) as far as the run got
+    return SeedRun(seed, runbook, sim.record, time.perf_counter() - start, time.time(), outcome.progress,
+                   outcome.findings, disagreement, collector.counts if collector else Counter(), sim.faults.describe(),
+                   outcome.rolled_back)
