@@ -141,6 +141,7 @@ class Run:
     last_heal: float = 0.0
     dumps: int = 0
     struck: dict[int, Process] = field(default_factory=dict)  # id(fault) -> its victim, until healed
+    outage_ended: float | None = None  # when the last ZooKeeper outage healed
     deprovisioned: set[int] = field(default_factory=set)  # controllers the rollback stopped for good
     started: float = field(default_factory=time.monotonic)
     observer: ZkObserver | None = field(init=False, default=None)  # from ZooKeeper's start on
@@ -244,6 +245,8 @@ class Run:
         if victim.name in {f"controller-{c}" for c in self.deprovisioned}:
             self.note("heal-skipped", fault=fault.kind, process=victim.name, why="deprovisioned by the rollback")
             return
+        if fault.kind == "zk-outage":
+            self.outage_ended = time.monotonic()
         if fault.kind.startswith("pause"):
             victim.resume()
         elif victim.running:  # the runbook started it again meanwhile (a roll)
@@ -295,12 +298,23 @@ class Run:
         began = time.monotonic()
         self.note("goal", goal=goal)
         awaited = getattr(reached, "process", None)
+        restarts = 0
         while not reached():
             self.tick()
             struck = any(victim is awaited for victim in self.struck.values())
             if awaited is not None and not awaited.running and not struck:
-                # it exited on its own: an operator would look at why before going on
                 why = awaited.fatal_line() or f"exit code {awaited.popen.returncode}"
+                if self.outage_explains(restarts):
+                    # a ZooKeeper-mode broker started while ZooKeeper is down gives up (it cannot start
+                    # without it): once ZooKeeper is back, the operator starts it again
+                    if self.cluster.processes["zookeeper"].running:
+                        restarts += 1
+                        self.note("restart", process=awaited.name, why=why)
+                        self.say(f"  {awaited.name} gave up while ZooKeeper was down: started again")
+                        awaited.start()
+                    time.sleep(0.2)
+                    continue
+                # it exited on its own for another reason: an operator would look at why before going on
                 self.note("stuck", goal=goal, exited=awaited.name, why=why)
                 raise RunbookStuck(f"{goal}: {awaited.name} exited on its own ({why})")
             if time.monotonic() > max(began, self.last_heal) + bound and not self.pending:
@@ -308,6 +322,15 @@ class Run:
                 raise RunbookStuck(f"{goal} not reached within {bound:.0f} s of the last heal")
             time.sleep(0.2)
         self.note("reached", goal=goal)
+
+    def outage_explains(self, restarts: int) -> bool:
+        """A ZooKeeper outage is on, or ended within a session timeout and a start's time: a process that gave up
+        meanwhile did what Kafka does without ZooKeeper (twice at most per goal, so a real crash still shows)."""
+        recent = (
+            self.outage_ended is not None and time.monotonic() - self.outage_ended < ZK_SESSION_TIMEOUT_MS / 1000 + 30
+        )
+        down = not self.cluster.processes["zookeeper"].running if "zookeeper" in self.cluster.processes else False
+        return restarts < 2 and (down or recent)
 
     def ready(self, process: Process, marker: str) -> Callable[[], bool]:
         def check() -> bool:
