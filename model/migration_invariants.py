@@ -183,8 +183,10 @@ def unfenced_only_when_caught_up(before: ClusterState, action: Action, after: Cl
 
 @always(
     "BrokerEpochIsRegistrationOffset",
-    "Every committed registration's broker epoch is the offset of its own RegisterBrokerRecord.",
-    "KIP-500 §Broker Registration; reference §3.1 (newBrokerEpoch = nextWriteOffset)",
+    "Every committed registration's broker epoch is the offset where its records begin (the controller's next "
+    "write offset): its RegisterBrokerRecord's own, as the model writes no record before it.",
+    "KIP-500 §Broker Registration; reference §3.1 (newBrokerEpoch = nextWriteOffset; Kafka may write records "
+    "cleaning up an unclean incarnation first: docs/guide/real-kafka.md, Findings)",
 )
 def broker_epoch_is_registration_offset(state: ClusterState) -> bool:
     committed = state.history.committed
