@@ -749,7 +749,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
     else:
         print(describe(summary))
-    return VIOLATION if summary["violations"] else CLEAN
+    return VIOLATION if summary["violations"] or summary.get("no_progress") else CLEAN
 
 
 class _progress:

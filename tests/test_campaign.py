@@ -219,10 +219,18 @@ def test_campaign_command_exit_codes(tmp_path, capsys):
     """Exit 1 with violations (their counterexamples listed), 0 for a clean campaign."""
     assert main(["campaign", *_cli_args({**BUGGY, "seeds": 2}, tmp_path / "buggy"), "--master", "serial"]) == 1
     assert "BrokerEpochIsRegistrationCzxid" in capsys.readouterr().out
-    assert main(["campaign", "--seeds", "1", "--steps", "50", "--master", "serial", "--json",
+    assert main(["campaign", "--seeds", "1", "--steps", "50", "--runbook", "none", "--master", "serial", "--json",
                  "--out", str(tmp_path / "clean")]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["runs"] == 1 and summary["violations"] == 0
+    assert summary["runs"] == 1 and summary["violations"] == 0 and summary["no_progress"] is None
+
+
+def test_campaign_that_never_starts_the_migration_fails(tmp_path, capsys):
+    """A campaign whose runs all stop before the migration starts (here: 20 events each) checked nothing of
+    the migration its runbook asks for: it says so and exits 1, not 0 (KIP-866 §Migration Overview)."""
+    assert main(["campaign", "--seeds", "2", "--steps", "20", "--master", "serial", "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "no violation" in out and "NO PROGRESS: no run's migration started in 2 runs" in out
 
 
 @pytest.mark.parametrize("args, message", [
@@ -252,19 +260,19 @@ def test_campaign_bad_input_one_line_exit_2_nothing_written(args, message, tmp_p
 def test_campaign_refuses_to_overwrite_or_resume_another_plan(tmp_path, capsys):
     """A DIR holding a campaign is never overwritten; --resume with other options names the option."""
     out = tmp_path / "out"
-    assert main(["campaign", "--seeds", "1", "--steps", "20", "--master", "serial", "--out", str(out)]) == 0
+    assert main(["campaign", "--seeds", "1", "--steps", "20", "--runbook", "none", "--master", "serial", "--out", str(out)]) == 0
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
     capsys.readouterr()
-    assert main(["campaign", "--seeds", "1", "--steps", "20", "--master", "serial", "--out", str(out)]) == 2
+    assert main(["campaign", "--seeds", "1", "--steps", "20", "--runbook", "none", "--master", "serial", "--out", str(out)]) == 2
     assert "already holds a campaign" in capsys.readouterr().err
-    assert main(["campaign", "--seeds", "1", "--steps", "30", "--master", "serial", "--out", str(out),
-                 "--resume"]) == 2
+    assert main(["campaign", "--seeds", "1", "--steps", "30", "--runbook", "none", "--master", "serial",
+                 "--out", str(out), "--resume"]) == 2
     err = capsys.readouterr().err
     assert "--steps" in err and "--seeds" not in err
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
     # the same options resume (nothing left to run: the tables are consolidated again)
-    assert main(["campaign", "--seeds", "1", "--steps", "20", "--master", "serial", "--out", str(out),
-                 "--resume"]) == 0
+    assert main(["campaign", "--seeds", "1", "--steps", "20", "--runbook", "none", "--master", "serial",
+                 "--out", str(out), "--resume"]) == 0
 
 
 def test_campaign_minutes_runs_partitions_in_order(tmp_path):

@@ -25,6 +25,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from impl.sim.scenarios import scenario
 from impl.sim.simulator import PROGRESS
 from properties.campaign.options import (
     DEFAULT_MASTER,
@@ -346,9 +347,23 @@ def summarize(plan: Plan, master: str, tables: dict, counterexamples: list[dict]
             for runbook in sorted({r["runbook"] for r in runs})
         },
         "counterexamples": counterexamples,
+        "no_progress": progress_problem(plan, runs),
         "report": "report.html",
     }
 
+
+
+def progress_problem(plan: Plan, runs: list[dict]) -> str | None:
+    """Why the campaign made no progress at all, or None (KIP-866 §Migration Overview: a runbook on a
+    cluster with KRaft controllers starts the migration). Every run short of it exercised only the
+    ZooKeeper era, so the campaign's verdict on the migration would be vacuous."""
+    if plan.engine != "sim" or plan.runbook == "none" or not runs or not scenario(plan.scope).controllers:
+        return None
+    best = max(PROGRESS.index(r["progress"]) for r in runs)
+    if best >= PROGRESS.index("migration"):
+        return None
+    return (f"no run's migration started in {len(runs)} runs (the furthest got to {PROGRESS[best]}): "
+            "a liveness bug, or too few --steps")
 
 
 def describe(summary: dict) -> str:
@@ -371,5 +386,7 @@ def describe(summary: dict) -> str:
                 lines.append(f"  {entry['signature']} ({seeds}): no trace ({entry.get('error') or 'not shrunk'})")
     else:
         lines.append("no violation")
+    if summary.get("no_progress"):
+        lines.append(f"NO PROGRESS: {summary['no_progress']}")
     lines.append(f"report: {out / summary['report']}")
     return "\n".join(lines)
