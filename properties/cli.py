@@ -82,6 +82,17 @@ _positive = _integer(1, "a positive integer")
 _non_negative = _integer(0, "an integer >= 0")
 
 
+def _writable_folder(text: str) -> str:
+    """A folder that exists and can be written, or one that can be made (checked before any search)."""
+    from properties.campaign import CampaignError, check_writable
+
+    try:
+        check_writable(Path(text), "--traces")
+    except CampaignError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(f"--traces {text}: ")) from None
+    return text
+
+
 def _profile(name: str) -> Profile:
     try:
         return Profile(name)
@@ -148,6 +159,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         )
     sometimes = [p.name for p in PROPERTIES if p.kind is Kind.SOMETIMES]
     documented = SCOPES[args.scope].expected_findings(args.profile)
+    written = _write_explore_traces(args, result.violations) if args.traces else {}
     findings = {name: t for name, t in result.violations.items() if name in documented}
     violated = {name: t for name, t in result.violations.items() if name not in documented}
     out = {
@@ -161,11 +173,13 @@ def cmd_explore(args: argparse.Namespace) -> int:
         "complete": result.complete,
         "seconds": round(result.seconds, 3),
         "violations": [
-            {"invariant": name, "meaning": BY_NAME[name].meaning, "actions": [repr(a) for a in t.actions]}
+            {"invariant": name, "meaning": BY_NAME[name].meaning, "actions": [repr(a) for a in t.actions],
+             "trace_file": written.get(name)}
             for name, t in violated.items()
         ],
         "findings": [
-            {"invariant": name, "meaning": BY_NAME[name].meaning, "actions": [repr(a) for a in t.actions]}
+            {"invariant": name, "meaning": BY_NAME[name].meaning, "actions": [repr(a) for a in t.actions],
+             "trace_file": written.get(name)}
             for name, t in findings.items()
         ],
         "witnesses": sorted(result.witnesses),
@@ -182,6 +196,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
         for name, trace in violated.items():
             print(f"VIOLATION {name}: {BY_NAME[name].meaning}\n  shortest counterexample ({len(trace)} steps):")
             _print_trace(trace.actions, "    ")
+            if name in written:
+                print(f"  trace file: {written[name]} (kraftcheck replay / pin take it)")
         for name, trace in findings.items():
             print(f"{_FINDING} {name}: {BY_NAME[name].meaning}\n"
                   f"  {_FINDING_MEANS}; shortest trace ({len(trace)} steps):")
@@ -197,6 +213,21 @@ def cmd_explore(args: argparse.Namespace) -> int:
 # (``Scope.findings``: the seeds as written differ from shipped Kafka): reported, counted, exit 0.
 _FINDING = "documented finding"
 _FINDING_MEANS = "a known behaviour of the seeds (docs/model.md), not a violation"
+
+
+def _write_explore_traces(args: argparse.Namespace, violations: dict) -> dict[str, str]:
+    """Each shortest counterexample as a model trace file in ``--traces DIR``, for ``replay`` and ``pin``."""
+    from properties import traces
+
+    variant = _variant(args.bug, args.profile)
+    written = {}
+    for name, found in violations.items():
+        if not found.actions:  # the initial state itself: nothing to replay
+            continue
+        trace = traces.Trace(args.scope, tuple(found.actions), frozenset(variant.bugs), name, None, args.profile)
+        path = Path(args.traces) / f"{args.scope}--{name}.json"
+        written[name] = str(traces.save_trace(path, trace))
+    return written
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -769,9 +800,13 @@ class _progress:
         self.progress.start()
         task = self.progress.add_task(self.label)
 
+        started = time.monotonic()
+
         def report(result) -> None:
+            rate = result.distinct_states / max(time.monotonic() - started, 1e-9)
             self.progress.update(
-                task, description=f"{self.label}: depth {result.depth}, {result.distinct_states} states"
+                task, description=f"{self.label}: depth {result.depth}, {result.distinct_states:,} states "
+                f"({rate:,.0f}/s), {getattr(result, 'frontier', 0):,} in the frontier",
             )
 
         return report
@@ -805,6 +840,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--symmetry", action="store_true", help="count states that differ only by interchangeable controllers' ids once"
     )
+    p.add_argument("--traces", metavar="DIR", type=_writable_folder,
+                   help="write each shortest counterexample as a trace file in DIR, for `replay` and `pin`")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_explore)
 

@@ -62,6 +62,7 @@ class ExploreResult:
     distinct_states: int = 0
     generated: int = 0
     depth: int = 0  # the deepest level reached
+    frontier: int = 0  # states of the last level, still to expand
     complete: bool = False  # True when no unexplored state remained within max_depth
     seconds: float = 0.0
     violations: dict[str, Trace] = field(default_factory=dict)
@@ -191,6 +192,7 @@ def search(
             if not frozen:
                 gc.freeze()  # the level's states stay for good: no collection need scan them again
             result.depth = depth
+            result.frontier = len(frontier)
             result.distinct_states = len(parents)
             result.generated = generated
             result.action_counts = {kind.__name__: n for kind, n in counts.items()}

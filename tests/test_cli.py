@@ -209,3 +209,15 @@ def test_mutants_z3_does_not_claim_bugs_it_cannot_encode(capsys):
     """A bug outside the z3 encoding escapes the z3 check (exit 1), rather than being credited to it."""
     code, out, _ = run(capsys, "mutants", "--check", "z3", "--bug", "vote_twice_in_epoch", "--json")
     assert code == 1 and json.loads(out)[0]["caught_by"] is None
+
+
+def test_explore_writes_each_counterexample_as_a_trace_replay_takes(tmp_path, capsys):
+    """explore --traces DIR: the shortest counterexample as a model trace file, which replays to the same
+    violation (exit 1) and which pin could take (issue 19: explore's counterexamples as trace files)."""
+    code = main(["explore", "--scope", "bounce", "--bug", "broker_change_ignores_czxid", "--depth", "6",
+                 "--traces", str(tmp_path)])
+    assert code == 1
+    path = tmp_path / "bounce--ControllerSeesEveryBounce.json"
+    assert f"trace file: {path}" in capsys.readouterr().out
+    assert main(["replay", str(path)]) == 1
+    assert "ControllerSeesEveryBounce" in capsys.readouterr().out

@@ -113,6 +113,7 @@ CASES = [
     (["kafka", "campaign", "--seeds", "2", "--minutes", "1"], "not allowed with argument"),
     # explore
     (["explore"], "required: --scope"),
+    (["explore", "--scope", "bounce", "--traces", "/proc/kraftcheck-traces"], "--traces"),
     (["explore", "--scope", "nope"], "unknown scope 'nope'"),
     (["explore", "--scope", "bounce", "--depth", "0"], "expected a positive integer"),
     (["explore", "--scope", "bounce", "--depth", "-3"], "expected a positive integer"),
