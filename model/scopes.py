@@ -63,7 +63,6 @@ from model.record import record
 from model.state import (
     CONTROLLER_EPOCH,
     FEATURES,
-    NO_FEATURES,
     TOPIC,
     Broker,
     BrokerConfig,
@@ -74,15 +73,13 @@ from model.state import (
     KRaftController,
     PartitionState,
     message_sort_key,
+    nothing_in_memory,
     partition_state_path,
 )
 from model.step import step
 from model.types import (
     INITIAL_CONTROLLER_EPOCH,
-    NO_SESSION,
-    UNKNOWN_BROKER_EPOCH,
     BrokerId,
-    ControllerEpoch,
     FeatureLevel,
     FeatureStatus,
     Ibp,
@@ -153,16 +150,7 @@ def cold_state(scope: Scope) -> ClusterState:
             id=BrokerId(i),
             config=BrokerConfig(scope.ibps[i], scope.supported[i], False, *flags[i]),
             alive=True,
-            session=NO_SESSION,
-            registered=False,
-            epoch=UNKNOWN_BROKER_EPOCH,
-            controller_epoch=ControllerEpoch(0),
-            replicas=(None,) * len(scope.partitions),
-            metadata=(),
-            features=NO_FEATURES,
-            shutdown_sent=False,
-            observed_epoch=None,
-            controller=None,
+            **nothing_in_memory(len(scope.partitions)),
         )
         for i in range(scope.brokers)
     )

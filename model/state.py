@@ -35,6 +35,7 @@ from model.kraft import (
 from model.migration import Driver
 from model.record import record
 from model.types import (
+    NO_SESSION,
     UNKNOWN_BROKER_EPOCH,
     BrokerEpoch,
     BrokerId,
@@ -181,6 +182,18 @@ class Broker:
     metadata_live: tuple[BrokerId, ...] = ()  # ZK brokers: live brokers of the last KRaft UpdateMetadata
     meta_properties: int = 0  # meta.properties version in its log dirs (KIP-866 §Meta.Properties)
     want_shutdown: bool = False  # SIGINT received: controlled shutdown under way
+
+
+def nothing_in_memory(partitions: int) -> dict:
+    """A broker process as it starts: no session, registration, epochs, replicas, metadata, role or image.
+
+    Its identity, configuration, incarnation and meta.properties are what it keeps across a restart."""
+    return dict(
+        session=NO_SESSION, registered=False, epoch=UNKNOWN_BROKER_EPOCH, controller_epoch=ControllerEpoch(0),
+        replicas=(None,) * partitions, metadata=(), features=NO_FEATURES, shutdown_sent=False, observed_epoch=None,
+        controller=None, kraft_epoch=UNKNOWN_BROKER_EPOCH, lifecycle=BrokerState.OFFLINE, image=EMPTY_IMAGE,
+        metadata_live=(), want_shutdown=False,
+    )
 
 
 # ---- KRaft controllers (KIP-500 §Controller Quorum; KIP-866 §Controller Migration) --------------

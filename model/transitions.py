@@ -8,9 +8,8 @@ by their public names, so neither reaches into the other's private helpers.
 
 from __future__ import annotations
 
-from model.kraft import EMPTY_IMAGE, BrokerState
-from model.state import NO_FEATURES, Broker, ClusterState, Message
-from model.types import NO_SESSION, UNKNOWN_BROKER_EPOCH, BrokerId, ControllerEpoch
+from model.state import Broker, ClusterState, Message, nothing_in_memory
+from model.types import BrokerId
 
 
 def put_broker(state: ClusterState, broker: Broker) -> ClusterState:
@@ -40,23 +39,7 @@ def send(state: ClusterState, messages: list[Message]) -> ClusterState | None:
 
 def fresh_process(b: Broker) -> Broker:
     """What survives a process restart: identity, configuration and meta.properties, nothing in memory."""
-    return b.replace(
-        kraft_epoch=UNKNOWN_BROKER_EPOCH,
-        lifecycle=BrokerState.OFFLINE,
-        image=EMPTY_IMAGE,
-        metadata_live=(),
-        want_shutdown=False,
-        session=NO_SESSION,
-        registered=False,
-        epoch=UNKNOWN_BROKER_EPOCH,
-        controller_epoch=ControllerEpoch(0),
-        replicas=(None,) * len(b.replicas),
-        metadata=(),
-        features=NO_FEATURES,
-        shutdown_sent=False,
-        observed_epoch=None,
-        controller=None,
-    )
+    return b.replace(**nothing_in_memory(len(b.replicas)))
 
 
 def process_dies(state: ClusterState, broker: Broker) -> ClusterState:

@@ -50,6 +50,13 @@ def rec(offset, epoch, type_, time, **data):
     }
 
 
+def zk_broker_registers(offset, time, broker):
+    """A migrating ZK broker's RegisterBrokerRecord: its epoch its offset, its IBP 3.9 (level 21) as its range."""
+    mv = {"name": "metadata.version", "minSupportedVersion": 21, "maxSupportedVersion": 21}
+    return rec(offset, 1, "REGISTER_BROKER_RECORD", time, brokerId=broker, brokerEpoch=offset,
+               isMigratingZkBroker=True, features=[mv])
+
+
 def line(process, kind, number, time, **fields):
     return {"channel": "log", "process": process, "line": number, "time": time, "kind": kind, **fields}
 
@@ -102,26 +109,8 @@ def clean() -> Observed:
             rec(2, 1, "FEATURE_LEVEL_RECORD", 2001, name="metadata.version", featureLevel=21),
             rec(3, 1, "ZK_MIGRATION_STATE_RECORD", 2001, zkMigrationState=PRE_MIGRATION),
             rec(4, 1, "END_TRANSACTION_RECORD", 2001),
-            rec(
-                10,
-                1,
-                "REGISTER_BROKER_RECORD",
-                6100,
-                brokerId=0,
-                brokerEpoch=10,
-                isMigratingZkBroker=True,
-                features=[{"name": "metadata.version", "minSupportedVersion": 21, "maxSupportedVersion": 21}],
-            ),
-            rec(
-                20,
-                1,
-                "REGISTER_BROKER_RECORD",
-                7000,
-                brokerId=1,
-                brokerEpoch=20,
-                isMigratingZkBroker=True,
-                features=[{"name": "metadata.version", "minSupportedVersion": 21, "maxSupportedVersion": 21}],
-            ),
+            zk_broker_registers(10, 6100, broker=0),
+            zk_broker_registers(20, 7000, broker=1),
             rec(70, 1, "BEGIN_TRANSACTION_RECORD", 9050, name="ZK Migration"),
             rec(71, 1, "TOPIC_RECORD", 9050, name="orders", topicId="x"),
             rec(74, 1, "ZK_MIGRATION_STATE_RECORD", 9060, zkMigrationState=MIGRATION),
