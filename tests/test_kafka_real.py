@@ -67,6 +67,9 @@ def test_kafka_migration_to_dual_write_with_a_killed_controller_is_clean(migrate
     assert [e["process"] for e in events if e["kind"] == "heal"] == ["controller-3000"]
     assert events[-1]["outcome"] == "completed"
     assert json.loads((folder / "violations.json").read_text()) == []
+    validation = json.loads((folder / "validation.json").read_text())
+    assert validation["outcome"] == "explained", validation["report"]  # every visible change is a model step
+    assert validation["explained"] == validation["total"] > 10
     assert code == 0
 
 

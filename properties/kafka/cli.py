@@ -178,6 +178,7 @@ def _report(folder: Path, as_json: bool, outcome: str | None) -> int:
     began = time.monotonic()
     obs, violations = check_folder(folder)
     seconds = time.monotonic() - began
+    validation = json.loads((folder / "validation.json").read_text())
     ended = next((e for e in reversed(obs.operator) if e["kind"] == "end"), {})
     outcome = outcome or ended.get("outcome", "unknown")
     if as_json:
@@ -189,6 +190,7 @@ def _report(folder: Path, as_json: bool, outcome: str | None) -> int:
                     "run_seconds": ended.get("seconds"),
                     "check_seconds": round(seconds, 3),
                     "violations": [{"invariant": v.invariant, "message": v.message} for v in violations],
+                    "trace_validation": {k: validation[k] for k in ("outcome", "explained", "total")},
                 },
                 indent=2,
             )
@@ -207,6 +209,7 @@ def _report(folder: Path, as_json: bool, outcome: str | None) -> int:
             print(f"VIOLATION {v.invariant}: {v.message}")
             for e in v.evidence:
                 print(f"    {describe(e)}")
+        print("\n".join(validation["report"]) if validation["outcome"] == "unexplained" else validation["report"][0])
         if not violations:
             print("no violation")
     return VIOLATION if violations else CLEAN

@@ -349,8 +349,9 @@ class Run:
         registration still there refuses to start: KafkaZkClient's CheckedEphemeral)."""
         if process.paused:
             process.resume()
+        began = int(time.time() * 1000)  # a clean stop takes seconds: what it causes happens from here on
         clean = process.stop() if process.running else True
-        self.note("step", action="stop", role=role, node=node, process=process.name, clean=clean)
+        self.note("step", action="stop", role=role, node=node, process=process.name, clean=clean, began=began)
         if not clean:
             self.say(f"  {process.name} did not stop within 60 s of SIGTERM: killed")
             path = f"/brokers/ids/{node}"
@@ -808,8 +809,20 @@ def timeline(obs: Observed) -> list[dict]:
 
 
 def check_folder(folder: Path) -> tuple[Observed, list[Violation]]:
+    """Checks a run's folder again: the invariants, then trace validation against the model.
+
+    Writes ``timeline.jsonl``, ``validation.json`` and, last, ``violations.json``, each whole or not at all."""
+    from properties.kafka.validate import TRACE_VALIDATION, validate
+
     obs = load(folder)
     violations = run_checks(obs)
+    validation = validate(obs, json.loads((folder / "run.json").read_text()).get("plan", {}))
+    if validation.unexplained is not None:
+        violations.append(
+            Violation(TRACE_VALIDATION, validation.headline(), (validation.unexplained.event,))
+        )
+    (folder / "validation.json.tmp").write_text(json.dumps(validation.as_json(), indent=1) + "\n")
+    (folder / "validation.json.tmp").replace(folder / "validation.json")
     with open(folder / "timeline.jsonl.tmp", "w") as f:
         for event in timeline(obs):
             f.write(json.dumps(event, sort_keys=True) + "\n")

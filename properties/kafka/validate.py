@@ -1,0 +1,658 @@
+"""Trace validation: every change a real Kafka run showed, explained by a path of model actions.
+
+How it works (in the manner of trace validation against a TLA+ spec: a search for a behaviour of
+the model that agrees with the trace, hidden steps allowed):
+- The run's operator log becomes the model's environment: each start, stop, kill, pause, outage
+  or forced expiry is the model action that does the same (``environment``). Nothing else may
+  crash, stop or reconfigure a model process.
+- A few facts Kafka logs on every change become the visible part of a model state (``view``):
+  each controller's migration driver state, each controller's Raft leadership, who holds
+  /controller, and the migration state committed to the metadata log. Each visible change in the
+  run is one ``Observation``.
+- Between two observations the model may take any number of hidden protocol steps (message
+  deliveries, registrations, fetches, heartbeats) that leave the view as it is; the observation is
+  then explained by one step that changes the view exactly so. A step that changes two visible
+  facts at once leaves the second as pending, to be matched by an observation that comes soon
+  after (channels are interleaved by time, so their order across processes is approximate).
+- The search keeps up to ``BEAM`` model states that explain the prefix so far, and bounds each
+  change's search (``SEARCH_BOUND``): a failure means no path within those bounds explains the
+  first unexplained observation, given the explanations kept of the ones before; a search that
+  hits its bound says "undecided", never "explained". A failure names the longest explained
+  prefix, the path of actions that explains it, what the model could have done instead, and the
+  observation.
+
+What is abstracted, and why:
+- The model's cluster has the run's brokers and controllers, ids and all, but no partitions (the
+  topics an admin creates never change the control-plane decisions the view shows). Rolling a
+  ZooKeeper broker into migration mode is a stop, ``ConfigureMigration`` (an edit of the
+  environment: the model's scopes fix each broker's settings at the start) and a restart.
+- A pause (SIGSTOP) is no model action: while one lasts, the model may expire sessions, time
+  brokers out and hold elections that the paused process would have caused.
+- Runbooks and releases the mapping does not cover yet are reported as not validated, with the
+  reason, never as passed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from model import zookeeper as zkm
+from model.actions import (
+    Action,
+    BecomeLeader,
+    BecomeZkController,
+    BeginControlledShutdown,
+    BrokerHeartbeat,
+    CompleteMigration,
+    CrashBroker,
+    CrashController,
+    Deliver,
+    DualWrite,
+    ElectController,
+    ElectPartitionLeader,
+    ExpireSession,
+    Fetch,
+    FetchMetadata,
+    InitializeController,
+    KRaftAction,
+    KRaftLeaderChange,
+    MigrateBrokerToKRaft,
+    MigrateMetadata,
+    MigrationCommitted,
+    ObserveControllerEpoch,
+    OpenSession,
+    ProcessBrokerChange,
+    ReconfigureController,
+    RecoverMigrationState,
+    RefreshFeatureCache,
+    RegisterBroker,
+    RegisterWithKRaft,
+    RequestVote,
+    ResignController,
+    RestartBroker,
+    RestartController,
+    SendControlledShutdown,
+    SendRPCsToBrokers,
+    SessionTimeout,
+    ShutdownController,
+    StartElection,
+    StopBroker,
+    SyncKRaftToZk,
+    WaitForControllerQuorum,
+    WaitForZkBrokers,
+    ZkOutage,
+    ZkRecover,
+)
+from model.bugs import Variant
+from model.kraft import ControllerConfig, QuorumRole, ZkMigrationState
+from model.migration import STATE_BYTES, KRaftControllerZNode, MigrationDriverState, Profile
+from model.scopes import SAME_RANGE, Scope, cold_state
+from model.state import CONTROLLER, CONTROLLER_EPOCH, Budget, ClusterState, broker_path, znode_data
+from model.step import candidate_actions, step
+from model.transitions import put_broker
+from model.types import BrokerId, Ibp
+from properties.kafka.checks import Observed, _live_records
+from properties.kafka.observe import describe, merge
+
+# The protocol's own steps: what the model may take unobserved between two observations.
+HIDDEN = (
+    Deliver, OpenSession, RegisterBroker, ObserveControllerEpoch, ElectController, ResignController,
+    InitializeController, ProcessBrokerChange, RefreshFeatureCache, ElectPartitionLeader, SendControlledShutdown,
+    StartElection, RequestVote, BecomeLeader, Fetch, RecoverMigrationState, KRaftLeaderChange,
+    WaitForControllerQuorum, WaitForZkBrokers, BecomeZkController, MigrateMetadata, CompleteMigration,
+    MigrationCommitted, SyncKRaftToZk, SendRPCsToBrokers, DualWrite, RegisterWithKRaft, BrokerHeartbeat,
+    FetchMetadata, BeginControlledShutdown,
+)
+ANY_NEW = "any new value"
+# What a paused process or a ZooKeeper outage may cause besides: sessions lost, brokers timed out.
+DURING_FAULTS = (ExpireSession, SessionTimeout)
+KRAFT_SIDE = frozenset(KRaftAction.__args__)  # type: ignore[attr-defined]
+# The steps tried first for an observation of each side. The KRaft side's also lets ZooKeeper
+# brokers (re)register, messages arrive and a ZooKeeper controller resign on the claim, which the
+# driver waits for, but no ZooKeeper election.
+KRAFT_FOCUS = KRAFT_SIDE | {OpenSession, RegisterBroker, Deliver, ResignController, *DURING_FAULTS}
+ZK_FOCUS = (frozenset(HIDDEN) - KRAFT_SIDE) | set(DURING_FAULTS)
+# Hidden steps explored between two observations, at most: past it the result is "not decided".
+SEARCH_BOUND = 60_000
+FOCUS_BOUND = 20_000
+# Explanations of one change kept for the next, at most: the search's width.
+BEAM = 64
+# How many observations a pending visible change may wait for its own.
+PENDING_WINDOW = 12
+RUNBOOKS = ("dual-write", "kraft-brokers", "finalize")
+# The log lines read: each is logged on every change it stands for (checked against Kafka 3.9's code).
+LOG_KINDS = ("driver-transition", "raft-leader", "zk-controller-elected", "driver-claimed", "zk-broker-registered")
+TRACE_VALIDATION = "TraceExplainedByModel"  # the violation's name: an observed change no model path explains
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One visible change in the run: ``key`` went to ``value``, or an operator step."""
+
+    key: tuple
+    value: object
+    event: dict
+    before: object = None  # the driver's state it left, when the log says so
+    actions: tuple[Action | ConfigureMigration, ...] = ()  # an operator step: the model actions that do the same
+
+    def matches(self, old: object, new: object) -> bool:
+        if self.key == ("zk-controller",) and self.value == "kraft-claim":
+            return isinstance(new, tuple) and new[0] == "kraft" and new[1] == self.event_node
+        if self.value == ANY_NEW:  # a new znode: its czxid is Kafka's, not the model's
+            return new is not None
+        if self.before is not None and old != self.before:
+            return False
+        return new == self.value
+
+    @property
+    def event_node(self) -> int:
+        return int(self.event.get("node", -1))
+
+    @property
+    def is_operator(self) -> bool:
+        return self.key == ("operator",)
+
+    def line(self) -> str:
+        if self.is_operator:
+            return f"operator: {self.event.get('fault') or self.event.get('action') or self.event['kind']} " + (
+            ", ".join(repr(a) for a in self.actions) or f"{self.event.get('process', '')} (no model action)"
+        )
+        return describe(self.event)
+
+
+@dataclass
+class Validation:
+    """The outcome: ``explained`` observations of ``total``; ``unexplained`` is the first no path explains."""
+
+    total: int
+    explained: int = 0
+    path: tuple[Action, ...] = ()  # a model path that explains the prefix
+    unexplained: Observation | None = None
+    alternatives: tuple[str, ...] = ()  # what the model could have shown instead, at that point
+    not_validated: str = ""  # why the run was not validated at all
+    undecided: str = ""  # the search hit its bound: neither explained nor refuted
+    states: int = 0  # model states explored
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.not_validated and not self.undecided and self.unexplained is None
+
+    def headline(self) -> str:
+        return self.report()[0] + (f": {self.unexplained.line()}" if self.unexplained is not None else "")
+
+    def as_json(self) -> dict:
+        return {
+            "outcome": "not validated" if self.not_validated else "undecided" if self.undecided
+            else "explained" if self.unexplained is None else "unexplained",
+            "explained": self.explained,
+            "total": self.total,
+            "states": self.states,
+            "report": self.report(),
+            "path": [repr(a) for a in self.path],
+            "unexplained": None if self.unexplained is None else self.unexplained.event,
+        }
+
+    def report(self) -> list[str]:
+        if self.not_validated:
+            return [f"trace validation: not validated ({self.not_validated})"]
+        if self.undecided:
+            return [
+                f"trace validation: undecided after {self.explained} of {self.total} observations ({self.undecided})"
+            ]
+        if self.unexplained is None:
+            return [f"trace validation: all {self.total} observed changes explained by the model "
+                    f"({len(self.path)} model steps, {self.states} states searched)"]
+        lines = [
+            f"trace validation: the model explains {self.explained} of {self.total} observed changes; "
+            "no path of the model explains the next one",
+            "  longest explained prefix, as model steps:",
+        ]
+        lines += [f"    {i + 1:3d}. {a!r}" for i, a in enumerate(self.path)]
+        lines.append(f"  unexplained: {self.unexplained.line()}")
+        if self.alternatives:
+            lines.append("  the model could instead have shown: " + "; ".join(self.alternatives[:8]))
+        return lines
+
+
+# ---- the model's side: a scope shaped like the run, and the view ------------------------------
+
+
+def scope_for(brokers: int, controllers: int) -> Scope:
+    return Scope(
+        name="real-run",
+        summary="the real run's cluster",
+        ibps=(Ibp.IBP_3_7_IV0,) * brokers,
+        supported=(SAME_RANGE,) * brokers,
+        partitions=(),
+        budget=Budget(),
+        warm=False,
+        broker_flags=((False, False),) * brokers,  # the runbook rolls them into migration mode
+        controllers=(ControllerConfig(migration_enabled=True, metadata_version=Ibp.IBP_3_7_IV0),) * controllers,
+    )
+
+
+# Each window's budget: generous for the operator's steps, bounded for the protocol's own retries.
+def window_budget(controllers: int, faulty: bool) -> Budget:
+    return Budget(
+        crashes=99, restarts=99, expiries=99 if faulty else 0, elections=99, outages=99, shutdowns=0,
+        max_in_flight=64, kraft_elections=controllers, controller_crashes=99, timeouts=99 if faulty else 0,
+        migrations=99, max_lag=1 << 20,
+    )
+
+
+def initial(brokers: int, controllers: int) -> ClusterState:
+    """Brokers started, no sessions yet; the controllers not yet started (the runbook starts them)."""
+    state = cold_state(scope_for(brokers, controllers))
+    stopped = tuple(c.replace(alive=False, driver=None) for c in state.controllers)
+    return state.replace(controllers=stopped)
+
+
+def view(state: ClusterState) -> dict[tuple, object]:
+    out: dict[tuple, object] = {}
+    for c in state.controllers:
+        out[("driver", c.id)] = c.driver.state if c.alive and c.driver is not None else None
+        out[("leader", c.id)] = c.epoch if c.alive and c.role is QuorumRole.LEADER else None
+    for b in state.brokers:
+        registration = zkm.get(state.zk, broker_path(b.id))
+        out[("zk-registered", b.id)] = None if registration is None else registration.czxid
+    holder = znode_data(state, CONTROLLER)
+    epoch = znode_data(state, CONTROLLER_EPOCH)
+    if holder is None:
+        out[("zk-controller",)] = None
+    elif isinstance(holder, KRaftControllerZNode):
+        out[("zk-controller",)] = ("kraft", holder.controller, epoch)
+    else:
+        out[("zk-controller",)] = ("zk", int(holder), epoch)
+    committed = max(state.controllers, key=lambda c: c.high_watermark, default=None)
+    migration = None if committed is None or not committed.high_watermark else _committed_state(committed)
+    # a log without a ZkMigrationStateRecord reads as NONE; the migration runbooks never write NONE
+    out[("migration",)] = None if migration is ZkMigrationState.NONE else migration
+    return out
+
+
+def _committed_state(c) -> ZkMigrationState:
+    from model.kraft import image_of
+
+    return image_of(c.log, c.high_watermark).migration_state
+
+
+ORDER = {s: i for i, s in enumerate(ZkMigrationState)}
+
+
+def visible(key: tuple, old: object, new: object) -> bool:
+    """Whether a change of ``key`` is one Kafka always shows (a process stopping is not logged as such)."""
+    if old == new or new is None:
+        return False
+    if key[0] == "driver":
+        return new is not MigrationDriverState.UNINITIALIZED
+    if key[0] == "migration":  # the log is read once at the end: a committed state shows once
+        return old is None or ORDER[new] > ORDER[old]
+    return True
+
+
+# ---- the run's side: observations and the environment ----------------------------------------
+
+
+def observations(obs: Observed, brokers: int) -> list[Observation]:
+    """The run's visible changes and operator steps, one timeline, each channel's order kept."""
+    by_byte = {b: s for s, b in STATE_BYTES[obs.profile].items()}
+    final = max(obs.metadata.values(), key=len, default=[])
+    migration = [
+        e for e in _live_records(final)
+        if e["type"] == "ZK_MIGRATION_STATE_RECORD" and e["data"].get("zkMigrationState") in by_byte
+    ]
+    seen: ZkMigrationState | None = None
+    records = []
+    for e in migration:
+        state = by_byte[e["data"]["zkMigrationState"]]
+        if seen is None or ORDER[state] > ORDER[seen]:
+            records.append(e)
+            seen = state
+    stopping = [  # (process, from, to): a clean stop takes seconds, and the model's is one step
+        (e["process"], e["began"], e["time"]) for e in obs.operator
+        if e["kind"] == "step" and e.get("action") == "stop" and "began" in e
+    ]
+
+    def shutting_down(e: dict) -> bool:
+        return any(p == e["process"] and began <= e["time"] <= ended for p, began, ended in stopping)
+
+    logs = [[e for e in events if e["kind"] in LOG_KINDS and not shutting_down(e)] for events in obs.logs.values()]
+    out: list[Observation] = []
+    env = Environment(brokers)
+    for e in merge([records, *logs, _stops_when_they_began(obs.operator)]):
+        if e["channel"] == "metadata":
+            out.append(Observation(("migration",), by_byte[e["data"]["zkMigrationState"]], e))
+        elif e["channel"] == "operator":
+            out.extend(env.observe(e))
+        elif e["kind"] == "driver-transition" and e["old"] == e["new"]:
+            continue  # logged at TRACE when a driver re-enters its state: no change
+        elif e["kind"] == "driver-transition":
+            out.append(Observation(("driver", int(e["node"])), MigrationDriverState[e["new"]], e,
+                                   before=MigrationDriverState[e["old"]]))
+        elif e["kind"] == "raft-leader":
+            out.append(Observation(("leader", int(e["node"])), int(e["epoch"]), e))
+        elif e["kind"] == "zk-controller-elected":
+            out.append(Observation(("zk-controller",), ("zk", int(e["node"]), int(e["epoch"])), e))
+        elif e["kind"] == "zk-broker-registered":
+            out.append(Observation(("zk-registered", int(e["broker"])), ANY_NEW, e))
+        elif e["kind"] == "driver-claimed":
+            out.append(Observation(("zk-controller",), "kraft-claim", e))
+    return out
+
+
+def _stops_when_they_began(operator: list[dict]) -> list[dict]:
+    """The operator log with each stop at the time it began: a clean stop's effects come before its note.
+
+    Runs recorded before stops carried ``began`` take the start of the step the stop opens."""
+    out, step_began = [], None
+    for e in operator:
+        if e["kind"] == "step-begins":
+            step_began = e["time"]
+        elif e["kind"] == "step" and e.get("action") == "stop":
+            e = e | {"time": e.get("began", step_began if step_began is not None else e["time"])}
+        out.append(e)
+    out.sort(key=lambda e: e["time"])  # stable: the log's own order where times tie
+    return out
+
+
+class Environment:
+    """The operator log, read as model actions: what started, stopped, died or was cut off."""
+
+    def __init__(self, brokers: int) -> None:
+        self.started: set[str] = set()
+        self.roles: dict[str, str] = {}
+        self.faults: dict[str, str] = {}  # process -> the fault striking it now
+        self.step = ""  # the runbook step under way
+
+    def observe(self, e: dict) -> list[Observation]:
+        actions = self.actions(e)
+        return [Observation(("operator",), None, e, actions=actions)] if actions is not None else []
+
+    def actions(self, e: dict) -> tuple[Action, ...] | None:
+        kind, process = e["kind"], e.get("process", "")
+        node = _node(process)
+        if kind == "step-begins":
+            self.step = e["step"]
+            return None
+        if kind == "step" and e.get("action") == "start":
+            first = process not in self.started
+            self.started.add(process)
+            role, was = e["role"], self.roles.get(process)
+            self.roles[process] = role
+            if role == "controller" and self.step.startswith("finalize-controller"):
+                return (ReconfigureController(node, False), RestartController(node))  # without the migration flag
+            if role == "controller":
+                return (RestartController(node),)
+            if role == "zookeeper" or first:
+                return None
+            if role == "zk-broker" and self.step == f"roll-broker-{node}-migrating":
+                return (ConfigureMigration(BrokerId(node)), RestartBroker(BrokerId(node)))
+            if role == "kraft-broker" and was == "zk-broker":
+                return (MigrateBrokerToKRaft(BrokerId(node)), RestartBroker(BrokerId(node)))
+            return (RestartBroker(BrokerId(node)),)
+        if kind == "step" and e.get("action") == "stop":
+            if e["role"] == "controller":
+                return (ShutdownController(node),)
+            if e["role"] == "zookeeper":
+                return None
+            return (StopBroker(BrokerId(node)),) if e.get("clean", True) else (CrashBroker(BrokerId(node)),)
+        if kind == "restart":  # it exited on its own (a ZooKeeper outage) and the runbook started it again
+            if process.startswith("controller-"):
+                return (CrashController(node), RestartController(node))
+            return (CrashBroker(BrokerId(node)), RestartBroker(BrokerId(node)))
+        if kind == "fault":
+            fault = e["fault"]
+            self.faults[process] = fault
+            if fault == "kill-controller":
+                return (CrashController(node),)
+            if fault == "kill-broker":
+                return (CrashBroker(BrokerId(node)),)
+            if fault == "zk-outage":
+                return (ZkOutage(),)
+            if fault == "expire-broker":
+                return (ExpireSession(-1),)  # the session is the broker's own: resolved on the state
+            return ()  # a pause: no model action; the window opens
+        if kind == "heal":
+            fault = self.faults.pop(process, e["fault"])
+            if fault == "kill-controller":
+                return (RestartController(node),)
+            if fault == "kill-broker":
+                return (RestartBroker(BrokerId(node)),)
+            if fault == "zk-outage":
+                return (ZkRecover(),)
+            return ()
+        return None
+
+
+@dataclass(frozen=True)
+class ConfigureMigration:
+    """The operator gives a stopped ZooKeeper broker the migration settings (KIP-866 §Migration Trigger 2, 3).
+
+    An edit of the environment, not a model action: the model's scopes fix each broker's settings
+    at the start, while a real runbook starts the brokers without them and rolls them in."""
+
+    broker: BrokerId
+
+    def apply(self, state: ClusterState) -> ClusterState | None:
+        b = state.brokers[self.broker]
+        if b.alive:
+            return None
+        config = b.config.replace(migration_enabled=True, controller_configs=True)
+        return put_broker(state, b.replace(config=config))
+
+
+def _node(process: str) -> int:
+    tail = process.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
+
+
+# ---- the search --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Node:
+    state: ClusterState
+    pending: tuple[tuple[tuple, object, object], ...] = ()  # (key, old, new) shown by the model, not yet seen
+    migration: ZkMigrationState | None = None  # the furthest committed migration state so far
+
+
+def _view(node: Node) -> dict[tuple, object]:
+    v = view(node.state)
+    current = v[("migration",)]
+    if node.migration is not None and (current is None or ORDER[node.migration] > ORDER[current]):
+        v[("migration",)] = node.migration
+    return v
+
+
+def _expire_target(state: ClusterState, action: Action, event: dict) -> Action:
+    if isinstance(action, ExpireSession) and action.session == -1:
+        return ExpireSession(state.brokers[_node(event["process"])].session)
+    return action
+
+
+def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation:
+    """Searches the model for a behaviour that shows the run's observations, in their order.
+
+    Each change is first explained by its shortest hidden paths, on the side of the cluster it is
+    about (hidden work not needed yet stays possible later, so this almost always suffices, and
+    it keeps the search small). When that explains nothing, the same change is searched again
+    from the same states with every hidden step of the whole model and every path length, up to
+    ``bound`` states: a change reported unexplained has no explanation within that bound from
+    the explanations kept of the changes before it.
+    """
+    runbook, brokers, controllers = plan.get("runbook"), int(plan.get("brokers", 3)), int(plan.get("controllers", 1))
+    items = observations(obs, brokers)
+    result = Validation(total=sum(1 for o in items if not o.is_operator))
+    if obs.profile is not Profile.KAFKA_3_9:
+        result.not_validated = "Kafka before 3.5: its driver's table differs from the model's (no SYNC_KRAFT_TO_ZK)"
+        return result
+    if runbook not in RUNBOOKS:
+        result.not_validated = f"runbook {runbook}: its operator steps have no model mapping yet"
+        return result
+    variant = Variant(profile=obs.profile)
+    scope = scope_for(brokers, controllers)
+    start = Node(initial(brokers, controllers))
+    trail: Trail = {start: (None, ())}
+    frontier = [start]
+    faulty = 0  # faults striking now: they open the window for session losses
+    for index, ob in enumerate(items):
+        budget = window_budget(controllers, faulty > 0)
+        if ob.is_operator:
+            nxt = _apply(frontier, ob, window_budget(controllers, faulty=True), variant, trail)
+            if ob.event["kind"] in ("fault", "heal"):
+                faulty = max(0, faulty + (1 if ob.event["kind"] == "fault" else -1))
+            if not nxt:
+                result.unexplained = ob
+                result.path = _path(trail, frontier[0])
+                return result
+            frontier = nxt
+            continue
+        nxt, alternatives, explored = _explain(frontier, ob, budget, scope, variant, trail, FOCUS_BOUND,
+                                               shortest=True, focus=True)
+        if not nxt:
+            nxt, alternatives, more = _explain(frontier, ob, budget, scope, variant, trail, bound, shortest=False)
+            explored += more
+            if not nxt and more >= bound:
+                result.states += explored
+                result.undecided = f"more than {bound} hidden states before observation {index + 1}: {ob.line()}"
+                return result
+        result.states += explored
+        if not nxt:
+            result.unexplained = ob
+            result.path = _path(trail, frontier[0])
+            result.alternatives = tuple(sorted(alternatives))
+            return result
+        frontier = nxt[:BEAM]
+        result.explained += 1
+    result.path = _path(trail, frontier[0])
+    return result
+
+
+# node -> (the frontier node it was reached from, the actions between): kept only for frontier nodes
+Trail = dict[Node, tuple[Node | None, tuple[Action, ...]]]
+
+
+def _apply(frontier: list[Node], ob: Observation, budget: Budget, variant: Variant, trail: Trail) -> list[Node]:
+    out: dict[Node, None] = {}
+    for node in frontier:
+        state = node.state.replace(budget=budget)
+        taken: list[Action] = []
+        for action in ob.actions:
+            action = _expire_target(state, action, ob.event)
+            nxt = action.apply(state) if isinstance(action, ConfigureMigration) else step(state, action, variant)
+            if nxt is None:
+                break
+            state = nxt
+            taken.append(action)
+        else:
+            child = Node(state, node.pending, node.migration)
+            trail.setdefault(child, (node, tuple(taken)))
+            out.setdefault(child)
+    return list(out)
+
+
+def _explain(frontier: list[Node], ob: Observation, budget: Budget, scope: Scope, variant: Variant, trail: Trail,
+             bound: int, shortest: bool, focus: bool = False) -> tuple[list[Node], set[str], int]:
+    """The nodes that show ``ob`` after hidden steps from ``frontier``; else what could be shown instead.
+
+    With ``focus``, only the steps of the side ``ob`` is about (the KRaft side's, or the ZooKeeper
+    era's) are tried: a path found so is a path of the model all the same, and the other side's
+    independent steps no longer multiply the states searched."""
+    allowed = HIDDEN + (DURING_FAULTS if budget.expiries else ())
+    if focus:
+        kraft_side = ob.key[0] not in ("zk-controller", "zk-registered") or ob.value == "kraft-claim"
+        side = KRAFT_FOCUS if kraft_side else ZK_FOCUS
+        allowed = tuple(t for t in allowed if t in side)
+    found: dict[Node, None] = {}
+    alternatives: set[str] = set()
+    queue: deque[tuple[Node, int]] = deque()
+    up: dict[Node, tuple[Node | None, Action | None]] = {}  # the search tree of this window
+    roots: dict[Node, Node] = {}
+    found_at = 1 << 30
+    for node in frontier:
+        # a change the model showed earlier, seen now
+        for i, (key, old, new) in enumerate(node.pending):
+            if key == ob.key and ob.matches(old, new):
+                child = Node(node.state, node.pending[:i] + node.pending[i + 1:], node.migration)
+                trail.setdefault(child, (node, ()))
+                found.setdefault(child)
+        if found:
+            continue
+        start = Node(node.state.replace(budget=budget), node.pending, node.migration)
+        if start not in up:
+            up[start] = (None, None)
+            roots[start] = node
+            queue.append((start, 0))
+    if found:
+        return list(found), alternatives, 0
+    while queue and len(up) < bound:
+        node, depth = queue.popleft()
+        if shortest and found and depth > found_at:
+            break
+        before = _view(node)
+        for action in candidate_actions(node.state, scope):
+            if not isinstance(action, allowed):
+                continue
+            nxt = step(node.state, action, variant)
+            if nxt is None or nxt == node.state:
+                continue
+            migration = node.migration
+            committed = view(nxt)[("migration",)]
+            if committed is not None and (migration is None or ORDER[committed] > ORDER[migration]):
+                migration = committed
+            child = Node(nxt, node.pending, migration)
+            after = _view(child)
+            changes = [(k, before[k], after[k]) for k in after if visible(k, before[k], after[k])]
+            if not changes:
+                if child not in up:
+                    up[child] = (node, action)
+                    queue.append((child, depth + 1))
+                continue
+            mine = [c for c in changes if c[0] == ob.key and ob.matches(c[1], c[2])]
+            if mine and len(node.pending) + len(changes) - 1 <= PENDING_WINDOW:
+                shown = Node(nxt, node.pending + tuple(c for c in changes if c is not mine[0]), migration)
+                if shown not in found:
+                    steps, root = _segment(up, node)
+                    trail.setdefault(shown, (roots[root], (*steps, action)))
+                    found.setdefault(shown)
+                    found_at = min(found_at, depth)
+            else:
+                alternatives.update(f"{_key(k)} {_value(old)} -> {_value(new)}" for k, old, new in changes)
+    return list(found), alternatives, len(up)
+
+
+def _segment(up: dict, node: Node) -> tuple[tuple[Action, ...], Node]:
+    actions: list[Action] = []
+    while True:
+        previous, action = up[node]
+        if previous is None:
+            return tuple(reversed(actions)), node
+        actions.append(action)
+        node = previous
+
+
+def _key(key: tuple) -> str:
+    return " ".join(str(k) for k in key)
+
+
+def _value(v: object) -> str:
+    return v.name if hasattr(v, "name") else str(v)
+
+
+def _path(trail: Trail, node: Node | None) -> tuple[Action, ...]:
+    segments: list[tuple[Action, ...]] = []
+    while node is not None:
+        previous, actions = trail.get(node, (None, ()))
+        segments.append(actions)
+        node = previous
+    return tuple(a for segment in reversed(segments) for a in segment)
+
+
+def summarize(items: Iterable[Observation]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for o in items:
+        out[o.key[0]] = out.get(o.key[0], 0) + 1
+    return out

@@ -1,0 +1,134 @@
+"""Trace validation: a real run's visible changes explained by model paths, and runs no path explains.
+
+The recorded run is a real Kafka 3.9.2 finalize run (ZooKeeper, three brokers, one controller; a
+ZooKeeper outage while the controller starts, which makes it exit and be restarted, and a broker
+killed after POST_MIGRATION), cut down to what validation reads (tests/data/kafka-finalize-run.json
+says how it was made). Each broken variant changes the run the way a Kafka bug would show in it
+(KIP sections in the docstrings); validation must name the first change no model path explains.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from properties.kafka.checks import Observed
+from properties.kafka.validate import TRACE_VALIDATION, observations, validate
+
+RUN = json.loads((Path(__file__).parent / "data" / "kafka-finalize-run.json").read_text())
+
+
+def recorded() -> tuple[Observed, dict]:
+    run = copy.deepcopy(RUN)
+    obs = Observed(version=tuple(run["version"]))
+    obs.operator = run["operator"]
+    obs.logs = run["logs"]
+    obs.metadata = {int(c): records for c, records in run["metadata"].items()}
+    return obs, run["plan"]
+
+
+def controller_lines(obs: Observed) -> list[dict]:
+    return obs.logs["controller-3000"]
+
+
+def test_validation_explains_the_recorded_real_run():
+    """Every visible change of a real finalize run, faults included, is a step of the kafka-3.9 model."""
+    obs, plan = recorded()
+    result = validate(obs, plan)
+    assert result.ok, "\n".join(result.report())
+    assert result.explained == result.total == len([o for o in observations(obs, 3) if not o.is_operator])
+    assert result.total >= 20
+    # the path the model took goes through the whole migration and its finalization
+    names = [type(a).__name__ for a in result.path]
+    steps = ("BecomeZkController", "MigrateMetadata", "CompleteMigration", "SendRPCsToBrokers", "ReconfigureController")
+    for step in steps:
+        assert step in names
+
+
+def test_validation_names_a_skipped_driver_state():
+    """KIP-866 §Migration Driver: a driver that went from BECOME_CONTROLLER straight on without ZK_MIGRATION.
+
+    The line for the transition into ZK_MIGRATION is taken out: the MIGRATION record that follows
+    cannot be written by any model path whose driver never migrated."""
+    obs, plan = recorded()
+    lines = controller_lines(obs)
+    lines.remove(next(e for e in lines if e["kind"] == "driver-transition" and e["new"] == "ZK_MIGRATION"))
+    result = validate(obs, plan)
+    assert result.unexplained is not None and not result.undecided
+    assert result.unexplained.event["type"] == "ZK_MIGRATION_STATE_RECORD"
+    assert "driver 3000 BECOME_CONTROLLER -> ZK_MIGRATION" in result.alternatives
+    assert type(result.path[-1]).__name__ == "BecomeZkController"
+    report = "\n".join(result.report())
+    assert "no path of the model explains the next one" in report and "unexplained: log  controller 3000" in report
+
+
+def test_validation_names_a_second_zk_controller_in_one_epoch():
+    """KIP-380 / KAFKA-6082: a second broker elected at an epoch another broker already won."""
+    obs, plan = recorded()
+    first = next(e for lines in obs.logs.values() for e in lines if e["kind"] == "zk-controller-elected")
+    twin = dict(first, node=str((int(first["node"]) + 1) % 3), process=f"broker-{(int(first['node']) + 1) % 3}",
+                time=first["time"] + 1)
+    obs.logs[twin["process"]].insert(0, twin)
+    result = validate(obs, plan)
+    assert result.unexplained is not None and result.unexplained.event == twin
+    assert "ElectController(broker=%s)" % first["node"] in [repr(a) for a in result.path]
+
+
+def test_validation_names_a_leader_the_quorum_never_elected():
+    """KIP-500 §Controller Quorum: a lone voter cannot lead an epoch it skipped to without an election."""
+    obs, plan = recorded()
+    lead = next(e for e in controller_lines(obs) if e["kind"] == "raft-leader")
+    lead["epoch"] = "5"
+    result = validate(obs, plan)
+    assert result.unexplained is not None and result.unexplained.event["kind"] == "raft-leader"
+
+
+def test_validation_names_a_migration_state_that_went_back():
+    """KIP-866 §Migration Overview: POST_MIGRATION written before MIGRATION is no path of the model."""
+    obs, plan = recorded()
+    records = next(iter(obs.metadata.values()))
+    states = [r for r in records if r["type"] == "ZK_MIGRATION_STATE_RECORD"]
+    states[1]["data"]["zkMigrationState"] = 3  # POST_MIGRATION where MIGRATION was
+    result = validate(obs, plan)
+    assert result.unexplained is not None
+    assert result.unexplained.event["type"] == "ZK_MIGRATION_STATE_RECORD"
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda obs, plan: plan.update(runbook="rollback-dual-write"), "runbook rollback-dual-write"),
+        (lambda obs, plan: setattr(obs, "version", (3, 4, 1)), "Kafka before 3.5"),
+    ],
+)
+def test_validation_says_what_it_does_not_validate(change, reason):
+    """A run the mapping does not cover is reported as not validated, never as explained."""
+    obs, plan = recorded()
+    change(obs, plan)
+    result = validate(obs, plan)
+    assert not result.ok and result.unexplained is None
+    assert reason in result.not_validated
+    assert "not validated" in result.report()[0]
+
+
+def test_validation_failure_is_a_violation_of_the_run(tmp_path, monkeypatch):
+    """``kafka check`` reports an unexplained change as a violation, the observation its evidence,
+    and keeps the whole validation (with the model path) in validation.json."""
+    from properties.kafka import run
+
+    obs, plan = recorded()
+    lines = controller_lines(obs)
+    lines.remove(next(e for e in lines if e["kind"] == "driver-transition" and e["new"] == "ZK_MIGRATION"))
+    (tmp_path / "run.json").write_text(json.dumps({"plan": plan, "kafka": "3.9.2"}))
+    monkeypatch.setattr(run, "load", lambda folder: obs)
+    _, violations = run.check_folder(tmp_path)
+    unexplained = [v for v in violations if v.invariant == TRACE_VALIDATION]
+    assert len(unexplained) == 1
+    assert unexplained[0].evidence[0]["type"] == "ZK_MIGRATION_STATE_RECORD"
+    saved = json.loads((tmp_path / "validation.json").read_text())
+    assert saved["outcome"] == "unexplained" and saved["path"][-1] == "BecomeZkController(controller=3000)"
+    verdict = json.loads((tmp_path / "violations.json").read_text())
+    assert TRACE_VALIDATION in {v["invariant"] for v in verdict}
