@@ -56,10 +56,21 @@ from impl.protocol import (
     Start,
     Stop,
     Trace,
-    ZkCall,
     nothing,
 )
-from impl.zk.port import ConnectionLoss, CreateOp, NoNode, SessionExpired, SetDataOp, ZkCode
+from impl.zk.port import (
+    CloseSession,
+    ConnectionLoss,
+    CreateOp,
+    CreateSession,
+    Exists,
+    GetData,
+    Multi,
+    NoNode,
+    SessionExpired,
+    SetDataOp,
+    ZkCode,
+)
 from impl.zk_controller import (
     KafkaController,
     incompatible_features,
@@ -371,7 +382,7 @@ class BrokerNode(Node):
         if self.session is None:
             return False
         try:
-            yield ZkCall("exists", self.session, "/")
+            yield Exists(self.session, "/")
         except SessionExpired:
             self.session_lost = True
             return False
@@ -384,7 +395,7 @@ class BrokerNode(Node):
         if alive is not False:
             return
         try:
-            session = yield ZkCall("open_session", int(self.config.get("zookeeper.session.timeout.ms",
+            session = yield CreateSession(int(self.config.get("zookeeper.session.timeout.ms",
                                                                         SESSION_TIMEOUT_MS)))
         except ConnectionLoss:
             return
@@ -397,12 +408,12 @@ class BrokerNode(Node):
             return
         path = broker_path(b)
         try:
-            if (yield ZkCall("exists", self.session, path)) is not None:
+            if (yield Exists(self.session, path)) is not None:
                 return  # the previous generation's znode is still there (its session has not expired)
         except (SessionExpired, ConnectionLoss):
             return
         data = encode(path, BrokerRegistration(self.ibp, self.supported), now)
-        results = yield ZkCall("multi", self.session, [CreateOp(path, data, ephemeral=True), SetDataOp(path, data, 0)])
+        results = yield Multi(self.session, (CreateOp(path, data, ephemeral=True), SetDataOp(path, data, 0)))
         yield Trace(RegisterBroker(b))
         if any(r.code is not ZkCode.OK for r in results):
             return
@@ -415,7 +426,7 @@ class BrokerNode(Node):
         if self.session is None or not self.registered or self.shutdown_sent:
             return
         try:
-            data, _ = yield ZkCall("get_data", self.session, CONTROLLER)
+            data, _ = yield GetData(self.session, CONTROLLER)
         except (NoNode, SessionExpired, ConnectionLoss):
             return
         controller = decode(CONTROLLER, data)
@@ -461,7 +472,7 @@ class BrokerNode(Node):
                 or self.observed_epoch is not None:
             return
         try:
-            if (yield ZkCall("exists", self.session, CONTROLLER)) is not None:
+            if (yield Exists(self.session, CONTROLLER)) is not None:
                 return
             observed = yield from read_controller_epoch(self.session)
         except (SessionExpired, ConnectionLoss):
@@ -473,7 +484,7 @@ class BrokerNode(Node):
         if self.observed_epoch is None or self.session is None or not self.registered:
             return
         try:
-            if (yield ZkCall("exists", self.session, CONTROLLER)) is not None:
+            if (yield Exists(self.session, CONTROLLER)) is not None:
                 return
         except (SessionExpired, ConnectionLoss):
             return
@@ -489,8 +500,8 @@ class BrokerNode(Node):
         None when ZooKeeper does not answer.
         """
         try:
-            node = yield ZkCall("exists", self.session, CONTROLLER)
-            epoch = yield ZkCall("exists", self.session, CONTROLLER_EPOCH)
+            node = yield Exists(self.session, CONTROLLER)
+            epoch = yield Exists(self.session, CONTROLLER_EPOCH)
         except SessionExpired:
             return False
         except ConnectionLoss:
@@ -625,7 +636,7 @@ class BrokerNode(Node):
         alive = False
         if probe is not None:
             try:
-                yield ZkCall("exists", probe, "/")
+                yield Exists(probe, "/")
                 alive = probe == self.session
             except SessionExpired:
                 pass
@@ -636,7 +647,7 @@ class BrokerNode(Node):
                 yield Trace(StopBroker(b))
                 return
         if alive:
-            yield ZkCall("close_session", self.session)
+            yield CloseSession(self.session)
         self.die()
         yield Trace(StopBroker(b))
 

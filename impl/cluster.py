@@ -26,13 +26,14 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from impl.bugs import ImplBug
 from impl.codec import IBP_NAMES, PERSISTENT_PATHS, encode
 from impl.protocol import (
     DEFER,
     Crash,
+    Effect,
     Event,
     Node,
     Perform,
@@ -45,10 +46,21 @@ from impl.protocol import (
     Stop,
     Trace,
     Unreachable,
-    ZkCall,
 )
 from impl.refinement import View
-from impl.zk.port import ZkError, ZkPort, parent_of
+from impl.zk.port import (
+    CloseSession,
+    CreateSession,
+    Exists,
+    GetChildren,
+    GetData,
+    Multi,
+    ZkError,
+    ZkPort,
+    ZkRequest,
+    execute,
+    parent_of,
+)
 from model.actions import (
     Action,
     ChangeIbp,
@@ -211,38 +223,41 @@ class Cluster:
         handler = node.handle(event)
         value: Any = None
         error: ZkError | None = None
+        effect: Effect
         while True:
             try:
                 effect = handler.throw(error) if error is not None else handler.send(value)
             except StopIteration as stop:
                 return stop.value, traces
             value, error = None, None
-            if isinstance(effect, ZkCall):
-                try:
-                    value = self._zk(node, effect)
-                except ZkError as e:
-                    error = e
-            elif isinstance(effect, Send):
-                self.send(effect.message)
-            elif isinstance(effect, Rpc):
-                value = self._rpc(node, effect, event, traces)
-            elif isinstance(effect, Trace):
-                traces.append(effect.action)
-                self.trace_log.append((event.stimulus_id, effect.action))
-            else:
-                raise TypeError(f"{type(node).__name__} yielded {effect!r}, not an effect")
+            match effect:
+                case GetData() | Exists() | Multi() | GetChildren() | CreateSession() | CloseSession():
+                    try:
+                        value = self._zk(node, effect)
+                    except ZkError as e:
+                        error = e
+                case Send(message=message):
+                    self.send(message)
+                case Rpc():
+                    value = self._rpc(node, effect, event, traces)
+                case Trace(action=action):
+                    traces.append(action)
+                    self.trace_log.append((event.stimulus_id, action))
+                case _:
+                    assert_never(effect)
 
-    def _zk(self, node: Node, call: ZkCall) -> Any:
+    def _zk(self, node: Node, request: ZkRequest) -> Any:
         try:
-            result = getattr(self.port, call.method)(*call.args, **dict(call.kwargs))
+            result = execute(self.port, request)
         finally:
             self._route_watch_events()
-        if call.method == "open_session":
-            self.session_owner[result] = node.node_id
-            if node.node_id in self.brokers:
-                self.view.session_opened(result)
-        elif call.method == "close_session":
-            self.view.session_closed(call.args[0])
+        match request:
+            case CreateSession():
+                self.session_owner[result] = node.node_id
+                if node.node_id in self.brokers:
+                    self.view.session_opened(result)
+            case CloseSession(session=session):
+                self.view.session_closed(session)
         return result
 
     def _route_watch_events(self) -> None:

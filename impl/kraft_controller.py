@@ -87,9 +87,8 @@ from impl.protocol import (
     Start,
     Stop,
     Trace,
-    ZkCall,
 )
-from impl.zk.port import ConnectionLoss, NoNode, ZkError
+from impl.zk.port import ConnectionLoss, GetData, NoNode, ZkError
 from model.actions import (
     AlterConfigs,
     BecomeLeader,
@@ -411,7 +410,7 @@ class ControllerNode(Node):
         if self.is_active() and self.driver is not None:
             if self.committed_image().migration_state is ZkMigrationState.MIGRATION:
                 try:
-                    data, _ = yield ZkCall("get_data", self.zk_session, MIGRATION)
+                    data, _ = yield GetData(self.zk_session, MIGRATION)
                     offset = decode(MIGRATION, data).kraft_metadata_offset
                 except ConnectionLoss:
                     # Differs: the model reads /migration even while ZooKeeper is down; the driver knows

@@ -1,11 +1,14 @@
 """The contract between sans-IO nodes and whatever runs them (the simulator, the differential machine).
 
 Rules (after dask's worker state machine and etcd's raft):
-- A node never does I/O. ``Node.handle(event)`` is a generator: it *yields* effects
-  (``ZkCall``, ``Send``, ``Rpc``, ``Trace``) and the runner sends each effect's result back in
-  (a ``ZkCall``'s return value, an ``Rpc``'s response); a ZooKeeper error is thrown into the
-  generator as the port's exception, so node code reads like ordinary client code:
-  ``try: data, stat = yield ZkCall("get_data", session, path) except NoNode: ...``.
+- A node never does I/O. ``Node.handle(event)`` is a generator: it *yields* effects, each a
+  frozen value (``Effect``): a ZooKeeper request (``impl.zk.port.ZkRequest``: ``GetData``,
+  ``Exists``, ``GetChildren``, ``Multi`` of typed ops, ``CreateSession``, ``CloseSession``),
+  ``Send``, ``Rpc`` or ``Trace``; the runner sends each effect's result back in (the port's
+  return value, an ``Rpc``'s response); a ZooKeeper error is thrown into the generator as the
+  port's exception, so node code reads like ordinary client code:
+  ``try: data, stat = yield GetData(session, path) except NoNode: ...``. The runner dispatches
+  on the effect's type with ``match`` (``impl.cluster.Cluster.run``, ``impl.zk.port.execute``).
 - No clock and no randomness inside: ``now`` (simulated milliseconds) and every random choice
   arrive in the event. The simulator owns the only ``random.Random``.
 - One event is one atomic step of the node, run to the end before anything else happens; its
@@ -33,6 +36,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from impl.zk.port import ZkRequest
 from model.actions import Action
 from model.state import Message
 
@@ -98,20 +102,6 @@ class Reconfigure(Event):
 
 
 @dataclass(frozen=True)
-class ZkCall:
-    """A call on the ZooKeeper port (``impl.zk.port.ZkPort``): method name and arguments."""
-
-    method: str
-    args: tuple = ()
-    kwargs: tuple[tuple[str, Any], ...] = ()
-
-    def __init__(self, method: str, *args: Any, **kwargs: Any) -> None:
-        object.__setattr__(self, "method", method)
-        object.__setattr__(self, "args", args)
-        object.__setattr__(self, "kwargs", tuple(sorted(kwargs.items())))
-
-
-@dataclass(frozen=True)
 class Send:
     """Put a one-way message on the network, to ``message.dest``."""
 
@@ -140,7 +130,7 @@ class Trace:
     action: Action
 
 
-Effect = ZkCall | Send | Rpc | Trace
+Effect = ZkRequest | Send | Rpc | Trace
 Handler = Generator[Effect, Any, Any]
 
 

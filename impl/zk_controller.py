@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 from impl.bugs import ImplBug
 from impl.codec import decode, encode
-from impl.protocol import Handler, Send, ZkCall
-from impl.zk.port import CheckOp, CreateOp, NoNode, SetDataOp, ZkCode
+from impl.protocol import Handler, Send
+from impl.zk.port import CheckOp, CreateOp, GetChildren, GetData, Multi, NoNode, Op, SetDataOp, ZkCode
 from model.state import (
     BROKER_IDS,
     CONTROLLER,
@@ -67,7 +67,7 @@ ABSENT = -2
 def read_features(session: int) -> Handler:
     """(/features data, version), or None when the znode is absent."""
     try:
-        data, stat = yield ZkCall("get_data", session, FEATURES)
+        data, stat = yield GetData(session, FEATURES)
     except NoNode:
         return None
     return decode(FEATURES, data), stat.version
@@ -90,12 +90,12 @@ def incompatible_features(supported: FeatureRanges, finalized: FeatureRanges) ->
 
 def read_registered_brokers(session: int, watch: bool = False) -> Handler:
     """The children of /brokers/ids as {id: (czxid, supported)}; ``watch`` arms the child watch."""
-    names = yield ZkCall("get_children", session, BROKER_IDS, watch=watch)
+    names = yield GetChildren(session, BROKER_IDS, watch=watch)
     found: dict[int, tuple[int, FeatureRanges]] = {}
     for name in names:
         path = f"{BROKER_IDS}/{name}"
         try:
-            data, stat = yield ZkCall("get_data", session, path)
+            data, stat = yield GetData(session, path)
         except NoNode:  # pragma: no cover - nothing changes inside one event
             continue
         found[int(name)] = (stat.czxid, decode(path, data).supported)
@@ -104,12 +104,12 @@ def read_registered_brokers(session: int, watch: bool = False) -> Handler:
 
 def read_partition_states(session: int) -> Handler:
     """(assignment, [(partition, PartitionState, version)]) for topic "t"."""
-    data, _ = yield ZkCall("get_data", session, TOPIC)
+    data, _ = yield GetData(session, TOPIC)
     assignment = decode(TOPIC, data)
     states = []
     for p in range(len(assignment)):
         path = partition_state_path(PartitionId(p))
-        sdata, stat = yield ZkCall("get_data", session, path)
+        sdata, stat = yield GetData(session, path)
         states.append((PartitionId(p), decode(path, sdata), stat.version))
     return assignment, states
 
@@ -117,7 +117,7 @@ def read_partition_states(session: int) -> Handler:
 def read_controller_epoch(session: int) -> Handler:
     """(epoch, version) of /controller_epoch; (0, ABSENT) when it is absent (KafkaZkClient.getControllerEpoch)."""
     try:
-        data, stat = yield ZkCall("get_data", session, CONTROLLER_EPOCH)
+        data, stat = yield GetData(session, CONTROLLER_EPOCH)
     except NoNode:
         return ControllerEpoch(0), ABSENT
     return decode(CONTROLLER_EPOCH, data), stat.version
@@ -137,8 +137,8 @@ def register_controller_and_increment_controller_epoch(
     else:
         cas = -1 if ImplBug.ELECTION_SETS_EPOCH_WITHOUT_VERSION in bugs else version
         bump = SetDataOp(CONTROLLER_EPOCH, encode(CONTROLLER_EPOCH, epoch, now), cas)
-    ops = [CreateOp(CONTROLLER, encode(CONTROLLER, BrokerId(broker_id), now), ephemeral=True), bump]
-    results = yield ZkCall("multi", session, ops)
+    ops = (CreateOp(CONTROLLER, encode(CONTROLLER, BrokerId(broker_id), now), ephemeral=True), bump)
+    results = yield Multi(session, ops)
     if any(r.code is not ZkCode.OK for r in results):
         return None
     new_version = 0 if version == ABSENT else results[1].stat.version
@@ -191,16 +191,15 @@ class KafkaController:
 
     # ---- writes ---------------------------------------------------------------------------------
 
-    def _write(self, session: int, ops: list) -> Handler:
+    def _write(self, session: int, ops: list[Op]) -> Handler:
         """One multi fenced by /controller_epoch's version; True when it applied.
 
         A failed epoch check (BADVERSION, or NONODE when /controller_epoch is gone) marks the role
         resigned: ZooKeeper says another controller was elected since.
         """
         fenced = ImplBug.CONTROLLER_WRITE_WITHOUT_EPOCH_CHECK not in self.bugs
-        if fenced:
-            ops = [CheckOp(CONTROLLER_EPOCH, self.epoch_zk_version), *ops]
-        results = yield ZkCall("multi", session, ops)
+        head = (CheckOp(CONTROLLER_EPOCH, self.epoch_zk_version),) if fenced else ()
+        results = yield Multi(session, (*head, *ops))
         ok = all(r.code is ZkCode.OK for r in results)
         if not ok and fenced and results[0].code in (ZkCode.BAD_VERSION, ZkCode.NO_NODE):
             self.resigned = True
@@ -208,7 +207,7 @@ class KafkaController:
 
     # ---- onControllerFailover ---------------------------------------------------------------------
 
-    def feature_bootstrap_ops(self, ibp: Ibp, supported: FeatureRanges, features, now: int) -> list:
+    def feature_bootstrap_ops(self, ibp: Ibp, supported: FeatureRanges, features, now: int) -> list[Op]:
         """KIP-584 §Feature ZK node status: the three bootstrap cases, decided by the controller's IBP."""
         if ibp.supports_feature_versioning:
             if features is None:  # a new cluster: finalize everything this controller supports

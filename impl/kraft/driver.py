@@ -26,8 +26,21 @@ from typing import TYPE_CHECKING, Any
 from impl.bugs import ImplBug
 from impl.codec import encode
 from impl.kraft.image import Image
-from impl.protocol import Handler, Send, ZkCall
-from impl.zk.port import CheckOp, CreateOp, DeleteOp, NoNode, SetDataOp, ZkCode
+from impl.protocol import Handler, Send
+from impl.zk.port import (
+    ANY_VERSION,
+    CheckOp,
+    CreateOp,
+    DeleteOp,
+    Exists,
+    GetChildren,
+    GetData,
+    Multi,
+    NoNode,
+    Op,
+    SetDataOp,
+    ZkCode,
+)
 from model.kraft import (
     BeginTransactionRecord,
     ConfigRecord,
@@ -115,17 +128,16 @@ class KRaftMigrationDriver:
         from impl.codec import decode
 
         try:
-            data, stat = yield ZkCall("get_data", self._session, path)
+            data, stat = yield GetData(self._session, path)
         except NoNode:
             return None, None
         return decode(path, data), stat
 
     def _exists(self, path: str) -> Handler:
-        return (yield ZkCall("exists", self._session, path)) is not None
+        return (yield Exists(self._session, path)) is not None
 
-    def _multi(self, ops: list, now: int) -> Handler:
-        results = yield ZkCall("multi", self._session, [_port_op(op, now) for op in ops])
-        return results
+    def _multi(self, ops: list[Op]) -> Handler:
+        return (yield Multi(self._session, tuple(ops)))
 
     def driver_image(self) -> Image:
         raft = self.node.raft
@@ -143,7 +155,7 @@ class KRaftMigrationDriver:
         value, stat = yield from self._read(MIGRATION)
         zk_epoch, zk_epoch_stat = yield from self._read(CONTROLLER_EPOCH)
         if value is None:
-            yield from self._multi([("create", MIGRATION, EMPTY_MIGRATION)], now)
+            yield from self._multi([CreateOp(MIGRATION, encode(MIGRATION, EMPTY_MIGRATION, now))])
             value, stat = yield from self._read(MIGRATION)
         self._transition(D.INACTIVE, migration_offset=value.kraft_metadata_offset, migration_version=stat.version,
                          seen_zk_epoch=None if zk_epoch is None else (zk_epoch, zk_epoch_stat.version))
@@ -204,7 +216,7 @@ class KRaftMigrationDriver:
         """WaitForZkBrokersEvent: every known ZK broker registered with KRaft (KIP-866 §ZK Broker Presence)."""
         if not self._in(D.WAIT_FOR_BROKERS):
             return False
-        live = yield ZkCall("get_children", self._session, BROKER_IDS)
+        live = yield GetChildren(self._session, BROKER_IDS)
         assignment, _ = yield from self._read(TOPIC)
         image = self.driver_image()
         if not image.brokers or not live:
@@ -228,7 +240,7 @@ class KRaftMigrationDriver:
         if value is None:
             return False
         data = value.replace(kraft_controller_id=self.node.node_id, kraft_controller_epoch=self.kraft_epoch)
-        results = yield from self._multi([("set", MIGRATION, data, -1)], now)
+        results = yield from self._multi([SetDataOp(MIGRATION, encode(MIGRATION, data, now), ANY_VERSION)])
         version = results[-1].stat.version if _succeeded(results) else self.migration_version
         if ImplBug.STALE_MIGRATION_VERSION_AFTER_CLAIM in self.node.bugs:
             version = self.migration_version
@@ -249,11 +261,13 @@ class KRaftMigrationDriver:
         if ImplBug.CLAIM_WITHOUT_EPOCH_CAS in self.node.bugs and self.seen_zk_epoch is not None:
             # The mistake: bump what it read when it recovered its state, and set it whatever is there now.
             new_epoch, version = self.seen_zk_epoch[0] + 1, -1
-        ops: list = [("set", CONTROLLER_EPOCH, ControllerEpoch(new_epoch), version)]
+        bump = encode(CONTROLLER_EPOCH, ControllerEpoch(new_epoch), now)
+        ops: list[Op] = [SetDataOp(CONTROLLER_EPOCH, bump, version)]
         if current is not None:
-            ops.append(("delete", CONTROLLER, current_stat.version))
-        ops.append(("create", CONTROLLER, KRaftControllerZNode(self.node.node_id, self.kraft_epoch)))
-        results = yield from self._multi(ops, now)
+            ops.append(DeleteOp(CONTROLLER, current_stat.version))
+        claim = KRaftControllerZNode(self.node.node_id, self.kraft_epoch)
+        ops.append(CreateOp(CONTROLLER, encode(CONTROLLER, claim, now)))
+        results = yield from self._multi(ops)
         if not _succeeded(results):
             return False
         self.zk_epoch, self.zk_epoch_version = new_epoch, results[0].stat.version
@@ -312,7 +326,7 @@ class KRaftMigrationDriver:
         image = self.driver_image()
         if image.offset < self.migration_offset:
             return False
-        ops = yield from self._reconcile_ops(image)
+        ops = yield from self._reconcile_ops(image, now)
         ok = yield from self._fenced_write(ops, image.offset, now)
         if ok:
             self._transition(D.KRAFT_CONTROLLER_TO_BROKER_COMM)
@@ -338,7 +352,7 @@ class KRaftMigrationDriver:
         if image.offset <= self.migration_offset:
             return False
         before = self.node.image_at(self.migration_offset) if self.migration_offset > 0 else None
-        ops = yield from self._reconcile_ops(image)
+        ops = yield from self._reconcile_ops(image, now)
         ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True)
         if not ok:
             return True
@@ -359,12 +373,13 @@ class KRaftMigrationDriver:
 
     # ---- ZooKeeper writes ----------------------------------------------------------------------
 
-    def _fenced_write(self, ops: list, offset: int, now: int, dual_write: bool = False) -> Handler:
+    def _fenced_write(self, ops: list[Op], offset: int, now: int, dual_write: bool = False) -> Handler:
         """One multi: check /controller_epoch, the ops, CAS /migration to ``offset`` (reference §2.4)."""
         fenced = not (dual_write and ImplBug.DUAL_WRITE_WITHOUT_EPOCH_CHECK in self.node.bugs)
-        head = [("check", CONTROLLER_EPOCH, self.zk_epoch_version)] if fenced else []
-        update = ("set", MIGRATION, MigrationZNode(self.node.node_id, self.kraft_epoch, offset), self.migration_version)
-        results = yield from self._multi(head + ops + [update], now)
+        head: list[Op] = [CheckOp(CONTROLLER_EPOCH, self.zk_epoch_version)] if fenced else []
+        migration = MigrationZNode(self.node.node_id, self.kraft_epoch, offset)
+        update = SetDataOp(MIGRATION, encode(MIGRATION, migration, now), self.migration_version)
+        results = yield from self._multi(head + ops + [update])
         if not _succeeded(results):
             # Differs (as the model): Kafka retries on its next poll and fails the same way until a
             # KRaftLeaderEvent; the driver parks in INACTIVE instead.
@@ -373,9 +388,9 @@ class KRaftMigrationDriver:
         self.migration_offset, self.migration_version = offset, results[-1].stat.version
         return True
 
-    def _reconcile_ops(self, image: Image) -> Handler:
+    def _reconcile_ops(self, image: Image, now: int) -> Handler:
         """KRaftMigrationZkWriter: the writes that make ZooKeeper's projection equal ``image``."""
-        ops: list = []
+        ops: list[Op] = []
         for p, part in enumerate(image.partitions):
             path = partition_state_path(PartitionId(p))
             s, _ = yield from self._read(path)
@@ -383,14 +398,15 @@ class KRaftMigrationDriver:
                 # KIP profile: the KRaft controller writes as a ZK controller of the epoch it claimed.
                 new = PartitionState(BrokerId(part.leader), LeaderEpoch(part.leader_epoch), part.isr,
                                      ControllerEpoch(self.zk_epoch))
-                ops.append(("set", path, new, -1))
+                ops.append(SetDataOp(path, encode(path, new, now), ANY_VERSION))
         if image.config is not None:
             config, _ = yield from self._read(CONFIG)
             if config != image.config:
-                ops.append(("create", CONFIG, image.config) if config is None else ("set", CONFIG, image.config, -1))
+                data = encode(CONFIG, image.config, now)
+                ops.append(CreateOp(CONFIG, data) if config is None else SetDataOp(CONFIG, data, ANY_VERSION))
         if (yield from self._exists(pending_deletion_path(DELETED_TOPIC))):
-            ops.append(("delete", topic_path(DELETED_TOPIC), -1))
-            ops.append(("delete", pending_deletion_path(DELETED_TOPIC), -1))
+            ops.append(DeleteOp(topic_path(DELETED_TOPIC), ANY_VERSION))
+            ops.append(DeleteOp(pending_deletion_path(DELETED_TOPIC), ANY_VERSION))
         return ops
 
     # ---- RPCs to ZK brokers ----------------------------------------------------------------------
@@ -442,16 +458,3 @@ def zk_broker_targets(image: Image) -> list[tuple[BrokerId, int]]:
 def _succeeded(results) -> bool:
     return all(r.code is ZkCode.OK for r in results)
 
-
-def _port_op(op: tuple, now: int):
-    """The port's op for ("check" | "create" | "set" | "delete", path, ...), data encoded as Kafka writes it."""
-    kind, path = op[0], op[1]
-    if kind == "check":
-        return CheckOp(path, op[2])
-    if kind == "create":
-        return CreateOp(path, encode(path, op[2], now))
-    if kind == "set":
-        return SetDataOp(path, encode(path, op[2], now), op[3])
-    if kind == "delete":
-        return DeleteOp(path, op[2])
-    raise ValueError(kind)

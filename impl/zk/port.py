@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, assert_never, runtime_checkable
 
 from model.types import ZkCode as ModelZkCode
 
@@ -48,9 +48,15 @@ __all__ = [
     "ANY_VERSION",
     "BadVersion",
     "CheckOp",
+    "CloseSession",
     "ConnectionLoss",
     "CreateOp",
+    "CreateSession",
     "DeleteOp",
+    "Exists",
+    "GetChildren",
+    "GetData",
+    "Multi",
     "NoChildrenForEphemerals",
     "NoNode",
     "NodeExists",
@@ -65,7 +71,9 @@ __all__ = [
     "ZkCode",
     "ZkError",
     "ZkPort",
+    "ZkRequest",
     "error_for",
+    "execute",
     "parent_of",
     "validate_data",
     "validate_deletable",
@@ -379,3 +387,79 @@ class ZkPort(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+# ---- requests: what a node asks of the port, as an effect ----------------------------------------
+# One frozen value per ZooKeeper operation a node uses (ZooKeeper's OpCode names), executed on the
+# port method of that name by ``execute``; a node yields one and is sent back the method's result,
+# or has its ZkError thrown in (``impl.protocol``).
+
+@dataclass(frozen=True, slots=True)
+class CreateSession:
+    """createSession; the result is the new session's id."""
+
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class CloseSession:
+    """closeSession from the client."""
+
+    session: int
+
+
+@dataclass(frozen=True, slots=True)
+class Exists:
+    """exists: the Stat, or None; ``watch`` sets a data watch."""
+
+    session: int
+    path: str
+    watch: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GetData:
+    """getData: (data, Stat); NoNode if absent."""
+
+    session: int
+    path: str
+    watch: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GetChildren:
+    """getChildren: the sorted child names; ``watch`` sets a child watch."""
+
+    session: int
+    path: str
+    watch: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Multi:
+    """multi: one transaction of typed ops, all or nothing; one OpResult per op."""
+
+    session: int
+    ops: tuple[Op, ...]
+
+
+ZkRequest = CreateSession | CloseSession | Exists | GetData | GetChildren | Multi
+
+
+def execute(port: ZkPort, request: ZkRequest) -> Any:
+    """Run one request on ``port``: the result, or the port's ZkError raised."""
+    match request:
+        case GetData(session, path, watch):
+            return port.get_data(session, path, watch)
+        case Exists(session, path, watch):
+            return port.exists(session, path, watch)
+        case Multi(session, ops):
+            return port.multi(session, ops)
+        case GetChildren(session, path, watch):
+            return port.get_children(session, path, watch)
+        case CreateSession(timeout_ms):
+            return port.open_session(timeout_ms)
+        case CloseSession(session):
+            return port.close_session(session)
+        case _:
+            assert_never(request)
