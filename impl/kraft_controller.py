@@ -14,7 +14,9 @@ How it works:
   QuorumController's timeline) and appending the records. Every node's knowledge is an image
   replayed from a log prefix (``impl.kraft.image``).
 - The migration driver (``impl.kraft.driver``) exists while ``zookeeper.metadata.migration.enable``
-  is set; its events are the model's driver actions, performed on this node.
+  is set and the process runs; its events are the model's driver actions, performed on this node.
+  It sees this node only as its ``MigrationController`` (the section "what the migration driver
+  sees" below), never the whole node.
 - Brokers reach it with BrokerRegistration, BrokerHeartbeat and metadata fetches
   (``RpcRequest``); it fences a broker whose heartbeats stopped (``SessionTimeout``) and tells
   the broker so.
@@ -35,7 +37,7 @@ from typing import Any
 
 from impl.bugs import ImplBug
 from impl.codec import decode
-from impl.kraft.driver import KRaftMigrationDriver
+from impl.kraft.driver import KRaftMigrationDriver, MigrationController
 from impl.kraft.image import NO_LEADER, Image, Partition, image_at, rename_record
 from impl.kraft.raft import QuorumState, diverging_point
 from impl.kraft.rpc import (
@@ -160,7 +162,7 @@ class ControllerNode(Node):
         self.zk_session: int = 0  # opened by the runner at bootstrap
         self._alive = True
         self.raft = QuorumState(node_id, voter_ids(self.config))
-        self.driver: KRaftMigrationDriver | None = KRaftMigrationDriver(self) if self.migration_enabled else None
+        self.driver: KRaftMigrationDriver | None = self._new_driver()
         self.gates = Gates()  # its timers and backoffs (impl.pacing)
         self._reset_election_timer(0)
         self._images_of: tuple = ()
@@ -231,6 +233,29 @@ class ControllerNode(Node):
             known = max(known, self.driver.migration_offset)
         lag = sum(1 for e in self.raft.log[known:] if _is_metadata(e.record))
         return lag + adding > self.max_lag
+
+    # ---- what the migration driver sees (impl.kraft.driver.MigrationController) ----------------------
+
+    def _new_driver(self) -> KRaftMigrationDriver | None:
+        """A new process's driver, if its configuration asks for the migration."""
+        controller: MigrationController = self
+        return KRaftMigrationDriver(self.node_id, controller, self.bugs) if self.migration_enabled else None
+
+    def quorum_epoch(self) -> int:
+        return self.raft.epoch
+
+    def published_image(self, kraft_epoch: int) -> Image:
+        """The committed image without any record of a leadership newer than ``kraft_epoch``: Raft tells
+        its listeners of a leader change before it hands them that leader's records."""
+        raft = self.raft
+        upto = raft.high_watermark
+        while upto > 0 and raft.log[upto - 1].epoch > kraft_epoch:
+            upto -= 1
+        return self.image_at(upto)
+
+    def append(self, records: list[MetadataRecord]) -> None:
+        """ZkRecordConsumer.acceptBatch: the driver's records into the log, as the leader's own."""
+        self.raft.append(records)
 
     def quorum_ready(self) -> Handler:
         """KIP-866 §Migration Trigger 5: every voter is up, with the flag and the ZooKeeper configs."""
@@ -391,7 +416,7 @@ class ControllerNode(Node):
                     self.raft.restart()
                     self.gates = Gates()
                     self._reset_election_timer(event.now)
-                    self.driver = KRaftMigrationDriver(self) if self.migration_enabled else None
+                    self.driver = self._new_driver()
                     yield Trace(RestartController(ControllerId(self.node_id)))
             case Reconfigure(changes=changes):
                 yield from self._reconfigure(changes)
@@ -786,13 +811,13 @@ class ControllerNode(Node):
         )
 
 
-def _driver_event(name: str):
-    """The handler of a driver action: the driver's event method of that name (refused without a driver)."""
+def _driver_event(handler: Callable[[KRaftMigrationDriver, int], Handler]):
+    """The handler of a driver action: the driver's event method (refused without a driver)."""
 
     def run(node: ControllerNode, event: Perform, action: Any) -> Handler:
         if node.driver is None:
             return False
-        return (yield from getattr(node.driver, name)(event.now))
+        return (yield from handler(node.driver, event.now))
 
     return run
 
@@ -806,19 +831,19 @@ ControllerNode._ACTIONS = {
     AlterConfigs: ControllerNode._alter_configs,
     UpdateMetadataVersion: ControllerNode._update_metadata_version,
     **{
-        action: _driver_event(name)
-        for action, name in (
-            (RecoverMigrationState, "recover_migration_state"),
-            (KRaftLeaderChange, "kraft_leader_change"),
-            (WaitForControllerQuorum, "wait_for_controller_quorum"),
-            (WaitForZkBrokers, "wait_for_zk_brokers"),
-            (BecomeZkController, "become_zk_controller"),
-            (MigrateMetadata, "migrate_metadata"),
-            (CompleteMigration, "complete_migration"),
-            (MigrationCommitted, "migration_committed"),
-            (SyncKRaftToZk, "sync_kraft_to_zk"),
-            (SendRPCsToBrokers, "send_rpcs_to_brokers"),
-            (DualWrite, "dual_write"),
+        action: _driver_event(handler)
+        for action, handler in (
+            (RecoverMigrationState, KRaftMigrationDriver.recover_migration_state),
+            (KRaftLeaderChange, KRaftMigrationDriver.kraft_leader_change),
+            (WaitForControllerQuorum, KRaftMigrationDriver.wait_for_controller_quorum),
+            (WaitForZkBrokers, KRaftMigrationDriver.wait_for_zk_brokers),
+            (BecomeZkController, KRaftMigrationDriver.become_zk_controller),
+            (MigrateMetadata, KRaftMigrationDriver.migrate_metadata),
+            (CompleteMigration, KRaftMigrationDriver.complete_migration),
+            (MigrationCommitted, KRaftMigrationDriver.migration_committed),
+            (SyncKRaftToZk, KRaftMigrationDriver.sync_kraft_to_zk),
+            (SendRPCsToBrokers, KRaftMigrationDriver.send_rpcs_to_brokers),
+            (DualWrite, KRaftMigrationDriver.dual_write),
         )
     },
 }

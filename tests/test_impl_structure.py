@@ -82,3 +82,42 @@ def test_impl_imports_nothing_of_the_checks():
             offences += [f"{path.relative_to(IMPL.parent).as_posix()}:{node.lineno}: {name}"
                          for name in names if name == "properties" or name.startswith("properties.")]
     assert offences == []
+
+
+def _controller_uses(tree: ast.AST) -> set[str]:
+    """The attributes read of ``self.controller`` or a local ``controller`` in a module."""
+    used = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and owner.id == "controller":
+            used.add(node.attr)
+        elif isinstance(owner, ast.Attribute) and owner.attr == "controller" and \
+                isinstance(owner.value, ast.Name) and owner.value.id == "self":
+            used.add(node.attr)
+    return used
+
+
+def test_migration_driver_sees_its_controller_only_through_migration_controller():
+    """Kafka's KRaftMigrationDriver reaches QuorumController only through narrow interfaces (the published
+    image, the leader it hears of, ZkRecordConsumer, QuorumFeatures), never the whole controller; so does
+    impl's driver: every use of its controller names a member of ``MigrationController``, and the driver's
+    module does not import the controller's (issue 20)."""
+    from impl.kraft.driver import MigrationController
+
+    path = IMPL / "kraft" / "driver.py"
+    source = path.read_text()
+    members = {name for name in vars(MigrationController) if not name.startswith("_")}
+    members |= set(MigrationController.__annotations__)
+    used = _controller_uses(ast.parse(source))
+    assert used and used <= members, f"the driver uses {sorted(used - members)} outside MigrationController"
+    imported = {node.module for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)}
+    assert "impl.kraft_controller" not in imported
+    assert len(members) <= 10, "MigrationController is meant to stay narrow"
+
+
+def test_controller_use_check_can_fire():
+    """The check itself: a driver reaching into the controller's Raft state is seen."""
+    tree = ast.parse("def f(self, controller):\n    self.controller.raft.log\n    controller.bugs\n")
+    assert _controller_uses(tree) == {"raft", "bugs"}

@@ -16,12 +16,17 @@ Rules:
 - What the driver reads from the log is the committed image without any record of a leadership
   newer than the one it has heard of (``driver_image``): Raft tells its listeners of a leader
   change before it hands them that leader's records.
+- The driver sees its controller only through ``MigrationController``, as Kafka's driver sees
+  QuorumController only through narrow interfaces (the images its MetadataPublisher is handed, the
+  leadership its RaftClient.Listener hears of, ZkRecordConsumer for the migration's records,
+  QuorumFeatures for the voters' readiness). It exists only while its process runs: the
+  controller drops it at a crash or a stop and makes a new one at a start.
 - Only the ``kip`` profile's rules are implemented (Profile.KIP).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from impl.bugs import ImplBug
 from impl.codec import encode
@@ -45,6 +50,7 @@ from model.kraft import (
     BeginTransactionRecord,
     ConfigRecord,
     EndTransactionRecord,
+    MetadataRecord,
     PartitionRecord,
     ZkMigrationState,
     ZkMigrationStateRecord,
@@ -73,10 +79,43 @@ from model.state import (
 )
 from model.types import BrokerId, ControllerEpoch, LeaderEpoch, PartitionId
 
-if TYPE_CHECKING:
-    from impl.kraft_controller import ControllerNode
-
 D = MigrationDriverState
+
+
+class MigrationController(Protocol):
+    """All the driver may see of, or ask of, the controller it runs in (``impl.kraft_controller.ControllerNode``)."""
+
+    zk_session: int  # the session of its ZooKeeper client (ZkMigrationClient's)
+
+    # The leadership, as RaftClient.Listener hears of it (what a KRaftLeaderEvent carries).
+    def quorum_epoch(self) -> int:
+        """The Raft epoch this controller knows."""
+        ...
+
+    def is_active(self) -> bool:
+        """It believes it is the active controller in that epoch."""
+        ...
+
+    # The metadata log's images, as the MetadataLoader hands them to the driver (a MetadataPublisher).
+    def published_image(self, kraft_epoch: int) -> Image:
+        """The committed image without any record of a leadership newer than ``kraft_epoch``."""
+        ...
+
+    def committed_image(self) -> Image: ...
+
+    def image_at(self, upto: int | None = None) -> Image:
+        """The image of its log's first ``upto`` entries (the whole log when None)."""
+        ...
+
+    # ZkRecordConsumer: the migration's records go into the log through the controller.
+    def migration_begun(self) -> bool: ...
+
+    def migration_end(self) -> int | None: ...
+
+    def append(self, records: list[MetadataRecord]) -> None: ...
+
+    # QuorumFeatures.reasonAllControllersZkMigrationNotReady: a round of ApiVersions to the voters.
+    def quorum_ready(self) -> Handler: ...
 
 
 def is_valid_state_change(old: MigrationDriverState, new: MigrationDriverState) -> bool:
@@ -89,8 +128,10 @@ def is_valid_state_change(old: MigrationDriverState, new: MigrationDriverState) 
 
 
 class KRaftMigrationDriver:
-    def __init__(self, node: ControllerNode) -> None:
-        self.node = node
+    def __init__(self, node_id: int, controller: MigrationController, bugs: frozenset[ImplBug] = frozenset()) -> None:
+        self.node_id = node_id
+        self.controller = controller
+        self.bugs = bugs
         self.state = D.UNINITIALIZED
         # ZkMigrationLeadershipState
         self.kraft_epoch = -1  # the leadership it last heard of (KRaftLeaderEvent)
@@ -107,7 +148,7 @@ class KRaftMigrationDriver:
 
     def _transition(self, new: MigrationDriverState, check: bool = True, **changes: Any) -> None:
         if check and not is_valid_state_change(self.state, new):
-            raise AssertionError(f"driver of {self.node.node_id}: {self.state.value} -> {new.value} is not valid")
+            raise AssertionError(f"driver of {self.node_id}: {self.state.value} -> {new.value} is not valid")
         self.state = new
         for name, value in changes.items():
             setattr(self, name, value)
@@ -116,12 +157,12 @@ class KRaftMigrationDriver:
         return {"zk_epoch": -1, "zk_epoch_version": -2}
 
     def _in(self, state: MigrationDriverState) -> bool:
-        """The event is handled: the node runs, the driver is in ``state`` and believes its node leads."""
-        return self.node.alive and self.state is state and self.leader
+        """The event is handled: the driver is in ``state`` and believes its node leads."""
+        return self.state is state and self.leader
 
     @property
     def _session(self) -> int:
-        return self.node.zk_session
+        return self.controller.zk_session
 
     def _read(self, path: str) -> Handler:
         """(value, stat) of ``path``, or (None, None); ConnectionLoss propagates (the event is refused)."""
@@ -140,17 +181,13 @@ class KRaftMigrationDriver:
         return (yield Multi(self._session, tuple(ops)))
 
     def driver_image(self) -> Image:
-        raft = self.node.raft
-        upto = raft.high_watermark
-        while upto > 0 and raft.log[upto - 1].epoch > self.kraft_epoch:
-            upto -= 1
-        return self.node.image_at(upto)
+        return self.controller.published_image(self.kraft_epoch)
 
     # ---- events ------------------------------------------------------------------------------
 
     def recover_migration_state(self, now: int) -> Handler:
         """RecoverMigrationStateFromZKEvent: read /migration, creating it empty when absent."""
-        if not self.node.alive or self.state is not D.UNINITIALIZED:
+        if self.state is not D.UNINITIALIZED:
             return False
         value, stat = yield from self._read(MIGRATION)
         zk_epoch, zk_epoch_stat = yield from self._read(CONTROLLER_EPOCH)
@@ -163,11 +200,10 @@ class KRaftMigrationDriver:
 
     def kraft_leader_change(self, now: int) -> Handler:
         """KRaftLeaderEvent: leading -> WAIT_FOR_CONTROLLER_QUORUM (re-reading /migration); else INACTIVE."""
-        node = self.node
-        if not node.alive or self.state is D.UNINITIALIZED:
+        if self.state is D.UNINITIALIZED:
             return False
-        leads = node.is_active()
-        epoch = node.raft.epoch
+        leads = self.controller.is_active()
+        epoch = self.controller.quorum_epoch()
         if (self.kraft_epoch, self.leader) == (epoch, leads):
             return False
         if not leads:
@@ -177,7 +213,7 @@ class KRaftMigrationDriver:
         value, stat = yield from self._read(MIGRATION)
         if value is None:
             return False
-        wrong_state = ImplBug.MIGRATION_EVENT_IN_WRONG_DRIVER_STATE in node.bugs
+        wrong_state = ImplBug.MIGRATION_EVENT_IN_WRONG_DRIVER_STATE in self.bugs
         if self.state is not D.INACTIVE and not wrong_state:
             # The event of losing the leadership in between comes first: INACTIVE, then this one.
             self._transition(D.INACTIVE, leader=False, umr_sent=set(), **self._forget_zk_controller())
@@ -206,7 +242,7 @@ class KRaftMigrationDriver:
             case ZkMigrationState.MIGRATION:
                 self._transition(D.BECOME_CONTROLLER)
             case _:
-                ready = yield from self.node.quorum_ready()
+                ready = yield from self.controller.quorum_ready()
                 if not ready:
                     return False
                 self._transition(D.WAIT_FOR_BROKERS)
@@ -239,13 +275,13 @@ class KRaftMigrationDriver:
         value, _ = yield from self._read(MIGRATION)
         if value is None:
             return False
-        data = value.replace(kraft_controller_id=self.node.node_id, kraft_controller_epoch=self.kraft_epoch)
+        data = value.replace(kraft_controller_id=self.node_id, kraft_controller_epoch=self.kraft_epoch)
         results = yield from self._multi([SetDataOp(MIGRATION, encode(MIGRATION, data, now), ANY_VERSION)])
         version = results[-1].stat.version if _succeeded(results) else self.migration_version
-        if ImplBug.STALE_MIGRATION_VERSION_AFTER_CLAIM in self.node.bugs:
+        if ImplBug.STALE_MIGRATION_VERSION_AFTER_CLAIM in self.bugs:
             version = self.migration_version
         done = data.kraft_metadata_offset > 0
-        done = done or self.node.committed_image().migration_state is ZkMigrationState.MIGRATION
+        done = done or self.controller.committed_image().migration_state is ZkMigrationState.MIGRATION
         self._transition(D.SYNC_KRAFT_TO_ZK if done else D.ZK_MIGRATION, migration_version=version,
                          migration_offset=data.kraft_metadata_offset)
         return True
@@ -258,14 +294,14 @@ class KRaftMigrationDriver:
         if epoch is None or newer:
             return False  # ControllerMovedException: wait for a newer leadership
         new_epoch, version = epoch + 1, epoch_stat.version
-        if ImplBug.CLAIM_WITHOUT_EPOCH_CAS in self.node.bugs and self.seen_zk_epoch is not None:
+        if ImplBug.CLAIM_WITHOUT_EPOCH_CAS in self.bugs and self.seen_zk_epoch is not None:
             # The mistake: bump what it read when it recovered its state, and set it whatever is there now.
             new_epoch, version = self.seen_zk_epoch[0] + 1, -1
         bump = encode(CONTROLLER_EPOCH, ControllerEpoch(new_epoch), now)
         ops: list[Op] = [SetDataOp(CONTROLLER_EPOCH, bump, version)]
         if current is not None:
             ops.append(DeleteOp(CONTROLLER, current_stat.version))
-        claim = KRaftControllerZNode(self.node.node_id, self.kraft_epoch)
+        claim = KRaftControllerZNode(self.node_id, self.kraft_epoch)
         ops.append(CreateOp(CONTROLLER, encode(CONTROLLER, claim, now)))
         results = yield from self._multi(ops)
         if not _succeeded(results):
@@ -275,10 +311,10 @@ class KRaftMigrationDriver:
 
     def migrate_metadata(self, now: int) -> Handler:
         """MigrateMetadataEvent: beginMigration, then ZooKeeper's data as records (KIP-866 §Initial Data Migration)."""
-        node = self.node
-        if not self._in(D.ZK_MIGRATION) or not node.is_active():
+        controller = self.controller
+        if not self._in(D.ZK_MIGRATION) or not controller.is_active():
             return False  # appending needs the Raft leadership, not only the driver's belief
-        if node.migration_begun() or node.migration_end() is not None:
+        if controller.migration_begun() or controller.migration_end() is not None:
             return False
         records: list = [BeginTransactionRecord("ZK Migration")]
         assignment, _ = yield from self._read(TOPIC)
@@ -290,20 +326,20 @@ class KRaftMigrationDriver:
         if config is not None:
             records.append(ConfigRecord(config))
         # A topic pending deletion is not copied (KIP-866 §Topic Deletions); the sync removes it from ZooKeeper.
-        node.raft.append(records)
+        controller.append(records)
         return True
 
     def complete_migration(self, now: int) -> Handler:
         """The last records of the migration: ZkMigrationStateRecord(MIGRATION), and the transaction's end."""
-        node = self.node
-        if not self._in(D.ZK_MIGRATION) or not node.is_active():
+        controller = self.controller
+        if not self._in(D.ZK_MIGRATION) or not controller.is_active():
             return False
-        if not node.migration_begun() or node.migration_end() is not None:
+        if not controller.migration_begun() or controller.migration_end() is not None:
             return False
         records: list = [ZkMigrationStateRecord(ZkMigrationState.MIGRATION)]
-        if node.image_at().open_transaction is not None:
+        if controller.image_at().open_transaction is not None:
             records.append(EndTransactionRecord())
-        node.raft.append(records)
+        controller.append(records)
         return True
         yield  # pragma: no cover - makes this a generator
 
@@ -311,8 +347,8 @@ class KRaftMigrationDriver:
         """completeMigration's future resolved: /migration gets the migration's offset."""
         if not self._in(D.ZK_MIGRATION):
             return False
-        end = self.node.migration_end()
-        if end is None or self.node.raft.high_watermark < end:
+        end = self.controller.migration_end()
+        if end is None or self.controller.committed_image().offset < end:  # not committed yet
             return False
         ok = yield from self._fenced_write([], end, now)
         if ok:
@@ -351,7 +387,7 @@ class KRaftMigrationDriver:
         image = self.driver_image()
         if image.offset <= self.migration_offset:
             return False
-        before = self.node.image_at(self.migration_offset) if self.migration_offset > 0 else None
+        before = self.controller.image_at(self.migration_offset) if self.migration_offset > 0 else None
         ops = yield from self._reconcile_ops(image, now)
         ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True)
         if not ok:
@@ -375,9 +411,9 @@ class KRaftMigrationDriver:
 
     def _fenced_write(self, ops: list[Op], offset: int, now: int, dual_write: bool = False) -> Handler:
         """One multi: check /controller_epoch, the ops, CAS /migration to ``offset`` (reference §2.4)."""
-        fenced = not (dual_write and ImplBug.DUAL_WRITE_WITHOUT_EPOCH_CHECK in self.node.bugs)
+        fenced = not (dual_write and ImplBug.DUAL_WRITE_WITHOUT_EPOCH_CHECK in self.bugs)
         head: list[Op] = [CheckOp(CONTROLLER_EPOCH, self.zk_epoch_version)] if fenced else []
-        migration = MigrationZNode(self.node.node_id, self.kraft_epoch, offset)
+        migration = MigrationZNode(self.node_id, self.kraft_epoch, offset)
         update = SetDataOp(MIGRATION, encode(MIGRATION, migration, now), self.migration_version)
         results = yield from self._multi(head + ops + [update])
         if not _succeeded(results):
@@ -415,7 +451,7 @@ class KRaftMigrationDriver:
         """UpdateMetadata, then LeaderAndIsr, to each target ZK broker, marked IsKRaftController."""
         leaders = tuple((BrokerId(p.leader), LeaderEpoch(p.leader_epoch)) for p in image.partitions)
         live = image.unfenced()
-        cid = BrokerId(self.node.node_id)
+        cid = BrokerId(self.node_id)
         epoch = ControllerEpoch(self.zk_epoch)
         out: list = []
         for b, broker_epoch in zk_broker_targets(image):
@@ -429,7 +465,7 @@ class KRaftMigrationDriver:
                 if full or b in image.partitions[p].isr or b == image.partitions[p].leader
             ]
             # KIP-866 §ZK Broker RPCs: the broker learns of the KRaft controller from the UpdateMetadata first.
-            if ImplBug.LEADER_AND_ISR_BEFORE_UPDATE_METADATA in self.node.bugs:
+            if ImplBug.LEADER_AND_ISR_BEFORE_UPDATE_METADATA in self.bugs:
                 out += leaderships + update
             else:
                 out += update + leaderships
