@@ -15,10 +15,12 @@ How it works:
   session is gone and ``ConnectionLoss`` when ZooKeeper is unavailable; either refuses a step
   that needs a live session. The node never asks for a watch the model does not arm (only the
   controller's /brokers/ids child watch), so the watch tables agree.
-- Control requests (LeaderAndIsr, UpdateMetadata, StopReplica) are checked as KafkaApis does:
-  broker epoch first (STALE_BROKER_EPOCH when addressed to an earlier generation; -1 is
-  accepted), then controller epoch (STALE_CONTROLLER_EPOCH). Until the process knows its own
-  epoch it does not serve them: the message stays in flight (``DEFER``).
+- Control requests (LeaderAndIsr, UpdateMetadata, StopReplica) are checked as KafkaApis does
+  (``decide_control_request``): broker epoch first (STALE_BROKER_EPOCH when addressed to an
+  earlier generation; -1 is accepted), then controller epoch (STALE_CONTROLLER_EPOCH). Until the
+  process knows its own epoch it does not serve them: the message stays in flight (``DEFER``).
+- Each rule's decision is a pure function of what the process knows, named ``decide_*``
+  (``decide_control_request``, ``decide_feature_cache_update``); the handlers carry it out.
 - KRaft-facing work (registering with the KRaft quorum, heartbeats, metadata fetches) is done
   by ``impl.kraft_broker.KRaftBrokerClient`` (``self.kraft``), created at each process start;
   the node delegates those actions to it and merges its fields into the abstraction.
@@ -29,7 +31,8 @@ Seeds: KIP-380 (broker generations), KIP-584 (feature versioning), KIP-866 §Bro
 
 from __future__ import annotations
 
-from typing import Any
+from enum import Enum
+from typing import Any, assert_never
 
 from impl.bugs import ImplBug
 from impl.codec import IBP_BY_NAME, decode, encode
@@ -114,6 +117,7 @@ from model.state import (
     ControllerRole,
     FeatureCache,
     FeatureRanges,
+    FeaturesZNode,
     LeaderAndIsr,
     LiveBroker,
     LocalReplica,
@@ -127,6 +131,7 @@ from model.types import (
     BrokerEpoch,
     BrokerId,
     ControllerEpoch,
+    Errors,
     FeatureEpoch,
     FeatureStatus,
     Ibp,
@@ -151,6 +156,51 @@ _NODE_FIELDS = frozenset({"metadata_live", "meta_properties"})
 
 def _flag(config: dict[str, str], key: str) -> bool:
     return config.get(key, "false").strip().lower() == "true"
+
+
+# ---- decisions: pure functions of what the process knows ----------------------------------------
+
+def decide_control_request(own_broker_epoch: int, own_controller_epoch: int,
+                           request: LeaderAndIsr | UpdateMetadata | StopReplica,
+                           bugs: frozenset[ImplBug] = frozenset()) -> Errors:
+    """Whether the broker applies a control request, checked as KafkaApis does: the broker epoch first, then
+    the controller epoch (KIP-380 §Broker Rejects Control Requests; KAFKA-6082 for the controller epoch).
+
+    ``own_broker_epoch`` is the epoch the request must be addressed to: the czxid of the broker's
+    registration, or for a request marked IsKRaftController the epoch KRaft gave it (reference §4).
+    A newer epoch than its own and UNKNOWN_BROKER_EPOCH (-1) are accepted, as shipped Kafka does.
+    """
+    older = request.broker_epoch != UNKNOWN_BROKER_EPOCH and request.broker_epoch < own_broker_epoch
+    if older and ImplBug.ACCEPT_OLDER_BROKER_EPOCH not in bugs:
+        return Errors.STALE_BROKER_EPOCH
+    if request.controller_epoch < own_controller_epoch and ImplBug.ACCEPT_STALE_CONTROLLER_EPOCH not in bugs:
+        return Errors.STALE_CONTROLLER_EPOCH
+    return Errors.NONE
+
+
+class FeatureCacheUpdate(Enum):
+    """What FinalizedFeatureChangeListener does with a /features znode it read (KIP-584 §Broker protections)."""
+
+    UNCHANGED = "unchanged"  # the version it holds: nothing to do
+    REFUSED = "refused"  # an older version than it holds: FeatureCacheUpdateException, the cache stays
+    DISABLED = "disabled"  # the znode says Disabled: nothing is finalized
+    INCOMPATIBLE = "incompatible"  # a finalized range this software cannot run: the broker exits
+    UPDATED = "updated"  # the cache takes the znode's finalized features
+
+
+def decide_feature_cache_update(cached_epoch: int, znode: FeaturesZNode, version: int,
+                                supported: FeatureRanges) -> FeatureCacheUpdate:
+    """The feature cache never goes back in epoch, and a broker never runs with finalized features it does not
+    support (KIP-584 §Broker protections: FinalizedFeatureCache.updateOrThrow, BrokerFeatures.incompatibleFeatures)."""
+    if version == cached_epoch:
+        return FeatureCacheUpdate.UNCHANGED
+    if version < cached_epoch:
+        return FeatureCacheUpdate.REFUSED
+    if znode.status is FeatureStatus.DISABLED:
+        return FeatureCacheUpdate.DISABLED
+    if incompatible_features(supported, znode.finalized):
+        return FeatureCacheUpdate.INCOMPATIBLE
+    return FeatureCacheUpdate.UPDATED
 
 
 class BrokerNode(Node):
@@ -449,21 +499,23 @@ class BrokerNode(Node):
         if features is None:
             return
         data, version = features
-        cached = self.features[0]
-        if version == cached:
+        decision = decide_feature_cache_update(self.features[0], data, version, self.supported)
+        if decision is FeatureCacheUpdate.UNCHANGED:
             return
         yield Trace(RefreshFeatureCache(b))
-        if version < cached:
-            return  # FeatureCacheUpdateException: an older epoch than the cache holds
-        if data.status is FeatureStatus.DISABLED:
-            # Kafka clears the cache; here the epoch stays (the model's choice) unless the seeded bug forgets it.
-            epoch = -1 if ImplBug.FEATURE_CACHE_GOES_BACK in self.bugs else version
-            self.features = (epoch, FeatureStatus.DISABLED, ())
-            return
-        if incompatible_features(self.supported, data.finalized):
-            self.die()  # fatal: the broker exits without closing its session
-            return
-        self.features = (version, FeatureStatus.ENABLED, data.finalized)
+        match decision:
+            case FeatureCacheUpdate.REFUSED:
+                pass
+            case FeatureCacheUpdate.DISABLED:
+                # Kafka clears the cache; here the epoch stays (the model's choice) unless the seeded bug forgets it.
+                epoch = -1 if ImplBug.FEATURE_CACHE_GOES_BACK in self.bugs else version
+                self.features = (epoch, FeatureStatus.DISABLED, ())
+            case FeatureCacheUpdate.INCOMPATIBLE:
+                self.die()  # fatal: the broker exits without closing its session
+            case FeatureCacheUpdate.UPDATED:
+                self.features = (version, FeatureStatus.ENABLED, data.finalized)
+            case _:
+                assert_never(decision)
 
     # ---- the controller election (KafkaController.elect) ------------------------------------------
 
@@ -592,11 +644,8 @@ class BrokerNode(Node):
         if own == UNKNOWN_BROKER_EPOCH:
             # KafkaServer opens request processing only after it registered: the request waits (KAFKA-7235).
             return DEFER
-        if m.broker_epoch != UNKNOWN_BROKER_EPOCH and m.broker_epoch < own \
-                and ImplBug.ACCEPT_OLDER_BROKER_EPOCH not in self.bugs:
-            return None  # STALE_BROKER_EPOCH
-        if m.controller_epoch < self.controller_epoch and ImplBug.ACCEPT_STALE_CONTROLLER_EPOCH not in self.bugs:
-            return None  # STALE_CONTROLLER_EPOCH
+        if decide_control_request(own, self.controller_epoch, m, self.bugs) is not Errors.NONE:
+            return None  # refused: the one-way request is dropped, the broker unchanged
         self.controller_epoch = m.controller_epoch  # ReplicaManager: the request's epoch, checked above
         match m:
             case LeaderAndIsr(partition=p, leader=leader, leader_epoch=leader_epoch):

@@ -8,7 +8,9 @@ Rules:
   session; each returns whether it committed (the caller yields the ``Trace``).
 - Every write goes through ``_write``: one multi that starts with a check of /controller_epoch's
   version (KIP-380 / KAFKA-6082, KIP-866 §Controller Leadership). A failed check means another
-  controller was elected since: the role resigns at once (the owner drops it).
+  controller was elected since (``controller_moved``): the role resigns at once (the owner drops it).
+- Each rule's decision is a named pure function (``decide_*``, ``controller_moved``,
+  ``elect_offline_leader``) of what the role read or holds; the handlers carry it out.
 - What the role knows is what it read: the broker cache (``live``) holds each admitted broker's
   epoch (the czxid of /brokers/ids/<id>) and supported features, read at failover and at every
   broker change; ``refused`` keeps the registrations it left out for their features (KIP-584).
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING
 from impl.bugs import ImplBug
 from impl.codec import decode, encode
 from impl.protocol import Handler, Send
-from impl.zk.port import CheckOp, CreateOp, GetChildren, GetData, Multi, NoNode, Op, SetDataOp, ZkCode
+from impl.zk.port import CheckOp, CreateOp, GetChildren, GetData, Multi, NoNode, Op, OpResult, SetDataOp, ZkCode
 from model.state import (
     BROKER_IDS,
     CONTROLLER,
@@ -145,6 +147,29 @@ def register_controller_and_increment_controller_epoch(
     return KafkaController(broker_id, epoch, new_version, bugs)
 
 
+# ---- decisions ---------------------------------------------------------------------------------
+
+def controller_moved(results: list[OpResult]) -> bool:
+    """A controller's checked multi failed on its first op, the /controller_epoch version check (BADVERSION,
+    or NONODE when the znode is gone): another controller was elected since, and KafkaController resigns
+    on the ControllerMovedException (KIP-380 / KAFKA-6082; KIP-866 §Controller Leadership)."""
+    return results[0].code in (ZkCode.BAD_VERSION, ZkCode.NO_NODE)
+
+
+def elect_offline_leader(replicas: tuple[int, ...], current: PartitionState, live: dict[int, int],
+                         controller_epoch: ControllerEpoch) -> PartitionState | None:
+    """OfflinePartitionLeaderElectionStrategy, clean: the first live ISR replica in assignment order leads in
+    a new leader epoch, the ISR shrunk to its live members (KIP-380 §Controller Detects Bounced Broker's
+    election). None: refused, the leader is live or no ISR replica is."""
+    if current.leader in live:
+        return None
+    candidates = [r for r in replicas if r in current.isr and r in live]
+    if not candidates:
+        return None
+    isr = tuple(r for r in current.isr if r in live)
+    return PartitionState(candidates[0], LeaderEpoch(current.leader_epoch + 1), isr, controller_epoch)
+
+
 # ---- the role ---------------------------------------------------------------------------------
 
 @dataclass
@@ -201,7 +226,7 @@ class KafkaController:
         head = (CheckOp(CONTROLLER_EPOCH, self.epoch_zk_version),) if fenced else ()
         results = yield Multi(session, (*head, *ops))
         ok = all(r.code is ZkCode.OK for r in results)
-        if not ok and fenced and results[0].code in (ZkCode.BAD_VERSION, ZkCode.NO_NODE):
+        if not ok and fenced and controller_moved(results):
             self.resigned = True
         return ok
 
@@ -364,13 +389,9 @@ class KafkaController:
         live = self.epochs()
         assignment, states = yield from self._read_partitions(session)
         _, current, version = states[p]
-        if current.leader in live:
+        new = elect_offline_leader(assignment[p], current, live, self.epoch)
+        if new is None:
             return False
-        candidates = [r for r in assignment[p] if r in current.isr and r in live]
-        if not candidates:
-            return False
-        isr = tuple(r for r in current.isr if r in live)
-        new = PartitionState(candidates[0], LeaderEpoch(current.leader_epoch + 1), isr, self.epoch)
         path = partition_state_path(p)
         ok = yield from self._write(session, [SetDataOp(path, encode(path, new), version)])
         if ok:
