@@ -105,6 +105,13 @@ def ibp_of(config: dict[str, str]) -> Ibp:
     return IBP_BY_NAME[config["inter.broker.protocol.version"]]
 
 
+def zk_broker_may_register(config: dict[str, str], registered: bool) -> bool:
+    """KIP-866 §Migration Trigger 1-3: a ZK broker registers with KRaft only with the migration flag, the
+    controller configs and the bridge release's IBP (3.4-IV0 or later), once it is registered in ZooKeeper."""
+    return migration_enabled(config) and has_controller_configs(config) and ibp_of(config) >= Ibp.IBP_3_4_IV0 \
+        and registered
+
+
 class KRaftBrokerClient:
     """The KRaft side of one broker process: its registration, heartbeats and replayed metadata."""
 
@@ -145,7 +152,7 @@ class KRaftBrokerClient:
         voters = voter_ids(node.config)
         out: list[Action] = []
         if self.kraft_epoch == UNKNOWN_BROKER_EPOCH:
-            if kraft or self._may_register(node):
+            if kraft or zk_broker_may_register(node.config, node.registered):
                 out += [RegisterWithKRaft(b, ControllerId(c)) for c in voters
                         if self._towards(RegisterWithKRaft, c, now)]
         elif g.open(BrokerHeartbeat, now):
@@ -155,13 +162,6 @@ class KRaftBrokerClient:
             if not self.want_shutdown and self.lifecycle is BrokerState.ONLINE:
                 out.append(BeginControlledShutdown(b))
         return out
-
-    @staticmethod
-    def _may_register(node: Any) -> bool:
-        """KIP-866 §Migration Trigger 1-3: a ZK broker with the flag, the controller configs and the bridge IBP."""
-        config = node.config
-        return (migration_enabled(config) and has_controller_configs(config) and ibp_of(config) >= Ibp.IBP_3_4_IV0
-                and node.registered)
 
     def _towards(self, kind: type, controller: int, now: int) -> bool:
         g = self.gates
@@ -216,11 +216,8 @@ class KRaftBrokerClient:
             return
         config = node.config
         kraft = kraft_mode(config)
-        if not kraft:
-            # KIP-866 §Migration Trigger 1-3: a ZK broker with the flag, the controller configs and the bridge IBP.
-            ok = migration_enabled(config) and has_controller_configs(config) and ibp_of(config) >= Ibp.IBP_3_4_IV0
-            if not ok or not node.registered:
-                return
+        if not kraft and not zk_broker_may_register(config, node.registered):
+            return
         request = BrokerRegistrationRequest(self.broker_id, self.incarnation, not kraft, int(ibp_of(config)))
         response = yield Rpc(controller, request)
         if not isinstance(response, BrokerRegistrationResponse) or response.error is not ApiError.NONE:

@@ -9,9 +9,9 @@ How it works:
 - As leader it is QuorumController: activation (``_activate``: bootstrap records, or the check of
   the migration state against its flag) once Raft tells it of its leadership, which Raft does only
   when its LeaderChange record has committed (``_maybe_fire_leader_change``: as leader, after its
-  own append and after each Fetch it serves), then deciding requests (``decide_*``: a request ->
-  an error or records, from ``own_image``, the whole log with an open transaction counted, as
-  QuorumController's timeline) and appending the records. Every node's knowledge is an image
+  own append and after each Fetch it serves), then deciding requests (``decide_*``, pure functions
+  at module level: a request -> an error or records, from ``own_image``, the whole log with an open
+  transaction counted, as QuorumController's timeline) and appending the records. Every node's knowledge is an image
   replayed from a log prefix (``impl.kraft.image``).
 - The migration driver (``impl.kraft.driver``) exists while ``zookeeper.metadata.migration.enable``
   is set and the process runs; its events are the model's driver actions, performed on this node.
@@ -142,6 +142,119 @@ from model.state import KRaftController
 from model.types import BrokerEpoch, BrokerId, Ibp, LeaderEpoch
 
 MIGRATION_FLAG = "zookeeper.metadata.migration.enable"
+
+
+# ---- decisions: a request and the image -> an error or records (QuorumController's, pure) -----------
+# The handlers of ControllerNode check that it is the active controller, call one of these on its
+# own image, and append the records unless the write-behind lag is at its bound.
+
+def decide_write(image: Image) -> ApiError:
+    """In pre-migration every write but registrations and heartbeats is NOT_CONTROLLER (KIP-866 §Migration
+    Trigger: the KRaft controllers wait for the ZK brokers; reference §6)."""
+    if image.migration_state is ZkMigrationState.PRE_MIGRATION:
+        return ApiError.NOT_CONTROLLER
+    return ApiError.NONE
+
+
+def decide_metadata_version(image: Image, level: Ibp, upgrade_type: UpgradeType) -> ApiError:
+    """FeatureControlManager.updateFeature for metadata.version, in Kafka's order (KIP-584 as KRaft keeps
+    it; KIP-866 §Migration Trigger for a ZK broker's [IBP, IBP]; reference §5.1)."""
+    if decide_write(image) is not ApiError.NONE:
+        return ApiError.NOT_CONTROLLER
+    if any(r.is_migrating_zk_broker and r.ibp != level for r in image.brokers.values()):
+        return ApiError.INVALID_UPDATE_VERSION  # a registered ZK broker advertises [IBP, IBP]
+    current = image.metadata_version
+    if current is not None and level < current and upgrade_type is UpgradeType.UPGRADE:
+        return ApiError.INVALID_UPDATE_VERSION
+    if current is not None and level > current and upgrade_type is not UpgradeType.UPGRADE:
+        return ApiError.INVALID_UPDATE_VERSION  # "Can't downgrade to a newer version."
+    if image.migration_state.in_progress:
+        # "Unable to modify metadata.version while a ZK migration is in progress."
+        return ApiError.INVALID_UPDATE_VERSION
+    if current is not None and level < current:
+        return ApiError.INVALID_UPDATE_VERSION  # every modelled downgrade changes metadata
+    return ApiError.NONE
+
+
+def decide_broker_registration(
+    image: Image, request: BrokerRegistrationRequest, migration_enabled: bool, log_end: int
+) -> tuple[ApiError, RegisterBrokerRecord | None]:
+    """ClusterControlManager.registerBroker's checks in Kafka's order (KIP-866 §Broker Registration;
+    reference §3.1): the error, or NONE with the record to append (its epoch is its offset, ``log_end``).
+    NONE with no record: the same incarnation keeps its registration."""
+    is_zk = request.is_migrating_zk_broker
+    existing = image.registration(request.broker_id)
+    if existing is not None and existing.incarnation_id != request.incarnation_id and not existing.fenced:
+        return ApiError.DUPLICATE_BROKER_REGISTRATION, None
+    if is_zk and not (migration_enabled and (image.metadata_version or 0) >= Ibp.IBP_3_4_IV0):
+        return ApiError.BROKER_ID_NOT_REGISTERED, None
+    if not is_zk and image.migration_state is ZkMigrationState.PRE_MIGRATION:
+        # "The controller is in pre-migration mode and cannot register KRaft brokers" (102).
+        return ApiError.BROKER_ID_NOT_REGISTERED, None
+    if is_zk and request.ibp != image.metadata_version:
+        return ApiError.UNSUPPORTED_VERSION, None  # ZK brokers advertise metadata.version as [IBP, IBP]
+    if existing is not None and existing.incarnation_id == request.incarnation_id:
+        return ApiError.NONE, None
+    epoch = BrokerEpoch(log_end)  # the offset of the record (reference §3.1)
+    return ApiError.NONE, RegisterBrokerRecord(BrokerId(request.broker_id), request.incarnation_id, epoch,
+                                               is_zk, Ibp(request.ibp))
+
+
+def decide_broker_heartbeat(
+    image: Image, request: BrokerHeartbeatRequest, bugs: frozenset[ImplBug] = frozenset()
+) -> tuple[BrokerHeartbeatResponse, list[MetadataRecord]]:
+    """BrokerHeartbeatManager.calculateNextBrokerState and its records (KIP-500 §Broker States; reference §3.2):
+    the response, and the records to append for it (the response says ``appended`` when there are some).
+
+    A heartbeat of another epoch than the registration's is STALE_BROKER_EPOCH
+    (ClusterControlManager.checkBrokerEpoch; KIP-380's generations as KRaft keeps them), and so is a
+    heartbeat of a broker with no registration.
+    """
+    b = request.broker_id
+    reg = image.registration(b)
+    stale = reg is None or reg.epoch != request.broker_epoch
+    if reg is not None and ImplBug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH in bugs:
+        stale = reg.epoch < request.broker_epoch  # the mistake: only a newer epoch than registered is refused
+    if stale:
+        return BrokerHeartbeatResponse(ApiError.STALE_BROKER_EPOCH), []
+    epoch = BrokerEpoch(reg.epoch)
+    leads = any(p.leader == b for p in image.partitions)
+    caught_up = request.is_migrating_zk_broker or request.current_metadata_offset > reg.epoch
+    records: list[MetadataRecord] = []
+    shutdown_now = unfenced = False
+    if reg.fenced:
+        if request.want_shut_down:
+            shutdown_now = True
+        elif caught_up:
+            records = [BrokerRegistrationChangeRecord(BrokerId(b), epoch, False)] + elect_leaderless(image, b)
+            unfenced = True
+    elif reg.in_controlled_shutdown or request.want_shut_down:
+        if not leads:
+            shutdown_now = True
+            records = [BrokerRegistrationChangeRecord(BrokerId(b), epoch, True)] + move_leaders_off(image, b, True)
+        elif not reg.in_controlled_shutdown:
+            records = [BrokerRegistrationChangeRecord(BrokerId(b), epoch, None, True)]
+            records += move_leaders_off(image, b, False)
+    fenced = reg.fenced and not unfenced
+    response = BrokerHeartbeatResponse(
+        ApiError.NONE, is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shutdown_now,
+        in_controlled_shutdown=reg.in_controlled_shutdown, appended=bool(records), unfenced=unfenced,
+    )
+    return response, records
+
+
+def decide_session_timeout(image: Image, broker: int) -> list[MetadataRecord]:
+    """BrokerHeartbeatManager's session timeout (KIP-500 §Broker States: a broker whose heartbeats stopped is
+    fenced): the records that fence ``broker`` and move its leaderships (none in pre-migration, where ZK
+    brokers' partitions are ZooKeeper's), or none when it has no unfenced registration."""
+    reg = image.registration(broker)
+    if reg is None or reg.fenced:
+        return []
+    records: list[MetadataRecord] = [BrokerRegistrationChangeRecord(BrokerId(reg.broker_id),
+                                                                    BrokerEpoch(reg.epoch), True)]
+    if image.migration_state is not ZkMigrationState.PRE_MIGRATION:
+        records += move_leaders_off(image, reg.broker_id, True)
+    return records
 
 
 class ControllerNode(Node):
@@ -568,16 +681,11 @@ class ControllerNode(Node):
         if not self.is_active():
             return False
         image = self.own_image()
-        reg = image.registration(action.broker)
-        if reg is None or reg.fenced:
-            return False
-        records: list[MetadataRecord] = [BrokerRegistrationChangeRecord(BrokerId(reg.broker_id),
-                                                                        BrokerEpoch(reg.epoch), True)]
-        if image.migration_state is not ZkMigrationState.PRE_MIGRATION:
-            records += move_leaders_off(image, reg.broker_id, True)
-        if self.writes_blocked(len(records)):
+        records = decide_session_timeout(image, action.broker)
+        if not records or self.writes_blocked(len(records)):
             return False
         self.raft.append(records)
+        reg = image.registration(action.broker)
         yield Rpc(reg.broker_id, BrokerSessionTimedOut(reg.broker_id, reg.incarnation_id, reg.epoch))
         return True
 
@@ -586,7 +694,7 @@ class ControllerNode(Node):
         if not self.is_active():
             return BrokerRegistrationResponse(ApiError.NOT_CONTROLLER)
         image = self.own_image()
-        error, record = self.decide_broker_registration(image, request)
+        error, record = decide_broker_registration(image, request, self.migration_enabled, len(self.raft.log))
         if error is not ApiError.NONE:
             return BrokerRegistrationResponse(error)
         if record is None:
@@ -597,66 +705,16 @@ class ControllerNode(Node):
         # Differs (as the model): Kafka answers once the record commits; this answers at once.
         return BrokerRegistrationResponse(ApiError.NONE, record.epoch)
 
-    def decide_broker_registration(
-        self, image: Image, request: BrokerRegistrationRequest
-    ) -> tuple[ApiError, RegisterBrokerRecord | None]:
-        """The checks in Kafka's order; NONE with no record: the same incarnation keeps its registration."""
-        is_zk = request.is_migrating_zk_broker
-        existing = image.registration(request.broker_id)
-        if existing is not None and existing.incarnation_id != request.incarnation_id and not existing.fenced:
-            return ApiError.DUPLICATE_BROKER_REGISTRATION, None
-        if is_zk and not (self.migration_enabled and (image.metadata_version or 0) >= Ibp.IBP_3_4_IV0):
-            return ApiError.BROKER_ID_NOT_REGISTERED, None
-        if not is_zk and image.migration_state is ZkMigrationState.PRE_MIGRATION:
-            # "The controller is in pre-migration mode and cannot register KRaft brokers" (102).
-            return ApiError.BROKER_ID_NOT_REGISTERED, None
-        if is_zk and request.ibp != image.metadata_version:
-            return ApiError.UNSUPPORTED_VERSION, None  # ZK brokers advertise metadata.version as [IBP, IBP]
-        if existing is not None and existing.incarnation_id == request.incarnation_id:
-            return ApiError.NONE, None
-        epoch = BrokerEpoch(len(self.raft.log))  # the offset of the record (reference §3.1)
-        return ApiError.NONE, RegisterBrokerRecord(BrokerId(request.broker_id), request.incarnation_id, epoch,
-                                                   is_zk, Ibp(request.ibp))
-
     def _broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
         """BrokerHeartbeatManager.calculateNextBrokerState and its records (reference §3.2, KIP-500 §Broker States)."""
         if not self.is_active():
             return BrokerHeartbeatResponse(ApiError.NOT_CONTROLLER)
-        image = self.own_image()
-        b = request.broker_id
-        reg = image.registration(b)
-        stale = reg is None or reg.epoch != request.broker_epoch
-        if reg is not None and ImplBug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH in self.bugs:
-            stale = reg.epoch < request.broker_epoch  # the mistake: only a newer epoch than registered is refused
-        if stale:
-            return BrokerHeartbeatResponse(ApiError.STALE_BROKER_EPOCH)
-        epoch = BrokerEpoch(reg.epoch)
-        leads = any(p.leader == b for p in image.partitions)
-        caught_up = request.is_migrating_zk_broker or request.current_metadata_offset > reg.epoch
-        records: list[MetadataRecord] = []
-        shutdown_now = unfenced = False
-        if reg.fenced:
-            if request.want_shut_down:
-                shutdown_now = True
-            elif caught_up:
-                records = [BrokerRegistrationChangeRecord(BrokerId(b), epoch, False)] + elect_leaderless(image, b)
-                unfenced = True
-        elif reg.in_controlled_shutdown or request.want_shut_down:
-            if not leads:
-                shutdown_now = True
-                records = [BrokerRegistrationChangeRecord(BrokerId(b), epoch, True)] + move_leaders_off(image, b, True)
-            elif not reg.in_controlled_shutdown:
-                records = [BrokerRegistrationChangeRecord(BrokerId(b), epoch, None, True)]
-                records += move_leaders_off(image, b, False)
+        response, records = decide_broker_heartbeat(self.own_image(), request, self.bugs)
         if records:
             if self.writes_blocked(len(records)):
                 return BrokerHeartbeatResponse(ApiError.THROTTLING_QUOTA_EXCEEDED)
             self.raft.append(records)
-        fenced = reg.fenced and not unfenced
-        return BrokerHeartbeatResponse(
-            ApiError.NONE, is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shutdown_now,
-            in_controlled_shutdown=reg.in_controlled_shutdown, appended=bool(records), unfenced=unfenced,
-        )
+        return response
 
     def _metadata_fetch(self, request: MetadataFetchRequest) -> MetadataFetchResponse:
         """A broker fetches committed metadata from the leader (a deposed one serves what it has)."""
@@ -674,44 +732,20 @@ class ControllerNode(Node):
 
     # ---- admin requests --------------------------------------------------------------------------
 
-    def _decide_write(self, image: Image) -> ApiError:
-        """In pre-migration every write but registrations and heartbeats is NOT_CONTROLLER (reference §6)."""
-        if image.migration_state is ZkMigrationState.PRE_MIGRATION:
-            return ApiError.NOT_CONTROLLER
-        return ApiError.NONE
-
     def _alter_configs(self, event: Perform, action: AlterConfigs) -> Handler:
         if not self.is_active() or self.writes_blocked():
             return False
         image = self.own_image()
-        if self._decide_write(image) is ApiError.NONE:
+        if decide_write(image) is ApiError.NONE:
             self.raft.append([ConfigRecord((image.config or 0) + 1)])
         return True  # answered, refused or not
         yield  # pragma: no cover - makes this a generator
-
-    def decide_metadata_version(self, image: Image, level: Ibp, upgrade_type: UpgradeType) -> ApiError:
-        """FeatureControlManager.updateFeature for metadata.version, in Kafka's order (reference §5.1)."""
-        if self._decide_write(image) is not ApiError.NONE:
-            return ApiError.NOT_CONTROLLER
-        if any(r.is_migrating_zk_broker and r.ibp != level for r in image.brokers.values()):
-            return ApiError.INVALID_UPDATE_VERSION  # a registered ZK broker advertises [IBP, IBP]
-        current = image.metadata_version
-        if current is not None and level < current and upgrade_type is UpgradeType.UPGRADE:
-            return ApiError.INVALID_UPDATE_VERSION
-        if current is not None and level > current and upgrade_type is not UpgradeType.UPGRADE:
-            return ApiError.INVALID_UPDATE_VERSION  # "Can't downgrade to a newer version."
-        if image.migration_state.in_progress:
-            # "Unable to modify metadata.version while a ZK migration is in progress."
-            return ApiError.INVALID_UPDATE_VERSION
-        if current is not None and level < current:
-            return ApiError.INVALID_UPDATE_VERSION  # every modelled downgrade changes metadata
-        return ApiError.NONE
 
     def _update_metadata_version(self, event: Perform, action: UpdateMetadataVersion) -> Handler:
         if not self.is_active() or self.writes_blocked():
             return False
         image = self.own_image()
-        refused = self.decide_metadata_version(image, action.level, action.upgrade_type) is not ApiError.NONE
+        refused = decide_metadata_version(image, action.level, action.upgrade_type) is not ApiError.NONE
         if not refused and action.level != image.metadata_version:
             self.raft.append([FeatureLevelRecord(METADATA_VERSION, action.level)])
         return True

@@ -21,6 +21,8 @@ Rules:
   leadership its RaftClient.Listener hears of, ZkRecordConsumer for the migration's records,
   QuorumFeatures for the voters' readiness). It exists only while its process runs: the
   controller drops it at a crash or a stop and makes a new one at a start.
+- The rules the driver decides by are named pure functions (``decide_claim``,
+  ``zk_brokers_registered``, ``is_valid_state_change``); its event methods carry them out.
 - Only the ``kip`` profile's rules are implemented (Profile.KIP).
 """
 
@@ -77,9 +79,35 @@ from model.state import (
     UpdateMetadata,
     partition_state_path,
 )
-from model.types import BrokerId, ControllerEpoch, LeaderEpoch, PartitionId
+from model.types import BrokerId, ControllerEpoch, Errors, LeaderEpoch, PartitionId
 
 D = MigrationDriverState
+
+
+def decide_claim(controller_epoch: int | None, current: Any, kraft_epoch: int) -> Errors:
+    """Whether a KRaft controller of Raft epoch ``kraft_epoch`` may claim ZooKeeper's controllership
+    (KafkaZkClient.tryRegisterKRaftControllerAsActiveController; KIP-866 §Controller Leadership), from
+    /controller_epoch's value (None: absent) and /controller's (``current``). STALE_CONTROLLER_EPOCH (Kafka's
+    ControllerMovedException) when /controller names a KRaft controller of this Raft epoch or a newer one,
+    or /controller_epoch is absent; the claim itself is a CAS on /controller_epoch's version."""
+    newer = isinstance(current, KRaftControllerZNode) and current.kraft_epoch >= kraft_epoch
+    if controller_epoch is None or newer:
+        return Errors.STALE_CONTROLLER_EPOCH
+    return Errors.NONE
+
+
+def zk_brokers_registered(image: Image, live: list[str], assignment: Any) -> bool:
+    """KIP-866 §ZK Broker Presence: every ZK broker ZooKeeper knows of (registered under /brokers/ids, or a
+    replica of the topic) has registered with KRaft as a migrating ZK broker and is not fenced."""
+    if not image.brokers or not live:
+        return False
+    known = {int(name) for name in live} | {r for replicas in assignment or () for r in replicas}
+    for b in known:
+        reg = image.registration(b)
+        # Differs (as the model's kip profile): the KIP asks for registered brokers "in a valid state".
+        if reg is None or not reg.is_migrating_zk_broker or reg.fenced:
+            return False
+    return True
 
 
 class MigrationController(Protocol):
@@ -254,15 +282,8 @@ class KRaftMigrationDriver:
             return False
         live = yield GetChildren(self._session, BROKER_IDS)
         assignment, _ = yield from self._read(TOPIC)
-        image = self.driver_image()
-        if not image.brokers or not live:
+        if not zk_brokers_registered(self.driver_image(), live, assignment):
             return False
-        known = {int(name) for name in live} | {r for replicas in assignment or () for r in replicas}
-        for b in known:
-            reg = image.registration(b)
-            # Differs (as the model's kip profile): the KIP asks for registered brokers "in a valid state".
-            if reg is None or not reg.is_migrating_zk_broker or reg.fenced:
-                return False
         self._transition(D.BECOME_CONTROLLER)
         return True
 
@@ -290,9 +311,8 @@ class KRaftMigrationDriver:
         """KafkaZkClient.tryRegisterKRaftControllerAsActiveController: CAS /controller_epoch + 1, new /controller."""
         epoch, epoch_stat = yield from self._read(CONTROLLER_EPOCH)
         current, current_stat = yield from self._read(CONTROLLER)
-        newer = isinstance(current, KRaftControllerZNode) and current.kraft_epoch >= self.kraft_epoch
-        if epoch is None or newer:
-            return False  # ControllerMovedException: wait for a newer leadership
+        if decide_claim(epoch, current, self.kraft_epoch) is not Errors.NONE:
+            return False  # wait for a newer leadership
         new_epoch, version = epoch + 1, epoch_stat.version
         if ImplBug.CLAIM_WITHOUT_EPOCH_CAS in self.bugs and self.seen_zk_epoch is not None:
             # The mistake: bump what it read when it recovered its state, and set it whatever is there now.

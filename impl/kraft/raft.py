@@ -9,7 +9,7 @@ Rules:
   leads until a Vote or Fetch tells it), and steps down to Unattached, or to Follower of a
   leader it was told of, forgetting its votes and its leadership (``step_down``).
 - A vote is granted once per epoch, to a candidate whose (last epoch, end offset) is at least
-  the voter's own, by a voter that neither leads nor follows in that epoch.
+  the voter's own, by a voter that neither leads nor follows in that epoch (``decide_vote``).
 - The leader's high watermark is the largest end offset a majority of voters holds, and it
   moves only onto an entry of the leader's own epoch (Raft §5.4.2); it never moves back.
 - A new leader appends its LeaderChange at the epoch start offset; its listener (QuorumController)
@@ -31,6 +31,17 @@ from model.kraft import ControllerId, KRaftEpoch, LeaderChangeMessage, LogEntry,
 
 def majority(voters: int) -> int:
     return voters // 2 + 1
+
+
+def decide_vote(request: VoteRequest, voted_for: int | None, role: QuorumRole, last_epoch: int, end_offset: int,
+                ignore_log: bool = False) -> bool:
+    """Whether a voter in the candidate's epoch grants its vote (KIP-595 §Vote, KafkaRaftClient.handleVoteRequest):
+    it has not voted for another in this epoch, neither leads nor follows in it, and the candidate's log
+    is at least as up to date as its own ((last epoch, end offset) compared in that order, Raft §5.4.1).
+    ``ignore_log``: the seeded bug VOTE_IGNORES_LOG."""
+    may_vote = voted_for in (None, request.candidate_id)
+    fresh = ignore_log or (request.last_offset_epoch, request.last_offset) >= (last_epoch, end_offset)
+    return may_vote and fresh and role in (QuorumRole.UNATTACHED, QuorumRole.VOTED)
 
 
 class QuorumState:
@@ -105,11 +116,7 @@ class QuorumState:
         if request.candidate_epoch > self.epoch:
             self.step_down(request.candidate_epoch)
             changed = True
-        may_vote = self.voted_for in (None, request.candidate_id)
-        fresh = (request.last_offset_epoch, request.last_offset) >= (self.last_epoch, self.end_offset)
-        if ignore_log:  # the seeded bug VOTE_IGNORES_LOG
-            fresh = True
-        granted = may_vote and fresh and self.role in (QuorumRole.UNATTACHED, QuorumRole.VOTED)
+        granted = decide_vote(request, self.voted_for, self.role, self.last_epoch, self.end_offset, ignore_log)
         if granted:
             self.voted_for = request.candidate_id
             self.role = QuorumRole.VOTED
