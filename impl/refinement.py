@@ -10,7 +10,7 @@ Rules:
   creates its znodes one per zxid, with no parents; the implementation's bootstrap creates
   parents and opens the KRaft controllers' sessions too) and incarnation ids (random in the
   implementation, counted in the model).
-- Only the znodes the model knows are mapped (``impl.codec.kind_of`` is not "parent"), and only
+- Only the znodes the model knows are mapped (``impl.codec.kind_of`` is not ``ZNode.PARENT``), and only
   the sessions of brokers: the KRaft controllers' ZooKeeper sessions are infrastructure the
   model leaves out (it writes for them with no session).
 - ``differences(a, b)`` names every field where two model states differ, for a readable report.
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from impl.codec import decode, kind_of
+from impl.codec import ZNode, decode, kind_of
 from model.kraft import Incarnation
 from model.state import ClusterState
 from model.types import NO_SESSION, SessionId, Zxid
@@ -123,7 +123,7 @@ def abstract_zk(cluster: Cluster) -> ZkState:
     port, view = cluster.port, cluster.view
     paths, nodes = [], []
     for path, (data, stat) in sorted(cluster.port.snapshot().items()):
-        if kind_of(path) == "parent":
+        if kind_of(path) is ZNode.PARENT:
             continue
         owner = view.session(stat.ephemeral_owner) if stat.ephemeral_owner else NO_SESSION
         paths.append(path)
