@@ -71,10 +71,24 @@ def test_validation_names_a_second_zk_controller_in_one_epoch():
     first = next(e for lines in obs.logs.values() for e in lines if e["kind"] == "zk-controller-elected")
     twin = dict(first, node=str((int(first["node"]) + 1) % 3), process=f"broker-{(int(first['node']) + 1) % 3}",
                 time=first["time"] + 1)
-    obs.logs[twin["process"]].insert(0, twin)
+    lines = obs.logs[twin["process"]]
+    lines.insert(next((i for i, e in enumerate(lines) if e["time"] > twin["time"]), len(lines)), twin)
     result = validate(obs, plan)
     assert result.unexplained is not None and result.unexplained.event == twin
     assert "ElectController(broker=%s)" % first["node"] in [repr(a) for a in result.path]
+
+
+def test_validation_names_a_registration_from_a_broker_without_the_migration_settings():
+    """KIP-866 §Migration Trigger: a ZooKeeper broker registers with KRaft only once rolled with the
+    migration flag and the controller configs; the first registration is made to come from a broker
+    that has not been rolled yet."""
+    obs, plan = recorded()
+    records = next(iter(obs.metadata.values()))
+    first = next(r for r in records if r["type"] == "REGISTER_BROKER_RECORD")
+    assert first["data"]["brokerId"] == 0  # broker 0 is rolled first
+    first["data"]["brokerId"] = 2
+    result = validate(obs, plan)
+    assert result.unexplained is not None and result.unexplained.event is first
 
 
 def test_validation_names_a_leader_the_quorum_never_elected():

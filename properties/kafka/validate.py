@@ -86,7 +86,7 @@ from model.actions import (
     ZkRecover,
 )
 from model.bugs import Variant
-from model.kraft import ControllerConfig, QuorumRole, ZkMigrationState
+from model.kraft import ControllerConfig, MetadataImage, QuorumRole, ZkMigrationState, image_of
 from model.migration import STATE_BYTES, KRaftControllerZNode, MigrationDriverState, Profile
 from model.scopes import SAME_RANGE, Scope, cold_state
 from model.state import CONTROLLER, CONTROLLER_EPOCH, Budget, ClusterState, broker_path, znode_data
@@ -267,29 +267,27 @@ def view(state: ClusterState) -> dict[tuple, object]:
     else:
         out[("zk-controller",)] = ("zk", int(holder), epoch)
     committed = max(state.controllers, key=lambda c: c.high_watermark, default=None)
-    migration = None if committed is None or not committed.high_watermark else _committed_state(committed)
-    # a log without a ZkMigrationStateRecord reads as NONE; the migration runbooks never write NONE
-    out[("migration",)] = None if migration is ZkMigrationState.NONE else migration
+    image = image_of(committed.log, committed.high_watermark) if committed is not None else MetadataImage()
+    out[("migration",)] = image.migration  # None: no ZkMigrationStateRecord committed
+    for b in state.brokers:
+        registration = image.registration(b.id)
+        out[("kraft-registered", b.id)] = None if registration is None else registration.epoch
     return out
 
 
-def _committed_state(c) -> ZkMigrationState:
-    from model.kraft import image_of
-
-    return image_of(c.log, c.high_watermark).migration_state
-
-
-ORDER = {s: i for i, s in enumerate(ZkMigrationState)}
+# Facts read from the committed metadata log: the real log is read once, at the end, so each
+# value shows once, however often a controller that restarts commits the same prefix again.
+FROM_THE_LOG = ("migration", "kraft-registered")
 
 
-def visible(key: tuple, old: object, new: object) -> bool:
+def visible(key: tuple, old: object, new: object, shown: frozenset) -> bool:
     """Whether a change of ``key`` is one Kafka always shows (a process stopping is not logged as such)."""
     if old == new or new is None:
         return False
     if key[0] == "driver":
         return new is not MigrationDriverState.UNINITIALIZED
-    if key[0] == "migration":  # the log is read once at the end: a committed state shows once
-        return old is None or ORDER[new] > ORDER[old]
+    if key[0] in FROM_THE_LOG:
+        return (key, new) not in shown
     return True
 
 
@@ -304,13 +302,17 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
         e for e in _live_records(final)
         if e["type"] == "ZK_MIGRATION_STATE_RECORD" and e["data"].get("zkMigrationState") in by_byte
     ]
-    seen: ZkMigrationState | None = None
+    seen: set[ZkMigrationState] = set()
     records = []
-    for e in migration:
-        state = by_byte[e["data"]["zkMigrationState"]]
-        if seen is None or ORDER[state] > ORDER[seen]:
+    for e in _live_records(final):
+        if e["type"] == "REGISTER_BROKER_RECORD":
             records.append(e)
-            seen = state
+    for e in migration:  # each state shows once, as the model's view of the committed log does
+        state = by_byte[e["data"]["zkMigrationState"]]
+        if state not in seen:
+            records.append(e)
+            seen.add(state)
+    records.sort(key=lambda e: e["offset"])
     stopping = [  # (process, from, to): a clean stop takes seconds, and the model's is one step
         (e["process"], e["began"], e["time"]) for e in obs.operator
         if e["kind"] == "step" and e.get("action") == "stop" and "began" in e
@@ -323,7 +325,9 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
     out: list[Observation] = []
     env = Environment(brokers)
     for e in merge([records, *logs, _stops_when_they_began(obs.operator)]):
-        if e["channel"] == "metadata":
+        if e["channel"] == "metadata" and e["type"] == "REGISTER_BROKER_RECORD":
+            out.append(Observation(("kraft-registered", int(e["data"]["brokerId"])), ANY_NEW, e))
+        elif e["channel"] == "metadata":
             out.append(Observation(("migration",), by_byte[e["data"]["zkMigrationState"]], e))
         elif e["channel"] == "operator":
             out.extend(env.observe(e))
@@ -456,15 +460,7 @@ def _node(process: str) -> int:
 class Node:
     state: ClusterState
     pending: tuple[tuple[tuple, object, object], ...] = ()  # (key, old, new) shown by the model, not yet seen
-    migration: ZkMigrationState | None = None  # the furthest committed migration state so far
-
-
-def _view(node: Node) -> dict[tuple, object]:
-    v = view(node.state)
-    current = v[("migration",)]
-    if node.migration is not None and (current is None or ORDER[node.migration] > ORDER[current]):
-        v[("migration",)] = node.migration
-    return v
+    shown: frozenset[tuple[tuple, object]] = frozenset()  # facts of the committed log shown so far
 
 
 def _expire_target(state: ClusterState, action: Action, event: dict) -> Action:
@@ -501,7 +497,9 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
     for index, ob in enumerate(items):
         budget = window_budget(controllers, faulty > 0)
         if ob.is_operator:
-            nxt = _apply(frontier, ob, window_budget(controllers, faulty=True), variant, trail)
+            nxt, explored = _apply(frontier, ob, window_budget(controllers, faulty=True), scope, variant, trail,
+                                   FOCUS_BOUND)
+            result.states += explored
             if ob.event["kind"] in ("fault", "heal"):
                 faulty = max(0, faulty + (1 if ob.event["kind"] == "fault" else -1))
             if not nxt:
@@ -535,23 +533,66 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
 Trail = dict[Node, tuple[Node | None, tuple[Action, ...]]]
 
 
-def _apply(frontier: list[Node], ob: Observation, budget: Budget, variant: Variant, trail: Trail) -> list[Node]:
-    out: dict[Node, None] = {}
+def _apply(frontier: list[Node], ob: Observation, budget: Budget, scope: Scope, variant: Variant, trail: Trail,
+           bound: int) -> tuple[list[Node], int]:
+    """The operator's step, from every node that can take it; when none can yet, after the fewest
+    hidden steps that make it possible (a clean stop of the active controller waits for ZooKeeper
+    to have every committed record, KIP-866 §Rollback to ZK), searched as ``_explain`` does."""
+    out = [child for node in frontier if (child := _operate(node, node, (), ob, budget, variant, trail))]
+    if out:
+        return out, 0
+    up: dict[Node, tuple[Node | None, Action | None]] = {}
+    roots: dict[Node, Node] = {}
+    queue: deque[tuple[Node, int]] = deque()
     for node in frontier:
-        state = node.state.replace(budget=budget)
-        taken: list[Action] = []
-        for action in ob.actions:
-            action = _expire_target(state, action, ob.event)
-            nxt = action.apply(state) if isinstance(action, ConfigureMigration) else step(state, action, variant)
-            if nxt is None:
-                break
-            state = nxt
-            taken.append(action)
-        else:
-            child = Node(state, node.pending, node.migration)
-            trail.setdefault(child, (node, tuple(taken)))
-            out.setdefault(child)
-    return list(out)
+        start = Node(node.state.replace(budget=budget), node.pending, node.shown)
+        if start not in up:
+            up[start], roots[start] = (None, None), node
+            queue.append((start, 0))
+    found: dict[Node, None] = {}
+    found_at = 1 << 30
+    while queue and len(up) < bound:
+        node, depth = queue.popleft()
+        if found and depth > found_at:
+            break
+        before = view(node.state)
+        for action in candidate_actions(node.state, scope):
+            if not isinstance(action, HIDDEN):
+                continue
+            nxt = step(node.state, action, variant)
+            if nxt is None or nxt == node.state:
+                continue
+            after = view(nxt)
+            if any(visible(k, before[k], after[k], node.shown) for k in after):
+                continue
+            child = Node(nxt, node.pending, node.shown)
+            if child in up:
+                continue
+            up[child] = (node, action)
+            queue.append((child, depth + 1))
+            steps, root = _segment(up, child)
+            done = _operate(child, roots[root], steps, ob, budget, variant, trail)
+            if done is not None:
+                found.setdefault(done)
+                found_at = min(found_at, depth + 1)
+    return list(found), len(up)
+
+
+def _operate(node: Node, origin: Node, hidden: tuple[Action, ...], ob: Observation, budget: Budget,
+             variant: Variant, trail: Trail) -> Node | None:
+    """``node`` after the operator's actions, recorded as reached from ``origin`` by ``hidden`` then them."""
+    state = node.state.replace(budget=budget)
+    taken: list[Action | ConfigureMigration] = []
+    for action in ob.actions:
+        action = _expire_target(state, action, ob.event)
+        nxt = action.apply(state) if isinstance(action, ConfigureMigration) else step(state, action, variant)
+        if nxt is None:
+            return None
+        state = nxt
+        taken.append(action)
+    child = Node(state, node.pending, node.shown)
+    trail.setdefault(child, (origin, (*hidden, *taken)))
+    return child
 
 
 def _explain(frontier: list[Node], ob: Observation, budget: Budget, scope: Scope, variant: Variant, trail: Trail,
@@ -576,12 +617,12 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, scope: Scope
         # a change the model showed earlier, seen now
         for i, (key, old, new) in enumerate(node.pending):
             if key == ob.key and ob.matches(old, new):
-                child = Node(node.state, node.pending[:i] + node.pending[i + 1:], node.migration)
+                child = Node(node.state, node.pending[:i] + node.pending[i + 1:], node.shown)
                 trail.setdefault(child, (node, ()))
                 found.setdefault(child)
         if found:
             continue
-        start = Node(node.state.replace(budget=budget), node.pending, node.migration)
+        start = Node(node.state.replace(budget=budget), node.pending, node.shown)
         if start not in up:
             up[start] = (None, None)
             roots[start] = node
@@ -592,20 +633,17 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, scope: Scope
         node, depth = queue.popleft()
         if shortest and found and depth > found_at:
             break
-        before = _view(node)
+        before = view(node.state)
         for action in candidate_actions(node.state, scope):
             if not isinstance(action, allowed):
                 continue
             nxt = step(node.state, action, variant)
             if nxt is None or nxt == node.state:
                 continue
-            migration = node.migration
-            committed = view(nxt)[("migration",)]
-            if committed is not None and (migration is None or ORDER[committed] > ORDER[migration]):
-                migration = committed
-            child = Node(nxt, node.pending, migration)
-            after = _view(child)
-            changes = [(k, before[k], after[k]) for k in after if visible(k, before[k], after[k])]
+            after = view(nxt)
+            changes = [(k, before[k], after[k]) for k in after if visible(k, before[k], after[k], node.shown)]
+            shown = node.shown | {(k, new) for k, _, new in changes if k[0] in FROM_THE_LOG}
+            child = Node(nxt, node.pending, shown)
             if not changes:
                 if child not in up:
                     up[child] = (node, action)
@@ -613,11 +651,11 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, scope: Scope
                 continue
             mine = [c for c in changes if c[0] == ob.key and ob.matches(c[1], c[2])]
             if mine and len(node.pending) + len(changes) - 1 <= PENDING_WINDOW:
-                shown = Node(nxt, node.pending + tuple(c for c in changes if c is not mine[0]), migration)
-                if shown not in found:
+                shown_node = Node(nxt, node.pending + tuple(c for c in changes if c is not mine[0]), shown)
+                if shown_node not in found:
                     steps, root = _segment(up, node)
-                    trail.setdefault(shown, (roots[root], (*steps, action)))
-                    found.setdefault(shown)
+                    trail.setdefault(shown_node, (roots[root], (*steps, action)))
+                    found.setdefault(shown_node)
                     found_at = min(found_at, depth)
             else:
                 alternatives.update(f"{_key(k)} {_value(old)} -> {_value(new)}" for k, old, new in changes)
