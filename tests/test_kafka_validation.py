@@ -9,24 +9,26 @@ says how it was made). Each broken variant changes the run the way a Kafka bug w
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
 import pytest
 
+from model.kraft import ZkMigrationState
 from properties.kafka.checks import Observed
 from properties.kafka.validate import TRACE_VALIDATION, observations, validate
 
-RUN = json.loads((Path(__file__).parent / "data" / "kafka-finalize-run.json").read_text())
+DATA = Path(__file__).parent / "data"
 
 
-def recorded() -> tuple[Observed, dict]:
-    run = copy.deepcopy(RUN)
+def recorded(name: str = "kafka-finalize-run.json") -> tuple[Observed, dict]:
+    """A recorded real run, as ``properties.kafka.run.load`` gives it (only what validation reads)."""
+    run = json.loads((DATA / name).read_text())
     obs = Observed(version=tuple(run["version"]))
     obs.operator = run["operator"]
     obs.logs = run["logs"]
     obs.metadata = {int(c): records for c, records in run["metadata"].items()}
+    obs.zk = run["zk"]
     return obs, run["plan"]
 
 
@@ -46,6 +48,36 @@ def test_validation_explains_the_recorded_real_run():
     steps = ("BecomeZkController", "MigrateMetadata", "CompleteMigration", "SendRPCsToBrokers", "ReconfigureController")
     for step in steps:
         assert step in names
+
+
+@pytest.mark.parametrize(
+    ("name", "steps"),
+    [
+        # Kafka 3.4: no SYNC_KRAFT_TO_ZK, no PRE_MIGRATION record, the claim read from the /controller watch
+        ("kafka-3.4-dual-write-run.json", ("BecomeZkController", "MigrateMetadata", "SyncKRaftToZk")),
+        # Kafka 4.1: a KRaft-born quorum, its brokers registered and rolled
+        ("kafka-4-kraft-run.json", ("BecomeLeader", "RegisterWithKRaft", "StopBroker", "RestartBroker")),
+    ],
+)
+def test_validation_explains_recorded_runs_of_other_releases(name, steps):
+    """The releases at both ends: each change of a 3.4 migration and of a 4.1 KRaft-born cluster is a model step."""
+    obs, plan = recorded(name)
+    result = validate(obs, plan)
+    assert result.ok, "\n".join(result.report())
+    assert result.explained == result.total > 5
+    names = {type(a).__name__ for a in result.path}
+    assert set(steps) <= names
+
+
+def test_validation_reads_a_34_migration_record_as_kafka_35_does(monkeypatch):
+    """3.4 wrote one ZkMigrationStateRecord, byte 1, when its migration was done; read with the KIP's
+    numbering (PRE_MIGRATION) no model path explains it after the migration."""
+    obs, plan = recorded("kafka-3.4-dual-write-run.json")
+    assert obs.migration_states[1].name == "MIGRATION"
+    kip_numbering = {0: ZkMigrationState.NONE, 1: ZkMigrationState.PRE_MIGRATION}
+    monkeypatch.setattr(Observed, "migration_states", property(lambda self: kip_numbering))
+    result = validate(obs, plan)
+    assert result.unexplained is not None and result.unexplained.event["type"] == "ZK_MIGRATION_STATE_RECORD"
 
 
 def test_validation_names_a_skipped_driver_state():
@@ -114,8 +146,8 @@ def test_validation_names_a_migration_state_that_went_back():
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        (lambda obs, plan: plan.update(runbook="rollback-dual-write"), "runbook rollback-dual-write"),
-        (lambda obs, plan: setattr(obs, "version", (3, 4, 1)), "Kafka before 3.5"),
+        (lambda obs, plan: plan.update(runbook="a-runbook-of-tomorrow"), "runbook a-runbook-of-tomorrow"),
+        (lambda obs, plan: setattr(obs, "version", (3, 4, 1)), "Kafka 3.4 commits no POST_MIGRATION"),
     ],
 )
 def test_validation_says_what_it_does_not_validate(change, reason):

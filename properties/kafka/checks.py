@@ -54,8 +54,18 @@ class Observed:
 
     @property
     def profile(self) -> Profile:
-        # Differs: Kafka 3.4 numbered the migration states as the KIP does; 3.5 swapped two (reference §1.1)
+        """The model's rules the release follows: 3.4 predates the differences ``kafka-3.9`` marks
+        (it migrates from 3.4-IV0, with no metadata transactions)."""
         return Profile.KIP if self.version < (3, 5, 0) else Profile.KAFKA_3_9
+
+    @property
+    def migration_states(self) -> dict[int, ZkMigrationState]:
+        """ZkMigrationStateRecord's byte -> state, read as Kafka 3.5 and later read every log.
+
+        Differs: the KIP numbers PRE_MIGRATION 1 and MIGRATION 2, and so did 3.4; but 3.4 wrote only
+        one record, 1, when the migration was done, so 3.5 swapped the two to read a 3.4 log as
+        MIGRATION (ZkMigrationState.java's comment). A 3.4 run's 1 is its migration's end."""
+        return {b: s for s, b in STATE_BYTES[Profile.KAFKA_3_9].items()}
 
     @property
     def extra_driver_transitions(self) -> frozenset[tuple[MigrationDriverState, MigrationDriverState]]:
@@ -521,7 +531,7 @@ def zk_brokers_at_metadata_version(obs: Observed) -> list[Violation]:
 
 
 def _migration_states(obs: Observed, records: list[dict]) -> list[tuple[ZkMigrationState, dict]]:
-    by_byte = {b: s for s, b in STATE_BYTES[obs.profile].items()}
+    by_byte = obs.migration_states
     return [
         (by_byte[r["data"]["zkMigrationState"]], r)
         for r in _live_records(records)
@@ -556,7 +566,7 @@ def metadata_version_fixed(obs: Observed) -> list[Violation]:
         migrating = False
         for r in _live_records(records):
             if r["type"] == "ZK_MIGRATION_STATE_RECORD":
-                state = {b: s for s, b in STATE_BYTES[obs.profile].items()}.get(r["data"].get("zkMigrationState"))
+                state = obs.migration_states.get(r["data"].get("zkMigrationState"))
                 migrating = state is ZkMigrationState.MIGRATION
             elif migrating and r["type"] == "FEATURE_LEVEL_RECORD" and r["data"].get("name") == "metadata.version":
                 out.append(

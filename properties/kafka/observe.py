@@ -196,10 +196,13 @@ LOG_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
             "migration-completed",
             r"Completed migration of metadata from Zoo[kK]eeper to KRaft",  # 3.4: "Zookeeper"
         ),
-        ("raft-leader", r"\[RaftManager id=(?P<node>\d+)\] Completed transition to Leader\(.*?epoch=(?P<epoch>\d+)"),
+        (
+            "raft-leader",  # 3.4 names the node "nodeId"
+            r"\[RaftManager (?:id|nodeId)=(?P<node>\d+)\] Completed transition to Leader\(.*?epoch=(?P<epoch>\d+)",
+        ),
         (
             "raft-resigned",
-            r"\[RaftManager id=(?P<node>\d+)\] Completed transition to "
+            r"\[RaftManager (?:id|nodeId)=(?P<node>\d+)\] Completed transition to "
             r"(?:Resigned|Follower|Candidate|Unattached|Voted)",
         ),
         (

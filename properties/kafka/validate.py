@@ -34,9 +34,11 @@ What is abstracted, and why:
 
 from __future__ import annotations
 
+import json
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 from model import zookeeper as zkm
 from model.actions import (
@@ -48,6 +50,7 @@ from model.actions import (
     CompleteMigration,
     CrashBroker,
     CrashController,
+    DeleteControllerZNodes,
     Deliver,
     DualWrite,
     ElectController,
@@ -73,6 +76,7 @@ from model.actions import (
     ResignController,
     RestartBroker,
     RestartController,
+    RollbackBrokerToZk,
     SendControlledShutdown,
     SendRPCsToBrokers,
     SessionTimeout,
@@ -87,7 +91,8 @@ from model.actions import (
 )
 from model.bugs import Variant
 from model.kraft import ControllerConfig, MetadataImage, QuorumRole, ZkMigrationState, image_of
-from model.migration import STATE_BYTES, KRaftControllerZNode, MigrationDriverState, Profile
+from model.kraft_step import fresh_kraft_process
+from model.migration import KRaftControllerZNode, MigrationDriverState
 from model.scopes import SAME_RANGE, Scope, cold_state
 from model.state import CONTROLLER, CONTROLLER_EPOCH, Budget, ClusterState, broker_path, znode_data
 from model.step import candidate_actions, step
@@ -121,7 +126,10 @@ FOCUS_BOUND = 20_000
 BEAM = 64
 # How many observations a pending visible change may wait for its own.
 PENDING_WINDOW = 12
-RUNBOOKS = ("dual-write", "kraft-brokers", "finalize")
+RUNBOOKS = (
+    "dual-write", "kraft-brokers", "finalize",
+    "rollback-before-brokers", "rollback-dual-write", "rollback-kraft-brokers", "kraft",
+)
 # The log lines read: each is logged on every change it stands for (checked against Kafka 3.9's code).
 LOG_KINDS = ("driver-transition", "raft-leader", "zk-controller-elected", "driver-claimed", "zk-broker-registered")
 TRACE_VALIDATION = "TraceExplainedByModel"  # the violation's name: an observed change no model path explains
@@ -220,18 +228,45 @@ class Validation:
 # ---- the model's side: a scope shaped like the run, and the view ------------------------------
 
 
-def scope_for(brokers: int, controllers: int) -> Scope:
-    return Scope(
-        name="real-run",
-        summary="the real run's cluster",
-        ibps=(Ibp.IBP_3_7_IV0,) * brokers,
-        supported=(SAME_RANGE,) * brokers,
-        partitions=(),
-        budget=Budget(),
-        warm=False,
-        broker_flags=((False, False),) * brokers,  # the runbook rolls them into migration mode
-        controllers=(ControllerConfig(migration_enabled=True, metadata_version=Ibp.IBP_3_7_IV0),) * controllers,
-    )
+@dataclass(frozen=True)
+class Shape:
+    """The real run's cluster as the model builds it."""
+
+    brokers: int
+    controllers: int
+    kraft_born: bool  # the kraft runbook: KRaft brokers and controllers without the migration flag
+    ibp: Ibp  # the metadata.version the controllers bootstrap and the ZooKeeper brokers' IBP
+
+    @classmethod
+    def of(cls, plan: dict, version: tuple[int, int, int]) -> Shape:
+        # The model's levels end at 3.7-IV0: every later release is at its newest level (what a rule
+        # depends on is the levels from 3.4-IV0 to 3.7-IV0, reference §1.1).
+        ibp = Ibp.IBP_3_4_IV0 if version < (3, 6, 0) else Ibp.IBP_3_6_IV1 if version < (3, 7, 0) else Ibp.IBP_3_7_IV0
+        return cls(int(plan.get("brokers", 3)), int(plan.get("controllers", 1)), plan.get("runbook") == "kraft", ibp)
+
+    def scope(self) -> Scope:
+        return Scope(
+            name="real-run",
+            summary="the real run's cluster",
+            ibps=(self.ibp,) * self.brokers,
+            supported=(SAME_RANGE,) * self.brokers,
+            partitions=(),
+            budget=Budget(),
+            warm=False,
+            broker_flags=((False, False),) * self.brokers,  # the runbook rolls them into migration mode
+            controllers=(ControllerConfig(migration_enabled=not self.kraft_born, metadata_version=self.ibp),)
+            * self.controllers,
+        )
+
+    def initial(self) -> ClusterState:
+        """Brokers started, no sessions yet; the controllers not yet started (the runbook starts them)."""
+        state = cold_state(self.scope())
+        stopped = tuple(c.replace(alive=False, driver=None) for c in state.controllers)
+        state = state.replace(controllers=stopped)
+        if self.kraft_born:
+            kraft = [fresh_kraft_process(b.replace(config=b.config.replace(kraft_mode=True))) for b in state.brokers]
+            state = state.replace(brokers=tuple(kraft))
+        return state
 
 
 # Each window's budget: generous for the operator's steps, bounded for the protocol's own retries.
@@ -243,17 +278,16 @@ def window_budget(controllers: int, faulty: bool) -> Budget:
     )
 
 
-def initial(brokers: int, controllers: int) -> ClusterState:
-    """Brokers started, no sessions yet; the controllers not yet started (the runbook starts them)."""
-    state = cold_state(scope_for(brokers, controllers))
-    stopped = tuple(c.replace(alive=False, driver=None) for c in state.controllers)
-    return state.replace(controllers=stopped)
-
-
-def view(state: ClusterState) -> dict[tuple, object]:
+def view(state: ClusterState, legacy_driver: bool = False) -> dict[tuple, object]:
+    """The visible part of ``state``. ``legacy_driver``: Kafka 3.4's driver, which went from
+    ZK_MIGRATION straight to KRAFT_CONTROLLER_TO_BROKER_COMM (3.5 added SYNC_KRAFT_TO_ZK between),
+    and whose quorum wrote no PRE_MIGRATION record at its bootstrap (3.5 added it)."""
     out: dict[tuple, object] = {}
     for c in state.controllers:
-        out[("driver", c.id)] = c.driver.state if c.alive and c.driver is not None else None
+        driver = c.driver.state if c.alive and c.driver is not None else None
+        if legacy_driver and driver is MigrationDriverState.SYNC_KRAFT_TO_ZK:
+            driver = MigrationDriverState.ZK_MIGRATION  # Differs: 3.4 had no SYNC_KRAFT_TO_ZK (reference §1.1)
+        out[("driver", c.id)] = driver
         out[("leader", c.id)] = c.epoch if c.alive and c.role is QuorumRole.LEADER else None
     for b in state.brokers:
         registration = zkm.get(state.zk, broker_path(b.id))
@@ -269,6 +303,8 @@ def view(state: ClusterState) -> dict[tuple, object]:
     committed = max(state.controllers, key=lambda c: c.high_watermark, default=None)
     image = image_of(committed.log, committed.high_watermark) if committed is not None else MetadataImage()
     out[("migration",)] = image.migration  # None: no ZkMigrationStateRecord committed
+    if legacy_driver and image.migration is ZkMigrationState.PRE_MIGRATION:
+        out[("migration",)] = None  # Differs: 3.4 wrote no PRE_MIGRATION (reference §1.1)
     for b in state.brokers:
         registration = image.registration(b.id)
         out[("kraft-registered", b.id)] = None if registration is None else registration.epoch
@@ -296,7 +332,7 @@ def visible(key: tuple, old: object, new: object, shown: frozenset) -> bool:
 
 def observations(obs: Observed, brokers: int) -> list[Observation]:
     """The run's visible changes and operator steps, one timeline, each channel's order kept."""
-    by_byte = {b: s for s, b in STATE_BYTES[obs.profile].items()}
+    by_byte = obs.migration_states
     final = max(obs.metadata.values(), key=len, default=[])
     migration = [
         e for e in _live_records(final)
@@ -324,8 +360,11 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
     logs = [[e for e in events if e["kind"] in LOG_KINDS and not shutting_down(e)] for events in obs.logs.values()]
     out: list[Observation] = []
     env = Environment(brokers)
-    for e in merge([records, *logs, _stops_when_they_began(obs.operator)]):
-        if e["channel"] == "metadata" and e["type"] == "REGISTER_BROKER_RECORD":
+    claims = _claims_in_zookeeper(obs) if obs.version < (3, 5, 0) else []
+    for e in merge([records, claims, *logs, _stops_when_they_began(obs.operator)]):
+        if e["channel"] == "zk":  # a claim, read from ZooKeeper
+            out.append(Observation(("zk-controller",), "kraft-claim", e))
+        elif e["channel"] == "metadata" and e["type"] == "REGISTER_BROKER_RECORD":
             out.append(Observation(("kraft-registered", int(e["data"]["brokerId"])), ANY_NEW, e))
         elif e["channel"] == "metadata":
             out.append(Observation(("migration",), by_byte[e["data"]["zkMigrationState"]], e))
@@ -344,6 +383,20 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
             out.append(Observation(("zk-registered", int(e["broker"])), ANY_NEW, e))
         elif e["kind"] == "driver-claimed":
             out.append(Observation(("zk-controller",), "kraft-claim", e))
+    return out
+
+
+def _claims_in_zookeeper(obs: Observed) -> list[dict]:
+    """KRaft's claims of /controller as the watch saw them: Kafka 3.4 logs none (3.5 added the line)."""
+    out, last = [], None
+    for e in obs.existing("/controller"):
+        try:
+            body = json.loads(e["data"] or "{}")
+        except ValueError:
+            continue
+        if body.get("kraftControllerEpoch", -1) >= 0 and e["mzxid"] != last:
+            out.append(e | {"node": body.get("brokerid"), "kind": "driver-claimed"})
+            last = e["mzxid"]
     return out
 
 
@@ -370,6 +423,7 @@ class Environment:
         self.roles: dict[str, str] = {}
         self.faults: dict[str, str] = {}  # process -> the fault striking it now
         self.step = ""  # the runbook step under way
+        self.deleted = False  # the rollback removed the KRaft controller's znodes
 
     def observe(self, e: dict) -> list[Observation]:
         actions = self.actions(e)
@@ -393,7 +447,11 @@ class Environment:
             if role == "zookeeper" or first:
                 return None
             if role == "zk-broker" and self.step == f"roll-broker-{node}-migrating":
-                return (ConfigureMigration(BrokerId(node)), RestartBroker(BrokerId(node)))
+                return (ConfigureMigration(BrokerId(node), True), RestartBroker(BrokerId(node)))
+            if role == "zk-broker" and self.step == f"roll-broker-{node}-back-migrating":  # KIP-866 §Rollback to ZK
+                return (RollbackBrokerToZk(BrokerId(node)), RestartBroker(BrokerId(node)))
+            if role == "zk-broker" and self.step == f"roll-broker-{node}-zk":  # the rollback's last roll
+                return (ConfigureMigration(BrokerId(node), False), RestartBroker(BrokerId(node)))
             if role == "kraft-broker" and was == "zk-broker":
                 return (MigrateBrokerToKRaft(BrokerId(node)), RestartBroker(BrokerId(node)))
             return (RestartBroker(BrokerId(node)),)
@@ -403,6 +461,10 @@ class Environment:
             if e["role"] == "zookeeper":
                 return None
             return (StopBroker(BrokerId(node)),) if e.get("clean", True) else (CrashBroker(BrokerId(node)),)
+        if kind == "step" and e.get("action") == "delete-znode":
+            # the rollback's removal of /controller (and /migration): one model step for the lot
+            first, self.deleted = not self.deleted, True
+            return (DeleteControllerZNodes(),) if first else None
         if kind == "restart":  # it exited on its own (a ZooKeeper outage) and the runbook started it again
             if process.startswith("controller-"):
                 return (CrashController(node), RestartController(node))
@@ -433,18 +495,20 @@ class Environment:
 
 @dataclass(frozen=True)
 class ConfigureMigration:
-    """The operator gives a stopped ZooKeeper broker the migration settings (KIP-866 §Migration Trigger 2, 3).
+    """The operator gives a stopped ZooKeeper broker the migration settings (KIP-866 §Migration Trigger 2, 3),
+    or takes them away (§Rollback to ZK).
 
     An edit of the environment, not a model action: the model's scopes fix each broker's settings
     at the start, while a real runbook starts the brokers without them and rolls them in."""
 
     broker: BrokerId
+    enabled: bool
 
     def apply(self, state: ClusterState) -> ClusterState | None:
         b = state.brokers[self.broker]
-        if b.alive:
+        if b.alive or b.config.kraft_mode:
             return None
-        config = b.config.replace(migration_enabled=True, controller_configs=True)
+        config = b.config.replace(migration_enabled=self.enabled, controller_configs=self.enabled)
         return put_broker(state, b.replace(config=config))
 
 
@@ -479,26 +543,28 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
     ``bound`` states: a change reported unexplained has no explanation within that bound from
     the explanations kept of the changes before it.
     """
-    runbook, brokers, controllers = plan.get("runbook"), int(plan.get("brokers", 3)), int(plan.get("controllers", 1))
+    runbook = plan.get("runbook")
+    shape = Shape.of(plan, obs.version)
+    brokers, controllers = shape.brokers, shape.controllers
     items = observations(obs, brokers)
     result = Validation(total=sum(1 for o in items if not o.is_operator))
-    if obs.profile is not Profile.KAFKA_3_9:
-        result.not_validated = "Kafka before 3.5: its driver's table differs from the model's (no SYNC_KRAFT_TO_ZK)"
+    if obs.version < (3, 5, 0) and runbook == "finalize":
+        # Differs: 3.4 finalizes by the roll alone; both profiles commit POST_MIGRATION (reference §1.1)
+        result.not_validated = "Kafka 3.4 commits no POST_MIGRATION; the model's profiles both do"
         return result
     if runbook not in RUNBOOKS:
         result.not_validated = f"runbook {runbook}: its operator steps have no model mapping yet"
         return result
-    variant = Variant(profile=obs.profile)
-    scope = scope_for(brokers, controllers)
-    start = Node(initial(brokers, controllers))
+    start = Node(shape.initial())
     trail: Trail = {start: (None, ())}
+    see = partial(view, legacy_driver=obs.version < (3, 5, 0))
+    search = Search(shape.scope(), Variant(profile=obs.profile), trail, see)
     frontier = [start]
     faulty = 0  # faults striking now: they open the window for session losses
     for index, ob in enumerate(items):
         budget = window_budget(controllers, faulty > 0)
         if ob.is_operator:
-            nxt, explored = _apply(frontier, ob, window_budget(controllers, faulty=True), scope, variant, trail,
-                                   FOCUS_BOUND)
+            nxt, explored = _apply(frontier, ob, window_budget(controllers, faulty=True), search, FOCUS_BOUND)
             result.states += explored
             if ob.event["kind"] in ("fault", "heal"):
                 faulty = max(0, faulty + (1 if ob.event["kind"] == "fault" else -1))
@@ -508,10 +574,9 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
                 return result
             frontier = nxt
             continue
-        nxt, alternatives, explored = _explain(frontier, ob, budget, scope, variant, trail, FOCUS_BOUND,
-                                               shortest=True, focus=True)
+        nxt, alternatives, explored = _explain(frontier, ob, budget, search, FOCUS_BOUND, shortest=True, focus=True)
         if not nxt:
-            nxt, alternatives, more = _explain(frontier, ob, budget, scope, variant, trail, bound, shortest=False)
+            nxt, alternatives, more = _explain(frontier, ob, budget, search, bound, shortest=False)
             explored += more
             if not nxt and more >= bound:
                 result.states += explored
@@ -533,12 +598,22 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
 Trail = dict[Node, tuple[Node | None, tuple[Action, ...]]]
 
 
-def _apply(frontier: list[Node], ob: Observation, budget: Budget, scope: Scope, variant: Variant, trail: Trail,
-           bound: int) -> tuple[list[Node], int]:
+@dataclass(frozen=True)
+class Search:
+    """What every step of one validation shares: the model's cluster and rules, the trail, the view."""
+
+    scope: Scope
+    variant: Variant
+    trail: Trail
+    see: Callable[[ClusterState], dict[tuple, object]]
+
+
+def _apply(frontier: list[Node], ob: Observation, budget: Budget, search: Search, bound: int
+           ) -> tuple[list[Node], int]:
     """The operator's step, from every node that can take it; when none can yet, after the fewest
     hidden steps that make it possible (a clean stop of the active controller waits for ZooKeeper
     to have every committed record, KIP-866 §Rollback to ZK), searched as ``_explain`` does."""
-    out = [child for node in frontier if (child := _operate(node, node, (), ob, budget, variant, trail))]
+    out = [child for node in frontier if (child := _operate(node, node, (), ob, budget, search))]
     if out:
         return out, 0
     up: dict[Node, tuple[Node | None, Action | None]] = {}
@@ -555,14 +630,14 @@ def _apply(frontier: list[Node], ob: Observation, budget: Budget, scope: Scope, 
         node, depth = queue.popleft()
         if found and depth > found_at:
             break
-        before = view(node.state)
-        for action in candidate_actions(node.state, scope):
+        before = search.see(node.state)
+        for action in candidate_actions(node.state, search.scope):
             if not isinstance(action, HIDDEN):
                 continue
-            nxt = step(node.state, action, variant)
+            nxt = step(node.state, action, search.variant)
             if nxt is None or nxt == node.state:
                 continue
-            after = view(nxt)
+            after = search.see(nxt)
             if any(visible(k, before[k], after[k], node.shown) for k in after):
                 continue
             child = Node(nxt, node.pending, node.shown)
@@ -571,7 +646,7 @@ def _apply(frontier: list[Node], ob: Observation, budget: Budget, scope: Scope, 
             up[child] = (node, action)
             queue.append((child, depth + 1))
             steps, root = _segment(up, child)
-            done = _operate(child, roots[root], steps, ob, budget, variant, trail)
+            done = _operate(child, roots[root], steps, ob, budget, search)
             if done is not None:
                 found.setdefault(done)
                 found_at = min(found_at, depth + 1)
@@ -579,24 +654,24 @@ def _apply(frontier: list[Node], ob: Observation, budget: Budget, scope: Scope, 
 
 
 def _operate(node: Node, origin: Node, hidden: tuple[Action, ...], ob: Observation, budget: Budget,
-             variant: Variant, trail: Trail) -> Node | None:
+             search: Search) -> Node | None:
     """``node`` after the operator's actions, recorded as reached from ``origin`` by ``hidden`` then them."""
     state = node.state.replace(budget=budget)
     taken: list[Action | ConfigureMigration] = []
     for action in ob.actions:
         action = _expire_target(state, action, ob.event)
-        nxt = action.apply(state) if isinstance(action, ConfigureMigration) else step(state, action, variant)
+        nxt = action.apply(state) if isinstance(action, ConfigureMigration) else step(state, action, search.variant)
         if nxt is None:
             return None
         state = nxt
         taken.append(action)
     child = Node(state, node.pending, node.shown)
-    trail.setdefault(child, (origin, (*hidden, *taken)))
+    search.trail.setdefault(child, (origin, (*hidden, *taken)))
     return child
 
 
-def _explain(frontier: list[Node], ob: Observation, budget: Budget, scope: Scope, variant: Variant, trail: Trail,
-             bound: int, shortest: bool, focus: bool = False) -> tuple[list[Node], set[str], int]:
+def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Search, bound: int, shortest: bool,
+             focus: bool = False) -> tuple[list[Node], set[str], int]:
     """The nodes that show ``ob`` after hidden steps from ``frontier``; else what could be shown instead.
 
     With ``focus``, only the steps of the side ``ob`` is about (the KRaft side's, or the ZooKeeper
@@ -618,7 +693,7 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, scope: Scope
         for i, (key, old, new) in enumerate(node.pending):
             if key == ob.key and ob.matches(old, new):
                 child = Node(node.state, node.pending[:i] + node.pending[i + 1:], node.shown)
-                trail.setdefault(child, (node, ()))
+                search.trail.setdefault(child, (node, ()))
                 found.setdefault(child)
         if found:
             continue
@@ -633,14 +708,14 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, scope: Scope
         node, depth = queue.popleft()
         if shortest and found and depth > found_at:
             break
-        before = view(node.state)
-        for action in candidate_actions(node.state, scope):
+        before = search.see(node.state)
+        for action in candidate_actions(node.state, search.scope):
             if not isinstance(action, allowed):
                 continue
-            nxt = step(node.state, action, variant)
+            nxt = step(node.state, action, search.variant)
             if nxt is None or nxt == node.state:
                 continue
-            after = view(nxt)
+            after = search.see(nxt)
             changes = [(k, before[k], after[k]) for k in after if visible(k, before[k], after[k], node.shown)]
             shown = node.shown | {(k, new) for k, _, new in changes if k[0] in FROM_THE_LOG}
             child = Node(nxt, node.pending, shown)
@@ -654,7 +729,7 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, scope: Scope
                 shown_node = Node(nxt, node.pending + tuple(c for c in changes if c is not mine[0]), shown)
                 if shown_node not in found:
                     steps, root = _segment(up, node)
-                    trail.setdefault(shown_node, (roots[root], (*steps, action)))
+                    search.trail.setdefault(shown_node, (roots[root], (*steps, action)))
                     found.setdefault(shown_node)
                     found_at = min(found_at, depth)
             else:
