@@ -80,6 +80,43 @@ def test_validation_reads_a_34_migration_record_as_kafka_35_does(monkeypatch):
     assert result.unexplained is not None and result.unexplained.event["type"] == "ZK_MIGRATION_STATE_RECORD"
 
 
+def _feature_updates(obs: Observed) -> list[dict]:
+    return [e for e in obs.operator if e.get("action") == "update-features"]
+
+
+def test_validation_holds_kafka_to_the_models_feature_decisions():
+    """KIP-584: each answer Kafka gave an UpdateFeatures request is the model's decision. 4.1 accepted
+    the upgrade and refused both downgrades of metadata.version, as the model does; told that it
+    refused the upgrade, or accepted the safe downgrade, validation names that operator step."""
+    obs, plan = recorded("kafka-4-kraft-run.json")
+    upgrade, downgrade, _ = _feature_updates(obs)
+    assert (upgrade["refused"], downgrade["refused"]) == (False, True)
+    assert validate(obs, plan).ok
+    for update in (upgrade, downgrade):
+        obs, plan = recorded("kafka-4-kraft-run.json")
+        changed = next(e for e in _feature_updates(obs) if e["command"] == update["command"])
+        changed["refused"] = not changed["refused"]
+        result = validate(obs, plan)
+        assert result.unexplained is not None, result.report()[0]
+        assert (result.unexplained.event["command"], result.unexplained.event["refused"]) == (
+            changed["command"], changed["refused"]
+        )
+
+
+def test_validation_names_what_the_model_showed_and_the_run_did_not():
+    """A metadata.version upgrade Kafka said it made, with no FeatureLevelRecord in the log: every model
+    path that accepts it shows a level the run never showed."""
+    obs, plan = recorded("kafka-4-kraft-run.json")
+    records = next(iter(obs.metadata.values()))
+    upgraded = [r for r in records if r["type"] == "FEATURE_LEVEL_RECORD" and r["data"]["name"] == "metadata.version"]
+    records.remove(upgraded[-1])
+    result = validate(obs, plan)
+    assert result.failed and result.unexplained is None
+    assert result.unshown == ("metadata.version (1, <Ibp.IBP_3_6_IV1: 36>) -> (2, <Ibp.IBP_3_7_IV0: 37>)",)
+    assert "never shown by the run" in "\n".join(result.report())
+    assert result.as_json()["outcome"] == "unexplained"
+
+
 def test_validation_names_a_skipped_driver_state():
     """KIP-866 §Migration Driver: a driver that went from BECOME_CONTROLLER straight on without ZK_MIGRATION.
 
@@ -148,6 +185,7 @@ def test_validation_names_a_migration_state_that_went_back():
     [
         (lambda obs, plan: plan.update(runbook="a-runbook-of-tomorrow"), "runbook a-runbook-of-tomorrow"),
         (lambda obs, plan: setattr(obs, "version", (3, 4, 1)), "Kafka 3.4 commits no POST_MIGRATION"),
+        (lambda obs, plan: plan.update(runbook="kraft"), "the kraft runbook on 3.x"),
     ],
 )
 def test_validation_says_what_it_does_not_validate(change, reason):

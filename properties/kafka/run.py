@@ -394,16 +394,16 @@ class Run:
                 ("create-data", self.create_data),
                 (
                     "upgrade-metadata-version",
-                    lambda: self.update_features("upgrade", "--release-version", self.newest_release),
+                    lambda: self.update_features("upgrade", self.newest_release),
                 ),
                 *[(f"roll-broker-{b}-kraft", lambda b=b: self.roll_kraft_broker(b)) for b in brokers],
                 (
                     "downgrade-metadata-version",
-                    lambda: self.update_features("downgrade", "--release-version", self.oldest_release),
+                    lambda: self.update_features("downgrade", self.oldest_release),
                 ),
                 (
                     "unsafe-downgrade-metadata-version",
-                    lambda: self.update_features("downgrade", "--release-version", self.oldest_release, "--unsafe"),
+                    lambda: self.update_features("downgrade", self.oldest_release, "--unsafe"),
                 ),
                 (
                     "create-data-after-features",
@@ -594,8 +594,12 @@ class Run:
 
     @property
     def oldest_release(self) -> str:
-        """What a KRaft-born cluster is formatted at: 3.9 on 4.x (KIP-584's downgrade target), else its own release."""
-        return "3.9" if self.install.release >= (4, 0, 0) else configs.ibp(self.install.release)
+        """What a KRaft-born cluster is formatted at, so that its upgrade moves: 3.9 on 4.x (KIP-584's
+        downgrade target), the release before on 3.x (3.3 at the least, the first KRaft-ready level)."""
+        if self.install.release >= (4, 0, 0):
+            return "3.9"
+        major, minor, _ = self.install.release
+        return f"{major}.{max(minor - 1, 3)}"
 
     @property
     def newest_release(self) -> str:
@@ -631,15 +635,22 @@ class Run:
                 self.ready(self.broker(b), "Transitioning from RECOVERY to RUNNING"),
             )
 
-    def update_features(self, *command: str) -> None:
-        """KIP-584's UpdateFeatures as an operator sends it, with Kafka's FeatureCommand; a refusal is an answer too."""
+    def update_features(self, kind: str, release: str, *flags: str) -> None:
+        """KIP-584's UpdateFeatures as an operator sends it, with Kafka's FeatureCommand; a refusal is an answer too.
+
+        4.x names the target a release (``--release-version``, KIP-1022); 3.x a metadata.version (``--metadata``)."""
         controllers = ",".join(f"127.0.0.1:{p}" for p in self.cluster.controller_ports.values())
+        level = "--release-version" if self.install.release >= (4, 0, 0) else "--metadata"
+        command = [kind, level, release, *flags]
         argv = ["org.apache.kafka.tools.FeatureCommand", "--bootstrap-controller", controllers, *command]
+        began = int(time.time() * 1000)  # the tool takes seconds: its records come before its note
         try:
             answer, refused = self.cluster.tool(argv).strip(), False
         except ClusterError as e:
             answer, refused = str(e), True
-        self.note("step", action="update-features", command=list(command), refused=refused, answer=answer[-500:])
+        self.note(
+            "step", action="update-features", command=command, refused=refused, answer=answer[-500:], began=began
+        )
         self.say(f"  features {' '.join(command)}: {'refused' if refused else 'done'}")
 
     def roll_zk_broker(self, b: int) -> None:
@@ -817,10 +828,9 @@ def check_folder(folder: Path) -> tuple[Observed, list[Violation]]:
     obs = load(folder)
     violations = run_checks(obs)
     validation = validate(obs, json.loads((folder / "run.json").read_text()).get("plan", {}))
-    if validation.unexplained is not None:
-        violations.append(
-            Violation(TRACE_VALIDATION, validation.headline(), (validation.unexplained.event,))
-        )
+    if validation.failed:
+        evidence = (validation.unexplained.event,) if validation.unexplained is not None else ()
+        violations.append(Violation(TRACE_VALIDATION, validation.headline(), evidence))
     (folder / "validation.json.tmp").write_text(json.dumps(validation.as_json(), indent=1) + "\n")
     (folder / "validation.json.tmp").replace(folder / "validation.json")
     with open(folder / "timeline.jsonl.tmp", "w") as f:

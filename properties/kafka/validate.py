@@ -84,13 +84,23 @@ from model.actions import (
     StartElection,
     StopBroker,
     SyncKRaftToZk,
+    UpdateMetadataVersion,
     WaitForControllerQuorum,
     WaitForZkBrokers,
     ZkOutage,
     ZkRecover,
 )
 from model.bugs import Variant
-from model.kraft import ControllerConfig, MetadataImage, QuorumRole, ZkMigrationState, image_of
+from model.kraft import (
+    METADATA_VERSION,
+    ControllerConfig,
+    FeatureLevelRecord,
+    MetadataImage,
+    QuorumRole,
+    UpgradeType,
+    ZkMigrationState,
+    image_of,
+)
 from model.kraft_step import fresh_kraft_process
 from model.migration import KRaftControllerZNode, MigrationDriverState
 from model.scopes import SAME_RANGE, Scope, cold_state
@@ -143,13 +153,15 @@ class Observation:
     value: object
     event: dict
     before: object = None  # the driver's state it left, when the log says so
-    actions: tuple[Action | ConfigureMigration, ...] = ()  # an operator step: the model actions that do the same
+    actions: tuple[Action | OperatorEdit, ...] = ()  # an operator step: the model actions that do the same
 
     def matches(self, old: object, new: object) -> bool:
         if self.key == ("zk-controller",) and self.value == "kraft-claim":
             return isinstance(new, tuple) and new[0] == "kraft" and new[1] == self.event_node
         if self.value == ANY_NEW:  # a new znode: its czxid is Kafka's, not the model's
             return new is not None
+        if self.key == ("metadata.version",):  # Kafka's feature levels are not the model's: the direction is
+            return new is not None and self.value == _direction(old, new)
         if self.before is not None and old != self.before:
             return False
         return new == self.value
@@ -182,19 +194,26 @@ class Validation:
     not_validated: str = ""  # why the run was not validated at all
     undecided: str = ""  # the search hit its bound: neither explained nor refuted
     states: int = 0  # model states explored
+    unshown: tuple[str, ...] = ()  # what every explaining path showed and the run never did
     notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.not_validated and not self.undecided and self.unexplained is None
+        return not self.not_validated and not self.undecided and self.unexplained is None and not self.unshown
+
+    @property
+    def failed(self) -> bool:
+        return self.unexplained is not None or bool(self.unshown)
 
     def headline(self) -> str:
+        if self.unshown:
+            return self.report()[0] + ": " + "; ".join(self.unshown)
         return self.report()[0] + (f": {self.unexplained.line()}" if self.unexplained is not None else "")
 
     def as_json(self) -> dict:
         return {
             "outcome": "not validated" if self.not_validated else "undecided" if self.undecided
-            else "explained" if self.unexplained is None else "unexplained",
+            else "unexplained" if self.failed else "explained",
             "explained": self.explained,
             "total": self.total,
             "states": self.states,
@@ -209,6 +228,14 @@ class Validation:
         if self.undecided:
             return [
                 f"trace validation: undecided after {self.explained} of {self.total} observations ({self.undecided})"
+            ]
+        if self.unshown:
+            return [
+                f"trace validation: the model explains all {self.total} observed changes, but only by showing "
+                "what the run never showed",
+                "  the explaining path, as model steps:",
+                *[f"    {i + 1:3d}. {a!r}" for i, a in enumerate(self.path)],
+                "  never shown by the run: " + "; ".join(self.unshown),
             ]
         if self.unexplained is None:
             return [f"trace validation: all {self.total} observed changes explained by the model "
@@ -242,7 +269,9 @@ class Shape:
         # The model's levels end at 3.7-IV0: every later release is at its newest level (what a rule
         # depends on is the levels from 3.4-IV0 to 3.7-IV0, reference §1.1).
         ibp = Ibp.IBP_3_4_IV0 if version < (3, 6, 0) else Ibp.IBP_3_6_IV1 if version < (3, 7, 0) else Ibp.IBP_3_7_IV0
-        return cls(int(plan.get("brokers", 3)), int(plan.get("controllers", 1)), plan.get("runbook") == "kraft", ibp)
+        kraft_born = plan.get("runbook") == "kraft"
+        return cls(int(plan.get("brokers", 3)), int(plan.get("controllers", 1)), kraft_born,
+                   KRAFT_BORN_FROM if kraft_born else ibp)
 
     def scope(self) -> Scope:
         return Scope(
@@ -272,21 +301,25 @@ class Shape:
 # Each window's budget: generous for the operator's steps, bounded for the protocol's own retries.
 def window_budget(controllers: int, faulty: bool) -> Budget:
     return Budget(
-        crashes=99, restarts=99, expiries=99 if faulty else 0, elections=99, outages=99, shutdowns=0,
+        crashes=99, restarts=99, operator=99, expiries=99 if faulty else 0, elections=99, outages=99, shutdowns=0,
         max_in_flight=64, kraft_elections=controllers, controller_crashes=99, timeouts=99 if faulty else 0,
         migrations=99, max_lag=1 << 20,
     )
 
 
-def view(state: ClusterState, legacy_driver: bool = False) -> dict[tuple, object]:
-    """The visible part of ``state``. ``legacy_driver``: Kafka 3.4's driver, which went from
-    ZK_MIGRATION straight to KRAFT_CONTROLLER_TO_BROKER_COMM (3.5 added SYNC_KRAFT_TO_ZK between),
-    and whose quorum wrote no PRE_MIGRATION record at its bootstrap (3.5 added it)."""
+def view(state: ClusterState, version: tuple[int, int, int] = (3, 9, 0)) -> dict[tuple, object]:
+    """The visible part of ``state``, as Kafka ``version`` shows it.
+
+    Differs: Kafka 3.4's driver went from ZK_MIGRATION straight to KRAFT_CONTROLLER_TO_BROKER_COMM
+    (3.5 added SYNC_KRAFT_TO_ZK between) and its quorum wrote no PRE_MIGRATION record at bootstrap
+    (3.5 added it); Kafka 4.x, without ZooKeeper, writes no ZkMigrationStateRecord at all (its
+    bootstrap has no NONE record). The model writes both (reference §1.1)."""
+    legacy_driver = version < (3, 5, 0)
     out: dict[tuple, object] = {}
     for c in state.controllers:
         driver = c.driver.state if c.alive and c.driver is not None else None
         if legacy_driver and driver is MigrationDriverState.SYNC_KRAFT_TO_ZK:
-            driver = MigrationDriverState.ZK_MIGRATION  # Differs: 3.4 had no SYNC_KRAFT_TO_ZK (reference §1.1)
+            driver = MigrationDriverState.ZK_MIGRATION
         out[("driver", c.id)] = driver
         out[("leader", c.id)] = c.epoch if c.alive and c.role is QuorumRole.LEADER else None
     for b in state.brokers:
@@ -303,8 +336,14 @@ def view(state: ClusterState, legacy_driver: bool = False) -> dict[tuple, object
     committed = max(state.controllers, key=lambda c: c.high_watermark, default=None)
     image = image_of(committed.log, committed.high_watermark) if committed is not None else MetadataImage()
     out[("migration",)] = image.migration  # None: no ZkMigrationStateRecord committed
-    if legacy_driver and image.migration is ZkMigrationState.PRE_MIGRATION:
-        out[("migration",)] = None  # Differs: 3.4 wrote no PRE_MIGRATION (reference §1.1)
+    if (legacy_driver and image.migration is ZkMigrationState.PRE_MIGRATION) or (
+        version >= (4, 0, 0) and image.migration is ZkMigrationState.NONE
+    ):
+        out[("migration",)] = None
+    levels = [e.record.level for e in (committed.log[: committed.high_watermark] if committed else ())
+              if isinstance(e.record, FeatureLevelRecord) and e.record.name == METADATA_VERSION]
+    # how many times metadata.version was set, and to what: each setting shows once
+    out[("metadata.version",)] = (len(levels), levels[-1]) if levels else None
     for b in state.brokers:
         registration = image.registration(b.id)
         out[("kraft-registered", b.id)] = None if registration is None else registration.epoch
@@ -313,7 +352,14 @@ def view(state: ClusterState, legacy_driver: bool = False) -> dict[tuple, object
 
 # Facts read from the committed metadata log: the real log is read once, at the end, so each
 # value shows once, however often a controller that restarts commits the same prefix again.
-FROM_THE_LOG = ("migration", "kraft-registered")
+FROM_THE_LOG = ("migration", "kraft-registered", "metadata.version")
+
+
+def _direction(old: object, new: object) -> str:
+    """How metadata.version moved: the first setting, up or down (levels compared in each's own numbering)."""
+    if old is None:
+        return "first"
+    return "up" if new[1] > old[1] else "down" if new[1] < old[1] else "same"  # type: ignore[index]
 
 
 def visible(key: tuple, old: object, new: object, shown: frozenset) -> bool:
@@ -340,9 +386,15 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
     ]
     seen: set[ZkMigrationState] = set()
     records = []
+    previous_level = None
     for e in _live_records(final):
         if e["type"] == "REGISTER_BROKER_RECORD":
             records.append(e)
+        elif e["type"] == "FEATURE_LEVEL_RECORD" and e["data"].get("name") == "metadata.version":
+            level = e["data"]["featureLevel"]
+            old = None if previous_level is None else (0, previous_level)
+            records.append(e | {"direction": _direction(old, (0, level))})
+            previous_level = level
     for e in migration:  # each state shows once, as the model's view of the committed log does
         state = by_byte[e["data"]["zkMigrationState"]]
         if state not in seen:
@@ -361,8 +413,10 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
     out: list[Observation] = []
     env = Environment(brokers)
     claims = _claims_in_zookeeper(obs) if obs.version < (3, 5, 0) else []
-    for e in merge([records, claims, *logs, _stops_when_they_began(obs.operator)]):
-        if e["channel"] == "zk":  # a claim, read from ZooKeeper
+    for e in merge([records, claims, *logs, _steps_when_they_began(obs.operator)]):
+        if e["channel"] == "metadata" and e["type"] == "FEATURE_LEVEL_RECORD":
+            out.append(Observation(("metadata.version",), e["direction"], e))
+        elif e["channel"] == "zk":  # a claim, read from ZooKeeper
             out.append(Observation(("zk-controller",), "kraft-claim", e))
         elif e["channel"] == "metadata" and e["type"] == "REGISTER_BROKER_RECORD":
             out.append(Observation(("kraft-registered", int(e["data"]["brokerId"])), ANY_NEW, e))
@@ -400,15 +454,16 @@ def _claims_in_zookeeper(obs: Observed) -> list[dict]:
     return out
 
 
-def _stops_when_they_began(operator: list[dict]) -> list[dict]:
-    """The operator log with each stop at the time it began: a clean stop's effects come before its note.
+def _steps_when_they_began(operator: list[dict]) -> list[dict]:
+    """The operator log with each step that takes a while (a clean stop, a feature update) at the time
+    it began: what it causes comes before its note.
 
-    Runs recorded before stops carried ``began`` take the start of the step the stop opens."""
+    Runs recorded before such steps carried ``began`` take the start of the runbook step they open."""
     out, step_began = [], None
     for e in operator:
         if e["kind"] == "step-begins":
             step_began = e["time"]
-        elif e["kind"] == "step" and e.get("action") == "stop":
+        elif e["kind"] == "step" and e.get("action") in ("stop", "update-features"):
             e = e | {"time": e.get("began", step_began if step_began is not None else e["time"])}
         out.append(e)
     out.sort(key=lambda e: e["time"])  # stable: the log's own order where times tie
@@ -461,6 +516,9 @@ class Environment:
             if e["role"] == "zookeeper":
                 return None
             return (StopBroker(BrokerId(node)),) if e.get("clean", True) else (CrashBroker(BrokerId(node)),)
+        if kind == "step" and e.get("action") == "update-features":
+            command = e["command"]
+            return (OperatorUpdatesMetadataVersion(command[0], "--unsafe" in command, e["refused"]),)
         if kind == "step" and e.get("action") == "delete-znode":
             # the rollback's removal of /controller (and /migration): one model step for the lot
             first, self.deleted = not self.deleted, True
@@ -504,12 +562,52 @@ class ConfigureMigration:
     broker: BrokerId
     enabled: bool
 
-    def apply(self, state: ClusterState) -> ClusterState | None:
+    def apply(self, state: ClusterState, variant: Variant) -> ClusterState | None:
         b = state.brokers[self.broker]
         if b.alive or b.config.kraft_mode:
             return None
         config = b.config.replace(migration_enabled=self.enabled, controller_configs=self.enabled)
         return put_broker(state, b.replace(config=config))
+
+
+# The kraft runbook formats a KRaft-born cluster at an older release and upgrades it to its own:
+# in the model's levels, from 3.6-IV1 to 3.7-IV0 (the last two it has).
+KRAFT_BORN_FROM, KRAFT_BORN_TO = Ibp.IBP_3_6_IV1, Ibp.IBP_3_7_IV0
+
+
+@dataclass(frozen=True)
+class OperatorUpdatesMetadataVersion:
+    """KIP-584's UpdateFeatures for metadata.version, as the operator's FeatureCommand sent it to the
+    active controller; Kafka's answer (accepted or refused) must be the model's decision too."""
+
+    kind: str  # "upgrade" or "downgrade"
+    unsafe: bool
+    refused: bool
+
+    def apply(self, state: ClusterState, variant: Variant) -> ClusterState | None:
+        active = [c for c in state.controllers if c.alive and c.role is QuorumRole.LEADER and c.active]
+        if not active:
+            return None
+        c = active[0]
+        if self.kind == "upgrade":
+            level, how = KRAFT_BORN_TO, UpgradeType.UPGRADE
+        else:
+            level = KRAFT_BORN_FROM
+            how = UpgradeType.UNSAFE_DOWNGRADE if self.unsafe else UpgradeType.SAFE_DOWNGRADE
+        nxt = step(state, UpdateMetadataVersion(c.id, level, how), variant)
+        if nxt is None:
+            return None
+        wrote = len(ctrl_of(nxt, c.id).log) > len(c.log)
+        already = image_of(c.log).metadata_version == level
+        # the model refused, or had nothing to write; Kafka must have answered alike
+        return nxt if wrote != self.refused or (already and not wrote) else None
+
+
+def ctrl_of(state: ClusterState, cid: int):
+    return next(c for c in state.controllers if c.id == cid)
+
+
+OperatorEdit = ConfigureMigration | OperatorUpdatesMetadataVersion
 
 
 def _node(process: str) -> int:
@@ -548,6 +646,14 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
     brokers, controllers = shape.brokers, shape.controllers
     items = observations(obs, brokers)
     result = Validation(total=sum(1 for o in items if not o.is_operator))
+    if runbook == "kraft" and obs.version < (4, 0, 0):
+        # Differs: 3.x takes a downgrade between levels that change no metadata (3.9 to 3.8), and an
+        # unsafe one that does, and writes a record for a level that does not move; the model's levels
+        # end at 3.7-IV0, each changes metadata, it refuses both and writes nothing (reference §5.1)
+        result.not_validated = (
+            "the kraft runbook on 3.x: its metadata.version levels (3.8 to 3.9) have no pair in the model's"
+        )
+        return result
     if obs.version < (3, 5, 0) and runbook == "finalize":
         # Differs: 3.4 finalizes by the roll alone; both profiles commit POST_MIGRATION (reference §1.1)
         result.not_validated = "Kafka 3.4 commits no POST_MIGRATION; the model's profiles both do"
@@ -557,7 +663,7 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
         return result
     start = Node(shape.initial())
     trail: Trail = {start: (None, ())}
-    see = partial(view, legacy_driver=obs.version < (3, 5, 0))
+    see = partial(view, version=obs.version)
     search = Search(shape.scope(), Variant(profile=obs.profile), trail, see)
     frontier = [start]
     faulty = 0  # faults striking now: they open the window for session losses
@@ -590,7 +696,10 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
             return result
         frontier = nxt[:BEAM]
         result.explained += 1
-    result.path = _path(trail, frontier[0])
+    settled = [node for node in frontier if not node.pending]
+    if not settled:  # every explanation showed something the run never did
+        result.unshown = tuple(f"{_key(k)} {_value(old)} -> {_value(new)}" for k, old, new in frontier[0].pending)
+    result.path = _path(trail, (settled or frontier)[0])
     return result
 
 
@@ -657,15 +766,23 @@ def _operate(node: Node, origin: Node, hidden: tuple[Action, ...], ob: Observati
              search: Search) -> Node | None:
     """``node`` after the operator's actions, recorded as reached from ``origin`` by ``hidden`` then them."""
     state = node.state.replace(budget=budget)
-    taken: list[Action | ConfigureMigration] = []
+    taken: list[Action | OperatorEdit] = []
+    before = search.see(state)
     for action in ob.actions:
         action = _expire_target(state, action, ob.event)
-        nxt = action.apply(state) if isinstance(action, ConfigureMigration) else step(state, action, search.variant)
+        if isinstance(action, ConfigureMigration | OperatorUpdatesMetadataVersion):
+            nxt = action.apply(state, search.variant)
+        else:
+            nxt = step(state, action, search.variant)
         if nxt is None:
             return None
         state = nxt
         taken.append(action)
-    child = Node(state, node.pending, node.shown)
+    after = search.see(state)
+    # what the operator's step made visible must be seen too, as a two-fact step's second fact is
+    changes = tuple((k, before[k], after[k]) for k in after if visible(k, before[k], after[k], node.shown))
+    shown = node.shown | {(k, new) for k, _, new in changes if k[0] in FROM_THE_LOG}
+    child = Node(state, node.pending + changes, shown)
     search.trail.setdefault(child, (origin, (*hidden, *taken)))
     return child
 
