@@ -648,6 +648,9 @@ class Run:
             answer, refused = self.cluster.tool(argv).strip(), False
         except ClusterError as e:
             answer, refused = str(e), True
+            if "unrecognized arguments" in answer or "error: argument" in answer:
+                # the tool's usage, not Kafka's answer: a bug of kraftcheck's, never a refusal to record
+                raise RuntimeError(f"FeatureCommand refused kraftcheck's arguments {command}: {answer[-300:]}") from e
         self.note(
             "step", action="update-features", command=command, refused=refused, answer=answer[-500:], began=began
         )
