@@ -53,6 +53,9 @@ def test_kafka_campaign_tables_report_and_resume(tmp_path, monkeypatch):
     assert pq.read_table(tmp_path / "runs.parquet").num_rows == 3
     assert pq.read_table(tmp_path / "violations.parquet").to_pylist()[0]["seed"] == 2
     assert "RunbookReachesItsEnd" in (tmp_path / "report.html").read_text()
+    # these runs logged nothing: trace validation says so rather than "explained"
+    assert pq.read_table(tmp_path / "runs.parquet").column("trace").to_pylist() == ["not validated"] * 3
+    assert "3 not validated" in (tmp_path / "report.html").read_text()
 
     (tmp_path / "runs" / "seed-1" / "violations.json").unlink()  # seed 1 was killed before it was checked
     started.clear()

@@ -61,6 +61,8 @@ def row(folder: Path) -> dict:
     )
     violations = json.loads((folder / "violations.json").read_text())
     faults = [f"{f['kind']}@{f['step']}" for f in meta["faults"]]
+    validation_file = folder / "validation.json"
+    validation = json.loads(validation_file.read_text()) if validation_file.is_file() else {}
     return {
         "seed": meta["plan"]["seed"],
         "kafka": meta["kafka"],
@@ -70,6 +72,10 @@ def row(folder: Path) -> dict:
         "seconds": end.get("seconds", 0.0),
         "violations": len(violations),
         "invariants": ", ".join(sorted({v["invariant"] for v in violations})),
+        # trace validation: explained, unexplained, undecided or not validated (with its reason)
+        "trace": validation.get("outcome", "not checked"),
+        "trace_explained": validation.get("explained", 0),
+        "trace_total": validation.get("total", 0),
     }
 
 
@@ -194,12 +200,14 @@ def _excerpt(out: Path, folder: str, evidence: list[dict], around: int = 4) -> s
 
 def render(out: Path, runs: list[dict], violations: list[dict]) -> str:
     outcomes = Counter(r["outcome"].split(":")[0] for r in runs)
+    traces = Counter(r.get("trace", "not checked") for r in runs)
     counts = Counter(v["invariant"] for v in {(v["seed"], v["invariant"]): v for v in violations}.values())
     plot = _plot(counts)
     table = "".join(
         f"<tr><td>{r['seed']}</td><td>{html.escape(r['runbook'])}</td><td>{html.escape(r['faults'])}</td>"
         f"<td>{html.escape(r['outcome'])}</td><td>{r['seconds']:.0f}</td><td>{r['violations']}</td>"
-        f"<td>{html.escape(r['invariants'])}</td></tr>"
+        f"<td>{html.escape(r['invariants'])}</td>"
+        f"<td>{html.escape(r.get('trace', ''))} ({r.get('trace_explained', 0)}/{r.get('trace_total', 0)})</td></tr>"
         for r in runs
     )
     details = []
@@ -230,8 +238,11 @@ tr.hit{{background:#fde2e2}}code{{font-size:13px}}</style></head><body>
 <h1>Real Kafka campaign</h1>
 <p><b>{html.escape(verdict)}</b>; {len(runs)} runs: {html.escape(", ".join(f"{n} {k}" for k, n in sorted(outcomes.items())))}.
 Each seed fixes the schedule of steps and faults; Kafka's own timing varies from run to run, and each run's folder keeps what it saw.</p>
+<p>Trace validation (each visible change explained by a path of the model):
+{html.escape(", ".join(f"{n} {k}" for k, n in sorted(traces.items())))}.</p>
 {image}
-<h2>Runs</h2><table><tr><th>seed</th><th>runbook</th><th>faults</th><th>outcome</th><th>s</th><th>violations</th><th>invariants</th></tr>{table}</table>
+<h2>Runs</h2><table><tr><th>seed</th><th>runbook</th><th>faults</th><th>outcome</th><th>s</th><th>violations</th>
+<th>invariants</th><th>trace validation (explained/observed)</th></tr>{table}</table>
 <h2>Violations</h2>{"".join(details) or "<p>none</p>"}
 </body></html>
 """

@@ -646,6 +646,9 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
     brokers, controllers = shape.brokers, shape.controllers
     items = observations(obs, brokers)
     result = Validation(total=sum(1 for o in items if not o.is_operator))
+    if not result.total:
+        result.not_validated = "the run showed no change to explain"
+        return result
     if runbook == "kraft" and obs.version < (4, 0, 0):
         # Differs: 3.x takes a downgrade between levels that change no metadata (3.9 to 3.8), and an
         # unsafe one that does, and writes a record for a level that does not move; the model's levels
