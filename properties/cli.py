@@ -351,6 +351,33 @@ def _load_trace(path: str):
     return trace
 
 
+def cmd_scenario(args: argparse.Namespace) -> int:
+    """Exit 0 when every block of every file gives its expected output (or ``--rewrite`` wrote them),
+    1 when one differs (a diff per block), 2 when a file is missing or malformed (one line)."""
+    from properties.scenario import ScenarioError, rewrite, run_file
+
+    results = []
+    for name in args.files:
+        try:
+            results.append(run_file(Path(name)))
+        except (ScenarioError, OSError) as err:
+            print(f"kraftcheck scenario: error: {err}", file=sys.stderr)
+            return USAGE
+    failed = 0
+    for result in results:
+        if args.rewrite:
+            rewrite(result)
+            print(f"{result.path}: {len(result.blocks)} blocks written")
+        elif result.passed:
+            print(f"{result.path}: {len(result.blocks)} blocks as expected")
+        else:
+            failed += 1
+            print(f"{result.path}: {len(result.diffs)} of {len(result.blocks)} blocks differ")
+            for diff in result.diffs:
+                print(diff)
+    return VIOLATION if failed else CLEAN
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     """Exit 1 when the replay breaks an invariant or disagrees, the recorded violation or another (the
     verdict line says which: a trace relabelled to another profile may break something else); 0 when it
@@ -895,6 +922,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON object, the Mermaid diagram included")
     p.add_argument("--mermaid", action="store_true", help="print only the Mermaid sequence diagram")
     p.set_defaults(run=cmd_replay)
+
+    p = sub.add_parser("scenario", help="run scenario files (commands and expected output) against the model")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--rewrite", action="store_true", help="write the model's outputs into the files as expected")
+    p.set_defaults(run=cmd_scenario)
 
     p = sub.add_parser("pin", help="turn a trace file or a failing seed (run, shrunk) into tests/regressions/NAME.json")
     p.add_argument("file", nargs="?", help="a trace file (model or differential)")

@@ -1,0 +1,302 @@
+"""Scenario files: a situation written as commands and the output each must give, run against the model.
+
+In the manner of etcd's ``testdata/*.txt`` (the datadriven format): a file is a sequence of
+blocks, each a command, a ``----`` line and the expected output, ending at a blank line::
+
+    # the old controller's write, fenced by the new one's epoch (KIP-380)
+    init scope=bounce profile=kafka-3.9
+    ----
+    scope bounce (warm), profile kafka-3.9, 3 brokers, 0 controllers
+
+    step ElectController broker=1
+    ----
+    refused
+
+Commands:
+- ``init scope=NAME [profile=kip|kafka-3.9] [cold=true] [bugs=NAME,NAME]``: the scope's start
+  state (its warm start unless ``cold=true``), under the model with those seeded bugs switched on.
+  Budgets are lifted: in a scenario the script chooses the faults.
+- ``step KIND field=value ...``: one model action (the names of ``model.actions``; values are
+  JSON: numbers, ``true``, strings, objects such as a message ``{"kind": "UpdateMetadata", ...}``,
+  enums by their member's name, ``IBP_3_6_IV1``). The output says ``refused`` (not enabled), ``accepted, no
+  change``, or ``accepted`` and every field the step changed, ``path: old -> new``. Every
+  invariant is checked on every step: a broken one adds ``VIOLATED: Name``.
+- ``show PATH``: a part of the state (``controllers[0].driver.state``, ``zk``, ``brokers[1].epoch``).
+- ``enabled``: every action the model would take now, in its fixed order.
+
+``kraftcheck scenario FILE...`` runs files and prints a diff for each block whose output differs;
+``--rewrite`` writes the outputs the model gives into the files instead. pytest runs every file
+in ``tests/scenarios``. A malformed file is one line naming the file, the line and what is wrong.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass, fields, is_dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from model.bugs import Bug, Variant
+from model.invariants import violations
+from model.migration import Profile
+from model.scopes import SCOPES, Scope, cold_state, initial_state
+from model.state import Budget, ClusterState
+from model.step import enabled_actions, step
+from model.zookeeper import ZkState
+from properties.files import write_text
+from properties.traces import TraceError, decode, describe
+
+SEPARATOR = "----"
+BUG_NAMES = {b.value: b for b in Bug}
+# Scripted: the script chooses every fault, so the scope's budgets must never refuse one.
+UNBOUNDED = Budget(
+    crashes=1 << 20, restarts=1 << 20, expiries=1 << 20, elections=1 << 20, outages=1 << 20, drops=1 << 20,
+    duplicates=1 << 20, operator=1 << 20, shutdowns=1 << 20, max_in_flight=1 << 20, kraft_elections=1 << 20,
+    controller_crashes=1 << 20, timeouts=1 << 20, migrations=1 << 20, max_lag=1 << 20,
+)
+# What a step's output leaves out: scratch of the checks (ghost), what was spent (budget), and the
+# history the invariants keep (their own bookkeeping, not the cluster's).
+UNSHOWN = frozenset({"ghost", "budget", "history"})
+
+
+class ScenarioError(ValueError):
+    """A malformed scenario file: one line, naming the file, the line and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Block:
+    line: int  # where its command starts, 1-based
+    command: str
+    expected: str
+
+
+def parse(text: str, where: str) -> list[Block]:
+    blocks: list[Block] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if not lines[i].strip() or lines[i].startswith("#"):
+            i += 1
+            continue
+        start, command = i + 1, lines[i].strip()
+        i += 1
+        if i >= len(lines) or lines[i].strip() != SEPARATOR:
+            raise ScenarioError(f"{where}:{start}: '{command}' is not followed by a '{SEPARATOR}' line")
+        i += 1
+        output = []
+        while i < len(lines) and lines[i].strip():
+            output.append(lines[i])
+            i += 1
+        blocks.append(Block(start, command, "\n".join(output)))
+    return blocks
+
+
+def render(blocks: list[Block], outputs: list[str], header: str) -> str:
+    """The file with ``outputs`` as each block's expected output (its comments before the first block kept)."""
+    parts = [header] if header else []
+    for block, output in zip(blocks, outputs):
+        parts.append(f"{block.command}\n{SEPARATOR}\n{output}".rstrip() + "\n")
+    return "\n".join(parts)
+
+
+def _header(text: str) -> str:
+    """The comment lines at the top of a file, kept when it is rewritten."""
+    head = []
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            head.append(line)
+        else:
+            break
+    while head and not head[-1].strip():
+        head.pop()
+    return "\n".join(head) + "\n" if head else ""
+
+
+# ---- running ----------------------------------------------------------------------------------
+
+
+class Session:
+    """One file's model: the state the commands so far left, under a scope and a profile."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.scope: Scope | None = None
+        self.variant = Variant()
+        self.state: ClusterState | None = None
+
+    def run(self, block: Block) -> str:
+        name, _, rest = block.command.partition(" ")
+        here = f"{self.where}:{block.line}"
+        if name == "init":
+            return self._init(rest, here)
+        if self.state is None or self.scope is None:
+            raise ScenarioError(f"{here}: '{name}' before 'init'")
+        if name == "step":
+            return self._step(rest, here)
+        if name == "show":
+            return self._show(rest.strip(), here)
+        if name == "enabled":
+            return "\n".join(describe(a) for a in enabled_actions(self.state, self.scope, self.variant)) or "none"
+        raise ScenarioError(f"{here}: unknown command '{name}' (init, step, show, enabled)")
+
+    def _init(self, rest: str, here: str) -> str:
+        options = _options(rest, here)
+        unknown = set(options) - {"scope", "profile", "cold", "bugs"}
+        if unknown:
+            raise ScenarioError(f"{here}: unknown init option {sorted(unknown)[0]} (scope, profile, cold, bugs)")
+        name = options.get("scope")
+        if name not in SCOPES:
+            raise ScenarioError(f"{here}: unknown scope {name!r}; `kraftcheck scopes` lists them")
+        try:
+            profile = Profile(options.get("profile", Profile.KIP.value))
+        except ValueError:
+            raise ScenarioError(f"{here}: unknown profile {options['profile']!r} (kip, kafka-3.9)") from None
+        cold = options.get("cold", False) is True
+        bugs = frozenset()
+        for bug in filter(None, str(options.get("bugs", "")).split(",")):
+            if bug not in BUG_NAMES:
+                raise ScenarioError(f"{here}: unknown seeded bug {bug!r}; `kraftcheck mutants` lists them")
+            bugs |= {BUG_NAMES[bug]}
+        self.scope, self.variant = SCOPES[name], Variant(bugs=bugs, profile=profile)
+        start = cold_state(self.scope) if cold else initial_state(self.scope)
+        self.state = start.replace(budget=UNBOUNDED)
+        warmth = "cold" if cold or not self.scope.warm else "warm"
+        seeded = f", bugs {','.join(sorted(b.value for b in bugs))}" if bugs else ""
+        return (f"scope {name} ({warmth}), profile {profile.value}{seeded}, {len(self.state.brokers)} brokers, "
+                f"{len(self.state.controllers)} controllers")
+
+    def _step(self, rest: str, here: str) -> str:
+        kind, _, args = rest.strip().partition(" ")
+        data: dict[str, Any] = {"kind": kind, **_options(args, here)}
+        try:
+            action = decode(data)
+        except TraceError as err:
+            raise ScenarioError(f"{here}: {err}") from None
+        before = self.state
+        assert before is not None
+        after = step(before, action, self.variant)
+        if after is None:
+            return "refused"
+        lines = ["accepted" if after != before else "accepted, no change"]
+        lines += [f"  {change}" for change in changes(before, after)]
+        broken = violations(before, action, after)
+        if broken:
+            lines.append("VIOLATED: " + ", ".join(broken))
+        self.state = after
+        return "\n".join(lines)
+
+    def _show(self, path: str, here: str) -> str:
+        value: Any = self.state
+        for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+            try:
+                value = value[int(part[1:-1])] if part.startswith("[") else getattr(value, part)
+            except (AttributeError, IndexError, TypeError):
+                raise ScenarioError(f"{here}: the state has no {path!r} (at {part!r})") from None
+        if isinstance(value, frozenset):  # one item a line, sorted: a set's own order is the hash's
+            return "\n".join(sorted(describe(item) for item in value)) or "(empty)"
+        return describe(value)
+
+
+def _options(text: str, here: str) -> dict[str, Any]:
+    """``key=value ...``, each value JSON (a bare word is a string); a JSON value may hold spaces."""
+    out: dict[str, Any] = {}
+    decoder = json.JSONDecoder()
+    i, text = 0, text.strip()
+    while i < len(text):
+        match = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)=").match(text, i)
+        if match is None:
+            raise ScenarioError(f"{here}: expected key=value at {text[i:]!r}")
+        key, i = match.group(1), match.end()
+        try:
+            value, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            word = re.compile(r"[^\s]+").match(text, i)
+            if word is None:
+                raise ScenarioError(f"{here}: {key}= has no value") from None
+            value, i = word.group(0), word.end()
+        out[key] = value
+        while i < len(text) and text[i].isspace():
+            i += 1
+    return out
+
+
+def changes(before: Any, after: Any, path: str = "") -> list[str]:
+    """Every field that differs, as ``path: old -> new`` (appended entries as ``path: + item``)."""
+    if before == after:
+        return []
+    if isinstance(before, ZkState) and isinstance(after, ZkState):
+        return _zk_changes(before, after, path)
+    if is_dataclass(before) and type(before) is type(after):
+        out = []
+        for f in fields(before):
+            if f.name in UNSHOWN:
+                continue
+            out += changes(getattr(before, f.name), getattr(after, f.name), f"{path}.{f.name}" if path else f.name)
+        return out
+    if isinstance(before, tuple) and isinstance(after, tuple):
+        if len(before) == len(after):
+            return [c for i, (b, a) in enumerate(zip(before, after)) for c in changes(b, a, f"{path}[{i}]")]
+        if after[: len(before)] == before:
+            return [f"{path}: + {describe(item)}" for item in after[len(before):]]
+    if isinstance(before, frozenset) and isinstance(after, frozenset):
+        added = sorted(describe(x) for x in after - before)
+        removed = sorted(describe(x) for x in before - after)
+        return [f"{path}: + {x}" for x in added] + [f"{path}: - {x}" for x in removed]
+    return [f"{path}: {_short(before)} -> {_short(after)}"]
+
+
+def _zk_changes(before: ZkState, after: ZkState, path: str) -> list[str]:
+    """ZooKeeper's tree as znodes by path (created, deleted, changed), then its other fields."""
+    old, new = dict(zip(before.paths, before.nodes)), dict(zip(after.paths, after.nodes))
+    out = [f"{path}[{p}]: created {describe(new[p])}" for p in sorted(new.keys() - old.keys())]
+    out += [f"{path}[{p}]: deleted" for p in sorted(old.keys() - new.keys())]
+    for p in sorted(old.keys() & new.keys()):
+        out += changes(old[p], new[p], f"{path}[{p}]")
+    for f in fields(before):
+        if f.name not in ("paths", "nodes", "zxid"):  # the zxid shows on each znode it stamps
+            out += changes(getattr(before, f.name), getattr(after, f.name), f"{path}.{f.name}")
+    return out
+
+
+def _short(value: Any) -> str:
+    text = value.name if isinstance(value, Enum) else describe(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+@dataclass
+class FileResult:
+    path: Path
+    diffs: list[str]  # one per block whose output differs
+    outputs: list[str]
+    blocks: list[Block]
+
+    @property
+    def passed(self) -> bool:
+        return not self.diffs
+
+
+def run_file(path: Path) -> FileResult:
+    text = Path(path).read_text(encoding="utf-8")
+    where = str(path)
+    blocks = parse(text, where)
+    if not blocks:
+        raise ScenarioError(f"{where}: no command: a scenario needs at least an 'init'")
+    session = Session(where)
+    outputs, diffs = [], []
+    for block in blocks:
+        output = session.run(block)
+        outputs.append(output)
+        if output != block.expected:
+            diff = difflib.unified_diff(block.expected.splitlines(), output.splitlines(), "expected", "model",
+                                        lineterm="")
+            diffs.append(f"{where}:{block.line}: {block.command}\n" + "\n".join(diff))
+    return FileResult(Path(path), diffs, outputs, blocks)
+
+
+def rewrite(result: FileResult) -> None:
+    """The file with the model's outputs as its expected ones, whole or not at all."""
+    text = result.path.read_text(encoding="utf-8")
+    write_text(result.path, render(result.blocks, result.outputs, _header(text)))

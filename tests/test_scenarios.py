@@ -1,0 +1,94 @@
+"""Scenario files (tests/scenarios/*.txt) run against the model, and the runner's own behaviour.
+
+Each file is a situation written as commands and the output the model must give (KIP sections
+in its comments); a file whose output changes fails here with the diff, as ``kraftcheck scenario``
+prints it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from properties.cli import main
+from properties.scenario import ScenarioError, run_file
+
+SCENARIOS = sorted((Path(__file__).parent / "scenarios").glob("*.txt"))
+
+
+def test_scenarios_exist():
+    assert len(SCENARIOS) >= 3
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_scenario_gives_its_expected_output(path):
+    result = run_file(path)
+    assert result.passed, "\n\n".join(result.diffs)
+
+
+def _copy(tmp_path: Path, name: str) -> Path:
+    target = tmp_path / name
+    target.write_text((Path(__file__).parent / "scenarios" / name).read_text())
+    return target
+
+
+def test_scenario_that_disagrees_prints_a_diff_and_exits_1(tmp_path, capsys):
+    """An expected output that is no longer the model's: the block, the line and a unified diff."""
+    path = _copy(tmp_path, "zombie-controller.txt")
+    shown = "show brokers[1].controller_epoch\n----\n"
+    path.write_text(path.read_text().replace(shown + "2", shown + "1"))
+    assert main(["scenario", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "1 of 10 blocks differ" in out
+    assert f"{path}:" in out and "show brokers[1].controller_epoch" in out
+    assert "-1" in out.splitlines() and "+2" in out.splitlines()
+
+
+def test_scenario_rewrite_writes_the_models_output_and_keeps_the_comments(tmp_path, capsys):
+    path = _copy(tmp_path, "kraft-claim.txt")
+    original = path.read_text()
+    blank = "\n".join(line for line in original.splitlines() if not line.startswith(("accepted", "  ", "refused")))
+    path.write_text(blank)
+    assert main(["scenario", str(path)]) == 1
+    assert main(["scenario", "--rewrite", str(path)]) == 0
+    assert path.read_text() == original
+    assert main(["scenario", str(path)]) == 0
+
+
+def test_scenario_reports_a_broken_invariant_in_the_step_that_breaks_it():
+    """Every invariant is checked on every step: the seeded bug's file ends in VIOLATED."""
+    result = run_file(Path(__file__).parent / "scenarios" / "seeded-bug-czxid.txt")
+    assert result.outputs[-1].endswith("VIOLATED: CzxidFixedForNodeLife")
+    assert not any("VIOLATED" in output for output in result.outputs[:-1])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("init scope=fencing\nshow zk\n", "is not followed by a '----' line"),
+        ("step ElectController broker=1\n----\n", "'step' before 'init'"),
+        ("init scope=nowhere\n----\n", "unknown scope 'nowhere'"),
+        ("init scope=fencing profile=kafka-4\n----\n", "unknown profile 'kafka-4'"),
+        ("init scope=fencing bugs=no_such_bug\n----\n", "unknown seeded bug 'no_such_bug'"),
+        ("init scope=fencing\n----\n\nfly away\n----\n", "unknown command 'fly'"),
+        ("init scope=fencing\n----\n\nstep ElectController brokr=1\n----\n", "ElectController"),
+        ("init scope=fencing\n----\n\nshow brokers[7]\n----\n", "the state has no 'brokers[7]'"),
+        ("# nothing but a comment\n", "no command"),
+    ],
+)
+def test_scenario_bad_file_is_one_line_and_exit_2(tmp_path, capsys, text, message):
+    path = tmp_path / "bad.txt"
+    path.write_text(text)
+    before = path.read_text()
+    with pytest.raises(ScenarioError, match="bad.txt"):
+        run_file(path)
+    assert main(["scenario", "--rewrite", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and err[0].startswith("kraftcheck scenario: error:")
+    assert path.read_text() == before  # nothing half-written
+
+
+def test_scenario_missing_file_exits_2(tmp_path, capsys):
+    assert main(["scenario", str(tmp_path / "absent.txt")]) == 2
+    assert "absent.txt" in capsys.readouterr().err
