@@ -356,10 +356,13 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     1 when one differs (a diff per block), 2 when a file is missing or malformed (one line)."""
     from properties.scenario import ScenarioError, rewrite, run_file
 
+    if args.rewrite and args.impl:
+        print("kraftcheck scenario: error: --rewrite writes the model's outputs; run --impl after it", file=sys.stderr)
+        return USAGE
     results = []
     for name in args.files:
         try:
-            results.append(run_file(Path(name)))
+            results.append(run_file(Path(name), against_impl=args.impl))
         except (ScenarioError, OSError) as err:
             print(f"kraftcheck scenario: error: {err}", file=sys.stderr)
             return USAGE
@@ -369,7 +372,9 @@ def cmd_scenario(args: argparse.Namespace) -> int:
             rewrite(result)
             print(f"{result.path}: {len(result.blocks)} blocks written")
         elif result.passed:
-            print(f"{result.path}: {len(result.blocks)} blocks as expected")
+            impl = "" if not args.impl else f" (implementation: not run, {result.impl_skipped})" \
+                if result.impl_skipped else ", the implementation agreeing"
+            print(f"{result.path}: {len(result.blocks)} blocks as expected{impl}")
         else:
             failed += 1
             print(f"{result.path}: {len(result.diffs)} of {len(result.blocks)} blocks differ")
@@ -926,6 +931,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("scenario", help="run scenario files (commands and expected output) against the model")
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--rewrite", action="store_true", help="write the model's outputs into the files as expected")
+    p.add_argument("--impl", action="store_true",
+                   help="also perform every step by the implementation, checked against the model after each")
     p.set_defaults(run=cmd_scenario)
 
     p = sub.add_parser("pin", help="turn a trace file or a failing seed (run, shrunk) into tests/regressions/NAME.json")

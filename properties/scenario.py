@@ -13,8 +13,9 @@ blocks, each a command, a ``----`` line and the expected output, ending at a bla
     refused
 
 Commands:
-- ``init scope=NAME [profile=kip|kafka-3.9] [cold=true] [bugs=NAME,NAME]``: the scope's start
-  state (its warm start unless ``cold=true``), under the model with those seeded bugs switched on.
+- ``init scope=NAME [profile=kip|kafka-3.9] [cold=true] [bugs=NAME,...] [impl_bugs=NAME,...]``:
+  the scope's start state (its warm start unless ``cold=true``), under the model with those
+  seeded bugs switched on (and, with ``--impl``, the implementation with its own).
   Budgets are lifted: in a scenario the script chooses the faults.
 - ``step KIND field=value ...``: one model action (the names of ``model.actions``; values are
   JSON: numbers, ``true``, strings, objects such as a message ``{"kind": "UpdateMetadata", ...}``,
@@ -25,8 +26,11 @@ Commands:
 - ``enabled``: every action the model would take now, in its fixed order.
 
 ``kraftcheck scenario FILE...`` runs files and prints a diff for each block whose output differs;
-``--rewrite`` writes the outputs the model gives into the files instead. pytest runs every file
-in ``tests/scenarios``. A malformed file is one line naming the file, the line and what is wrong.
+``--rewrite`` writes the outputs the model gives into the files instead. With ``--impl`` each step
+is also performed by the implementation (``impl/``), checked against the model after every step
+as the simulator's runs are (``properties.differential``): a disagreement fails the block. pytest
+runs every file in ``tests/scenarios`` both ways. A malformed file is one line naming the file,
+the line and what is wrong.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from impl.bugs import ImplBug
 from model.bugs import Bug, Variant
 from model.invariants import violations
 from model.migration import Profile
@@ -46,11 +51,13 @@ from model.scopes import SCOPES, Scope, cold_state, initial_state
 from model.state import Budget, ClusterState
 from model.step import enabled_actions, step
 from model.zookeeper import ZkState
+from properties.differential import Differential, Disagreement
 from properties.files import write_text
 from properties.traces import TraceError, decode, describe
 
 SEPARATOR = "----"
 BUG_NAMES = {b.value: b for b in Bug}
+IMPL_BUG_NAMES = {b.value: b for b in ImplBug}
 # Scripted: the script chooses every fault, so the scope's budgets must never refuse one.
 UNBOUNDED = Budget(
     crashes=1 << 20, restarts=1 << 20, expiries=1 << 20, elections=1 << 20, outages=1 << 20, drops=1 << 20,
@@ -121,11 +128,14 @@ def _header(text: str) -> str:
 class Session:
     """One file's model: the state the commands so far left, under a scope and a profile."""
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, against_impl: bool = False) -> None:
         self.where = where
         self.scope: Scope | None = None
         self.variant = Variant()
         self.state: ClusterState | None = None
+        self.against_impl = against_impl
+        self.impl: Differential | None = None  # the implementation, checked against the model
+        self.impl_skipped = ""  # why the implementation does not run this file
 
     def run(self, block: Block) -> str:
         name, _, rest = block.command.partition(" ")
@@ -144,9 +154,11 @@ class Session:
 
     def _init(self, rest: str, here: str) -> str:
         options = _options(rest, here)
-        unknown = set(options) - {"scope", "profile", "cold", "bugs"}
+        unknown = set(options) - {"scope", "profile", "cold", "bugs", "impl_bugs"}
         if unknown:
-            raise ScenarioError(f"{here}: unknown init option {sorted(unknown)[0]} (scope, profile, cold, bugs)")
+            raise ScenarioError(
+                f"{here}: unknown init option {sorted(unknown)[0]} (scope, profile, cold, bugs, impl_bugs)"
+            )
         name = options.get("scope")
         if name not in SCOPES:
             raise ScenarioError(f"{here}: unknown scope {name!r}; `kraftcheck scopes` lists them")
@@ -160,11 +172,24 @@ class Session:
             if bug not in BUG_NAMES:
                 raise ScenarioError(f"{here}: unknown seeded bug {bug!r}; `kraftcheck mutants` lists them")
             bugs |= {BUG_NAMES[bug]}
+        impl_bugs = frozenset()
+        for bug in filter(None, str(options.get("impl_bugs", "")).split(",")):
+            if bug not in IMPL_BUG_NAMES:
+                raise ScenarioError(f"{here}: unknown seeded bug of the implementation {bug!r}; `kraftcheck mutants`")
+            impl_bugs |= {IMPL_BUG_NAMES[bug]}
         self.scope, self.variant = SCOPES[name], Variant(bugs=bugs, profile=profile)
         start = cold_state(self.scope) if cold else initial_state(self.scope)
         self.state = start.replace(budget=UNBOUNDED)
+        if self.against_impl:
+            if bugs:
+                self.impl_skipped = "seeded model bugs: the implementation has its own (impl/bugs.py)"
+            elif cold and self.scope.warm:
+                self.impl_skipped = "a cold start of a warm scope: the implementation starts at the scope's start"
+            else:
+                self.impl = Differential(self.scope, bugs=impl_bugs, variant=self.variant, bounded=False)
         warmth = "cold" if cold or not self.scope.warm else "warm"
         seeded = f", bugs {','.join(sorted(b.value for b in bugs))}" if bugs else ""
+        seeded += f", implementation bugs {','.join(sorted(b.value for b in impl_bugs))}" if impl_bugs else ""
         return (f"scope {name} ({warmth}), profile {profile.value}{seeded}, {len(self.state.brokers)} brokers, "
                 f"{len(self.state.controllers)} controllers")
 
@@ -178,6 +203,8 @@ class Session:
         before = self.state
         assert before is not None
         after = step(before, action, self.variant)
+        if self.impl is not None:
+            self.impl.apply(action)  # raises Disagreement when the implementation does otherwise
         if after is None:
             return "refused"
         lines = ["accepted" if after != before else "accepted, no change"]
@@ -269,31 +296,38 @@ def _short(value: Any) -> str:
 @dataclass
 class FileResult:
     path: Path
-    diffs: list[str]  # one per block whose output differs
+    diffs: list[str]  # one per block whose output differs, or where the implementation disagreed
     outputs: list[str]
     blocks: list[Block]
+    impl_skipped: str = ""  # with ``against_impl``: why the implementation did not run the file
 
     @property
     def passed(self) -> bool:
         return not self.diffs
 
 
-def run_file(path: Path) -> FileResult:
+def run_file(path: Path, against_impl: bool = False) -> FileResult:
     text = Path(path).read_text(encoding="utf-8")
     where = str(path)
     blocks = parse(text, where)
     if not blocks:
         raise ScenarioError(f"{where}: no command: a scenario needs at least an 'init'")
-    session = Session(where)
+    session = Session(where, against_impl)
     outputs, diffs = [], []
     for block in blocks:
-        output = session.run(block)
+        try:
+            output = session.run(block)
+        except Disagreement as found:
+            first = str(found).splitlines()[0]
+            diffs.append(f"{where}:{block.line}: {block.command}\nthe implementation disagrees: {first}")
+            outputs.extend(b.expected for b in blocks[len(outputs):])
+            break
         outputs.append(output)
         if output != block.expected:
             diff = difflib.unified_diff(block.expected.splitlines(), output.splitlines(), "expected", "model",
                                         lineterm="")
             diffs.append(f"{where}:{block.line}: {block.command}\n" + "\n".join(diff))
-    return FileResult(Path(path), diffs, outputs, blocks)
+    return FileResult(Path(path), diffs, outputs, blocks, session.impl_skipped)
 
 
 def rewrite(result: FileResult) -> None:

@@ -92,3 +92,33 @@ def test_scenario_bad_file_is_one_line_and_exit_2(tmp_path, capsys, text, messag
 def test_scenario_missing_file_exits_2(tmp_path, capsys):
     assert main(["scenario", str(tmp_path / "absent.txt")]) == 2
     assert "absent.txt" in capsys.readouterr().err
+
+
+def test_scenario_against_the_implementation_agrees_and_catches_its_seeded_bug(tmp_path, capsys):
+    """``--impl``: the implementation performs every step too, checked against the model after each.
+    The correct one agrees on every file; with a broker that skips the controller-epoch check
+    (KIP-380), the zombie's stale LeaderAndIsr is applied and the step disagrees."""
+    for path in SCENARIOS:
+        result = run_file(path, against_impl=True)
+        assert result.passed, "\n\n".join(result.diffs)
+        assert bool(result.impl_skipped) == ("bugs=" in path.read_text())
+    buggy = _copy(tmp_path, "zombie-controller.txt")
+    text = buggy.read_text().replace(
+        "init scope=fencing profile=kafka-3.9\n----\nscope fencing (warm), profile kafka-3.9,",
+        "init scope=fencing profile=kafka-3.9 impl_bugs=impl_accept_stale_controller_epoch\n----\n"
+        "scope fencing (warm), profile kafka-3.9, implementation bugs impl_accept_stale_controller_epoch,",
+    )
+    buggy.write_text(text)
+    assert run_file(buggy).passed  # the model alone knows nothing of the implementation's bug
+    assert main(["scenario", "--impl", str(buggy)]) == 1
+    out = capsys.readouterr().out
+    assert "the implementation disagrees" in out
+    assert 'controller_id": 0, "controller_epoch": 1' in out  # the zombie's request is the step
+
+
+def test_scenario_rewrite_with_impl_is_refused(tmp_path, capsys):
+    path = _copy(tmp_path, "kraft-claim.txt")
+    before = path.read_text()
+    assert main(["scenario", "--rewrite", "--impl", str(path)]) == 2
+    assert "--rewrite writes the model's outputs" in capsys.readouterr().err
+    assert path.read_text() == before
