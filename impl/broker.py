@@ -36,6 +36,7 @@ from typing import Any, assert_never
 
 from impl.bugs import ImplBug
 from impl.codec import IBP_BY_NAME, decode, encode
+from impl.decisions import decision
 from impl.metrics import (
     ACTIVE_CONTROLLER_COUNT,
     BROKER_METADATA_TYPE,
@@ -160,6 +161,7 @@ def _flag(config: dict[str, str], key: str) -> bool:
 
 # ---- decisions: pure functions of what the process knows ----------------------------------------
 
+@decision("NONE", "STALE_BROKER_EPOCH", "STALE_CONTROLLER_EPOCH")
 def decide_control_request(own_broker_epoch: int, own_controller_epoch: int,
                            request: LeaderAndIsr | UpdateMetadata | StopReplica,
                            bugs: frozenset[ImplBug] = frozenset()) -> Errors:
@@ -188,6 +190,7 @@ class FeatureCacheUpdate(Enum):
     UPDATED = "updated"  # the cache takes the znode's finalized features
 
 
+@decision("UNCHANGED", "REFUSED", "DISABLED", "INCOMPATIBLE", "UPDATED")
 def decide_feature_cache_update(cached_epoch: int, znode: FeaturesZNode, version: int,
                                 supported: FeatureRanges) -> FeatureCacheUpdate:
     """The feature cache never goes back in epoch, and a broker never runs with finalized features it does not

@@ -51,6 +51,7 @@ import functools
 from typing import Any
 
 from impl.codec import IBP_BY_NAME
+from impl.decisions import decision
 from impl.kraft.image import BrokerImage
 from impl.kraft.rpc import (
     ApiError,
@@ -105,6 +106,7 @@ def ibp_of(config: dict[str, str]) -> Ibp:
     return IBP_BY_NAME[config["inter.broker.protocol.version"]]
 
 
+@decision("yes", "no")
 def zk_broker_may_register(config: dict[str, str], registered: bool) -> bool:
     """KIP-866 §Migration Trigger 1-3: a ZK broker registers with KRaft only with the migration flag, the
     controller configs and the bridge release's IBP (3.4-IV0 or later), once it is registered in ZooKeeper."""

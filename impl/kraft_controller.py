@@ -37,6 +37,7 @@ from typing import Any
 
 from impl.bugs import ImplBug
 from impl.codec import decode
+from impl.decisions import decision
 from impl.kraft.driver import KRaftMigrationDriver, MigrationController
 from impl.kraft.image import NO_LEADER, Image, Partition, image_at, rename_record
 from impl.kraft.raft import QuorumState, diverging_point
@@ -148,6 +149,7 @@ MIGRATION_FLAG = "zookeeper.metadata.migration.enable"
 # The handlers of ControllerNode check that it is the active controller, call one of these on its
 # own image, and append the records unless the write-behind lag is at its bound.
 
+@decision("NONE", "NOT_CONTROLLER")
 def decide_write(image: Image) -> ApiError:
     """In pre-migration every write but registrations and heartbeats is NOT_CONTROLLER (KIP-866 §Migration
     Trigger: the KRaft controllers wait for the ZK brokers; reference §6)."""
@@ -156,6 +158,7 @@ def decide_write(image: Image) -> ApiError:
     return ApiError.NONE
 
 
+@decision("NONE", "NOT_CONTROLLER", "INVALID_UPDATE_VERSION")
 def decide_metadata_version(image: Image, level: Ibp, upgrade_type: UpgradeType) -> ApiError:
     """FeatureControlManager.updateFeature for metadata.version, in Kafka's order (KIP-584 as KRaft keeps
     it; KIP-866 §Migration Trigger for a ZK broker's [IBP, IBP]; reference §5.1)."""
@@ -176,6 +179,10 @@ def decide_metadata_version(image: Image, level: Ibp, upgrade_type: UpgradeType)
     return ApiError.NONE
 
 
+@decision(
+    "NONE with record", "NONE", "BROKER_ID_NOT_REGISTERED", "DUPLICATE_BROKER_REGISTRATION", "UNSUPPORTED_VERSION",
+    label=lambda r: r[0].name + (" with record" if r[1] is not None else ""),
+)
 def decide_broker_registration(
     image: Image, request: BrokerRegistrationRequest, migration_enabled: bool, log_end: int
 ) -> tuple[ApiError, RegisterBrokerRecord | None]:
@@ -200,6 +207,10 @@ def decide_broker_registration(
                                                is_zk, Ibp(request.ibp))
 
 
+@decision(
+    "NONE with records", "NONE", "STALE_BROKER_EPOCH",
+    label=lambda r: r[0].error.name + (" with records" if r[1] else ""),
+)
 def decide_broker_heartbeat(
     image: Image, request: BrokerHeartbeatRequest, bugs: frozenset[ImplBug] = frozenset()
 ) -> tuple[BrokerHeartbeatResponse, list[MetadataRecord]]:
@@ -243,6 +254,7 @@ def decide_broker_heartbeat(
     return response, records
 
 
+@decision("fence", "nothing", label=lambda records: "fence" if records else "nothing")
 def decide_session_timeout(image: Image, broker: int) -> list[MetadataRecord]:
     """BrokerHeartbeatManager's session timeout (KIP-500 §Broker States: a broker whose heartbeats stopped is
     fenced): the records that fence ``broker`` and move its leaderships (none in pre-migration, where ZK

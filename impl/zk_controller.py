@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from impl.bugs import ImplBug
 from impl.codec import decode, encode
+from impl.decisions import decision
 from impl.protocol import Handler, Send
 from impl.zk.port import CheckOp, CreateOp, GetChildren, GetData, Multi, NoNode, Op, OpResult, SetDataOp, ZkCode
 from model.state import (
@@ -149,6 +150,7 @@ def register_controller_and_increment_controller_epoch(
 
 # ---- decisions ---------------------------------------------------------------------------------
 
+@decision("yes", "no")
 def controller_moved(results: list[OpResult]) -> bool:
     """A controller's checked multi failed on its first op, the /controller_epoch version check (BADVERSION,
     or NONODE when the znode is gone): another controller was elected since, and KafkaController resigns
@@ -156,6 +158,7 @@ def controller_moved(results: list[OpResult]) -> bool:
     return results[0].code in (ZkCode.BAD_VERSION, ZkCode.NO_NODE)
 
 
+@decision("elected", "none", label=lambda r: "none" if r is None else "elected")
 def elect_offline_leader(replicas: tuple[int, ...], current: PartitionState, live: dict[int, int],
                          controller_epoch: ControllerEpoch) -> PartitionState | None:
     """OfflinePartitionLeaderElectionStrategy, clean: the first live ISR replica in assignment order leads in
@@ -401,6 +404,7 @@ class KafkaController:
 
     # ---- UpdateFeatures (KIP-584 §Controller) --------------------------------------------------------
 
+    @decision("NONE", "INVALID_REQUEST")
     def decide_update_features(self, features, ibp: Ibp, supported: FeatureRanges, feature: str,
                                level: FeatureLevel, allow_downgrade: bool) -> tuple[Errors, FeatureRanges]:
         """The validation of KafkaController.processFeatureUpdates: the error, or NONE with the new levels."""
@@ -442,6 +446,7 @@ class KafkaController:
 
     # ---- ControlledShutdown (KIP-380 §Controller Rejects ControlledShutdownRequest) ---------------
 
+    @decision("NONE", "BROKER_NOT_AVAILABLE", "STALE_BROKER_EPOCH", "STALE_CONTROLLER_EPOCH")
     def decide_controlled_shutdown(self, broker: int, broker_epoch: int) -> Errors:
         if not self.initialized:
             return Errors.STALE_CONTROLLER_EPOCH  # ControllerMovedException

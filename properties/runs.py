@@ -9,7 +9,9 @@ Rules:
   run's record (what a shrink replays), not the simulation.
 - Coverage is gathered through ``Simulation.on_event`` from the model's side: the model action
   kinds taken, the migration drivers' transitions ("FROM->TO"), and a readable coarse
-  projection of the model state (``state_key``).
+  projection of the model state (``state_key``); and from the implementation's side, the
+  outcome of each of its named decisions (``impl.decisions``: "broker.decide_control_request=
+  STALE_BROKER_EPOCH").
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from impl import decisions
 from impl.sim.faults import parse as parse_faults
 from impl.sim.scenarios import scenario
 from impl.sim.simulator import SimStep
@@ -129,6 +132,7 @@ def run_seed(plan: Plan | dict, seed: int, coverage: bool = True) -> SeedRun:
                        faults=faults.describe())
     diff = sim.checker
     assert isinstance(diff, Differential)
+    decisions.TAKEN.clear()  # the warm-up's decisions are every run's: count this run's own
     collector = CoverageCollector(diff.model) if coverage else None
     if collector is not None:
         sim.on_event = lambda _sim, _action, traces: collector(diff.model, traces)
@@ -140,6 +144,9 @@ def run_seed(plan: Plan | dict, seed: int, coverage: bool = True) -> SeedRun:
     except Disagreement as d:  # caught here, not in Simulation.run, to keep its structured fields
         disagreement = d
     outcome = sim.run(0)  # no further event: the outcome (progress, findings) as far as the run got
+    counts = collector.counts if collector else Counter()
+    if collector is not None:
+        for (name, taken), n in decisions.TAKEN.items():
+            counts["decision", f"{name}={taken}"] += n
     return SeedRun(seed, runbook, sim.record, time.perf_counter() - start, time.time(), outcome.progress,
-                   outcome.findings, disagreement, collector.counts if collector else Counter(), sim.faults.describe(),
-                   outcome.rolled_back)
+                   outcome.findings, disagreement, counts, sim.faults.describe(), outcome.rolled_back)

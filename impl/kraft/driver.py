@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from impl.bugs import ImplBug
 from impl.codec import encode
+from impl.decisions import decision
 from impl.kraft.image import Image
 from impl.protocol import Handler, Send
 from impl.zk.port import (
@@ -84,6 +85,7 @@ from model.types import BrokerId, ControllerEpoch, Errors, LeaderEpoch, Partitio
 D = MigrationDriverState
 
 
+@decision("NONE", "STALE_CONTROLLER_EPOCH")
 def decide_claim(controller_epoch: int | None, current: Any, kraft_epoch: int) -> Errors:
     """Whether a KRaft controller of Raft epoch ``kraft_epoch`` may claim ZooKeeper's controllership
     (KafkaZkClient.tryRegisterKRaftControllerAsActiveController; KIP-866 §Controller Leadership), from
@@ -96,6 +98,7 @@ def decide_claim(controller_epoch: int | None, current: Any, kraft_epoch: int) -
     return Errors.NONE
 
 
+@decision("yes", "no")
 def zk_brokers_registered(image: Image, live: list[str], assignment: Any) -> bool:
     """KIP-866 §ZK Broker Presence: every ZK broker ZooKeeper knows of (registered under /brokers/ids, or a
     replica of the topic) has registered with KRaft as a migrating ZK broker and is not fenced."""

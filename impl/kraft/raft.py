@@ -24,6 +24,7 @@ Rules:
 
 from __future__ import annotations
 
+from impl.decisions import decision
 from impl.kraft.image import end_offset_for_epoch
 from impl.kraft.rpc import ApiError, FetchRequest, FetchResponse, VoteRequest, VoteResponse
 from model.kraft import ControllerId, KRaftEpoch, LeaderChangeMessage, LogEntry, MetadataRecord, QuorumRole
@@ -33,6 +34,7 @@ def majority(voters: int) -> int:
     return voters // 2 + 1
 
 
+@decision("yes", "no")
 def decide_vote(request: VoteRequest, voted_for: int | None, role: QuorumRole, last_epoch: int, end_offset: int,
                 ignore_log: bool = False) -> bool:
     """Whether a voter in the candidate's epoch grants its vote (KIP-595 §Vote, KafkaRaftClient.handleVoteRequest):

@@ -62,7 +62,7 @@ COLUMNS = {
                    "trace_file", "shrunk_steps", "original_steps"),
     "coverage": ("partition", "seed", "kind", "key", "count"),
 }
-COVERAGE_KINDS = ("action", "driver_transition", "state")
+COVERAGE_KINDS = ("action", "driver_transition", "state", "decision")
 THROUGHPUT_BINS = 40
 
 
@@ -302,6 +302,7 @@ def plot_progress(runs: pd.DataFrame) -> str | None:
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1em; max-width: 72em; color: #222;
        line-height: 1.4; }
+tr.unreached td { background: #fff4d6; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: 0.5em 0; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
@@ -438,6 +439,32 @@ def _counterexamples(directory: Path, violations: pd.DataFrame) -> str:
     return page
 
 
+def _decisions_table(coverage: pd.DataFrame) -> str:
+    """Every named decision of the implementation by outcome, with the runs that reached it; an
+    outcome no run reached is marked, so a rule no run exercised is visible."""
+    from impl.decisions import registered
+
+    outcomes = registered()
+    taken = coverage[coverage["kind"] == "decision"] if len(coverage) else coverage
+    runs_by_key = taken.groupby("key").size().to_dict() if len(taken) else {}
+    calls_by_key = taken.groupby("key")["count"].sum().to_dict() if len(taken) else {}
+    rows, unreached = [], 0
+    for name in sorted(outcomes):
+        seen = [key.split("=", 1)[1] for key in runs_by_key if key.split("=", 1)[0] == name]
+        for outcome in [*outcomes[name], *sorted(set(seen) - set(outcomes[name]))]:
+            key = f"{name}={outcome}"
+            runs, calls = int(runs_by_key.get(key, 0)), int(calls_by_key.get(key, 0))
+            unreached += runs == 0
+            mark = ' class="unreached"' if runs == 0 else ""
+            rows.append(f"<tr{mark}><td><code>{_e(name)}</code></td><td>{_e(outcome)}</td>"
+                        f'<td class="n">{runs:,}</td><td class="n">{calls:,}</td></tr>')
+    note = (f'<p class="note">{unreached} outcomes of the implementation\'s decisions no run reached (marked): '
+            "rules these runs never exercised.</p>" if unreached else
+            '<p class="note">Every outcome of every decision was reached.</p>')
+    return (note + '<div class="wide"><table id="decisions"><tr><th>decision</th><th>outcome</th><th>runs</th>'
+            f"<th>times</th></tr>{''.join(rows)}</table></div>")
+
+
 def render(directory: Path, runs: pd.DataFrame, violations: pd.DataFrame, coverage: pd.DataFrame,
            summary: dict) -> str:
     """The whole page, as a string."""
@@ -457,6 +484,7 @@ def render(directory: Path, runs: pd.DataFrame, violations: pd.DataFrame, covera
         "<h2>How far the migration got</h2>",
         _image(plot_progress(runs), "migration progress by runbook", "No runs."),
         "<h2>Documented findings</h2>", _findings_table(runs),
+        "<h2>The implementation's decisions</h2>", _decisions_table(coverage),
         "<h2>Counterexamples</h2>", _counterexamples(directory, violations),
     ]
     body = "\n".join(sections)
