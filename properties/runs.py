@@ -11,7 +11,8 @@ Rules:
   kinds taken, the migration drivers' transitions ("FROM->TO"), and a readable coarse
   projection of the model state (``state_key``); and from the implementation's side, the
   outcome of each of its named decisions (``impl.decisions``: "broker.decide_control_request=
-  STALE_BROKER_EPOCH").
+  STALE_BROKER_EPOCH"); and each fault with the driver state it struck in ("fault_at":
+  "ZK_MIGRATION|crash controller").
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from impl import decisions
 from impl.sim.faults import parse as parse_faults
 from impl.sim.scenarios import scenario
 from impl.sim.simulator import SimStep
+from model.actions import ExpireSession
 from model.kraft_step import committed_image, is_active
 from model.migration import KRaftControllerZNode
 from model.state import CONTROLLER, ClusterState, znode_data
@@ -67,6 +69,27 @@ def state_key(state: ClusterState) -> str:
     return f"zk:{zk} migration:{migration} driver:{driver} brokers:{mix}"
 
 
+# The faults a run injects, as the model actions they are, by the name the report's grid gives them.
+FAULTS = {
+    "Drop": "drop", "Redeliver": "duplicate", "CrashBroker": "crash broker", "CrashController": "crash controller",
+    # a clean stop is the runbook's roll as often as the fault mix's stop: the grid cannot tell them apart
+    "StopBroker": "stop broker (roll or fault)", "ShutdownController": "stop controller (roll or fault)",
+    "ExpireSession": "expire session",
+    "ZkOutage": "ZooKeeper outage", "SessionTimeout": "broker timed out",
+}
+NO_DRIVER = "no active driver"  # the ZooKeeper era, or no KRaft controller active
+
+
+def _owner_alive(state: ClusterState, session) -> bool:
+    return any(b.alive and b.session == session for b in state.brokers)
+
+
+def driver_step(state: ClusterState) -> str:
+    """Where the migration is when a fault strikes: the active controller's driver state."""
+    leader = _active_controller(state)
+    return leader.driver.state.name if leader is not None and leader.driver is not None else NO_DRIVER
+
+
 def _drivers(state: ClusterState) -> tuple:
     return tuple(c.driver.state.name if c.driver is not None else None for c in state.controllers)
 
@@ -85,6 +108,11 @@ class CoverageCollector:
         counts = self.counts
         for taken in traces:
             counts["action", action_key(taken)] += 1
+            fault = FAULTS.get(type(taken).__name__)
+            if isinstance(taken, ExpireSession) and not _owner_alive(self._model, taken.session):
+                fault = None  # a dead process's session timing out heals; it breaks nothing
+            if fault is not None:  # where the driver was when it struck: the state before the step
+                counts["fault_at", f"{driver_step(self._model)}|{fault}"] += 1
         if model is not self._model:  # a stutter leaves the model state as it was
             drivers = _drivers(model)
             for before, after in zip(self._drivers, drivers):

@@ -160,7 +160,9 @@ def test_run_partition_is_a_function_of_plan_and_partition():
     assert first == rows()
     assert [r["seed"] for r in first["runs"]] == [0, 1]
     kinds = {r["kind"] for r in first["coverage"]}
-    assert kinds == {"action", "driver_transition", "state", "decision"}
+    assert {"action", "driver_transition", "state", "decision"} <= kinds <= {
+        "action", "driver_transition", "state", "decision", "fault_at"
+    }
     assert all(r["key"].startswith("zk:") for r in first["coverage"] if r["kind"] == "state")
 
 

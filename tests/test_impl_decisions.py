@@ -1,4 +1,5 @@
-"""The implementation's decision coverage: every named decision counted by outcome, and reported.
+"""What a campaign's runs exercised beyond the model's coverage: the implementation's decisions by
+outcome, and the faults by the step of the migration they struck in.
 
 A campaign's report shows, for each decision of ``impl/`` (``decide_*`` and its kin), how many
 runs reached each of its outcomes, marking those no run reached: a rule no run exercised is
@@ -13,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from impl import decisions
+from model.migration import MigrationDriverState
 from properties.campaign.report import _decisions_table
 from properties.plan import Plan
 from properties.runs import run_seed
@@ -79,3 +81,34 @@ def test_report_marks_the_outcomes_no_run_reached():
     assert f'<tr class="unreached">{name}<td>STALE_BROKER_EPOCH</td>' in page
     total = sum(len(o) for o in decisions.registered().values())
     assert f"{total - 2} outcomes of the implementation" in page
+
+
+def test_faults_are_counted_by_the_driver_state_they_struck_in():
+    """Issue 17 §2: faults aimed at every step of the migration. Each fault a run injects is counted
+    with the active controller's driver state at that moment; a dead process's session timing out
+    heals and is not a fault."""
+    from properties.runs import FAULTS, NO_DRIVER
+
+    run = run_seed(Plan(steps=1500, runbook="finalize", faults="all"), 1)
+    struck = {key: n for (kind, key), n in run.coverage.items() if kind == "fault_at"}
+    assert struck, "a run under every fault kind struck with none"
+    states = {key.split("|")[0] for key in struck}
+    faults = {key.split("|")[1] for key in struck}
+    assert faults <= set(FAULTS.values())
+    assert states <= {NO_DRIVER, *(s.name for s in MigrationDriverState)}
+
+
+def test_report_grid_marks_the_faults_no_run_aimed_at_a_step():
+    from properties.campaign.report import _faults_grid
+
+    coverage = pd.DataFrame(
+        [
+            {"partition": 0, "seed": 0, "kind": "fault_at", "key": "ZK_MIGRATION|crash controller", "count": 1},
+            {"partition": 0, "seed": 1, "kind": "fault_at", "key": "ZK_MIGRATION|crash controller", "count": 2},
+        ]
+    )
+    page = _faults_grid(coverage)
+    row = page.split("<tr><th>ZK_MIGRATION</th>")[1].split("</tr>")[0]
+    assert '<td class="n">2</td>' in row  # two runs struck there
+    assert row.count('class="n unreached"') == row.count("<td") - 1
+    assert "89 of 90 cells are empty" in page

@@ -340,7 +340,7 @@ def summarize(plan: Plan, master: str, tables: dict, counterexamples: list[dict]
         "distinct_signatures": len({v["signature"] for v in violations}),
         "findings": dict(sorted(findings.items())),
         "coverage": {kind: len({r["key"] for r in coverage if r["kind"] == kind})
-                     for kind in ("action", "driver_transition", "state", "decision")},
+                     for kind in ("action", "driver_transition", "state", "decision", "fault_at")},
         "progress": _by_progress(Counter(run_level(r) for r in runs)),
         "progress_by_runbook": {
             runbook: _by_progress(Counter(run_level(r) for r in runs if r["runbook"] == runbook))

@@ -62,7 +62,7 @@ COLUMNS = {
                    "trace_file", "shrunk_steps", "original_steps"),
     "coverage": ("partition", "seed", "kind", "key", "count"),
 }
-COVERAGE_KINDS = ("action", "driver_transition", "state", "decision")
+COVERAGE_KINDS = ("action", "driver_transition", "state", "decision", "fault_at")
 THROUGHPUT_BINS = 40
 
 
@@ -302,7 +302,7 @@ def plot_progress(runs: pd.DataFrame) -> str | None:
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1em; max-width: 72em; color: #222;
        line-height: 1.4; }
-tr.unreached td { background: #fff4d6; }
+tr.unreached td, td.unreached { background: #fff4d6; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: 0.5em 0; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
@@ -439,6 +439,32 @@ def _counterexamples(directory: Path, violations: pd.DataFrame) -> str:
     return page
 
 
+def _faults_grid(coverage: pd.DataFrame) -> str:
+    """Runs that injected each kind of fault in each state of the migration driver; an empty cell is
+    a fault no run aimed at that step of the migration."""
+    from model.migration import MigrationDriverState
+    from properties.runs import FAULTS, NO_DRIVER
+
+    taken = coverage[coverage["kind"] == "fault_at"] if len(coverage) else coverage
+    runs = taken.groupby("key").size().to_dict() if len(taken) else {}
+    states = [NO_DRIVER, *(s.name for s in MigrationDriverState)]
+    faults = list(dict.fromkeys(FAULTS.values()))
+    head = "<tr><th>driver state</th>" + "".join(f"<th>{_e(f)}</th>" for f in faults) + "</tr>"
+    empty = 0
+    body = []
+    for state in states:
+        cells = []
+        for fault in faults:
+            n = int(runs.get(f"{state}|{fault}", 0))
+            empty += n == 0
+            cells.append(f'<td class="n">{n:,}</td>' if n else '<td class="n unreached">0</td>')
+        body.append(f"<tr><th>{_e(state)}</th>{''.join(cells)}</tr>")
+    note = (f'<p class="note">Runs that struck with each fault in each state of the active controller\'s migration '
+            f"driver; {empty} of {len(states) * len(faults)} cells are empty (marked): faults no run aimed at that "
+            "step.</p>")
+    return note + f'<div class="wide"><table id="faults-by-driver-state">{head}{"".join(body)}</table></div>'
+
+
 def _decisions_table(coverage: pd.DataFrame) -> str:
     """Every named decision of the implementation by outcome, with the runs that reached it; an
     outcome no run reached is marked, so a rule no run exercised is visible."""
@@ -484,6 +510,7 @@ def render(directory: Path, runs: pd.DataFrame, violations: pd.DataFrame, covera
         "<h2>How far the migration got</h2>",
         _image(plot_progress(runs), "migration progress by runbook", "No runs."),
         "<h2>Documented findings</h2>", _findings_table(runs),
+        "<h2>Faults by step of the migration</h2>", _faults_grid(coverage),
         "<h2>The implementation's decisions</h2>", _decisions_table(coverage),
         "<h2>Counterexamples</h2>", _counterexamples(directory, violations),
     ]
