@@ -7,10 +7,17 @@ Only the standard library is imported here and below. The public surface:
 - ``SCOPES`` and ``initial_state(scope)``
 - ``PROPERTIES`` (the invariant registry) and ``SEEDED_BUGS``
 
-The ZooKeeper era (``model.step``): ZooKeeper, ZK controller election and epoch fencing, broker
-generations (KIP-380) and feature versioning (KIP-584). The KRaft side (``model.kraft_step``): the
-KRaft quorum, brokers on KRaft (KIP-500) and the whole ZooKeeper-to-KRaft migration with its
-rollback (KIP-866). The state changes both share are in ``model.transitions``.
+``model.step`` dispatches each action to the module of its part, and lists what is enabled:
+
+- ``model.zk_era``: ZooKeeper, the network, ZK controller election and epoch fencing, broker
+  generations (KIP-380) and feature versioning (KIP-584);
+- ``model.kraft_quorum``: the KRaft quorum, brokers on KRaft and admin writes (KIP-500);
+- ``model.kraft_migration``: the ZooKeeper-to-KRaft migration's driver and the operator's steps
+  of its runbooks, rollback included (KIP-866).
+
+The state changes they share are in ``model.transitions``. The properties are registered in
+``model.registry`` by a module per part (``model.zk_invariants``, ``model.migration_invariants``)
+and queried through ``model.invariants``.
 """
 
 from model.bugs import CORRECT, SEEDED_BUGS, SEEDED_BUGS_BY_NAME, Bug, SeededBug, Variant

@@ -2,9 +2,11 @@
 
 Every action carries who acts. Perturbations (the environment breaking things) spend budget;
 healing actions and protocol steps never do. ``PERTURBATIONS`` lists the former, which the
-liveness checks leave out of fairness. ``Action`` is the union of two closed unions, one per part
-of the model: ``ZkEraAction`` (``model.step``) and ``KRaftAction`` (``model.kraft_step``); each
-part's handler ends in ``assert_never`` over its own union.
+liveness checks leave out of fairness. ``Action`` is the union of ``ZkEraAction`` and
+``KRaftAction``, whose order is the catalogue's (``ACTION_TYPES``). Each handler module takes one
+closed union and ends in ``assert_never`` over it: ``ZkEraAction`` (``model.zk_era``),
+``KRaftQuorumAction`` (``model.kraft_quorum``) and ``MigrationAction`` (``model.kraft_migration``);
+the last two split ``KRaftAction`` between them, which is checked when this module loads.
 """
 
 from __future__ import annotations
@@ -394,7 +396,7 @@ class DeleteControllerZNodes:
 
 
 # The actions of the ZooKeeper era: ZooKeeper itself, the network, ZooKeeper-mode brokers and their controller
-# (``model.step``).
+# (``model.zk_era``).
 ZkEraAction = (
     ZkOutage
     | ZkRecover
@@ -419,8 +421,9 @@ ZkEraAction = (
     | UpdateFeatures
 )
 
-# The actions of the KRaft side: the quorum, its migration driver, brokers on KRaft, and the operator's
-# steps of KIP-866's runbooks (``model.kraft_step``).
+# The actions of the KRaft side, in the catalogue's order: the quorum, its migration driver, brokers on KRaft,
+# and the operator's steps of KIP-866's runbooks. ``KRaftQuorumAction`` and ``MigrationAction`` below split
+# it between the two modules that handle it.
 KRaftAction = (
     StartElection
     | RequestVote
@@ -453,22 +456,70 @@ KRaftAction = (
     | DeleteControllerZNodes
 )
 
+# The KRaft quorum and what its active controller decides: Raft, brokers on KRaft, admin writes
+# (``model.kraft_quorum``).
+KRaftQuorumAction = (
+    StartElection
+    | RequestVote
+    | BecomeLeader
+    | Fetch
+    | CrashController
+    | ShutdownController
+    | RestartController
+    | RegisterWithKRaft
+    | BrokerHeartbeat
+    | FetchMetadata
+    | SessionTimeout
+    | BeginControlledShutdown
+    | AlterConfigs
+    | UpdateMetadataVersion
+)
+
+# The ZooKeeper-to-KRaft migration: the driver's events and the operator's runbook steps (``model.kraft_migration``).
+MigrationAction = (
+    ReconfigureController
+    | RecoverMigrationState
+    | KRaftLeaderChange
+    | WaitForControllerQuorum
+    | WaitForZkBrokers
+    | BecomeZkController
+    | MigrateMetadata
+    | CompleteMigration
+    | MigrationCommitted
+    | SyncKRaftToZk
+    | SendRPCsToBrokers
+    | DualWrite
+    | MigrateBrokerToKRaft
+    | RollbackBrokerToZk
+    | DeleteControllerZNodes
+)
+
 Action = ZkEraAction | KRaftAction
 
 ZK_ERA_ACTION_TYPES: tuple[type, ...] = ZkEraAction.__args__  # type: ignore[attr-defined]
 KRAFT_ACTION_TYPES: tuple[type, ...] = KRaftAction.__args__  # type: ignore[attr-defined]
-
+KRAFT_QUORUM_ACTION_TYPES: tuple[type, ...] = KRaftQuorumAction.__args__  # type: ignore[attr-defined]
+MIGRATION_ACTION_TYPES: tuple[type, ...] = MigrationAction.__args__  # type: ignore[attr-defined]
 
 _ZK_ERA = frozenset(ZK_ERA_ACTION_TYPES)
-_KRAFT = frozenset(KRAFT_ACTION_TYPES)
+_KRAFT_QUORUM = frozenset(KRAFT_QUORUM_ACTION_TYPES)
+_MIGRATION = frozenset(MIGRATION_ACTION_TYPES)
+if _KRAFT_QUORUM & _MIGRATION or _KRAFT_QUORUM | _MIGRATION != frozenset(KRAFT_ACTION_TYPES):
+    raise AssertionError("KRaftQuorumAction and MigrationAction must split KRaftAction between them")
 
 
 def is_zk_era_action(action: Action) -> TypeGuard[ZkEraAction]:
     return type(action) in _ZK_ERA
 
 
-def is_kraft_action(action: Action) -> TypeGuard[KRaftAction]:
-    return type(action) in _KRAFT
+def is_kraft_quorum_action(action: Action) -> TypeGuard[KRaftQuorumAction]:
+    return type(action) in _KRAFT_QUORUM
+
+
+def is_migration_action(action: Action) -> TypeGuard[MigrationAction]:
+    return type(action) in _MIGRATION
+
+
 ACTION_TYPES: tuple[type, ...] = Action.__args__  # type: ignore[attr-defined]
 
 PERTURBATIONS: frozenset[type] = frozenset(

@@ -2,10 +2,10 @@
 
 Rules (KIP-500 §Controller Quorum, reference §3 and §7; Kafka's ``metadata/.../image/``):
 - A record is a frozen value named as Kafka names it. Deciding (a request -> records) lives in
-  ``model.kraft_step``; replaying (a record -> a new image) lives here, in ``replay``, and is the
-  only place an image changes. Every node derives what it knows from a log prefix through
-  ``image_of``, so the active controller, a KRaft broker and the checks agree by construction
-  on what a prefix means.
+  ``model.kraft_quorum`` and ``model.kraft_migration``; replaying (a record -> a new image) lives
+  here, in ``replay``, and is the only place an image changes. Every node derives what it knows
+  from a log prefix through ``image_of``, so the active controller, a KRaft broker and the
+  checks agree by construction on what a prefix means.
 - Transactions (KIP-868, used by the initial migration): records between a
   ``BeginTransactionRecord`` and its ``EndTransactionRecord`` are buffered and applied together
   at the end; an ``AbortTransactionRecord`` drops them. A prefix that ends inside an open

@@ -8,7 +8,7 @@ The implementation's nodes expose the same names, and differential tests compare
 from __future__ import annotations
 
 from model.kraft import ZkMigrationState, is_metadata
-from model.kraft_step import committed_image, is_active
+from model.kraft_quorum import committed_image, is_active
 from model.migration import STATE_BYTES, MigrationDriverState, Profile
 from model.state import ClusterState, KRaftController
 

@@ -2,9 +2,10 @@
 
 Rules (after h11's ``_state.py``: the protocol's tables in one module, no behaviour here):
 - ``MigrationDriverState`` and ``VALID_TRANSITIONS`` are KRaftMigrationDriver's enum and
-  ``isValidStateChange`` (reference §1.2-1.3); ``model.kraft_step`` moves the driver only through
-  ``transition``, and the invariant ``DriverTakesOnlyTableTransitions`` re-checks every step
-  against the same table. docs/ draws the diagrams from these tables.
+  ``isValidStateChange`` (reference §1.2-1.3); ``model.kraft_migration`` moves the driver only
+  through its ``_drive``, which asks ``is_valid_transition``, and the invariant
+  ``DriverTakesOnlyTableTransitions`` re-checks every step against the same table. docs/ draws
+  the diagrams from these tables.
 - ``Profile`` names whose rules the model follows where the seeds and shipped Kafka differ:
   ``KIP`` (the default: the seeds' text) and ``KAFKA_3_9`` (reference §10). Every place that
   consults the profile says so with a ``# Differs:`` line.

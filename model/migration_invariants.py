@@ -34,20 +34,14 @@ from model.kraft import (
     is_metadata,
     majority,
 )
-from model.kraft_step import committed_image as controller_committed
-from model.kraft_step import is_active, own_image, zk_brokers_ready
-from model.migration import (
-    CONFIG,
-    DELETE_TOPICS,
-    MIGRATION,
-    STATE_ORDER,
-    MigrationDriverState,
-    is_valid_transition,
-)
+from model.kraft_migration import zk_brokers_ready
+from model.kraft_quorum import committed_image as controller_committed
+from model.kraft_quorum import is_active, own_image
+from model.migration import CONFIG, DELETE_TOPICS, MIGRATION, STATE_ORDER, MigrationDriverState, is_valid_transition
 from model.registry import always, eventually, section, sometimes, transition
 from model.state import CONTROLLER, CONTROLLER_EPOCH, ClusterState, LeaderAndIsr, UpdateMetadata, znode_data
-from model.step import partition_states
 from model.types import UNKNOWN_BROKER_EPOCH
+from model.zk_era import partition_states
 
 D = MigrationDriverState
 
@@ -222,7 +216,7 @@ def no_kraft_broker_takes_live_zk_id(before: ClusterState, action: Action, after
 
 
 def _controller(state: ClusterState, cid):
-    from model.kraft_step import ctrl
+    from model.kraft_quorum import ctrl
 
     return ctrl(state, cid)
 
@@ -612,7 +606,7 @@ def migration_waits_for_offline_broker(before: ClusterState, action: Action, aft
 )
 def zk_write_refused_by_lag_bound(before: ClusterState, action: Action, after: ClusterState) -> bool:
     from model.bugs import CORRECT
-    from model.kraft_step import writes_blocked
+    from model.kraft_quorum import writes_blocked
 
     return not after.zk.available and any(is_active(c) and writes_blocked(after, c, CORRECT) for c in after.controllers)
 

@@ -2,8 +2,8 @@
 
 Rules: each returns a new state (nothing is mutated); ``spend`` and ``send`` return None when the
 scope's budget or in-flight cap does not allow the change, which makes the calling action not
-enabled. The ZooKeeper era (``model.step``) and the KRaft side (``model.kraft_step``) import these
-by their public names, so neither reaches into the other's private helpers.
+enabled. The handler modules (``model.zk_era``, ``model.kraft_quorum``, ``model.kraft_migration``)
+import these by their public names, so none reaches into another's private helpers.
 """
 
 from __future__ import annotations

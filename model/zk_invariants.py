@@ -30,14 +30,14 @@ from model.state import (
     PartitionState,
     znode_data,
 )
-from model.step import (
+from model.types import NO_LEADER, UNKNOWN_BROKER_EPOCH, FeatureStatus, ZkCode
+from model.zk_era import (
     broker_epoch_is_stale,
     finalized_features,
     incompatible_features,
     is_current_controller,
     partition_states,
 )
-from model.types import NO_LEADER, UNKNOWN_BROKER_EPOCH, FeatureStatus, ZkCode
 from model.zookeeper import WatchKind
 
 # ---- shared readings --------------------------------------------------------------------------

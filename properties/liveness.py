@@ -58,7 +58,7 @@ import networkx as nx
 from model import CORRECT, SCOPES, Scope, Variant, initial_state, step, successors
 from model.actions import PERTURBATIONS, Action, SessionTimeout, StartElection
 from model.invariants import PROPERTIES, Kind, Property
-from model.kraft_step import election_heals, timeout_heals
+from model.kraft_quorum import election_heals, timeout_heals
 
 HOLDS, VIOLATED, INCONCLUSIVE = "holds", "violated", "inconclusive"
 
@@ -73,7 +73,7 @@ def fair_step(state, action: Hashable) -> bool:
 
     The type rule, except for the two KRaft steps that are healing in some states and faults in
     others: an election timeout when the quorum has no live leader or candidate, and timing out
-    the session of a broker process that is gone (``model.kraft_step``).
+    the session of a broker process that is gone (``model.kraft_quorum``).
     """
     if isinstance(action, StartElection):
         return election_heals(state)

@@ -27,7 +27,7 @@ from impl.sim.faults import parse as parse_faults
 from impl.sim.scenarios import scenario
 from impl.sim.simulator import SimStep
 from model.actions import ExpireSession
-from model.kraft_step import committed_image, is_active
+from model.kraft_quorum import committed_image, is_active
 from model.migration import KRaftControllerZNode
 from model.state import CONTROLLER, ClusterState, znode_data
 from properties.differential import Differential, Disagreement, checked_simulation

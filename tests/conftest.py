@@ -195,7 +195,7 @@ _hypothesis_settings.load_profile("ci")
 
 def appended(before: ClusterState, after: ClusterState, cid) -> list:
     """The records KRaft controller ``cid`` appended between two states."""
-    from model.kraft_step import ctrl
+    from model.kraft_quorum import ctrl
 
     return [e.record for e in ctrl(after, cid).log[len(ctrl(before, cid).log):]]
 

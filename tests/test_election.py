@@ -38,8 +38,9 @@ from model.state import (
     UpdateMetadata,
     partition_state_path,
 )
-from model.step import decide_control_request, is_current_controller, step
+from model.step import step
 from model.types import Errors, FeatureStatus, ZkCode
+from model.zk_era import decide_control_request, is_current_controller
 from tests.conftest import buggy, messages, only, run, tree, znode
 
 ZOMBIE_UPDATE = UpdateFeatures(0, GROUP_COORDINATOR, 2, True)

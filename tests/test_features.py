@@ -36,8 +36,9 @@ from model.state import (
     UpdateMetadata,
     broker_path,
 )
-from model.step import decide_update_features, incompatible_features, step
+from model.step import step
 from model.types import NO_SESSION, Errors, FeatureStatus, Ibp, ZkCode
+from model.zk_era import decide_update_features, incompatible_features
 from model.zookeeper import WatchKind
 from tests.conftest import EXCLUDED, buggy, messages, run, tree, znode
 

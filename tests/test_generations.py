@@ -34,14 +34,14 @@ from model.state import (
     broker_path,
     partition_state_path,
 )
-from model.step import (
+from model.step import step
+from model.types import UNKNOWN_BROKER_EPOCH, Errors, ReplicaRole, ZkCode
+from model.zk_era import (
     broker_epoch_is_stale,
     classify_broker_change,
     decide_control_request,
     decide_controlled_shutdown,
-    step,
 )
-from model.types import UNKNOWN_BROKER_EPOCH, Errors, ReplicaRole, ZkCode
 from model.zookeeper import WatchKind
 from tests.conftest import TWO_PARTITIONS, messages, only, run, run_steps, tree, znode
 

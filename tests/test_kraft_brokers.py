@@ -47,7 +47,7 @@ from model.kraft import (
     RegisterBrokerRecord,
     image_of,
 )
-from model.kraft_step import ctrl, decide_broker_registration, own_image
+from model.kraft_quorum import ctrl, decide_broker_registration, own_image
 from model.scopes import MIGRATING, SCOPES, initial_state
 from model.step import step
 from model.types import UNKNOWN_BROKER_EPOCH, BrokerEpoch, BrokerId, Errors, Ibp, LeaderEpoch

@@ -32,7 +32,7 @@ from model.kraft import (
     image_of,
     log_up_to_date,
 )
-from model.kraft_step import ctrl
+from model.kraft_quorum import ctrl
 from model.scopes import SCOPES, initial_state
 from model.step import step
 from model.types import Ibp

@@ -75,7 +75,7 @@ from model.kraft import (
     ZkMigrationStateRecord,
     image_of,
 )
-from model.kraft_step import ctrl, decide_metadata_version, decide_write, own_image, writes_blocked
+from model.kraft_quorum import ctrl, decide_metadata_version, decide_write, own_image, writes_blocked
 from model.metrics import DUAL, KRAFT, ZOOKEEPER, metrics
 from model.migration import (
     CONFIG,
@@ -510,7 +510,7 @@ def test_misconfigured_controller_elected_during_migration_finalizes_under_kafka
     """Kafka 3.9 takes a leader without the flag as the operator's finalization and writes POST_MIGRATION.
 
     KIP-866 §Finalizing the Migration; Kafka 3.9 ActivationRecordsGenerator (``# Differs:`` in
-    model.kraft_step._may_finalize): it does not wait for the other voter.
+    model.kraft_quorum._may_finalize): it does not wait for the other voter.
     """
     before = unflagged_3001_standing()
     state = drive(before, BecomeLeader(C1), Fetch(C0, C1), variant=KAFKA_3_9)  # activates once LeaderChange commits

@@ -77,7 +77,7 @@ from impl.sim.simulator import PROGRESS, SimStep
 from model import SCOPES
 from model.bugs import CORRECT
 from model.kraft import ZkMigrationState
-from model.kraft_step import committed_image, is_active
+from model.kraft_quorum import committed_image, is_active
 from model.migration import MigrationDriverState
 from model.state import ClusterState
 from properties import traces

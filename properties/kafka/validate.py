@@ -101,7 +101,7 @@ from model.kraft import (
     ZkMigrationState,
     image_of,
 )
-from model.kraft_step import fresh_kraft_process
+from model.kraft_quorum import fresh_kraft_process
 from model.migration import KRaftControllerZNode, MigrationDriverState
 from model.scopes import SAME_RANGE, Scope, cold_state
 from model.state import CONTROLLER, CONTROLLER_EPOCH, Budget, ClusterState, broker_path, znode_data

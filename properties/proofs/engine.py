@@ -3,8 +3,9 @@
 Rules:
 - The z3 transition system is a *projection* of the Python model, never a second model: every
   variable is read off a ``ClusterState`` by a core's ``project``, every action formula mirrors one
-  handler of ``model.step`` (the function it mirrors is named in its docstring), and seeded bugs
-  switch the formulas exactly where ``step`` switches its code.
+  handler of the model (``model.zk_era``, ``model.kraft_quorum``, ``model.kraft_migration``; the
+  function it mirrors is named in its docstring), and seeded bugs switch the formulas exactly where
+  the handler switches its code.
 - One named proof obligation per (action, invariant) pair, ``"ElectController/AtMostOneControllerPerEpoch"``,
   so a failed proof names the action that breaks the invariant. Invariants carry the registry's
   names (``model.invariants``); the auxiliary invariants that make them inductive are named lemmas,

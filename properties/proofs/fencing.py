@@ -72,8 +72,9 @@ from model.actions import (
 from model.bugs import CORRECT, Bug, Variant
 from model.scopes import SCOPES, Scope
 from model.state import BROKER_IDS, CONTROLLER, CONTROLLER_EPOCH, ClusterState, ControlledShutdown
-from model.step import ABSENT, successors
+from model.step import successors
 from model.types import UNKNOWN_BROKER_EPOCH, BrokerId
+from model.zk_era import ABSENT
 from properties.proofs.engine import (
     ACTOR,
     BOOL,
@@ -101,7 +102,7 @@ FiniteBrokers, AnyBrokers, Brokers = FiniteActors, AnyActors, Domain  # the fenc
 # ---- the fencing core: the projection -----------------------------------------------------------
 
 # The seeded bugs the encoding switches, with the encoded actions whose formulas they change
-# (where model.step switches its code).
+# (where model.zk_era switches its code).
 ENCODED_BUGS: dict[Bug, tuple[str, ...]] = {
     # SetData /controller_epoch with version -1 instead of the version read
     Bug.ELECTION_WITHOUT_EPOCH_CAS: ("ElectController",),
@@ -235,7 +236,7 @@ def _owns_controller_znode(s: SymState, b) -> z3.BoolRef:
 
 
 def _is_current_controller(s: SymState, b) -> z3.BoolRef:
-    """model.step.is_current_controller: it holds /controller and /controller_epoch's version."""
+    """model.zk_era.is_current_controller: it holds /controller and /controller_epoch's version."""
     me = s.of(b)
     return z3.And(
         me.is_controller,

@@ -2,9 +2,10 @@
 
 Rules: those of ``properties.proofs.engine``, whose machinery (``Core``) this module reuses: the z3
 transition system is a projection of the Python model, each action formula mirrors a handler
-of ``model.kraft_step`` (named in its docstring), seeded bugs switch the formulas where the model
-switches its code, one named obligation per (action, invariant) pair, and every satisfiable BMC
-result is replayed through ``model.step`` and must break the same registry invariants.
+of ``model.kraft_quorum`` or ``model.kraft_migration`` (named in its docstring), seeded bugs
+switch the formulas where the model switches its code, one named obligation per (action,
+invariant) pair, and every satisfiable BMC result is replayed through ``model.step`` and must
+break the same registry invariants.
 
 The migration fencing core (``project``), and what it leaves out:
 - Shared: ZooKeeper available; /controller_epoch (exists, value, version) and the largest value
@@ -149,7 +150,7 @@ from model.actions import (
 )
 from model.bugs import CORRECT, Bug, Variant
 from model.kraft import FIRST_CONTROLLER_ID, ControllerId, QuorumRole, ZkMigrationState, image_of
-from model.kraft_step import is_active
+from model.kraft_quorum import is_active
 from model.migration import (
     EMPTY_MIGRATION,
     MIGRATION,
@@ -265,7 +266,7 @@ CONTROLLER_FIELDS: dict[str, str] = {
     "epoch": INT,  # the persisted Raft epoch
     "candidate": BOOL,
     "has_vote": BOOL,  # a candidate that another controller voted for
-    "leads": BOOL,  # kraft_step.is_active
+    "leads": BOOL,  # kraft_quorum.is_active
     "awaiting": BOOL,  # Raft leader not yet active: its LeaderChange has not committed
     "resigned": BOOL,  # activation refused to lead
     "log_state": INT,  # STATE_CODES of its whole log, committed or not (persisted: survives a stop)
@@ -395,7 +396,7 @@ def _either(s: SymState, cond, when: dict[str, Any], otherwise: dict[str, Any]) 
 
 
 def _driving(s: SymState, c, state: MigrationDriverState) -> z3.BoolRef:
-    """kraft_step._driver(c, state) and _leading(c): the driver runs in ``state`` and believes it leads."""
+    """kraft_migration._driver(c, state) and _leading(c): the driver runs in ``state`` and believes it leads."""
     me = s.of(c)
     return z3.And(me.alive, me.driver == _code(state), me.driver_leader)
 
@@ -428,7 +429,7 @@ def _activation_state(s: SymState, c, variant: Variant, log_state, choose) -> z3
 
 
 def _spends(s: SymState, budget: str) -> tuple[z3.BoolRef, dict[str, Any]]:
-    """model.step._spend of one unit: (there is one left, the change)."""
+    """model.transitions.spend of one unit: (there is one left, the change)."""
     return s.values[budget] > 0, {budget: s.values[budget] - 1}
 
 

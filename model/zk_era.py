@@ -1,0 +1,840 @@
+"""The ZooKeeper era: ZooKeeper itself, the network, ZooKeeper-mode brokers and their controller.
+
+Rules:
+- ``handle(state, action)`` takes one ``ZkEraAction`` (``model.step.step`` dispatches it here) and
+  matches on it, ending in ``assert_never``: an action added to ``ZkEraAction`` without a handler
+  is a type error. Each handler first checks its enabling conditions (returning None when the
+  action is not enabled), then computes the new state. Nothing is mutated; untouched parts of the
+  state are shared.
+- Decisions are pure functions of what the deciding node knows (``decide_*``), kept apart from
+  the state changes, so tests can assert the exact error code of a refusal.
+- Every controller write goes through ``_controller_write``: one ZooKeeper multi that starts
+  with a check on /controller_epoch's version (KIP-380/KAFKA-6082, KIP-866 §Controller
+  Leadership). A write that fails that check tells the controller it has moved: it resigns.
+- A KRaft broker's process and the KRaft controllers are ``model.kraft_quorum``'s; the only thing
+  this module takes from there is what a restarted migrating broker's process starts with.
+
+Seeds: KIP-380 (broker generations), KIP-584 (feature versioning), KIP-866 §Controller Leadership.
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from model import zookeeper as zkm
+from model.actions import (
+    ChangeIbp,
+    CrashBroker,
+    Deliver,
+    Drop,
+    ElectController,
+    ElectPartitionLeader,
+    ExpireSession,
+    InitializeController,
+    ObserveControllerEpoch,
+    OpenSession,
+    ProcessBrokerChange,
+    Redeliver,
+    RefreshFeatureCache,
+    RegisterBroker,
+    ResignController,
+    RestartBroker,
+    SendControlledShutdown,
+    StopBroker,
+    UpdateFeatures,
+    ZkEraAction,
+    ZkOutage,
+    ZkRecover,
+)
+from model.bugs import CORRECT, Bug, Variant
+from model.kraft_quorum import fresh_kraft_process
+from model.state import (
+    BROKER_IDS,
+    CONTROLLER,
+    CONTROLLER_EPOCH,
+    FEATURES,
+    TOPIC,
+    AppliedWrite,
+    Broker,
+    BrokerRegistration,
+    ClusterState,
+    ControlledShutdown,
+    ControllerRole,
+    FeatureCache,
+    FeatureRanges,
+    FeaturesZNode,
+    LeaderAndIsr,
+    LiveBroker,
+    LocalReplica,
+    Message,
+    PartitionState,
+    StopReplica,
+    UpdateMetadata,
+    broker_path,
+    partition_state_path,
+    znode_data,
+)
+from model.transitions import forget_notifications, process_dies, put_broker, send, spend
+from model.types import (
+    NO_LEADER,
+    UNKNOWN_BROKER_EPOCH,
+    BrokerEpoch,
+    BrokerId,
+    ControllerEpoch,
+    Errors,
+    FeatureEpoch,
+    FeatureLevel,
+    FeatureStatus,
+    Ibp,
+    LeaderEpoch,
+    PartitionId,
+    ReplicaRole,
+    SessionId,
+    ZkCode,
+    ZkVersion,
+)
+from model.zookeeper import Check, Create, Delete, Op, SetData, WatchKind
+
+# /controller_epoch read as absent: the election creates it instead of setting it.
+ABSENT = ZkVersion(-2)
+
+
+def handle(state: ClusterState, action: ZkEraAction, variant: Variant) -> ClusterState | None:
+    """The state after a ZooKeeper-era action, or None when it is not enabled."""
+    match action:
+        case ZkOutage():
+            return _zk_outage(state)
+        case ZkRecover():
+            return _zk_recover(state)
+        case ExpireSession(session=session):
+            return _expire_session(state, session, variant)
+        case Redeliver(message=message):
+            return _redeliver(state, message, variant)
+        case Drop(message=message):
+            return _drop(state, message)
+        case Deliver(message=message):
+            return _deliver(state, message, variant)
+        case CrashBroker(broker=b):
+            return _crash(state, b)
+        case StopBroker(broker=b):
+            return _stop(state, b, variant)
+        case RestartBroker(broker=b):
+            return _restart(state, b)
+        case ChangeIbp(broker=b, ibp=ibp):
+            return _change_ibp(state, b, ibp)
+        case OpenSession(broker=b):
+            return _open_session(state, b, variant)
+        case RegisterBroker(broker=b):
+            return _register(state, b, variant)
+        case SendControlledShutdown(broker=b):
+            return _send_controlled_shutdown(state, b)
+        case RefreshFeatureCache(broker=b):
+            return _refresh_feature_cache(state, b, variant)
+        case ObserveControllerEpoch(broker=b):
+            return _observe_controller_epoch(state, b)
+        case ElectController(broker=b):
+            return _elect_controller(state, b, variant)
+        case ResignController(broker=b):
+            return _resign(state, b)
+        case InitializeController(controller=c):
+            return _initialize_controller(state, c, variant)
+        case ProcessBrokerChange(controller=c):
+            return _process_broker_change(state, c, variant)
+        case ElectPartitionLeader(controller=c, partition=p):
+            return _elect_partition_leader(state, c, p, variant)
+        case UpdateFeatures(controller=c, feature=f, level=level, allow_downgrade=allow):
+            return _update_features(state, c, f, level, allow, variant)
+        case _:
+            assert_never(action)
+
+
+# ---- small helpers ----------------------------------------------------------------------------
+
+def _connected(state: ClusterState, b: Broker) -> bool:
+    """The broker's process runs and can talk to ZooKeeper through a live session."""
+    return b.alive and state.zk.available and _holds_session(state, b)
+
+
+def _holds_session(state: ClusterState, b: Broker) -> bool:
+    """The broker's session is alive and is its own (the model hands out freed session ids again)."""
+    return zkm.session_client(state.zk, b.session) == b.id
+
+
+def _acting_controller(state: ClusterState, c: BrokerId) -> Broker | None:
+    """The broker if it believes it is an initialized controller and can reach ZooKeeper.
+
+    It may be a zombie: nothing here asks ZooKeeper whether it still is the controller.
+    """
+    b = state.brokers[c]
+    if b.controller is None or not b.controller.initialized or not _connected(state, b):
+        return None
+    return b
+
+
+def is_current_controller(state: ClusterState, b: Broker) -> bool:
+    """ZooKeeper agrees that ``b`` is the controller: it holds /controller and the epoch version."""
+    if b.controller is None or not b.alive or not _holds_session(state, b):
+        return False
+    node = zkm.get(state.zk, CONTROLLER)
+    epoch = zkm.get(state.zk, CONTROLLER_EPOCH)
+    return (
+        node is not None
+        and node.ephemeral_owner == b.session
+        and epoch is not None
+        and epoch.version == b.controller.epoch_zk_version
+    )
+
+
+def _controller_write(
+    state: ClusterState, c: Broker, ops: tuple[Op, ...], variant: Variant
+) -> tuple[ClusterState, bool]:
+    """Run a controller's write as one multi fenced by /controller_epoch's version.
+
+    On success the ghost records each applied write with the epoch current at that moment.
+    A failed epoch check means another controller was elected since: ``c`` resigns.
+    """
+    assert c.controller is not None
+    fenced = not variant.has(Bug.SKIP_CONTROLLER_EPOCH_CHECK)
+    if fenced:
+        ops = (Check(CONTROLLER_EPOCH, c.controller.epoch_zk_version),) + ops
+    zk_epoch = znode_data(state, CONTROLLER_EPOCH)
+    zk, results = zkm.multi(state.zk, c.session, ops, variant.bugs)
+    ghost = state.ghost.replace(last_multi=results)
+    ok = zkm.succeeded(results)
+    if ok:
+        ghost = ghost.replace(
+            applied_writes=ghost.applied_writes
+            + tuple(
+                AppliedWrite(c.id, c.controller.epoch, zk_epoch, op.path) for op in ops if not isinstance(op, Check)
+            )
+        )
+    state = state.replace(zk=zk, ghost=ghost)
+    if not ok and fenced and results[0] in (ZkCode.BAD_VERSION, ZkCode.NO_NODE):
+        state = _resign(state, c.id) or state
+    return state, ok
+
+
+# ---- feature versioning (KIP-584) -------------------------------------------------------------
+
+def incompatible_features(supported: FeatureRanges, finalized: FeatureRanges) -> tuple[str, ...]:
+    """Finalized features whose [min, max] levels fall outside a broker's supported range.
+
+    KIP-584 §Broker protections: a finalized range is compatible only if the broker supports
+    the feature and supported.min <= finalized.min and finalized.max <= supported.max.
+    """
+    have = dict(supported)
+    bad = []
+    for name, (fmin, fmax) in finalized:
+        rng = have.get(name)
+        if rng is None or not (rng[0] <= fmin and fmax <= rng[1]):
+            bad.append(name)
+    return tuple(bad)
+
+
+def finalized_features(state: ClusterState) -> FeatureRanges:
+    """Finalized features in force: those of an Enabled /features znode, else none."""
+    data = znode_data(state, FEATURES)
+    if data is None or data.status is not FeatureStatus.ENABLED:
+        return ()
+    return data.finalized
+
+
+def decide_update_features(
+    state: ClusterState, c: Broker, feature: str, level: FeatureLevel, allow_downgrade: bool, variant: Variant
+) -> tuple[Errors, FeatureRanges]:
+    """The ZK controller's UpdateFeatures validation (KIP-584 §Controller, reference §5.2).
+
+    Returns the error, or NONE with the new finalized features.
+    """
+    # Differs: (min, max) levels and an AllowDowngrade flag, as in the seed; Kafka >= 3.3 has one level and UpgradeType.
+    assert c.controller is not None
+    data = znode_data(state, FEATURES)
+    if data is None or data.status is not FeatureStatus.ENABLED or not c.config.ibp.supports_feature_versioning:
+        return Errors.INVALID_REQUEST, ()
+    finalized = dict(data.finalized)
+    current = finalized.get(feature)
+    if level < 1:
+        # KIP-584: a level below 1 asks for deletion, which needs AllowDowngrade.
+        if not allow_downgrade or current is None:
+            return Errors.INVALID_REQUEST, ()
+        if variant.has(Bug.FINALIZE_LEVEL_ZERO):
+            finalized[feature] = (current[0], level)
+        else:
+            del finalized[feature]
+        return Errors.NONE, tuple(sorted(finalized.items()))
+    if current is not None and level == current[1]:
+        return Errors.INVALID_REQUEST, ()
+    is_downgrade = current is not None and level < current[1]
+    if is_downgrade and not allow_downgrade:
+        return Errors.INVALID_REQUEST, ()
+    if allow_downgrade and not is_downgrade:
+        return Errors.INVALID_REQUEST, ()
+    own = dict(c.config.supported).get(feature)
+    if own is None:
+        return Errors.INVALID_REQUEST, ()
+    new = (current[0] if current is not None else own[0], level)
+    if new[1] < new[0] or not (own[0] <= new[0] and new[1] <= own[1]):
+        return Errors.INVALID_REQUEST, ()
+    if not variant.has(Bug.UPDATE_SKIPS_BROKER_CHECK):
+        for b in c.controller.live:
+            if incompatible_features(b.supported, ((feature, new),)):
+                return Errors.INVALID_REQUEST, ()
+    finalized[feature] = new
+    return Errors.NONE, tuple(sorted(finalized.items()))
+
+
+def _feature_bootstrap_ops(state: ClusterState, c: Broker, variant: Variant) -> tuple[Op, ...]:
+    """KIP-584 §Feature ZK node status: the three bootstrap cases, decided by the controller's IBP."""
+    node = zkm.get(state.zk, FEATURES)
+    if c.config.ibp.supports_feature_versioning:
+        if node is None:  # new cluster: finalize everything the controller supports
+            # Differs: Kafka >= 3.3 finalizes nothing here (ZK brokers advertise no features); the seed finalizes all.
+            return (Create(FEATURES, FeaturesZNode(FeatureStatus.ENABLED, c.config.supported)),)
+        if node.data.status is FeatureStatus.DISABLED:  # upgrade: enable, finalize nothing yet
+            enabled = FeaturesZNode(FeatureStatus.ENABLED, ())
+            if variant.has(Bug.RECREATE_FEATURES_ZNODE):
+                return (Delete(FEATURES, node.version), Create(FEATURES, enabled))
+            return (SetData(FEATURES, enabled, node.version),)
+        return ()
+    if node is None:
+        return (Create(FEATURES, FeaturesZNode(FeatureStatus.DISABLED, ())),)
+    if node.data.status is FeatureStatus.ENABLED:  # downgrade: disable and finalize nothing
+        kept = node.data.finalized if variant.has(Bug.DISABLE_KEEPS_FEATURES) else ()
+        return (SetData(FEATURES, FeaturesZNode(FeatureStatus.DISABLED, kept), node.version),)
+    return ()
+
+
+# ---- KIP-380 decisions ------------------------------------------------------------------------
+
+def broker_epoch_is_stale(request_epoch: BrokerEpoch, current: BrokerEpoch) -> bool:
+    """KIP-380 §Broker Rejects Control Requests: reject epochs smaller than the broker's own.
+
+    Newer epochs are accepted, as the seed and KAFKA-9839 say (the first KIP-380 code threw).
+    """
+    # Differs: the seed does not mention -1; shipped Kafka accepts UNKNOWN_BROKER_EPOCH (-1), and so does the model.
+    return request_epoch != UNKNOWN_BROKER_EPOCH and request_epoch < current
+
+
+def decide_control_request(b: Broker, m: LeaderAndIsr | UpdateMetadata | StopReplica, variant: Variant) -> Errors:
+    """Whether broker ``b`` accepts a control request (KafkaApis: broker epoch first, then controller epoch).
+
+    A request from a KRaft controller carries the broker's KRaft epoch, and is compared with the
+    epoch its BrokerLifecycleManager learned (reference §4).
+    """
+    own = b.kraft_epoch if m.kraft else b.epoch
+    if broker_epoch_is_stale(m.broker_epoch, own) and not variant.has(Bug.ACCEPT_STALE_BROKER_EPOCH):
+        return Errors.STALE_BROKER_EPOCH
+    if m.controller_epoch < b.controller_epoch and not variant.has(Bug.ACCEPT_STALE_CONTROLLER_EPOCH):
+        return Errors.STALE_CONTROLLER_EPOCH
+    return Errors.NONE
+
+
+def decide_controlled_shutdown(c: Broker, m: ControlledShutdown, variant: Variant) -> Errors:
+    """KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations."""
+    if c.controller is None or not c.controller.initialized:
+        # Shipped Kafka answers ControllerMovedException here, which maps to STALE_CONTROLLER_EPOCH (reference §4).
+        return Errors.STALE_CONTROLLER_EPOCH
+    cached = c.controller.cached_epoch(m.broker_id)
+    if cached is None:
+        return Errors.BROKER_NOT_AVAILABLE
+    if broker_epoch_is_stale(m.broker_epoch, cached) and not variant.has(Bug.SHUTDOWN_IGNORES_BROKER_EPOCH):
+        return Errors.STALE_BROKER_EPOCH
+    return Errors.NONE
+
+
+def classify_broker_change(
+    known: dict[BrokerId, BrokerEpoch],
+    current: dict[BrokerId, BrokerEpoch],
+    variant: Variant = CORRECT,
+) -> tuple[frozenset[BrokerId], frozenset[BrokerId], frozenset[BrokerId]]:
+    """KIP-380 §Controller Detects Bounced Broker: (new, dead, bounced) from cached and current czxids."""
+    new = frozenset(current.keys() - known.keys())
+    dead = frozenset(known.keys() - current.keys())
+    if variant.has(Bug.BROKER_CHANGE_IGNORES_CZXID):
+        bounced: frozenset[BrokerId] = frozenset()
+    else:
+        bounced = frozenset(b for b in current.keys() & known.keys() if current[b] > known[b])
+    return new, dead, bounced
+
+
+# ---- the environment --------------------------------------------------------------------------
+
+def _zk_outage(state: ClusterState) -> ClusterState | None:
+    if not state.zk.available or state.budget.outages <= 0:
+        return None
+    state = spend(state, outages=1)
+    return state.replace(zk=state.zk.replace(available=False))
+
+
+def _zk_recover(state: ClusterState) -> ClusterState | None:
+    if state.zk.available:
+        return None
+    return state.replace(zk=state.zk.replace(available=True))
+
+
+def _expire_session(state: ClusterState, session: SessionId, variant: Variant) -> ClusterState | None:
+    if not state.zk.available or state.budget.expiries <= 0 or not zkm.session_alive(state.zk, session):
+        return None
+    state = spend(state, expiries=1)
+    return state.replace(zk=zkm.close_session(state.zk, session, variant.bugs))
+
+
+def _redeliver(state: ClusterState, message: Message, variant: Variant) -> ClusterState | None:
+    """A duplicate: the message is delivered as by ``Deliver`` and a copy stays in flight."""
+    if message not in state.network or state.budget.duplicates <= 0:
+        return None
+    after = _deliver(state, message, variant)
+    if after is None:
+        return None
+    after = spend(after, duplicates=1).replace(network=after.network | {message})
+    return None if len(after.network) > after.budget.max_in_flight else after
+
+
+def _drop(state: ClusterState, message: Message) -> ClusterState | None:
+    if message not in state.network or state.budget.drops <= 0:
+        return None
+    state = spend(state, drops=1)
+    return state.replace(network=state.network - {message})
+
+
+# ---- broker processes -------------------------------------------------------------------------
+
+def _crash(state: ClusterState, b: BrokerId) -> ClusterState | None:
+    broker = state.brokers[b]
+    if not broker.alive or state.budget.crashes <= 0:
+        return None
+    state = spend(state, crashes=1)
+    return process_dies(state, broker)
+
+
+def _stop(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
+    broker = state.brokers[b]
+    if not broker.alive or state.budget.restarts <= 0:
+        return None
+    state = spend(state, restarts=1)
+    # Closing the session needs ZooKeeper. A broker stopped during an outage exits all the same
+    # (KafkaServer.shutdown gives up on the ZooKeeper client); its session lives on until it expires.
+    if _holds_session(state, broker) and state.zk.available:
+        if variant.has(Bug.STOP_DELETES_CONTROLLER_EPOCH) and is_current_controller(state, broker):
+            zk, results = zkm.multi(state.zk, broker.session, (Delete(CONTROLLER_EPOCH),), variant.bugs)
+            state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
+        state = state.replace(zk=zkm.close_session(state.zk, broker.session, variant.bugs))
+    return process_dies(state, broker)
+
+
+def _restart(state: ClusterState, b: BrokerId) -> ClusterState | None:
+    broker = state.brokers[b]
+    if broker.alive:
+        return None
+    if broker.config.migration_enabled or broker.config.kraft_mode:
+        # A process that talks to KRaft gets a new incarnation id at each start (KIP-866 §Broker Registration).
+        broker = fresh_kraft_process(broker)
+    return put_broker(state, broker.replace(alive=True))
+
+
+def _change_ibp(state: ClusterState, b: BrokerId, ibp: Ibp) -> ClusterState | None:
+    broker = state.brokers[b]
+    if broker.alive or broker.config.ibp == ibp or state.budget.operator <= 0:
+        return None
+    state = spend(state, operator=1)
+    return put_broker(state, broker.replace(config=broker.config.replace(ibp=ibp)))
+
+
+def _open_session(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
+    broker = state.brokers[b]
+    if not broker.alive or broker.config.kraft_mode or not state.zk.available or _holds_session(state, broker):
+        return None  # a KRaft broker does not talk to ZooKeeper (KIP-866 §Broker Migration)
+    if variant.has(Bug.RESTARTED_BROKER_KEEPS_DEAD_SESSION) and state.history.registered_epoch(b) is not None:
+        return None
+    zk, session = zkm.open_session(state.zk, b)
+    return put_broker(state.replace(zk=zk), broker.replace(session=session, registered=False))
+
+
+def _register(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
+    """KIP-380 §Broker Registration: create the ephemeral and learn its czxid in one multi."""
+    broker = state.brokers[b]
+    path = broker_path(b)
+    if not _connected(state, broker) or broker.registered or zkm.get(state.zk, path) is not None:
+        return None
+    registration = BrokerRegistration(broker.config.ibp, broker.config.supported)
+    ops = (Create(path, registration, ephemeral=True), SetData(path, registration, ZkVersion(0)))
+    zk, results = zkm.multi(state.zk, broker.session, ops, variant.bugs)
+    state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
+    if not zkm.succeeded(results):
+        return state
+    epoch = BrokerEpoch(zkm.get(zk, path).czxid)
+    if variant.has(Bug.BROKER_KEEPS_OLD_EPOCH) and broker.epoch != UNKNOWN_BROKER_EPOCH:
+        epoch = broker.epoch
+    elif variant.has(Bug.BROKER_EPOCH_FROM_SESSION_ID):
+        epoch = BrokerEpoch(broker.session)
+    epochs = dict(state.history.registered_epochs)
+    epochs[b] = epoch
+    state = state.replace(history=state.history.replace(registered_epochs=tuple(sorted(epochs.items()))))
+    return put_broker(state, broker.replace(registered=True, epoch=epoch, shutdown_sent=False))
+
+
+def _send_controlled_shutdown(state: ClusterState, b: BrokerId) -> ClusterState | None:
+    broker = state.brokers[b]
+    if not _connected(state, broker) or not broker.registered or broker.shutdown_sent or state.budget.shutdowns <= 0:
+        return None
+    controller = znode_data(state, CONTROLLER)
+    if not isinstance(controller, int):  # none, or a KRaft controller: shutdown goes by heartbeats then
+        return None
+    state = send(spend(state, shutdowns=1), [ControlledShutdown(b, broker.epoch, controller)])
+    return None if state is None else put_broker(state, broker.replace(shutdown_sent=True))
+
+
+def _refresh_feature_cache(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
+    """KIP-584 §Broker protections: read /features; never go back in epoch; die if incompatible."""
+    broker = state.brokers[b]
+    node = zkm.get(state.zk, FEATURES)
+    if not _connected(state, broker) or node is None or node.version == broker.features.epoch:
+        return None
+    epoch = FeatureEpoch(node.version)
+    if epoch < broker.features.epoch:
+        return state  # refused: an older epoch than the cache holds (FeatureCacheUpdateException)
+    data: FeaturesZNode = node.data
+    if data.status is FeatureStatus.DISABLED:
+        # Differs: Kafka clears its cache (and its epoch) on Disabled; the model keeps the epoch, empties the levels.
+        if variant.has(Bug.BROKER_RESETS_FEATURE_EPOCH):
+            epoch = FeatureEpoch(-1)
+        return put_broker(state, broker.replace(features=FeatureCache(epoch, FeatureStatus.DISABLED, ())))
+    if incompatible_features(broker.config.supported, data.finalized):
+        # Fatal for the broker: it exits without closing its session.
+        return process_dies(state, broker)
+    return put_broker(state, broker.replace(features=FeatureCache(epoch, FeatureStatus.ENABLED, data.finalized)))
+
+
+# ---- controller election (KIP-866 §Controller Leadership; KafkaZkClient) ------------------------
+
+def _observe_controller_epoch(state: ClusterState, b: BrokerId) -> ClusterState | None:
+    broker = state.brokers[b]
+    if (
+        not _connected(state, broker)
+        or not broker.registered
+        or broker.controller is not None
+        or broker.observed_epoch is not None
+        or zkm.get(state.zk, CONTROLLER) is not None
+    ):
+        return None
+    node = zkm.get(state.zk, CONTROLLER_EPOCH)
+    observed = (ControllerEpoch(0), ABSENT) if node is None else (node.data, node.version)
+    return put_broker(state, broker.replace(observed_epoch=observed))
+
+
+def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
+    """registerControllerAndIncrementControllerEpoch: create /controller and CAS the epoch, atomically."""
+    broker = state.brokers[b]
+    if (
+        broker.observed_epoch is None
+        or not _connected(state, broker)
+        or not broker.registered  # Kafka re-registers a broker before it runs for controller again
+        or state.budget.elections <= 0
+        or zkm.get(state.zk, CONTROLLER) is not None
+    ):
+        return None
+    seen, version = broker.observed_epoch
+    epoch = seen if variant.has(Bug.ELECTION_REUSES_EPOCH) else ControllerEpoch(seen + 1)
+    if version == ABSENT:
+        bump: Op = Create(CONTROLLER_EPOCH, epoch)
+    else:
+        cas = ZkVersion(-1) if variant.has(Bug.ELECTION_WITHOUT_EPOCH_CAS) else version
+        bump = SetData(CONTROLLER_EPOCH, epoch, cas)
+    ops = (Create(CONTROLLER, b, ephemeral=True), bump)
+    zk, results = zkm.multi(state.zk, broker.session, ops, variant.bugs)
+    state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
+    if not zkm.succeeded(results):
+        return put_broker(state, broker.replace(observed_epoch=None))
+    state = spend(state, elections=1)
+    if epoch > state.history.max_controller_epoch:
+        state = state.replace(history=state.history.replace(max_controller_epoch=epoch))
+    if state.history.handed_back is not None and not state.history.zk_elected_since_hand_back:
+        state = state.replace(history=state.history.replace(zk_elected_since_hand_back=True))
+    role = ControllerRole(epoch, zkm.get(zk, CONTROLLER_EPOCH).version, (), False)
+    return put_broker(state, broker.replace(observed_epoch=None, controller=role))
+
+
+def _resign(state: ClusterState, b: BrokerId) -> ClusterState | None:
+    """onControllerResignation: the controller learned (from ZooKeeper) that it lost leadership."""
+    broker = state.brokers[b]
+    if broker.controller is None or not state.zk.available or is_current_controller(state, broker):
+        return None
+    return forget_notifications(put_broker(state, broker.replace(controller=None)), b)
+
+
+# ---- controller work ----------------------------------------------------------------------------
+
+def _admission(
+    state: ClusterState, variant: Variant
+) -> tuple[tuple[LiveBroker, ...], frozenset[tuple[BrokerId, BrokerEpoch]]]:
+    """Live brokers (children of /brokers/ids) the controller admits, and those it refuses, with czxids.
+
+    KIP-584: a broker whose supported range excludes a finalized level is not admitted.
+    """
+    finalized = finalized_features(state)
+    admitted, refused = [], set()
+    for name, node in zkm.children(state.zk, BROKER_IDS):
+        broker, czxid = BrokerId(int(name)), BrokerEpoch(node.czxid)
+        if finalized and incompatible_features(node.data.supported, finalized):
+            if not variant.has(Bug.ADMIT_INCOMPATIBLE_BROKER):
+                refused.add((broker, czxid))
+                continue
+        admitted.append(LiveBroker(broker, czxid, node.data.supported))
+    return tuple(sorted(admitted, key=_by_id)), frozenset(refused)
+
+
+def _by_id(b: LiveBroker) -> BrokerId:
+    return b.id
+
+
+def partition_states(state: ClusterState) -> list[tuple[PartitionId, PartitionState, ZkVersion]]:
+    """Each partition with its state znode's data and version."""
+    assignment = znode_data(state, TOPIC)
+    found = []
+    for p in range(len(assignment)):
+        node = zkm.get(state.zk, partition_state_path(PartitionId(p)))
+        found.append((PartitionId(p), node.data, node.version))
+    return found
+
+
+def _tell_replicas(
+    c: Broker, epochs: dict[BrokerId, BrokerEpoch], replicas: tuple[BrokerId, ...], p: PartitionId, s: PartitionState,
+    skip: BrokerId | None = None,
+) -> list[Message]:
+    """LeaderAndIsr with partition ``p``'s new state to each of its live replicas, at their cached epochs."""
+    assert c.controller is not None
+    return [
+        LeaderAndIsr(c.id, c.controller.epoch, epochs[r], r, p, s.leader, s.leader_epoch, s.isr)
+        for r in replicas
+        if r in epochs and r != skip
+    ]
+
+
+def _startup_requests(state: ClusterState, c: Broker, brokers: list[LiveBroker]) -> list[Message]:
+    """onBrokerStartup: UpdateMetadata to each, then LeaderAndIsr for the partitions it hosts."""
+    assert c.controller is not None
+    assignment = znode_data(state, TOPIC)
+    partitions = partition_states(state)
+    leaders = tuple((s.leader, s.leader_epoch) for _, s, _ in partitions)
+    out: list[Message] = []
+    for b in brokers:
+        out.append(UpdateMetadata(c.id, c.controller.epoch, b.epoch, b.id, leaders))
+        for p, s, _ in partitions:
+            if b.id in assignment[p]:
+                out.append(LeaderAndIsr(c.id, c.controller.epoch, b.epoch, b.id, p, s.leader, s.leader_epoch, s.isr))
+    return out
+
+
+def _initialize_controller(state: ClusterState, c: BrokerId, variant: Variant) -> ClusterState | None:
+    """onControllerFailover: feature setup first (so admission sees it), then the broker cache."""
+    broker = state.brokers[c]
+    if broker.controller is None or broker.controller.initialized or not _connected(state, broker):
+        return None
+    ops = _feature_bootstrap_ops(state, broker, variant)
+    if ops:
+        state, ok = _controller_write(state, broker, ops, variant)
+        if not ok:
+            return state
+    live, refused = _admission(state, variant)
+    role = broker.controller.replace(live=live, initialized=True, refused=refused)
+    broker = broker.replace(controller=role)
+    zk = zkm.add_watch(state.zk, broker.session, BROKER_IDS, WatchKind.CHILD)
+    state = state.replace(zk=zkm.consume(zk, c, BROKER_IDS, WatchKind.CHILD))
+    state = send(state, _startup_requests(state, broker, list(live)))
+    return None if state is None else put_broker(state, broker)
+
+
+def _process_broker_change(state: ClusterState, c: BrokerId, variant: Variant) -> ClusterState | None:
+    """KafkaController.processBrokerChange, as KIP-380 §Controller Detects Bounced Broker specifies."""
+    broker = _acting_controller(state, c)
+    if broker is None or not zkm.pending(state.zk, c, BROKER_IDS, WatchKind.CHILD):
+        return None
+    role = broker.controller
+    current = {BrokerId(int(n)): BrokerEpoch(z.czxid) for n, z in zkm.children(state.zk, BROKER_IDS)}
+    new, dead, bounced = classify_broker_change(role.epochs(), current, variant)
+    admitted, refused = _admission(state, variant)
+    started = [b for b in admitted if b.id in new or b.id in bounced]
+    kept = [b for b in role.live if b.id in current and b.id not in bounced]
+    live = tuple(sorted(kept + started, key=_by_id))
+    broker = broker.replace(controller=role.replace(live=live, refused=refused))
+    zk = zkm.consume(state.zk, c, BROKER_IDS, WatchKind.CHILD)
+    if not variant.has(Bug.BROKER_CHANGE_WATCH_NOT_REARMED):
+        zk = zkm.add_watch(zk, broker.session, BROKER_IDS, WatchKind.CHILD)
+    state = state.replace(zk=zk)
+    failed = dead if variant.has(Bug.BOUNCE_SKIPS_BROKER_FAILURE) else dead | bounced
+    state, changed = _on_broker_failure(state, broker, failed, {b.id for b in live}, variant)
+    if state.brokers[c].controller is None:  # fenced: it resigned instead
+        return state
+    requests = _startup_requests(state, broker, started)
+    epochs = broker.controller.epochs()
+    assignment = znode_data(state, TOPIC)
+    for p, s in changed:
+        requests += _tell_replicas(broker, epochs, assignment[p], p, s)
+    state = send(state, requests)
+    return None if state is None else put_broker(state, broker)
+
+
+def _on_broker_failure(
+    state: ClusterState, c: Broker, failed: frozenset[BrokerId], live: set[BrokerId], variant: Variant
+) -> tuple[ClusterState, list[tuple[PartitionId, PartitionState]]]:
+    """onBrokerFailure: partitions led by a failed broker get a new leader (KIP-380 step 4).
+
+    A failed leader's partition goes to the first live ISR replica that did not fail, in
+    assignment order. A bounced leader with no such replica is offline and then online again
+    at once (onBrokerStartup), so it leads again, but in a new leader epoch. A dead leader with
+    no candidate leaves the partition offline with NoLeader (-1), as OfflineReplica handling
+    does, until ``ElectPartitionLeader`` finds a live ISR replica.
+    """
+    if not failed:
+        return state, []
+    assignment = znode_data(state, TOPIC)
+    writes: list[Op] = []
+    changed: list[tuple[PartitionId, PartitionState]] = []
+    for p, s, version in partition_states(state):
+        if s.leader not in failed:
+            continue
+        survivors = [r for r in assignment[p] if r in s.isr and r in live and r not in failed]
+        if survivors:
+            isr = tuple(r for r in s.isr if r in live and r not in failed)
+            new = PartitionState(survivors[0], LeaderEpoch(s.leader_epoch + 1), isr, c.controller.epoch)
+        elif s.leader in live:  # bounced, and alone in the ISR among the live
+            isr = tuple(r for r in s.isr if r == s.leader or (r in live and r not in failed))
+            new = PartitionState(s.leader, LeaderEpoch(s.leader_epoch + 1), isr, c.controller.epoch)
+        else:  # dead with no one to take over: offline, NoLeader, the ISR kept for a clean election later
+            new = PartitionState(NO_LEADER, LeaderEpoch(s.leader_epoch + 1), s.isr, c.controller.epoch)
+        writes.append(SetData(partition_state_path(p), new, version))
+        changed.append((p, new))
+    if not writes:
+        return state, []
+    state, ok = _controller_write(state, c, tuple(writes), variant)
+    return state, changed if ok else []
+
+
+def _elect_partition_leader(
+    state: ClusterState, c: BrokerId, p: PartitionId, variant: Variant
+) -> ClusterState | None:
+    """Offline-partition election: first live replica of the ISR in assignment order."""
+    broker = _acting_controller(state, c)
+    if broker is None:
+        return None
+    live = broker.controller.epochs()
+    path = partition_state_path(p)
+    node = zkm.get(state.zk, path)
+    current: PartitionState = node.data
+    if current.leader in live:
+        return None
+    assignment = znode_data(state, TOPIC)[p]
+    candidates = [r for r in assignment if r in current.isr and r in live]
+    if not candidates:
+        return None
+    isr = tuple(r for r in current.isr if r in live)
+    new = PartitionState(candidates[0], LeaderEpoch(current.leader_epoch + 1), isr, broker.controller.epoch)
+    state, ok = _controller_write(state, broker, (SetData(path, new, node.version),), variant)
+    if not ok:
+        return state
+    return send(state, _tell_replicas(broker, live, assignment, p, new))
+
+
+def _update_features(
+    state: ClusterState, c: BrokerId, feature: str, level: FeatureLevel, allow: bool, variant: Variant
+) -> ClusterState | None:
+    broker = _acting_controller(state, c)
+    if broker is None or state.budget.operator <= 0:
+        return None
+    state = spend(state, operator=1)
+    error, finalized = decide_update_features(state, broker, feature, level, allow, variant)
+    if error is not Errors.NONE:
+        return state
+    node = zkm.get(state.zk, FEATURES)
+    write = SetData(FEATURES, FeaturesZNode(FeatureStatus.ENABLED, finalized), node.version)
+    state, _ = _controller_write(state, broker, (write,), variant)
+    return state
+
+
+# ---- the network --------------------------------------------------------------------------------
+
+def _deliver(state: ClusterState, m: Message, variant: Variant) -> ClusterState | None:
+    if m not in state.network:
+        return None
+    state = state.replace(network=state.network - {m})
+    dest = state.brokers[m.dest]
+    if not dest.alive or dest.config.kraft_mode:
+        return state  # the connection died with the process (a KRaft broker is a new process)
+    if isinstance(m, ControlledShutdown):
+        return _handle_controlled_shutdown(state, dest, m, variant)
+    own = dest.kraft_epoch if m.kraft else dest.epoch
+    if own == UNKNOWN_BROKER_EPOCH and not variant.has(Bug.SERVE_BEFORE_REGISTERING):
+        # KafkaServer.startup opens request processing only after registerBroker: until the new
+        # process knows its generation the sender's request waits (KIP-380 §Motivation, KAFKA-7235).
+        return None
+    if decide_control_request(dest, m, variant) is not Errors.NONE:
+        return state
+    dest = dest.replace(controller_epoch=max(dest.controller_epoch, m.controller_epoch))
+    match m:
+        case LeaderAndIsr(partition=p, leader=leader, leader_epoch=leader_epoch):
+            local = dest.replicas[p]
+            if local is None or leader_epoch > local.leader_epoch or variant.has(Bug.ACCEPT_OLDER_LEADER_EPOCH):
+                role = ReplicaRole.LEADER if leader == dest.id else ReplicaRole.FOLLOWER
+                replicas = list(dest.replicas)
+                replicas[p] = LocalReplica(leader_epoch, role)
+                dest = dest.replace(replicas=tuple(replicas))
+                if role is ReplicaRole.LEADER:
+                    term = (p, leader_epoch, dest.id, dest.epoch, m.controller_epoch)
+                    terms = state.history.leader_terms | {term}
+                    state = state.replace(history=state.history.replace(leader_terms=terms))
+        case UpdateMetadata(partitions=partitions, kraft=kraft, live=live):
+            dest = dest.replace(metadata=partitions)
+            if kraft:
+                dest = dest.replace(metadata_live=live)
+        case StopReplica(partition=p):
+            local = dest.replicas[p]
+            if local is not None:
+                replicas = list(dest.replicas)
+                replicas[p] = local.replace(role=ReplicaRole.STOPPED)
+                dest = dest.replace(replicas=tuple(replicas))
+    return put_broker(state, dest)
+
+
+def _handle_controlled_shutdown(
+    state: ClusterState, c: Broker, m: ControlledShutdown, variant: Variant
+) -> ClusterState | None:
+    """KafkaController.doControlledShutdown: move leaderships away, shrink ISRs, stop follower replicas."""
+    if not _connected(state, c) or decide_controlled_shutdown(c, m, variant) is not Errors.NONE:
+        return state
+    role = c.controller
+    live = role.epochs()
+    leaving = m.broker_id
+    assignment = znode_data(state, TOPIC)
+    writes: list[Op] = []
+    changed: list[tuple[PartitionId, PartitionState]] = []
+    stops: list[PartitionId] = []
+    for p, s, version in partition_states(state):
+        if s.leader == leaving:
+            others = [r for r in assignment[p] if r in s.isr and r in live and r != leaving]
+            if others:
+                new = PartitionState(others[0], LeaderEpoch(s.leader_epoch + 1), _without(s.isr, leaving), role.epoch)
+            elif variant.has(Bug.SHUTDOWN_SHRINKS_LEADER_OUT_OF_ISR):
+                new = PartitionState(leaving, LeaderEpoch(s.leader_epoch + 1), _without(s.isr, leaving), role.epoch)
+            else:
+                continue
+        elif leaving in s.isr:
+            new = PartitionState(s.leader, LeaderEpoch(s.leader_epoch + 1), _without(s.isr, leaving), role.epoch)
+            stops.append(p)
+        else:
+            continue
+        writes.append(SetData(partition_state_path(p), new, version))
+        changed.append((p, new))
+    if not writes:
+        return state
+    state, ok = _controller_write(state, c, tuple(writes), variant)
+    if not ok:
+        return state
+    requests: list[Message] = []
+    for p, new in changed:
+        requests += _tell_replicas(c, live, assignment[p], p, new, skip=leaving)
+    requests += [StopReplica(c.id, role.epoch, live[leaving], leaving, p, False) for p in stops]
+    return send(state, requests)
+
+
+def _without(isr: tuple[BrokerId, ...], b: BrokerId) -> tuple[BrokerId, ...]:
+    return tuple(r for r in isr if r != b)
