@@ -16,8 +16,8 @@ Only the standard library is imported here and below. The public surface:
   of its runbooks, rollback included (KIP-866).
 
 The state changes they share are in ``model.transitions``. The properties are registered in
-``model.registry`` by a module per part (``model.zk_invariants``, ``model.migration_invariants``)
-and queried through ``model.invariants``.
+``model.registry`` by a module per part (``model.zk_invariants``, ``model.kraft_invariants``,
+``model.migration_invariants``) and queried through ``model.invariants``.
 """
 
 from model.bugs import CORRECT, SEEDED_BUGS, SEEDED_BUGS_BY_NAME, Bug, SeededBug, Variant

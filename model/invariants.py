@@ -1,16 +1,18 @@
 """The registry's queries over every property of the model, each part's registered in its order.
 
 ``model.registry`` holds the kinds and the decorators; the properties are in a module per part
-(``model.zk_invariants``: the ZooKeeper era; ``model.migration_invariants``: the KRaft quorum,
-brokers on KRaft and the migration), imported here in that order, which is the catalogue's. Read
-``BY_NAME`` and the kind lists, and check states and steps with ``violations`` and ``witnessed``.
+(``model.zk_invariants``: the ZooKeeper era; ``model.kraft_invariants``: the KRaft quorum and
+brokers on KRaft; ``model.migration_invariants``: the migration, and the KRaft side's witnesses
+and liveness), imported here in that order, which is the catalogue's. Read ``BY_NAME`` and the
+kind lists, and check states and steps with ``violations`` and ``witnessed``.
 """
 
 from __future__ import annotations
 
 # isort: off
 from model import zk_invariants  # noqa: F401 - registers the ZooKeeper era's properties first,
-from model import migration_invariants  # noqa: F401 - then the KRaft side's: the catalogue's order
+from model import kraft_invariants  # noqa: F401 - then the KRaft quorum's and brokers',
+from model import migration_invariants  # noqa: F401 - then the migration's: the catalogue's order
 # isort: on
 from model.actions import Action
 from model.registry import PROPERTIES, Kind, Property  # noqa: F401 - the registry, read from here too

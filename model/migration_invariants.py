@@ -1,42 +1,35 @@
-"""Properties of model part 2: the KRaft quorum, brokers on KRaft, and the migration (KIP-500, KIP-866).
+"""Properties of the ZooKeeper-to-KRaft migration (KIP-866), and the witnesses and liveness of the KRaft side.
 
-They register into the one registry (``model.registry``), after the ZooKeeper era's
-(``model.zk_invariants``; ``model.invariants`` imports both in that order), with the same rules:
+They register into the one registry (``model.registry``), last (``model.invariants`` imports
+``model.zk_invariants``, ``model.kraft_invariants``, then this module), with the same rules:
 ALWAYS predicates read only a state's identity (``history`` included, never ``ghost``); what a
 step did is read from its ghost by TRANSITION properties; every SOMETIMES witness keeps a safety
 property from being vacuous; EVENTUALLY properties are leads-to under weak fairness of the
-non-perturbation actions (``properties.liveness``).
+non-perturbation actions (``properties.liveness``). The witness and liveness sections hold the
+KRaft quorum's and brokers' too (``SplitVote``, ``FollowerTruncates``,
+``LiveFencedBrokerEventuallyUnfenced``): the catalogue lists them there, after the migration's
+safety properties, and its order is the registration order.
 
-What "committed" means: ``history.committed``, the longest prefix any high watermark has
-covered (Raft's committed log); ``committed_image`` is what that prefix replays to.
+``committed_image`` (``model.kraft_invariants``) is what the committed log replays to.
 """
 
 from __future__ import annotations
 
 from model import zookeeper as zkm
-from model.actions import (
-    Action,
-    BrokerHeartbeat,
-    ElectController,
-    Fetch,
-    RegisterWithKRaft,
-    RestartController,
-    WaitForZkBrokers,
-)
+from model.actions import Action, ElectController, Fetch, RestartController, WaitForZkBrokers
 from model.kraft import (
     BeginTransactionRecord,
     BrokerState,
     MetadataImage,
     QuorumRole,
-    RegisterBrokerRecord,
     ZkMigrationState,
     image_of,
     is_metadata,
-    majority,
 )
+from model.kraft_invariants import committed_image
 from model.kraft_migration import zk_brokers_ready
 from model.kraft_quorum import committed_image as controller_committed
-from model.kraft_quorum import is_active, own_image
+from model.kraft_quorum import ctrl, is_active, writes_blocked
 from model.migration import CONFIG, DELETE_TOPICS, MIGRATION, STATE_ORDER, MigrationDriverState, is_valid_transition
 from model.registry import always, eventually, section, sometimes, transition
 from model.state import CONTROLLER, CONTROLLER_EPOCH, ClusterState, LeaderAndIsr, UpdateMetadata, znode_data
@@ -44,10 +37,6 @@ from model.types import UNKNOWN_BROKER_EPOCH
 from model.zk_era import partition_states
 
 D = MigrationDriverState
-
-
-def committed_image(state: ClusterState) -> MetadataImage:
-    return image_of(state.history.committed)
 
 
 def _kraft_owns_zk(state: ClusterState):
@@ -70,155 +59,6 @@ def _has_topic(state: ClusterState) -> bool:
 
 def _image_projection(image: MetadataImage):
     return tuple((p.leader, p.isr, p.leader_epoch) for p in image.partitions), image.config
-
-
-# ---- the KRaft quorum --------------------------------------------------------------------------
-
-section("KRaft quorum (KIP-500)")
-
-
-@always(
-    "AtMostOneKRaftLeaderPerEpoch",
-    "No two controllers ever lead the quorum in the same epoch.",
-    "KIP-500 §Controller Quorum (Raft election safety); RaftEventSimulationTest SingleLeader",
-)
-def at_most_one_kraft_leader_per_epoch(state: ClusterState) -> bool:
-    epochs = [e for e, _ in state.history.kraft_terms]
-    return len(epochs) == len(set(epochs))
-
-
-@transition(
-    "KRaftEpochNeverDecreases",
-    "A controller's persisted epoch never goes down, across crashes and restarts too.",
-    "KIP-500 §Controller Quorum; RaftEventSimulationTest MonotonicEpoch",
-)
-def kraft_epoch_never_decreases(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if after.controllers is before.controllers:
-        return True
-    return all(a.epoch >= b.epoch for b, a in zip(before.controllers, after.controllers))
-
-
-@transition(
-    "CommittedRecordsNeverChange",
-    "Once committed, a record stays at its offset: the committed log only ever grows.",
-    "KIP-500 §Controller Quorum; RaftEventSimulationTest ConsistentCommittedData",
-)
-def committed_records_never_change(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    old, new = before.history.committed, after.history.committed
-    return new is old or new[: len(old)] == old
-
-
-@always(
-    "CommittedRecordsOnMajority",
-    "Every committed record sits, at its offset, in the logs of a majority of the voters.",
-    "KIP-500 §Controller Quorum; RaftEventSimulationTest MajorityReachedHighWatermark",
-)
-def committed_records_on_majority(state: ClusterState) -> bool:
-    committed = state.history.committed
-    if not committed:
-        return True
-    need = majority(len(state.controllers))
-    n = len(committed)
-    holders = sum(1 for c in state.controllers if len(c.log) >= n and c.log[n - 1] == committed[-1])
-    return holders >= need
-
-
-@transition(
-    "HighWatermarkNeverDecreases",
-    "A running controller's high watermark never moves back (it is soft state: a restart starts it over).",
-    "KIP-500 §Controller Quorum; RaftEventSimulationTest MonotonicHighWatermark",
-)
-def high_watermark_never_decreases(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if after.controllers is before.controllers:
-        return True
-    return all(
-        a.high_watermark >= b.high_watermark
-        for b, a in zip(before.controllers, after.controllers)
-        if b.alive and a.alive
-    )
-
-
-# ---- brokers on KRaft ----------------------------------------------------------------------------
-
-section("Brokers on KRaft (KIP-500 §Broker States)")
-
-
-@always(
-    "FencedBrokersNeverServed",
-    "A KRaft broker's metadata for clients lists only brokers its image has unfenced.",
-    "KIP-500 §Broker States (Fenced: omitted from the metadata sent to clients)",
-)
-def fenced_brokers_never_served(state: ClusterState) -> bool:
-    for b in state.brokers:
-        if b.alive and b.config.kraft_mode:
-            unfenced = set(b.image.unfenced())
-            if any(x not in unfenced for x in b.metadata_live):
-                return False
-    return True
-
-
-@transition(
-    "UnfencedOnlyWhenCaughtUp",
-    "A KRaft broker is unfenced only once it has replayed the metadata up to its own registration.",
-    "KIP-500 §Broker States (Fenced while it fetches the newest metadata); reference §3.2",
-)
-def unfenced_only_when_caught_up(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if not isinstance(action, BrokerHeartbeat):
-        return True
-    b = before.brokers[action.broker]
-    if not b.config.kraft_mode:
-        return True
-    was = own_image(_controller(before, action.controller)).registration(b.id)
-    now = own_image(_controller(after, action.controller)).registration(b.id)
-    if was is None or now is None or not was.fenced or now.fenced:
-        return True
-    return b.image.offset > was.epoch
-
-
-@always(
-    "BrokerEpochIsRegistrationOffset",
-    "Every committed registration's broker epoch is the offset where its records begin (the controller's next "
-    "write offset): its RegisterBrokerRecord's own, as the model writes no record before it.",
-    "KIP-500 §Broker Registration; reference §3.1 (newBrokerEpoch = nextWriteOffset; Kafka may write records "
-    "cleaning up an unclean incarnation first: docs/guide/real-kafka.md, Findings)",
-)
-def broker_epoch_is_registration_offset(state: ClusterState) -> bool:
-    committed = state.history.committed
-    for i, entry in enumerate(committed):
-        if isinstance(entry.record, RegisterBrokerRecord) and entry.record.epoch != i:
-            return False
-    return True
-
-
-@always(
-    "ZkBrokersAdmittedAtMetadataVersion",
-    "Every migrating ZK broker KRaft admitted runs an IBP equal to the quorum's metadata.version.",
-    "KIP-866 §Broker Registration",
-)
-def zk_brokers_admitted_at_metadata_version(state: ClusterState) -> bool:
-    image = committed_image(state)
-    return all(r.ibp == image.metadata_version for r in image.brokers if r.is_migrating_zk_broker)
-
-
-@transition(
-    "NoKRaftBrokerTakesALiveZkBrokersId",
-    "A KRaft broker is never registered under the id of a ZK broker whose registration is still live.",
-    "KIP-866 §Broker Registration (a KRaft broker with an existing ZK broker's id is rejected)",
-)
-def no_kraft_broker_takes_live_zk_id(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if not isinstance(action, RegisterWithKRaft) or not before.brokers[action.broker].config.kraft_mode:
-        return True
-    c_before, c_after = _controller(before, action.controller), _controller(after, action.controller)
-    if len(c_after.log) == len(c_before.log):
-        return True
-    old = own_image(c_before).registration(action.broker)
-    return old is None or old.fenced or not old.is_migrating_zk_broker
-
-
-def _controller(state: ClusterState, cid):
-    from model.kraft_quorum import ctrl
-
-    return ctrl(state, cid)
 
 
 # ---- the migration ---------------------------------------------------------------------------------
@@ -452,7 +292,7 @@ def rollback_loses_nothing_committed(before: ClusterState, action: Action, after
 def migration_starts_only_with_every_known_zk_broker(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, WaitForZkBrokers):
         return True
-    c = _controller(after, action.controller)
+    c = ctrl(after, action.controller)
     if c.driver is None or c.driver.state is not D.BECOME_CONTROLLER:
         return True
     from model.state import BROKER_IDS, TOPIC
@@ -582,7 +422,7 @@ def rollback_completes(before: ClusterState, action: Action, after: ClusterState
 def finalized_cluster_sees_flag_again(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, RestartController):
         return False
-    c = _controller(after, action.controller)
+    c = ctrl(after, action.controller)
     return c.config.migration_enabled and committed_image(after).migration is ZkMigrationState.POST_MIGRATION
 
 
@@ -606,7 +446,6 @@ def migration_waits_for_offline_broker(before: ClusterState, action: Action, aft
 )
 def zk_write_refused_by_lag_bound(before: ClusterState, action: Action, after: ClusterState) -> bool:
     from model.bugs import CORRECT
-    from model.kraft_quorum import writes_blocked
 
     return not after.zk.available and any(is_active(c) and writes_blocked(after, c, CORRECT) for c in after.controllers)
 

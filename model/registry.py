@@ -13,10 +13,10 @@ Kinds (after stateright's ``always`` / ``sometimes`` and TLA+'s action propertie
 
 Every property names the seed section it comes from (``KIP-nnn §Section``); the invariant
 catalogue in docs/ is generated from this registry. The properties live in a module per part of
-the model (``model.zk_invariants``, ``model.migration_invariants``); ``model.invariants`` imports
-them in order and answers the queries over all of them (``BY_NAME``, ``violations``).
-Predicates read ground truth from ZooKeeper and compare it with what nodes believe; they never
-call ``step``. An ALWAYS predicate reads only what is part of a state's identity (never
+the model (``model.zk_invariants``, ``model.kraft_invariants``, ``model.migration_invariants``);
+``model.invariants`` imports them in order and answers the queries over all of them
+(``BY_NAME``, ``violations``). Predicates read ground truth from ZooKeeper and compare it with
+what nodes believe; they never call ``step``. An ALWAYS predicate reads only what is part of a state's identity (never
 ``state.ghost``), so checking each distinct state once is enough; what depends on per-step
 ghosts is a TRANSITION property.
 """

@@ -1,16 +1,17 @@
 """Generate the invariant catalogue (docs/invariants.md) from the model's and the checks' own data.
 
 Nothing in the catalogue is written by hand (docs/design.md §13). For each property of the
-registry (``model.zk_invariants``, ``model.migration_invariants``): its meaning, kind and source
-(seed and section); which checks cover it; the seeded bugs that break it, of the model
-(``model.bugs``) and of the implementation (``impl.bugs``); and the scopes that document it as a
-finding about the seeds (``Scope.findings``).
+registry (``model.zk_invariants``, ``model.kraft_invariants``, ``model.migration_invariants``):
+its meaning, kind and source (seed and section); which checks cover it; the seeded bugs that break
+it, of the model (``model.bugs``) and of the implementation (``impl.bugs``); and the scopes that
+document it as a finding about the seeds (``Scope.findings``).
 
 Which checks cover a property is computed, never listed per property:
 - Exploration (``kraftcheck explore``) checks every ALWAYS and TRANSITION property on every step
   and reports every SOMETIMES witness, in any scope. Listed: the scopes that can exercise the
-  property (``exercising_scopes``: a property of ``model.migration_invariants`` needs KRaft
-  controllers, one of ``model.zk_invariants`` needs ZooKeeper-mode brokers); the manifest page says
+  property (``exercising_scopes``: a property of ``model.kraft_invariants`` or
+  ``model.migration_invariants`` needs KRaft controllers, one of ``model.zk_invariants`` needs
+  ZooKeeper-mode brokers); the manifest page says
   how deep each is explored.
 - Liveness (``kraftcheck liveness``) needs a scope's whole state graph: for EVENTUALLY
   properties, the exercising scopes the manifest shows explored completely.
@@ -55,8 +56,9 @@ GENERATED = (
 # ---- which checks cover a property ----------------------------------------------------------------
 
 def is_kraft_property(p: Property) -> bool:
-    """Registered in model.migration_invariants: about KRaft controllers, their brokers or the migration."""
-    return p.predicate.__module__ == "model.migration_invariants"
+    """Registered in model.kraft_invariants or model.migration_invariants: about KRaft controllers, their
+    brokers or the migration."""
+    return p.predicate.__module__ in ("model.kraft_invariants", "model.migration_invariants")
 
 
 def can_exercise(scope: Scope, p: Property) -> bool:

@@ -1,0 +1,168 @@
+"""Properties of the KRaft quorum and of brokers on KRaft (KIP-500; KIP-866 §Broker Registration).
+
+They register into the one registry (``model.registry``), after the ZooKeeper era's and before the
+migration's (``model.invariants`` imports ``model.zk_invariants``, this module, then
+``model.migration_invariants``: the catalogue's order), with the same rules: ALWAYS predicates
+read only a state's identity (``history`` included, never ``ghost``); what a step did is read from
+its ghost by TRANSITION properties. The witnesses and liveness properties of the KRaft side
+(``SplitVote``, ``FollowerTruncates``, ``LiveFencedBrokerEventuallyUnfenced``) are registered with
+the migration's, in ``model.migration_invariants``, where the catalogue has always listed them.
+
+What "committed" means: ``history.committed``, the longest prefix any high watermark has
+covered (Raft's committed log); ``committed_image`` is what that prefix replays to.
+"""
+
+from __future__ import annotations
+
+from model.actions import Action, BrokerHeartbeat, RegisterWithKRaft
+from model.kraft import MetadataImage, RegisterBrokerRecord, image_of, majority
+from model.kraft_quorum import ctrl, own_image
+from model.registry import always, section, transition
+from model.state import ClusterState
+
+
+def committed_image(state: ClusterState) -> MetadataImage:
+    return image_of(state.history.committed)
+
+
+# ---- the KRaft quorum --------------------------------------------------------------------------
+
+section("KRaft quorum (KIP-500)")
+
+
+@always(
+    "AtMostOneKRaftLeaderPerEpoch",
+    "No two controllers ever lead the quorum in the same epoch.",
+    "KIP-500 §Controller Quorum (Raft election safety); RaftEventSimulationTest SingleLeader",
+)
+def at_most_one_kraft_leader_per_epoch(state: ClusterState) -> bool:
+    epochs = [e for e, _ in state.history.kraft_terms]
+    return len(epochs) == len(set(epochs))
+
+
+@transition(
+    "KRaftEpochNeverDecreases",
+    "A controller's persisted epoch never goes down, across crashes and restarts too.",
+    "KIP-500 §Controller Quorum; RaftEventSimulationTest MonotonicEpoch",
+)
+def kraft_epoch_never_decreases(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.controllers is before.controllers:
+        return True
+    return all(a.epoch >= b.epoch for b, a in zip(before.controllers, after.controllers))
+
+
+@transition(
+    "CommittedRecordsNeverChange",
+    "Once committed, a record stays at its offset: the committed log only ever grows.",
+    "KIP-500 §Controller Quorum; RaftEventSimulationTest ConsistentCommittedData",
+)
+def committed_records_never_change(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    old, new = before.history.committed, after.history.committed
+    return new is old or new[: len(old)] == old
+
+
+@always(
+    "CommittedRecordsOnMajority",
+    "Every committed record sits, at its offset, in the logs of a majority of the voters.",
+    "KIP-500 §Controller Quorum; RaftEventSimulationTest MajorityReachedHighWatermark",
+)
+def committed_records_on_majority(state: ClusterState) -> bool:
+    committed = state.history.committed
+    if not committed:
+        return True
+    need = majority(len(state.controllers))
+    n = len(committed)
+    holders = sum(1 for c in state.controllers if len(c.log) >= n and c.log[n - 1] == committed[-1])
+    return holders >= need
+
+
+@transition(
+    "HighWatermarkNeverDecreases",
+    "A running controller's high watermark never moves back (it is soft state: a restart starts it over).",
+    "KIP-500 §Controller Quorum; RaftEventSimulationTest MonotonicHighWatermark",
+)
+def high_watermark_never_decreases(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.controllers is before.controllers:
+        return True
+    return all(
+        a.high_watermark >= b.high_watermark
+        for b, a in zip(before.controllers, after.controllers)
+        if b.alive and a.alive
+    )
+
+
+# ---- brokers on KRaft ----------------------------------------------------------------------------
+
+section("Brokers on KRaft (KIP-500 §Broker States)")
+
+
+@always(
+    "FencedBrokersNeverServed",
+    "A KRaft broker's metadata for clients lists only brokers its image has unfenced.",
+    "KIP-500 §Broker States (Fenced: omitted from the metadata sent to clients)",
+)
+def fenced_brokers_never_served(state: ClusterState) -> bool:
+    for b in state.brokers:
+        if b.alive and b.config.kraft_mode:
+            unfenced = set(b.image.unfenced())
+            if any(x not in unfenced for x in b.metadata_live):
+                return False
+    return True
+
+
+@transition(
+    "UnfencedOnlyWhenCaughtUp",
+    "A KRaft broker is unfenced only once it has replayed the metadata up to its own registration.",
+    "KIP-500 §Broker States (Fenced while it fetches the newest metadata); reference §3.2",
+)
+def unfenced_only_when_caught_up(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, BrokerHeartbeat):
+        return True
+    b = before.brokers[action.broker]
+    if not b.config.kraft_mode:
+        return True
+    was = own_image(ctrl(before, action.controller)).registration(b.id)
+    now = own_image(ctrl(after, action.controller)).registration(b.id)
+    if was is None or now is None or not was.fenced or now.fenced:
+        return True
+    return b.image.offset > was.epoch
+
+
+@always(
+    "BrokerEpochIsRegistrationOffset",
+    "Every committed registration's broker epoch is the offset where its records begin (the controller's next "
+    "write offset): its RegisterBrokerRecord's own, as the model writes no record before it.",
+    "KIP-500 §Broker Registration; reference §3.1 (newBrokerEpoch = nextWriteOffset; Kafka may write records "
+    "cleaning up an unclean incarnation first: docs/guide/real-kafka.md, Findings)",
+)
+def broker_epoch_is_registration_offset(state: ClusterState) -> bool:
+    committed = state.history.committed
+    for i, entry in enumerate(committed):
+        if isinstance(entry.record, RegisterBrokerRecord) and entry.record.epoch != i:
+            return False
+    return True
+
+
+@always(
+    "ZkBrokersAdmittedAtMetadataVersion",
+    "Every migrating ZK broker KRaft admitted runs an IBP equal to the quorum's metadata.version.",
+    "KIP-866 §Broker Registration",
+)
+def zk_brokers_admitted_at_metadata_version(state: ClusterState) -> bool:
+    image = committed_image(state)
+    return all(r.ibp == image.metadata_version for r in image.brokers if r.is_migrating_zk_broker)
+
+
+@transition(
+    "NoKRaftBrokerTakesALiveZkBrokersId",
+    "A KRaft broker is never registered under the id of a ZK broker whose registration is still live.",
+    "KIP-866 §Broker Registration (a KRaft broker with an existing ZK broker's id is rejected)",
+)
+def no_kraft_broker_takes_live_zk_id(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, RegisterWithKRaft) or not before.brokers[action.broker].config.kraft_mode:
+        return True
+    c_before, c_after = ctrl(before, action.controller), ctrl(after, action.controller)
+    if len(c_after.log) == len(c_before.log):
+        return True
+    old = own_image(c_before).registration(action.broker)
+    return old is None or old.fenced or not old.is_migrating_zk_broker
