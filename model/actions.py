@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TypeGuard
 
 from model.kraft import ControllerId, UpgradeType
-from model.record import record
+from model.record import Record, record
 from model.state import Message
 from model.types import BrokerId, FeatureLevel, Ibp, PartitionId, SessionId
 
@@ -22,38 +22,38 @@ from model.types import BrokerId, FeatureLevel, Ibp, PartitionId, SessionId
 
 
 @record
-class ZkOutage:
+class ZkOutage(Record):
     """ZooKeeper loses its quorum: nothing can be read or written. (perturbation)"""
 
 
 @record
-class ZkRecover:
+class ZkRecover(Record):
     """ZooKeeper serves again."""
 
 
 @record
-class ExpireSession:
+class ExpireSession(Record):
     """ZooKeeper expires a session: its ephemerals and watches are gone. (perturbation)"""
 
     session: SessionId
 
 
 @record
-class Drop:
+class Drop(Record):
     """The network loses a message. (perturbation)"""
 
     message: Message
 
 
 @record
-class Deliver:
+class Deliver(Record):
     """The network delivers a message, in any order relative to the others."""
 
     message: Message
 
 
 @record
-class Redeliver:
+class Redeliver(Record):
     """The network delivers a copy of a message that stays in flight: a request resent after a
     reconnect (Kafka's RequestSendThread resends until it gets a response). (perturbation)"""
 
@@ -64,28 +64,28 @@ class Redeliver:
 
 
 @record
-class CrashBroker:
+class CrashBroker(Record):
     """The process dies without closing its ZooKeeper session. (perturbation)"""
 
     broker: BrokerId
 
 
 @record
-class StopBroker:
+class StopBroker(Record):
     """The operator stops the broker cleanly: its session closes at once. (perturbation)"""
 
     broker: BrokerId
 
 
 @record
-class RestartBroker:
+class RestartBroker(Record):
     """A stopped or crashed broker starts again with an empty memory."""
 
     broker: BrokerId
 
 
 @record
-class ChangeIbp:
+class ChangeIbp(Record):
     """The operator edits inter.broker.protocol.version of a stopped broker. (perturbation)"""
 
     broker: BrokerId
@@ -93,28 +93,28 @@ class ChangeIbp:
 
 
 @record
-class OpenSession:
+class OpenSession(Record):
     """The broker opens a ZooKeeper session (at start-up or after its session expired)."""
 
     broker: BrokerId
 
 
 @record
-class RegisterBroker:
+class RegisterBroker(Record):
     """The broker creates its ephemeral /brokers/ids/<id>; the znode's czxid is its epoch (KIP-380)."""
 
     broker: BrokerId
 
 
 @record
-class SendControlledShutdown:
+class SendControlledShutdown(Record):
     """The broker asks the controller to move its leaderships away (KIP-380 ControlledShutdown v2). (perturbation)"""
 
     broker: BrokerId
 
 
 @record
-class RefreshFeatureCache:
+class RefreshFeatureCache(Record):
     """The broker reads /features after its watch fired (KIP-584 FinalizedFeatureChangeListener)."""
 
     broker: BrokerId
@@ -124,42 +124,42 @@ class RefreshFeatureCache:
 
 
 @record
-class ObserveControllerEpoch:
+class ObserveControllerEpoch(Record):
     """A broker that sees no /controller reads /controller_epoch before trying to win."""
 
     broker: BrokerId
 
 
 @record
-class ElectController:
+class ElectController(Record):
     """Create the ephemeral /controller and bump /controller_epoch by compare-and-set, in one multi."""
 
     broker: BrokerId
 
 
 @record
-class ResignController:
+class ResignController(Record):
     """A controller learns that it lost /controller (or its session) and steps down."""
 
     broker: BrokerId
 
 
 @record
-class InitializeController:
+class InitializeController(Record):
     """onControllerFailover: set up feature versioning (KIP-584), read the brokers, arm the watch."""
 
     controller: BrokerId
 
 
 @record
-class ProcessBrokerChange:
+class ProcessBrokerChange(Record):
     """Handle a /brokers/ids child notification: classify new, dead and bounced brokers (KIP-380)."""
 
     controller: BrokerId
 
 
 @record
-class ElectPartitionLeader:
+class ElectPartitionLeader(Record):
     """Elect a live ISR replica for a partition whose leader is not live, and tell the replicas."""
 
     controller: BrokerId
@@ -167,7 +167,7 @@ class ElectPartitionLeader:
 
 
 @record
-class UpdateFeatures:
+class UpdateFeatures(Record):
     """An operator's UpdateFeatures request, handled by whoever believes it is the controller. (perturbation)"""
 
     controller: BrokerId
@@ -180,14 +180,14 @@ class UpdateFeatures:
 
 
 @record
-class StartElection:
+class StartElection(Record):
     """A voter's election timeout fires: a candidate in the next epoch, voting for itself. (perturbation)"""
 
     controller: ControllerId
 
 
 @record
-class RequestVote:
+class RequestVote(Record):
     """One Vote exchange: the voter grants it if it has not voted in this epoch and the candidate's log is as fresh."""
 
     controller: ControllerId  # the candidate
@@ -195,14 +195,14 @@ class RequestVote:
 
 
 @record
-class BecomeLeader:
+class BecomeLeader(Record):
     """A candidate with a majority leads and appends LeaderChange; it activates once that commits."""
 
     controller: ControllerId
 
 
 @record
-class Fetch:
+class Fetch(Record):
     """One Fetch exchange: the follower truncates where it diverges, copies the leader's log, the HW moves."""
 
     controller: ControllerId  # the follower
@@ -210,28 +210,28 @@ class Fetch:
 
 
 @record
-class CrashController:
+class CrashController(Record):
     """A KRaft controller dies; its quorum-state file and log survive. (perturbation)"""
 
     controller: ControllerId
 
 
 @record
-class ShutdownController:
+class ShutdownController(Record):
     """The operator stops a KRaft controller cleanly; a leader waits until ZooKeeper has caught up. (perturbation)"""
 
     controller: ControllerId
 
 
 @record
-class RestartController:
+class RestartController(Record):
     """A stopped KRaft controller starts again from its persisted epoch, vote and log."""
 
     controller: ControllerId
 
 
 @record
-class ReconfigureController:
+class ReconfigureController(Record):
     """The operator sets zookeeper.metadata.migration.enable on a stopped controller. (perturbation)"""
 
     controller: ControllerId
@@ -242,77 +242,77 @@ class ReconfigureController:
 
 
 @record
-class RecoverMigrationState:
+class RecoverMigrationState(Record):
     """UNINITIALIZED -> INACTIVE: read /migration, creating it when absent."""
 
     controller: ControllerId
 
 
 @record
-class KRaftLeaderChange:
+class KRaftLeaderChange(Record):
     """The driver handles a KRaftLeaderEvent: INACTIVE, or WAIT_FOR_CONTROLLER_QUORUM when this node leads."""
 
     controller: ControllerId
 
 
 @record
-class WaitForControllerQuorum:
+class WaitForControllerQuorum(Record):
     """Decide from the committed migration state and the quorum's readiness where the driver goes."""
 
     controller: ControllerId
 
 
 @record
-class WaitForZkBrokers:
+class WaitForZkBrokers(Record):
     """Every known ZK broker (live or named in an assignment) has registered with KRaft: go claim."""
 
     controller: ControllerId
 
 
 @record
-class BecomeZkController:
+class BecomeZkController(Record):
     """Claim ZooKeeper controllership: CAS /controller_epoch + 1 and write a persistent /controller, in one multi."""
 
     controller: ControllerId
 
 
 @record
-class MigrateMetadata:
+class MigrateMetadata(Record):
     """Begin the migration transaction and copy ZooKeeper's metadata into the log."""
 
     controller: ControllerId
 
 
 @record
-class CompleteMigration:
+class CompleteMigration(Record):
     """Append ZkMigrationStateRecord(MIGRATION) and end the transaction."""
 
     controller: ControllerId
 
 
 @record
-class MigrationCommitted:
+class MigrationCommitted(Record):
     """The migration transaction is committed: record its offset in /migration."""
 
     controller: ControllerId
 
 
 @record
-class SyncKRaftToZk:
+class SyncKRaftToZk(Record):
     """Reconcile ZooKeeper with the whole committed image (after any failover), fenced as a dual write."""
 
     controller: ControllerId
 
 
 @record
-class SendRPCsToBrokers:
+class SendRPCsToBrokers(Record):
     """A full UpdateMetadata, then full LeaderAndIsr, to every registered ZK broker."""
 
     controller: ControllerId
 
 
 @record
-class DualWrite:
+class DualWrite(Record):
     """Write the committed records not yet in ZooKeeper, with /migration's new offset, in one fenced multi."""
 
     controller: ControllerId
@@ -322,7 +322,7 @@ class DualWrite:
 
 
 @record
-class RegisterWithKRaft:
+class RegisterWithKRaft(Record):
     """BrokerRegistration to the active controller (a ZK broker sets IsMigratingZkBroker)."""
 
     broker: BrokerId
@@ -330,7 +330,7 @@ class RegisterWithKRaft:
 
 
 @record
-class BrokerHeartbeat:
+class BrokerHeartbeat(Record):
     """BrokerHeartbeat with the exact broker epoch: unfence, start or finish a controlled shutdown."""
 
     broker: BrokerId
@@ -338,7 +338,7 @@ class BrokerHeartbeat:
 
 
 @record
-class FetchMetadata:
+class FetchMetadata(Record):
     """A KRaft broker replays the committed metadata the leader has."""
 
     broker: BrokerId
@@ -346,7 +346,7 @@ class FetchMetadata:
 
 
 @record
-class SessionTimeout:
+class SessionTimeout(Record):
     """The active controller fences a broker whose heartbeats stopped (a live one's were lost: perturbation)."""
 
     broker: BrokerId
@@ -354,35 +354,35 @@ class SessionTimeout:
 
 
 @record
-class BeginControlledShutdown:
+class BeginControlledShutdown(Record):
     """A KRaft broker gets SIGINT: Stopping, and its heartbeats ask to shut down. (perturbation)"""
 
     broker: BrokerId
 
 
 @record
-class MigrateBrokerToKRaft:
+class MigrateBrokerToKRaft(Record):
     """The operator turns a stopped ZK broker into a KRaft broker (meta.properties stays v0). (perturbation)"""
 
     broker: BrokerId
 
 
 @record
-class RollbackBrokerToZk:
+class RollbackBrokerToZk(Record):
     """The operator turns a stopped KRaft broker back into a ZK broker (rollback). (perturbation)"""
 
     broker: BrokerId
 
 
 @record
-class AlterConfigs:
+class AlterConfigs(Record):
     """An admin's IncrementalAlterConfigs on the active controller (refused in pre-migration). (perturbation)"""
 
     controller: ControllerId
 
 
 @record
-class UpdateMetadataVersion:
+class UpdateMetadataVersion(Record):
     """An admin's UpdateFeatures for metadata.version on the active controller. (perturbation)"""
 
     controller: ControllerId
@@ -391,7 +391,7 @@ class UpdateMetadataVersion:
 
 
 @record
-class DeleteControllerZNodes:
+class DeleteControllerZNodes(Record):
     """Rollback's last step: the operator removes the KRaft /controller (and /controller_epoch). (perturbation)"""
 
 
@@ -496,10 +496,10 @@ MigrationAction = (
 
 Action = ZkEraAction | KRaftAction
 
-ZK_ERA_ACTION_TYPES: tuple[type, ...] = ZkEraAction.__args__  # type: ignore[attr-defined]
-KRAFT_ACTION_TYPES: tuple[type, ...] = KRaftAction.__args__  # type: ignore[attr-defined]
-KRAFT_QUORUM_ACTION_TYPES: tuple[type, ...] = KRaftQuorumAction.__args__  # type: ignore[attr-defined]
-MIGRATION_ACTION_TYPES: tuple[type, ...] = MigrationAction.__args__  # type: ignore[attr-defined]
+ZK_ERA_ACTION_TYPES: tuple[type, ...] = ZkEraAction.__args__
+KRAFT_ACTION_TYPES: tuple[type, ...] = KRaftAction.__args__
+KRAFT_QUORUM_ACTION_TYPES: tuple[type, ...] = KRaftQuorumAction.__args__
+MIGRATION_ACTION_TYPES: tuple[type, ...] = MigrationAction.__args__
 
 _ZK_ERA = frozenset(ZK_ERA_ACTION_TYPES)
 _KRAFT_QUORUM = frozenset(KRAFT_QUORUM_ACTION_TYPES)
@@ -520,7 +520,7 @@ def is_migration_action(action: Action) -> TypeGuard[MigrationAction]:
     return type(action) in _MIGRATION
 
 
-ACTION_TYPES: tuple[type, ...] = Action.__args__  # type: ignore[attr-defined]
+ACTION_TYPES: tuple[type, ...] = Action.__args__
 
 PERTURBATIONS: frozenset[type] = frozenset(
     {
@@ -552,5 +552,7 @@ def actor(action: Action) -> BrokerId | None:
     """The broker that takes the action, if one does."""
     for name in ("broker", "controller"):
         if hasattr(action, name):
-            return getattr(action, name)
+            who = getattr(action, name)
+            assert isinstance(who, int)
+            return BrokerId(who)
     return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 from enum import Enum
 
 from model.migration import Profile
-from model.record import record
+from model.record import Record, record
 
 
 class Bug(Enum):
@@ -89,7 +89,7 @@ class Bug(Enum):
 
 
 @record
-class Variant:
+class Variant(Record):
     """Which model runs: the correct one (no bugs) or one with seeded bugs switched on."""
 
     bugs: frozenset[Bug] = frozenset()
@@ -103,7 +103,7 @@ CORRECT = Variant()
 
 
 @record
-class SeededBug:
+class SeededBug(Record):
     bug: Bug
     invariant: str  # the invariant it must break
     scope: str  # the scope whose bounded search must find the break

@@ -14,8 +14,12 @@ from model import zk_invariants  # noqa: F401 - registers the ZooKeeper era's pr
 from model import kraft_invariants  # noqa: F401 - then the KRaft quorum's and brokers',
 from model import migration_invariants  # noqa: F401 - then the migration's: the catalogue's order
 # isort: on
+from typing import overload
+
 from model.actions import Action
-from model.registry import PROPERTIES, Kind, Property  # noqa: F401 - the registry, read from here too
+from model.registry import PROPERTIES as PROPERTIES  # the registry, read from here too
+from model.registry import Kind as Kind
+from model.registry import Property as Property
 from model.state import ClusterState
 
 BY_NAME: dict[str, Property] = {p.name: p for p in PROPERTIES}
@@ -36,10 +40,15 @@ def broken_transitions(before: ClusterState, action: Action, after: ClusterState
     return [p.name for p in TRANSITIONS if not p.predicate(before, action, after)]
 
 
+@overload
+def violations(before: None, action: None, after: ClusterState) -> list[str]: ...
+@overload
+def violations(before: ClusterState, action: Action, after: ClusterState) -> list[str]: ...
 def violations(before: ClusterState | None, action: Action | None, after: ClusterState) -> list[str]:
-    """Names of the ALWAYS properties ``after`` breaks and the TRANSITION properties the step breaks."""
+    """Names of the ALWAYS properties ``after`` breaks and the TRANSITION properties the step breaks
+    (a step when ``before`` and ``action`` are given, the initial state when both are None)."""
     broken = broken_always(after)
-    if before is not None:
+    if before is not None and action is not None:
         broken += broken_transitions(before, action, after)
     return broken
 

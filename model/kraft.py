@@ -24,7 +24,7 @@ from enum import Enum
 from functools import lru_cache
 from typing import NewType
 
-from model.record import record
+from model.record import Record, record
 from model.types import BrokerEpoch, BrokerId, Ibp, LeaderEpoch
 
 ControllerId = NewType("ControllerId", int)
@@ -81,14 +81,14 @@ class BrokerState(Enum):
 # ---- records (metadata/src/main/resources/common/metadata/*.json) ----------------------------
 
 @record
-class LeaderChangeMessage:
+class LeaderChangeMessage(Record):
     """The control record a new leader appends first (KIP-595); it carries no metadata."""
 
     leader: ControllerId
 
 
 @record
-class RegisterBrokerRecord:
+class RegisterBrokerRecord(Record):
     broker: BrokerId
     incarnation: Incarnation
     epoch: BrokerEpoch  # the offset of this very record (reference §3.1)
@@ -97,7 +97,7 @@ class RegisterBrokerRecord:
 
 
 @record
-class BrokerRegistrationChangeRecord:
+class BrokerRegistrationChangeRecord(Record):
     broker: BrokerId
     epoch: BrokerEpoch
     fenced: bool | None  # True: FENCE, False: UNFENCE, None: no change
@@ -105,7 +105,7 @@ class BrokerRegistrationChangeRecord:
 
 
 @record
-class PartitionRecord:
+class PartitionRecord(Record):
     """A partition as the migration copies it from ZooKeeper, or a later change of it."""
 
     partition: int
@@ -115,7 +115,7 @@ class PartitionRecord:
 
 
 @record
-class PartitionChangeRecord:
+class PartitionChangeRecord(Record):
     partition: int
     leader: BrokerId
     isr: tuple[BrokerId, ...]
@@ -123,40 +123,40 @@ class PartitionChangeRecord:
 
 
 @record
-class ConfigRecord:
+class ConfigRecord(Record):
     """A dynamic cluster config (KIP-866 §Dual Metadata Writes: ZK brokers read these from ZooKeeper)."""
 
     value: int
 
 
 @record
-class RemoveTopicRecord:
+class RemoveTopicRecord(Record):
     topic: str
 
 
 @record
-class FeatureLevelRecord:
+class FeatureLevelRecord(Record):
     name: str
     level: Ibp  # only metadata.version is modelled on KRaft; its levels are the IBPs
 
 
 @record
-class ZkMigrationStateRecord:
+class ZkMigrationStateRecord(Record):
     state: ZkMigrationState
 
 
 @record
-class BeginTransactionRecord:
+class BeginTransactionRecord(Record):
     name: str
 
 
 @record
-class EndTransactionRecord:
+class EndTransactionRecord(Record):
     pass
 
 
 @record
-class AbortTransactionRecord:
+class AbortTransactionRecord(Record):
     pass
 
 
@@ -181,7 +181,7 @@ METADATA_VERSION = "metadata.version"
 
 
 @record
-class LogEntry:
+class LogEntry(Record):
     epoch: KRaftEpoch  # the leader epoch it was appended in
     record: MetadataRecord
 
@@ -197,7 +197,7 @@ def is_metadata(entry: LogEntry) -> bool:
 # ---- the image ------------------------------------------------------------------------------
 
 @record
-class BrokerRegistrationImage:
+class BrokerRegistrationImage(Record):
     broker: BrokerId
     incarnation: Incarnation
     epoch: BrokerEpoch
@@ -208,14 +208,14 @@ class BrokerRegistrationImage:
 
 
 @record
-class PartitionImage:
+class PartitionImage(Record):
     leader: BrokerId
     isr: tuple[BrokerId, ...]
     leader_epoch: LeaderEpoch
 
 
 @record
-class MetadataImage:
+class MetadataImage(Record):
     """What a log prefix means (Kafka's MetadataImage), restricted to what the model tracks."""
 
     offset: Offset = Offset(0)  # entries replayed
@@ -273,10 +273,10 @@ def _apply(image: MetadataImage, rec: MetadataRecord) -> MetadataImage:
         case LeaderChangeMessage():
             return image
         case RegisterBrokerRecord(broker=b):
-            reg = BrokerRegistrationImage(
+            new = BrokerRegistrationImage(
                 b, rec.incarnation, rec.epoch, rec.is_migrating_zk_broker, rec.ibp, True, False
             )
-            return image.replace(brokers=_with_broker(image.brokers, reg))
+            return image.replace(brokers=_with_broker(image.brokers, new))
         case BrokerRegistrationChangeRecord(broker=b, epoch=epoch):
             reg = image.registration(b)
             if reg is None or reg.epoch != epoch:
@@ -316,7 +316,9 @@ def decided_view(image: MetadataImage) -> MetadataImage:
     return image.replace(open_transaction=())
 
 
-def _with_broker(brokers: tuple[BrokerRegistrationImage, ...], reg: BrokerRegistrationImage):
+def _with_broker(
+    brokers: tuple[BrokerRegistrationImage, ...], reg: BrokerRegistrationImage
+) -> tuple[BrokerRegistrationImage, ...]:
     kept = [r for r in brokers if r.broker != reg.broker]
     return tuple(sorted(kept + [reg], key=lambda r: r.broker))
 
@@ -347,7 +349,7 @@ def _image_of_prefix(entries: Log) -> MetadataImage:
 # ---- the quorum ------------------------------------------------------------------------------
 
 @record
-class ControllerConfig:
+class ControllerConfig(Record):
     """A KRaft controller's configuration (KIP-866 §Configuration, §Additional KRaft Broker Configs)."""
 
     migration_enabled: bool  # zookeeper.metadata.migration.enable

@@ -63,7 +63,7 @@ def broker_metadata_type(state: ClusterState) -> dict[int, int]:
     return {b.id: KRAFT if b.config.kraft_mode else ZOOKEEPER for b in state.brokers if b.alive}
 
 
-def metrics(state: ClusterState, profile: Profile = Profile.KIP) -> dict:
+def metrics(state: ClusterState, profile: Profile = Profile.KIP) -> dict[str, object]:
     return {
         "ZkWriteBehindLag": zk_write_behind_lag(state),
         "ZkMigrationState": zk_migration_state(state, profile),

@@ -18,21 +18,21 @@ from __future__ import annotations
 from enum import Enum
 
 from model.kraft import ControllerId, KRaftEpoch, Offset, ZkMigrationState
-from model.record import record
-from model.types import BrokerId
+from model.record import Record, record
+from model.types import BrokerId, ZDir, ZPath
 
-MIGRATION = "/migration"
-DELETE_TOPICS = "/admin/delete_topics"
-CONFIG = "/config/cluster"
+MIGRATION: ZPath[MigrationZNode] = ZPath("/migration")
+DELETE_TOPICS: ZDir[tuple[()]] = ZDir("/admin/delete_topics")  # a child per topic, holding nothing
+CONFIG: ZPath[int] = ZPath("/config/cluster")  # the one dynamic config, as a version number
 DELETED_TOPIC = "d"  # a topic whose deletion ZooKeeper has not finished when the migration starts
 
 
-def topic_path(topic: str) -> str:
-    return f"/brokers/topics/{topic}"
+def topic_path(topic: str) -> ZPath[tuple[()]]:
+    return ZPath(f"/brokers/topics/{topic}")
 
 
-def pending_deletion_path(topic: str) -> str:
-    return f"{DELETE_TOPICS}/{topic}"
+def pending_deletion_path(topic: str) -> ZPath[tuple[()]]:
+    return ZPath(f"{DELETE_TOPICS}/{topic}")
 
 
 class Profile(Enum):
@@ -108,7 +108,7 @@ def is_valid_transition(old: MigrationDriverState, new: MigrationDriverState) ->
 # ---- znodes ---------------------------------------------------------------------------------
 
 @record
-class MigrationZNode:
+class MigrationZNode(Record):
     """/migration (KIP-866 §Migration State ZNode): how far ZooKeeper has caught up with the log."""
 
     kraft_controller_id: ControllerId
@@ -120,7 +120,7 @@ EMPTY_MIGRATION = MigrationZNode(ControllerId(-1), KRaftEpoch(-1), Offset(-1))
 
 
 @record
-class KRaftControllerZNode:
+class KRaftControllerZNode(Record):
     """/controller as a KRaft controller writes it: persistent, with its Raft epoch (KIP-866 §Controller ZNodes)."""
 
     controller: ControllerId
@@ -128,7 +128,7 @@ class KRaftControllerZNode:
 
 
 @record
-class Driver:
+class Driver(Record):
     """KRaftMigrationDriver's in-memory state with its ZkMigrationLeadershipState (reference §2.1)."""
 
     state: MigrationDriverState = D.UNINITIALIZED

@@ -26,6 +26,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeVar
+
+from model.actions import Action
+from model.state import ClusterState
+
+# What a property's predicate is, by kind: ALWAYS and EVENTUALLY (and an EVENTUALLY's trigger) read a
+# state, TRANSITION and SOMETIMES a step.
+StatePredicate = Callable[[ClusterState], bool]
+StepPredicate = Callable[[ClusterState, Action, ClusterState], bool]
+P = TypeVar("P", StatePredicate, StepPredicate)
 
 
 class Kind(Enum):
@@ -42,8 +52,10 @@ class Property:
     meaning: str
     source: str
     section: str  # the part of the control plane it is about, for the catalogue
-    predicate: Callable
-    when: Callable | None = None  # EVENTUALLY only: the trigger; None: from the initial state
+    # A StatePredicate or a StepPredicate, as ``kind`` says; the decorators below check which at
+    # registration, so a caller that has chosen properties by kind calls it with those arguments.
+    predicate: Callable[..., bool]
+    when: StatePredicate | None = None  # EVENTUALLY only: the trigger; None: from the initial state
 
 
 PROPERTIES: list[Property] = []
@@ -56,8 +68,8 @@ def section(title: str) -> None:
     _section = title
 
 
-def _register(kind: Kind, name: str, meaning: str, source: str, when: Callable | None = None):
-    def wrap(fn: Callable) -> Callable:
+def _register(kind: Kind, name: str, meaning: str, source: str, when: StatePredicate | None = None) -> Callable[[P], P]:
+    def wrap(fn: P) -> P:
         if any(p.name == name for p in PROPERTIES):
             raise ValueError(f"duplicate property {name}")
         PROPERTIES.append(Property(name, kind, meaning, source, _section, fn, when))
@@ -66,19 +78,21 @@ def _register(kind: Kind, name: str, meaning: str, source: str, when: Callable |
     return wrap
 
 
-def always(name: str, meaning: str, source: str):
+def always(name: str, meaning: str, source: str) -> Callable[[StatePredicate], StatePredicate]:
     return _register(Kind.ALWAYS, name, meaning, source)
 
 
-def transition(name: str, meaning: str, source: str):
+def transition(name: str, meaning: str, source: str) -> Callable[[StepPredicate], StepPredicate]:
     return _register(Kind.TRANSITION, name, meaning, source)
 
 
-def sometimes(name: str, meaning: str, source: str):
+def sometimes(name: str, meaning: str, source: str) -> Callable[[StepPredicate], StepPredicate]:
     return _register(Kind.SOMETIMES, name, meaning, source)
 
 
-def eventually(name: str, meaning: str, source: str, when: Callable | None = None):
+def eventually(
+    name: str, meaning: str, source: str, when: StatePredicate | None = None
+) -> Callable[[StatePredicate], StatePredicate]:
     """``when ~> goal``: the decorated function is the goal, ``goal(state) -> bool``; ``when(state)``
     is the trigger (None: from the initial state). Checked under weak fairness of non-perturbations."""
     return _register(Kind.EVENTUALLY, name, meaning, source, when)

@@ -11,8 +11,11 @@ start-up requests are still in flight.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from model import zookeeper as zkm
 from model.actions import (
+    Action,
     BecomeLeader,
     BecomeZkController,
     BrokerHeartbeat,
@@ -56,10 +59,11 @@ from model.migration import (
     DELETED_TOPIC,
     Driver,
     MigrationDriverState,
+    Profile,
     pending_deletion_path,
     topic_path,
 )
-from model.record import record
+from model.record import Record, record
 from model.state import (
     CONTROLLER_EPOCH,
     FEATURES,
@@ -95,7 +99,7 @@ def ranges(**features: tuple[int, int]) -> FeatureRanges:
 
 
 @record
-class Scope:
+class Scope(Record):
     name: str
     summary: str
     ibps: tuple[Ibp, ...]  # one per broker; the number of brokers
@@ -119,7 +123,7 @@ class Scope:
     # Properties the correct model breaks here under a profile: findings about the seeds, reported, not bugs.
     findings: tuple[tuple[str, str], ...] = ()  # (profile, property)
 
-    def expected_findings(self, profile) -> set[str]:
+    def expected_findings(self, profile: Profile) -> set[str]:
         return {prop for p, prop in self.findings if p == profile.value}
 
     @property
@@ -129,7 +133,7 @@ class Scope:
 
 def cold_state(scope: Scope) -> ClusterState:
     """Every broker process just started: no sessions, no controller, the topic already exists."""
-    nodes = {
+    nodes: dict[str, Hashable] = {
         CONTROLLER_EPOCH: INITIAL_CONTROLLER_EPOCH,
         TOPIC: scope.partitions,
     }
@@ -169,7 +173,7 @@ def initial_state(scope: Scope) -> ClusterState:
     return warm_up(scope)[0]
 
 
-def warm_up(scope: Scope) -> tuple[ClusterState, tuple]:
+def warm_up(scope: Scope) -> tuple[ClusterState, tuple[Action, ...]]:
     """The scope's initial state and the actions that lead to it from ``cold_state`` (empty when cold).
 
     The implementation's differential tests drive the same prefix through the implementation.
@@ -177,7 +181,7 @@ def warm_up(scope: Scope) -> tuple[ClusterState, tuple]:
     state = cold_state(scope)
     if not scope.warm:
         return state, ()
-    taken: list = []
+    taken: list[Action] = []
     if scope.brokers:
         state = _zk_warm_up(state, scope, taken)
     if scope.stage is not None:
@@ -186,9 +190,9 @@ def warm_up(scope: Scope) -> tuple[ClusterState, tuple]:
     return state.replace(budget=scope.budget, ghost=type(state.ghost)()), tuple(taken)
 
 
-def _zk_warm_up(state: ClusterState, scope: Scope, taken: list) -> ClusterState:
+def _zk_warm_up(state: ClusterState, scope: Scope, taken: list[Action]) -> ClusterState:
     state = state.replace(budget=state.budget.replace(elections=1))
-    prefix = [a(BrokerId(b)) for b in range(scope.brokers) for a in (OpenSession, RegisterBroker)]
+    prefix: list[Action] = [a(BrokerId(b)) for b in range(scope.brokers) for a in (OpenSession, RegisterBroker)]
     prefix += [ObserveControllerEpoch(BrokerId(0)), ElectController(BrokerId(0)), InitializeController(BrokerId(0))]
     for action in prefix:
         nxt = step(state, action)
@@ -197,9 +201,9 @@ def _zk_warm_up(state: ClusterState, scope: Scope, taken: list) -> ClusterState:
         state = nxt
         taken.append(action)
     while (scope.settled or scope.stage is not None) and state.network:
-        action = Deliver(min(state.network, key=message_sort_key))
-        state = step(state, action)
-        taken.append(action)
+        deliver = Deliver(min(state.network, key=message_sort_key))
+        state = _must_step(state, scope, deliver)
+        taken.append(deliver)
     return state
 
 
@@ -215,7 +219,7 @@ _HAPPY_PATH: tuple[type, ...] = (
 )
 
 
-def _kraft_warm_up(state: ClusterState, scope: Scope, taken: list) -> ClusterState:
+def _kraft_warm_up(state: ClusterState, scope: Scope, taken: list[Action]) -> ClusterState:
     """Run the happy path until the scope's stage holds: a reachable start for a focused scope."""
     stage = scope.stage
     if stage not in STAGES:
@@ -223,7 +227,7 @@ def _kraft_warm_up(state: ClusterState, scope: Scope, taken: list) -> ClusterSta
     generous = Budget(kraft_elections=1, migrations=2 * scope.brokers, max_in_flight=64, max_lag=1 << 20)
     state = state.replace(budget=generous)
     first = StartElection(ControllerId(FIRST_CONTROLLER_ID))
-    state = step(state, first)
+    state = _must_step(state, scope, first)
     taken.append(first)
     goals = STAGES[: STAGES.index(stage) + 1]
     for goal in goals:
@@ -232,11 +236,18 @@ def _kraft_warm_up(state: ClusterState, scope: Scope, taken: list) -> ClusterSta
                 for action in (StopBroker(BrokerId(b)), MigrateBrokerToKRaft(BrokerId(b))):
                     state = _must(state, scope, action)
                     taken.append(action)
-        state = _advance(state, scope, lambda s, g=goal: _stage_reached(s, g), taken)
+        state = _advance(state, scope, goal, taken)
     return state
 
 
-def _must(state: ClusterState, scope: Scope, action) -> ClusterState:
+def _must_step(state: ClusterState, scope: Scope, action: Action) -> ClusterState:
+    nxt = step(state, action)
+    if nxt is None:
+        raise ValueError(f"scope {scope.name}: warm start cannot take {action}")
+    return nxt
+
+
+def _must(state: ClusterState, scope: Scope, action: Action) -> ClusterState:
     budget = state.budget
     nxt = step(state.replace(budget=budget.replace(restarts=1, migrations=1)), action)
     if nxt is None:
@@ -244,11 +255,11 @@ def _must(state: ClusterState, scope: Scope, action) -> ClusterState:
     return nxt.replace(budget=budget)
 
 
-def _advance(state: ClusterState, scope: Scope, done, taken: list) -> ClusterState:
+def _advance(state: ClusterState, scope: Scope, goal: str, taken: list[Action]) -> ClusterState:
     from model.step import candidate_actions
 
     for _ in range(500):
-        if done(state):
+        if _stage_reached(state, goal):
             return state
         for kind in _HAPPY_PATH:
             moved = False
@@ -414,7 +425,7 @@ ROLLBACK_REUSES_ZK_EPOCH = (
 )
 
 
-def rollback_findings(profile) -> tuple[str, ...]:
+def rollback_findings(profile: Profile) -> tuple[str, ...]:
     """The properties the rollback's deletion of /controller_epoch breaks under ``profile``."""
     return tuple(prop for p, prop in ROLLBACK_REUSES_ZK_EPOCH if p == profile.value)
 
@@ -423,26 +434,29 @@ KRAFT_ONLY = ControllerConfig(migration_enabled=False)
 READY = (True, True)  # a ZK broker with the migration flag and the controller configs
 
 
-def _migration_scope(**kw) -> Scope:
-    defaults = dict(
+def _migration_scope(name: str, summary: str, budget: Budget, **changes: object) -> Scope:
+    """Two ZK brokers sharing one partition, with the migration configs, and two migrating controllers."""
+    base = Scope(
+        name,
+        summary,
         ibps=(Ibp.IBP_3_4_IV0,) * 2,
         supported=(SAME_RANGE,) * 2,
         partitions=((BrokerId(0), BrokerId(1)),),
+        budget=budget,
         broker_flags=(READY, READY),
         controllers=(MIGRATING,) * 2,
         zk_config=1,
         settled=True,
     )
-    defaults.update(kw)
-    return Scope(**defaults)
+    return base.replace(**changes)
 
 
-def _small_migration_scope(**kw) -> Scope:
+def _small_migration_scope(name: str, summary: str, budget: Budget, **changes: object) -> Scope:
     """One ZK broker hosting one partition alone, with the migration configs: for scopes explored whole."""
-    one_broker = dict(
+    one_broker: dict[str, object] = dict(
         ibps=(Ibp.IBP_3_4_IV0,), supported=(SAME_RANGE,), partitions=((BrokerId(0),),), broker_flags=(READY,)
     )
-    return _migration_scope(**{**one_broker, **kw})
+    return _migration_scope(name, summary, budget, **{**one_broker, **changes})
 
 
 MIGRATION_SCOPES = (

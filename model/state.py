@@ -18,7 +18,9 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import field
+from typing import TypedDict, overload
 
 from model import zookeeper as zkm
 from model.kraft import (
@@ -32,14 +34,15 @@ from model.kraft import (
     MetadataImage,
     QuorumRole,
 )
-from model.migration import Driver
-from model.record import record
+from model.migration import Driver, KRaftControllerZNode
+from model.record import Record, record
 from model.types import (
     NO_SESSION,
     UNKNOWN_BROKER_EPOCH,
     BrokerEpoch,
     BrokerId,
     ControllerEpoch,
+    D,
     FeatureEpoch,
     FeatureLevel,
     FeatureStatus,
@@ -48,25 +51,32 @@ from model.types import (
     PartitionId,
     ReplicaRole,
     SessionId,
+    ZDir,
+    ZkCode,
     ZkVersion,
+    ZPath,
 )
 from model.zookeeper import ZkState
 
 # ---- znode paths (core/src/main/scala/kafka/zk/ZkData.scala) -------------------------------
 
-CONTROLLER = "/controller"
-CONTROLLER_EPOCH = "/controller_epoch"
-BROKER_IDS = "/brokers/ids"
-TOPIC = "/brokers/topics/t"
-FEATURES = "/features"
+# The replicas of each partition of the one topic, in assignment order.
+Assignment = tuple[tuple[BrokerId, ...], ...]
+
+# A ZK controller's broker id, or after the claim a KRaft controller's znode (model.migration).
+CONTROLLER: ZPath[BrokerId | KRaftControllerZNode] = ZPath("/controller")
+CONTROLLER_EPOCH: ZPath[ControllerEpoch] = ZPath("/controller_epoch")
+BROKER_IDS: ZDir[BrokerRegistration] = ZDir("/brokers/ids")
+TOPIC: ZPath[Assignment] = ZPath("/brokers/topics/t")
+FEATURES: ZPath[FeaturesZNode] = ZPath("/features")
 
 
-def broker_path(broker: BrokerId) -> str:
-    return f"{BROKER_IDS}/{broker}"
+def broker_path(broker: BrokerId) -> ZPath[BrokerRegistration]:
+    return ZPath(f"{BROKER_IDS}/{broker}")
 
 
-def partition_state_path(partition: PartitionId) -> str:
-    return f"{TOPIC}/partitions/{partition}/state"
+def partition_state_path(partition: PartitionId) -> ZPath[PartitionState]:
+    return ZPath(f"{TOPIC}/partitions/{partition}/state")
 
 
 FeatureRanges = tuple[tuple[str, tuple[FeatureLevel, FeatureLevel]], ...]  # sorted: name -> (min, max)
@@ -75,7 +85,7 @@ FeatureRanges = tuple[tuple[str, tuple[FeatureLevel, FeatureLevel]], ...]  # sor
 # ---- znode data --------------------------------------------------------------------------
 
 @record
-class PartitionState:
+class PartitionState(Record):
     """/brokers/topics/t/partitions/<p>/state: leader, leader epoch, ISR, writer's controller epoch."""
 
     leader: BrokerId
@@ -85,7 +95,7 @@ class PartitionState:
 
 
 @record
-class BrokerRegistration:
+class BrokerRegistration(Record):
     """/brokers/ids/<id> data: what the controller needs from a broker's registration (KIP-584)."""
 
     ibp: Ibp
@@ -93,7 +103,7 @@ class BrokerRegistration:
 
 
 @record
-class FeaturesZNode:
+class FeaturesZNode(Record):
     """/features data (KIP-584 "Feature ZK node"); the znode's version is the feature epoch."""
 
     status: FeatureStatus
@@ -103,7 +113,7 @@ class FeaturesZNode:
 # ---- brokers -----------------------------------------------------------------------------
 
 @record
-class BrokerConfig:
+class BrokerConfig(Record):
     ibp: Ibp  # inter.broker.protocol.version
     supported: FeatureRanges  # what this broker's software supports
     kraft_mode: bool = False  # process.roles=broker (a KRaft broker) instead of a ZooKeeper broker
@@ -112,13 +122,13 @@ class BrokerConfig:
 
 
 @record
-class LocalReplica:
+class LocalReplica(Record):
     leader_epoch: LeaderEpoch
     role: ReplicaRole
 
 
 @record
-class FeatureCache:
+class FeatureCache(Record):
     """A broker's copy of the finalized features; epoch -1 before it has read /features."""
 
     epoch: FeatureEpoch
@@ -130,7 +140,7 @@ NO_FEATURES = FeatureCache(FeatureEpoch(-1), FeatureStatus.DISABLED, ())
 
 
 @record
-class LiveBroker:
+class LiveBroker(Record):
     """The controller's cached view of an admitted broker, read from its registration."""
 
     id: BrokerId
@@ -139,7 +149,7 @@ class LiveBroker:
 
 
 @record
-class ControllerRole:
+class ControllerRole(Record):
     """What a broker that won the /controller election believes (and may keep believing as a zombie)."""
 
     epoch: ControllerEpoch
@@ -160,7 +170,7 @@ class ControllerRole:
 
 
 @record
-class Broker:
+class Broker(Record):
     id: BrokerId
     config: BrokerConfig
     alive: bool
@@ -184,11 +194,31 @@ class Broker:
     want_shutdown: bool = False  # SIGINT received: controlled shutdown under way
 
 
-def nothing_in_memory(partitions: int) -> dict:
+class InMemory(TypedDict):
+    """The fields of a ``Broker`` that live in its process's memory (``nothing_in_memory``)."""
+
+    session: SessionId
+    registered: bool
+    epoch: BrokerEpoch
+    controller_epoch: ControllerEpoch
+    replicas: tuple[LocalReplica | None, ...]
+    metadata: tuple[tuple[BrokerId, LeaderEpoch], ...]
+    features: FeatureCache
+    shutdown_sent: bool
+    observed_epoch: tuple[ControllerEpoch, ZkVersion] | None
+    controller: ControllerRole | None
+    kraft_epoch: BrokerEpoch
+    lifecycle: BrokerState
+    image: MetadataImage
+    metadata_live: tuple[BrokerId, ...]
+    want_shutdown: bool
+
+
+def nothing_in_memory(partitions: int) -> InMemory:
     """A broker process as it starts: no session, registration, epochs, replicas, metadata, role or image.
 
     Its identity, configuration, incarnation and meta.properties are what it keeps across a restart."""
-    return dict(
+    return InMemory(
         session=NO_SESSION, registered=False, epoch=UNKNOWN_BROKER_EPOCH, controller_epoch=ControllerEpoch(0),
         replicas=(None,) * partitions, metadata=(), features=NO_FEATURES, shutdown_sent=False, observed_epoch=None,
         controller=None, kraft_epoch=UNKNOWN_BROKER_EPOCH, lifecycle=BrokerState.OFFLINE, image=EMPTY_IMAGE,
@@ -199,7 +229,7 @@ def nothing_in_memory(partitions: int) -> dict:
 # ---- KRaft controllers (KIP-500 §Controller Quorum; KIP-866 §Controller Migration) --------------
 
 @record
-class KRaftController:
+class KRaftController(Record):
     """A dedicated KRaft controller: a quorum voter, and the active controller while it leads."""
 
     id: ControllerId
@@ -228,7 +258,7 @@ def controller_index(c: ControllerId) -> int:
 # ---- messages (KIP-380 §Public Interfaces) -------------------------------------------------
 
 @record
-class LeaderAndIsr:
+class LeaderAndIsr(Record):
     controller_id: BrokerId
     controller_epoch: ControllerEpoch
     broker_epoch: BrokerEpoch
@@ -241,7 +271,7 @@ class LeaderAndIsr:
 
 
 @record
-class UpdateMetadata:
+class UpdateMetadata(Record):
     controller_id: BrokerId
     controller_epoch: ControllerEpoch
     broker_epoch: BrokerEpoch
@@ -252,7 +282,7 @@ class UpdateMetadata:
 
 
 @record
-class StopReplica:
+class StopReplica(Record):
     controller_id: BrokerId
     controller_epoch: ControllerEpoch
     broker_epoch: BrokerEpoch
@@ -263,7 +293,7 @@ class StopReplica:
 
 
 @record
-class ControlledShutdown:
+class ControlledShutdown(Record):
     broker_id: BrokerId
     broker_epoch: BrokerEpoch
     dest: BrokerId  # the controller it was sent to
@@ -275,15 +305,16 @@ Message = ControlRequest | ControlledShutdown
 _MESSAGE_ORDER = {LeaderAndIsr: 0, UpdateMetadata: 1, StopReplica: 2, ControlledShutdown: 3}
 
 
-def message_sort_key(m: Message) -> tuple:
+def message_sort_key(m: Message) -> tuple[int, tuple[object, ...]]:
     """A total order on messages that does not depend on hash randomisation."""
-    return (_MESSAGE_ORDER[type(m)], tuple(getattr(m, f) for f in m.__slots__))
+    names: tuple[str, ...] = m.__slots__
+    return (_MESSAGE_ORDER[type(m)], tuple(getattr(m, f) for f in names))
 
 
 # ---- budgets and ghosts -------------------------------------------------------------------
 
 @record
-class Budget:
+class Budget(Record):
     crashes: int = 0  # broker processes dying without closing their session
     restarts: int = 0  # operator stops (clean shutdown); restarting a stopped broker is free
     expiries: int = 0  # ZooKeeper session expiries
@@ -303,7 +334,7 @@ class Budget:
 
 
 @record
-class AppliedWrite:
+class AppliedWrite(Record):
     """Ghost: a controller write that ZooKeeper applied, and the controller epoch current then."""
 
     writer: BrokerId
@@ -313,7 +344,7 @@ class AppliedWrite:
 
 
 @record
-class KRaftWrite:
+class KRaftWrite(Record):
     """Ghost: a KRaft controller's ZooKeeper write that applied, with what held when it was made."""
 
     writer: ControllerId
@@ -326,18 +357,19 @@ class KRaftWrite:
 
 
 @record
-class Ghost:
+class Ghost(Record):
     """Per-step annotations for the checks: not part of a state's identity."""
 
     applied_writes: tuple[AppliedWrite, ...] = ()
-    last_multi: tuple = ()  # ZkCode results of the multi this step ran, () if none
+    last_multi: tuple[ZkCode, ...] = ()  # ZkCode results of the multi this step ran, () if none
     kraft_writes: tuple[KRaftWrite, ...] = ()  # ZooKeeper writes of KRaft controllers that applied
-    sent: tuple = ()  # messages this step sent, in the order they were queued
-    attempted_kraft_write: tuple = ()  # (writer, epoch) of a KRaft write to ZooKeeper this step tried
+    sent: tuple[Message, ...] = ()  # messages this step sent, in the order they were queued
+    # (writer, epoch) of a KRaft write to ZooKeeper this step tried, () if none
+    attempted_kraft_write: tuple[()] | tuple[ControllerId, KRaftEpoch] = ()
 
 
 @record
-class History:
+class History(Record):
     """What past steps established, for the checks: part of a state's identity."""
 
     registered_epochs: tuple[tuple[BrokerId, BrokerEpoch], ...] = ()  # epoch of each id's latest registration
@@ -359,7 +391,7 @@ class History:
 
 
 @record
-class ClusterState:
+class ClusterState(Record):
     zk: ZkState
     brokers: tuple[Broker, ...]
     network: frozenset[Message]
@@ -369,7 +401,11 @@ class ClusterState:
     ghost: Ghost = field(default=Ghost(), compare=False, hash=False, repr=False)
 
 
-def znode_data(state: ClusterState, path: str):
+@overload
+def znode_data(state: ClusterState, path: ZPath[D]) -> D | None: ...
+@overload
+def znode_data(state: ClusterState, path: str) -> Hashable | None: ...
+def znode_data(state: ClusterState, path: str) -> Hashable | None:
     """The data of the znode at ``path``, or None when there is none."""
     node = zkm.get(state.zk, path)
     return None if node is None else node.data

@@ -15,18 +15,20 @@ supported ranges, IBPs), so renaming them would change the scope.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from functools import lru_cache
 from itertools import permutations
 
-from model.kraft import FIRST_CONTROLLER_ID, ControllerId, LeaderChangeMessage, LogEntry
+from model.kraft import FIRST_CONTROLLER_ID, ControllerConfig, ControllerId, LeaderChangeMessage, LogEntry
 from model.migration import KRaftControllerZNode, MigrationZNode
-from model.state import ClusterState, LeaderAndIsr, StopReplica, UpdateMetadata
+from model.state import ClusterState, KRaftController, LeaderAndIsr, Message, StopReplica, UpdateMetadata
 from model.types import BrokerId
+from model.zookeeper import Znode
 
 
 def interchangeable_groups(state: ClusterState) -> list[list[int]]:
     """Indexes of controllers that share a configuration (only those may be renamed into each other)."""
-    groups: dict = {}
+    groups: dict[ControllerConfig, list[int]] = {}
     for i, c in enumerate(state.controllers):
         groups.setdefault(c.config, []).append(i)
     return [g for g in groups.values() if len(g) > 1]
@@ -67,7 +69,7 @@ def canonical(state: ClusterState) -> ClusterState:
     return best
 
 
-def _order_key(state: ClusterState) -> tuple:
+def _order_key(state: ClusterState) -> tuple[object, ...]:
     """A total order on the parts a renaming changes, independent of hash seeds.
 
     (A frozenset's repr follows its iteration order, which for strings and enums changes from
@@ -88,15 +90,18 @@ def rename_controllers(state: ClusterState, mapping: tuple[int, ...]) -> Cluster
     """``state`` with controller index i renamed to index mapping[i], everywhere."""
     ids = {FIRST_CONTROLLER_ID + i: FIRST_CONTROLLER_ID + j for i, j in enumerate(mapping)}
 
-    def cid(x):
-        return None if x is None else ControllerId(ids.get(x, x))
+    def cid(x: ControllerId) -> ControllerId:
+        return ControllerId(ids.get(x, x))
+
+    def maybe_cid(x: ControllerId | None) -> ControllerId | None:
+        return None if x is None else cid(x)
 
     def entry(e: LogEntry) -> LogEntry:
         if isinstance(e.record, LeaderChangeMessage):
             return e.replace(record=LeaderChangeMessage(cid(e.record.leader)))
         return e
 
-    controllers: list = [None] * len(state.controllers)
+    controllers: list[KRaftController | None] = [None] * len(state.controllers)
     for i, c in enumerate(state.controllers):
         fetched = c.fetched
         if fetched:
@@ -106,8 +111,8 @@ def rename_controllers(state: ClusterState, mapping: tuple[int, ...]) -> Cluster
             fetched = tuple(moved)
         controllers[mapping[i]] = c.replace(
             id=cid(c.id),
-            voted_for=cid(c.voted_for),
-            leader=cid(c.leader),
+            voted_for=maybe_cid(c.voted_for),
+            leader=maybe_cid(c.leader),
             votes=frozenset(cid(v) for v in c.votes),
             fetched=fetched,
             log=tuple(entry(e) for e in c.log),
@@ -124,7 +129,7 @@ def rename_controllers(state: ClusterState, mapping: tuple[int, ...]) -> Cluster
     )
 
 
-def _rename_data(node, cid):
+def _rename_data(node: Znode[Hashable], cid: Callable[[ControllerId], ControllerId]) -> Znode[Hashable]:
     data = node.data
     if isinstance(data, KRaftControllerZNode):
         return node.replace(data=data.replace(controller=cid(data.controller)))
@@ -133,7 +138,7 @@ def _rename_data(node, cid):
     return node
 
 
-def _rename_message(m, ids: dict[int, int]):
+def _rename_message(m: Message, ids: dict[int, int]) -> Message:
     if isinstance(m, (LeaderAndIsr, UpdateMetadata, StopReplica)) and m.kraft:
         return m.replace(controller_id=BrokerId(ids.get(m.controller_id, m.controller_id)))
     return m

@@ -8,8 +8,9 @@ work). Names follow Kafka's: error codes are the wire codes from ``Errors.java``
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from enum import Enum, IntEnum
-from typing import NewType
+from typing import TYPE_CHECKING, Generic, NewType, TypeVar
 
 BrokerId = NewType("BrokerId", int)
 PartitionId = NewType("PartitionId", int)
@@ -21,6 +22,23 @@ Zxid = NewType("Zxid", int)
 SessionId = NewType("SessionId", int)
 FeatureLevel = NewType("FeatureLevel", int)
 FeatureEpoch = NewType("FeatureEpoch", int)
+
+# Znode paths. A path the control plane names is declared as ``ZPath[D]`` (its znode holds a ``D``) or
+# ``ZDir[D]`` (its children hold ``D``s), and ``model.zookeeper``'s ``get`` and ``children`` read its
+# data as a ``D``. That is for the type checker only: at run time both are ``str``, so states are
+# unchanged. What a declaration says is kept by the code that writes the path; nothing checks a write.
+D = TypeVar("D", bound=Hashable)
+
+if TYPE_CHECKING:
+
+    class ZPath(str, Generic[D]):
+        """A path whose znode holds a ``D``."""
+
+    class ZDir(str, Generic[D]):
+        """A path whose children hold ``D``s."""
+
+else:
+    ZPath = ZDir = str
 
 NO_SESSION = SessionId(0)
 NO_LEADER = BrokerId(-1)

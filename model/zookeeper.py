@@ -21,6 +21,9 @@ Rules (ZooKeeper's own, as its PrepRequestProcessor and DataTree implement them)
 Abstraction: only the znodes the control plane reads exist; parents are implicit (no NoNode for
 a missing parent, no NotEmpty on delete). Data is any hashable value. Seeded bugs
 (``model.bugs``) that break ZooKeeper's own rules are threaded through as ``bugs``.
+
+Types: a path the control plane names is declared as ``ZPath[D]`` or ``ZDir[D]`` (``model.types``),
+and ``get`` and ``children`` read such a path's data as a ``D``.
 """
 
 from __future__ import annotations
@@ -28,10 +31,13 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Hashable
 from enum import Enum
+from typing import Generic, TypeVar, overload
 
 from model.bugs import Bug
-from model.record import record
-from model.types import ANY_VERSION, NO_SESSION, SessionId, ZkCode, ZkVersion, Zxid
+from model.record import Record, record
+from model.types import ANY_VERSION, NO_SESSION, D, SessionId, ZDir, ZkCode, ZkVersion, ZPath, Zxid
+
+D_co = TypeVar("D_co", bound=Hashable, covariant=True)
 
 
 class WatchKind(Enum):
@@ -40,8 +46,8 @@ class WatchKind(Enum):
 
 
 @record
-class Znode:
-    data: Hashable
+class Znode(Record, Generic[D_co]):
+    data: D_co
     version: ZkVersion
     czxid: Zxid
     mzxid: Zxid
@@ -49,10 +55,10 @@ class Znode:
 
 
 @record
-class ZkState:
+class ZkState(Record):
     zxid: Zxid  # the last zxid handed out
     paths: tuple[str, ...]  # sorted; nodes[i] is the znode at paths[i]
-    nodes: tuple[Znode, ...]
+    nodes: tuple[Znode[Hashable], ...]
     sessions: tuple[tuple[SessionId, int], ...]  # live sessions, sorted: (session id, client id)
     watches: frozenset[tuple[SessionId, str, WatchKind]]
     notifications: frozenset[tuple[int, str, WatchKind]]  # fired, not yet consumed: (client, path, kind)
@@ -62,27 +68,27 @@ class ZkState:
 # ---- multi ops ---------------------------------------------------------------------------
 
 @record
-class Check:
+class Check(Record):
     path: str
     version: ZkVersion
 
 
 @record
-class Create:
+class Create(Record):
     path: str
     data: Hashable
     ephemeral: bool = False
 
 
 @record
-class SetData:
+class SetData(Record):
     path: str
     data: Hashable
     version: ZkVersion = ANY_VERSION
 
 
 @record
-class Delete:
+class Delete(Record):
     path: str
     version: ZkVersion = ANY_VERSION
 
@@ -103,7 +109,11 @@ def initial(nodes: dict[str, Hashable]) -> ZkState:
     return ZkState(Zxid(len(paths)), paths, znodes, (), frozenset(), frozenset(), True)
 
 
-def get(zk: ZkState, path: str) -> Znode | None:
+@overload
+def get(zk: ZkState, path: ZPath[D]) -> Znode[D] | None: ...
+@overload
+def get(zk: ZkState, path: str) -> Znode[Hashable] | None: ...
+def get(zk: ZkState, path: str) -> Znode[Hashable] | None:
     i = bisect_left(zk.paths, path)
     if i < len(zk.paths) and zk.paths[i] == path:
         return zk.nodes[i]
@@ -114,11 +124,15 @@ def parent(path: str) -> str:
     return path.rsplit("/", 1)[0] or "/"
 
 
-def children(zk: ZkState, path: str) -> tuple[tuple[str, Znode], ...]:
+@overload
+def children(zk: ZkState, path: ZDir[D]) -> tuple[tuple[str, Znode[D]], ...]: ...
+@overload
+def children(zk: ZkState, path: str) -> tuple[tuple[str, Znode[Hashable]], ...]: ...
+def children(zk: ZkState, path: str) -> tuple[tuple[str, Znode[Hashable]], ...]:
     """The (child name, znode) pairs directly under ``path``, in name order."""
     prefix = path + "/"
     i = bisect_left(zk.paths, prefix)
-    found = []
+    found: list[tuple[str, Znode[Hashable]]] = []
     while i < len(zk.paths) and zk.paths[i].startswith(prefix):
         rest = zk.paths[i][len(prefix):]
         if "/" not in rest:
@@ -244,7 +258,7 @@ def multi(
 _EVENT = {Create: "create", SetData: "set", Delete: "delete"}
 
 
-def _apply(tree: dict[str, Znode], op: Op, zxid: Zxid, session: SessionId, bugs: frozenset[Bug]) -> ZkCode:
+def _apply(tree: dict[str, Znode[Hashable]], op: Op, zxid: Zxid, session: SessionId, bugs: frozenset[Bug]) -> ZkCode:
     node = tree.get(op.path)
     match op:
         case Check(version=version):
