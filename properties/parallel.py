@@ -25,11 +25,12 @@ How it works, one level at a time (level-synchronous BFS, so depths and traces a
 - Merge: each owner keeps, per state it has not seen, the candidate with the smallest key, which
   is the step the serial engine would have reached it by; checks the ALWAYS properties on it;
   adds it to its seen-set and its next frontier.
-- Rank: the driver sorts the new states' keys (8 bytes each) into the next level's ranks and
-  keeps them, one int per state: (parent rank, action index) by rank, per level. That is all the
-  driver keeps. A trace is rebuilt by walking those back to the root and replaying the action
-  indices through ``successors`` from the initial state, which is why successor order must not
-  depend on hashing (``Spec``).
+- Rank: the driver sorts the new states' keys (8 bytes each) into the next level's ranks, sent
+  to their owners with the next ``expand`` (two round trips a level), and keeps them, one int
+  per state: (parent rank, action index) by rank, per level. That is all the driver keeps. A
+  trace is rebuilt by walking those back to the root and replaying the action indices through
+  ``successors`` from the initial state, which is why successor order must not depend on hashing
+  (``Spec``).
 - The driver picks, per property, the smallest key any worker reported: the serial engine's
   first violation.
 
@@ -81,7 +82,7 @@ def parallel_search(
     """``properties.explore.search`` over ``workers`` processes (all cores when None)."""
     workers = workers or default_workers()
     start = time.perf_counter()
-    result = ExploreResult(spec.name)
+    result = ExploreResult(spec.name, workers=workers)
     found: dict[str, tuple[int, int]] = {}  # property -> (level of the step's parent, key)
     witnessed: dict[str, tuple[int, int]] = {}
     for name in spec.broken_always(spec.initial):
@@ -92,10 +93,11 @@ def parallel_search(
     try:
         distinct, generated, depth, frontier = 1, 0, 0, 1
         pool.start(spec.initial, spec.canonical)
+        ranked: list[bytes | None] = [None] * workers  # per worker, the ranks of its new states, sent with ``expand``
         while frontier and (max_depth is None or depth < max_depth):
             if stop_at is not None and stop_at in found:
                 break
-            replies = pool.ask(("expand",))
+            replies = pool.ask_each([("expand", part) for part in ranked])
             buckets = [[reply["out"][owner] for reply in replies] for owner in range(workers)]
             for reply in replies:
                 generated += reply["generated"]
@@ -112,7 +114,7 @@ def parallel_search(
             ranks[order] = np.arange(len(order))
             levels.append(everything[order])
             split = np.cumsum([len(k) for k in keys])[:-1]
-            pool.ask_each([("rank", part.tobytes()) for part in np.split(ranks, split)])
+            ranked = [part.tobytes() for part in np.split(ranks, split)]
             frontier = len(everything)
             distinct += frontier
             depth += 1
@@ -195,9 +197,6 @@ class _Pool:
         owner = hash(canonical(initial) if canonical is not None else initial) % len(self.conns)
         self.ask_each([("start", initial if me == owner else None) for me in range(len(self.conns))])
 
-    def ask(self, message: tuple) -> list[dict]:
-        return self.ask_each([message] * len(self.conns))
-
     def ask_each(self, messages: list[tuple]) -> list[dict]:
         for conn, message in zip(self.conns, messages, strict=True):
             conn.send_bytes(pickle.dumps(message, PROTOCOL))
@@ -259,7 +258,10 @@ class _Worker:
             self.frontier, self.ranks = [initial], [0]
         return {}
 
-    def expand(self) -> dict:
+    def expand(self, ranks: bytes | None) -> dict:
+        if ranks is not None:  # the ranks of the states ``merge`` kept: they become this level's frontier
+            self.ranks = np.frombuffer(ranks, dtype=np.int64).tolist()
+            self.frontier, self.pending = self.pending, []
         spec, workers = self.spec, self.workers
         next_states, canonical = spec.successors, spec.canonical
         by_step, witnessed_by = spec.broken_transitions, spec.witnessed
@@ -286,7 +288,8 @@ class _Worker:
                 identity = Hashed(representative)
                 out = sent[identity.hash % workers]
                 if identity not in out:  # the representative travels only when it is not the state
-                    out[identity] = (identity.hash, base | index, nxt, None if representative is nxt else representative)
+                    shipped = None if representative is nxt else representative
+                    out[identity] = (identity.hash, base | index, nxt, shipped)
             if len(steps) > ACTION_MASK:
                 raise ValueError(f"{len(steps)} successors of one state: at most {ACTION_MASK}")
         self.frontier, self.ranks = [], []
@@ -323,8 +326,3 @@ class _Worker:
         keys = np.fromiter((key for key, _ in new), dtype=np.int64, count=len(new))
         gc.freeze()  # the seen-set's states stay for good, as in the serial engine
         return {"keys": keys.tobytes(), "violations": violations}
-
-    def rank(self, ranks: bytes) -> dict:
-        self.ranks = np.frombuffer(ranks, dtype=np.int64).tolist()
-        self.frontier, self.pending = self.pending, []
-        return {}
