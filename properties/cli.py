@@ -80,6 +80,7 @@ def _integer(minimum: int, wanted: str):
 
 _positive = _integer(1, "a positive integer")
 _non_negative = _integer(0, "an integer >= 0")
+_workers = _integer(0, "a number of processes >= 0 (0: one per core, 1: the serial engine)")
 
 
 def _writable_folder(text: str) -> str:
@@ -159,7 +160,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     with _progress(args, f"exploring {args.scope}") as report:
         result = explore(
             args.scope, variant, max_depth=args.depth, max_states=args.max_states, progress=report,
-            symmetry=args.symmetry,
+            symmetry=args.symmetry, workers=args.workers,
         )
     sometimes = [p.name for p in PROPERTIES if p.kind is Kind.SOMETIMES]
     documented = SCOPES[args.scope].expected_findings(args.profile)
@@ -170,6 +171,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         "scope": result.scope,
         "profile": args.profile.value,
         "symmetry": args.symmetry,
+        "workers": result.workers,
         "bugs": sorted(args.bug or []),
         "distinct_states": result.distinct_states,
         "generated": result.generated,
@@ -878,6 +880,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--traces", metavar="DIR", type=_writable_folder,
                    help="write each shortest counterexample as a trace file in DIR, for `replay` and `pin`")
+    p.add_argument(
+        "--workers", type=_workers, default=1, metavar="N",
+        help="search on N processes, the seen-set split between them (0: one per core; default 1: the serial "
+             "engine); same counts and counterexamples",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_explore)
 

@@ -68,6 +68,7 @@ class ExploreResult:
     violations: dict[str, Trace] = field(default_factory=dict)
     witnesses: dict[str, Trace] = field(default_factory=dict)
     action_counts: dict[str, int] = field(default_factory=dict)
+    workers: int = 1  # processes the search ran on (1: the serial engine)
 
 
 @dataclass(frozen=True)
@@ -98,14 +99,23 @@ def explore(
     max_states: int | None = None,
     progress: Callable[[ExploreResult], None] | None = None,
     symmetry: bool = False,
+    workers: int = 1,
 ) -> ExploreResult:
     """Explore ``scope`` breadth-first to ``max_depth`` levels (all of it when None).
 
     With ``symmetry``, states that differ only by the names of interchangeable KRaft controllers
     count as one (``model.symmetry``): the first state reached of each class is the one explored,
     so counterexamples are still real action sequences from the initial state.
+
+    ``workers`` other than 1 runs the search on that many processes (``properties.parallel``;
+    0: one per core), with the same counts and traces.
     """
-    return search(scope_spec(scope, variant, symmetry), max_depth, stop_at, max_states, progress)
+    spec = scope_spec(scope, variant, symmetry)
+    if workers != 1:
+        from properties.parallel import parallel_search
+
+        return parallel_search(spec, workers or None, max_depth, stop_at, max_states, progress)
+    return search(spec, max_depth, stop_at, max_states, progress)
 
 
 def scope_spec(scope: Scope | str, variant: Variant = CORRECT, symmetry: bool = False) -> Spec:

@@ -120,6 +120,8 @@ CASES = [
     (["explore", "--scope", "bounce", "--depth", "-3"], "expected a positive integer"),
     (["explore", "--scope", "bounce", "--depth", "deep"], "expected a positive integer"),
     (["explore", "--scope", "bounce", "--max-states", "0"], "expected a positive integer"),
+    (["explore", "--scope", "bounce", "--workers", "-1"], "expected a number of processes >= 0"),
+    (["explore", "--scope", "bounce", "--workers", "all"], "expected a number of processes >= 0"),
     (["explore", "--scope", "bounce", "--bug", "no_such_bug"], "unknown seeded bug 'no_such_bug'"),
     (["explore", "--scope", "bounce", "--bug", "impl_vote_ignores_log"], "unknown seeded bug"),
     (["explore", "--scope", "rollback", "--profile", "kafka-4.0"], "unknown profile 'kafka-4.0'"),
