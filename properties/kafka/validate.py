@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -411,7 +411,7 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
 
     logs = [[e for e in events if e["kind"] in LOG_KINDS and not shutting_down(e)] for events in obs.logs.values()]
     out: list[Observation] = []
-    env = Environment(brokers)
+    env = Environment()
     claims = _claims_in_zookeeper(obs) if obs.version < (3, 5, 0) else []
     for e in merge([records, claims, *logs, _steps_when_they_began(obs.operator)]):
         if e["channel"] == "metadata" and e["type"] == "FEATURE_LEVEL_RECORD":
@@ -473,7 +473,7 @@ def _steps_when_they_began(operator: list[dict]) -> list[dict]:
 class Environment:
     """The operator log, read as model actions: what started, stopped, died or was cut off."""
 
-    def __init__(self, brokers: int) -> None:
+    def __init__(self) -> None:
         self.started: set[str] = set()
         self.roles: dict[str, str] = {}
         self.faults: dict[str, str] = {}  # process -> the fault striking it now
@@ -597,14 +597,10 @@ class OperatorUpdatesMetadataVersion:
         nxt = step(state, UpdateMetadataVersion(c.id, level, how), variant)
         if nxt is None:
             return None
-        wrote = len(ctrl_of(nxt, c.id).log) > len(c.log)
+        wrote = len(next(o for o in nxt.controllers if o.id == c.id).log) > len(c.log)
         already = image_of(c.log).metadata_version == level
         # the model refused, or had nothing to write; Kafka must have answered alike
         return nxt if wrote != self.refused or (already and not wrote) else None
-
-
-def ctrl_of(state: ClusterState, cid: int):
-    return next(c for c in state.controllers if c.id == cid)
 
 
 OperatorEdit = ConfigureMigration | OperatorUpdatesMetadataVersion
@@ -882,10 +878,3 @@ def _path(trail: Trail, node: Node | None) -> tuple[Action, ...]:
         segments.append(actions)
         node = previous
     return tuple(a for segment in reversed(segments) for a in segment)
-
-
-def summarize(items: Iterable[Observation]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for o in items:
-        out[o.key[0]] = out.get(o.key[0], 0) + 1
-    return out
