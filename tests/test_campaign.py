@@ -330,7 +330,7 @@ def test_campaign_signature_is_the_shrinkers():
 
 
 def test_a_rollback_seed_reports_the_rollback_findings_in_any_scope(tmp_path):
-    """KIP-866 §Rollback deletes /controller_epoch, so the next ZK election reuses an epoch: a
+    """KIP-866 §Rollback to ZK deletes /controller_epoch, so the next ZK election reuses an epoch: a
     documented finding. A rollback seed in a scope that does not list it (migration) counts it as a
     finding once the deletion is taken, not as a violation; a finalize seed takes no deletion and so
     keeps every property strict (sim-migration no longer lists the rollback's findings at all)."""
