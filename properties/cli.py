@@ -644,13 +644,29 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
-    from properties import site
+    from properties import citations, site
 
+    seeds = None
+    if args.seeds is not None:
+        table = citations.SECTIONS_FILE if args.check else Path("properties/kip_sections.json")
+        if not args.check and not Path("mkdocs.yml").is_file():
+            print(f"kraftcheck docs: error: {Path.cwd()} is not a kraftcheck checkout (no mkdocs.yml): --seeds "
+                  "rewrites its properties/kip_sections.json, run it there", file=sys.stderr)
+            return USAGE
+        try:
+            seeds = citations.read_seed_sections(Path(args.seeds))
+        except OSError as err:
+            print(f"kraftcheck docs: error: --seeds: cannot read {err.filename or args.seeds}: {err.strerror or err}",
+                  file=sys.stderr)
+            return USAGE
     if args.check:
         directory = Path(args.dir) if args.dir else Path("docs") if Path("mkdocs.yml").is_file() else site.DOCS
         stale = site.stale_pages(directory)
         for path in stale:
             print(f"{path} is stale: run `kraftcheck docs`", file=sys.stderr)
+        if seeds is not None and seeds != citations.seed_sections():
+            print(f"{table} is not what the seeds say: run `kraftcheck docs --seeds {args.seeds}`", file=sys.stderr)
+            stale.append(table)
         if stale:
             return VIOLATION
         print(f"{len(site.PAGES)} generated pages in {directory} are up to date")
@@ -664,6 +680,8 @@ def cmd_docs(args: argparse.Namespace) -> int:
         print(f"kraftcheck docs: error: --dir {directory} is not a directory", file=sys.stderr)
         return USAGE
     try:
+        if seeds is not None:
+            print(f"wrote {citations.write_seed_sections(seeds, table)}")
         written = site.write_all(directory)
     except OSError as err:
         print(f"kraftcheck docs: error: cannot write {err.filename or directory}: {err.strerror or err}",
@@ -967,6 +985,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="only check that the committed pages are up to date")
     p.add_argument("--dir", help="where the pages go (default: docs/ of the kraftcheck checkout in the working "
                                  "directory; --check without it: that, or the installed pages)")
+    p.add_argument("--seeds", metavar="DIR",
+                   help="first read the seeds' section headings again, from the seed texts in DIR, into "
+                        "properties/kip_sections.json of the checkout in the working directory (with --check: compare)")
     p.set_defaults(run=cmd_docs)
 
     from properties.kafka.cli import add_commands as add_kafka_commands

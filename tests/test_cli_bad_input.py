@@ -250,6 +250,8 @@ CASES = [
     (["docs"], "is not a kraftcheck checkout"),
     (["docs", "--dir", "{a_file}"], "is not a directory"),
     (["docs", "--dir", ""], "--dir: expected a path"),
+    (["docs", "--seeds", "{tmp}"], "is not a kraftcheck checkout"),
+    (["docs", "--check", "--seeds", "{tmp}/nowhere"], "--seeds: cannot read"),
     (["manifest", "--write"], "is not a kraftcheck checkout"),
     (["manifest", "--file", "{tmp}/missing.json"], "no such file"),
     (["manifest", "--file", ""], "no such file"),
