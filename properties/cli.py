@@ -84,7 +84,7 @@ _non_negative = _integer(0, "an integer >= 0")
 
 def _writable_folder(text: str) -> str:
     """A folder that exists and can be written, or one that can be made (checked before any search)."""
-    from properties.campaign import CampaignError, check_writable
+    from properties.campaign.options import CampaignError, check_writable
 
     try:
         check_writable(Path(text), "--traces")
@@ -511,7 +511,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
     target = directory / f"{name}.json"
     if target.exists():
         return refuse(f"{target} exists: choose another --name (a pinned regression is never overwritten)")
-    from properties.campaign import CampaignError, check_writable
+    from properties.campaign.options import CampaignError, check_writable
 
     try:
         check_writable(directory, "--dir")  # before a seed is run and shrunk, which takes minutes
@@ -710,24 +710,26 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _add_campaign_arguments(p: argparse.ArgumentParser, positive) -> None:
     """The ``campaign`` subcommand's options, each checked as ``properties.campaign`` checks it."""
-    from properties.campaign import (
+    from properties.campaign.options import (
         CAMPAIGN_RUNBOOKS,
-        DEFAULT_ENGINE,
-        DEFAULT_FAULTS,
         DEFAULT_MASTER,
-        DEFAULT_OUT,
-        DEFAULT_RUNBOOK,
-        DEFAULT_SCOPE,
         DEFAULT_SEEDS,
-        DEFAULT_SHRINK_SECONDS,
-        DEFAULT_STEPS,
         ENGINES,
         MACHINES,
         CampaignError,
         check_faults,
-        check_master,
         check_mutant,
         check_scope,
+    )
+    from properties.campaign.runners import check_master
+    from properties.plan import (
+        DEFAULT_ENGINE,
+        DEFAULT_FAULTS,
+        DEFAULT_OUT,
+        DEFAULT_RUNBOOK,
+        DEFAULT_SCOPE,
+        DEFAULT_SHRINK_SECONDS,
+        DEFAULT_STEPS,
     )
 
     def number(minimum_exclusive: float | None, wanted: str):
@@ -791,17 +793,10 @@ def _argument_error(message: str) -> argparse.ArgumentTypeError:
 
 def cmd_campaign(args: argparse.Namespace) -> int:
     """``kraftcheck campaign``: exit 0 clean, 1 violations found, 2 bad input (nothing written)."""
-    from properties.campaign import (
-        DEFAULT_MASTER,
-        CampaignError,
-        check_master,
-        check_out_dir,
-        describe,
-        is_spark_master,
-        make_plan,
-        run_campaign,
-    )
     from properties.campaign import spark as spark_session
+    from properties.campaign.driver import check_out_dir, describe, run_campaign
+    from properties.campaign.options import DEFAULT_MASTER, CampaignError, make_plan
+    from properties.campaign.runners import check_master, is_spark_master
 
     error = "kraftcheck campaign: error:"
     try:
