@@ -7,12 +7,12 @@
 It prints, as figures and ratios measured in the same run (these machines are noisy):
 - runs per second and steps (simulated events, each checked against the model) per second of
   the same campaign run serially, with a multiprocessing pool of two (``processes[2]``) and on
-  Spark ``local[1]`` and ``local[2]``, each through ``properties.campaign.run_campaign``; the
+  Spark ``local[1]`` and ``local[2]``, each through ``properties.campaign.driver.run_campaign``; the
   ratios local[2]/serial (target: at least 1.7) and Spark local[2] against processes[2]
   (target: Spark at most 15% behind); Spark's start-up (the session, until it takes jobs),
   reported apart and left out of the throughput;
 - for each seeded bug of the implementation (``impl.bugs.IMPL_SEEDED_BUGS``): a serial campaign
-  with ``--mutant NAME`` run seed by seed (``properties.campaign.run_partition``, one seed a
+  with ``--mutant NAME`` run seed by seed (``properties.campaign.tasks.run_partition``, one seed a
   partition) until the first violation or the cap, and the seconds and seeds it took (two bugs
   are hunted at once, each in its own process: ``--mutant-workers``).
 
@@ -42,19 +42,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from impl.bugs import IMPL_SEEDED_BUGS
-from properties.campaign import (
-    DEFAULT_FAULTS,
-    DEFAULT_SCOPE,
-    DEFAULT_STEPS,
-    CampaignError,
-    check_master,
-    is_spark_master,
-    make_plan,
-    run_campaign,
-    run_partition,
-    run_seed,
-)
 from properties.campaign import spark as spark_session
+from properties.campaign.driver import run_campaign
+from properties.campaign.options import CampaignError, make_plan
+from properties.campaign.runners import check_master, is_spark_master
+from properties.campaign.tasks import run_partition
+from properties.plan import DEFAULT_FAULTS, DEFAULT_SCOPE, DEFAULT_STEPS, Plan
+from properties.runs import run_seed
 
 MASTERS = ("serial", "processes[2]", "local[1]", "local[2]")
 TARGET_LOCAL2_OVER_SERIAL = 1.7
@@ -89,7 +83,7 @@ class Measurement:
         return self.runs / self.seconds
 
 
-def calibrate(plan: dict, minutes: float) -> tuple[int, float]:
+def calibrate(plan: Plan, minutes: float) -> tuple[int, float]:
     """Seconds per seed of the plan, serially, over the first seeds; the seed count for ``minutes`` of one core."""
     budget = min(20.0, max(4.0, minutes * 60 * 0.05))
     start = time.perf_counter()
@@ -107,7 +101,7 @@ def rows_digest(out: Path) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
-def measure(master: str, plan: dict, first_spark: bool) -> Measurement:
+def measure(master: str, plan: Plan, first_spark: bool) -> Measurement:
     """One campaign of the plan on ``master``; a Spark master gets its own session, timed apart."""
     spark, startup = None, None
     if is_spark_master(master):
@@ -120,7 +114,7 @@ def measure(master: str, plan: dict, first_spark: bool) -> Measurement:
         if spark is not None:
             spark.stop()
     return Measurement(master, summary["runs"], summary["steps"], summary["wall_seconds"], startup,
-                       first_spark and spark is not None, rows_digest(Path(plan["out"])))
+                       first_spark and spark is not None, rows_digest(Path(plan.out)))
 
 
 def throughput(masters: list[str], plan_options: dict, seeds: int, repeats: int, work: Path) -> dict:
@@ -332,10 +326,10 @@ def main(argv: list[str] | None = None) -> int:
         log(f"calibration: {per_seed:.2f} s a seed serially: {seeds} seeds for {args.minutes:g} minutes of one core")
         plan = make_plan(seeds=seeds, **plan_options, out=work / "plan")
         report = {
-            "plan": {k: plan[k] for k in ("scope", "faults", "steps", "runbook")},
+            "plan": {k: getattr(plan, k) for k in ("scope", "faults", "steps", "runbook")},
             "minutes": args.minutes,
             "seeds": seeds,
-            "partition_size": plan["partition_size"],
+            "partition_size": plan.partition_size,
             "calibration_seconds_per_seed": round(per_seed, 3),
             "throughput": throughput(args.masters, plan_options, seeds, args.repeats, work),
             "seeded_bugs": None,

@@ -85,7 +85,7 @@ _workers = _integer(0, "a number of processes >= 0 (0: one per core, 1: the seri
 
 def _writable_folder(text: str) -> str:
     """A folder that exists and can be written, or one that can be made (checked before any search)."""
-    from properties.campaign import CampaignError, check_writable
+    from properties.campaign.options import CampaignError, check_writable
 
     try:
         check_writable(Path(text), "--traces")
@@ -513,7 +513,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
     target = directory / f"{name}.json"
     if target.exists():
         return refuse(f"{target} exists: choose another --name (a pinned regression is never overwritten)")
-    from properties.campaign import CampaignError, check_writable
+    from properties.campaign.options import CampaignError, check_writable
 
     try:
         check_writable(directory, "--dir")  # before a seed is run and shrunk, which takes minutes
@@ -646,13 +646,29 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
-    from properties import site
+    from properties import citations, site
 
+    seeds = None
+    if args.seeds is not None:
+        table = citations.SECTIONS_FILE if args.check else Path("properties/kip_sections.json")
+        if not args.check and not Path("mkdocs.yml").is_file():
+            print(f"kraftcheck docs: error: {Path.cwd()} is not a kraftcheck checkout (no mkdocs.yml): --seeds "
+                  "rewrites its properties/kip_sections.json, run it there", file=sys.stderr)
+            return USAGE
+        try:
+            seeds = citations.read_seed_sections(Path(args.seeds))
+        except OSError as err:
+            print(f"kraftcheck docs: error: --seeds: cannot read {err.filename or args.seeds}: {err.strerror or err}",
+                  file=sys.stderr)
+            return USAGE
     if args.check:
         directory = Path(args.dir) if args.dir else Path("docs") if Path("mkdocs.yml").is_file() else site.DOCS
         stale = site.stale_pages(directory)
         for path in stale:
             print(f"{path} is stale: run `kraftcheck docs`", file=sys.stderr)
+        if seeds is not None and seeds != citations.seed_sections():
+            print(f"{table} is not what the seeds say: run `kraftcheck docs --seeds {args.seeds}`", file=sys.stderr)
+            stale.append(table)
         if stale:
             return VIOLATION
         print(f"{len(site.PAGES)} generated pages in {directory} are up to date")
@@ -666,6 +682,8 @@ def cmd_docs(args: argparse.Namespace) -> int:
         print(f"kraftcheck docs: error: --dir {directory} is not a directory", file=sys.stderr)
         return USAGE
     try:
+        if seeds is not None:
+            print(f"wrote {citations.write_seed_sections(seeds, table)}")
         written = site.write_all(directory)
     except OSError as err:
         print(f"kraftcheck docs: error: cannot write {err.filename or directory}: {err.strerror or err}",
@@ -694,24 +712,26 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _add_campaign_arguments(p: argparse.ArgumentParser, positive) -> None:
     """The ``campaign`` subcommand's options, each checked as ``properties.campaign`` checks it."""
-    from properties.campaign import (
+    from properties.campaign.options import (
         CAMPAIGN_RUNBOOKS,
-        DEFAULT_ENGINE,
-        DEFAULT_FAULTS,
         DEFAULT_MASTER,
-        DEFAULT_OUT,
-        DEFAULT_RUNBOOK,
-        DEFAULT_SCOPE,
         DEFAULT_SEEDS,
-        DEFAULT_SHRINK_SECONDS,
-        DEFAULT_STEPS,
         ENGINES,
         MACHINES,
         CampaignError,
         check_faults,
-        check_master,
         check_mutant,
         check_scope,
+    )
+    from properties.campaign.runners import check_master
+    from properties.plan import (
+        DEFAULT_ENGINE,
+        DEFAULT_FAULTS,
+        DEFAULT_OUT,
+        DEFAULT_RUNBOOK,
+        DEFAULT_SCOPE,
+        DEFAULT_SHRINK_SECONDS,
+        DEFAULT_STEPS,
     )
 
     def number(minimum_exclusive: float | None, wanted: str):
@@ -775,17 +795,10 @@ def _argument_error(message: str) -> argparse.ArgumentTypeError:
 
 def cmd_campaign(args: argparse.Namespace) -> int:
     """``kraftcheck campaign``: exit 0 clean, 1 violations found, 2 bad input (nothing written)."""
-    from properties.campaign import (
-        DEFAULT_MASTER,
-        CampaignError,
-        check_master,
-        check_out_dir,
-        describe,
-        is_spark_master,
-        make_plan,
-        run_campaign,
-    )
     from properties.campaign import spark as spark_session
+    from properties.campaign.driver import check_out_dir, describe, run_campaign
+    from properties.campaign.options import DEFAULT_MASTER, CampaignError, make_plan
+    from properties.campaign.runners import check_master, is_spark_master
 
     error = "kraftcheck campaign: error:"
     try:
@@ -974,6 +987,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="only check that the committed pages are up to date")
     p.add_argument("--dir", help="where the pages go (default: docs/ of the kraftcheck checkout in the working "
                                  "directory; --check without it: that, or the installed pages)")
+    p.add_argument("--seeds", metavar="DIR",
+                   help="first read the seeds' section headings again, from the seed texts in DIR, into "
+                        "properties/kip_sections.json of the checkout in the working directory (with --check: compare)")
     p.set_defaults(run=cmd_docs)
 
     from properties.kafka.cli import add_commands as add_kafka_commands

@@ -101,7 +101,7 @@ class Differential:
         state = before
         for taken in traces:
             if isinstance(taken, DeleteControllerZNodes):
-                # KIP-866 §Rollback's deletion of /controller_epoch: from here on, its documented
+                # The deletion of /controller_epoch in KIP-866 §Rollback to ZK: from here on, its documented
                 # findings hold whatever the scope (a campaign's rollback runbook runs in any scope).
                 self.findings |= set(rollback_findings(self.variant.profile))
             nxt = step(state, taken, self.variant)

@@ -9,18 +9,17 @@ Rules:
   lives, and the wall clock its tasks' time axis starts from) do not change results, so two
   plans that differ only there run the same campaign. ``started_at`` is only in the plan the
   tasks get, never in the file.
-- ``Plan.of`` also takes a plan in its JSON form (a mapping, missing options at their defaults),
-  and a plan reads as that mapping (``plan["steps"]``), so a plan read back from a file and one
-  built here are one thing.
-- Options are checked where they are read (``properties.campaign.make_plan`` checks a campaign's,
+- Everything inside passes a ``Plan``. A plan comes in as JSON only from ``DIR/campaign.json``,
+  where ``Plan.from_json`` parses it once (missing options at their defaults; an unknown option or
+  a value of the wrong type is a one-line ``ValueError``).
+- Options are checked where they are read (``properties.campaign.options.make_plan`` checks a campaign's,
   one line each); a ``Plan`` itself only fills the partition size its steps call for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, get_type_hints
 
 from impl.bugs import IMPL_SEEDED_BUGS, ImplBug
 from model import SEEDED_BUGS_BY_NAME
@@ -66,24 +65,26 @@ class Plan:
             object.__setattr__(self, "partition_size", default_partition_size(self.steps))
 
     @classmethod
-    def of(cls, plan: Plan | Mapping[str, Any]) -> Plan:
-        """``plan``, or the plan a JSON mapping describes (options it leaves out at their defaults)."""
-        if isinstance(plan, Plan):
-            return plan
-        names = {f.name for f in fields(cls)}
-        return cls(**{key: value for key, value in plan.items() if key in names})
+    def from_json(cls, data: Any) -> Plan:
+        """The plan ``DIR/campaign.json`` holds (``to_json``): options it leaves out at their defaults."""
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object of options, got {type(data).__name__}")
+        types = get_type_hints(cls)
+        unknown = sorted(set(data) - set(types) | {"started_at"} & set(data))
+        if unknown:
+            raise ValueError(f"unknown option {unknown[0]!r}")
+        options = {}
+        for key, value in data.items():
+            if types[key] in (float, float | None) and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if isinstance(value, bool) or not isinstance(value, types[key]):
+                raise ValueError(f"option {key!r}: {value!r} is not {getattr(types[key], '__name__', types[key])}")
+            options[key] = value
+        return cls(**options)
 
     def to_json(self) -> dict[str, Any]:
         """The plan as ``DIR/campaign.json`` holds it (without ``started_at``)."""
-        return {name: self[name] for name in self.keys()}
-
-    def keys(self) -> Iterator[str]:
-        return (f.name for f in fields(self) if f.name != "started_at")
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in {f.name for f in fields(self)}:
-            raise KeyError(key)
-        return getattr(self, key)
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "started_at"}
 
     def started(self, at: float) -> Plan:
         """The plan the tasks get: this one, with the wall clock its time axis starts from."""

@@ -145,10 +145,9 @@ class SeedRun:
     rolled_back: bool = False  # the rollback runbook's last step (the quorum's znodes deleted) was taken
 
 
-def run_seed(plan: Plan | dict, seed: int, coverage: bool = True) -> SeedRun:
+def run_seed(plan: Plan, seed: int, coverage: bool = True) -> SeedRun:
     """One seeded simulation of the plan, checked against the plan's model variant; stops at the first
     disagreement."""
-    plan = Plan.of(plan)
     bugs, variant = plan.seeded_bugs
     runbook = plan.runbook_of(seed)
     faults = parse_faults(plan.faults)

@@ -296,12 +296,11 @@ class _Shrinker:
         return True
 
 
-def shrink_violation(plan: Plan | dict, seed: int, record: list[SimStep], signature: str,
+def shrink_violation(plan: Plan, seed: int, record: list[SimStep], signature: str,
                      seconds: float) -> ShrinkResult:
     """Delta debugging over ``record`` (a run of ``plan``'s scope and mutant with ``seed``) down to the fewest steps
     that still raise a Disagreement with ``signature``, within ``seconds``."""
     began = time.perf_counter()
-    plan = Plan.of(plan)
     scope = _scope(plan.scope)
     bugs, variant = plan.seeded_bugs
     shrinker = _Shrinker(scope, seed, bugs, variant, signature, began + seconds)
@@ -322,10 +321,9 @@ def _first_line(disagreement: Disagreement | None) -> str | None:
     return None if disagreement is None else disagreement.summary.splitlines()[0]
 
 
-def trace_for(plan: Plan | dict, seed: int, steps: list[SimStep], signature: str,
+def trace_for(plan: Plan, seed: int, steps: list[SimStep], signature: str,
               disagreement: Disagreement | str | None = None, original_steps: int | None = None) -> DifferentialTrace:
     """The trace file of a shrunk (or any) violating run of ``plan``."""
-    plan = Plan.of(plan)
     bugs, variant = plan.seeded_bugs
     summary = disagreement.summary if isinstance(disagreement, Disagreement) else disagreement
     return DifferentialTrace(

@@ -13,7 +13,9 @@ Rules (docs/design.md §13):
   small scopes (``LIFECYCLE_SCOPES``), labelled by the actions that made it.
 - The profiles page lists the ``# Differs:`` marks (``properties.catalogue.differences``),
   split by whether the marked code switches on the profile; the manifest page is
-  ``properties/manifest.json`` with each scope's definition.
+  ``properties/manifest.json`` with each scope's definition; the KIP sections page
+  (``properties.citations``) maps each section of the seeds to the properties and the code that
+  cite it.
 - Output is deterministic: the same model and manifest give the same bytes.
 """
 
@@ -30,7 +32,7 @@ from model import SCOPES, SEEDED_BUGS, Scope, initial_state, successors
 from model.kraft import BrokerState, ZkMigrationState
 from model.migration import STATE_BYTES, STATE_ORDER, VALID_TRANSITIONS, MigrationDriverState, Profile
 from model.scopes import ROLLBACK_REUSES_ZK_EPOCH
-from properties import catalogue
+from properties import catalogue, citations
 from properties.catalogue import GENERATED, ROOT, campaign_scope, pinned, scope_link, write_page
 from properties.manifest import DEPTH_LIMITS, SYMMETRIC, keys, split
 
@@ -384,6 +386,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "diagrams.md": render_diagrams,
     "profiles.md": render_profiles,
     "manifest.md": render_manifest,
+    "kip-sections.md": citations.render,
 }
 
 

@@ -17,14 +17,27 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from properties import campaign
-from properties.campaign import make_plan, run_campaign, run_partition, spark
+from properties.campaign import spark
+from properties.campaign.driver import SPARK_LOG, run_campaign
+from properties.campaign.options import (
+    DEFAULT_SEEDS,
+    CampaignError,
+    make_plan,
+    partition_count,
+    partition_seeds,
+    plan_differences,
+)
+from properties.campaign.tables import PARTS, TABLES, finished_partitions
+from properties.campaign.tasks import KILL_WORKER_ENV, run_partition
 from properties.cli import main
+from properties.plan import DEFAULT_STEPS, Plan, default_partition_size
+from properties.runs import coverage_signature, run_seed
 from properties.shrink import replay_trace, signature_of
 from properties.traces import load_trace
 
@@ -56,7 +69,7 @@ def command(*args: str) -> int:
 def tables(out: Path) -> dict[str, list[dict]]:
     """The consolidated tables, timing columns left out."""
     result = {}
-    for name in campaign.TABLES:
+    for name in TABLES:
         rows = pq.read_table(out / f"{name}.parquet").to_pylist()
         result[name] = [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
     return result
@@ -66,13 +79,13 @@ def tables(out: Path) -> dict[str, list[dict]]:
 def kill_dir(tmp_path_factory):
     """The test-only hook's directory, in the environment before the JVM (and so its workers) starts."""
     directory = tmp_path_factory.mktemp("kill-worker")
-    saved = os.environ.get(campaign.KILL_WORKER_ENV)
-    os.environ[campaign.KILL_WORKER_ENV] = str(directory)
+    saved = os.environ.get(KILL_WORKER_ENV)
+    os.environ[KILL_WORKER_ENV] = str(directory)
     yield directory
     if saved is None:
-        os.environ.pop(campaign.KILL_WORKER_ENV, None)
+        os.environ.pop(KILL_WORKER_ENV, None)
     else:
-        os.environ[campaign.KILL_WORKER_ENV] = saved
+        os.environ[KILL_WORKER_ENV] = saved
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +95,7 @@ def killed_driver(tmp_path_factory):
     before this module's own Spark session, so that the two JVMs start at the same time."""
     out = tmp_path_factory.mktemp("killed") / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop(campaign.KILL_WORKER_ENV, None)
+    env.pop(KILL_WORKER_ENV, None)
     child = subprocess.Popen(
         [sys.executable, "-m", "properties.cli", "campaign", *_cli_args(CLEAN, out), "--master", "local[2]"],
         cwd=out.parent, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
@@ -92,14 +105,14 @@ def killed_driver(tmp_path_factory):
 
     def kill_after_first_partition() -> None:
         deadline = time.monotonic() + 180
-        while not campaign.finished_partitions(out):
+        while not finished_partitions(out):
             if child.poll() is not None or time.monotonic() > deadline:
                 outcome["error"] = f"the child ended or stalled first (exit {child.poll()})"
                 break
             time.sleep(0.01)
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
-        outcome["finished"] = campaign.finished_partitions(out)
+        outcome["finished"] = finished_partitions(out)
 
     killer = threading.Thread(target=kill_after_first_partition, daemon=True)
     killer.start()
@@ -127,16 +140,19 @@ def undisturbed(tmp_path_factory):
 def test_campaign_plan_checks_options_and_sizes_partitions():
     """A plan holds every option that changes results; partitions are consecutive blocks of seeds."""
     plan = make_plan(out="somewhere")
-    assert (plan["seeds"], plan["steps"], plan["scope"], plan["faults"], plan["runbook"]) == (
-        campaign.DEFAULT_SEEDS, campaign.DEFAULT_STEPS, "sim-migration", "all", "mixed")
-    assert plan["partition_size"] == campaign.default_partition_size(plan["steps"]) >= 1
+    assert (plan.seeds, plan.steps, plan.scope, plan.faults, plan.runbook) == (
+        DEFAULT_SEEDS, DEFAULT_STEPS, "sim-migration", "all", "mixed")
+    assert plan.partition_size == default_partition_size(plan.steps) >= 1
     small = make_plan(seeds=10, partition_size=4, out="x")
-    assert [campaign.partition_seeds(small, p) for p in range(3)] == [range(0, 4), range(4, 8), range(8, 10)]
-    assert campaign.partition_count(small) == 3
-    assert campaign.partition_count(make_plan(minutes=1, out="x")) is None
-    with pytest.raises(campaign.CampaignError, match="unknown seeded bug"):
+    assert [partition_seeds(small, p) for p in range(3)] == [range(0, 4), range(4, 8), range(8, 10)]
+    assert partition_count(small) == 3
+    assert partition_count(make_plan(minutes=1, out="x")) is None
+    with pytest.raises(CampaignError, match="unknown seeded bug"):
         make_plan(mutant="no_such_bug")
-    assert campaign.plan_differences(small, {**small, "steps": 5, "out": "elsewhere"}) == ["--steps"]
+    assert plan_differences(small, replace(small, steps=5, out="elsewhere")) == ["--steps"]
+    assert Plan.from_json(small.to_json()) == small and Plan.from_json({"seeds": 10}).steps == DEFAULT_STEPS
+    with pytest.raises(ValueError, match="option 'steps': '5' is not int"):
+        Plan.from_json({**small.to_json(), "steps": "5"})
 
 
 def test_spark_local_master_gets_task_retries():
@@ -195,7 +211,7 @@ def test_campaign_tables_hold_every_run_once_with_coverage(undisturbed):
     assert sum(r["new_coverage"] for r in runs) == len(keys)
     first = {(r["kind"], r["key"]) for r in coverage if r["seed"] == 0}
     assert runs[0]["new_coverage"] == len(first) > 0
-    assert runs[0]["coverage_signature"] == campaign.coverage_signature(first)
+    assert runs[0]["coverage_signature"] == coverage_signature(first)
 
 
 def test_campaign_violations_grouped_and_shrunk_on_spark(session, tmp_path):
@@ -309,10 +325,10 @@ def test_campaign_killed_driver_resumes_to_the_same_tables(session, killed_drive
     terminal = (out.parent / "stderr.txt").read_text().splitlines()
     assert terminal[0].startswith("kraftcheck campaign: starting Spark on local[2,4]; the JVM's log goes to ")
     assert not [line for line in terminal if "WARN" in line or "log4j" in line], terminal
-    assert "Spark" in (out / campaign.SPARK_LOG).read_text()
+    assert "Spark" in (out / SPARK_LOG).read_text()
     assert not (out / "runs.parquet").exists() and not (out / "summary.json").exists()
     # what a kill in the middle of a write leaves: a temporary file, never read as a part
-    runs_parts = out / campaign.PARTS / "runs"
+    runs_parts = out / PARTS / "runs"
     (runs_parts / f".part-{CLEAN['seeds'] - 1:05d}.parquet.999.tmp").write_bytes(b"PAR1 half a file")
     summary = run_campaign(make_plan(**CLEAN, out=out), spark=session, resume=True)
     assert summary["resumed"] is True
@@ -323,22 +339,22 @@ def test_campaign_killed_driver_resumes_to_the_same_tables(session, killed_drive
 def test_campaign_signature_is_the_shrinkers():
     """The violations table groups by ``properties.shrink.signature_of``, the key shrinking keeps."""
     plan = make_plan(seeds=1, steps=100, mutant=MUTANT, out="unused")
-    run = campaign.run_seed(plan, 0)
+    run = run_seed(plan, 0)
     rows = run_partition(plan, 0)
     assert rows["violations"][0]["signature"] == signature_of(run.disagreement)
     assert rows["violations"][0]["step"] == len(run.record)
 
 
 def test_a_rollback_seed_reports_the_rollback_findings_in_any_scope(tmp_path):
-    """KIP-866 §Rollback deletes /controller_epoch, so the next ZK election reuses an epoch: a
+    """KIP-866 §Rollback to ZK deletes /controller_epoch, so the next ZK election reuses an epoch: a
     documented finding. A rollback seed in a scope that does not list it (migration) counts it as a
     finding once the deletion is taken, not as a violation; a finalize seed takes no deletion and so
     keeps every property strict (sim-migration no longer lists the rollback's findings at all)."""
     plan = make_plan(seeds=4, scope="migration", partition_size=1, out=tmp_path / "c")
-    run = campaign.run_seed(plan, 3)
+    run = run_seed(plan, 3)
     assert run.runbook == "rollback" and run.disagreement is None
     assert "ZkControllerEpochsIncreaseAcrossHandOver" in run.findings
-    finalized = campaign.run_seed(plan, 0)
+    finalized = run_seed(plan, 0)
     assert finalized.runbook == "finalize" and finalized.findings == () and finalized.disagreement is None
 
 

@@ -21,7 +21,9 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from properties.campaign import make_plan, run_campaign, spark
+from properties.campaign import spark
+from properties.campaign.driver import run_campaign
+from properties.campaign.options import make_plan
 from tests.test_campaign import tables
 
 pytestmark = pytest.mark.spark_cluster

@@ -29,23 +29,21 @@ from properties.campaign.hypothesis import (
     hypothesis_storage,
     run_fuzz_partition,
 )
+from properties.plan import Plan
 from properties.shrink import replay_trace
 
 TIMING = ("duration_s", "finished_s")
 
 
-def plan_for(out: Path, machine: str, scope: str, mutant: str | None, seeds: int, partition_size: int) -> dict:
-    """A campaign plan as ``properties.campaign.make_plan`` writes it, for the Hypothesis engine."""
-    return {
-        "seeds": seeds, "minutes": None, "scope": scope, "faults": "all", "mutant": mutant, "steps": 2000,
-        "runbook": "mixed", "partition_size": partition_size, "engine": "hypothesis", "machine": machine,
-        "shrink_seconds": 60.0, "out": str(out),
-    }
+def plan_for(out: Path, machine: str, scope: str, mutant: str | None, seeds: int, partition_size: int) -> Plan:
+    """A campaign plan for the Hypothesis engine."""
+    return Plan(seeds=seeds, scope=scope, faults="all", mutant=mutant, steps=2000, runbook="mixed",
+                partition_size=partition_size, engine="hypothesis", machine=machine, shrink_seconds=60.0, out=str(out))
 
 
-def fuzz(plan: dict) -> dict[str, list[dict]]:
+def fuzz(plan: Plan) -> dict[str, list[dict]]:
     """Every partition of ``plan``, in this process; the tables' rows, concatenated."""
-    partitions = -(-plan["seeds"] // plan["partition_size"])
+    partitions = -(-plan.seeds // plan.partition_size)
     rows: dict[str, list[dict]] = {"runs": [], "violations": [], "coverage": []}
     for p in range(partitions):
         for name, part in run_fuzz_partition(plan, p).items():

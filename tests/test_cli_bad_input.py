@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from properties import campaign
+from properties.campaign.options import make_plan
+from properties.campaign.tables import PLAN_FILE, write_table
 from properties.cli import INTERNAL, USAGE, main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,9 +40,16 @@ def _differential(**changes) -> str:
 
 
 def _campaign_plan(tmp: Path) -> None:
-    plan = campaign.make_plan(seeds=1, steps=20, out=tmp / "done")
+    plan = make_plan(seeds=1, steps=20, out=tmp / "done")
     (tmp / "done").mkdir()
-    (tmp / "done" / campaign.PLAN_FILE).write_text(json.dumps(plan.to_json()))
+    (tmp / "done" / PLAN_FILE).write_text(json.dumps(plan.to_json()))
+
+
+def _campaign_plan_damaged(tmp: Path) -> None:
+    """A campaign.json whose steps are text and that holds an option no plan has."""
+    (tmp / "damaged").mkdir()
+    plan = make_plan(seeds=1, steps=20, out=tmp / "damaged").to_json()
+    (tmp / "damaged" / PLAN_FILE).write_text(json.dumps({**plan, "steps": "twenty", "colour": "red"}))
 
 
 def _report_dir_with_bad_table(tmp: Path) -> None:
@@ -55,7 +63,7 @@ def _report_dir_unwritable(tmp: Path) -> None:
     out = tmp / "ro"
     out.mkdir()
     for name in ("runs", "violations", "coverage"):
-        campaign.write_table(out / f"{name}.parquet", name, [])
+        write_table(out / f"{name}.parquet", name, [])
     (out / "report.html").mkdir()
 
 
@@ -86,6 +94,7 @@ FILES = {
     "good_trace": lambda tmp: (tmp / "good_trace").write_text(_trace()),
     "pins": lambda tmp: (tmp / "pins").mkdir() or (tmp / "pins" / "taken.json").write_text("{}"),
     "done": _campaign_plan,
+    "damaged": _campaign_plan_damaged,
     "half": _report_dir_with_bad_table,
     "parts_only": lambda tmp: (tmp / "parts_only" / "_parts").mkdir(parents=True),
     "ro": _report_dir_unwritable,
@@ -241,6 +250,8 @@ CASES = [
      "already holds a campaign"),
     (["campaign", "--out", "{done}", "--master", "serial", "--seeds", "1", "--steps", "30", "--resume"],
      "holds a campaign with other options ("),
+    (["campaign", "--out", "{damaged}", "--master", "serial", "--seeds", "1", "--steps", "20", "--resume"],
+     "campaign.json: not a campaign plan (unknown option 'colour')"),
     # report
     (["report"], "required: dir"),
     (["report", "{tmp}/nowhere"], "no such campaign directory"),
@@ -252,6 +263,8 @@ CASES = [
     (["docs"], "is not a kraftcheck checkout"),
     (["docs", "--dir", "{a_file}"], "is not a directory"),
     (["docs", "--dir", ""], "--dir: expected a path"),
+    (["docs", "--seeds", "{tmp}"], "is not a kraftcheck checkout"),
+    (["docs", "--check", "--seeds", "{tmp}/nowhere"], "--seeds: cannot read"),
     (["manifest", "--write"], "is not a kraftcheck checkout"),
     (["manifest", "--file", "{tmp}/missing.json"], "no such file"),
     (["manifest", "--file", ""], "no such file"),

@@ -200,7 +200,7 @@ def test_update_features_to_the_same_level_is_refused():
 
 
 def test_update_features_to_a_level_a_live_broker_does_not_support_is_refused():
-    """KIP-584 §Controller: the controller supports 3 but live broker 1 only up to 2."""
+    """KIP-584 §Changes to Kafka Controller: the controller supports 3 but live broker 1 only up to 2."""
     state, controller = features_controller()
     assert controller.config.supported == ranges(group_coordinator=(1, 3))
     assert decide(GC, 3, False) == (Errors.INVALID_REQUEST, ())
@@ -213,7 +213,8 @@ def test_update_features_to_a_level_a_live_broker_does_not_support_is_refused():
 
 
 def test_update_features_to_a_level_the_controller_does_not_support_is_refused():
-    """KIP-584 §Controller: a level outside the controller's own supported range, or a feature it does not know."""
+    """KIP-584 §Changes to Kafka Controller: a level outside the controller's own supported range, or a
+    feature it does not know."""
     assert decide(GC, 4, False) == (Errors.INVALID_REQUEST, ())
     assert decide("unknown_feature", 1, False) == (Errors.INVALID_REQUEST, ())
 
@@ -260,11 +261,11 @@ def test_update_features_deletion_removes_the_feature_from_the_znode():
     assert node.version == 1
 
 
-# ---- broker protections (KIP-584 §Broker protections against race conditions) ------------------------
+# ---- broker protections (KIP-584's broker protections against race conditions) ------------------------
 
 
 def test_incompatible_features_compares_finalized_levels_with_the_supported_range():
-    """KIP-584 §Broker protections: finalized [min, max] must lie inside the broker's supported range;
+    """KIP-584's broker protections: finalized [min, max] must lie inside the broker's supported range;
     an unknown feature is incompatible."""
     supported = ranges(group_coordinator=(2, 3))
     assert incompatible_features(supported, ranges(group_coordinator=(2, 3))) == ()

@@ -280,7 +280,8 @@ def test_pause_lets_a_short_campaign_catch_the_zombie_controller_write():
     """The zombie's write that skips the /controller_epoch check (KAFKA-6082) is applied: the
     campaign's differential check catches it within a few seeds of ``all``; without pauses 200
     seeds never did."""
-    from properties.campaign import make_plan, run_seed
+    from properties.campaign.options import make_plan
+    from properties.runs import run_seed
 
     plan = make_plan(seeds=10, scope="fencing", faults="all", mutant="impl_controller_write_without_epoch_check",
                      out="unused")
@@ -316,7 +317,8 @@ def test_leader_event_lag_lets_a_campaign_catch_the_driver_regaining_leadership_
     """A driver that finds its node leading again before it handled the loss (a lag held its KRaftLeaderEvent
     while the node lost and regained the leadership) must go INACTIVE first: seed 18 of ``migration`` under
     ``all`` catches the mutant that skips it; the same seed without the lag does not."""
-    from properties.campaign import make_plan, run_seed
+    from properties.campaign.options import make_plan
+    from properties.runs import run_seed
 
     mutant = "impl_migration_event_in_wrong_driver_state"
     caught = make_plan(seeds=19, scope="migration", faults="all", mutant=mutant, out="unused")

@@ -277,7 +277,7 @@ def test_controller_ignores_controlled_shutdown_of_an_earlier_generation():
 # ---- feature versioning (KIP-584) -------------------------------------------------------------------
 
 def test_controller_refuses_a_broker_that_cannot_run_the_finalized_features():
-    """KIP-584 §Broker protections: an incompatible broker is left out, and it exits when it reads /features."""
+    """KIP-584's broker protections: an incompatible broker is left out, and it exits when it reads /features."""
     diff = Differential(EXCLUDED)
     run(diff, *[a(b) for b in (B0, B1) for a in (OpenSession, RegisterBroker)],
         ObserveControllerEpoch(B0), ElectController(B0), InitializeController(B0))
@@ -311,7 +311,8 @@ def test_controller_enables_features_on_ibp_upgrade():
 
 
 def test_update_features_refuses_a_level_a_live_broker_cannot_run():
-    """KIP-584 §Controller: a finalized level every admitted broker must support; nothing is written."""
+    """KIP-584 §Changes to Kafka Controller: a finalized level every admitted broker must support; nothing
+    is written."""
     diff = Differential(SCOPES["features"])
     before = znode(diff, FEATURES)
     run(diff, UpdateFeatures(B0, GROUP_COORDINATOR, FeatureLevel(3), False))

@@ -412,7 +412,8 @@ def test_kafka_checks_registration_after_cleanup_records_keeps_the_batch_offset(
 
 
 def test_kafka_checks_aborted_transaction_is_not_replayed():
-    """Records of a transaction a new leader aborted do not count (KIP-866 §Failover: the migration restarts)."""
+    """Records of a transaction a new leader aborted do not count (KIP-866 §Initial Data Migration: the
+    migration restarts)."""
     obs = clean()
     obs.metadata[3000][10:] = [rec(75, 2, "ABORT_TRANSACTION_RECORD", 9400), rec(76, 2, "NO_OP_RECORD", 9401)]
     violations = run_checks(obs)

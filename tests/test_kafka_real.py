@@ -4,7 +4,7 @@ These start real processes (Debian's ZooKeeper, Kafka's jars from Maven Central,
 scripts/setup.sh into the cache): one short run in the default suite, the longer ones behind the
 ``slow`` marker. Timing varies from run to run, so nothing here waits a fixed time or expects a
 particular interleaving: the run waits on what the processes log, and the tests assert what must
-hold in every interleaving (KIP-866 §Migration Overview, §Failover).
+hold in every interleaving (KIP-866 §Migration Overview, §Failure Modes).
 """
 
 from __future__ import annotations
@@ -183,7 +183,8 @@ def test_kafka_full_migration_with_three_controllers_is_clean(seed, tmp_path):
 @pytest.mark.slow
 def test_kafka_4_quorum_with_feature_updates_is_clean(tmp_path):
     """Kafka 4.1: three controllers, three brokers, a process fault, metadata.version upgraded, a downgrade
-    asked safe then unsafe (KIP-584 §UpdateFeatures with AllowDowngrade): whatever Kafka answers, no check fires."""
+    asked safe then unsafe (KIP-584 §Changes to Kafka Controller, AllowDowngrade): whatever Kafka answers,
+    no check fires."""
     install.install("4.1.1")
     folder = tmp_path / "run"
     code = main(["kafka", "run", "--version", "4.1.1", "--seed", "1", "--controllers", "3", "--out", str(folder)])

@@ -118,7 +118,7 @@ def test_validation_names_what_the_model_showed_and_the_run_did_not():
 
 
 def test_validation_names_a_skipped_driver_state():
-    """KIP-866 §Migration Driver: a driver that went from BECOME_CONTROLLER straight on without ZK_MIGRATION.
+    """KIP-866 §Migration Overview: a driver that went from BECOME_CONTROLLER straight on without ZK_MIGRATION.
 
     The line for the transition into ZK_MIGRATION is taken out: the MIGRATION record that follows
     cannot be written by any model path whose driver never migrated."""

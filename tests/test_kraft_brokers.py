@@ -67,7 +67,7 @@ def test_registration_broker_epoch_is_the_offset_of_its_register_broker_record()
     """A ZK broker registering with the pre-migration quorum gets the record's offset as its epoch.
 
     KIP-866 §Broker Registration (IsMigratingZkBroker, metadata.version = its IBP); KIP-500
-    §Broker Registration; reference §3.1 (newBrokerEpoch = the next write offset).
+    §The Broker State Machine; reference §3.1 (newBrokerEpoch = the next write offset).
     """
     state = initial_state(SCOPES["pre-migration"])
     assert len(ctrl(state, C0).log) == 3
@@ -122,7 +122,7 @@ def test_registration_stale_epoch_heartbeat_makes_the_broker_register_again():
 def test_registration_same_incarnation_registering_again_keeps_its_epoch():
     """The same process registering again gets its existing registration back: no new record.
 
-    KIP-500 §Broker Registration (the incarnation id tells a re-registration from a new
+    KIP-500 §The Broker State Machine (the incarnation id tells a re-registration from a new
     process); ClusterControlManager.registerBroker. The broker bounces between the deposed
     leader 3000 (which has it at epoch 3) and the new leader 3001 (epoch 4).
     """

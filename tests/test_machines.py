@@ -85,7 +85,7 @@ def test_machine_leader_bounce_correct_model_gives_a_bounced_leader_a_new_leader
 
 
 def test_machine_features_correct_model_keeps_admitted_brokers_compatible():
-    """UpdateFeatures and a broker restart with unequal supported ranges (KIP-584 §Broker protections)."""
+    """UpdateFeatures and a broker restart with unequal supported ranges (KIP-584's broker protections)."""
     run_clean("features", set())
 
 
@@ -209,7 +209,7 @@ def test_machine_step_strategy_draws_among_the_rules_whose_preconditions_hold():
 def test_machine_finding_broker_refused_for_features_stays_out_after_a_downgrade():
     """Found by the cluster machine (random profile), shrunk to 8 steps: broker 2 bounces and
     re-registers; before the controller processes it, UpdateFeatures raises group_coordinator
-    to 3, beyond broker 2's range, so the broker change refuses it (KIP-584 §Broker protections).
+    to 3, beyond broker 2's range, so the broker change refuses it (KIP-584's broker protections).
     A downgrade back to 1 makes it compatible, but nothing tells the controller to look again,
     as in Kafka, where a refused broker is considered again only when it re-registers.
     ControllerSeesEveryBounce demanded its admission until fd2b311, which accepts a broker the

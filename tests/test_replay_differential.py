@@ -17,13 +17,14 @@ from model import SCOPES, initial_state, successors
 from model.actions import ACTION_TYPES, Deliver, ExpireSession
 from model.bugs import Bug
 from properties import mermaid, traces
-from properties.campaign import run_seed
 from properties.cli import main
+from properties.plan import Plan
+from properties.runs import run_seed
 from properties.shrink import shrink_violation, signature_of, trace_for
 from properties.traces import DifferentialTrace, Trace, TraceError
 
 BUG = "impl_broker_epoch_from_session_id"
-PLAN = {"scope": "sim-migration", "faults": "all", "mutant": BUG, "steps": 2000, "runbook": "mixed"}
+PLAN = Plan(scope="sim-migration", faults="all", mutant=BUG, steps=2000, runbook="mixed")
 
 
 def run(capsys, *argv):

@@ -11,8 +11,9 @@ import pytest
 
 from impl.bugs import ImplBug
 from model.bugs import CORRECT, Bug, Variant
-from properties.campaign import run_seed
 from properties.differential import Disagreement
+from properties.plan import Plan
+from properties.runs import run_seed
 from properties.shrink import (
     invariant_of,
     replay_steps,
@@ -25,8 +26,8 @@ from properties.shrink import (
 SCOPE = "sim-migration"
 
 
-def plan_for(mutant: str | None, steps: int = 2000) -> dict:
-    return {"scope": SCOPE, "faults": "all", "mutant": mutant, "steps": steps, "runbook": "finalize"}
+def plan_for(mutant: str | None, steps: int = 2000) -> Plan:
+    return Plan(scope=SCOPE, faults="all", mutant=mutant, steps=steps, runbook="finalize")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def test_shrink_of_a_simulator_found_impl_bug_is_much_shorter_and_reproduces(sta
     assert result.reproduced and result.minimal and result.signature == signature
     assert result.original_steps == len(record)
     assert len(result.steps) * 3 <= len(record), f"{len(record)} -> {len(result.steps)} steps"
-    bugs, variant = resolve_mutant(plan["mutant"])
+    bugs, variant = resolve_mutant(plan.mutant)
     replayed = replay_steps(SCOPE, 0, bugs, variant, result.steps)
     assert replayed is not None and signature_of(replayed) == signature
     assert len(replayed.steps) == len(result.steps)  # it broke at the last step, not before
@@ -56,7 +57,7 @@ def test_shrink_of_a_simulator_found_impl_bug_is_much_shorter_and_reproduces(sta
 def test_shrink_result_is_1_minimal_removing_any_step_loses_the_signature(stale_version_shrunk):
     """1-minimality, checked from fresh clusters (not the shrinker's copies): every single step is needed."""
     plan, _, signature, result = stale_version_shrunk
-    bugs, variant = resolve_mutant(plan["mutant"])
+    bugs, variant = resolve_mutant(plan.mutant)
     for i in range(len(result.steps)):
         fewer = result.steps[:i] + result.steps[i + 1:]
         found = replay_steps(SCOPE, 0, bugs, variant, fewer)
@@ -106,7 +107,7 @@ def test_replay_steps_reproduces_the_simulators_disagreement_exactly():
     plan = plan_for("impl_claim_without_epoch_cas")
     run = run_seed(plan, 0)
     found = run.disagreement
-    bugs, variant = resolve_mutant(plan["mutant"])
+    bugs, variant = resolve_mutant(plan.mutant)
     replayed = replay_steps(SCOPE, 0, bugs, variant, run.record)
     assert replayed is not None and str(replayed) == str(found)
     assert replay_steps(SCOPE, 0, bugs, variant, run.record[:-1]) is None

@@ -137,10 +137,10 @@ def check_out_dir(plan: Plan, resume: bool) -> bool:
     if not resume:
         raise CampaignError(f"{out} already holds a campaign: --resume continues it, or choose another --out")
     try:
-        recorded = json.loads(recorded_path.read_text(encoding="utf-8"))
-    except ValueError as e:
+        recorded = Plan.from_json(json.loads(recorded_path.read_text(encoding="utf-8")))
+    except ValueError as e:  # not JSON, or not a plan
         raise CampaignError(f"{recorded_path}: not a campaign plan ({e})") from None
-    differing = plan_differences(recorded, plan) if isinstance(recorded, dict) else ["(all)"]
+    differing = plan_differences(recorded, plan)
     if differing:
         raise CampaignError(f"--resume: {out} holds a campaign with other options ({', '.join(differing)}); "
                             "another --out starts a new one")

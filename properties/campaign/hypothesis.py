@@ -19,7 +19,7 @@ How it works:
   fails, it saves the example's choices in the database (under the test's ".secondary" key, the
   corpus Hypothesis replays when it has no shrunk failure of its own) and raises the failure.
 - ``run_fuzz_partition(plan, partition)`` does that for the partition's seeds and returns the
-  pipeline's rows (the shape of ``properties.campaign.run_partition``, engine "hypothesis").
+  pipeline's rows (the shape of ``properties.campaign.tasks.run_partition``, engine "hypothesis").
 - ``finish_fuzz(plan, out_dir, violations)``, on the driver after the runs: the same test run the
   ordinary way (not derandomized, the same database, only the explicit, reuse and shrink phases),
   so Hypothesis replays the fuzzed failures, shrinks each distinct one and raises it (several in
@@ -103,9 +103,8 @@ REPLAY_EXAMPLES = 1_000  # database entries the replay may try (Hypothesis reads
 # ---- the plan ---------------------------------------------------------------------------------
 
 
-def check_plan(plan: Plan | dict) -> None:
+def check_plan(plan: Plan) -> None:
     """Raise a one-line ValueError if this bridge cannot run ``plan`` (before anything has run)."""
-    plan = Plan.of(plan)
     machine, scope = plan.machine or "differential", plan.scope
     if machine not in MACHINES:
         raise ValueError(f"unknown machine {machine!r}; expected one of {', '.join(MACHINES)}")
@@ -180,8 +179,7 @@ def progress_of(state: ClusterState) -> int:
 class Bridge:
     """The plan's machine class, watched, and the settings and example database it runs with."""
 
-    def __init__(self, plan: Plan | dict, trace_dir: str | os.PathLike | None = None) -> None:
-        plan = Plan.of(plan)
+    def __init__(self, plan: Plan, trace_dir: str | os.PathLike | None = None) -> None:
         check_plan(plan)
         self.plan = plan
         self.kind = plan.machine or "differential"
@@ -340,9 +338,8 @@ def _first_line(error: BaseException) -> str:
 # ---- the runs ---------------------------------------------------------------------------------
 
 
-def run_fuzz_partition(plan: Plan | dict, partition: int) -> dict:
-    """Fuzz the partition's seeds, one example each: the rows of ``properties.campaign.run_partition``."""
-    plan = Plan.of(plan)
+def run_fuzz_partition(plan: Plan, partition: int) -> dict:
+    """Fuzz the partition's seeds, one example each: the rows of ``properties.campaign.tasks.run_partition``."""
     rows: dict[str, list[dict]] = {"runs": [], "violations": [], "coverage": []}
     started = plan.started_at  # the campaign's start, wall clock (finished_s; the driver's when absent)
     with hypothesis_storage():
@@ -393,7 +390,7 @@ def _start_state(bridge: Bridge) -> ClusterState:
 # ---- after the runs: Hypothesis replays, shrinks and reports ---------------------------------
 
 
-def finish_fuzz(plan: Plan | dict, out_dir: str | os.PathLike, violations: list[dict]) -> list[dict]:
+def finish_fuzz(plan: Plan, out_dir: str | os.PathLike, violations: list[dict]) -> list[dict]:
     """Replay the campaign's failures as an ordinary Hypothesis run, shrunk, and save each as a trace.
 
     Returns the ``violations`` rows in their order, each row of an (invariant, signature) group that
@@ -434,7 +431,7 @@ class Reported:
     falsifying_example: str  # Hypothesis's text: the machine's steps as code
 
 
-def _replay(plan: Plan | dict, out_dir: Path, seeds: list[int]) -> list[Reported]:
+def _replay(plan: Plan, out_dir: Path, seeds: list[int]) -> list[Reported]:
     """The ordinary Hypothesis run over the example database: its failures, shrunk, each saved."""
     counterexamples = out_dir / COUNTEREXAMPLES_DIR
     with hypothesis_storage():
@@ -481,7 +478,7 @@ def _falsifying_example(error: BaseException) -> str:
     return "\n".join(n for n in getattr(error, "__notes__", ()) if not n.startswith("Failing test case"))
 
 
-def _save_trace(plan: Plan | dict, error: BaseException, path: Path) -> tuple[Path | None, int | None]:
+def _save_trace(plan: Plan, error: BaseException, path: Path) -> tuple[Path | None, int | None]:
     """The failure's replayable trace file (saved at ``path`` unless the machine saved it) and its steps;
     (None, None) for a failure that is no property's or disagreement's (Hypothesis's text tells it)."""
     trace = getattr(error, "trace", None)

@@ -14,9 +14,8 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from impl.bugs import ImplBug
 from impl.sim.faults import parse as parse_faults
@@ -159,15 +158,13 @@ def check_writable(out: Path, option: str = "--out") -> None:
                 pass
 
 
-def plan_differences(recorded: Mapping[str, Any], plan: Mapping[str, Any]) -> list[str]:
-    """The options (as on the command line) whose values differ between two plans (either in its JSON form)."""
-    recorded, plan = dict(recorded), dict(plan)
-    keys = sorted((set(recorded) | set(plan)) - set(PLACE_KEYS))
-    return [f"--{k.replace('_', '-')}" for k in keys if recorded.get(k) != plan.get(k)]
+def plan_differences(recorded: Plan, plan: Plan) -> list[str]:
+    """The options (as on the command line) whose values differ between two plans, where they live aside."""
+    before, after = recorded.to_json(), plan.to_json()
+    return [f"--{k.replace('_', '-')}" for k in sorted(before) if k not in PLACE_KEYS and before[k] != after[k]]
 
 
-def partition_seeds(plan: Plan | dict, partition: int) -> range:
-    plan = Plan.of(plan)
+def partition_seeds(plan: Plan, partition: int) -> range:
     size = plan.partition_size
     end = (partition + 1) * size
     if plan.seeds is not None:

@@ -50,7 +50,7 @@ from properties import traces
 from properties.files import write_text
 
 REPORT = "report.html"
-ROLLED_BACK = "rolled-back"  # properties.campaign.ROLLED_BACK (not imported: the report reads only tables)
+ROLLED_BACK = "rolled-back"  # properties.campaign.driver.ROLLED_BACK (not imported: the report reads only tables)
 SUMMARY = "summary.json"
 
 # The columns the report reads, by table (the campaign spec's schemas); a missing column reads as empty.

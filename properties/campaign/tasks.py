@@ -23,9 +23,8 @@ from properties.shrink import invariant_of, shrink_violation, signature_of, trac
 KILL_WORKER_ENV = "KRAFTCHECK_CAMPAIGN_TEST_KILL_DIR"
 
 
-def run_partition(plan: Plan | dict, partition: int) -> dict:
+def run_partition(plan: Plan, partition: int) -> dict:
     """The rows of one partition: ``{"runs": [...], "violations": [...], "coverage": [...]}``."""
-    plan = Plan.of(plan)
     if plan.engine == "hypothesis":
         from properties.campaign.hypothesis import run_fuzz_partition
 
