@@ -724,41 +724,18 @@ def _apply(frontier: list[Node], ob: Observation, budget: Budget, search: Search
     out = [child for node in frontier if (child := _operate(node, node, (), ob, budget, search))]
     if out:
         return out, 0
-    up: dict[Node, tuple[Node | None, Action | None]] = {}
-    roots: dict[Node, Node] = {}
-    queue: deque[tuple[Node, int]] = deque()
-    for node in frontier:
-        start = Node(node.state.replace(budget=budget), node.pending, node.shown)
-        if start not in up:
-            up[start], roots[start] = (None, None), node
-            queue.append((start, 0))
+    window = _Window(frontier, budget, bound, shortest=True)
     found: dict[Node, None] = {}
-    found_at = 1 << 30
-    while queue and len(up) < bound:
-        node, depth = queue.popleft()
-        if found and depth > found_at:
-            break
-        before = search.see(node.state)
-        for action in candidate_actions(node.state, search.scope):
-            if not isinstance(action, HIDDEN):
-                continue
-            nxt = step(node.state, action, search.variant)
-            if nxt is None or nxt == node.state:
-                continue
-            after = search.see(nxt)
-            if any(visible(k, before[k], after[k], node.shown) for k in after):
-                continue
-            child = Node(nxt, node.pending, node.shown)
-            if child in up:
-                continue
-            up[child] = (node, action)
-            queue.append((child, depth + 1))
-            steps, root = _segment(up, child)
-            done = _operate(child, roots[root], steps, ob, budget, search)
-            if done is not None:
-                found.setdefault(done)
-                found_at = min(found_at, depth + 1)
-    return list(found), len(up)
+    for node, depth, action, nxt, changes in window.steps(search, HIDDEN):
+        child = Node(nxt, node.pending, node.shown)
+        if changes or not window.add(node, action, child, depth):
+            continue
+        origin, hidden = window.path_to(child)
+        done = _operate(child, origin, hidden, ob, budget, search)
+        if done is not None:
+            found.setdefault(done)
+            window.found_at(depth + 1)
+    return list(found), window.explored
 
 
 def _operate(node: Node, origin: Node, hidden: tuple[Action, ...], ob: Observation, budget: Budget,
@@ -800,67 +777,95 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Sear
         allowed = tuple(t for t in allowed if t in side)
     found: dict[Node, None] = {}
     alternatives: set[str] = set()
-    queue: deque[tuple[Node, int]] = deque()
-    up: dict[Node, tuple[Node | None, Action | None]] = {}  # the search tree of this window
-    roots: dict[Node, Node] = {}
-    found_at = 1 << 30
-    for node in frontier:
-        # a change the model showed earlier, seen now
+    for node in frontier:  # a change the model showed earlier, seen now
         for i, (key, old, new) in enumerate(node.pending):
             if key == ob.key and ob.matches(old, new):
                 child = Node(node.state, node.pending[:i] + node.pending[i + 1:], node.shown)
                 search.trail.setdefault(child, (node, ()))
                 found.setdefault(child)
-        if found:
-            continue
-        start = Node(node.state.replace(budget=budget), node.pending, node.shown)
-        if start not in up:
-            up[start] = (None, None)
-            roots[start] = node
-            queue.append((start, 0))
     if found:
         return list(found), alternatives, 0
-    while queue and len(up) < bound:
-        node, depth = queue.popleft()
-        if shortest and found and depth > found_at:
-            break
-        before = search.see(node.state)
-        for action in candidate_actions(node.state, search.scope):
-            if not isinstance(action, allowed):
-                continue
-            nxt = step(node.state, action, search.variant)
-            if nxt is None or nxt == node.state:
-                continue
-            after = search.see(nxt)
-            changes = [(k, before[k], after[k]) for k in after if visible(k, before[k], after[k], node.shown)]
-            shown = node.shown | {(k, new) for k, _, new in changes if k[0] in FROM_THE_LOG}
-            child = Node(nxt, node.pending, shown)
-            if not changes:
-                if child not in up:
-                    up[child] = (node, action)
-                    queue.append((child, depth + 1))
-                continue
-            mine = [c for c in changes if c[0] == ob.key and ob.matches(c[1], c[2])]
-            if mine and len(node.pending) + len(changes) - 1 <= PENDING_WINDOW:
-                shown_node = Node(nxt, node.pending + tuple(c for c in changes if c is not mine[0]), shown)
-                if shown_node not in found:
-                    steps, root = _segment(up, node)
-                    search.trail.setdefault(shown_node, (roots[root], (*steps, action)))
-                    found.setdefault(shown_node)
-                    found_at = min(found_at, depth)
-            else:
-                alternatives.update(f"{_key(k)} {_value(old)} -> {_value(new)}" for k, old, new in changes)
-    return list(found), alternatives, len(up)
+    window = _Window(frontier, budget, bound, shortest)
+    for node, depth, action, nxt, changes in window.steps(search, allowed):
+        shown = node.shown | {(k, new) for k, _, new in changes if k[0] in FROM_THE_LOG}
+        if not changes:
+            window.add(node, action, Node(nxt, node.pending, shown), depth)
+            continue
+        mine = [c for c in changes if c[0] == ob.key and ob.matches(c[1], c[2])]
+        if mine and len(node.pending) + len(changes) - 1 <= PENDING_WINDOW:
+            shown_node = Node(nxt, node.pending + tuple(c for c in changes if c is not mine[0]), shown)
+            if shown_node not in found:
+                origin, hidden = window.path_to(node)
+                search.trail.setdefault(shown_node, (origin, (*hidden, action)))
+                found.setdefault(shown_node)
+                window.found_at(depth)
+        else:
+            alternatives.update(f"{_key(k)} {_value(old)} -> {_value(new)}" for k, old, new in changes)
+    return list(found), alternatives, window.explored
 
 
-def _segment(up: dict, node: Node) -> tuple[tuple[Action, ...], Node]:
-    actions: list[Action] = []
-    while True:
-        previous, action = up[node]
-        if previous is None:
-            return tuple(reversed(actions)), node
-        actions.append(action)
-        node = previous
+class _Window:
+    """The search between two observations: hidden steps from the frontier, breadth first, each
+    node's way back to the frontier node it came from kept (``path_to``)."""
+
+    def __init__(self, frontier: list[Node], budget: Budget, bound: int, shortest: bool) -> None:
+        self.bound, self.shortest = bound, shortest
+        self.up: dict[Node, tuple[Node | None, Action | None]] = {}
+        self.roots: dict[Node, Node] = {}
+        self.queue: deque[tuple[Node, int]] = deque()
+        self.first_found = 1 << 30
+        for node in frontier:
+            start = Node(node.state.replace(budget=budget), node.pending, node.shown)
+            if start not in self.up:
+                self.up[start], self.roots[start] = (None, None), node
+                self.queue.append((start, 0))
+
+    @property
+    def explored(self) -> int:
+        return len(self.up)
+
+    def found_at(self, depth: int) -> None:
+        """Something was found at ``depth``: a shortest search ends once that depth is done."""
+        self.first_found = min(self.first_found, depth)
+
+    def steps(self, search: Search, allowed: tuple[type, ...]):
+        """Each step an allowed action takes from a node of the tree: (node, its depth, the action,
+        the next state, the visible changes it makes), until the bound or, if shortest, past the
+        depth of the first thing found."""
+        while self.queue and len(self.up) < self.bound:
+            node, depth = self.queue.popleft()
+            if self.shortest and depth > self.first_found:
+                return
+            before = search.see(node.state)
+            for action in candidate_actions(node.state, search.scope):
+                if not isinstance(action, allowed):
+                    continue
+                nxt = step(node.state, action, search.variant)
+                if nxt is None or nxt == node.state:
+                    continue
+                after = search.see(nxt)
+                yield node, depth, action, nxt, [
+                    (k, before[k], after[k]) for k in after if visible(k, before[k], after[k], node.shown)
+                ]
+
+    def add(self, parent: Node, action: Action, child: Node, depth: int) -> bool:
+        """``child`` as a hidden step from ``parent``, to be searched from; False when already in the tree."""
+        if child in self.up:
+            return False
+        self.up[child] = (parent, action)
+        self.queue.append((child, depth + 1))
+        return True
+
+    def path_to(self, node: Node) -> tuple[Node, tuple[Action, ...]]:
+        """The frontier node ``node`` was reached from, and the hidden actions between."""
+        actions: list[Action] = []
+        while True:
+            previous, action = self.up[node]
+            if previous is None:
+                return self.roots[node], tuple(reversed(actions))
+            assert action is not None
+            actions.append(action)
+            node = previous
 
 
 def _key(key: tuple) -> str:
