@@ -684,14 +684,25 @@ def decide_write(image: MetadataImage, variant: Variant) -> Errors:
     return Errors.NONE
 
 
-def _alter_configs(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _admin_request(
+    state: ClusterState, cid: ControllerId, variant: Variant
+) -> tuple[ClusterState, KRaftController, MetadataImage] | None:
+    """An operator's admin request reaching the active controller: the state with the request spent,
+    the controller and the image it decides from; None when no active controller may write now."""
     c = ctrl(state, cid)
     if not is_active(c) or writes_blocked(state, c, variant):
         return None
-    state = spend(state, operator=1)
-    if state is None:
+    spent = spend(state, operator=1)
+    if spent is None:
         return None
-    image = own_image(c)
+    return spent, c, own_image(c)
+
+
+def _alter_configs(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+    request = _admin_request(state, cid, variant)
+    if request is None:
+        return None
+    state, c, image = request
     if decide_write(image, variant) is not Errors.NONE:
         return state
     return append(state, c, [ConfigRecord((image.config or 0) + 1)], variant)
@@ -726,13 +737,10 @@ def decide_metadata_version(
 def _update_metadata_version(
     state: ClusterState, cid: ControllerId, level: Ibp, upgrade_type: UpgradeType, variant: Variant
 ) -> ClusterState | None:
-    c = ctrl(state, cid)
-    if not is_active(c) or writes_blocked(state, c, variant):
+    request = _admin_request(state, cid, variant)
+    if request is None:
         return None
-    state = spend(state, operator=1)
-    if state is None:
-        return None
-    image = own_image(c)
+    state, c, image = request
     refused = decide_metadata_version(image, level, upgrade_type, variant) is not Errors.NONE
     if refused or level == image.metadata_version:
         return state  # refused, or already at that level (nothing to write)
