@@ -44,7 +44,14 @@ _LIVE: dict[int, str] = {}  # pid -> name: every process started and not yet rea
 
 
 class ClusterError(Exception):
-    """A process that would not start or stop: its name and the line of its log that says why."""
+    """A process that would not start or stop: its name and the line of its log that says why.
+
+    A tool that failed keeps its whole ``output`` (stdout, then stderr): its last line alone may not
+    say whether Kafka answered or the tool never reached it."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
 
 
 def _stop_everything(*_args) -> None:
@@ -410,5 +417,7 @@ class Cluster:
         )
         if result.returncode != 0:
             detail = (result.stderr.strip() or result.stdout.strip()).splitlines()
-            raise ClusterError(f"{main[0]} failed: {detail[-1] if detail else 'no output'}")
+            raise ClusterError(
+                f"{main[0]} failed: {detail[-1] if detail else 'no output'}", result.stdout + result.stderr
+            )
         return result.stdout

@@ -109,6 +109,7 @@ from model.step import candidate_actions, step
 from model.transitions import put_broker
 from model.types import BrokerId, Ibp
 from properties.kafka.checks import Observed, _live_records
+from properties.kafka.configs import kraft_born_levels
 from properties.kafka.observe import describe, merge
 
 # The protocol's own steps: what the model may take unobserved between two observations.
@@ -649,8 +650,9 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
         # Differs: 3.x takes a downgrade between levels that change no metadata (3.9 to 3.8), and an
         # unsafe one that does, and writes a record for a level that does not move; the model's levels
         # end at 3.7-IV0, each changes metadata, it refuses both and writes nothing (reference §5.1)
+        oldest, newest = kraft_born_levels(obs.version)
         result.not_validated = (
-            "the kraft runbook on 3.x: its metadata.version levels (3.8 to 3.9) have no pair in the model's"
+            f"the kraft runbook on 3.x: its metadata.version levels ({oldest} to {newest}) have no pair in the model's"
         )
         return result
     if obs.version < (3, 5, 0) and runbook == "finalize":
