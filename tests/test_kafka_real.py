@@ -91,6 +91,21 @@ def test_kafka_run_observes_every_channel(migrated):
     assert offsets == sorted(offsets)  # the merged timeline keeps the log's own order
 
 
+def test_kafka_run_samples_every_process_over_jmx(migrated):
+    """KIP-866 §Metrics from outside: the controller's gauges followed the migration to MIGRATION, the
+    killed controller was seen unreachable, and every process was sampled once more at rest."""
+    _, folder = migrated
+    samples = [json.loads(line) for line in (folder / "jmx.jsonl").read_text().splitlines()]
+    controller = [e for e in samples if e["process"] == "controller-3000"]
+    assert any(not e["up"] for e in controller)  # killed during the trigger
+    states = [e["metrics"]["ZkMigrationState"] for e in controller if "ZkMigrationState" in e.get("metrics", {})]
+    assert states[-1] == 1  # MIGRATION, in Kafka 3.5+'s numbering
+    final = {e["process"]: e for e in samples if e.get("final")}
+    assert set(final) == {"controller-3000", "broker-0", "broker-1", "broker-2"}
+    assert final["controller-3000"]["metrics"]["MigratingZkBrokerCount"] == 3
+    assert sum(e["metrics"].get("ActiveControllerCount", 0) for e in final.values()) == 1  # the KRaft controller
+
+
 def test_kafka_run_leaves_nothing_running(migrated):
     """Every process the run started is gone once it returns."""
     _, folder = migrated

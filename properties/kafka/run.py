@@ -752,6 +752,7 @@ class Run:
             with self.cluster:
                 try:
                     self.prepare()
+                    self.cluster.start_jmx_poller(self.folder / "jmx.jsonl")
                     for name, action in steps:
                         self.say(f"{time.monotonic() - self.started:6.1f} s  {name}")
                         self.note("step-begins", step=name)
@@ -772,6 +773,7 @@ class Run:
                     self.finish_ledger(read=False)  # a run that ended early: acknowledgements kept, nothing judged
                     self.heal_all()
                     self.dump_metadata("final")
+                    self.cluster.stop_jmx_poller()  # its last sample of each process is marked final
                     if self.observer is not None:
                         time.sleep(0.5)  # the last watch events
                         self.observer.stop()
@@ -822,13 +824,14 @@ def load(folder: Path) -> Observed:
     obs.operator = read_jsonl(folder / "operator.jsonl")
     obs.acknowledged = read_jsonl(folder / "client.jsonl")
     obs.ledger = read_jsonl(folder / "ledger.jsonl")
+    obs.jmx = read_jsonl(folder / "jmx.jsonl")  # absent from runs made before JMX was read: no samples
     return obs
 
 
 def timeline(obs: Observed) -> list[dict]:
     """Every event of the run: ZooKeeper by zxid, each log by offset, each process's lines in order."""
     zk = sorted((e for events in obs.zk.values() for e in events), key=lambda e: (e["zxid"], e["seen"]))
-    streams = [zk, *obs.metadata.values(), *obs.logs.values(), obs.operator]
+    streams = [zk, *obs.metadata.values(), *obs.logs.values(), obs.operator, obs.jmx]
     return merge(streams)
 
 
