@@ -532,6 +532,16 @@ def test_kafka_checks_driver_table_follows_the_release():
     assert [v.invariant for v in skipping((3, 9, 2))] == ["DriverTakesOnlyTableTransitions"]
 
 
+def test_a_write_acknowledged_without_an_offset_is_looked_for_in_its_partition():
+    """A duplicate the broker recognised is acknowledged without an offset: found anywhere in its
+    partition it survived; missing from it, it was lost."""
+    obs = clean()
+    obs.acknowledged[1]["offset"] = None
+    assert CHECKS[ACKNOWLEDGED_WRITES](obs) == []
+    obs.ledger[1]["partition"] = 2
+    assert [v.invariant for v in CHECKS[ACKNOWLEDGED_WRITES](obs)] == [ACKNOWLEDGED_WRITES]
+
+
 def test_kafka_checks_unread_ledger_judges_nothing():
     """A ledger that could not be read back whole (the run ended stuck) is no evidence of loss."""
     obs = clean()

@@ -1007,9 +1007,24 @@ def acknowledged_writes_survive(obs: Observed) -> list[Violation]:
     if not read or not read[-1].get("read_complete"):
         return []  # the ledger could not be read whole: nothing to judge
     found = {(r["partition"], r["offset"]): r["seq"] for r in obs.ledger}
+    in_partition = {(r["partition"], r["seq"]) for r in obs.ledger}
     out = []
     for ack in obs.acknowledged:
-        if "offset" not in ack:
+        if "partition" not in ack:
+            continue  # not acknowledged: an error was reported instead
+        if ack.get("offset") is None:
+            # persisted with no offset: a retried batch the broker had already written is answered
+            # DUPLICATE_SEQUENCE_NUMBER, which the idempotent client takes as delivered, without an
+            # offset (seen while a partition's leader hung in its shutdown); judged by its partition
+            if (ack["partition"], ack["seq"]) not in in_partition:
+                out.append(
+                    Violation(
+                        ACKNOWLEDGED_WRITES,
+                        f"write {ack['seq']}, acknowledged at ledger-{ack['partition']} (offset unknown), "
+                        "is not in the partition",
+                        (ack,),
+                    )
+                )
             continue
         there = found.get((ack["partition"], ack["offset"]))
         if there != ack["seq"]:

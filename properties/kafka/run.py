@@ -431,6 +431,9 @@ class Run:
             return steps + [
                 ("deprovision-controllers", self.deprovision_controllers),
                 ("delete-controller-znodes", lambda: self.delete_controller_znodes(migration=True)),
+                # as after "Migrating brokers to KRaft" below: a broker stopped before a ZooKeeper
+                # controller is elected sends its controlled shutdown to the gone quorum, and hangs
+                ("reach-zk-controller-before-roll", self.reach_zk_controller),
                 *[(f"roll-broker-{b}-zk", lambda b=b: self.roll_back_to_zk(b, "zk")) for b in brokers],
                 ("reach-zk-controller", self.reach_zk_controller),
             ]
