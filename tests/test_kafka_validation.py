@@ -85,6 +85,17 @@ def test_validation_keeps_an_election_won_while_stopping_and_a_killed_stops_sess
     assert "ExpireSession" in " ".join(names[crashed:])
 
 
+def test_validation_lets_a_resumed_broker_find_its_session_lost():
+    """A broker paused past its ZooKeeper session while the run settled hears of the expiry only when it
+    resumes, and registers again after the heal (KIP-380 §Proposed Changes: a new czxid, a new epoch)."""
+    obs, plan = recorded("kafka-rollback-paused-run.json")
+    result = validate(obs, plan)
+    assert result.ok, "\n".join(result.report())
+    names = [str(a) for a in result.path]
+    assert names[-2:] == ["OpenSession(broker=0)", "RegisterBroker(broker=0)"]
+    assert any(n.startswith("ExpireSession") for n in names[-6:-2])
+
+
 def test_validation_reads_a_34_migration_record_as_kafka_35_does(monkeypatch):
     """3.4 wrote one ZkMigrationStateRecord, byte 1, when its migration was done; read with the KIP's
     numbering (PRE_MIGRATION) no model path explains it after the migration."""
