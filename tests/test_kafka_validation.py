@@ -16,6 +16,7 @@ import pytest
 
 from model.kraft import ZkMigrationState
 from properties.kafka.checks import Observed
+from properties.kafka.observe import parse_log_text
 from properties.kafka.validate import TRACE_VALIDATION, observations, validate
 
 DATA = Path(__file__).parent / "data"
@@ -243,3 +244,25 @@ def test_validation_failure_is_a_violation_of_the_run(tmp_path, monkeypatch):
     assert saved["outcome"] == "unexplained" and saved["path"][-1] == "BecomeZkController(controller=3000)"
     verdict = json.loads((tmp_path / "violations.json").read_text())
     assert TRACE_VALIDATION in {v["invariant"] for v in verdict}
+
+
+@pytest.mark.parametrize(
+    ("line", "claimed"),
+    [
+        # Kafka 3.9 (KRaftMigrationDriver.applyMigrationOperation with alwaysLog)
+        ("INFO [KRaftMigrationDriver id=3000] Claimed ZK controller leadership in 1234 ns. Transitioned migration "
+         "state from ZkMigrationLeadershipState{...} to ZkMigrationLeadershipState{...}", True),
+        # Kafka 3.5 to 3.8, at TRACE: the claim changed the state
+        ("TRACE [KRaftMigrationDriver id=3000] Claiming ZK controller leadership. Transitioned migration state from "
+         "ZkMigrationLeadershipState{...} to ZkMigrationLeadershipState{...}", True),
+        # a claim that failed leaves the state as it was: no claim
+        ("TRACE [KRaftMigrationDriver id=3000] Claiming ZK controller leadership. Kept migration state as "
+         "ZkMigrationLeadershipState{...}", False),
+    ],
+)
+def test_the_claim_is_read_in_each_releases_wording(line, claimed):
+    """Without the claim the driver's move to ZK_MIGRATION has no model path (KIP-866 §Controller
+    Leadership: the claim comes first); 3.5 to 3.8 word it otherwise than 3.9."""
+    logger = "(org.apache.kafka.metadata.migration.KRaftMigrationDriver)"
+    events = parse_log_text(f"[2026-11-27 00:39:17,863] {line} {logger}", "controller-3000")
+    assert [e["kind"] for e in events if e["kind"] == "driver-claimed"] == (["driver-claimed"] if claimed else [])
