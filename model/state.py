@@ -339,7 +339,8 @@ class AppliedWrite(Record):
 
     writer: BrokerId
     writer_epoch: ControllerEpoch
-    zk_epoch: ControllerEpoch  # /controller_epoch's value when the write applied
+    # /controller_epoch's value when the write applied; None: absent, which only a write that skips its check sees
+    zk_epoch: ControllerEpoch | None
     path: str
 
 
