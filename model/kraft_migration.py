@@ -509,9 +509,8 @@ def _record_attempt(state: ClusterState, c: KRaftController) -> ClusterState:
 
 
 def _note_kraft_write(state: ClusterState, c: KRaftController, kind: str, offset: int) -> ClusterState:
-    d = c.driver
     write = KRaftWrite(
-        c.id, _acting_epoch(c), kind, d.state if d is not None else None, offset, len(c.log),
+        c.id, _acting_epoch(c), kind, _known_driver(c).state, offset, len(c.log),
         own_image(c).migration_state is ZkMigrationState.POST_MIGRATION,
     )
     return state.replace(ghost=state.ghost.replace(kraft_writes=state.ghost.kraft_writes + (write,)))

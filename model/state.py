@@ -34,7 +34,7 @@ from model.kraft import (
     MetadataImage,
     QuorumRole,
 )
-from model.migration import Driver, KRaftControllerZNode
+from model.migration import Driver, KRaftControllerZNode, MigrationDriverState
 from model.record import Record, record
 from model.types import (
     NO_SESSION,
@@ -351,7 +351,7 @@ class KRaftWrite(Record):
     writer: ControllerId
     writer_epoch: KRaftEpoch
     kind: str  # "claim", "recover", "migration", "sync", "dual-write"
-    driver_state: object  # the writer's MigrationDriverState when it wrote
+    driver_state: MigrationDriverState  # the writer's driver state when it wrote
     writer_offset: int  # the /migration offset it wrote (-1: none)
     writer_log_end: int
     post_migration: bool  # the writer's own log said POST_MIGRATION
