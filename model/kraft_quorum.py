@@ -251,9 +251,10 @@ def _start_election(state: ClusterState, cid: ControllerId) -> ClusterState | No
     if not c.alive or c.role is QuorumRole.LEADER:
         return None
     if not election_heals(state):
-        state = spend(state, kraft_elections=1)
-        if state is None:
+        spent = spend(state, kraft_elections=1)
+        if spent is None:
             return None
+        state = spent
     c = c.replace(
         epoch=KRaftEpoch(c.epoch + 1),
         voted_for=c.id,
@@ -402,9 +403,10 @@ def _crash_controller(state: ClusterState, cid: ControllerId) -> ClusterState | 
     c = ctrl(state, cid)
     if not c.alive:
         return None
-    state = spend(state, controller_crashes=1)
-    if state is None:
+    spent = spend(state, controller_crashes=1)
+    if spent is None:
         return None
+    state = spent
     crashed = state.history.crashed_controllers | {cid}
     state = state.replace(history=state.history.replace(crashed_controllers=crashed))
     return put_ctrl(state, _process_stops(c))
@@ -429,10 +431,8 @@ def _shutdown_controller(state: ClusterState, cid: ControllerId, variant: Varian
             node = znode_data(state, MIGRATION)
             if node is None or node.kraft_metadata_offset < c.high_watermark:
                 return None
-    state = spend(state, migrations=1)
-    if state is None:
-        return None
-    return put_ctrl(state, _process_stops(c))
+    spent = spend(state, migrations=1)
+    return None if spent is None else put_ctrl(spent, _process_stops(c))
 
 
 def _restart_controller(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
@@ -490,8 +490,9 @@ def _register_with_kraft(
         # Differs: KIP-866 §Broker Registration says a refused broker terminates; the model lets it retry
         # (it is refused the same way), so that restarting it again does not mint incarnations without bound.
         return None
-    if rec is None:
+    if rec is None:  # NONE without a record: this incarnation's registration stands, epoch and all
         reg = image.registration(bid)
+        assert reg is not None
         return put_broker(state, b.replace(kraft_epoch=reg.epoch, lifecycle=_fenced_state(b)))
     if writes_blocked(state, c, variant):
         return None
@@ -639,10 +640,11 @@ def _session_timeout(state: ClusterState, bid: BrokerId, cid: ControllerId, vari
         return None
     alive_same = b.alive and b.incarnation == reg.incarnation and b.kraft_epoch == reg.epoch
     if alive_same:
-        state = spend(state, timeouts=1)
-        if state is None:
+        spent = spend(state, timeouts=1)
+        if spent is None:
             return None
-    records = [BrokerRegistrationChangeRecord(bid, reg.epoch, True)]
+        state = spent
+    records: list[MetadataRecord] = [BrokerRegistrationChangeRecord(bid, reg.epoch, True)]
     if image.migration_state is not ZkMigrationState.PRE_MIGRATION:
         records += _move_leaders_off(image, bid, True)
     if writes_blocked(state, c, variant, len(records)):
@@ -657,10 +659,8 @@ def _begin_controlled_shutdown(state: ClusterState, bid: BrokerId) -> ClusterSta
     b = state.brokers[bid]
     if not b.alive or not b.config.kraft_mode or b.want_shutdown or b.lifecycle is not BrokerState.ONLINE:
         return None
-    state = spend(state, shutdowns=1)
-    if state is None:
-        return None
-    return put_broker(state, b.replace(want_shutdown=True, lifecycle=BrokerState.STOPPING))
+    spent = spend(state, shutdowns=1)
+    return None if spent is None else put_broker(spent, b.replace(want_shutdown=True, lifecycle=BrokerState.STOPPING))
 
 
 def fresh_kraft_process(b: Broker) -> Broker:
