@@ -6,12 +6,13 @@ Rules:
   system-test method) with a status:
   ``ported`` — a scenario under ``kafka-3.9`` in which the model does what Kafka's test asserts;
   ``disagrees`` — a scenario showing what the model does instead, and the finding (``finding``);
+  ``needs-inject`` / ``needs-outcome`` — fully portable once scenarios can inject any request with
+  any epochs / report a refusal's reason (issue 18 §1): the ``reason`` says what is missing, and a
+  scenario may port the rest today;
   ``out-of-model`` — what the case exercises that the model does not have (``reason``, and ``see``,
-  a section of docs/not-modeled.md, where one applies);
-  ``needs-inject`` / ``needs-outcome`` — portable once scenarios can inject any request with any
-  epochs / report a refusal's reason (issue 18 §1); ``not-selected`` — outside the part of a class
-  issue 18 picks (QuorumControllerTest's migration and activation cases). A class whose ``cases``
-  is null is not covered yet.
+  a section of docs/not-modeled.md, where one applies); ``disabled`` — Kafka does not run it;
+  ``not-selected`` — outside the part of a class issue 18 picks (QuorumControllerTest's migration
+  and activation cases). A class whose ``cases`` is null is not covered yet.
 - A covered class's scenarios are one file, ``tests/scenarios/kafka/<scenarios>``: a case is the
   blocks from a comment line ``# case: <method>`` up to the next such line, and starts with its own
   ``init``, so every case runs on its own state.
@@ -35,14 +36,18 @@ KAFKA = ROOT / "tests" / "scenarios" / "kafka"
 INVENTORY = KAFKA / "inventory.json"
 CASE = re.compile(r"^# case: (\S+)\s*$", re.MULTILINE)
 
-SCENARIO_STATUSES = ("ported", "disagrees")
-REASON_STATUSES = ("out-of-model", "needs-inject", "needs-outcome", "not-selected")
+SCENARIO_STATUSES = ("ported", "disagrees")  # a scenario, always
+PARTIAL_STATUSES = ("needs-inject", "needs-outcome")  # a reason, and a scenario of what is portable today, if any
+REASON_STATUSES = ("out-of-model", "disabled", "not-selected")  # a reason, never a scenario
 STATUS_MEANING = {
     "ported": "a scenario under `kafka-3.9` in which the model does what Kafka's test asserts",
     "disagrees": "a scenario in which the model does otherwise; the finding says how",
+    "needs-inject": "fully portable once a scenario can inject any request with any epochs (issue 18 §1); "
+                    "a scenario may port the rest",
+    "needs-outcome": "fully portable once a scenario step reports a refusal's reason, Kafka's error code "
+                     "(issue 18 §1); a scenario may show the decision itself",
     "out-of-model": "the case exercises something the model does not have (the reason)",
-    "needs-inject": "portable once a scenario can inject any request with any epochs (issue 18 §1)",
-    "needs-outcome": "portable once a scenario step reports a refusal's reason, Kafka's error code (issue 18 §1)",
+    "disabled": "Kafka 3.9.0 does not run the case (`@Disabled`)",
     "not-selected": "outside the part of the class issue 18 §3 selects",
 }
 
@@ -144,11 +149,17 @@ def problems(inventory: Inventory | None = None, directory: Path = KAFKA) -> lis
                     out.append(f"{where}: its scenario does not give its expected output")
                 if case.status == "disagrees" and not case.finding:
                     out.append(f"{where}: disagrees without a finding")
-            elif case.status in REASON_STATUSES:
+            elif case.status in PARTIAL_STATUSES + REASON_STATUSES:
                 if not case.reason:
                     out.append(f"{where}: {case.status} without a reason")
-                if case.method in blocks:
+                if case.method in blocks and case.status in REASON_STATUSES:
                     out.append(f"{where}: {case.status}, yet {k.scenarios} has a scenario for it")
+                elif case.method in blocks:
+                    first = result.blocks[blocks[case.method][0]].command
+                    if not first.startswith("init "):
+                        out.append(f"{where}: its scenario starts with {first!r}, not an init")
+                    if not case_passes(result, blocks[case.method]):
+                        out.append(f"{where}: its scenario does not give its expected output")
             else:
                 out.append(f"{where}: unknown status {case.status!r}")
         for method in blocks:
@@ -208,15 +219,15 @@ def render(inventory: Inventory | None = None) -> str:
         out += ["", f"## {k.name}", "", f"`{k.path}`{part}; scenarios in `tests/scenarios/kafka/{k.scenarios}`.", "",
                 "| case | status | scenario | result | notes |", "|---|---|---|---|---|"]
         for case in k.cases:
-            if case.status in SCENARIO_STATUSES:
+            if case.status in SCENARIO_STATUSES or case.method in blocks:
                 where = f"line {result.blocks[blocks[case.method][0]].line}" if case.method in blocks else "missing"
                 if not (case.method in blocks and case_passes(result, blocks[case.method])):
                     verdict = "**fails**"
                 else:
-                    verdict = "disagrees" if case.status == "disagrees" else "pass"
-                notes = "; ".join(filter(None, (case.finding, case.note)))
+                    verdict = {"ported": "pass", "disagrees": "disagrees"}.get(case.status, "partial")
             else:
-                where, verdict, notes = "", "", case.reason
+                where, verdict = "", ""
+            notes = "; ".join(filter(None, (case.finding, case.reason, case.note)))
             out.append(f"| `{case.method}` | {case.status} | {where} | {verdict} | {_cell(notes)}{_see(case)} |")
     findings = [(k, c) for k in covered for c in k.cases or () if c.status == "disagrees"]
     out += ["", "## Findings", ""]
