@@ -237,6 +237,10 @@ def quorum_ready(state: ClusterState, c: KRaftController, variant: Variant) -> b
     """KIP-866 §Migration Trigger 5: the quorum is online and every member has the flag and ZK configs."""
     if variant.profile is Profile.KAFKA_3_9:
         image = committed_image(c)
+        if image.metadata_version is not None and image.metadata_version < Ibp.IBP_3_4_IV0:
+            # Differs: Kafka's readiness refuses a level below 3.4-IV0 ("The metadata.version too low",
+            # QuorumFeatures.reasonAllControllersZkMigrationNotReady); kip's reads only the members.
+            return False
         if image.metadata_version is not None and image.metadata_version < Ibp.IBP_3_7_IV0:
             # Differs: below 3.7-IV0 Kafka has no controller registrations and skips the check (reference §1.4).
             return True
