@@ -100,6 +100,7 @@ from model.types import NO_SESSION, BrokerEpoch, BrokerId, ControllerEpoch, Ibp,
 from model.zookeeper import Check, Create, Delete, Op, SetData
 
 D = MigrationDriverState
+MIGRATION_BEGINS = BeginTransactionRecord("ZK Migration")  # QuorumController.MigrationRecordConsumer.beginMigration
 
 
 def handle(state: ClusterState, action: MigrationAction, variant: Variant) -> ClusterState | None:
@@ -394,14 +395,14 @@ def _migrate_metadata(state: ClusterState, cid: ControllerId, variant: Variant) 
         return None
     records = zk_metadata(state)
     if not variant.has(Bug.MIGRATION_OUTSIDE_TRANSACTION):
-        records = [BeginTransactionRecord("ZK Migration")] + records
+        records = [MIGRATION_BEGINS] + records
     return append(state, c, records, variant)
 
 
 def _migration_begun(c: KRaftController) -> bool:
-    """This leadership has begun copying ZooKeeper's data into the log."""
+    """This leadership has begun copying ZooKeeper's data into the log (a bootstrap's transaction is not it)."""
     return any(
-        e.epoch == c.epoch and isinstance(e.record, (BeginTransactionRecord, PartitionRecord, ConfigRecord))
+        e.epoch == c.epoch and (isinstance(e.record, (PartitionRecord, ConfigRecord)) or e.record == MIGRATION_BEGINS)
         for e in c.log
     )
 
