@@ -69,6 +69,22 @@ def test_validation_explains_recorded_runs_of_other_releases(name, steps):
     assert set(steps) <= names
 
 
+def test_validation_keeps_an_election_won_while_stopping_and_a_killed_stops_session_loss():
+    """A broker stopped right after the rollback deleted /controller won the ZooKeeper election while it
+    shut down (epoch 5), hung, and was killed; the next controller took epoch 6 once its session expired.
+    The election outlives the stop, so the stop is placed after it; and a killed process's session is
+    lost later, as after a kill -9 (KIP-380 §Proposed Changes: a new controller bumps the epoch)."""
+    obs, plan = recorded("kafka-rollback-killed-stop-run.json")
+    result = validate(obs, plan)
+    assert result.ok, "\n".join(result.report())
+    names = [str(a) for a in result.path]
+    elected, crashed = names.index("ElectController(broker=0)", names.index("DeleteControllerZNodes()")), names.index(
+        "CrashBroker(broker=0)"
+    )
+    assert elected < crashed
+    assert "ExpireSession" in " ".join(names[crashed:])
+
+
 def test_validation_reads_a_34_migration_record_as_kafka_35_does(monkeypatch):
     """3.4 wrote one ZkMigrationStateRecord, byte 1, when its migration was done; read with the KIP's
     numbering (PRE_MIGRATION) no model path explains it after the migration."""

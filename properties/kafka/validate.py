@@ -109,6 +109,7 @@ from model.step import candidate_actions, step
 from model.transitions import put_broker
 from model.types import BrokerId, Ibp
 from properties.kafka.checks import Observed, _live_records
+from properties.kafka.configs import kraft_born_levels
 from properties.kafka.observe import describe, merge
 
 # The protocol's own steps: what the model may take unobserved between two observations.
@@ -142,6 +143,9 @@ RUNBOOKS = (
 )
 # The log lines read: each is logged on every change it stands for (checked against Kafka 3.9's code).
 LOG_KINDS = ("driver-transition", "raft-leader", "zk-controller-elected", "driver-claimed", "zk-broker-registered")
+# What a process wins while its stop is under way outlives it: the epoch it took is the next winner's
+# base. Such a line is kept, and the stop placed after it.
+WON_WHILE_STOPPING = ("raft-leader", "zk-controller-elected")
 TRACE_VALIDATION = "TraceExplainedByModel"  # the violation's name: an observed change no model path explains
 
 
@@ -409,11 +413,25 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
     def shutting_down(e: dict) -> bool:
         return any(p == e["process"] and began <= e["time"] <= ended for p, began, ended in stopping)
 
-    logs = [[e for e in events if e["kind"] in LOG_KINDS and not shutting_down(e)] for events in obs.logs.values()]
+    logs = [
+        [e for e in events if e["kind"] in LOG_KINDS and (e["kind"] in WON_WHILE_STOPPING or not shutting_down(e))]
+        for events in obs.logs.values()
+    ]
+    won = {  # (process, began) -> the last election it won while stopping
+        (p, began): max(e["time"] for e in obs.logs.get(p, ()) if e["kind"] in WON_WHILE_STOPPING
+                        and began <= e["time"] <= ended)
+        for p, began, ended in stopping
+        if any(e["kind"] in WON_WHILE_STOPPING and began <= e["time"] <= ended for e in obs.logs.get(p, ()))
+    }
+    steps = [
+        e | {"time": won[(e["process"], e["began"])]} if (e.get("process"), e.get("began")) in won else e
+        for e in _steps_when_they_began(obs.operator)
+    ]
+    steps.sort(key=lambda e: e["time"])  # stable: a stop moved after its election comes after it in the merge
     out: list[Observation] = []
     env = Environment()
     claims = _claims_in_zookeeper(obs) if obs.version < (3, 5, 0) else []
-    for e in merge([records, claims, *logs, _steps_when_they_began(obs.operator)]):
+    for e in merge([records, claims, *logs, steps]):
         if e["channel"] == "metadata" and e["type"] == "FEATURE_LEVEL_RECORD":
             out.append(Observation(("metadata.version",), e["direction"], e))
         elif e["channel"] == "zk":  # a claim, read from ZooKeeper
@@ -649,8 +667,9 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
         # Differs: 3.x takes a downgrade between levels that change no metadata (3.9 to 3.8), and an
         # unsafe one that does, and writes a record for a level that does not move; the model's levels
         # end at 3.7-IV0, each changes metadata, it refuses both and writes nothing (reference §5.1)
+        oldest, newest = kraft_born_levels(obs.version)
         result.not_validated = (
-            "the kraft runbook on 3.x: its metadata.version levels (3.8 to 3.9) have no pair in the model's"
+            f"the kraft runbook on 3.x: its metadata.version levels ({oldest} to {newest}) have no pair in the model's"
         )
         return result
     if obs.version < (3, 5, 0) and runbook == "finalize":
@@ -666,13 +685,19 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
     search = Search(shape.scope(), Variant(profile=obs.profile), trail, see)
     frontier = [start]
     faulty = 0  # faults striking now: they open the window for session losses
+    killed: set[str] = set()  # processes a stop had to kill (no clean shutdown), until they start again
     for index, ob in enumerate(items):
-        budget = window_budget(controllers, faulty > 0)
+        budget = window_budget(controllers, faulty > 0 or bool(killed))
         if ob.is_operator:
             nxt, explored = _apply(frontier, ob, window_budget(controllers, faulty=True), search, FOCUS_BOUND)
             result.states += explored
-            if ob.event["kind"] in ("fault", "heal"):
-                faulty = max(0, faulty + (1 if ob.event["kind"] == "fault" else -1))
+            e = ob.event
+            if e["kind"] in ("fault", "heal"):
+                faulty = max(0, faulty + (1 if e["kind"] == "fault" else -1))
+            elif e["kind"] == "step" and e.get("action") == "stop" and not e.get("clean", True):
+                killed.add(e["process"])  # its ZooKeeper session expires later, as a killed process's does
+            elif e["kind"] == "step" and e.get("action") == "start":
+                killed.discard(e["process"])
             if not nxt:
                 result.unexplained = ob
                 result.path = _path(trail, frontier[0])
