@@ -105,6 +105,9 @@ def parse(text: str, where: str) -> list[Block]:
             i += 1
         blocks.append(Block(start, command, "\n".join(output), "".join(f"{line}\n" for line in preamble)))
         preamble = []
+    if any(line.strip() for line in preamble) and blocks:
+        # --rewrite keeps a comment with the command after it; one with no command after it would be lost.
+        raise ScenarioError(f"{where}:{len(lines)}: a comment after the last command (put it before a command)")
     return blocks
 
 

@@ -80,9 +80,9 @@ def test_scenario_init_stages_the_kraft_side_and_sets_the_metadata_version(tmp_p
     assert result.outputs[0].startswith("scope handover (warm, stage none, metadata.version IBP_3_6_IV1), profile kafka-3.9")
     assert result.outputs[1] == "MigrationDriverState.UNINITIALIZED"
     assert result.outputs[2] == "Ibp.IBP_3_6_IV1"
-    assert result.outputs[-1] == "True"  # at 3.4-IV0 Kafka 3.9 refuses to bootstrap a migration (resigns)
+    assert result.outputs[-1] == "True"
     path.write_text(path.read_text().replace(" metadata_version=IBP_3_6_IV1", ""))
-    assert run_file(path).outputs[-1] == "False"
+    assert run_file(path).outputs[-1] == "False"  # at 3.4-IV0 Kafka 3.9 refuses to bootstrap a migration (resigns)
 
 
 def test_scenario_reports_a_broken_invariant_in_the_step_that_breaks_it():
@@ -107,6 +107,7 @@ def test_scenario_reports_a_broken_invariant_in_the_step_that_breaks_it():
         ("init scope=fencing stage=quorum\n----\n", "scope fencing has no KRaft side to stage"),
         ("init scope=handover metadata_version=IBP_9_9\n----\n", "unknown metadata_version 'IBP_9_9'"),
         ("# nothing but a comment\n", "no command"),
+        ("init scope=fencing\n----\n\n# said after the last command\n", "a comment after the last command"),
     ],
 )
 def test_scenario_bad_file_is_one_line_and_exit_2(tmp_path, capsys, text, message):
