@@ -77,7 +77,8 @@ class KafkaClass:
 
 @dataclass(frozen=True)
 class Inventory:
-    kafka: str  # the tag read
+    kafka: str  # the release read
+    tag: str  # its tag in apache/kafka, as read
     classes: tuple[KafkaClass, ...]
 
 
@@ -91,7 +92,7 @@ def load(path: Path = INVENTORY) -> Inventory:
             scenarios=entry.get("scenarios", ""),
             cases=None if cases is None else tuple(Case(**c) for c in cases),
         ))
-    return Inventory(data["kafka"], tuple(classes))
+    return Inventory(data["kafka"], data["tag"], tuple(classes))
 
 
 @cache
@@ -187,7 +188,8 @@ def render(inventory: Inventory | None = None) -> str:
         "",
         GENERATED,
         "",
-        f"Kafka's unit, integration and system tests of the control plane, read at Kafka {inventory.kafka}, "
+        f"Kafka's unit, integration and system tests of the control plane, read at Kafka {inventory.kafka} "
+        f"(tag {inventory.tag}), "
         "are the conformance suite of the `kafka-3.9` profile (issue 18 §3). Each test case is either ported "
         "as a [scenario](guide/scenarios.md) under `tests/scenarios/kafka/` (one file per Kafka test class, "
         "a case's blocks opened by a `# case: <method>` comment, run under `--profile kafka-3.9` by "
