@@ -904,7 +904,7 @@ class BrokerRegistrations:
 
 
 def _faults_healed_at(obs: Observed) -> float:
-    return max((e["time"] for e in obs.operator if e.get("kind") in ("fault", "heal")), default=0)
+    return max((e["time"] for e in obs.operator if e.get("kind") in ("fault", "heal", "heal-skipped")), default=0)
 
 
 @check("MigrationReachesDualWriteWithoutFaults")

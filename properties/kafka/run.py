@@ -250,7 +250,9 @@ class Run:
         if fault.kind.startswith("pause"):
             victim.resume()
         elif victim.running:  # the runbook started it again meanwhile (a roll)
+            self.last_heal = time.monotonic()
             self.note("heal-skipped", fault=fault.kind, process=victim.name, why="already running again")
+            return
         else:
             victim.start()
         self.last_heal = time.monotonic()
