@@ -75,7 +75,8 @@ def test_conformance_problems_name_a_case_without_its_scenario_or_reason_and_an_
 
     directory = _copy(tmp_path, "again")
     scenario = directory / "kraft-migration-driver.txt"
-    scenario.write_text(text.replace("MigrationDriverState.WAIT_FOR_CONTROLLER_QUORUM\n", "MigrationDriverState.INACTIVE\n", 1))
+    waiting = "MigrationDriverState.WAIT_FOR_CONTROLLER_QUORUM\n"
+    scenario.write_text(text.replace(waiting, "MigrationDriverState.INACTIVE\n", 1))
     found = conformance.problems(conformance.load(directory / "inventory.json"), directory)
     assert found == ["KRaftMigrationDriverTest.testOnControllerChangeWhenUninitialized: "
                      "its scenario does not give its expected output"]

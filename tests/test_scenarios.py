@@ -77,7 +77,8 @@ def test_scenario_init_stages_the_kraft_side_and_sets_the_metadata_version(tmp_p
                     "step StartElection controller=3000\n----\n\nstep BecomeLeader controller=3000\n----\n\n"
                     "show controllers[0].active\n----\n")
     result = run_file(path)
-    assert result.outputs[0].startswith("scope handover (warm, stage none, metadata.version IBP_3_6_IV1), profile kafka-3.9")
+    shaped = "scope handover (warm, stage none, metadata.version IBP_3_6_IV1), profile kafka-3.9"
+    assert result.outputs[0].startswith(shaped)
     assert result.outputs[1] == "MigrationDriverState.UNINITIALIZED"
     assert result.outputs[2] == "Ibp.IBP_3_6_IV1"
     assert result.outputs[-1] == "True"
