@@ -100,6 +100,7 @@ from model.types import NO_SESSION, BrokerEpoch, BrokerId, ControllerEpoch, Ibp,
 from model.zookeeper import Check, Create, Delete, Op, SetData
 
 D = MigrationDriverState
+MIGRATION_BEGINS = BeginTransactionRecord("ZK Migration")  # QuorumController.MigrationRecordConsumer.beginMigration
 
 
 def handle(state: ClusterState, action: MigrationAction, variant: Variant) -> ClusterState | None:
@@ -246,6 +247,10 @@ def quorum_ready(state: ClusterState, c: KRaftController, variant: Variant) -> b
     """KIP-866 §Migration Trigger 5: the quorum is online and every member has the flag and ZK configs."""
     if variant.profile is Profile.KAFKA_3_9:
         image = committed_image(c)
+        if image.metadata_version is not None and image.metadata_version < Ibp.IBP_3_4_IV0:
+            # Differs: Kafka's readiness refuses a level below 3.4-IV0 ("The metadata.version too low",
+            # QuorumFeatures.reasonAllControllersZkMigrationNotReady); kip's reads only the members.
+            return False
         if image.metadata_version is not None and image.metadata_version < Ibp.IBP_3_7_IV0:
             # Differs: below 3.7-IV0 Kafka has no controller registrations and skips the check (reference §1.4).
             return True
@@ -399,14 +404,14 @@ def _migrate_metadata(state: ClusterState, cid: ControllerId, variant: Variant) 
         return None
     records = zk_metadata(state)
     if not variant.has(Bug.MIGRATION_OUTSIDE_TRANSACTION):
-        records = [BeginTransactionRecord("ZK Migration")] + records
+        records = [MIGRATION_BEGINS] + records
     return append(state, c, records, variant)
 
 
 def _migration_begun(c: KRaftController) -> bool:
-    """This leadership has begun copying ZooKeeper's data into the log."""
+    """This leadership has begun copying ZooKeeper's data into the log (a bootstrap's transaction is not it)."""
     return any(
-        e.epoch == c.epoch and isinstance(e.record, (BeginTransactionRecord, PartitionRecord, ConfigRecord))
+        e.epoch == c.epoch and (isinstance(e.record, (PartitionRecord, ConfigRecord)) or e.record == MIGRATION_BEGINS)
         for e in c.log
     )
 

@@ -44,6 +44,7 @@ from model.bugs import Bug, Variant
 from model.kraft import (
     METADATA_VERSION,
     AbortTransactionRecord,
+    BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
     BrokerState,
     ConfigRecord,
@@ -341,8 +342,7 @@ def _activate(state: ClusterState, c: KRaftController, variant: Variant) -> Clus
         if flag and variant.profile is Profile.KAFKA_3_9 and mv < Ibp.IBP_3_6_IV1:
             # Differs: Kafka 3.9 refuses to start a migration below 3.6-IV1 (metadata transactions).
             return put_ctrl(state, _resign(c))
-        records.append(FeatureLevelRecord(METADATA_VERSION, mv))
-        records.append(ZkMigrationStateRecord(ZkMigrationState.PRE_MIGRATION if flag else ZkMigrationState.NONE))
+        records += bootstrap_records(mv, flag, variant)
     else:
         current = image.migration_state
         if current in (ZkMigrationState.PRE_MIGRATION, ZkMigrationState.MIGRATION) and not flag:
@@ -359,6 +359,22 @@ def _activate(state: ClusterState, c: KRaftController, variant: Variant) -> Clus
     if records:
         return append(state, c, records, variant)
     return put_ctrl(state, c)
+
+
+BOOTSTRAP_TRANSACTION = "Bootstrap records"
+
+
+def bootstrap_records(mv: Ibp, flag: bool, variant: Variant) -> list[MetadataRecord]:
+    """What activation appends to an empty log (ActivationRecordsGenerator.recordsForEmptyLog): the
+    bootstrap metadata.version and the migration state, PRE_MIGRATION with the migration flag."""
+    records: list[MetadataRecord] = [
+        FeatureLevelRecord(METADATA_VERSION, mv),
+        ZkMigrationStateRecord(ZkMigrationState.PRE_MIGRATION if flag else ZkMigrationState.NONE),
+    ]
+    if variant.profile is Profile.KAFKA_3_9 and mv >= Ibp.IBP_3_6_IV1:
+        # Differs: from 3.6-IV1 Kafka 3.9 writes the bootstrap records in a metadata transaction (KIP-868).
+        return [BeginTransactionRecord(BOOTSTRAP_TRANSACTION), *records, EndTransactionRecord()]
+    return records
 
 
 def _may_finalize(state: ClusterState, variant: Variant) -> bool:
