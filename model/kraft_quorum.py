@@ -84,6 +84,7 @@ from model.types import (
     Ibp,
     LeaderEpoch,
     PartitionId,
+    metadata_changed_between,
 )
 
 
@@ -731,8 +732,9 @@ def decide_metadata_version(
 
     Every refusal but pre-migration's is INVALID_UPDATE_VERSION (95). A migrating ZK broker
     advertises metadata.version as [IBP, IBP], so while one is registered the level cannot move.
-    Every downgrade between the modelled levels changes metadata (transactions at 3.6-IV1,
-    controller registrations at 3.7-IV0): unsafe ones are never done, safe ones are refused.
+    A downgrade across a level that changed metadata is refused, safe or unsafe ("Unsafe metadata
+    downgrade is not supported in this version"); one that crosses none (3.9-IV0 to 3.8-IV0) is
+    done, whichever type it asks for.
     """
     if decide_write(image, variant) is not Errors.NONE:
         return Errors.NOT_CONTROLLER
@@ -745,8 +747,8 @@ def decide_metadata_version(
         return Errors.INVALID_UPDATE_VERSION  # "Can't downgrade to a newer version."
     if image.migration_state.in_progress and not variant.has(Bug.MV_CHANGE_DURING_MIGRATION):
         return Errors.INVALID_UPDATE_VERSION  # "Unable to modify metadata.version while a ZK migration is in progress."
-    if current is not None and level < current:
-        return Errors.INVALID_UPDATE_VERSION  # the downgrade would change metadata
+    if current is not None and level < current and metadata_changed_between(level, current):
+        return Errors.INVALID_UPDATE_VERSION  # the downgrade might delete metadata
     return Errors.NONE
 
 
