@@ -508,15 +508,15 @@ if _KRAFT_QUORUM & _MIGRATION or _KRAFT_QUORUM | _MIGRATION != frozenset(KRAFT_A
     raise AssertionError("KRaftQuorumAction and MigrationAction must split KRaftAction between them")
 
 
-def is_zk_era_action(action: Action) -> TypeGuard[ZkEraAction]:
+def is_zk_era_action(action: object) -> TypeGuard[ZkEraAction]:
     return type(action) in _ZK_ERA
 
 
-def is_kraft_quorum_action(action: Action) -> TypeGuard[KRaftQuorumAction]:
+def is_kraft_quorum_action(action: object) -> TypeGuard[KRaftQuorumAction]:
     return type(action) in _KRAFT_QUORUM
 
 
-def is_migration_action(action: Action) -> TypeGuard[MigrationAction]:
+def is_migration_action(action: object) -> TypeGuard[MigrationAction]:
     return type(action) in _MIGRATION
 
 

@@ -13,8 +13,8 @@ and ends in ``assert_never``):
 - The operator's steps (a controller's migration flag, a broker moved to KRaft and back, the
   KRaft znodes deleted at the end of a rollback) spend the scope's ``migrations`` budget.
 - What the quorum does (appending, activating, brokers, the lag bound) is ``model.kraft_quorum``'s,
-  used here by its public names. Handlers return None when the action is not enabled or would
-  change nothing.
+  used here by its public names. Handlers return the next state, or a ``Refused`` (not enabled:
+  why) or an ``Unchanged`` (nothing to change), ``model.outcome``.
 
 Seeds: KIP-866 (all sections cited at each rule); reference §1.4, §2.
 """
@@ -80,6 +80,7 @@ from model.migration import (
     pending_deletion_path,
     topic_path,
 )
+from model.outcome import BUDGET_SPENT, IN_FLIGHT_CAP, Refused, Result, Unchanged
 from model.state import (
     BROKER_IDS,
     CONTROLLER,
@@ -103,8 +104,17 @@ D = MigrationDriverState
 MIGRATION_BEGINS = BeginTransactionRecord("ZK Migration")  # QuorumController.MigrationRecordConsumer.beginMigration
 
 
-def handle(state: ClusterState, action: MigrationAction, variant: Variant) -> ClusterState | None:
-    """The state after a migration action, or None when it is not enabled."""
+# Refusals without arguments, built once (model.outcome).
+_ZK_UNAVAILABLE = Refused(None, "ZooKeeper is unavailable")
+_NOT_RUNNING = Refused(None, "the controller is not running")
+_NO_DRIVER = Refused(None, "the controller runs no migration driver (no migration flag)")
+_NOT_IN = {s: Refused(None, f"the driver is not in {s.name}") for s in MigrationDriverState}
+_NOT_LEADING = Refused(None, "the driver does not believe its node leads")
+_NOT_ACTIVE = Refused(None, "the controller is not the active controller")
+
+
+def handle(state: ClusterState, action: MigrationAction, variant: Variant) -> Result:
+    """The state after a migration action, or why it is refused or changes nothing (``model.outcome``)."""
     match action:
         case ReconfigureController(controller=c, migration_enabled=enabled):
             return _reconfigure_controller(state, c, enabled)
@@ -159,13 +169,35 @@ def _kraft_controller_znode(state: ClusterState) -> KRaftControllerZNode | None:
     return data if isinstance(data, KRaftControllerZNode) else None
 
 
-def _driver(c: KRaftController, expected: MigrationDriverState | None = None) -> Driver | None:
-    """The driver if the controller runs and has one (in ``expected``, when given)."""
-    if not c.alive or c.driver is None:
-        return None
+def _driver(c: KRaftController, expected: MigrationDriverState | None = None) -> Driver | Refused:
+    """The driver if the controller runs and has one (in ``expected``, when given), else why not."""
+    if not c.alive:
+        return _NOT_RUNNING
+    if c.driver is None:
+        return _NO_DRIVER
     if expected is not None and c.driver.state is not expected:
-        return None
+        return _NOT_IN[expected]
     return c.driver
+
+
+def _driver_event(
+    state: ClusterState, c: KRaftController, expected: MigrationDriverState | None = None
+) -> Refused | None:
+    """Why a driver event that writes to ZooKeeper cannot run now (no driver in ``expected``, its node not
+    believed leading, ZooKeeper down), or None."""
+    d = _driver(c, expected)
+    if isinstance(d, Refused):
+        return d
+    if not _leading(c):
+        return _NOT_LEADING
+    if not state.zk.available:
+        return _ZK_UNAVAILABLE
+    return None
+
+
+def _behind(image: MetadataImage, d: Driver) -> Refused:
+    return Refused(None, "the driver's image (offset {}) is behind /migration's offset {}",
+                   (image.offset, d.migration_offset))
 
 
 def _leading(c: KRaftController) -> bool:
@@ -196,12 +228,14 @@ def _drive(c: KRaftController, new: MigrationDriverState, variant: Variant, **ch
 
 # ---- the migration driver's events (KRaftMigrationDriver) ---------------------------------------
 
-def _recover_migration_state(state: ClusterState, cid: ControllerId) -> ClusterState | None:
+def _recover_migration_state(state: ClusterState, cid: ControllerId) -> Result:
     """RecoverMigrationStateFromZKEvent: read /migration, or create it empty."""
     c = ctrl(state, cid)
     d = _driver(c, D.UNINITIALIZED)
-    if d is None or not state.zk.available:
-        return None
+    if isinstance(d, Refused):
+        return d
+    if not state.zk.available:
+        return _ZK_UNAVAILABLE
     node = zkm.get(state.zk, MIGRATION)
     if node is None:
         empty = MigrationZNode(ControllerId(-1), KRaftEpoch(-1), Offset(-1))
@@ -213,23 +247,25 @@ def _recover_migration_state(state: ClusterState, cid: ControllerId) -> ClusterS
     return put_ctrl(state, c)
 
 
-def _kraft_leader_change(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _kraft_leader_change(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     """KRaftLeaderEvent: leading -> WAIT_FOR_CONTROLLER_QUORUM (re-reading /migration); else INACTIVE."""
     c = ctrl(state, cid)
     d = _driver(c)
-    if d is None or d.state is D.UNINITIALIZED:
-        return None
+    if isinstance(d, Refused):
+        return d
+    if d.state is D.UNINITIALIZED:
+        return Refused(None, "the driver has not recovered /migration")
     leads = is_active(c)
     if (d.kraft_epoch, d.leader) == (c.epoch, leads):
-        return None
+        return Refused(None, "the driver knows of the leadership: no change to handle")
     if not leads:
         c = _drive(c, D.INACTIVE, variant, kraft_epoch=c.epoch, leader=False, zk_epoch=-1, zk_epoch_version=-2,
                    umr_sent=frozenset())
         return put_ctrl(state, c)
     if variant.has(Bug.INACTIVE_IGNORES_LEADERSHIP) and d.state is D.INACTIVE and d.kraft_epoch >= 0:
-        return None
+        return Refused(None, "an INACTIVE driver ignores the leadership (seeded bug)")
     if not state.zk.available:
-        return None
+        return _ZK_UNAVAILABLE
     if d.state is not D.INACTIVE:
         # The event of losing the leadership in between comes first: INACTIVE, then this one.
         return put_ctrl(state, _drive(c, D.INACTIVE, variant, leader=False, zk_epoch=-1, zk_epoch_version=-2,
@@ -243,32 +279,44 @@ def _kraft_leader_change(state: ClusterState, cid: ControllerId, variant: Varian
     return put_ctrl(state, c)
 
 
-def quorum_ready(state: ClusterState, c: KRaftController, variant: Variant) -> bool:
-    """KIP-866 §Migration Trigger 5: the quorum is online and every member has the flag and ZK configs."""
+def quorum_not_ready(state: ClusterState, c: KRaftController, variant: Variant) -> Refused | None:
+    """KIP-866 §Migration Trigger 5: why the quorum is not ready to migrate (every member online with the flag
+    and the ZooKeeper configs), or None. Under kafka-3.9, QuorumFeatures.reasonAllControllersZkMigrationNotReady's
+    reasons in its order."""
     if variant.profile is Profile.KAFKA_3_9:
         image = committed_image(c)
         if image.metadata_version is not None and image.metadata_version < Ibp.IBP_3_4_IV0:
             # Differs: Kafka's readiness refuses a level below 3.4-IV0 ("The metadata.version too low",
             # QuorumFeatures.reasonAllControllersZkMigrationNotReady); kip's reads only the members.
-            return False
+            return Refused(None, "The metadata.version too low at {}", (image.metadata_version.name,))
         if image.metadata_version is not None and image.metadata_version < Ibp.IBP_3_7_IV0:
             # Differs: below 3.7-IV0 Kafka has no controller registrations and skips the check (reference §1.4).
-            return True
+            return None
         # Differs: Kafka reads zkMigrationReady from RegisterControllerRecords, whether or not the voter is up.
-        return all(o.config.migration_enabled and o.config.zk_configured for o in state.controllers)
-    return all(o.alive and o.config.migration_enabled and o.config.zk_configured for o in state.controllers)
+        for o in state.controllers:
+            if not (o.config.migration_enabled and o.config.zk_configured):
+                return Refused(None, "Controller {} has not enabled zookeeper.metadata.migration.enable", (o.id,))
+        return None
+    for o in state.controllers:
+        if not o.alive:
+            return Refused(None, "controller {} is not running", (o.id,))
+        if not (o.config.migration_enabled and o.config.zk_configured):
+            return Refused(None, "controller {} lacks the migration flag or the ZooKeeper configs", (o.id,))
+    return None
 
 
-def _wait_for_controller_quorum(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _wait_for_controller_quorum(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     c = ctrl(state, cid)
     d = _driver(c, D.WAIT_FOR_CONTROLLER_QUORUM)
-    if d is None or not _leading(c):
-        return None
+    if isinstance(d, Refused):
+        return d
+    if not _leading(c):
+        return _NOT_LEADING
     image = driver_image(c)
     if image.is_empty:
         # No image published yet (firstPublish): KAFKA-15389, an empty image (a committed LeaderChange whose
         # bootstrap records have not committed yet) is not taken as the first; it would read as NONE.
-        return None
+        return Refused(None, "no metadata image is published yet (KAFKA-15389)")
     match image.migration_state:
         case ZkMigrationState.NONE if not variant.has(Bug.KRAFT_BORN_MIGRATES):
             c = _drive(c, D.INACTIVE, variant)  # a cluster born in KRaft never migrates
@@ -285,8 +333,9 @@ def _wait_for_controller_quorum(state: ClusterState, cid: ControllerId, variant:
             else:
                 c = _drive(c, D.BECOME_CONTROLLER, variant)
         case _:
-            if not quorum_ready(state, c, variant):
-                return None
+            not_ready = quorum_not_ready(state, c, variant)
+            if not_ready is not None:
+                return not_ready
             if variant.has(Bug.DRIVER_SKIPS_TO_DUAL_WRITE):
                 return put_ctrl(state, c.replace(driver=d.replace(state=D.DUAL_WRITE)))
             c = _drive(c, D.WAIT_FOR_BROKERS, variant)
@@ -320,16 +369,17 @@ def zk_brokers_ready(state: ClusterState, c: KRaftController, variant: Variant) 
     return True
 
 
-def _wait_for_zk_brokers(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _wait_for_zk_brokers(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     c = ctrl(state, cid)
-    if _driver(c, D.WAIT_FOR_BROKERS) is None or not _leading(c) or not state.zk.available:
-        return None
+    refused = _driver_event(state, c, D.WAIT_FOR_BROKERS)
+    if refused is not None:
+        return refused
     if not zk_brokers_ready(state, c, variant):
-        return None
+        return Refused(None, "not every known ZK broker has registered with KRaft")
     return put_ctrl(state, _drive(c, D.BECOME_CONTROLLER, variant))
 
 
-def _become_zk_controller(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _become_zk_controller(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     """BecomeZkControllerEvent (reference §1.4, §2.3; KIP-866 §Controller Leadership), in its two ZooKeeper writes.
 
     First the claim (KafkaZkClient.tryRegisterKRaftControllerAsActiveController): one multi that
@@ -339,8 +389,11 @@ def _become_zk_controller(state: ClusterState, cid: ControllerId, variant: Varia
     """
     c = ctrl(state, cid)
     d = _driver(c, D.BECOME_CONTROLLER)
-    if d is None or not _leading(c) or not state.zk.available:
-        return None
+    if isinstance(d, Refused):
+        return d
+    refused = _driver_event(state, c)
+    if refused is not None:
+        return refused
     if d.zk_epoch_version < 0:
         return _claim(state, c, d, variant)
     node = zkm.get_existing(state.zk, MIGRATION)  # the driver read it in KRaftLeaderChange
@@ -356,13 +409,18 @@ def _become_zk_controller(state: ClusterState, cid: ControllerId, variant: Varia
     return put_ctrl(state, c)
 
 
-def _claim(state: ClusterState, c: KRaftController, d: Driver, variant: Variant) -> ClusterState | None:
+def _claim(state: ClusterState, c: KRaftController, d: Driver, variant: Variant) -> Result:
     epoch_node = zkm.get(state.zk, CONTROLLER_EPOCH)
     current = zkm.get(state.zk, CONTROLLER)
     claimed = _kraft_controller_znode(state)
     newer = claimed is not None and claimed.kraft_epoch >= d.kraft_epoch
-    if epoch_node is None or (newer and not variant.has(Bug.CLAIM_IGNORES_NEWER_KRAFT_EPOCH)):
-        return None  # IllegalStateException / ControllerMovedException: wait for a newer leadership
+    # IllegalStateException / ControllerMovedException: wait for a newer leadership.
+    if epoch_node is None:
+        return Refused(None, "there is no /controller_epoch")
+    if newer and not variant.has(Bug.CLAIM_IGNORES_NEWER_KRAFT_EPOCH):
+        assert claimed is not None
+        return Refused(None, "/controller holds KRaft epoch {}, not older than the driver's {}",
+                       (claimed.kraft_epoch, d.kraft_epoch))
     new_epoch = ControllerEpoch(epoch_node.data + (0 if variant.has(Bug.CLAIM_REUSES_ZK_EPOCH) else 1))
     ops: list[Op] = [SetData(CONTROLLER_EPOCH, new_epoch, epoch_node.version)]
     if current is not None:
@@ -372,7 +430,7 @@ def _claim(state: ClusterState, c: KRaftController, d: Driver, variant: Variant)
     zk, results = zkm.multi(state.zk, NO_SESSION, tuple(ops))
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
     if not zkm.succeeded(results):
-        return None
+        return Refused(None, "the claim's multi failed: {}", (", ".join(r.name for r in results),))
     history = state.history.replace(max_controller_epoch=max(state.history.max_controller_epoch, new_epoch))
     state = _note_kraft_write(state.replace(history=history), c, "claim", -1)
     c = c.replace(driver=d.replace(zk_epoch=new_epoch, zk_epoch_version=zkm.get_existing(zk, CONTROLLER_EPOCH).version))
@@ -394,14 +452,19 @@ def zk_metadata(state: ClusterState) -> list[MetadataRecord]:
     return records
 
 
-def _migrate_metadata(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _migrate_metadata(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     """MigrateMetadataEvent: beginMigration, then the batches of ZooKeeper data."""
     c = ctrl(state, cid)
+    refused = _driver_event(state, c, D.ZK_MIGRATION)
+    if refused is not None:
+        return refused
     # Appending needs the Raft leadership, not just the driver's belief (NotControllerException otherwise).
-    if _driver(c, D.ZK_MIGRATION) is None or not _leading(c) or not is_active(c) or not state.zk.available:
-        return None
-    if _migration_begun(c) or _migration_appended(c):
-        return None
+    if not is_active(c):
+        return _NOT_ACTIVE
+    if _migration_begun(c):
+        return Refused(None, "this leadership has begun the migration")
+    if _migration_appended(c):
+        return _MIGRATION_APPENDED
     records = zk_metadata(state)
     if not variant.has(Bug.MIGRATION_OUTSIDE_TRANSACTION):
         records = [MIGRATION_BEGINS] + records
@@ -421,27 +484,40 @@ def _migration_appended(c: KRaftController) -> bool:
                for e in c.log)
 
 
-def _complete_migration(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+_MIGRATION_APPENDED = Refused(None, "the log holds the MIGRATION record")
+
+
+def _complete_migration(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     c = ctrl(state, cid)
-    if _driver(c, D.ZK_MIGRATION) is None or not _leading(c) or not is_active(c):
-        return None
-    if not _migration_begun(c) or _migration_appended(c):
-        return None
+    d = _driver(c, D.ZK_MIGRATION)
+    if isinstance(d, Refused):
+        return d
+    if not _leading(c):
+        return _NOT_LEADING
+    if not is_active(c):
+        return _NOT_ACTIVE
+    if not _migration_begun(c):
+        return Refused(None, "this leadership has not begun the migration")
+    if _migration_appended(c):
+        return _MIGRATION_APPENDED
     records: list[MetadataRecord] = [ZkMigrationStateRecord(ZkMigrationState.MIGRATION)]
     if image_of(c.log).open_transaction is not None:
         records.append(EndTransactionRecord())
     return append(state, c, records, variant)
 
 
-def _migration_committed(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _migration_committed(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     """completeMigration's future resolved: write /migration with the migration's offset."""
     c = ctrl(state, cid)
-    d = _driver(c, D.ZK_MIGRATION)
-    if d is None or not _leading(c) or not state.zk.available:
-        return None
+    refused = _driver_event(state, c, D.ZK_MIGRATION)
+    if refused is not None:
+        return refused
     end = migration_end(c)
-    if end is None or c.high_watermark < end:
-        return None
+    if end is None:
+        return Refused(None, "the log holds no MIGRATION record")
+    if c.high_watermark < end:
+        return Refused(None, "the migration's records are not committed: high watermark {} < {}",
+                       (c.high_watermark, end))
     state, ok = _kraft_zk_write(state, c, "migration", [], Offset(end), variant)
     c = ctrl(state, cid)
     if not ok:
@@ -521,15 +597,18 @@ def _note_kraft_write(state: ClusterState, c: KRaftController, kind: str, offset
     return state.replace(ghost=state.ghost.replace(kraft_writes=state.ghost.kraft_writes + (write,)))
 
 
-def _sync_kraft_to_zk(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _sync_kraft_to_zk(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     """SyncKRaftMetadataEvent: write the whole committed image to ZooKeeper before any RPC."""
     c = ctrl(state, cid)
     d = _driver(c, D.SYNC_KRAFT_TO_ZK)
-    if d is None or not _leading(c) or not state.zk.available:
-        return None
+    if isinstance(d, Refused):
+        return d
+    refused = _driver_event(state, c)
+    if refused is not None:
+        return refused
     image = driver_image(c)
     if image.offset < d.migration_offset:
-        return None
+        return _behind(image, d)
     state, ok = _kraft_zk_write(state, c, "sync", zk_reconcile_ops(state, image, c, variant), image.offset, variant)
     if not ok:
         return state
@@ -567,34 +646,41 @@ def _controller_rpcs(
     return out
 
 
-def _send_rpcs_to_brokers(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _send_rpcs_to_brokers(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     c = ctrl(state, cid)
     d = _driver(c, D.KRAFT_CONTROLLER_TO_BROKER_COMM)
-    if d is None or not _leading(c):
-        return None
+    if isinstance(d, Refused):
+        return d
+    if not _leading(c):
+        return _NOT_LEADING
     image = driver_image(c)
     if image.offset < d.migration_offset or (
         variant.has(Bug.RPCS_WAIT_FOR_NEWER_OFFSET) and image.offset <= d.migration_offset
     ):
-        return None
+        return _behind(image, d)
     rpcs = _controller_rpcs(c, image, list(range(len(image.partitions))), True, variant)
     sent = send(state, rpcs)
     if sent is None:
-        return None
+        return IN_FLIGHT_CAP
     targets = frozenset(b for b, _ in zk_broker_targets(image))
     return put_ctrl(sent, _drive(c, D.DUAL_WRITE, variant, umr_sent=targets))
 
 
-def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     """MetadataChangeEvent in DUAL_WRITE: the committed delta to ZooKeeper, then RPCs to ZK brokers."""
     c = ctrl(state, cid)
     d = _driver(c)
+    if isinstance(d, Refused):
+        return d
     allowed = (D.DUAL_WRITE, D.SYNC_KRAFT_TO_ZK) if variant.has(Bug.DUAL_WRITE_BEFORE_SYNC) else (D.DUAL_WRITE,)
-    if d is None or d.state not in allowed or not _leading(c) or not state.zk.available:
-        return None
+    if d.state not in allowed:
+        return _NOT_IN[D.DUAL_WRITE]
+    refused = _driver_event(state, c)
+    if refused is not None:
+        return refused
     image = image_of(c.log) if variant.has(Bug.DUAL_WRITE_UNCOMMITTED) else driver_image(c)
     if image.offset <= d.migration_offset:
-        return None
+        return Unchanged("ZooKeeper has every committed record the driver has seen")
     before = image_of(c.log, d.migration_offset) if d.migration_offset > 0 else None
     ops = zk_reconcile_ops(state, image, c, variant)
     state, ok = _kraft_zk_write(state, c, "dual-write", ops, image.offset, variant)
@@ -611,44 +697,66 @@ def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> Clu
         rpcs = [m for m in _controller_rpcs(c, image, [], True, variant) if isinstance(m, UpdateMetadata)]
     else:
         rpcs = []
-    return send(state, rpcs) if rpcs else state
+    if not rpcs:
+        return state
+    sent = send(state, rpcs)
+    return IN_FLIGHT_CAP if sent is None else sent
 
 
 # ---- the operator's steps of KIP-866's runbooks -------------------------------------------------
 
-def _reconfigure_controller(state: ClusterState, cid: ControllerId, enabled: bool) -> ClusterState | None:
+_RUNNING = Refused(None, "the process is running: the operator reconfigures a stopped one")
+
+
+def _reconfigure_controller(state: ClusterState, cid: ControllerId, enabled: bool) -> Result:
     c = ctrl(state, cid)
-    if c.alive or c.config.migration_enabled == enabled:
-        return None
-    spent = spend(state, migrations=1)
-    return None if spent is None else put_ctrl(spent, c.replace(config=c.config.replace(migration_enabled=enabled)))
-
-
-def _migrate_broker(state: ClusterState, bid: BrokerId) -> ClusterState | None:
-    """KIP-866 §Broker Migration: a stopped ZK broker is configured as a KRaft broker; meta.properties stays v0."""
-    b = state.brokers[bid]
-    if b.alive or b.config.kraft_mode or not b.config.migration_enabled:
-        return None
-    spent = spend(state, migrations=1)
-    return None if spent is None else put_broker(spent, b.replace(config=b.config.replace(kraft_mode=True)))
-
-
-def _rollback_broker(state: ClusterState, bid: BrokerId) -> ClusterState | None:
-    """KIP-866 §Rollback to ZK: back to ZK mode, possible only while meta.properties is still v0."""
-    b = state.brokers[bid]
-    if b.alive or not b.config.kraft_mode or b.meta_properties != 0:
-        return None
-    spent = spend(state, migrations=1)
-    return None if spent is None else put_broker(spent, b.replace(config=b.config.replace(kraft_mode=False)))
-
-
-def _delete_controller_znodes(state: ClusterState, variant: Variant) -> ClusterState | None:
-    """KIP-866 §Rollback to ZK, last step, once the quorum is down."""
-    if _kraft_controller_znode(state) is None or any(c.alive for c in state.controllers) or not state.zk.available:
-        return None
+    if c.alive:
+        return _RUNNING
+    if c.config.migration_enabled == enabled:
+        return Unchanged("the migration flag is {}", (enabled,))
     spent = spend(state, migrations=1)
     if spent is None:
-        return None
+        return BUDGET_SPENT
+    return put_ctrl(spent, c.replace(config=c.config.replace(migration_enabled=enabled)))
+
+
+def _migrate_broker(state: ClusterState, bid: BrokerId) -> Result:
+    """KIP-866 §Broker Migration: a stopped ZK broker is configured as a KRaft broker; meta.properties stays v0."""
+    b = state.brokers[bid]
+    if b.alive:
+        return _RUNNING
+    if b.config.kraft_mode:
+        return Unchanged("the broker is a KRaft broker")
+    if not b.config.migration_enabled:
+        return Refused(None, "the broker lacks the migration flag")
+    spent = spend(state, migrations=1)
+    return BUDGET_SPENT if spent is None else put_broker(spent, b.replace(config=b.config.replace(kraft_mode=True)))
+
+
+def _rollback_broker(state: ClusterState, bid: BrokerId) -> Result:
+    """KIP-866 §Rollback to ZK: back to ZK mode, possible only while meta.properties is still v0."""
+    b = state.brokers[bid]
+    if b.alive:
+        return _RUNNING
+    if not b.config.kraft_mode:
+        return Unchanged("the broker is a ZK broker")
+    if b.meta_properties != 0:
+        return Refused(None, "meta.properties is v{}: the migration was finalized", (b.meta_properties,))
+    spent = spend(state, migrations=1)
+    return BUDGET_SPENT if spent is None else put_broker(spent, b.replace(config=b.config.replace(kraft_mode=False)))
+
+
+def _delete_controller_znodes(state: ClusterState, variant: Variant) -> Result:
+    """KIP-866 §Rollback to ZK, last step, once the quorum is down."""
+    if _kraft_controller_znode(state) is None:
+        return Refused(None, "/controller names no KRaft controller")
+    if any(c.alive for c in state.controllers):
+        return Refused(None, "a KRaft controller is running")
+    if not state.zk.available:
+        return _ZK_UNAVAILABLE
+    spent = spend(state, migrations=1)
+    if spent is None:
+        return BUDGET_SPENT
     state = spent
     ops: list[Op] = [Delete(CONTROLLER)]
     if variant.profile is Profile.KIP:

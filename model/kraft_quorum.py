@@ -14,7 +14,12 @@ and ends in ``assert_never``):
   take ZooKeeper's write-behind lag past its bound (``writes_blocked``): both are the
   controller's rules during a migration, so they live here, and ``model.kraft_migration`` builds
   on this module (never the other way round).
-- Handlers return None when the action is not enabled or would change nothing.
+- Handlers return the next state, or a ``Refused`` (not enabled, or a request answered with an
+  error: why, and Kafka's code) or an ``Unchanged`` (nothing to change), ``model.outcome``.
+- A broker's request to the controller is one exchange: the broker's side builds the request
+  (``BrokerRegistrationRequest``, ``BrokerHeartbeatRequest``), the controller's side decides and
+  appends (``handle_registration``, ``handle_heartbeat``), and the broker's side takes the answer.
+  A script's injected request (``model.harness``) meets the same controller's side.
 
 Seeds: KIP-500 §Controller Quorum, §Broker States; KIP-866 (sections cited at each rule).
 """
@@ -72,7 +77,17 @@ from model.kraft import (
     majority,
 )
 from model.migration import MIGRATION, Driver, Profile
-from model.state import Broker, ClusterState, KRaftController, controller_index, znode_data
+from model.outcome import BUDGET_SPENT, Refused, Result, Unchanged
+from model.record import Record, record
+from model.state import (
+    Broker,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    ClusterState,
+    KRaftController,
+    controller_index,
+    znode_data,
+)
 from model.transitions import process_dies, put_broker, spend
 from model.types import (
     NO_LEADER,
@@ -88,8 +103,20 @@ from model.types import (
 )
 
 
-def handle(state: ClusterState, action: KRaftQuorumAction, variant: Variant) -> ClusterState | None:
-    """The state after a KRaft quorum or broker action, or None when it is not enabled."""
+# Refusals without arguments, built once (model.outcome).
+_NOT_RUNNING = Refused(None, "the controller is not running")
+_LEADS = Refused(None, "the controller leads")
+_BROKER_NOT_RUNNING = Refused(None, "the broker is not running")
+_NOT_ACTIVE = Refused(Errors.NOT_CONTROLLER, "the controller is not the active controller")
+_NOT_LEADER = Refused(None, "the controller is not the Raft leader")
+_LAG_BOUND = Refused(None, "the write would take ZooKeeper's write-behind lag past its bound (KIP-866 §Unavailable "
+                           "ZooKeeper)")
+_NOT_CANDIDATE = Refused(None, "the controller is not a candidate")
+_ITSELF = Refused(None, "a controller does not send itself a request")
+
+
+def handle(state: ClusterState, action: KRaftQuorumAction, variant: Variant) -> Result:
+    """The state after a KRaft quorum or broker action, or why it is refused or changes nothing (``model.outcome``)."""
     match action:
         case StartElection(controller=c):
             return _start_election(state, c)
@@ -248,14 +275,16 @@ def election_heals(state: ClusterState) -> bool:
     return not any(o.alive and o.role in busy for o in state.controllers)
 
 
-def _start_election(state: ClusterState, cid: ControllerId) -> ClusterState | None:
+def _start_election(state: ClusterState, cid: ControllerId) -> Result:
     c = ctrl(state, cid)
-    if not c.alive or c.role is QuorumRole.LEADER:
-        return None
+    if not c.alive:
+        return _NOT_RUNNING
+    if c.role is QuorumRole.LEADER:
+        return _LEADS
     if not election_heals(state):
         spent = spend(state, kraft_elections=1)
         if spent is None:
-            return None
+            return BUDGET_SPENT
         state = spent
     c = c.replace(
         epoch=KRaftEpoch(c.epoch + 1),
@@ -268,13 +297,19 @@ def _start_election(state: ClusterState, cid: ControllerId) -> ClusterState | No
     return put_ctrl(state, c)
 
 
-def _request_vote(state: ClusterState, cid: ControllerId, vid: ControllerId, variant: Variant) -> ClusterState | None:
+def _request_vote(state: ClusterState, cid: ControllerId, vid: ControllerId, variant: Variant) -> Result:
     """One Vote round trip (KafkaRaftClient.handleVoteRequest / handleVoteResponse)."""
     cand, voter = ctrl(state, cid), ctrl(state, vid)
-    if cid == vid or not cand.alive or not voter.alive or cand.role is not QuorumRole.CANDIDATE:
-        return None
+    if cid == vid:
+        return _ITSELF
+    if not cand.alive:
+        return _NOT_RUNNING
+    if not voter.alive:
+        return Refused(None, "the voter is not running")
+    if cand.role is not QuorumRole.CANDIDATE:
+        return _NOT_CANDIDATE
     if vid in cand.votes:
-        return None
+        return Unchanged("the voter's vote is counted")
     if voter.epoch > cand.epoch:  # the response tells the candidate of a newer epoch
         return put_ctrl(state, _step_down(cand, voter.epoch, voter.leader))
     if voter.epoch < cand.epoch:
@@ -285,14 +320,23 @@ def _request_vote(state: ClusterState, cid: ControllerId, vid: ControllerId, var
         voter = voter.replace(voted_for=cid, role=QuorumRole.VOTED)
         cand = cand.replace(votes=cand.votes | {vid})
     if voter == ctrl(state, vid) and cand == ctrl(state, cid):
-        return None  # refused, and nobody learned anything
+        # Refused, and nobody learned anything: the response's VoteGranted is false (no error code).
+        if not may_vote:
+            return Refused(None, "vote not granted: the voter voted for {} in epoch {}", (voter.voted_for, voter.epoch))
+        if not fresh:
+            return Refused(None, "vote not granted: the candidate's log is behind the voter's")
+        return Refused(None, "vote not granted: the voter is {} in epoch {}", (voter.role.name, voter.epoch))
     return put_ctrl(put_ctrl(state, voter), cand)
 
 
-def _become_leader(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _become_leader(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     c = ctrl(state, cid)
-    if not c.alive or c.role is not QuorumRole.CANDIDATE or len(c.votes) < majority(voters(state)):
-        return None
+    if not c.alive:
+        return _NOT_RUNNING
+    if c.role is not QuorumRole.CANDIDATE:
+        return _NOT_CANDIDATE
+    if len(c.votes) < majority(voters(state)):
+        return Refused(None, "{} of the {} votes a majority needs", (len(c.votes), majority(voters(state))))
     fetched = tuple(0 for _ in state.controllers)
     c = c.replace(role=QuorumRole.LEADER, leader=c.id, votes=frozenset(), fetched=fetched, active=False)
     if variant.has(Bug.LEADER_RESETS_HIGH_WATERMARK):
@@ -390,15 +434,21 @@ def _resign(c: KRaftController) -> KRaftController:
     return c.replace(role=QuorumRole.RESIGNED, active=False, fetched=())
 
 
-def _fetch(state: ClusterState, fid: ControllerId, lid: ControllerId, variant: Variant) -> ClusterState | None:
+def _fetch(state: ClusterState, fid: ControllerId, lid: ControllerId, variant: Variant) -> Result:
     """One Fetch round trip: the epoch check, truncation on divergence, replication, the HW."""
     f, leader = ctrl(state, fid), ctrl(state, lid)
-    if fid == lid or not f.alive or not leader.alive or leader.role is not QuorumRole.LEADER:
-        return None
+    if fid == lid:
+        return _ITSELF
+    if not f.alive:
+        return _NOT_RUNNING
+    if not leader.alive:
+        return Refused(None, "the leader is not running")
+    if leader.role is not QuorumRole.LEADER:
+        return Refused(Errors.NOT_LEADER_OR_FOLLOWER, "controller {} does not lead", (lid,))
     if f.epoch > leader.epoch:  # the deposed leader learns of the newer epoch from the response
         return put_ctrl(state, _step_down(leader, f.epoch, f.leader))
     if f.role is QuorumRole.LEADER and f.epoch == leader.epoch:
-        return None
+        return Refused(None, "both controllers lead epoch {}", (f.epoch,))
     if f.epoch < leader.epoch or f.role is not QuorumRole.FOLLOWER or f.leader != lid:
         f = _step_down(f, leader.epoch, lid)
     keep = common_prefix(f.log, leader.log)
@@ -411,18 +461,18 @@ def _fetch(state: ClusterState, fid: ControllerId, lid: ControllerId, variant: V
     f = f.replace(log=log, high_watermark=max(f.high_watermark, min(leader.high_watermark, len(log))))
     before = (ctrl(state, fid), ctrl(state, lid))
     if (f, leader) == before and leader.high_watermark == hw_before:
-        return None
+        return Unchanged("nothing to fetch")
     state = _note_commits(put_ctrl(put_ctrl(state, f), leader))
     return _activate_once_committed(state, lid, variant)
 
 
-def _crash_controller(state: ClusterState, cid: ControllerId) -> ClusterState | None:
+def _crash_controller(state: ClusterState, cid: ControllerId) -> Result:
     c = ctrl(state, cid)
     if not c.alive:
-        return None
+        return _NOT_RUNNING
     spent = spend(state, controller_crashes=1)
     if spent is None:
-        return None
+        return BUDGET_SPENT
     state = spent
     crashed = state.history.crashed_controllers | {cid}
     state = state.replace(history=state.history.replace(crashed_controllers=crashed))
@@ -437,28 +487,31 @@ def _process_stops(c: KRaftController) -> KRaftController:
     )
 
 
-def _shutdown_controller(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _shutdown_controller(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     """A clean stop. KIP-866 §Rollback to ZK: the leader stops only once ZooKeeper has every committed record."""
     c = ctrl(state, cid)
     if not c.alive:
-        return None
+        return _NOT_RUNNING
     if is_active(c) and c.driver is not None and not variant.has(Bug.SHUTDOWN_WITHOUT_ZK_CATCH_UP):
         image = committed_image(c)
         if image.migration_state is ZkMigrationState.MIGRATION:
             node = znode_data(state, MIGRATION)
             if node is None or node.kraft_metadata_offset < c.high_watermark:
-                return None
+                return Refused(None, "the leader waits until ZooKeeper has every committed record (KIP-866 §Rollback "
+                                     "to ZK)")
     spent = spend(state, migrations=1)
-    return None if spent is None else put_ctrl(spent, _process_stops(c))
+    return BUDGET_SPENT if spent is None else put_ctrl(spent, _process_stops(c))
 
 
-def _restart_controller(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _restart_controller(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     c = ctrl(state, cid)
-    if c.alive or state.history.handed_back is not None:
+    if c.alive:
+        return Refused(None, "the controller is running")
+    if state.history.handed_back is not None:
         # KIP-866 §Rollback to ZK ends the quorum's life: after the operator deleted its znodes,
         # a restarted quorum would reclaim ZooKeeper from a stale log (a new migration needs a
         # freshly formatted quorum, which the model does not cover).
-        return None
+        return Refused(None, "the quorum was rolled back: its znodes are gone (KIP-866 §Rollback to ZK)")
     epoch = KRaftEpoch(0) if variant.has(Bug.RESTART_FORGETS_EPOCH) else c.epoch
     role = QuorumRole.VOTED if c.voted_for is not None and c.voted_for != c.id else QuorumRole.UNATTACHED
     driver = Driver() if c.config.migration_enabled else None
@@ -467,56 +520,86 @@ def _restart_controller(state: ClusterState, cid: ControllerId, variant: Variant
 
 # ---- brokers on KRaft ---------------------------------------------------------------------------
 
+def registration_request(b: Broker, c: ControllerId) -> BrokerRegistrationRequest:
+    """What broker ``b``'s process sends: its incarnation, whether it is a ZK broker, its metadata.version."""
+    return BrokerRegistrationRequest(b.id, c, b.incarnation, not b.config.kraft_mode, b.config.ibp)
+
+
 def decide_broker_registration(
-    image: MetadataImage, c: KRaftController, b: Broker, variant: Variant
-) -> tuple[Errors, RegisterBrokerRecord | None]:
-    """ClusterControlManager.registerBroker's checks in Kafka's order (reference §3.1; KIP-866 §Broker Registration)."""
-    is_zk = not b.config.kraft_mode
-    existing = image.registration(b.id)
-    if existing is not None and existing.incarnation != b.incarnation and not existing.fenced:
+    image: MetadataImage, c: KRaftController, request: BrokerRegistrationRequest, variant: Variant
+) -> tuple[Refused | None, RegisterBrokerRecord | None]:
+    """ClusterControlManager.registerBroker's checks in Kafka's order (reference §3.1; KIP-866 §Broker Registration):
+    the refusal, or None with the record to append (None: the same incarnation's registration stands)."""
+    is_zk = request.is_migrating_zk_broker
+    existing = image.registration(request.broker)
+    if existing is not None and existing.incarnation != request.incarnation and not existing.fenced:
         # A live registration of another incarnation: KIP-866 "a KRaft broker with the id of an existing ZK broker".
         if not (variant.has(Bug.KRAFT_BROKER_TAKES_LIVE_ZK_ID) and not is_zk and existing.is_migrating_zk_broker):
-            return Errors.DUPLICATE_BROKER_REGISTRATION, None
-    if is_zk and not (c.config.migration_enabled and (image.metadata_version or 0) >= Ibp.IBP_3_4_IV0):
-        return Errors.BROKER_ID_NOT_REGISTERED, None
+            return Refused(Errors.DUPLICATE_BROKER_REGISTRATION, "incarnation {} holds a live registration, epoch {}",
+                           (existing.incarnation, existing.epoch)), None
+    if is_zk and not c.config.migration_enabled:
+        return Refused(Errors.BROKER_ID_NOT_REGISTERED, "the controller does not take ZK brokers: no migration "
+                                                        "flag"), None
+    if is_zk and (image.metadata_version or 0) < Ibp.IBP_3_4_IV0:
+        return Refused(Errors.BROKER_ID_NOT_REGISTERED, "the controller does not take ZK brokers below "
+                                                        "metadata.version 3.4-IV0"), None
     if not is_zk and image.migration_state is ZkMigrationState.PRE_MIGRATION:
-        return Errors.BROKER_ID_NOT_REGISTERED, None
-    if is_zk and b.config.ibp != image.metadata_version and not variant.has(Bug.ADMIT_ZK_BROKER_WITH_OTHER_IBP):
+        return Refused(Errors.BROKER_ID_NOT_REGISTERED, "pre-migration: KRaft brokers register once the metadata "
+                                                        "is migrated"), None
+    if is_zk and request.ibp != image.metadata_version and not variant.has(Bug.ADMIT_ZK_BROKER_WITH_OTHER_IBP):
         # ZK brokers advertise metadata.version as [IBP, IBP].
-        return Errors.UNSUPPORTED_VERSION, None
-    if existing is not None and existing.incarnation == b.incarnation:
-        return Errors.NONE, None  # the same incarnation keeps its epoch and state
-    epoch = BrokerEpoch(b.incarnation if variant.has(Bug.BROKER_EPOCH_FROM_INCARNATION) else len(c.log))
-    return Errors.NONE, RegisterBrokerRecord(b.id, b.incarnation, epoch, is_zk, b.config.ibp)
+        level = image.metadata_version.name if image.metadata_version is not None else None
+        return Refused(Errors.UNSUPPORTED_VERSION, "the broker supports metadata.version {} only, not the finalized {}",
+                       (request.ibp.name, level)), None
+    if existing is not None and existing.incarnation == request.incarnation:
+        return None, None  # the same incarnation keeps its epoch and state
+    epoch = BrokerEpoch(request.incarnation if variant.has(Bug.BROKER_EPOCH_FROM_INCARNATION) else len(c.log))
+    return None, RegisterBrokerRecord(request.broker, request.incarnation, epoch, is_zk, request.ibp)
 
 
-def _register_with_kraft(
-    state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant
-) -> ClusterState | None:
-    b, c = state.brokers[bid], ctrl(state, cid)
-    if not b.alive or b.kraft_epoch != UNKNOWN_BROKER_EPOCH or not is_active(c):
-        return None
+def handle_registration(
+    state: ClusterState, request: BrokerRegistrationRequest, variant: Variant
+) -> Refused | tuple[ClusterState, BrokerEpoch]:
+    """The active controller's side of a BrokerRegistration: its refusal, or the state with the record
+    appended and the epoch it answers (the broker's own request, or a script's, ``model.harness``)."""
+    c = ctrl(state, request.controller)
+    if not is_active(c):
+        return _NOT_ACTIVE
+    image = own_image(c)
+    refused, rec = decide_broker_registration(image, c, request, variant)
+    if refused is not None:
+        return refused
+    if rec is None:  # accepted without a record: this incarnation's registration stands, epoch and all
+        reg = image.registration(request.broker)
+        assert reg is not None
+        return state, reg.epoch
+    if writes_blocked(state, c, variant):
+        return _LAG_BOUND
+    return append(state, c, [rec], variant), rec.epoch
+
+
+def _register_with_kraft(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
+    b = state.brokers[bid]
+    if not b.alive:
+        return _BROKER_NOT_RUNNING
+    if b.kraft_epoch != UNKNOWN_BROKER_EPOCH:
+        return Refused(None, "the broker is registered, epoch {}", (b.kraft_epoch,))
     if not b.config.kraft_mode:
         cfg = b.config
         # KIP-866 §Migration Trigger 1-3: only a ZK broker with the flag, the controller configs and the bridge IBP.
-        if not (cfg.migration_enabled and cfg.controller_configs and cfg.ibp >= Ibp.IBP_3_4_IV0) or not b.registered:
-            return None
-    image = own_image(c)
-    error, rec = decide_broker_registration(image, c, b, variant)
-    if error is not Errors.NONE:
+        if not (cfg.migration_enabled and cfg.controller_configs and cfg.ibp >= Ibp.IBP_3_4_IV0):
+            return Refused(None, "the ZK broker lacks the migration flag, the controller configs or IBP 3.4-IV0")
+        if not b.registered:
+            return Refused(None, "the ZK broker has not registered in ZooKeeper")
+    answer = handle_registration(state, registration_request(b, cid), variant)
+    if isinstance(answer, Refused):
         # Differs: KIP-866 §Broker Registration says a refused broker terminates; the model lets it retry
         # (it is refused the same way), so that restarting it again does not mint incarnations without bound.
-        return None
-    if rec is None:  # NONE without a record: this incarnation's registration stands, epoch and all
-        reg = image.registration(bid)
-        assert reg is not None
-        return put_broker(state, b.replace(kraft_epoch=reg.epoch, lifecycle=_fenced_state(b)))
-    if writes_blocked(state, c, variant):
-        return None
-    state = append(state, c, [rec], variant)
+        return answer
+    state, epoch = answer
     # Differs: Kafka answers once the record commits; the model answers at once (a truncated registration
     # shows up as STALE_BROKER_EPOCH on the next heartbeat and the broker registers again).
-    return put_broker(state, b.replace(kraft_epoch=rec.epoch, lifecycle=_fenced_state(b)))
+    return put_broker(state, b.replace(kraft_epoch=epoch, lifecycle=_fenced_state(b)))
 
 
 def _leaderships(image: MetadataImage, b: BrokerId) -> list[int]:
@@ -552,69 +635,119 @@ def _elect_leaderless(image: MetadataImage, b: BrokerId) -> list[MetadataRecord]
     ]
 
 
-def caught_up(b: Broker, reg_epoch: BrokerEpoch, variant: Variant) -> bool:
+@record
+class HeartbeatAnswer(Record):
+    """BrokerHeartbeatResponse as the model has it: the registration after the heartbeat's records."""
+
+    fenced: bool  # IsFenced
+    in_controlled_shutdown: bool
+    shutdown_now: bool  # ShouldShutDown
+
+
+def heartbeat_request(b: Broker, c: ControllerId) -> BrokerHeartbeatRequest:
+    """What broker ``b``'s process sends: its epoch, whether it wants to shut down, how far it has replayed."""
+    # Differs: ZK brokers do not replay the log; the model takes them as caught up (None).
+    offset = b.image.offset if b.config.kraft_mode else None
+    return BrokerHeartbeatRequest(b.id, c, b.kraft_epoch, b.want_shutdown, offset)
+
+
+def caught_up(request: BrokerHeartbeatRequest, reg_epoch: BrokerEpoch, variant: Variant) -> bool:
     """KIP-500 §Fenced: a broker leaves Fenced once it has the metadata up to its own registration."""
-    if not b.config.kraft_mode:
-        # Differs: ZK brokers do not replay the log; the model treats them as caught up (they take
-        # UpdateMetadata from the controller instead).
+    if request.metadata_offset is None:  # a ZK broker (heartbeat_request): it takes UpdateMetadata instead
         return True
     if variant.has(Bug.CAUGHT_UP_OFF_BY_ONE):
-        return b.image.offset > reg_epoch + 1
-    return b.image.offset > reg_epoch
+        return request.metadata_offset > reg_epoch + 1
+    return request.metadata_offset > reg_epoch
 
 
-def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> ClusterState | None:
-    """BrokerHeartbeatManager.calculateNextBrokerState and its records (reference §3.2, KIP-500 §Broker States)."""
-    b, c = state.brokers[bid], ctrl(state, cid)
-    if not b.alive or b.kraft_epoch == UNKNOWN_BROKER_EPOCH or not is_active(c):
-        return None
+def handle_heartbeat(
+    state: ClusterState, request: BrokerHeartbeatRequest, variant: Variant
+) -> Refused | tuple[ClusterState, HeartbeatAnswer, bool]:
+    """The active controller's side of a BrokerHeartbeat (BrokerHeartbeatManager.calculateNextBrokerState and its
+    records; reference §3.2, KIP-500 §Broker States): its refusal, or the state, the answer and whether it wrote."""
+    c = ctrl(state, request.controller)
+    if not is_active(c):
+        return _NOT_ACTIVE
+    bid = request.broker
     image = own_image(c)
     reg = image.registration(bid)
-    if reg is None or reg.epoch != b.kraft_epoch:
-        # STALE_BROKER_EPOCH: the broker registers again.
-        return put_broker(state, b.replace(kraft_epoch=UNKNOWN_BROKER_EPOCH, lifecycle=_fenced_state(b)))
+    if reg is None:
+        return Refused(Errors.STALE_BROKER_EPOCH, "no registration of broker {}", (bid,))
+    if reg.epoch != request.broker_epoch:
+        return Refused(Errors.STALE_BROKER_EPOCH, "broker epoch {} is not the registration's {}",
+                       (request.broker_epoch, reg.epoch))
     leads = bool(_leaderships(image, bid))
     records: list[MetadataRecord] = []
-    shutdown_now = False
-    lifecycle = b.lifecycle
+    answer = HeartbeatAnswer(reg.fenced, reg.in_controlled_shutdown, False)
     if reg.fenced:
-        if b.want_shutdown:
-            shutdown_now = True
-        elif caught_up(b, reg.epoch, variant) or variant.has(Bug.UNFENCE_BEFORE_CAUGHT_UP):
+        if request.want_shutdown:
+            answer = answer.replace(shutdown_now=True)
+        elif caught_up(request, reg.epoch, variant) or variant.has(Bug.UNFENCE_BEFORE_CAUGHT_UP):
             records = [BrokerRegistrationChangeRecord(bid, reg.epoch, False)] + _elect_leaderless(image, bid)
-            lifecycle = BrokerState.ONLINE if b.config.kraft_mode else b.lifecycle
-    elif reg.in_controlled_shutdown or b.want_shutdown:
+            answer = HeartbeatAnswer(False, False, False)
+    elif reg.in_controlled_shutdown or request.want_shutdown:
         if not leads:
-            shutdown_now = True
+            answer = HeartbeatAnswer(True, True, True)
             records = [BrokerRegistrationChangeRecord(bid, reg.epoch, True)] + _move_leaders_off(image, bid, True)
         elif not reg.in_controlled_shutdown:
+            answer = answer.replace(in_controlled_shutdown=True)
             records = [BrokerRegistrationChangeRecord(bid, reg.epoch, None, True)]
             records += _move_leaders_off(image, bid, False)
-    elif b.config.kraft_mode and not b.want_shutdown:
-        lifecycle = BrokerState.ONLINE
     if records:
         if writes_blocked(state, c, variant, len(records)):
-            return None
+            return _LAG_BOUND
         state = append(state, c, records, variant)
-    if shutdown_now:
+    return state, answer, bool(records)
+
+
+def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
+    """A broker's heartbeat: the controller's side (``handle_heartbeat``), then the broker takes the answer."""
+    b = state.brokers[bid]
+    if not b.alive:
+        return _BROKER_NOT_RUNNING
+    if b.kraft_epoch == UNKNOWN_BROKER_EPOCH:
+        return Refused(None, "the broker has not registered with KRaft")
+    answer = handle_heartbeat(state, heartbeat_request(b, cid), variant)
+    if isinstance(answer, Refused):
+        if answer.error is Errors.STALE_BROKER_EPOCH:  # the broker registers again
+            return answer.delivered(put_broker(state, b.replace(kraft_epoch=UNKNOWN_BROKER_EPOCH,
+                                                                lifecycle=_fenced_state(b))))
+        return answer
+    state, response, wrote = answer
+    if response.shutdown_now:
         return process_dies(state, state.brokers[bid])  # SHUTDOWN_NOW: the broker exits, Offline
-    if not records and lifecycle == b.lifecycle:
-        return None
+    lifecycle = b.lifecycle
+    if b.config.kraft_mode and not (response.fenced or response.in_controlled_shutdown or b.want_shutdown):
+        lifecycle = BrokerState.ONLINE
+    if not wrote and lifecycle == b.lifecycle:
+        return Unchanged("{}", (heartbeat_answer_text(response),))
     return put_broker(state, state.brokers[bid].replace(lifecycle=lifecycle))
+
+
+def heartbeat_answer_text(answer: HeartbeatAnswer) -> str:
+    if answer.shutdown_now:
+        return "shutdown now"
+    if answer.in_controlled_shutdown:
+        return "in controlled shutdown"
+    return "fenced" if answer.fenced else "unfenced"
 
 
 def _fenced_state(b: Broker) -> BrokerState:
     return BrokerState.FENCED if b.config.kraft_mode else b.lifecycle
 
 
-def _fetch_metadata(
-    state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant
-) -> ClusterState | None:
+def _fetch_metadata(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
     b, c = state.brokers[bid], ctrl(state, cid)
-    if not b.alive or not b.config.kraft_mode or not c.alive or c.role is not QuorumRole.LEADER:
-        return None
+    if not b.alive:
+        return _BROKER_NOT_RUNNING
+    if not b.config.kraft_mode:
+        return Refused(None, "a ZK broker does not replay the metadata log")
+    if not c.alive:
+        return _NOT_RUNNING
+    if c.role is not QuorumRole.LEADER:
+        return Refused(Errors.NOT_LEADER_OR_FOLLOWER, "controller {} does not lead", (cid,))
     if c.high_watermark <= b.image.offset:
-        return None
+        return Unchanged("nothing new is committed")
     image = image_of(c.log, c.high_watermark)
     meta = 1 if image.migration_state is ZkMigrationState.POST_MIGRATION else b.meta_properties
     terms = state.history.leader_terms
@@ -643,41 +776,51 @@ def timeout_heals(state: ClusterState, bid: BrokerId, cid: ControllerId) -> bool
     return reg is None or not (b.alive and b.incarnation == reg.incarnation and b.kraft_epoch == reg.epoch)
 
 
-def _session_timeout(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _session_timeout(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
     """maybeFenceOneStaleBroker: fence a registration whose heartbeats stopped."""
     b, c = state.brokers[bid], ctrl(state, cid)
     if not is_active(c):
-        return None
+        return Refused(None, "the controller is not the active controller")
     image = own_image(c)
     reg = image.registration(bid)
-    if reg is None or reg.fenced:
-        return None
+    if reg is None:
+        return Refused(None, "broker {} has no registration", (bid,))
+    if reg.fenced:
+        return Refused(None, "broker {} is fenced", (bid,))
     if image.migration_state is ZkMigrationState.PRE_MIGRATION and variant.profile is Profile.KAFKA_3_9:
         # Differs: since KAFKA-15441 Kafka does not fence stale brokers in pre-migration.
-        return None
+        return Refused(None, "Kafka fences no stale broker in pre-migration (KAFKA-15441)")
     alive_same = b.alive and b.incarnation == reg.incarnation and b.kraft_epoch == reg.epoch
     if alive_same:
         spent = spend(state, timeouts=1)
         if spent is None:
-            return None
+            return BUDGET_SPENT
         state = spent
     records: list[MetadataRecord] = [BrokerRegistrationChangeRecord(bid, reg.epoch, True)]
     if image.migration_state is not ZkMigrationState.PRE_MIGRATION:
         records += _move_leaders_off(image, bid, True)
     if writes_blocked(state, c, variant, len(records)):
-        return None
+        return _LAG_BOUND
     state = append(state, c, records, variant)
     if alive_same and b.config.kraft_mode:
         state = put_broker(state, state.brokers[bid].replace(lifecycle=BrokerState.FENCED))
     return state
 
 
-def _begin_controlled_shutdown(state: ClusterState, bid: BrokerId) -> ClusterState | None:
+def _begin_controlled_shutdown(state: ClusterState, bid: BrokerId) -> Result:
     b = state.brokers[bid]
-    if not b.alive or not b.config.kraft_mode or b.want_shutdown or b.lifecycle is not BrokerState.ONLINE:
-        return None
+    if not b.alive:
+        return _BROKER_NOT_RUNNING
+    if not b.config.kraft_mode:
+        return Refused(None, "a ZK broker shuts down by ControlledShutdown, not by heartbeats")
+    if b.want_shutdown:
+        return Refused(None, "the broker is shutting down")
+    if b.lifecycle is not BrokerState.ONLINE:
+        return Refused(None, "the broker is {}, not Online", (b.lifecycle.value,))
     spent = spend(state, shutdowns=1)
-    return None if spent is None else put_broker(spent, b.replace(want_shutdown=True, lifecycle=BrokerState.STOPPING))
+    if spent is None:
+        return BUDGET_SPENT
+    return put_broker(spent, b.replace(want_shutdown=True, lifecycle=BrokerState.STOPPING))
 
 
 def fresh_kraft_process(b: Broker) -> Broker:
@@ -694,72 +837,98 @@ def fresh_kraft_process(b: Broker) -> Broker:
 
 # ---- admin requests -----------------------------------------------------------------------------
 
-def decide_write(image: MetadataImage, variant: Variant) -> Errors:
-    """QuorumController: in pre-migration every write but registration and heartbeats is NOT_CONTROLLER (§6)."""
+def decide_write(image: MetadataImage, variant: Variant) -> Refused | None:
+    """QuorumController's pre-migration gate, before any other decision of a write: in pre-migration every
+    write but registration and heartbeats is NOT_CONTROLLER (KIP-866 §KRaft Controller Pre-Migration State)."""
     if image.migration_state is ZkMigrationState.PRE_MIGRATION and not variant.has(Bug.PRE_MIGRATION_ACCEPTS_WRITES):
-        return Errors.NOT_CONTROLLER
-    return Errors.NONE
+        return _PRE_MIGRATION
+    return None
+
+
+_PRE_MIGRATION = Refused(Errors.NOT_CONTROLLER, "pre-migration: no write but registrations and heartbeats")
 
 
 def _admin_request(
     state: ClusterState, cid: ControllerId, variant: Variant
-) -> tuple[ClusterState, KRaftController, MetadataImage] | None:
+) -> Refused | tuple[ClusterState, KRaftController, MetadataImage]:
     """An operator's admin request reaching the active controller: the state with the request spent,
-    the controller and the image it decides from; None when no active controller may write now."""
+    the controller and the image it decides from; why not, when no active controller may write now."""
     c = ctrl(state, cid)
-    if not is_active(c) or writes_blocked(state, c, variant):
-        return None
+    if not is_active(c):
+        return _NOT_ACTIVE
+    if writes_blocked(state, c, variant):
+        return _LAG_BOUND
     spent = spend(state, operator=1)
     if spent is None:
-        return None
+        return BUDGET_SPENT
     return spent, c, own_image(c)
 
 
-def _alter_configs(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
+def _alter_configs(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     request = _admin_request(state, cid, variant)
-    if request is None:
-        return None
+    if isinstance(request, Refused):
+        return request
     state, c, image = request
-    if decide_write(image, variant) is not Errors.NONE:
-        return state
+    refused = decide_write(image, variant)
+    if refused is not None:
+        return refused.delivered(state)
     return append(state, c, [ConfigRecord((image.config or 0) + 1)], variant)
 
 
 def decide_metadata_version(
     image: MetadataImage, level: Ibp, upgrade_type: UpgradeType, variant: Variant
-) -> Errors:
-    """FeatureControlManager.updateFeature for metadata.version, in Kafka's order (reference §5.1).
+) -> Refused | None:
+    """FeatureControlManager.updateFeature for metadata.version, in Kafka's order (reference §5.1): the
+    refusal, or None. QuorumController's pre-migration gate (``decide_write``) comes before it.
 
-    Every refusal but pre-migration's is INVALID_UPDATE_VERSION (95). A migrating ZK broker
+    Every refusal is INVALID_UPDATE_VERSION (95), with Kafka's message. A migrating ZK broker
     advertises metadata.version as [IBP, IBP], so while one is registered the level cannot move.
     A downgrade across a level that changed metadata is refused, safe or unsafe ("Unsafe metadata
     downgrade is not supported in this version"); one that crosses none (3.9-IV0 to 3.8-IV0) is
     done, whichever type it asks for.
     """
-    if decide_write(image, variant) is not Errors.NONE:
-        return Errors.NOT_CONTROLLER
-    if any(r.is_migrating_zk_broker and r.ibp != level for r in image.brokers):
-        return Errors.INVALID_UPDATE_VERSION  # a registered broker does not support the level
+    for r in image.brokers:
+        if r.is_migrating_zk_broker and r.ibp != level:
+            return Refused(Errors.INVALID_UPDATE_VERSION, "broker {} supports {} only", (r.broker, r.ibp.name))
     current = image.metadata_version
     if current is not None and level < current and upgrade_type is UpgradeType.UPGRADE:
-        return Errors.INVALID_UPDATE_VERSION  # a downgrade needs a downgrade type
+        return _DOWNGRADE_NEEDS_TYPE
     if current is not None and level > current and upgrade_type is not UpgradeType.UPGRADE:
-        return Errors.INVALID_UPDATE_VERSION  # "Can't downgrade to a newer version."
+        return _NEWER_DOWNGRADE
     if image.migration_state.in_progress and not variant.has(Bug.MV_CHANGE_DURING_MIGRATION):
-        return Errors.INVALID_UPDATE_VERSION  # "Unable to modify metadata.version while a ZK migration is in progress."
+        return _DURING_MIGRATION
+    if level < Ibp.IBP_3_3_IV0:
+        return _BELOW_BOOTSTRAP  # the first level with FeatureLevelRecord
     if current is not None and level < current and metadata_changed_between(level, current):
-        return Errors.INVALID_UPDATE_VERSION  # the downgrade might delete metadata
-    return Errors.NONE
+        if upgrade_type is UpgradeType.UNSAFE_DOWNGRADE:
+            return _UNSAFE_DOWNGRADE
+        return _MIGHT_DELETE_METADATA
+    return None
+
+
+_DOWNGRADE_NEEDS_TYPE = Refused(Errors.INVALID_UPDATE_VERSION, "Can't downgrade the version of this feature without "
+                                                                "setting the upgrade type to either safe or unsafe "
+                                                                "downgrade.")
+_NEWER_DOWNGRADE = Refused(Errors.INVALID_UPDATE_VERSION, "Can't downgrade to a newer version.")
+_DURING_MIGRATION = Refused(Errors.INVALID_UPDATE_VERSION, "Unable to modify metadata.version while a ZK migration "
+                                                           "is in progress.")
+_BELOW_BOOTSTRAP = Refused(Errors.INVALID_UPDATE_VERSION, "Unable to set a metadata.version less than 3.3-IV0")
+_UNSAFE_DOWNGRADE = Refused(Errors.INVALID_UPDATE_VERSION, "Unsafe metadata downgrade is not supported in this "
+                                                           "version.")
+_MIGHT_DELETE_METADATA = Refused(Errors.INVALID_UPDATE_VERSION, "Refusing to perform the requested downgrade because "
+                                                                "it might delete metadata information.")
 
 
 def _update_metadata_version(
     state: ClusterState, cid: ControllerId, level: Ibp, upgrade_type: UpgradeType, variant: Variant
-) -> ClusterState | None:
+) -> Result:
     request = _admin_request(state, cid, variant)
-    if request is None:
-        return None
+    if isinstance(request, Refused):
+        return request
     state, c, image = request
-    refused = decide_metadata_version(image, level, upgrade_type, variant) is not Errors.NONE
-    if refused or level == image.metadata_version:
-        return state  # refused, or already at that level (nothing to write)
+    refused = decide_write(image, variant) or decide_metadata_version(image, level, upgrade_type, variant)
+    if refused is not None:
+        return refused.delivered(state)
+    if level == image.metadata_version:
+        return Unchanged("metadata.version is {}", (level.name,), state)  # nothing to write
     return append(state, c, [FeatureLevelRecord(METADATA_VERSION, level)], variant)

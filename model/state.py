@@ -302,6 +302,30 @@ class ControlledShutdown(Record):
 ControlRequest = LeaderAndIsr | UpdateMetadata | StopReplica
 Message = ControlRequest | ControlledShutdown
 
+
+# ---- requests to a KRaft controller (KIP-500 §Broker Registration, §Broker Heartbeats) -------------
+# Exchanges, not messages in flight: the model handles each in one step (``model.kraft_quorum``).
+
+@record
+class BrokerRegistrationRequest(Record):
+    broker: BrokerId
+    controller: ControllerId  # the controller it is sent to
+    incarnation: Incarnation  # IncarnationId: a new one per process start
+    is_migrating_zk_broker: bool  # IsMigratingZkBroker
+    ibp: Ibp  # the metadata.version it supports; a ZK broker advertises [IBP, IBP]
+
+
+@record
+class BrokerHeartbeatRequest(Record):
+    broker: BrokerId
+    controller: ControllerId
+    broker_epoch: BrokerEpoch
+    want_shutdown: bool  # WantShutDown
+    metadata_offset: int | None  # CurrentMetadataOffset; None: a ZK broker, which replays no log
+
+
+KRaftRequest = BrokerRegistrationRequest | BrokerHeartbeatRequest
+
 _MESSAGE_ORDER = {LeaderAndIsr: 0, UpdateMetadata: 1, StopReplica: 2, ControlledShutdown: 3}
 
 

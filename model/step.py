@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from model import kraft_migration, kraft_quorum, zk_era
+from model import harness, kraft_migration, kraft_quorum, zk_era
 from model.actions import (
     Action,
     AlterConfigs,
@@ -75,7 +75,9 @@ from model.actions import (
     is_zk_era_action,
 )
 from model.bugs import CORRECT, Variant
+from model.harness import HarnessAction, is_harness_action
 from model.kraft import QuorumRole
+from model.outcome import Outcome, Result, Unchanged, Verdict
 from model.state import ClusterState, message_sort_key
 from model.types import FeatureLevel, PartitionId
 
@@ -84,8 +86,29 @@ if TYPE_CHECKING:
 
 
 
-def step(state: ClusterState, action: Action, variant: Variant = CORRECT) -> ClusterState | None:
-    """The state after ``action``, or None when ``action`` is not enabled in ``state``."""
+def step(state: ClusterState, action: Action | HarnessAction, variant: Variant = CORRECT) -> ClusterState | None:
+    """The state after ``action``, or None when ``action`` is not enabled in ``state`` (refused, or
+    accepted with nothing to change: ``outcome`` tells them apart)."""
+    result = _handle(state, action, variant)
+    # A refusal or an unchanged answer carries the state its effects leave (a delivered request), or None.
+    return result if isinstance(result, ClusterState) else result.after
+
+
+def outcome(state: ClusterState, action: Action | HarnessAction, variant: Variant = CORRECT) -> Outcome:
+    """What ``step`` decides, with its verdict: accepted (changed or unchanged) or refused, with the
+    reason and Kafka's error code, from the same handler ``step`` runs (``model.outcome``)."""
+    result = _handle(state, action, variant)
+    if isinstance(result, ClusterState):
+        if result == state:
+            return Outcome(Verdict.UNCHANGED, result)
+        return Outcome(Verdict.ACCEPTED, result)
+    if isinstance(result, Unchanged):
+        return Outcome(Verdict.UNCHANGED, result.after, None, result.reason)
+    verdict = Verdict.REFUSED if result.after is None else Verdict.DELIVERED_REFUSED
+    return Outcome(verdict, result.after, result.error, result.reason)
+
+
+def _handle(state: ClusterState, action: Action | HarnessAction, variant: Variant) -> Result:
     ghost = state.ghost
     if ghost.last_multi or ghost.kraft_writes or ghost.sent or ghost.attempted_kraft_write:
         state = state.replace(ghost=ghost.replace(last_multi=(), kraft_writes=(), sent=(), attempted_kraft_write=()))
@@ -95,6 +118,8 @@ def step(state: ClusterState, action: Action, variant: Variant = CORRECT) -> Clu
         return kraft_quorum.handle(state, action, variant)
     if is_migration_action(action):
         return kraft_migration.handle(state, action, variant)
+    if is_harness_action(action):
+        return harness.handle(state, action, variant)
     raise TypeError(f"not an action: {action!r}")
 
 

@@ -3,11 +3,12 @@
 Rules:
 - ``handle(state, action)`` takes one ``ZkEraAction`` (``model.step.step`` dispatches it here) and
   matches on it, ending in ``assert_never``: an action added to ``ZkEraAction`` without a handler
-  is a type error. Each handler first checks its enabling conditions (returning None when the
-  action is not enabled), then computes the new state. Nothing is mutated; untouched parts of the
-  state are shared.
+  is a type error. Each handler first checks its enabling conditions (returning a ``Refused``
+  that says which failed when the action is not enabled, ``model.outcome``), then computes the
+  new state. Nothing is mutated; untouched parts of the state are shared.
 - Decisions are pure functions of what the deciding node knows (``decide_*``), kept apart from
-  the state changes, so tests can assert the exact error code of a refusal.
+  the state changes; each returns its refusal with Kafka's error code and why (or None), which
+  the handler passes on as the step's outcome, so tests can assert the exact error code.
 - Every controller write goes through ``_controller_write``: one ZooKeeper multi that starts
   with a check on /controller_epoch's version (KIP-380/KAFKA-6082, KIP-866 §Controller
   Leadership). A write that fails that check tells the controller it has moved: it resigns.
@@ -48,6 +49,7 @@ from model.actions import (
 )
 from model.bugs import CORRECT, Bug, Variant
 from model.kraft_quorum import fresh_kraft_process
+from model.outcome import BUDGET_SPENT, IN_FLIGHT_CAP, Refused, Result, Unchanged
 from model.state import (
     BROKER_IDS,
     CONTROLLER,
@@ -99,9 +101,24 @@ from model.zookeeper import Check, Create, Delete, Op, SetData, WatchKind
 # /controller_epoch read as absent: the election creates it instead of setting it.
 ABSENT = ZkVersion(-2)
 
+# Refusals without arguments, built once (model.outcome).
+_ZK_UNAVAILABLE = Refused(None, "ZooKeeper is unavailable")
+_NOT_IN_FLIGHT = Refused(None, "the message is not in flight")
+_NOT_RUNNING = Refused(None, "the broker is not running")
+_RUNNING = Refused(None, "the broker is running")
+_NO_SESSION = Refused(None, "the broker holds no live ZooKeeper session of its own")
+_NOT_REGISTERED = Refused(None, "the broker has not registered in this session")
+_NOT_ACTING = Refused(None, "the broker is not an initialized controller with a ZooKeeper session")
+_NOT_CONTROLLER = Refused(Errors.NOT_CONTROLLER, _NOT_ACTING.why)
+_NO_NOTIFICATION = Refused(None, "no /brokers/ids notification is pending")
+_KRAFT_BROKER = Refused(None, "a KRaft broker does not talk to ZooKeeper")
+_WAITS_FOR_REGISTRATION = Refused(
+    None, "the broker serves no request before it has registered: the request waits (KAFKA-7235)"
+)
 
-def handle(state: ClusterState, action: ZkEraAction, variant: Variant) -> ClusterState | None:
-    """The state after a ZooKeeper-era action, or None when it is not enabled."""
+
+def handle(state: ClusterState, action: ZkEraAction, variant: Variant) -> Result:
+    """The state after a ZooKeeper-era action, or why it is refused or changes nothing (``model.outcome``)."""
     match action:
         case ZkOutage():
             return _zk_outage(state)
@@ -154,6 +171,17 @@ def handle(state: ClusterState, action: ZkEraAction, variant: Variant) -> Cluste
 def _connected(state: ClusterState, b: Broker) -> bool:
     """The broker's process runs and can talk to ZooKeeper through a live session."""
     return b.alive and state.zk.available and _holds_session(state, b)
+
+
+def _unconnected(state: ClusterState, b: Broker) -> Refused | None:
+    """Why the broker cannot talk to ZooKeeper (``_connected``'s conditions, each with its reason), or None."""
+    if not b.alive:
+        return _NOT_RUNNING
+    if not state.zk.available:
+        return _ZK_UNAVAILABLE
+    if not _holds_session(state, b):
+        return _NO_SESSION
+    return None
 
 
 def _holds_session(state: ClusterState, b: Broker) -> bool:
@@ -212,7 +240,9 @@ def _controller_write(
         )
     state = state.replace(zk=zk, ghost=ghost)
     if not ok and fenced and results[0] in (ZkCode.BAD_VERSION, ZkCode.NO_NODE):
-        state = _resign(state, c.id) or state
+        resigned = _resign(state, c.id)
+        if isinstance(resigned, ClusterState):
+            state = resigned
     return state, ok
 
 
@@ -243,46 +273,52 @@ def finalized_features(state: ClusterState) -> FeatureRanges:
 
 def decide_update_features(
     state: ClusterState, c: Broker, feature: str, level: FeatureLevel, allow_downgrade: bool, variant: Variant
-) -> tuple[Errors, FeatureRanges]:
+) -> tuple[Refused | None, FeatureRanges]:
     """The ZK controller's UpdateFeatures validation (KIP-584 §Controller, reference §5.2).
 
-    Returns the error, or NONE with the new finalized features.
+    Returns the refusal (INVALID_REQUEST and why), or None with the new finalized features.
     """
     # Differs: (min, max) levels and an AllowDowngrade flag, as in the seed; Kafka >= 3.3 has one level and UpgradeType.
     assert c.controller is not None
     data = znode_data(state, FEATURES)
-    if data is None or data.status is not FeatureStatus.ENABLED or not c.config.ibp.supports_feature_versioning:
-        return Errors.INVALID_REQUEST, ()
+    if data is None or data.status is not FeatureStatus.ENABLED:
+        return Refused(Errors.INVALID_REQUEST, "feature versioning is not enabled (/features is not Enabled)"), ()
+    if not c.config.ibp.supports_feature_versioning:
+        return Refused(Errors.INVALID_REQUEST, "the controller's IBP {} predates feature versioning",
+                       (c.config.ibp.name,)), ()
     finalized = dict(data.finalized)
     current = finalized.get(feature)
     if level < 1:
         # KIP-584: a level below 1 asks for deletion, which needs AllowDowngrade.
-        if not allow_downgrade or current is None:
-            return Errors.INVALID_REQUEST, ()
+        if not allow_downgrade:
+            return Refused(Errors.INVALID_REQUEST, "deleting {} needs AllowDowngrade", (feature,)), ()
+        if current is None:
+            return Refused(Errors.INVALID_REQUEST, "{} is not finalized", (feature,)), ()
         if variant.has(Bug.FINALIZE_LEVEL_ZERO):
             finalized[feature] = (current[0], level)
         else:
             del finalized[feature]
-        return Errors.NONE, tuple(sorted(finalized.items()))
+        return None, tuple(sorted(finalized.items()))
     if current is not None and level == current[1]:
-        return Errors.INVALID_REQUEST, ()
+        return Refused(Errors.INVALID_REQUEST, "{} is already finalized at max level {}", (feature, level)), ()
     is_downgrade = current is not None and level < current[1]
     if is_downgrade and not allow_downgrade:
-        return Errors.INVALID_REQUEST, ()
+        return Refused(Errors.INVALID_REQUEST, "a downgrade of {} needs AllowDowngrade", (feature,)), ()
     if allow_downgrade and not is_downgrade:
-        return Errors.INVALID_REQUEST, ()
+        return Refused(Errors.INVALID_REQUEST, "AllowDowngrade on a request that is not a downgrade"), ()
     own = dict(c.config.supported).get(feature)
     if own is None:
-        return Errors.INVALID_REQUEST, ()
+        return Refused(Errors.INVALID_REQUEST, "the controller does not support {}", (feature,)), ()
     new = (current[0] if current is not None else own[0], level)
     if new[1] < new[0] or not (own[0] <= new[0] and new[1] <= own[1]):
-        return Errors.INVALID_REQUEST, ()
+        return Refused(Errors.INVALID_REQUEST, "levels {} are outside the controller's supported {}", (new, own)), ()
     if not variant.has(Bug.UPDATE_SKIPS_BROKER_CHECK):
         for b in c.controller.live:
             if incompatible_features(b.supported, ((feature, new),)):
-                return Errors.INVALID_REQUEST, ()
+                return Refused(Errors.INVALID_REQUEST, "broker {} does not support levels {} of {}",
+                               (b.id, new, feature)), ()
     finalized[feature] = new
-    return Errors.NONE, tuple(sorted(finalized.items()))
+    return None, tuple(sorted(finalized.items()))
 
 
 def _feature_bootstrap_ops(state: ClusterState, c: Broker, variant: Variant) -> tuple[Op, ...]:
@@ -317,31 +353,34 @@ def broker_epoch_is_stale(request_epoch: BrokerEpoch, current: BrokerEpoch) -> b
     return request_epoch != UNKNOWN_BROKER_EPOCH and request_epoch < current
 
 
-def decide_control_request(b: Broker, m: LeaderAndIsr | UpdateMetadata | StopReplica, variant: Variant) -> Errors:
-    """Whether broker ``b`` accepts a control request (KafkaApis: broker epoch first, then controller epoch).
+def decide_control_request(
+    b: Broker, m: LeaderAndIsr | UpdateMetadata | StopReplica, variant: Variant
+) -> Refused | None:
+    """Whether broker ``b`` accepts a control request (KafkaApis: broker epoch first, then controller epoch):
+    its refusal, or None.
 
     A request from a KRaft controller carries the broker's KRaft epoch, and is compared with the
     epoch its BrokerLifecycleManager learned (reference §4).
     """
     own = b.kraft_epoch if m.kraft else b.epoch
     if broker_epoch_is_stale(m.broker_epoch, own) and not variant.has(Bug.ACCEPT_STALE_BROKER_EPOCH):
-        return Errors.STALE_BROKER_EPOCH
+        return Refused(Errors.STALE_BROKER_EPOCH, "broker epoch {} < {}", (m.broker_epoch, own))
     if m.controller_epoch < b.controller_epoch and not variant.has(Bug.ACCEPT_STALE_CONTROLLER_EPOCH):
-        return Errors.STALE_CONTROLLER_EPOCH
-    return Errors.NONE
+        return Refused(Errors.STALE_CONTROLLER_EPOCH, "controller epoch {} < {}", (m.controller_epoch, b.controller_epoch))
+    return None
 
 
-def decide_controlled_shutdown(c: Broker, m: ControlledShutdown, variant: Variant) -> Errors:
-    """KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations."""
+def decide_controlled_shutdown(c: Broker, m: ControlledShutdown, variant: Variant) -> Refused | None:
+    """KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations: the refusal, or None."""
     if c.controller is None or not c.controller.initialized:
         # Shipped Kafka answers ControllerMovedException here, which maps to STALE_CONTROLLER_EPOCH (reference §4).
-        return Errors.STALE_CONTROLLER_EPOCH
+        return Refused(Errors.STALE_CONTROLLER_EPOCH, "broker {} is not an initialized controller", (c.id,))
     cached = c.controller.cached_epoch(m.broker_id)
     if cached is None:
-        return Errors.BROKER_NOT_AVAILABLE
+        return Refused(Errors.BROKER_NOT_AVAILABLE, "broker {} is not live in the controller's cache", (m.broker_id,))
     if broker_epoch_is_stale(m.broker_epoch, cached) and not variant.has(Bug.SHUTDOWN_IGNORES_BROKER_EPOCH):
-        return Errors.STALE_BROKER_EPOCH
-    return Errors.NONE
+        return Refused(Errors.STALE_BROKER_EPOCH, "broker epoch {} < {}, the controller's cached", (m.broker_epoch, cached))
+    return None
 
 
 def classify_broker_change(
@@ -361,58 +400,79 @@ def classify_broker_change(
 
 # ---- the environment --------------------------------------------------------------------------
 
-def _zk_outage(state: ClusterState) -> ClusterState | None:
-    if not state.zk.available or state.budget.outages <= 0:
-        return None
+_ZK_AVAILABLE = Refused(None, "ZooKeeper is available")
+_NO_LIVE_SESSION = Refused(None, "no such live session")
+
+
+def _zk_outage(state: ClusterState) -> Result:
+    if not state.zk.available:
+        return _ZK_UNAVAILABLE
+    if state.budget.outages <= 0:
+        return BUDGET_SPENT
     state = spend_checked(state, outages=1)
     return state.replace(zk=state.zk.replace(available=False))
 
 
-def _zk_recover(state: ClusterState) -> ClusterState | None:
+def _zk_recover(state: ClusterState) -> Result:
     if state.zk.available:
-        return None
+        return _ZK_AVAILABLE
     return state.replace(zk=state.zk.replace(available=True))
 
 
-def _expire_session(state: ClusterState, session: SessionId, variant: Variant) -> ClusterState | None:
-    if not state.zk.available or state.budget.expiries <= 0 or not zkm.session_alive(state.zk, session):
-        return None
+def _expire_session(state: ClusterState, session: SessionId, variant: Variant) -> Result:
+    if not state.zk.available:
+        return _ZK_UNAVAILABLE
+    if state.budget.expiries <= 0:
+        return BUDGET_SPENT
+    if not zkm.session_alive(state.zk, session):
+        return _NO_LIVE_SESSION
     state = spend_checked(state, expiries=1)
     return state.replace(zk=zkm.close_session(state.zk, session, variant.bugs))
 
 
-def _redeliver(state: ClusterState, message: Message, variant: Variant) -> ClusterState | None:
+def _redeliver(state: ClusterState, message: Message, variant: Variant) -> Result:
     """A duplicate: the message is delivered as by ``Deliver`` and a copy stays in flight."""
-    if message not in state.network or state.budget.duplicates <= 0:
-        return None
-    after = _deliver(state, message, variant)
+    if message not in state.network:
+        return _NOT_IN_FLIGHT
+    if state.budget.duplicates <= 0:
+        return BUDGET_SPENT
+    result = _deliver(state, message, variant)
+    after = result if isinstance(result, ClusterState) else result.after
     if after is None:
-        return None
+        return result
     after = spend_checked(after, duplicates=1).replace(network=after.network | {message})
-    return None if len(after.network) > after.budget.max_in_flight else after
+    if len(after.network) > after.budget.max_in_flight:
+        return IN_FLIGHT_CAP
+    return after if isinstance(result, ClusterState) else result.replace(after=after)
 
 
-def _drop(state: ClusterState, message: Message) -> ClusterState | None:
-    if message not in state.network or state.budget.drops <= 0:
-        return None
+def _drop(state: ClusterState, message: Message) -> Result:
+    if message not in state.network:
+        return _NOT_IN_FLIGHT
+    if state.budget.drops <= 0:
+        return BUDGET_SPENT
     state = spend_checked(state, drops=1)
     return state.replace(network=state.network - {message})
 
 
 # ---- broker processes -------------------------------------------------------------------------
 
-def _crash(state: ClusterState, b: BrokerId) -> ClusterState | None:
+def _crash(state: ClusterState, b: BrokerId) -> Result:
     broker = state.brokers[b]
-    if not broker.alive or state.budget.crashes <= 0:
-        return None
+    if not broker.alive:
+        return _NOT_RUNNING
+    if state.budget.crashes <= 0:
+        return BUDGET_SPENT
     state = spend_checked(state, crashes=1)
     return process_dies(state, broker)
 
 
-def _stop(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
+def _stop(state: ClusterState, b: BrokerId, variant: Variant) -> Result:
     broker = state.brokers[b]
-    if not broker.alive or state.budget.restarts <= 0:
-        return None
+    if not broker.alive:
+        return _NOT_RUNNING
+    if state.budget.restarts <= 0:
+        return BUDGET_SPENT
     state = spend_checked(state, restarts=1)
     # Closing the session needs ZooKeeper. A broker stopped during an outage exits all the same
     # (KafkaServer.shutdown gives up on the ZooKeeper client); its session lives on until it expires.
@@ -424,40 +484,55 @@ def _stop(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | 
     return process_dies(state, broker)
 
 
-def _restart(state: ClusterState, b: BrokerId) -> ClusterState | None:
+def _restart(state: ClusterState, b: BrokerId) -> Result:
     broker = state.brokers[b]
     if broker.alive:
-        return None
+        return _RUNNING
     if broker.config.migration_enabled or broker.config.kraft_mode:
         # A process that talks to KRaft gets a new incarnation id at each start (KIP-866 §Broker Registration).
         broker = fresh_kraft_process(broker)
     return put_broker(state, broker.replace(alive=True))
 
 
-def _change_ibp(state: ClusterState, b: BrokerId, ibp: Ibp) -> ClusterState | None:
+def _change_ibp(state: ClusterState, b: BrokerId, ibp: Ibp) -> Result:
     broker = state.brokers[b]
-    if broker.alive or broker.config.ibp == ibp or state.budget.operator <= 0:
-        return None
+    if broker.alive:
+        return Refused(None, "the broker is running: the operator edits a stopped broker's configuration")
+    if broker.config.ibp == ibp:
+        return Unchanged("the broker's IBP is {}", (ibp.name,))
+    if state.budget.operator <= 0:
+        return BUDGET_SPENT
     state = spend_checked(state, operator=1)
     return put_broker(state, broker.replace(config=broker.config.replace(ibp=ibp)))
 
 
-def _open_session(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
+def _open_session(state: ClusterState, b: BrokerId, variant: Variant) -> Result:
     broker = state.brokers[b]
-    if not broker.alive or broker.config.kraft_mode or not state.zk.available or _holds_session(state, broker):
-        return None  # a KRaft broker does not talk to ZooKeeper (KIP-866 §Broker Migration)
+    if not broker.alive:
+        return _NOT_RUNNING
+    if broker.config.kraft_mode:
+        return _KRAFT_BROKER  # KIP-866 §Broker Migration
+    if not state.zk.available:
+        return _ZK_UNAVAILABLE
+    if _holds_session(state, broker):
+        return Refused(None, "the broker holds a live session")
     if variant.has(Bug.RESTARTED_BROKER_KEEPS_DEAD_SESSION) and state.history.registered_epoch(b) is not None:
-        return None
+        return Refused(None, "the broker keeps its dead session (seeded bug)")
     zk, session = zkm.open_session(state.zk, b)
     return put_broker(state.replace(zk=zk), broker.replace(session=session, registered=False))
 
 
-def _register(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
+def _register(state: ClusterState, b: BrokerId, variant: Variant) -> Result:
     """KIP-380 §Broker Registration: create the ephemeral and learn its czxid in one multi."""
     broker = state.brokers[b]
     path = broker_path(b)
-    if not _connected(state, broker) or broker.registered or zkm.get(state.zk, path) is not None:
-        return None
+    why = _unconnected(state, broker)
+    if why is not None:
+        return why
+    if broker.registered:
+        return Refused(None, "the broker has registered in this session")
+    if zkm.get(state.zk, path) is not None:
+        return Refused(None, "{} exists (NodeExists): another session's registration", (path,))
     registration = BrokerRegistration(broker.config.ibp, broker.config.supported)
     ops = (Create(path, registration, ephemeral=True), SetData(path, registration, ZkVersion(0)))
     zk, results = zkm.multi(state.zk, broker.session, ops, variant.bugs)
@@ -475,28 +550,40 @@ def _register(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterStat
     return put_broker(state, broker.replace(registered=True, epoch=epoch, shutdown_sent=False))
 
 
-def _send_controlled_shutdown(state: ClusterState, b: BrokerId) -> ClusterState | None:
+def _send_controlled_shutdown(state: ClusterState, b: BrokerId) -> Result:
     broker = state.brokers[b]
-    if not _connected(state, broker) or not broker.registered or broker.shutdown_sent or state.budget.shutdowns <= 0:
-        return None
+    why = _unconnected(state, broker)
+    if why is not None:
+        return why
+    if not broker.registered:
+        return _NOT_REGISTERED
+    if broker.shutdown_sent:
+        return Refused(None, "this generation has sent its ControlledShutdown")
+    if state.budget.shutdowns <= 0:
+        return BUDGET_SPENT
     controller = znode_data(state, CONTROLLER)
     if not isinstance(controller, int):  # none, or a KRaft controller: shutdown goes by heartbeats then
-        return None
+        return Refused(None, "/controller names no ZooKeeper controller")
     sent = send(spend_checked(state, shutdowns=1), [ControlledShutdown(b, broker.epoch, controller)])
-    return None if sent is None else put_broker(sent, broker.replace(shutdown_sent=True))
+    return IN_FLIGHT_CAP if sent is None else put_broker(sent, broker.replace(shutdown_sent=True))
 
 
-def _refresh_feature_cache(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
+def _refresh_feature_cache(state: ClusterState, b: BrokerId, variant: Variant) -> Result:
     """KIP-584 §Broker protections: read /features; never go back in epoch; die if incompatible."""
     broker = state.brokers[b]
     node = zkm.get(state.zk, FEATURES)
-    if not _connected(state, broker) or node is None:
-        return None
+    why = _unconnected(state, broker)
+    if why is not None:
+        return why
+    if node is None:
+        return Refused(None, "there is no /features")
     epoch = FeatureEpoch(node.version)  # the feature epoch is /features' version (KIP-584)
     if epoch == broker.features.epoch:
-        return None
+        return Unchanged("the cache holds epoch {}", (epoch,))
     if epoch < broker.features.epoch:
-        return state  # refused: an older epoch than the cache holds (FeatureCacheUpdateException)
+        # FeatureCacheUpdateException; the step is taken, so that the explorer keeps the read.
+        return Refused(None, "FeatureCacheUpdateException: epoch {} < the cache's {}", (epoch, broker.features.epoch),
+                       state)
     data: FeaturesZNode = node.data
     if data.status is FeatureStatus.DISABLED:
         # Differs: Kafka clears its cache (and its epoch) on Disabled; the model keeps the epoch, empties the levels.
@@ -511,32 +598,41 @@ def _refresh_feature_cache(state: ClusterState, b: BrokerId, variant: Variant) -
 
 # ---- controller election (KIP-866 §Controller Leadership; KafkaZkClient) ------------------------
 
-def _observe_controller_epoch(state: ClusterState, b: BrokerId) -> ClusterState | None:
+_CONTROLLER_EXISTS = Refused(None, "/controller exists")
+
+
+def _observe_controller_epoch(state: ClusterState, b: BrokerId) -> Result:
     broker = state.brokers[b]
-    if (
-        not _connected(state, broker)
-        or not broker.registered
-        or broker.controller is not None
-        or broker.observed_epoch is not None
-        or zkm.get(state.zk, CONTROLLER) is not None
-    ):
-        return None
+    why = _unconnected(state, broker)
+    if why is not None:
+        return why
+    if not broker.registered:
+        return _NOT_REGISTERED
+    if broker.controller is not None:
+        return Refused(None, "the broker is a controller")
+    if broker.observed_epoch is not None:
+        return Refused(None, "the broker has read /controller_epoch")
+    if zkm.get(state.zk, CONTROLLER) is not None:
+        return _CONTROLLER_EXISTS
     node = zkm.get(state.zk, CONTROLLER_EPOCH)
     observed = (ControllerEpoch(0), ABSENT) if node is None else (node.data, node.version)
     return put_broker(state, broker.replace(observed_epoch=observed))
 
 
-def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
+def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> Result:
     """registerControllerAndIncrementControllerEpoch: create /controller and CAS the epoch, atomically."""
     broker = state.brokers[b]
-    if (
-        broker.observed_epoch is None
-        or not _connected(state, broker)
-        or not broker.registered  # Kafka re-registers a broker before it runs for controller again
-        or state.budget.elections <= 0
-        or zkm.get(state.zk, CONTROLLER) is not None
-    ):
-        return None
+    why = _unconnected(state, broker)
+    if why is not None:
+        return why
+    if not broker.registered:  # Kafka re-registers a broker before it runs for controller again
+        return _NOT_REGISTERED
+    if zkm.get(state.zk, CONTROLLER) is not None:
+        return _CONTROLLER_EXISTS
+    if broker.observed_epoch is None:
+        return Refused(None, "the broker has not read /controller_epoch")
+    if state.budget.elections <= 0:
+        return BUDGET_SPENT
     seen, version = broker.observed_epoch
     epoch = seen if variant.has(Bug.ELECTION_REUSES_EPOCH) else ControllerEpoch(seen + 1)
     if version == ABSENT:
@@ -558,11 +654,15 @@ def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> Clu
     return put_broker(state, broker.replace(observed_epoch=None, controller=role))
 
 
-def _resign(state: ClusterState, b: BrokerId) -> ClusterState | None:
+def _resign(state: ClusterState, b: BrokerId) -> Result:
     """onControllerResignation: the controller learned (from ZooKeeper) that it lost leadership."""
     broker = state.brokers[b]
-    if broker.controller is None or not state.zk.available or is_current_controller(state, broker):
-        return None
+    if broker.controller is None:
+        return Refused(None, "the broker is not a controller")
+    if not state.zk.available:
+        return _ZK_UNAVAILABLE
+    if is_current_controller(state, broker):
+        return Refused(None, "ZooKeeper says the broker is the controller")
     return forget_notifications(put_broker(state, broker.replace(controller=None)), b)
 
 
@@ -633,11 +733,16 @@ def _startup_requests(state: ClusterState, c: Broker, brokers: list[LiveBroker])
     return out
 
 
-def _initialize_controller(state: ClusterState, c: BrokerId, variant: Variant) -> ClusterState | None:
+def _initialize_controller(state: ClusterState, c: BrokerId, variant: Variant) -> Result:
     """onControllerFailover: feature setup first (so admission sees it), then the broker cache."""
     broker = state.brokers[c]
-    if broker.controller is None or broker.controller.initialized or not _connected(state, broker):
-        return None
+    if broker.controller is None:
+        return Refused(None, "the broker is not a controller")
+    if broker.controller.initialized:
+        return Refused(None, "the controller is initialized")
+    why = _unconnected(state, broker)
+    if why is not None:
+        return why
     ops = _feature_bootstrap_ops(state, broker, variant)
     if ops:
         state, ok = _controller_write(state, broker, ops, variant)
@@ -649,14 +754,16 @@ def _initialize_controller(state: ClusterState, c: BrokerId, variant: Variant) -
     zk = zkm.add_watch(state.zk, broker.session, BROKER_IDS, WatchKind.CHILD)
     state = state.replace(zk=zkm.consume(zk, c, BROKER_IDS, WatchKind.CHILD))
     sent = send(state, _startup_requests(state, broker, list(live)))
-    return None if sent is None else put_broker(sent, broker)
+    return IN_FLIGHT_CAP if sent is None else put_broker(sent, broker)
 
 
-def _process_broker_change(state: ClusterState, c: BrokerId, variant: Variant) -> ClusterState | None:
+def _process_broker_change(state: ClusterState, c: BrokerId, variant: Variant) -> Result:
     """KafkaController.processBrokerChange, as KIP-380 §Controller Detects Bounced Broker specifies."""
     acting = _acting_controller(state, c)
-    if acting is None or not zkm.pending(state.zk, c, BROKER_IDS, WatchKind.CHILD):
-        return None
+    if acting is None:
+        return _NOT_ACTING
+    if not zkm.pending(state.zk, c, BROKER_IDS, WatchKind.CHILD):
+        return _NO_NOTIFICATION
     broker, role = acting
     current = {BrokerId(int(n)): BrokerEpoch(z.czxid) for n, z in zkm.children(state.zk, BROKER_IDS)}
     new, dead, bounced = classify_broker_change(role.epochs(), current, variant)
@@ -680,7 +787,7 @@ def _process_broker_change(state: ClusterState, c: BrokerId, variant: Variant) -
     for p, s in changed:
         requests += _tell_replicas(broker, epochs, assignment[p], p, s)
     sent = send(state, requests)
-    return None if sent is None else put_broker(sent, broker)
+    return IN_FLIGHT_CAP if sent is None else put_broker(sent, broker)
 
 
 def _on_broker_failure(
@@ -720,44 +827,45 @@ def _on_broker_failure(
     return state, changed if ok else []
 
 
-def _elect_partition_leader(
-    state: ClusterState, c: BrokerId, p: PartitionId, variant: Variant
-) -> ClusterState | None:
+def _elect_partition_leader(state: ClusterState, c: BrokerId, p: PartitionId, variant: Variant) -> Result:
     """Offline-partition election: first live replica of the ISR in assignment order."""
     acting = _acting_controller(state, c)
     if acting is None:
-        return None
+        return _NOT_ACTING
     broker, role = acting
     live = role.epochs()
     path = partition_state_path(p)
     node = zkm.get_existing(state.zk, path)
     current = node.data
     if current.leader in live:
-        return None
+        return Refused(None, "leader {} is live", (current.leader,))
     assignment = topic_assignment(state)[p]
     candidates = [r for r in assignment if r in current.isr and r in live]
     if not candidates:
-        return None
+        return Refused(None, "no live replica in the ISR {}", (current.isr,))
     isr = tuple(r for r in current.isr if r in live)
     new = PartitionState(candidates[0], LeaderEpoch(current.leader_epoch + 1), isr, role.epoch)
     state, ok = _controller_write(state, broker, (SetData(path, new, node.version),), variant)
     if not ok:
         return state
-    return send(state, _tell_replicas(broker, live, assignment, p, new))
+    sent = send(state, _tell_replicas(broker, live, assignment, p, new))
+    return IN_FLIGHT_CAP if sent is None else sent
 
 
 def _update_features(
     state: ClusterState, c: BrokerId, feature: str, level: FeatureLevel, allow: bool, variant: Variant
-) -> ClusterState | None:
+) -> Result:
     acting = _acting_controller(state, c)
-    if acting is None or state.budget.operator <= 0:
-        return None
+    if acting is None:
+        return _NOT_CONTROLLER
+    if state.budget.operator <= 0:
+        return BUDGET_SPENT
     broker, _ = acting
     state = spend_checked(state, operator=1)
-    error, finalized = decide_update_features(state, broker, feature, level, allow, variant)
-    node = zkm.get(state.zk, FEATURES)
-    if error is not Errors.NONE or node is None:  # no /features: decide_update_features has refused
-        return state
+    refused, finalized = decide_update_features(state, broker, feature, level, allow, variant)
+    if refused is not None:
+        return refused.delivered(state)
+    node = zkm.get_existing(state.zk, FEATURES)  # decide_update_features refuses without it
     write = SetData(FEATURES, FeaturesZNode(FeatureStatus.ENABLED, finalized), node.version)
     state, _ = _controller_write(state, broker, (write,), variant)
     return state
@@ -765,10 +873,14 @@ def _update_features(
 
 # ---- the network --------------------------------------------------------------------------------
 
-def _deliver(state: ClusterState, m: Message, variant: Variant) -> ClusterState | None:
+def _deliver(state: ClusterState, m: Message, variant: Variant) -> Result:
     if m not in state.network:
-        return None
-    state = state.replace(network=state.network - {m})
+        return _NOT_IN_FLIGHT
+    return deliver_message(state.replace(network=state.network - {m}), m, variant)
+
+
+def deliver_message(state: ClusterState, m: Message, variant: Variant) -> Result:
+    """``m``, taken off the network (or injected by a script, ``model.harness``), reaches its destination."""
     dest = state.brokers[m.dest]
     if not dest.alive or dest.config.kraft_mode:
         return state  # the connection died with the process (a KRaft broker is a new process)
@@ -778,22 +890,29 @@ def _deliver(state: ClusterState, m: Message, variant: Variant) -> ClusterState 
     if own == UNKNOWN_BROKER_EPOCH and not variant.has(Bug.SERVE_BEFORE_REGISTERING):
         # KafkaServer.startup opens request processing only after registerBroker: until the new
         # process knows its generation the sender's request waits (KIP-380 §Motivation, KAFKA-7235).
-        return None
-    if decide_control_request(dest, m, variant) is not Errors.NONE:
-        return state
+        return _WAITS_FOR_REGISTRATION
+    refused = decide_control_request(dest, m, variant)
+    if refused is not None:
+        return refused.delivered(state)
     dest = dest.replace(controller_epoch=max(dest.controller_epoch, m.controller_epoch))
     match m:
         case LeaderAndIsr(partition=p, leader=leader, leader_epoch=leader_epoch):
             local = dest.replicas[p]
-            if local is None or leader_epoch > local.leader_epoch or variant.has(Bug.ACCEPT_OLDER_LEADER_EPOCH):
-                role = ReplicaRole.LEADER if leader == dest.id else ReplicaRole.FOLLOWER
-                replicas = list(dest.replicas)
-                replicas[p] = LocalReplica(leader_epoch, role)
-                dest = dest.replace(replicas=tuple(replicas))
-                if role is ReplicaRole.LEADER:
-                    term = (p, leader_epoch, dest.id, dest.epoch, m.controller_epoch)
-                    terms = state.history.leader_terms | {term}
-                    state = state.replace(history=state.history.replace(leader_terms=terms))
+            if local is not None and leader_epoch <= local.leader_epoch and not variant.has(
+                Bug.ACCEPT_OLDER_LEADER_EPOCH
+            ):
+                # ReplicaManager.becomeLeaderOrFollower: the partition's error, the request's controller epoch kept.
+                # Differs: Kafka 3.9 takes an equal leader epoch from a KRaft controller; the model does not.
+                return Refused(Errors.STALE_CONTROLLER_EPOCH, "leader epoch {} of partition {} is not newer than {}",
+                               (leader_epoch, p, local.leader_epoch), put_broker(state, dest))
+            role = ReplicaRole.LEADER if leader == dest.id else ReplicaRole.FOLLOWER
+            replicas = list(dest.replicas)
+            replicas[p] = LocalReplica(leader_epoch, role)
+            dest = dest.replace(replicas=tuple(replicas))
+            if role is ReplicaRole.LEADER:
+                term = (p, leader_epoch, dest.id, dest.epoch, m.controller_epoch)
+                terms = state.history.leader_terms | {term}
+                state = state.replace(history=state.history.replace(leader_terms=terms))
         case UpdateMetadata(partitions=partitions, kraft=kraft, live=live):
             dest = dest.replace(metadata=partitions)
             if kraft:
@@ -807,14 +926,15 @@ def _deliver(state: ClusterState, m: Message, variant: Variant) -> ClusterState 
     return put_broker(state, dest)
 
 
-def _handle_controlled_shutdown(
-    state: ClusterState, c: Broker, m: ControlledShutdown, variant: Variant
-) -> ClusterState | None:
+def _handle_controlled_shutdown(state: ClusterState, c: Broker, m: ControlledShutdown, variant: Variant) -> Result:
     """KafkaController.doControlledShutdown: move leaderships away, shrink ISRs, stop follower replicas."""
+    refused = decide_controlled_shutdown(c, m, variant)  # not a controller: STALE_CONTROLLER_EPOCH
+    if refused is not None:
+        return refused.delivered(state)
     role = c.controller
-    # Not a controller: decide_controlled_shutdown refuses (STALE_CONTROLLER_EPOCH).
-    if role is None or not _connected(state, c) or decide_controlled_shutdown(c, m, variant) is not Errors.NONE:
-        return state
+    assert role is not None  # decide_controlled_shutdown refuses a broker that is not a controller
+    if not _connected(state, c):
+        return Refused(None, "the controller cannot reach ZooKeeper: the request is lost", (), state)
     live = role.epochs()
     leaving = m.broker_id
     assignment = topic_assignment(state)
@@ -846,7 +966,8 @@ def _handle_controlled_shutdown(
     for p, new in changed:
         requests += _tell_replicas(c, live, assignment[p], p, new, skip=leaving)
     requests += [StopReplica(c.id, role.epoch, live[leaving], leaving, p, False) for p in stops]
-    return send(state, requests)
+    sent = send(state, requests)
+    return IN_FLIGHT_CAP if sent is None else sent
 
 
 def _without(isr: tuple[BrokerId, ...], b: BrokerId) -> tuple[BrokerId, ...]:

@@ -39,6 +39,7 @@ from model.state import (
     partition_state_path,
 )
 from model.step import step
+from model.outcome import error_of
 from model.types import Errors, FeatureStatus, ZkCode
 from model.zk_era import decide_control_request, is_current_controller
 from tests.conftest import buggy, messages, only, run, tree, znode
@@ -187,7 +188,7 @@ def test_controller_failover_with_a_zombie_write_is_fenced_by_controller_epoch()
     state = run(state, Deliver(new_um))
     assert state.brokers[1].controller_epoch == 2
     for stale in (old_lisr, old_um):
-        assert decide_control_request(state.brokers[1], stale, CORRECT) is Errors.STALE_CONTROLLER_EPOCH
+        assert error_of(decide_control_request(state.brokers[1], stale, CORRECT)) is Errors.STALE_CONTROLLER_EPOCH
         assert Errors.STALE_CONTROLLER_EPOCH == 11
         after = run(state, Deliver(stale))
         assert after.brokers[1] == state.brokers[1]

@@ -37,10 +37,18 @@ from model.state import (
     broker_path,
 )
 from model.step import step
+from model.outcome import error_of
 from model.types import NO_SESSION, Errors, FeatureStatus, Ibp, ZkCode
-from model.zk_era import decide_update_features, incompatible_features
+from model.zk_era import decide_update_features as decide_with_reason
+from model.zk_era import incompatible_features
 from model.zookeeper import WatchKind
 from tests.conftest import EXCLUDED, buggy, messages, run, tree, znode
+
+
+def decide_update_features(*args):
+    """The decision as (error code, finalized features): its refusal's code, NONE when it has none."""
+    refused, finalized = decide_with_reason(*args)
+    return error_of(refused), finalized
 
 ENABLED, DISABLED = FeatureStatus.ENABLED, FeatureStatus.DISABLED
 GC = GROUP_COORDINATOR

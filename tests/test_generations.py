@@ -35,6 +35,7 @@ from model.state import (
     partition_state_path,
 )
 from model.step import step
+from model.outcome import error_of
 from model.types import UNKNOWN_BROKER_EPOCH, Errors, ReplicaRole, ZkCode
 from model.zk_era import (
     broker_epoch_is_stale,
@@ -105,7 +106,7 @@ def test_decide_control_request_refuses_an_older_broker_epoch_with_stale_broker_
     """KIP-380 §Broker Rejects Control Requests Applied to Former Generations (77)."""
     broker = bounce_start().brokers[1].replace(epoch=12)
     for request in (OLD_UM, OLD_LISR, StopReplica(0, 1, 7, dest=1, partition=0, delete_partition=False)):
-        assert decide_control_request(broker, request, CORRECT) is Errors.STALE_BROKER_EPOCH
+        assert error_of(decide_control_request(broker, request, CORRECT)) is Errors.STALE_BROKER_EPOCH
     assert Errors.STALE_BROKER_EPOCH == 77
 
 
@@ -114,34 +115,34 @@ def test_decide_control_request_accepts_unknown_current_and_newer_broker_epochs(
     broker = bounce_start().brokers[1]
     assert broker.epoch == 7
     for epoch in (UNKNOWN_BROKER_EPOCH, 7, 8, 100):
-        assert decide_control_request(broker, OLD_LISR.replace(broker_epoch=epoch), CORRECT) is Errors.NONE
+        assert error_of(decide_control_request(broker, OLD_LISR.replace(broker_epoch=epoch), CORRECT)) is Errors.NONE
 
 
 def test_decide_control_request_refuses_an_older_controller_epoch_with_stale_controller_epoch():
     """KAFKA-6082 / ReplicaManager: a request from an older controller epoch is STALE_CONTROLLER_EPOCH (11)."""
     broker = bounce_start().brokers[1].replace(controller_epoch=2)
-    assert decide_control_request(broker, OLD_LISR, CORRECT) is Errors.STALE_CONTROLLER_EPOCH
-    assert decide_control_request(broker, OLD_UM, CORRECT) is Errors.STALE_CONTROLLER_EPOCH
-    assert decide_control_request(broker, OLD_LISR.replace(controller_epoch=2), CORRECT) is Errors.NONE
-    assert decide_control_request(broker, OLD_LISR.replace(controller_epoch=3), CORRECT) is Errors.NONE
+    assert error_of(decide_control_request(broker, OLD_LISR, CORRECT)) is Errors.STALE_CONTROLLER_EPOCH
+    assert error_of(decide_control_request(broker, OLD_UM, CORRECT)) is Errors.STALE_CONTROLLER_EPOCH
+    assert error_of(decide_control_request(broker, OLD_LISR.replace(controller_epoch=2), CORRECT)) is Errors.NONE
+    assert error_of(decide_control_request(broker, OLD_LISR.replace(controller_epoch=3), CORRECT)) is Errors.NONE
     assert Errors.STALE_CONTROLLER_EPOCH == 11
 
 
 def test_decide_control_request_checks_the_broker_epoch_before_the_controller_epoch():
     """KafkaApis checks the broker epoch first: a request stale in both ways is STALE_BROKER_EPOCH."""
     broker = bounce_start().brokers[1].replace(epoch=12, controller_epoch=2)
-    assert decide_control_request(broker, OLD_LISR, CORRECT) is Errors.STALE_BROKER_EPOCH
+    assert error_of(decide_control_request(broker, OLD_LISR, CORRECT)) is Errors.STALE_BROKER_EPOCH
 
 
 def test_decide_controlled_shutdown_refuses_an_older_generation():
     """KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations."""
     controller = bounce_start().brokers[0]
     assert controller.controller.cached_epoch(1) == 7
-    assert decide_controlled_shutdown(controller, ControlledShutdown(1, 6, 0), CORRECT) is Errors.STALE_BROKER_EPOCH
-    assert decide_controlled_shutdown(controller, ControlledShutdown(1, 7, 0), CORRECT) is Errors.NONE
-    assert decide_controlled_shutdown(controller, ControlledShutdown(1, 8, 0), CORRECT) is Errors.NONE
+    assert error_of(decide_controlled_shutdown(controller, ControlledShutdown(1, 6, 0), CORRECT)) is Errors.STALE_BROKER_EPOCH
+    assert error_of(decide_controlled_shutdown(controller, ControlledShutdown(1, 7, 0), CORRECT)) is Errors.NONE
+    assert error_of(decide_controlled_shutdown(controller, ControlledShutdown(1, 8, 0), CORRECT)) is Errors.NONE
     unknown = ControlledShutdown(1, UNKNOWN_BROKER_EPOCH, 0)
-    assert decide_controlled_shutdown(controller, unknown, CORRECT) is Errors.NONE
+    assert error_of(decide_controlled_shutdown(controller, unknown, CORRECT)) is Errors.NONE
 
 
 def test_decide_controlled_shutdown_for_a_broker_not_live_is_broker_not_available():
@@ -149,7 +150,7 @@ def test_decide_controlled_shutdown_for_a_broker_not_live_is_broker_not_availabl
     controller = bounce_start().brokers[0]
     role = controller.controller.replace(live=(LiveBroker(0, 5, controller.config.supported),))
     m = ControlledShutdown(1, 7, 0)
-    assert decide_controlled_shutdown(controller.replace(controller=role), m, CORRECT) is Errors.BROKER_NOT_AVAILABLE
+    assert error_of(decide_controlled_shutdown(controller.replace(controller=role), m, CORRECT)) is Errors.BROKER_NOT_AVAILABLE
 
 
 def test_decide_controlled_shutdown_sent_to_a_broker_that_is_not_controller_is_stale_controller_epoch():
@@ -159,7 +160,7 @@ def test_decide_controlled_shutdown_sent_to_a_broker_that_is_not_controller_is_s
     """
     not_controller = bounce_start().brokers[1]
     m = ControlledShutdown(0, 5, 1)
-    assert decide_controlled_shutdown(not_controller, m, CORRECT) is Errors.STALE_CONTROLLER_EPOCH
+    assert error_of(decide_controlled_shutdown(not_controller, m, CORRECT)) is Errors.STALE_CONTROLLER_EPOCH
 
 
 def test_classify_broker_change_by_czxid():
@@ -179,7 +180,7 @@ def test_control_request_for_the_previous_generation_leaves_the_broker_unchanged
     addressed to epoch 7 change nothing when delivered."""
     state = run(bounce_start(), *BOUNCE)
     for old in (OLD_LISR, OLD_UM):
-        assert decide_control_request(state.brokers[1], old, CORRECT) is Errors.STALE_BROKER_EPOCH
+        assert error_of(decide_control_request(state.brokers[1], old, CORRECT)) is Errors.STALE_BROKER_EPOCH
         after = run(state, Deliver(old))
         assert after.brokers[1] == state.brokers[1]
         assert after.network == state.network - {old}
@@ -215,7 +216,7 @@ def test_controlled_shutdown_from_the_previous_generation_moves_no_leadership():
     assert shutdown == ControlledShutdown(broker_id=1, broker_epoch=7, dest=0)
     state = run(state, *BOUNCE, ProcessBrokerChange(0))
     assert state.brokers[0].controller.cached_epoch(1) == 12
-    assert decide_controlled_shutdown(state.brokers[0], shutdown, CORRECT) is Errors.STALE_BROKER_EPOCH
+    assert error_of(decide_controlled_shutdown(state.brokers[0], shutdown, CORRECT)) is Errors.STALE_BROKER_EPOCH
     after = run(state, Deliver(shutdown))
     assert "StaleControlledShutdownArrives" in witnessed(state, Deliver(shutdown), after)
     assert tree(after) == tree(state) and after.zk.zxid == state.zk.zxid

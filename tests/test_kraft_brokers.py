@@ -47,9 +47,10 @@ from model.kraft import (
     RegisterBrokerRecord,
     image_of,
 )
-from model.kraft_quorum import ctrl, decide_broker_registration, own_image
+from model.kraft_quorum import ctrl, decide_broker_registration, own_image, registration_request
 from model.scopes import MIGRATING, SCOPES, initial_state
 from model.step import step
+from model.outcome import error_of
 from model.types import UNKNOWN_BROKER_EPOCH, BrokerEpoch, BrokerId, Errors, Ibp, LeaderEpoch
 from tests.conftest import appended, run, with_budget
 
@@ -59,8 +60,8 @@ C0, C1, C2 = ControllerId(3000), ControllerId(3001), ControllerId(3002)
 def refusal(state, broker: int, cid=C0) -> Errors:
     """What the active controller answers a broker's registration (it is not enabled when refused)."""
     c = ctrl(state, cid)
-    error, _ = decide_broker_registration(own_image(c), c, state.brokers[broker], CORRECT)
-    return error
+    refused, _ = decide_broker_registration(own_image(c), c, registration_request(state.brokers[broker], cid), CORRECT)
+    return error_of(refused)
 
 
 def test_registration_broker_epoch_is_the_offset_of_its_register_broker_record():

@@ -45,6 +45,7 @@ from model.actions import (
     StartElection,
     StopBroker,
     SyncKRaftToZk,
+    UpdateMetadataVersion,
     WaitForControllerQuorum,
     WaitForZkBrokers,
     ZkOutage,
@@ -90,7 +91,8 @@ from model.migration import (
 )
 from model.scopes import SCOPES, initial_state
 from model.state import CONTROLLER, CONTROLLER_EPOCH, LeaderAndIsr, UpdateMetadata, partition_state_path
-from model.step import step
+from model.step import outcome, step
+from model.outcome import error_of
 from model.types import (
     NO_SESSION,
     BrokerEpoch,
@@ -404,14 +406,15 @@ def test_pre_migration_admin_write_is_refused_with_not_controller():
     """
     state = initial_state(SCOPES["pre-migration"])
     image = own_image(ctrl(state, C0))
-    assert decide_write(image, CORRECT) is Errors.NOT_CONTROLLER
-    assert decide_metadata_version(image, Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT) is Errors.NOT_CONTROLLER
+    assert error_of(decide_write(image, CORRECT)) is Errors.NOT_CONTROLLER
+    # QuorumController's gate answers before FeatureControlManager (which alone would say the migration is on).
+    assert outcome(state, UpdateMetadataVersion(C0, Ibp.IBP_3_6_IV1), CORRECT).error is Errors.NOT_CONTROLLER
     after = run(state, AlterConfigs(C0))
     assert after.controllers == state.controllers
     assert after == state.replace(budget=state.budget.replace(operator=0))
     # During the migration metadata.version is frozen.
     dual = own_image(ctrl(initial_state(SCOPES["dual-write"]), C0))
-    assert decide_metadata_version(dual, Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT) is Errors.INVALID_UPDATE_VERSION
+    assert error_of(decide_metadata_version(dual, Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT)) is Errors.INVALID_UPDATE_VERSION
 
 
 # ---- 4. rolling back to ZooKeeper ------------------------------------------------------------------
@@ -652,21 +655,21 @@ def test_metadata_version_update_follows_upgrade_types_and_freezes_during_migrat
     state = initial_state(SCOPES["finalize"])
     image = own_image(ctrl(state, C0))
     assert image.migration is M.MIGRATION and not any(r.is_migrating_zk_broker for r in image.brokers)
-    frozen = decide_metadata_version(image, Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT)
+    frozen = error_of(decide_metadata_version(image, Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT))
     assert frozen is Errors.INVALID_UPDATE_VERSION
     finalized = image.replace(migration=M.POST_MIGRATION)
-    assert decide_metadata_version(finalized, Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT) is Errors.NONE
+    assert error_of(decide_metadata_version(finalized, Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT)) is Errors.NONE
     assert (
-        decide_metadata_version(finalized, Ibp.IBP_3_6_IV1, UpgradeType.SAFE_DOWNGRADE, CORRECT)
+        error_of(decide_metadata_version(finalized, Ibp.IBP_3_6_IV1, UpgradeType.SAFE_DOWNGRADE, CORRECT))
         is Errors.INVALID_UPDATE_VERSION
     )
     upgraded = finalized.replace(metadata_version=Ibp.IBP_3_6_IV1)
     for kind in UpgradeType:
-        assert decide_metadata_version(upgraded, Ibp.IBP_3_4_IV0, kind, CORRECT) is Errors.INVALID_UPDATE_VERSION
+        assert error_of(decide_metadata_version(upgraded, Ibp.IBP_3_4_IV0, kind, CORRECT)) is Errors.INVALID_UPDATE_VERSION
     # A migrating ZK broker advertises [IBP, IBP]: while one is registered the level cannot move.
     dual = own_image(ctrl(initial_state(SCOPES["dual-write"]), C0))
     assert (
-        decide_metadata_version(dual.replace(migration=M.POST_MIGRATION), Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT)
+        error_of(decide_metadata_version(dual.replace(migration=M.POST_MIGRATION), Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT))
         is Errors.INVALID_UPDATE_VERSION
     )
 
@@ -692,7 +695,7 @@ def test_a_metadata_version_downgrade_is_done_only_when_it_crosses_no_metadata_c
     image = MetadataImage(metadata_version=current, migration=ZkMigrationState.NONE)
     for how in (UpgradeType.SAFE_DOWNGRADE, UpgradeType.UNSAFE_DOWNGRADE):
         expected = Errors.INVALID_UPDATE_VERSION if changed else Errors.NONE
-        assert decide_metadata_version(image, target, how, CORRECT) is expected
+        assert error_of(decide_metadata_version(image, target, how, CORRECT)) is expected
         impl_answer = impl_decide(Image(metadata_version=current, migration=ZkMigrationState.NONE), target, how)
         assert impl_answer.name == expected.name
-    assert decide_metadata_version(image, target, UpgradeType.UPGRADE, CORRECT) is Errors.INVALID_UPDATE_VERSION
+    assert error_of(decide_metadata_version(image, target, UpgradeType.UPGRADE, CORRECT)) is Errors.INVALID_UPDATE_VERSION
