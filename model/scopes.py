@@ -7,6 +7,13 @@ start state; a *warm* scope starts from a running cluster, reached by running a 
 prefix of real ``step``s from the cold start (so a warm start is itself a reachable state):
 every broker opens a session and registers, broker 0 wins the election and initializes; its
 start-up requests are still in flight.
+
+A warm start is taken under a profile's rules (``warm_up(scope, profile)``): the checks and their
+pinned counts start from the ``kip`` one, whatever profile they explore; a script starts from its
+own profile's, on the scope as that profile's Kafka would run it (``for_profile``: Kafka 3.9
+migrates from metadata.version 3.6-IV1 only). The builders a script shapes a scope with are public:
+``migration_scope``, ``small_migration_scope``, ``with_stage``, ``at_metadata_version``,
+``for_profile``.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from model.kraft import (
     UpgradeType,
     image_of,
 )
+from model.bugs import Variant
 from model.migration import (
     CONFIG,
     DELETED_TOPIC,
@@ -169,12 +177,14 @@ def cold_state(scope: Scope) -> ClusterState:
     return ClusterState(zkm.initial(nodes), brokers, frozenset(), scope.budget, controllers)
 
 
-def initial_state(scope: Scope) -> ClusterState:
-    return warm_up(scope)[0]
+def initial_state(scope: Scope, profile: Profile = Profile.KIP) -> ClusterState:
+    """The scope's start: its warm start under ``profile``'s rules (the checks' is ``kip``'s), or its cold one."""
+    return warm_up(scope, profile)[0]
 
 
-def warm_up(scope: Scope) -> tuple[ClusterState, tuple[Action, ...]]:
-    """The scope's initial state and the actions that lead to it from ``cold_state`` (empty when cold).
+def warm_up(scope: Scope, profile: Profile = Profile.KIP) -> tuple[ClusterState, tuple[Action, ...]]:
+    """The scope's initial state and the actions that lead to it from ``cold_state`` (empty when cold),
+    each step taken under ``profile``'s rules (ValueError naming the step when the profile refuses one).
 
     The implementation's differential tests drive the same prefix through the implementation.
     """
@@ -182,27 +192,25 @@ def warm_up(scope: Scope) -> tuple[ClusterState, tuple[Action, ...]]:
     if not scope.warm:
         return state, ()
     taken: list[Action] = []
+    variant = Variant(profile=profile)
     if scope.brokers:
-        state = _zk_warm_up(state, scope, taken)
+        state = _zk_warm_up(state, scope, taken, variant)
     if scope.stage is not None:
-        state = _kraft_warm_up(state, scope, taken)
+        state = _kraft_warm_up(state, scope, taken, variant)
     # The history stays: the next registration of each broker must still beat the warm-up's.
     return state.replace(budget=scope.budget, ghost=type(state.ghost)()), tuple(taken)
 
 
-def _zk_warm_up(state: ClusterState, scope: Scope, taken: list[Action]) -> ClusterState:
+def _zk_warm_up(state: ClusterState, scope: Scope, taken: list[Action], variant: Variant) -> ClusterState:
     state = state.replace(budget=state.budget.replace(elections=1))
     prefix: list[Action] = [a(BrokerId(b)) for b in range(scope.brokers) for a in (OpenSession, RegisterBroker)]
     prefix += [ObserveControllerEpoch(BrokerId(0)), ElectController(BrokerId(0)), InitializeController(BrokerId(0))]
     for action in prefix:
-        nxt = step(state, action)
-        if nxt is None:
-            raise ValueError(f"scope {scope.name}: warm start cannot take {action}")
-        state = nxt
+        state = _must_step(state, scope, action, variant)
         taken.append(action)
     while (scope.settled or scope.stage is not None) and state.network:
         deliver = Deliver(min(state.network, key=message_sort_key))
-        state = _must_step(state, scope, deliver)
+        state = _must_step(state, scope, deliver, variant)
         taken.append(deliver)
     return state
 
@@ -219,7 +227,7 @@ _HAPPY_PATH: tuple[type, ...] = (
 )
 
 
-def _kraft_warm_up(state: ClusterState, scope: Scope, taken: list[Action]) -> ClusterState:
+def _kraft_warm_up(state: ClusterState, scope: Scope, taken: list[Action], variant: Variant) -> ClusterState:
     """Run the happy path until the scope's stage holds: a reachable start for a focused scope."""
     stage = scope.stage
     if stage not in STAGES:
@@ -227,35 +235,35 @@ def _kraft_warm_up(state: ClusterState, scope: Scope, taken: list[Action]) -> Cl
     generous = Budget(kraft_elections=1, migrations=2 * scope.brokers, max_in_flight=64, max_lag=1 << 20)
     state = state.replace(budget=generous)
     first = StartElection(ControllerId(FIRST_CONTROLLER_ID))
-    state = _must_step(state, scope, first)
+    state = _must_step(state, scope, first, variant)
     taken.append(first)
     goals = STAGES[: STAGES.index(stage) + 1]
     for goal in goals:
         if goal == "kraft-brokers":
             for b in range(scope.brokers):
                 for action in (StopBroker(BrokerId(b)), MigrateBrokerToKRaft(BrokerId(b))):
-                    state = _must(state, scope, action)
+                    state = _must(state, scope, action, variant)
                     taken.append(action)
-        state = _advance(state, scope, goal, taken)
+        state = _advance(state, scope, goal, taken, variant)
     return state
 
 
-def _must_step(state: ClusterState, scope: Scope, action: Action) -> ClusterState:
-    nxt = step(state, action)
+def _must_step(state: ClusterState, scope: Scope, action: Action, variant: Variant) -> ClusterState:
+    nxt = step(state, action, variant)
     if nxt is None:
-        raise ValueError(f"scope {scope.name}: warm start cannot take {action}")
+        raise ValueError(f"scope {scope.name}: the warm start under {variant.profile.value} cannot take {action}")
     return nxt
 
 
-def _must(state: ClusterState, scope: Scope, action: Action) -> ClusterState:
+def _must(state: ClusterState, scope: Scope, action: Action, variant: Variant) -> ClusterState:
     budget = state.budget
-    nxt = step(state.replace(budget=budget.replace(restarts=1, migrations=1)), action)
+    nxt = step(state.replace(budget=budget.replace(restarts=1, migrations=1)), action, variant)
     if nxt is None:
-        raise ValueError(f"scope {scope.name}: warm start cannot take {action}")
+        raise ValueError(f"scope {scope.name}: the warm start under {variant.profile.value} cannot take {action}")
     return nxt.replace(budget=budget)
 
 
-def _advance(state: ClusterState, scope: Scope, goal: str, taken: list[Action]) -> ClusterState:
+def _advance(state: ClusterState, scope: Scope, goal: str, taken: list[Action], variant: Variant) -> ClusterState:
     from model.step import candidate_actions
 
     for _ in range(500):
@@ -265,7 +273,7 @@ def _advance(state: ClusterState, scope: Scope, goal: str, taken: list[Action]) 
             moved = False
             for action in candidate_actions(state, scope):
                 if type(action) is kind:
-                    nxt = step(state, action)
+                    nxt = step(state, action, variant)
                     if nxt is not None and nxt != state:
                         state, moved = nxt, True
                         taken.append(action)
@@ -273,8 +281,9 @@ def _advance(state: ClusterState, scope: Scope, goal: str, taken: list[Action]) 
             if moved:
                 break
         else:
-            raise ValueError(f"scope {scope.name}: the warm start is stuck before its stage")
-    raise ValueError(f"scope {scope.name}: the warm start does not reach its stage")
+            raise ValueError(f"scope {scope.name}: the warm start under {variant.profile.value} is stuck before "
+                             f"stage {goal}")
+    raise ValueError(f"scope {scope.name}: the warm start under {variant.profile.value} does not reach stage {goal}")
 
 
 def _stage_reached(state: ClusterState, goal: str) -> bool:
@@ -434,8 +443,9 @@ KRAFT_ONLY = ControllerConfig(migration_enabled=False)
 READY = (True, True)  # a ZK broker with the migration flag and the controller configs
 
 
-def _migration_scope(name: str, summary: str, budget: Budget, **changes: object) -> Scope:
-    """Two ZK brokers sharing one partition, with the migration configs, and two migrating controllers."""
+def migration_scope(name: str, summary: str, budget: Budget, **changes: object) -> Scope:
+    """Two ZK brokers sharing one partition, with the migration configs, and two migrating controllers
+    (settled at the start, stage to be given); ``changes`` replace any field."""
     base = Scope(
         name,
         summary,
@@ -451,12 +461,58 @@ def _migration_scope(name: str, summary: str, budget: Budget, **changes: object)
     return base.replace(**changes)
 
 
-def _small_migration_scope(name: str, summary: str, budget: Budget, **changes: object) -> Scope:
+def small_migration_scope(name: str, summary: str, budget: Budget, **changes: object) -> Scope:
     """One ZK broker hosting one partition alone, with the migration configs: for scopes explored whole."""
     one_broker: dict[str, object] = dict(
         ibps=(Ibp.IBP_3_4_IV0,), supported=(SAME_RANGE,), partitions=((BrokerId(0),),), broker_flags=(READY,)
     )
-    return _migration_scope(name, summary, budget, **{**one_broker, **changes})
+    return migration_scope(name, summary, budget, **{**one_broker, **changes})
+
+
+def with_stage(scope: Scope, stage: str | None) -> Scope:
+    """``scope`` with its KRaft side's warm start taken to ``stage`` (one of ``STAGES``; None: left cold)."""
+    if stage is not None and stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+    if not scope.controllers:
+        raise ValueError(f"scope {scope.name} has no KRaft side to stage")
+    return scope.replace(stage=stage)
+
+
+def at_metadata_version(scope: Scope, level: Ibp) -> Scope:
+    """``scope`` with the cluster at ``level``: every broker's IBP and the quorum's bootstrap metadata.version
+    (a ZK broker registers with KRaft only at the finalized level, reference §3.1)."""
+    return scope.replace(ibps=(level,) * scope.brokers,
+                         controllers=tuple(c.replace(metadata_version=level) for c in scope.controllers))
+
+
+# Differs: Kafka 3.9 refuses to bootstrap a migration below metadata.version 3.6-IV1 (model.kraft_quorum).
+KAFKA_3_9_LOWEST_MIGRATION_LEVEL = Ibp.IBP_3_6_IV1
+
+
+def for_profile(scope: Scope, profile: Profile) -> Scope:
+    """``scope`` as ``profile``'s Kafka would run it, so that its warm start under that profile is one the
+    profile accepts. Under ``kafka-3.9`` a quorum that bootstraps with the migration flag needs
+    metadata.version 3.6-IV1 or higher: its levels (the quorum's and the brokers' from 3.3-IV0 on) are
+    raised in order, the lowest to 3.6-IV1, each other to at least one level above the one below it, so
+    that which are equal and which lower stays as the scope has it (pre-migration's broker at another
+    IBP stays at another). Every other scope, and every scope under ``kip``, is returned as it is."""
+    levels = [c.metadata_version for c in scope.controllers if c.migration_enabled]
+    if profile is not Profile.KAFKA_3_9 or not levels or min(levels) >= KAFKA_3_9_LOWEST_MIGRATION_LEVEL:
+        return scope
+    kraft_era = sorted({lvl for lvl in (*scope.ibps, *(c.metadata_version for c in scope.controllers))
+                        if lvl >= Ibp.IBP_3_3_IV0})
+    order = list(Ibp)
+    raised: dict[Ibp, Ibp] = {}
+    floor = KAFKA_3_9_LOWEST_MIGRATION_LEVEL
+    for lvl in kraft_era:
+        raised[lvl] = max(lvl, floor)
+        if raised[lvl] is not order[-1]:
+            floor = order[order.index(raised[lvl]) + 1]
+    return scope.replace(
+        ibps=tuple(raised.get(i, i) for i in scope.ibps),
+        controllers=tuple(c.replace(metadata_version=raised.get(c.metadata_version, c.metadata_version))
+                          for c in scope.controllers),
+    )
 
 
 MIGRATION_SCOPES = (
@@ -470,7 +526,7 @@ MIGRATION_SCOPES = (
         budget=Budget(kraft_elections=3, controller_crashes=1, operator=2),
         max_depth=12,
     ),
-    _small_migration_scope(
+    small_migration_scope(
         name="kraft-born",
         summary="a KRaft-born quorum of 1 is restarted with the migration flag: it must never migrate",
         controllers=(KRAFT_ONLY,),
@@ -479,7 +535,7 @@ MIGRATION_SCOPES = (
         controller_flag_choices=(True,),
         max_depth=18,
     ),
-    _migration_scope(
+    migration_scope(
         name="pre-migration",
         summary="2 ZK brokers (one at another IBP), 2 migrating controllers: registration, refused writes, a failover",
         ibps=(Ibp.IBP_3_4_IV0, Ibp.IBP_3_6_IV1),
@@ -487,7 +543,7 @@ MIGRATION_SCOPES = (
         budget=Budget(kraft_elections=1, controller_crashes=1, operator=1, restarts=1, max_in_flight=8),
         max_depth=14,
     ),
-    _migration_scope(
+    migration_scope(
         name="migration",
         summary="the claim and the initial migration with a pending topic deletion, and a failover in the middle",
         stage="registered",
@@ -495,7 +551,7 @@ MIGRATION_SCOPES = (
         budget=Budget(kraft_elections=1, controller_crashes=1, max_in_flight=8),
         max_depth=14,
     ),
-    _migration_scope(
+    migration_scope(
         name="dual-write",
         summary="dual writes under a ZooKeeper outage, admin writes against the lag bound, a KRaft failover",
         stage="dual-write",
@@ -504,14 +560,14 @@ MIGRATION_SCOPES = (
         metadata_version_choices=((Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE),),
         max_depth=12,
     ),
-    _migration_scope(
+    migration_scope(
         name="broker-migration",
         summary="rolling restart of ZK brokers into KRaft mode during dual write, with a controlled shutdown",
         stage="dual-write",
         budget=Budget(restarts=1, migrations=2, shutdowns=1, timeouts=1, max_in_flight=10),
         max_depth=14,
     ),
-    _small_migration_scope(
+    small_migration_scope(
         name="finalize",
         summary="every broker on KRaft; the controller restarted without the flag, then with it again",
         controllers=(MIGRATING,),
@@ -525,7 +581,7 @@ MIGRATION_SCOPES = (
         controller_flag_choices=(False, True),
         max_depth=14,
     ),
-    _small_migration_scope(
+    small_migration_scope(
         name="finalize-failover",
         summary="1 ZK broker, 2 controllers: the leader stops with its MIGRATION record uncommitted and the"
                 " quorum restarts without the flag",
@@ -534,7 +590,7 @@ MIGRATION_SCOPES = (
         controller_flag_choices=(False,),
         max_depth=15,
     ),
-    _migration_scope(
+    migration_scope(
         name="rollback",
         summary="a broker on KRaft goes back to ZK, the quorum stops cleanly, /controller is removed, ZK elects",
         stage="dual-write",
@@ -550,7 +606,7 @@ SCOPES.update({s.name: s for s in MIGRATION_SCOPES})
 
 # Small enough to explore completely, which liveness needs (properties.liveness).
 LIVENESS_SCOPES = (
-    _small_migration_scope(
+    small_migration_scope(
         name="handover",
         summary="1 ZK broker, 1 controller: the whole migration to DUAL_WRITE with a controller crash and a ZK outage",
         controllers=(MIGRATING,),
@@ -563,7 +619,7 @@ SCOPES.update({s.name: s for s in LIVENESS_SCOPES})
 
 # The whole life of a migration in one small cluster, for random walks and Hypothesis machines:
 # each run may finalize it, roll it back, or neither.
-LIFECYCLE = _small_migration_scope(
+LIFECYCLE = small_migration_scope(
     name="lifecycle",
     summary="1 ZK broker, 1 controller, from dual write to finalized or rolled back, for walks and machines",
     controllers=(MIGRATING,),
@@ -577,7 +633,7 @@ LIFECYCLE = _small_migration_scope(
 SCOPES[LIFECYCLE.name] = LIFECYCLE
 
 # A KRaft broker after the migration restarts once: small enough for liveness to see all of it.
-KRAFT_BROKER_RESTART = _small_migration_scope(
+KRAFT_BROKER_RESTART = small_migration_scope(
     name="kraft-broker-restart",
     summary="1 KRaft broker and 1 controller in dual write; the broker restarts, or misses heartbeats until"
             " fenced, and must come back Online",
