@@ -41,6 +41,7 @@ from model.actions import Action, DeleteControllerZNodes
 from model.bugs import CORRECT, Variant
 from model.invariants import violations
 from model.metrics import metrics
+from model.migration import Profile
 from model.scopes import Scope, cold_state, rollback_findings, warm_up
 from model.state import Budget, ClusterState
 from model.step import enabled_actions, step
@@ -76,6 +77,8 @@ class Differential:
     # A refusal the model would not make is a disagreement when the model chose the step (walks);
     # when the implementation runs on its own (the simulator), a partition or a timer may refuse it.
     strict: bool = True
+    # the profile whose rules the scope's warm-up is taken under (a script's own, properties.script)
+    warm_profile: Profile = Profile.KIP
     steps: list[Action] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -88,7 +91,7 @@ class Differential:
         self.model: ClusterState = cold.replace(budget=unbounded(self.scope.budget))
         self.findings = self.scope.expected_findings(self.variant.profile)
         self._compare("the cold start", self.model)
-        _, prefix = warm_up(self.scope)
+        _, prefix = warm_up(self.scope, self.warm_profile)
         for action in prefix:
             self.apply(action)
         if self.bounded:

@@ -10,19 +10,29 @@ blocks, each a command, a ``----`` line and the expected output, ending at a bla
 
     step ElectController broker=1
     ----
-    refused
+    refused: /controller exists
 
 Commands (a comment before a command stays with it through ``--rewrite``):
 - ``init scope=NAME [profile=kip|kafka-3.9] [cold=true] [stage=none|STAGE] [metadata_version=IBP_X]
-  [bugs=NAME,...] [impl_bugs=NAME,...]``: the scope's start state (its warm start unless
-  ``cold=true``; ``stage`` and ``metadata_version`` change the scope, ``_shaped``), under the model
-  with those seeded bugs switched on (and, with ``--impl``, the implementation with its own).
-  Budgets are lifted: in a scenario the script chooses the faults. A file may ``init`` again.
+  [warm=profile|kip] [bugs=NAME,...] [impl_bugs=NAME,...]``: the scope's start state (its warm start
+  under the profile's rules, on the scope as the profile's Kafka runs it, unless ``warm=kip`` asks for
+  the checks' start or ``cold=true`` for the cold one; ``stage`` and ``metadata_version`` change the
+  scope), under the model with those seeded bugs switched on (and, with ``--impl``, the
+  implementation with its own). ``properties.script.Script`` is the session: budgets are lifted,
+  the script chooses the faults. A file may ``init`` again.
 - ``step KIND field=value ...``: one model action (the names of ``model.actions``; values are
   JSON: numbers, ``true``, strings, objects such as a message ``{"kind": "UpdateMetadata", ...}``,
-  enums by their member's name, ``IBP_3_6_IV1``). The output says ``refused`` (not enabled), ``accepted, no
-  change``, or ``accepted`` and every field the step changed, ``path: old -> new``. Every
+  enums by their member's name, ``IBP_3_6_IV1``). The output is the step's outcome
+  (``model.outcome``): ``accepted``, ``accepted, unchanged``, ``refused: WHY`` or ``refused: CODE (WHY)``
+  with Kafka's error code, or ``delivered, refused: CODE (WHY)`` for a request delivered and
+  answered with an error; then every field the step changed, ``path: old -> new``. Every
   invariant is checked on every step: a broken one adds ``VIOLATED: Name``.
+- ``inject KIND field=value ... [deliver=false]``: a request the test harness sends, with any
+  epochs (``model.harness``): a message (``LeaderAndIsr``, ``UpdateMetadata``, ``StopReplica``,
+  ``ControlledShutdown``, every field given), delivered at once as ``Deliver`` delivers it or, with
+  ``deliver=false``, put in flight; or a request to a KRaft controller (``BrokerRegistrationRequest``,
+  ``BrokerHeartbeatRequest``), ``broker`` and ``controller`` given and each other field, when
+  omitted, what the broker's process would send. Its output is a step's.
 - ``show PATH``: a part of the state (``controllers[0].driver.state``, ``zk``, ``brokers[1].epoch``).
 - ``enabled``: every action the model would take now, in its fixed order.
 
@@ -45,27 +55,21 @@ from pathlib import Path
 from typing import Any
 
 from impl.bugs import ImplBug
-from model.bugs import Bug, Variant
-from model.invariants import violations
+from model.harness import HARNESS_ACTION_TYPES, Inject
+from model.kraft import ControllerId
+from model.kraft_quorum import heartbeat_request, registration_request
 from model.migration import Profile
-from model.scopes import SCOPES, STAGES, Scope, cold_state, initial_state
-from model.state import Budget, ClusterState
-from model.step import enabled_actions, step
-from model.types import Ibp
+from model.state import BrokerHeartbeatRequest, BrokerRegistrationRequest, KRaftRequest, Message
+from model.types import BrokerId
 from model.zookeeper import ZkState
 from properties.differential import Differential, Disagreement
 from properties.files import write_text
-from properties.traces import TraceError, decode, describe
+from properties.script import Script, ScriptError, Taken
+from properties.traces import TraceError, decode, describe, encode
 
 SEPARATOR = "----"
-BUG_NAMES = {b.value: b for b in Bug}
 IMPL_BUG_NAMES = {b.value: b for b in ImplBug}
-# Scripted: the script chooses every fault, so the scope's budgets must never refuse one.
-UNBOUNDED = Budget(
-    crashes=1 << 20, restarts=1 << 20, expiries=1 << 20, elections=1 << 20, outages=1 << 20, drops=1 << 20,
-    duplicates=1 << 20, operator=1 << 20, shutdowns=1 << 20, max_in_flight=1 << 20, kraft_elections=1 << 20,
-    controller_crashes=1 << 20, timeouts=1 << 20, migrations=1 << 20, max_lag=1 << 20,
-)
+KRAFT_REQUESTS = {cls.__name__: cls for cls in (BrokerRegistrationRequest, BrokerHeartbeatRequest)}
 # What a step's output leaves out: scratch of the checks (ghost), what was spent (budget), and the
 # history the invariants keep (their own bookkeeping, not the cluster's).
 UNSHOWN = frozenset({"ghost", "budget", "history"})
@@ -122,14 +126,15 @@ def render(blocks: list[Block], outputs: list[str]) -> str:
 # ---- running ----------------------------------------------------------------------------------
 
 
+INIT_OPTIONS = ("scope", "profile", "cold", "bugs", "impl_bugs", "stage", "metadata_version", "warm")
+
+
 class Session:
-    """One file's model: the state the commands so far left, under a scope and a profile."""
+    """One file's model: a ``Script`` (``properties.script``) the commands so far stepped."""
 
     def __init__(self, where: str, against_impl: bool = False) -> None:
         self.where = where
-        self.scope: Scope | None = None
-        self.variant = Variant()
-        self.state: ClusterState | None = None
+        self.script: Script | None = None
         self.against_impl = against_impl
         self.impl: Differential | None = None  # the implementation, checked against the model
         self.impl_skipped = ""  # why the implementation does not run this file
@@ -139,84 +144,114 @@ class Session:
         here = f"{self.where}:{block.line}"
         if name == "init":
             return self._init(rest, here)
-        if self.state is None or self.scope is None:
+        if self.script is None:
             raise ScenarioError(f"{here}: '{name}' before 'init'")
         if name == "step":
             return self._step(rest, here)
+        if name == "inject":
+            return self._inject(rest, here)
         if name == "show":
             return self._show(rest.strip(), here)
         if name == "enabled":
-            return "\n".join(describe(a) for a in enabled_actions(self.state, self.scope, self.variant)) or "none"
-        raise ScenarioError(f"{here}: unknown command '{name}' (init, step, show, enabled)")
+            return "\n".join(describe(a) for a in self.script.enabled()) or "none"
+        raise ScenarioError(f"{here}: unknown command '{name}' (init, step, inject, show, enabled)")
 
     def _init(self, rest: str, here: str) -> str:
         options = _options(rest, here)
-        unknown = set(options) - {"scope", "profile", "cold", "bugs", "impl_bugs", "stage", "metadata_version"}
+        unknown = set(options) - set(INIT_OPTIONS)
         if unknown:
-            raise ScenarioError(
-                f"{here}: unknown init option {sorted(unknown)[0]} "
-                "(scope, profile, cold, bugs, impl_bugs, stage, metadata_version)"
-            )
+            raise ScenarioError(f"{here}: unknown init option {sorted(unknown)[0]} ({', '.join(INIT_OPTIONS)})")
         name = options.get("scope")
-        if name not in SCOPES:
-            raise ScenarioError(f"{here}: unknown scope {name!r}; `kraftcheck scopes` lists them")
-        scope, shaped = _shaped(SCOPES[name], options, here)
-        try:
-            profile = Profile(options.get("profile", Profile.KIP.value))
-        except ValueError:
-            raise ScenarioError(f"{here}: unknown profile {options['profile']!r} (kip, kafka-3.9)") from None
         cold = options.get("cold", False) is True
-        bugs = frozenset()
-        for bug in filter(None, str(options.get("bugs", "")).split(",")):
-            if bug not in BUG_NAMES:
-                raise ScenarioError(f"{here}: unknown seeded bug {bug!r}; `kraftcheck mutants` lists them")
-            bugs |= {BUG_NAMES[bug]}
+        bugs = [b for b in str(options.get("bugs", "")).split(",") if b]
         impl_bugs = frozenset()
         for bug in filter(None, str(options.get("impl_bugs", "")).split(",")):
             if bug not in IMPL_BUG_NAMES:
                 raise ScenarioError(f"{here}: unknown seeded bug of the implementation {bug!r}; `kraftcheck mutants`")
             impl_bugs |= {IMPL_BUG_NAMES[bug]}
-        self.scope, self.variant = scope, Variant(bugs=bugs, profile=profile)
-        start = cold_state(self.scope) if cold else initial_state(self.scope)
-        self.state = start.replace(budget=UNBOUNDED)
+        stage = options.get("stage")
+        try:
+            script = Script(
+                name if isinstance(name, str) else repr(name), str(options.get("profile", Profile.KIP.value)),
+                bugs=bugs, cold=cold, stage=None if stage is None else str(stage),
+                metadata_version=options.get("metadata_version"), warm=str(options.get("warm", "profile")),
+            )
+        except ScriptError as err:
+            raise ScenarioError(f"{here}: {err}") from None
+        self.script = script
         self.impl = None  # a file may start again: each init its own implementation
+        self.impl_skipped = ""
         if self.against_impl:
-            if bugs:
-                self.impl_skipped = "seeded model bugs: the implementation has its own (impl/bugs.py)"
-            elif cold and self.scope.warm:
-                self.impl_skipped = "a cold start of a warm scope: the implementation starts at the scope's start"
-            else:
-                self.impl = Differential(self.scope, bugs=impl_bugs, variant=self.variant, bounded=False)
-        warmth = "cold" if cold or not self.scope.warm else "warm"
-        seeded = f", bugs {','.join(sorted(b.value for b in bugs))}" if bugs else ""
+            self.impl_skipped = _impl_skips(script, cold)
+            if not self.impl_skipped:
+                self.impl = Differential(script.scope, bugs=impl_bugs, variant=script.variant, bounded=False,
+                                         warm_profile=script.warm_profile)
+        warmth = "cold" if script.cold else "warm"
+        said = [f"stage {stage}"] if stage is not None else []
+        if "metadata_version" in options:
+            said.append(f"metadata.version {options['metadata_version']}")
+        if script.warm_profile is not script.profile:
+            said.append(f"warm start under {script.warm_profile.value}")
+        elif script.raised is not None and "metadata_version" not in options:
+            said.append(f"metadata.version {script.raised.name} ({script.profile.value}'s)")
+        shaped = "".join(f", {s}" for s in said)
+        seeded = f", bugs {','.join(sorted(b.value for b in script.variant.bugs))}" if script.variant.bugs else ""
         seeded += f", implementation bugs {','.join(sorted(b.value for b in impl_bugs))}" if impl_bugs else ""
-        return (f"scope {name} ({warmth}{shaped}), profile {profile.value}{seeded}, {len(self.state.brokers)} brokers, "
-                f"{len(self.state.controllers)} controllers")
+        return (f"scope {name} ({warmth}{shaped}), profile {script.profile.value}{seeded}, "
+                f"{len(script.state.brokers)} brokers, {len(script.state.controllers)} controllers")
 
     def _step(self, rest: str, here: str) -> str:
         kind, _, args = rest.strip().partition(" ")
         data: dict[str, Any] = {"kind": kind, **_options(args, here)}
+        if kind in {cls.__name__ for cls in HARNESS_ACTION_TYPES}:
+            raise ScenarioError(f"{here}: {kind} is the test harness's: write 'inject KIND field=value ...'")
         try:
             action = decode(data)
         except TraceError as err:
             raise ScenarioError(f"{here}: {err}") from None
-        before = self.state
-        assert before is not None
-        after = step(before, action, self.variant)
+        return self._take(action)
+
+    def _inject(self, rest: str, here: str) -> str:
+        kind, _, args = rest.strip().partition(" ")
+        options = _options(args, here)
+        deliver = options.pop("deliver", True)
+        if not isinstance(deliver, bool):
+            raise ScenarioError(f"{here}: deliver= takes true or false")
+        assert self.script is not None
+        if kind in KRAFT_REQUESTS:
+            options = self._as_sent(kind, options, here)
+        try:
+            request = decode({"kind": kind, **options}, Message | KRaftRequest, "inject")
+        except TraceError as err:
+            raise ScenarioError(f"{here}: {err}") from None
+        return self._take(Inject(request, deliver))
+
+    def _as_sent(self, kind: str, options: dict[str, Any], here: str) -> dict[str, Any]:
+        """A KRaft request's omitted fields: what the broker's process would send the controller."""
+        assert self.script is not None
+        broker, controller = options.get("broker"), options.get("controller")
+        state = self.script.state
+        if not isinstance(broker, int) or not 0 <= broker < len(state.brokers) or not isinstance(controller, int):
+            raise ScenarioError(f"{here}: {kind} needs broker= (one of the scope's) and controller=")
+        b = state.brokers[broker]
+        sent: KRaftRequest = (registration_request(b, ControllerId(controller)) if kind == "BrokerRegistrationRequest"
+                              else heartbeat_request(b, ControllerId(controller)))
+        fields = encode(sent, KRAFT_REQUESTS[kind], "inject")
+        return {**{k: v for k, v in fields.items() if k != "kind"}, **options}
+
+    def _take(self, action: Any) -> str:
+        assert self.script is not None
+        if self.impl is not None and isinstance(action, Inject):
+            self.impl_skipped = "a request injected by the test harness: the implementation has no harness"
+            self.impl = None
+        taken = self.script.step(action)
         if self.impl is not None:
             self.impl.apply(action)  # raises Disagreement when the implementation does otherwise
-        if after is None:
-            return "refused"
-        lines = ["accepted" if after != before else "accepted, no change"]
-        lines += [f"  {change}" for change in changes(before, after)]
-        broken = violations(before, action, after)
-        if broken:
-            lines.append("VIOLATED: " + ", ".join(broken))
-        self.state = after
-        return "\n".join(lines)
+        return render_step(taken)
 
     def _show(self, path: str, here: str) -> str:
-        value: Any = self.state
+        assert self.script is not None
+        value: Any = self.script.state
         for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
             try:
                 value = value[int(part[1:-1])] if part.startswith("[") else getattr(value, part)
@@ -227,31 +262,24 @@ class Session:
         return describe(value)
 
 
-def _shaped(scope: Scope, options: dict[str, Any], here: str) -> tuple[Scope, str]:
-    """The scope with ``init``'s ``stage`` and ``metadata_version``, and how the output names them.
+def render_step(taken: Taken) -> str:
+    """A step's output: its outcome, every field it changed, and the invariants it broke."""
+    lines = [str(taken.outcome)]
+    lines += [f"  {change}" for change in changes(taken.before, taken.after)]
+    if taken.violations:
+        lines.append("VIOLATED: " + ", ".join(taken.violations))
+    return "\n".join(lines)
 
-    ``stage=none`` starts the KRaft side cold (the ZooKeeper side warm); another stage takes the warm
-    start that far. ``metadata_version=IBP_X`` is the cluster's level: every broker's IBP and the
-    quorum's bootstrap metadata.version (a ZK broker registers only at the finalized level, reference §3.1).
-    """
-    said = []
-    if "stage" in options:
-        stage = str(options["stage"])
-        if stage != "none" and stage not in STAGES:
-            raise ScenarioError(f"{here}: unknown stage {stage!r} (none, {', '.join(STAGES)})")
-        if not scope.controllers:
-            raise ScenarioError(f"{here}: scope {scope.name} has no KRaft side to stage")
-        scope = scope.replace(stage=None if stage == "none" else stage)
-        said.append(f"stage {stage}")
-    if "metadata_version" in options:
-        level = Ibp.__members__.get(str(options["metadata_version"]))
-        if level is None:
-            raise ScenarioError(f"{here}: unknown metadata_version {options['metadata_version']!r} "
-                                f"({', '.join(Ibp.__members__)})")
-        scope = scope.replace(ibps=(level,) * scope.brokers,
-                              controllers=tuple(c.replace(metadata_version=level) for c in scope.controllers))
-        said.append(f"metadata.version {level.name}")
-    return scope, "".join(f", {s}" for s in said)
+
+def _impl_skips(script: Script, cold: bool) -> str:
+    """Why the implementation cannot run a file from this start, or ''."""
+    if script.variant.bugs:
+        return "seeded model bugs: the implementation has its own (impl/bugs.py)"
+    if cold and script.scope.warm:
+        return "a cold start of a warm scope: the implementation starts at the scope's start"
+    if script.profile is not Profile.KIP and script.scope.controllers:
+        return "the implementation's KRaft side follows the kip profile only (impl/kraft_controller.py)"
+    return ""
 
 
 def _options(text: str, here: str) -> dict[str, Any]:

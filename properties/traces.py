@@ -88,9 +88,10 @@ from impl.bugs import ImplBug
 from model import SCOPES, Variant, initial_state, step
 from model.actions import ACTION_TYPES, Action
 from model.bugs import Bug
+from model.harness import HARNESS_ACTION_TYPES
 from model.invariants import BY_NAME, Kind, violations
 from model.migration import Profile
-from model.state import Message
+from model.state import KRaftRequest, Message
 
 if TYPE_CHECKING:
     from impl.sim.simulator import SimStep
@@ -177,6 +178,8 @@ def _field_types(cls: type) -> list[tuple[str, Any]]:
 
 
 _FIELDS: dict[type, list[tuple[str, Any]]] = {cls: _field_types(cls) for cls in RECORD_TYPES.values()}
+# What a script's ``inject`` decodes (properties.scenario): no trace file holds one.
+_FIELDS.update({cls: _field_types(cls) for cls in (*HARNESS_ACTION_TYPES, *typing.get_args(KRaftRequest))})
 
 
 def _base(hint: Any) -> Any:
