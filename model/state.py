@@ -303,7 +303,7 @@ ControlRequest = LeaderAndIsr | UpdateMetadata | StopReplica
 Message = ControlRequest | ControlledShutdown
 
 
-# ---- requests to a KRaft controller (KIP-500 §Broker Registration, §Broker Heartbeats) -------------
+# ---- requests to a KRaft controller (KIP-500 §New Controller APIs) --------------------------------
 # Exchanges, not messages in flight: the model handles each in one step (``model.kraft_quorum``).
 
 @record

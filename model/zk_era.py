@@ -111,6 +111,7 @@ _NOT_REGISTERED = Refused(None, "the broker has not registered in this session")
 _NOT_ACTING = Refused(None, "the broker is not an initialized controller with a ZooKeeper session")
 _NOT_CONTROLLER = Refused(Errors.NOT_CONTROLLER, _NOT_ACTING.why)
 _NO_NOTIFICATION = Refused(None, "no /brokers/ids notification is pending")
+_CONTROLLER_EXISTS = Refused(None, "/controller exists")
 _KRAFT_BROKER = Refused(None, "a KRaft broker does not talk to ZooKeeper")
 _WAITS_FOR_REGISTRATION = Refused(
     None, "the broker serves no request before it has registered: the request waits (KAFKA-7235)"
@@ -597,9 +598,6 @@ def _refresh_feature_cache(state: ClusterState, b: BrokerId, variant: Variant) -
 
 
 # ---- controller election (KIP-866 §Controller Leadership; KafkaZkClient) ------------------------
-
-_CONTROLLER_EXISTS = Refused(None, "/controller exists")
-
 
 def _observe_controller_epoch(state: ClusterState, b: BrokerId) -> Result:
     broker = state.brokers[b]

@@ -233,6 +233,17 @@ def render_profiles() -> str:
             for s in ZkMigrationState]
     out += [
         "",
+        "## Warm starts",
+        "",
+        "Every check (`explore`, `liveness`, `simulate`, the machines, the manifest's pins) starts a scope "
+        "from its warm start taken under `kip`'s rules, whichever profile it explores: so the `kafka-3.9` pins "
+        "of a migrating scope start from a quorum bootstrapped at metadata.version 3.4-IV0, which Kafka 3.9 "
+        "would refuse to bootstrap a migration at. A script and a scenario file start from their own "
+        "profile's (`model.scopes.for_profile`, `warm_up(scope, profile)`): under `kafka-3.9` a quorum that "
+        "bootstraps with the migration flag starts at 3.6-IV1, the scope's levels raised in order, and its "
+        "bootstrap records are in a metadata transaction ([scenarios](guide/scenarios.md#warm-starts-follow-the-profile); "
+        "`warm=kip` asks for the checks' start).",
+        "",
         "## Differences under both profiles",
         "",
         f"{len(always)} marks are on code that does not read the profile: the model keeps the seed's rule where "

@@ -151,7 +151,7 @@ def test_update_features_on_a_broker_that_is_not_controller_is_not_controller():
 
 
 def test_update_features_the_controller_refuses_is_invalid_request_and_spent():
-    """KIP-584 §Controller: the request is handled (its answer is the error); nothing is finalized."""
+    """KIP-584 §Changes to Kafka Controller: the request is handled (its answer is the error); nothing is finalized."""
     script = Script("fencing")
     taken = script.step(UpdateFeatures(0, "group_coordinator", 3, False))
     refused(taken, Errors.INVALID_REQUEST, "already finalized at max level 3", delivered=True)
