@@ -26,6 +26,7 @@ Seeds: KIP-500 §Controller Quorum, §Broker States; KIP-866 (sections cited at 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import assert_never
 
 from model.actions import (
@@ -53,6 +54,7 @@ from model.kraft import (
     BrokerRegistrationChangeRecord,
     BrokerState,
     ConfigRecord,
+    ControllerConfig,
     ControllerId,
     EndTransactionRecord,
     FeatureLevelRecord,
@@ -371,39 +373,52 @@ def _activate_once_committed(state: ClusterState, cid: ControllerId, variant: Va
 
 
 def _activate(state: ClusterState, c: KRaftController, variant: Variant) -> ClusterState:
-    """QuorumController's activation (ActivationRecordsGenerator; reference §1.1): bootstrap or check the log.
+    """QuorumController's activation (reference §1.1): the records ``decide_activation`` gives are appended,
+    or the controller resigns when it refuses.
 
     The log is the committed one (its last entry is the leader's committed LeaderChange), unless a
     seeded bug activates earlier.
     """
-    image = image_of(c.log)
-    flag = c.config.migration_enabled
+    decided = decide_activation(image_of(c.log), c.config, variant, lambda: _may_finalize(state, variant))
+    if isinstance(decided, Refused):
+        return put_ctrl(state, _resign(c))
+    c = c.replace(active=True)
+    if decided:
+        return append(state, c, decided, variant)
+    return put_ctrl(state, c)
+
+
+def decide_activation(
+    image: MetadataImage, config: ControllerConfig, variant: Variant, may_finalize: Callable[[], bool]
+) -> Refused | list[MetadataRecord]:
+    """ActivationRecordsGenerator.generate: what a new active controller appends to the log it found (the
+    bootstrap records of an empty log; an abort of an unfinished transaction; POST_MIGRATION when a migration
+    is finalized), or why it cannot activate on it (it resigns). ``may_finalize``: whether a controller
+    without the flag may finalize now (asked only then)."""
+    flag = config.migration_enabled
     records: list[MetadataRecord] = []
     if image.open_transaction is not None and not variant.has(Bug.NO_ABORT_ON_FAILOVER):
         # KIP-866 §Initial Data Migration: the next active controller aborts the unfinished migration.
         records.append(AbortTransactionRecord())
-    mv = c.config.metadata_version
+    mv = config.metadata_version
     if image.metadata_version is None:  # an empty log: bootstrap
         if flag and variant.profile is Profile.KAFKA_3_9 and mv < Ibp.IBP_3_6_IV1:
             # Differs: Kafka 3.9 refuses to start a migration below 3.6-IV1 (metadata transactions).
-            return put_ctrl(state, _resign(c))
-        records += bootstrap_records(mv, flag, variant)
-    else:
-        current = image.migration_state
-        if current in (ZkMigrationState.PRE_MIGRATION, ZkMigrationState.MIGRATION) and not flag:
-            if current is ZkMigrationState.MIGRATION and _may_finalize(state, variant):
-                records.append(ZkMigrationStateRecord(ZkMigrationState.POST_MIGRATION))
-            else:
-                # KIP-866 §Misconfigurations: a migration is in progress and this controller lacks the flag.
-                return put_ctrl(state, _resign(c))
-        elif current is ZkMigrationState.NONE and flag and image.migration is not None:
-            if variant.profile is Profile.KAFKA_3_9:
-                # Differs: Kafka 3.9 throws at activation; the KIP only says such a cluster never migrates.
-                return put_ctrl(state, _resign(c))
-    c = c.replace(active=True)
-    if records:
-        return append(state, c, records, variant)
-    return put_ctrl(state, c)
+            return Refused(None, "The bootstrap metadata.version {} does not support ZK migrations. Cannot continue "
+                                 "with ZK migrations enabled.", (mv.name,))
+        return records + bootstrap_records(mv, flag, variant)
+    current = image.migration_state
+    if current in (ZkMigrationState.PRE_MIGRATION, ZkMigrationState.MIGRATION) and not flag:
+        if current is ZkMigrationState.MIGRATION and may_finalize():
+            return records + [ZkMigrationStateRecord(ZkMigrationState.POST_MIGRATION)]
+        # KIP-866 §Misconfigurations: a migration is in progress and this controller lacks the flag.
+        return Refused(None, "the migration is in {} and zookeeper.metadata.migration.enable is false "
+                             "(KIP-866 §Misconfigurations)", (current.name,))
+    if current is ZkMigrationState.NONE and flag and image.migration is not None:
+        if variant.profile is Profile.KAFKA_3_9:
+            # Differs: Kafka 3.9 throws at activation; the KIP only says such a cluster never migrates.
+            return Refused(None, "Should not have ZK migrations enabled on a cluster that was created in KRaft mode.")
+    return records
 
 
 BOOTSTRAP_TRANSACTION = "Bootstrap records"

@@ -38,7 +38,7 @@ class Refused(Record):
 
     @property
     def reason(self) -> str:
-        return self.why.format(*self.args) if self.args else self.why
+        return _formatted(self.why, self.args)
 
     def delivered(self, after: ClusterState) -> Refused:
         """This refusal as the answer to a request that was delivered, leaving ``after``."""
@@ -58,13 +58,16 @@ class Unchanged(Record):
 
     @property
     def reason(self) -> str:
-        return self.why.format(*self.args) if self.args else self.why
+        return _formatted(self.why, self.args)
+
+
+def _formatted(why: str, args: tuple[object, ...]) -> str:
+    return why.format(*args) if args else why
 
 
 # What a handler returns (``step`` keeps the first and maps the others to their ``after``).
 Result = ClusterState | Refused | Unchanged
 
-UNCHANGED = Unchanged()
 # The scope's bounds: in a script's session they are lifted, so only explorations meet these.
 BUDGET_SPENT = Refused(None, "the scope's budget for this perturbation is spent")
 IN_FLIGHT_CAP = Refused(None, "the scope's cap on messages in flight is reached")

@@ -367,3 +367,39 @@ def test_script_bad_arguments_are_one_line(kwargs, message):
     with pytest.raises(ScriptError, match=message) as caught:
         Script(scope, **kwargs)
     assert "\n" not in str(caught.value)
+
+
+# ---- decisions layered as Kafka layers them ----------------------------------------------------------
+
+
+def test_activation_is_a_decision_with_kafkas_reasons():
+    """ActivationRecordsGenerator.generate as decide_activation: the bootstrap records of an empty log (in a
+    metadata transaction under kafka-3.9 from 3.6-IV1), and a refusal (the controller resigns) with Kafka's
+    message where 3.9 throws."""
+    from model.kraft import MetadataImage
+    from model.kraft_quorum import decide_activation
+    from model.scopes import MIGRATING
+    from model.bugs import Variant
+
+    kafka = Variant(profile=Profile.KAFKA_3_9)
+    empty = MetadataImage()
+    assert [type(r).__name__ for r in decide_activation(empty, MIGRATING, CORRECT, lambda: True)] == [
+        "FeatureLevelRecord", "ZkMigrationStateRecord"
+    ]
+    refusal = decide_activation(empty, MIGRATING, kafka, lambda: True)
+    assert isinstance(refusal, Refused) and "IBP_3_4_IV0 does not support ZK migrations" in refusal.reason
+    at_3_6 = decide_activation(empty, MIGRATING.replace(metadata_version=Ibp.IBP_3_6_IV1), kafka, lambda: True)
+    assert [type(r).__name__ for r in at_3_6] == [
+        "BeginTransactionRecord", "FeatureLevelRecord", "ZkMigrationStateRecord", "EndTransactionRecord"
+    ]
+    born = MetadataImage(metadata_version=Ibp.IBP_3_6_IV1, migration=ZkMigrationState.NONE)
+    threw = decide_activation(born, MIGRATING, kafka, lambda: True)
+    assert isinstance(threw, Refused) and "created in KRaft mode" in threw.reason
+    assert decide_activation(born, MIGRATING, CORRECT, lambda: True) == []  # kip: it never migrates
+    without_flag = MIGRATING.replace(migration_enabled=False)
+    migrating = born.replace(migration=ZkMigrationState.MIGRATION)
+    assert [type(r).__name__ for r in decide_activation(migrating, without_flag, kafka, lambda: True)] == [
+        "ZkMigrationStateRecord"
+    ]
+    misconfigured = decide_activation(migrating, without_flag, CORRECT, lambda: False)
+    assert isinstance(misconfigured, Refused) and "KIP-866 §Misconfigurations" in misconfigured.reason
