@@ -10,7 +10,9 @@ Rules:
   outage, a session expiry, a crash, a restart, an operator's reconfiguration or znode
   deletion). It returns the model actions the implementation says it took: usually
   ``[action]``, ``[]`` for a refusal, or something else when the world decided otherwise (a
-  clean stop whose session could not be closed is a crash).
+  clean stop whose session could not be closed is a crash). A request the test harness injects
+  (``model.harness.Inject``, a control request or controlled shutdown with any epochs) is
+  delivered by ``deliver``, as any message is, or put in flight (``inject``).
 - Time and randomness come from outside: ``now`` is set by the simulator, incarnation ids are
   drawn from the cluster's ``random.Random(seed)``, message delays and partitions are hooks the
   simulator sets (``delay``, ``reachable``). Driven by the differential tests, time stands still,
@@ -82,8 +84,9 @@ from model.actions import (
     ZkOutage,
     ZkRecover,
 )
+from model.harness import Inject
 from model.kraft import FIRST_CONTROLLER_ID
-from model.state import CONTROLLER, CONTROLLER_EPOCH, Message
+from model.state import CONTROLLER, CONTROLLER_EPOCH, BrokerHeartbeatRequest, BrokerRegistrationRequest, Message
 
 SESSION_TIMEOUT_MS = 6_000  # zookeeper.session.timeout.ms (Kafka's default is 18 s; shorter to keep runs short)
 ZOOKEEPER_CONNECT = "zookeeper:2181"
@@ -298,10 +301,11 @@ class Cluster:
                 return entry
         return None
 
-    def deliver(self, entry: InFlight, keep: bool = False) -> list[Action]:
-        """Hand ``entry`` to its destination; ``keep``: a duplicate, the original stays in flight."""
+    def deliver(self, entry: InFlight, keep: bool = False, label: Action | None = None) -> list[Action]:
+        """Hand ``entry`` to its destination; ``keep``: a duplicate, the original stays in flight;
+        ``label``: the model action it is (an injected request's ``Inject``), when not a delivery's own."""
         message = entry.message
-        label = (Redeliver if keep else Deliver)(self.view.message(message))
+        label = label or (Redeliver if keep else Deliver)(self.view.message(message))
         node = self.brokers.get(message.dest)
         if node is None or not node.alive:
             if not keep:
@@ -359,6 +363,8 @@ class Cluster:
                 return self._env(action)
             case DeleteControllerZNodes():
                 return self._delete_controller_znodes(action)
+            case Inject():
+                return self.inject(action)
             case CrashBroker(broker=n) | CrashController(controller=n):
                 return self._lifecycle(n, Crash(**self.event_fields()))
             case StopBroker(broker=n) | ShutdownController(controller=n):
@@ -376,6 +382,23 @@ class Cluster:
             case _:
                 _NODE_STEPS.add(type(action))
                 return self._node_step(action)
+
+    def inject(self, action: Inject) -> list[Action]:
+        """A request the test harness sends (``model.harness``), written as the model writes it: delivered
+        as any in-flight message is (an equal one in flight stays), or put in flight."""
+        request = action.request
+        if isinstance(request, BrokerRegistrationRequest | BrokerHeartbeatRequest):
+            raise NotImplementedError("the implementation takes no injected request to a KRaft controller")
+        message = self.view.impl_message(request)
+        if request.dest not in self.brokers:
+            return []
+        if not action.deliver:
+            if any(entry.message == message for entry in self.network):
+                return []
+            self._seq += 1
+            self.network.append(InFlight(self._seq, message, self.now))
+            return self._env(action)
+        return self.deliver(InFlight(0, message, self.now), keep=True, label=action)
 
     def _node_step(self, action: Action) -> list[Action]:
         _, traces = self.run(self.node(self.actor(action)), Perform(action=action, **self.event_fields()))

@@ -86,6 +86,18 @@ class View:
             return Zxid(self._boot_model)
         return self._boot_zxids[impl_zxid]
 
+    def impl_zxid(self, model_zxid: int) -> int:
+        """The implementation's zxid the model calls ``model_zxid`` (``zxid``'s inverse): any after the bootstrap,
+        one the bootstrap created, else ValueError."""
+        if model_zxid > self._boot_model:
+            return model_zxid - self._boot_model + self._boot_impl
+        if model_zxid == self._boot_model:
+            return self._boot_impl
+        for impl_zxid, m in self._boot_zxids.items():
+            if m == model_zxid:
+                return impl_zxid
+        raise ValueError(f"no implementation zxid is the model's {model_zxid}")
+
     # ---- messages
     def message(self, m):
         """A message as the model writes it: a ZooKeeper-era broker epoch is a czxid, renamed like every zxid."""
@@ -93,6 +105,13 @@ class View:
         if epoch <= 0 or getattr(m, "kraft", False):
             return m
         return m.replace(broker_epoch=self.zxid(epoch))
+
+    def impl_message(self, m):
+        """A message the model writes, as the implementation writes it (``message``'s inverse)."""
+        epoch = m.broker_epoch
+        if epoch <= 0 or getattr(m, "kraft", False):
+            return m
+        return m.replace(broker_epoch=self.impl_zxid(epoch))
 
     # ---- incarnations
     def incarnation(self, node: int, value: int) -> Incarnation:

@@ -374,8 +374,12 @@ def cmd_scenario(args: argparse.Namespace) -> int:
             rewrite(result)
             print(f"{result.path}: {len(result.blocks)} blocks written")
         elif result.passed:
-            impl = "" if not args.impl else f" (implementation: not run, {result.impl_skipped})" \
-                if result.impl_skipped else ", the implementation agreeing"
+            impl = ""
+            if args.impl and not result.impl_skipped:
+                impl = ", the implementation agreeing"
+            elif args.impl:
+                ran = "agreeing where it ran, " if result.impl_ran else ""
+                impl = f" (implementation: {ran}not run {result.impl_skipped})"
             print(f"{result.path}: {len(result.blocks)} blocks as expected{impl}")
         else:
             failed += 1

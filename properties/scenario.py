@@ -69,7 +69,8 @@ from properties.traces import TraceError, decode, describe, encode
 
 SEPARATOR = "----"
 IMPL_BUG_NAMES = {b.value: b for b in ImplBug}
-KRAFT_REQUESTS = {cls.__name__: cls for cls in (BrokerRegistrationRequest, BrokerHeartbeatRequest)}
+KRAFT_REQUEST_TYPES = (BrokerRegistrationRequest, BrokerHeartbeatRequest)
+KRAFT_REQUESTS = {cls.__name__: cls for cls in KRAFT_REQUEST_TYPES}
 # What a step's output leaves out: scratch of the checks (ghost), what was spent (budget), and the
 # history the invariants keep (their own bookkeeping, not the cluster's).
 UNSHOWN = frozenset({"ghost", "budget", "history"})
@@ -137,7 +138,8 @@ class Session:
         self.script: Script | None = None
         self.against_impl = against_impl
         self.impl: Differential | None = None  # the implementation, checked against the model
-        self.impl_skipped = ""  # why the implementation does not run this file
+        self.impl_skips: list[str] = []  # where and why the implementation stopped running this file
+        self.impl_ran = False  # some block was run by the implementation too
 
     def run(self, block: Block) -> str:
         name, _, rest = block.command.partition(" ")
@@ -180,10 +182,11 @@ class Session:
             raise ScenarioError(f"{here}: {err}") from None
         self.script = script
         self.impl = None  # a file may start again: each init its own implementation
-        self.impl_skipped = ""
         if self.against_impl:
-            self.impl_skipped = _impl_skips(script, cold)
-            if not self.impl_skipped:
+            why = _impl_skips(script, cold)
+            if why:
+                self.impl_skips.append(f"from line {_line(here)}: {why}")
+            else:
                 self.impl = Differential(script.scope, bugs=impl_bugs, variant=script.variant, bounded=False,
                                          warm_profile=script.warm_profile)
         warmth = "cold" if script.cold else "warm"
@@ -209,7 +212,7 @@ class Session:
             action = decode(data)
         except TraceError as err:
             raise ScenarioError(f"{here}: {err}") from None
-        return self._take(action)
+        return self._take(action, here)
 
     def _inject(self, rest: str, here: str) -> str:
         kind, _, args = rest.strip().partition(" ")
@@ -224,7 +227,7 @@ class Session:
             request = decode({"kind": kind, **options}, Message | KRaftRequest, "inject")
         except TraceError as err:
             raise ScenarioError(f"{here}: {err}") from None
-        return self._take(Inject(request, deliver))
+        return self._take(Inject(request, deliver), here)
 
     def _as_sent(self, kind: str, options: dict[str, Any], here: str) -> dict[str, Any]:
         """A KRaft request's omitted fields: what the broker's process would send the controller."""
@@ -239,14 +242,16 @@ class Session:
         fields = encode(sent, KRAFT_REQUESTS[kind], "inject")
         return {**{k: v for k, v in fields.items() if k != "kind"}, **options}
 
-    def _take(self, action: Any) -> str:
+    def _take(self, action: Any, here: str) -> str:
         assert self.script is not None
-        if self.impl is not None and isinstance(action, Inject):
-            self.impl_skipped = "a request injected by the test harness: the implementation has no harness"
+        if self.impl is not None and isinstance(action, Inject) and isinstance(action.request, KRAFT_REQUEST_TYPES):
+            self.impl_skips.append(f"from line {_line(here)}: a request to a KRaft controller injected by the test harness (the "
+                                   "implementation takes injected messages only)")
             self.impl = None
         taken = self.script.step(action)
         if self.impl is not None:
             self.impl.apply(action)  # raises Disagreement when the implementation does otherwise
+            self.impl_ran = True
         return render_step(taken)
 
     def _show(self, path: str, here: str) -> str:
@@ -260,6 +265,10 @@ class Session:
         if isinstance(value, frozenset):  # one item a line, sorted: a set's own order is the hash's
             return "\n".join(sorted(describe(item) for item in value)) or "(empty)"
         return describe(value)
+
+
+def _line(here: str) -> str:
+    return here.rsplit(":", 1)[-1]
 
 
 def render_step(taken: Taken) -> str:
@@ -354,7 +363,8 @@ class FileResult:
     diffs: list[str]  # one per block whose output differs, or where the implementation disagreed
     outputs: list[str]
     blocks: list[Block]
-    impl_skipped: str = ""  # with ``against_impl``: why the implementation did not run the file
+    impl_skipped: str = ""  # with ``against_impl``: where and why the implementation stopped running the file
+    impl_ran: bool = False  # with ``against_impl``: it ran some of the file's steps
 
     @property
     def passed(self) -> bool:
@@ -382,7 +392,7 @@ def run_file(path: Path, against_impl: bool = False) -> FileResult:
             diff = difflib.unified_diff(block.expected.splitlines(), output.splitlines(), "expected", "model",
                                         lineterm="")
             diffs.append(f"{where}:{block.line}: {block.command}\n" + "\n".join(diff))
-    return FileResult(Path(path), diffs, outputs, blocks, session.impl_skipped)
+    return FileResult(Path(path), diffs, outputs, blocks, "; ".join(session.impl_skips), session.impl_ran)
 
 
 def rewrite(result: FileResult) -> None:
