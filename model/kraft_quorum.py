@@ -104,13 +104,11 @@ from model.types import (
     metadata_changed_between,
 )
 
-
 # Refusals without arguments, built once (model.outcome).
 _NOT_RUNNING = Refused(None, "the controller is not running")
 _LEADS = Refused(None, "the controller leads")
 _BROKER_NOT_RUNNING = Refused(None, "the broker is not running")
 _NOT_ACTIVE = Refused(Errors.NOT_CONTROLLER, "the controller is not the active controller")
-_NOT_LEADER = Refused(None, "the controller is not the Raft leader")
 _LAG_BOUND = Refused(None, "the write would take ZooKeeper's write-behind lag past its bound (KIP-866 §Unavailable "
                            "ZooKeeper)")
 _NOT_CANDIDATE = Refused(None, "the controller is not a candidate")

@@ -52,6 +52,7 @@ from model.actions import (
     WaitForControllerQuorum,
     WaitForZkBrokers,
 )
+from model.bugs import Variant
 from model.kraft import (
     FIRST_CONTROLLER_ID,
     ControllerConfig,
@@ -61,7 +62,6 @@ from model.kraft import (
     UpgradeType,
     image_of,
 )
-from model.bugs import Variant
 from model.migration import (
     CONFIG,
     DELETED_TOPIC,

@@ -367,7 +367,8 @@ def decide_control_request(
     if broker_epoch_is_stale(m.broker_epoch, own) and not variant.has(Bug.ACCEPT_STALE_BROKER_EPOCH):
         return Refused(Errors.STALE_BROKER_EPOCH, "broker epoch {} < {}", (m.broker_epoch, own))
     if m.controller_epoch < b.controller_epoch and not variant.has(Bug.ACCEPT_STALE_CONTROLLER_EPOCH):
-        return Refused(Errors.STALE_CONTROLLER_EPOCH, "controller epoch {} < {}", (m.controller_epoch, b.controller_epoch))
+        return Refused(Errors.STALE_CONTROLLER_EPOCH, "controller epoch {} < {}",
+                       (m.controller_epoch, b.controller_epoch))
     return None
 
 
@@ -380,7 +381,8 @@ def decide_controlled_shutdown(c: Broker, m: ControlledShutdown, variant: Varian
     if cached is None:
         return Refused(Errors.BROKER_NOT_AVAILABLE, "broker {} is not live in the controller's cache", (m.broker_id,))
     if broker_epoch_is_stale(m.broker_epoch, cached) and not variant.has(Bug.SHUTDOWN_IGNORES_BROKER_EPOCH):
-        return Refused(Errors.STALE_BROKER_EPOCH, "broker epoch {} < {}, the controller's cached", (m.broker_epoch, cached))
+        return Refused(Errors.STALE_BROKER_EPOCH, "broker epoch {} < {}, the controller's cached",
+                       (m.broker_epoch, cached))
     return None
 
 

@@ -60,7 +60,6 @@ from model.kraft import ControllerId
 from model.kraft_quorum import heartbeat_request, registration_request
 from model.migration import Profile
 from model.state import BrokerHeartbeatRequest, BrokerRegistrationRequest, KRaftRequest, Message
-from model.types import BrokerId
 from model.zookeeper import ZkState
 from properties.differential import Differential, Disagreement
 from properties.files import write_text
@@ -245,8 +244,8 @@ class Session:
     def _take(self, action: Any, here: str) -> str:
         assert self.script is not None
         if self.impl is not None and isinstance(action, Inject) and isinstance(action.request, KRAFT_REQUEST_TYPES):
-            self.impl_skips.append(f"from line {_line(here)}: a request to a KRaft controller injected by the test harness (the "
-                                   "implementation takes injected messages only)")
+            self.impl_skips.append(f"from line {_line(here)}: a request to a KRaft controller injected by the test "
+                                   "harness (the implementation takes injected messages only)")
             self.impl = None
         taken = self.script.step(action)
         if self.impl is not None:

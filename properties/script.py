@@ -126,7 +126,9 @@ class Script:
         return enabled_actions(self.state, self.scope, self.variant)
 
 
-def shaped(scope: Scope, profile: Profile, stage: str | None = None, metadata_version: str | Ibp | None = None) -> Scope:
+def shaped(
+    scope: Scope, profile: Profile, stage: str | None = None, metadata_version: str | Ibp | None = None
+) -> Scope:
     """``scope`` as ``profile``'s Kafka runs it, then taken to ``stage`` ("none": the KRaft side cold) and
     put at ``metadata_version``, in that order (an explicit level wins over the profile's)."""
     scope = for_profile(scope, profile)

@@ -241,7 +241,8 @@ def render_profiles() -> str:
         "would refuse to bootstrap a migration at. A script and a scenario file start from their own "
         "profile's (`model.scopes.for_profile`, `warm_up(scope, profile)`): under `kafka-3.9` a quorum that "
         "bootstraps with the migration flag starts at 3.6-IV1, the scope's levels raised in order, and its "
-        "bootstrap records are in a metadata transaction ([scenarios](guide/scenarios.md#warm-starts-follow-the-profile); "
+        "bootstrap records are in a metadata transaction "
+        "([scenarios](guide/scenarios.md#warm-starts-follow-the-profile); "
         "`warm=kip` asks for the checks' start).",
         "",
         "## Differences under both profiles",

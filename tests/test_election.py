@@ -25,6 +25,7 @@ from model.actions import (
 )
 from model.bugs import CORRECT, Bug
 from model.invariants import violations
+from model.outcome import error_of
 from model.scopes import GROUP_COORDINATOR, SCOPES, cold_state, initial_state, ranges
 from model.state import (
     CONTROLLER,
@@ -39,7 +40,6 @@ from model.state import (
     partition_state_path,
 )
 from model.step import step
-from model.outcome import error_of
 from model.types import Errors, FeatureStatus, ZkCode
 from model.zk_era import decide_control_request, is_current_controller
 from tests.conftest import buggy, messages, only, run, tree, znode

@@ -23,6 +23,7 @@ from model.actions import (
 )
 from model.bugs import CORRECT, Bug
 from model.invariants import violations, witnessed
+from model.outcome import error_of
 from model.scopes import GROUP_COORDINATOR, SAME_RANGE, SCOPES, cold_state, initial_state, ranges
 from model.state import (
     FEATURES,
@@ -37,7 +38,6 @@ from model.state import (
     broker_path,
 )
 from model.step import step
-from model.outcome import error_of
 from model.types import NO_SESSION, Errors, FeatureStatus, Ibp, ZkCode
 from model.zk_era import decide_update_features as decide_with_reason
 from model.zk_era import incompatible_features

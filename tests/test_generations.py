@@ -21,6 +21,7 @@ from model.actions import (
 )
 from model.bugs import CORRECT
 from model.invariants import witnessed
+from model.outcome import error_of
 from model.scopes import SCOPES, initial_state
 from model.state import (
     Budget,
@@ -35,7 +36,6 @@ from model.state import (
     partition_state_path,
 )
 from model.step import step
-from model.outcome import error_of
 from model.types import UNKNOWN_BROKER_EPOCH, Errors, ReplicaRole, ZkCode
 from model.zk_era import (
     broker_epoch_is_stale,
@@ -138,7 +138,8 @@ def test_decide_controlled_shutdown_refuses_an_older_generation():
     """KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations."""
     controller = bounce_start().brokers[0]
     assert controller.controller.cached_epoch(1) == 7
-    assert error_of(decide_controlled_shutdown(controller, ControlledShutdown(1, 6, 0), CORRECT)) is Errors.STALE_BROKER_EPOCH
+    stale = ControlledShutdown(1, 6, 0)
+    assert error_of(decide_controlled_shutdown(controller, stale, CORRECT)) is Errors.STALE_BROKER_EPOCH
     assert error_of(decide_controlled_shutdown(controller, ControlledShutdown(1, 7, 0), CORRECT)) is Errors.NONE
     assert error_of(decide_controlled_shutdown(controller, ControlledShutdown(1, 8, 0), CORRECT)) is Errors.NONE
     unknown = ControlledShutdown(1, UNKNOWN_BROKER_EPOCH, 0)
@@ -150,7 +151,8 @@ def test_decide_controlled_shutdown_for_a_broker_not_live_is_broker_not_availabl
     controller = bounce_start().brokers[0]
     role = controller.controller.replace(live=(LiveBroker(0, 5, controller.config.supported),))
     m = ControlledShutdown(1, 7, 0)
-    assert error_of(decide_controlled_shutdown(controller.replace(controller=role), m, CORRECT)) is Errors.BROKER_NOT_AVAILABLE
+    refused = decide_controlled_shutdown(controller.replace(controller=role), m, CORRECT)
+    assert error_of(refused) is Errors.BROKER_NOT_AVAILABLE
 
 
 def test_decide_controlled_shutdown_sent_to_a_broker_that_is_not_controller_is_stale_controller_epoch():

@@ -48,9 +48,9 @@ from model.kraft import (
     image_of,
 )
 from model.kraft_quorum import ctrl, decide_broker_registration, own_image, registration_request
+from model.outcome import error_of
 from model.scopes import MIGRATING, SCOPES, initial_state
 from model.step import step
-from model.outcome import error_of
 from model.types import UNKNOWN_BROKER_EPOCH, BrokerEpoch, BrokerId, Errors, Ibp, LeaderEpoch
 from tests.conftest import appended, run, with_budget
 

@@ -89,10 +89,10 @@ from model.migration import (
     pending_deletion_path,
     topic_path,
 )
+from model.outcome import error_of
 from model.scopes import SCOPES, initial_state
 from model.state import CONTROLLER, CONTROLLER_EPOCH, LeaderAndIsr, UpdateMetadata, partition_state_path
 from model.step import outcome, step
-from model.outcome import error_of
 from model.types import (
     NO_SESSION,
     BrokerEpoch,
@@ -414,7 +414,8 @@ def test_pre_migration_admin_write_is_refused_with_not_controller():
     assert after == state.replace(budget=state.budget.replace(operator=0))
     # During the migration metadata.version is frozen.
     dual = own_image(ctrl(initial_state(SCOPES["dual-write"]), C0))
-    assert error_of(decide_metadata_version(dual, Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT)) is Errors.INVALID_UPDATE_VERSION
+    frozen = decide_metadata_version(dual, Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT)
+    assert error_of(frozen) is Errors.INVALID_UPDATE_VERSION
 
 
 # ---- 4. rolling back to ZooKeeper ------------------------------------------------------------------
@@ -665,13 +666,13 @@ def test_metadata_version_update_follows_upgrade_types_and_freezes_during_migrat
     )
     upgraded = finalized.replace(metadata_version=Ibp.IBP_3_6_IV1)
     for kind in UpgradeType:
-        assert error_of(decide_metadata_version(upgraded, Ibp.IBP_3_4_IV0, kind, CORRECT)) is Errors.INVALID_UPDATE_VERSION
+        down = decide_metadata_version(upgraded, Ibp.IBP_3_4_IV0, kind, CORRECT)
+        assert error_of(down) is Errors.INVALID_UPDATE_VERSION
     # A migrating ZK broker advertises [IBP, IBP]: while one is registered the level cannot move.
     dual = own_image(ctrl(initial_state(SCOPES["dual-write"]), C0))
-    assert (
-        error_of(decide_metadata_version(dual.replace(migration=M.POST_MIGRATION), Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT))
-        is Errors.INVALID_UPDATE_VERSION
-    )
+    finalized_dual = dual.replace(migration=M.POST_MIGRATION)
+    refused = decide_metadata_version(finalized_dual, Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT)
+    assert error_of(refused) is Errors.INVALID_UPDATE_VERSION
 
 
 @pytest.mark.parametrize(
@@ -698,4 +699,5 @@ def test_a_metadata_version_downgrade_is_done_only_when_it_crosses_no_metadata_c
         assert error_of(decide_metadata_version(image, target, how, CORRECT)) is expected
         impl_answer = impl_decide(Image(metadata_version=current, migration=ZkMigrationState.NONE), target, how)
         assert impl_answer.name == expected.name
-    assert error_of(decide_metadata_version(image, target, UpgradeType.UPGRADE, CORRECT)) is Errors.INVALID_UPDATE_VERSION
+    upgrade = decide_metadata_version(image, target, UpgradeType.UPGRADE, CORRECT)
+    assert error_of(upgrade) is Errors.INVALID_UPDATE_VERSION

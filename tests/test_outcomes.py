@@ -21,6 +21,7 @@ from model.actions import (
     UpdateFeatures,
     UpdateMetadataVersion,
 )
+from model.bugs import CORRECT
 from model.harness import Inject
 from model.kraft import UpgradeType, ZkMigrationState
 from model.kraft_quorum import decide_metadata_version, heartbeat_request, own_image, registration_request
@@ -31,12 +32,10 @@ from model.state import (
     BrokerRegistrationRequest,
     ControlledShutdown,
     LeaderAndIsr,
-    message_sort_key,
 )
 from model.step import candidate_actions, outcome, successors
 from model.types import Errors, Ibp
 from model.zk_era import decide_control_request
-from model.bugs import CORRECT
 from properties.script import Script, ScriptError
 
 C0, C1 = 3000, 3001
@@ -376,10 +375,10 @@ def test_activation_is_a_decision_with_kafkas_reasons():
     """ActivationRecordsGenerator.generate as decide_activation: the bootstrap records of an empty log (in a
     metadata transaction under kafka-3.9 from 3.6-IV1), and a refusal (the controller resigns) with Kafka's
     message where 3.9 throws."""
+    from model.bugs import Variant
     from model.kraft import MetadataImage
     from model.kraft_quorum import decide_activation
     from model.scopes import MIGRATING
-    from model.bugs import Variant
 
     kafka = Variant(profile=Profile.KAFKA_3_9)
     empty = MetadataImage()
