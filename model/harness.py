@@ -25,7 +25,7 @@ from typing import TypeGuard, assert_never
 
 from model.bugs import Variant
 from model.kraft import FIRST_CONTROLLER_ID
-from model.kraft_quorum import handle_heartbeat, handle_registration, heartbeat_answer_text
+from model.kraft_quorum import handle_heartbeat, handle_registration, heartbeat_unchanged
 from model.outcome import IN_FLIGHT_CAP, Refused, Result, Unchanged
 from model.record import Record, record
 from model.state import BrokerHeartbeatRequest, BrokerRegistrationRequest, ClusterState, KRaftRequest, Message
@@ -87,6 +87,6 @@ def _exchange(state: ClusterState, request: KRaftRequest, variant: Variant) -> R
             if isinstance(heartbeat, Refused):
                 return heartbeat
             after, response, wrote = heartbeat
-            return after if wrote else Unchanged("{}", (heartbeat_answer_text(response),))
+            return after if wrote else heartbeat_unchanged(response)
         case _:
             assert_never(request)

@@ -111,6 +111,22 @@ _NO_DRIVER = Refused(None, "the controller runs no migration driver (no migratio
 _NOT_IN = {s: Refused(None, f"the driver is not in {s.name}") for s in MigrationDriverState}
 _NOT_LEADING = Refused(None, "the driver does not believe its node leads")
 _NOT_ACTIVE = Refused(None, "the controller is not the active controller")
+_UNRECOVERED = Refused(None, "the driver has not recovered /migration")
+_NO_LEADERSHIP_CHANGE = Refused(None, "the driver knows of the leadership: no change to handle")
+_IGNORES_LEADERSHIP = Refused(None, "an INACTIVE driver ignores the leadership (seeded bug)")
+_NO_IMAGE = Refused(None, "no metadata image is published yet (KAFKA-15389)")
+_BROKERS_NOT_READY = Refused(None, "not every known ZK broker has registered with KRaft")
+_NO_CONTROLLER_EPOCH = Refused(None, "there is no /controller_epoch")
+_BEGUN = Refused(None, "this leadership has begun the migration")
+_NOT_BEGUN = Refused(None, "this leadership has not begun the migration")
+_NO_MIGRATION_RECORD = Refused(None, "the log holds no MIGRATION record")
+_ZK_CAUGHT_UP = Unchanged("ZooKeeper has every committed record the driver has seen")
+_SAME_FLAG = Unchanged("the migration flag is as asked")
+_KRAFT_BROKER = Unchanged("the broker is a KRaft broker")
+_NO_FLAG = Refused(None, "the broker lacks the migration flag")
+_ZK_BROKER = Unchanged("the broker is a ZK broker")
+_NO_KRAFT_CONTROLLER = Refused(None, "/controller names no KRaft controller")
+_QUORUM_RUNNING = Refused(None, "a KRaft controller is running")
 
 
 def handle(state: ClusterState, action: MigrationAction, variant: Variant) -> Result:
@@ -254,16 +270,16 @@ def _kraft_leader_change(state: ClusterState, cid: ControllerId, variant: Varian
     if isinstance(d, Refused):
         return d
     if d.state is D.UNINITIALIZED:
-        return Refused(None, "the driver has not recovered /migration")
+        return _UNRECOVERED
     leads = is_active(c)
     if (d.kraft_epoch, d.leader) == (c.epoch, leads):
-        return Refused(None, "the driver knows of the leadership: no change to handle")
+        return _NO_LEADERSHIP_CHANGE
     if not leads:
         c = _drive(c, D.INACTIVE, variant, kraft_epoch=c.epoch, leader=False, zk_epoch=-1, zk_epoch_version=-2,
                    umr_sent=frozenset())
         return put_ctrl(state, c)
     if variant.has(Bug.INACTIVE_IGNORES_LEADERSHIP) and d.state is D.INACTIVE and d.kraft_epoch >= 0:
-        return Refused(None, "an INACTIVE driver ignores the leadership (seeded bug)")
+        return _IGNORES_LEADERSHIP
     if not state.zk.available:
         return _ZK_UNAVAILABLE
     if d.state is not D.INACTIVE:
@@ -316,7 +332,7 @@ def _wait_for_controller_quorum(state: ClusterState, cid: ControllerId, variant:
     if image.is_empty:
         # No image published yet (firstPublish): KAFKA-15389, an empty image (a committed LeaderChange whose
         # bootstrap records have not committed yet) is not taken as the first; it would read as NONE.
-        return Refused(None, "no metadata image is published yet (KAFKA-15389)")
+        return _NO_IMAGE
     match image.migration_state:
         case ZkMigrationState.NONE if not variant.has(Bug.KRAFT_BORN_MIGRATES):
             c = _drive(c, D.INACTIVE, variant)  # a cluster born in KRaft never migrates
@@ -375,7 +391,7 @@ def _wait_for_zk_brokers(state: ClusterState, cid: ControllerId, variant: Varian
     if refused is not None:
         return refused
     if not zk_brokers_ready(state, c, variant):
-        return Refused(None, "not every known ZK broker has registered with KRaft")
+        return _BROKERS_NOT_READY
     return put_ctrl(state, _drive(c, D.BECOME_CONTROLLER, variant))
 
 
@@ -416,7 +432,7 @@ def _claim(state: ClusterState, c: KRaftController, d: Driver, variant: Variant)
     newer = claimed is not None and claimed.kraft_epoch >= d.kraft_epoch
     # IllegalStateException / ControllerMovedException: wait for a newer leadership.
     if epoch_node is None:
-        return Refused(None, "there is no /controller_epoch")
+        return _NO_CONTROLLER_EPOCH
     if newer and not variant.has(Bug.CLAIM_IGNORES_NEWER_KRAFT_EPOCH):
         assert claimed is not None
         return Refused(None, "/controller holds KRaft epoch {}, not older than the driver's {}",
@@ -462,7 +478,7 @@ def _migrate_metadata(state: ClusterState, cid: ControllerId, variant: Variant) 
     if not is_active(c):
         return _NOT_ACTIVE
     if _migration_begun(c):
-        return Refused(None, "this leadership has begun the migration")
+        return _BEGUN
     if _migration_appended(c):
         return _MIGRATION_APPENDED
     records = zk_metadata(state)
@@ -497,7 +513,7 @@ def _complete_migration(state: ClusterState, cid: ControllerId, variant: Variant
     if not is_active(c):
         return _NOT_ACTIVE
     if not _migration_begun(c):
-        return Refused(None, "this leadership has not begun the migration")
+        return _NOT_BEGUN
     if _migration_appended(c):
         return _MIGRATION_APPENDED
     records: list[MetadataRecord] = [ZkMigrationStateRecord(ZkMigrationState.MIGRATION)]
@@ -514,7 +530,7 @@ def _migration_committed(state: ClusterState, cid: ControllerId, variant: Varian
         return refused
     end = migration_end(c)
     if end is None:
-        return Refused(None, "the log holds no MIGRATION record")
+        return _NO_MIGRATION_RECORD
     if c.high_watermark < end:
         return Refused(None, "the migration's records are not committed: high watermark {} < {}",
                        (c.high_watermark, end))
@@ -680,7 +696,7 @@ def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> Res
         return refused
     image = image_of(c.log) if variant.has(Bug.DUAL_WRITE_UNCOMMITTED) else driver_image(c)
     if image.offset <= d.migration_offset:
-        return Unchanged("ZooKeeper has every committed record the driver has seen")
+        return _ZK_CAUGHT_UP
     before = image_of(c.log, d.migration_offset) if d.migration_offset > 0 else None
     ops = zk_reconcile_ops(state, image, c, variant)
     state, ok = _kraft_zk_write(state, c, "dual-write", ops, image.offset, variant)
@@ -713,7 +729,7 @@ def _reconfigure_controller(state: ClusterState, cid: ControllerId, enabled: boo
     if c.alive:
         return _RUNNING
     if c.config.migration_enabled == enabled:
-        return Unchanged("the migration flag is {}", (enabled,))
+        return _SAME_FLAG
     spent = spend(state, migrations=1)
     if spent is None:
         return BUDGET_SPENT
@@ -726,9 +742,9 @@ def _migrate_broker(state: ClusterState, bid: BrokerId) -> Result:
     if b.alive:
         return _RUNNING
     if b.config.kraft_mode:
-        return Unchanged("the broker is a KRaft broker")
+        return _KRAFT_BROKER
     if not b.config.migration_enabled:
-        return Refused(None, "the broker lacks the migration flag")
+        return _NO_FLAG
     spent = spend(state, migrations=1)
     return BUDGET_SPENT if spent is None else put_broker(spent, b.replace(config=b.config.replace(kraft_mode=True)))
 
@@ -739,7 +755,7 @@ def _rollback_broker(state: ClusterState, bid: BrokerId) -> Result:
     if b.alive:
         return _RUNNING
     if not b.config.kraft_mode:
-        return Unchanged("the broker is a ZK broker")
+        return _ZK_BROKER
     if b.meta_properties != 0:
         return Refused(None, "meta.properties is v{}: the migration was finalized", (b.meta_properties,))
     spent = spend(state, migrations=1)
@@ -749,9 +765,9 @@ def _rollback_broker(state: ClusterState, bid: BrokerId) -> Result:
 def _delete_controller_znodes(state: ClusterState, variant: Variant) -> Result:
     """KIP-866 §Rollback to ZK, last step, once the quorum is down."""
     if _kraft_controller_znode(state) is None:
-        return Refused(None, "/controller names no KRaft controller")
+        return _NO_KRAFT_CONTROLLER
     if any(c.alive for c in state.controllers):
-        return Refused(None, "a KRaft controller is running")
+        return _QUORUM_RUNNING
     if not state.zk.available:
         return _ZK_UNAVAILABLE
     spent = spend(state, migrations=1)

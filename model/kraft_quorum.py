@@ -113,6 +113,27 @@ _LAG_BOUND = Refused(None, "the write would take ZooKeeper's write-behind lag pa
                            "ZooKeeper)")
 _NOT_CANDIDATE = Refused(None, "the controller is not a candidate")
 _ITSELF = Refused(None, "a controller does not send itself a request")
+_VOTER_NOT_RUNNING = Refused(None, "the voter is not running")
+_VOTE_COUNTED = Unchanged("the voter's vote is counted")
+_LOG_BEHIND = Refused(None, "vote not granted: the candidate's log is behind the voter's")
+_NO_MAJORITY = Refused(None, "the candidate has no majority of the votes")
+_LEADER_NOT_RUNNING = Refused(None, "the leader is not running")
+_NOTHING_TO_FETCH = Unchanged("nothing to fetch")
+_RUNNING = Refused(None, "the controller is running")
+_ROLLED_BACK = Refused(None, "the quorum was rolled back: its znodes are gone (KIP-866 §Rollback to ZK)")
+_REGISTERED = Refused(None, "the broker is registered with KRaft")
+_NOT_MIGRATING = Refused(None, "the ZK broker lacks the migration flag, the controller configs or IBP 3.4-IV0")
+_NOT_IN_ZK = Refused(None, "the ZK broker has not registered in ZooKeeper")
+_UNREGISTERED = Refused(None, "the broker has not registered with KRaft")
+_ZK_BROKER_REPLAYS_NOTHING = Refused(None, "a ZK broker does not replay the metadata log")
+_NOTHING_NEW = Unchanged("nothing new is committed")
+_INACTIVE = Refused(None, "the controller is not the active controller")
+_NO_REGISTRATION = Refused(None, "the broker has no registration")
+_FENCED = Refused(None, "the broker is fenced")
+_NO_FENCING_IN_PRE_MIGRATION = Refused(None, "Kafka fences no stale broker in pre-migration (KAFKA-15441)")
+_ZK_BROKER_SHUTDOWN = Refused(None, "a ZK broker shuts down by ControlledShutdown, not by heartbeats")
+_SHUTTING_DOWN = Refused(None, "the broker is shutting down")
+_NOT_ONLINE = Refused(None, "the broker is not Online")
 
 
 def handle(state: ClusterState, action: KRaftQuorumAction, variant: Variant) -> Result:
@@ -305,11 +326,11 @@ def _request_vote(state: ClusterState, cid: ControllerId, vid: ControllerId, var
     if not cand.alive:
         return _NOT_RUNNING
     if not voter.alive:
-        return Refused(None, "the voter is not running")
+        return _VOTER_NOT_RUNNING
     if cand.role is not QuorumRole.CANDIDATE:
         return _NOT_CANDIDATE
     if vid in cand.votes:
-        return Unchanged("the voter's vote is counted")
+        return _VOTE_COUNTED
     if voter.epoch > cand.epoch:  # the response tells the candidate of a newer epoch
         return put_ctrl(state, _step_down(cand, voter.epoch, voter.leader))
     if voter.epoch < cand.epoch:
@@ -324,7 +345,7 @@ def _request_vote(state: ClusterState, cid: ControllerId, vid: ControllerId, var
         if not may_vote:
             return Refused(None, "vote not granted: the voter voted for {} in epoch {}", (voter.voted_for, voter.epoch))
         if not fresh:
-            return Refused(None, "vote not granted: the candidate's log is behind the voter's")
+            return _LOG_BEHIND
         return Refused(None, "vote not granted: the voter is {} in epoch {}", (voter.role.name, voter.epoch))
     return put_ctrl(put_ctrl(state, voter), cand)
 
@@ -336,7 +357,7 @@ def _become_leader(state: ClusterState, cid: ControllerId, variant: Variant) -> 
     if c.role is not QuorumRole.CANDIDATE:
         return _NOT_CANDIDATE
     if len(c.votes) < majority(voters(state)):
-        return Refused(None, "{} of the {} votes a majority needs", (len(c.votes), majority(voters(state))))
+        return _NO_MAJORITY
     fetched = tuple(0 for _ in state.controllers)
     c = c.replace(role=QuorumRole.LEADER, leader=c.id, votes=frozenset(), fetched=fetched, active=False)
     if variant.has(Bug.LEADER_RESETS_HIGH_WATERMARK):
@@ -455,7 +476,7 @@ def _fetch(state: ClusterState, fid: ControllerId, lid: ControllerId, variant: V
     if not f.alive:
         return _NOT_RUNNING
     if not leader.alive:
-        return Refused(None, "the leader is not running")
+        return _LEADER_NOT_RUNNING
     if leader.role is not QuorumRole.LEADER:
         return Refused(Errors.NOT_LEADER_OR_FOLLOWER, "controller {} does not lead", (lid,))
     if f.epoch > leader.epoch:  # the deposed leader learns of the newer epoch from the response
@@ -474,7 +495,7 @@ def _fetch(state: ClusterState, fid: ControllerId, lid: ControllerId, variant: V
     f = f.replace(log=log, high_watermark=max(f.high_watermark, min(leader.high_watermark, len(log))))
     before = (ctrl(state, fid), ctrl(state, lid))
     if (f, leader) == before and leader.high_watermark == hw_before:
-        return Unchanged("nothing to fetch")
+        return _NOTHING_TO_FETCH
     state = _note_commits(put_ctrl(put_ctrl(state, f), leader))
     return _activate_once_committed(state, lid, variant)
 
@@ -519,12 +540,12 @@ def _shutdown_controller(state: ClusterState, cid: ControllerId, variant: Varian
 def _restart_controller(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     c = ctrl(state, cid)
     if c.alive:
-        return Refused(None, "the controller is running")
+        return _RUNNING
     if state.history.handed_back is not None:
         # KIP-866 §Rollback to ZK ends the quorum's life: after the operator deleted its znodes,
         # a restarted quorum would reclaim ZooKeeper from a stale log (a new migration needs a
         # freshly formatted quorum, which the model does not cover).
-        return Refused(None, "the quorum was rolled back: its znodes are gone (KIP-866 §Rollback to ZK)")
+        return _ROLLED_BACK
     epoch = KRaftEpoch(0) if variant.has(Bug.RESTART_FORGETS_EPOCH) else c.epoch
     role = QuorumRole.VOTED if c.voted_for is not None and c.voted_for != c.id else QuorumRole.UNATTACHED
     driver = Driver() if c.config.migration_enabled else None
@@ -596,14 +617,14 @@ def _register_with_kraft(state: ClusterState, bid: BrokerId, cid: ControllerId, 
     if not b.alive:
         return _BROKER_NOT_RUNNING
     if b.kraft_epoch != UNKNOWN_BROKER_EPOCH:
-        return Refused(None, "the broker is registered, epoch {}", (b.kraft_epoch,))
+        return _REGISTERED
     if not b.config.kraft_mode:
         cfg = b.config
         # KIP-866 §Migration Trigger 1-3: only a ZK broker with the flag, the controller configs and the bridge IBP.
         if not (cfg.migration_enabled and cfg.controller_configs and cfg.ibp >= Ibp.IBP_3_4_IV0):
-            return Refused(None, "the ZK broker lacks the migration flag, the controller configs or IBP 3.4-IV0")
+            return _NOT_MIGRATING
         if not b.registered:
-            return Refused(None, "the ZK broker has not registered in ZooKeeper")
+            return _NOT_IN_ZK
     answer = handle_registration(state, registration_request(b, cid), variant)
     if isinstance(answer, Refused):
         # Differs: KIP-866 §Broker Registration says a refused broker terminates; the model lets it retry
@@ -719,7 +740,7 @@ def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: V
     if not b.alive:
         return _BROKER_NOT_RUNNING
     if b.kraft_epoch == UNKNOWN_BROKER_EPOCH:
-        return Refused(None, "the broker has not registered with KRaft")
+        return _UNREGISTERED
     answer = handle_heartbeat(state, heartbeat_request(b, cid), variant)
     if isinstance(answer, Refused):
         if answer.error is Errors.STALE_BROKER_EPOCH:  # the broker registers again
@@ -733,16 +754,23 @@ def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: V
     if b.config.kraft_mode and not (response.fenced or response.in_controlled_shutdown or b.want_shutdown):
         lifecycle = BrokerState.ONLINE
     if not wrote and lifecycle == b.lifecycle:
-        return Unchanged("{}", (heartbeat_answer_text(response),))
+        return heartbeat_unchanged(response)
     return put_broker(state, state.brokers[bid].replace(lifecycle=lifecycle))
 
 
-def heartbeat_answer_text(answer: HeartbeatAnswer) -> str:
+def heartbeat_unchanged(answer: HeartbeatAnswer) -> Unchanged:
+    """A heartbeat's outcome when it wrote nothing: where its answer leaves the broker."""
     if answer.shutdown_now:
-        return "shutdown now"
+        return _SHUTDOWN_NOW
     if answer.in_controlled_shutdown:
-        return "in controlled shutdown"
-    return "fenced" if answer.fenced else "unfenced"
+        return _IN_CONTROLLED_SHUTDOWN
+    return _STAYS_FENCED if answer.fenced else _STAYS_UNFENCED
+
+
+_SHUTDOWN_NOW = Unchanged("shutdown now")
+_IN_CONTROLLED_SHUTDOWN = Unchanged("in controlled shutdown")
+_STAYS_FENCED = Unchanged("fenced")
+_STAYS_UNFENCED = Unchanged("unfenced")
 
 
 def _fenced_state(b: Broker) -> BrokerState:
@@ -754,13 +782,13 @@ def _fetch_metadata(state: ClusterState, bid: BrokerId, cid: ControllerId, varia
     if not b.alive:
         return _BROKER_NOT_RUNNING
     if not b.config.kraft_mode:
-        return Refused(None, "a ZK broker does not replay the metadata log")
+        return _ZK_BROKER_REPLAYS_NOTHING
     if not c.alive:
         return _NOT_RUNNING
     if c.role is not QuorumRole.LEADER:
         return Refused(Errors.NOT_LEADER_OR_FOLLOWER, "controller {} does not lead", (cid,))
     if c.high_watermark <= b.image.offset:
-        return Unchanged("nothing new is committed")
+        return _NOTHING_NEW
     image = image_of(c.log, c.high_watermark)
     meta = 1 if image.migration_state is ZkMigrationState.POST_MIGRATION else b.meta_properties
     terms = state.history.leader_terms
@@ -793,16 +821,16 @@ def _session_timeout(state: ClusterState, bid: BrokerId, cid: ControllerId, vari
     """maybeFenceOneStaleBroker: fence a registration whose heartbeats stopped."""
     b, c = state.brokers[bid], ctrl(state, cid)
     if not is_active(c):
-        return Refused(None, "the controller is not the active controller")
+        return _INACTIVE
     image = own_image(c)
     reg = image.registration(bid)
     if reg is None:
-        return Refused(None, "broker {} has no registration", (bid,))
+        return _NO_REGISTRATION
     if reg.fenced:
-        return Refused(None, "broker {} is fenced", (bid,))
+        return _FENCED
     if image.migration_state is ZkMigrationState.PRE_MIGRATION and variant.profile is Profile.KAFKA_3_9:
         # Differs: since KAFKA-15441 Kafka does not fence stale brokers in pre-migration.
-        return Refused(None, "Kafka fences no stale broker in pre-migration (KAFKA-15441)")
+        return _NO_FENCING_IN_PRE_MIGRATION
     alive_same = b.alive and b.incarnation == reg.incarnation and b.kraft_epoch == reg.epoch
     if alive_same:
         spent = spend(state, timeouts=1)
@@ -825,11 +853,11 @@ def _begin_controlled_shutdown(state: ClusterState, bid: BrokerId) -> Result:
     if not b.alive:
         return _BROKER_NOT_RUNNING
     if not b.config.kraft_mode:
-        return Refused(None, "a ZK broker shuts down by ControlledShutdown, not by heartbeats")
+        return _ZK_BROKER_SHUTDOWN
     if b.want_shutdown:
-        return Refused(None, "the broker is shutting down")
+        return _SHUTTING_DOWN
     if b.lifecycle is not BrokerState.ONLINE:
-        return Refused(None, "the broker is {}, not Online", (b.lifecycle.value,))
+        return _NOT_ONLINE
     spent = spend(state, shutdowns=1)
     if spent is None:
         return BUDGET_SPENT

@@ -116,6 +116,26 @@ _KRAFT_BROKER = Refused(None, "a KRaft broker does not talk to ZooKeeper")
 _WAITS_FOR_REGISTRATION = Refused(
     None, "the broker serves no request before it has registered: the request waits (KAFKA-7235)"
 )
+_EDITS_STOPPED = Refused(None, "the broker is running: the operator edits a stopped broker's configuration")
+_SAME_IBP = Unchanged("the broker runs that IBP")
+_HOLDS_SESSION = Refused(None, "the broker holds a live session")
+_KEEPS_DEAD_SESSION = Refused(None, "the broker keeps its dead session (seeded bug)")
+_REGISTERED = Refused(None, "the broker has registered in this session")
+_SHUTDOWN_SENT = Refused(None, "this generation has sent its ControlledShutdown")
+_NO_ZK_CONTROLLER = Refused(None, "/controller names no ZooKeeper controller")
+_NO_FEATURES = Refused(None, "there is no /features")
+_CACHE_CURRENT = Unchanged("the cache holds /features' epoch")
+_IS_CONTROLLER = Refused(None, "the broker is a controller")
+_OBSERVED = Refused(None, "the broker has read /controller_epoch")
+_NOT_OBSERVED = Refused(None, "the broker has not read /controller_epoch")
+_NOT_A_CONTROLLER = Refused(None, "the broker is not a controller")
+_STILL_CONTROLLER = Refused(None, "ZooKeeper says the broker is the controller")
+_INITIALIZED = Refused(None, "the controller is initialized")
+_LEADER_LIVE = Refused(None, "the partition's leader is live")
+_ZK_AVAILABLE = Refused(None, "ZooKeeper is available")
+_NO_LIVE_SESSION = Refused(None, "no such live session")
+_NODE_EXISTS = Refused(None, "its /brokers/ids znode exists (NodeExists): another session's registration")
+_NO_CANDIDATE = Refused(None, "no replica of the ISR is live")
 
 
 def handle(state: ClusterState, action: ZkEraAction, variant: Variant) -> Result:
@@ -403,10 +423,6 @@ def classify_broker_change(
 
 # ---- the environment --------------------------------------------------------------------------
 
-_ZK_AVAILABLE = Refused(None, "ZooKeeper is available")
-_NO_LIVE_SESSION = Refused(None, "no such live session")
-
-
 def _zk_outage(state: ClusterState) -> Result:
     if not state.zk.available:
         return _ZK_UNAVAILABLE
@@ -500,9 +516,9 @@ def _restart(state: ClusterState, b: BrokerId) -> Result:
 def _change_ibp(state: ClusterState, b: BrokerId, ibp: Ibp) -> Result:
     broker = state.brokers[b]
     if broker.alive:
-        return Refused(None, "the broker is running: the operator edits a stopped broker's configuration")
+        return _EDITS_STOPPED
     if broker.config.ibp == ibp:
-        return Unchanged("the broker's IBP is {}", (ibp.name,))
+        return _SAME_IBP
     if state.budget.operator <= 0:
         return BUDGET_SPENT
     state = spend_checked(state, operator=1)
@@ -518,9 +534,9 @@ def _open_session(state: ClusterState, b: BrokerId, variant: Variant) -> Result:
     if not state.zk.available:
         return _ZK_UNAVAILABLE
     if _holds_session(state, broker):
-        return Refused(None, "the broker holds a live session")
+        return _HOLDS_SESSION
     if variant.has(Bug.RESTARTED_BROKER_KEEPS_DEAD_SESSION) and state.history.registered_epoch(b) is not None:
-        return Refused(None, "the broker keeps its dead session (seeded bug)")
+        return _KEEPS_DEAD_SESSION
     zk, session = zkm.open_session(state.zk, b)
     return put_broker(state.replace(zk=zk), broker.replace(session=session, registered=False))
 
@@ -533,9 +549,9 @@ def _register(state: ClusterState, b: BrokerId, variant: Variant) -> Result:
     if why is not None:
         return why
     if broker.registered:
-        return Refused(None, "the broker has registered in this session")
+        return _REGISTERED
     if zkm.get(state.zk, path) is not None:
-        return Refused(None, "{} exists (NodeExists): another session's registration", (path,))
+        return _NODE_EXISTS
     registration = BrokerRegistration(broker.config.ibp, broker.config.supported)
     ops = (Create(path, registration, ephemeral=True), SetData(path, registration, ZkVersion(0)))
     zk, results = zkm.multi(state.zk, broker.session, ops, variant.bugs)
@@ -561,12 +577,12 @@ def _send_controlled_shutdown(state: ClusterState, b: BrokerId) -> Result:
     if not broker.registered:
         return _NOT_REGISTERED
     if broker.shutdown_sent:
-        return Refused(None, "this generation has sent its ControlledShutdown")
+        return _SHUTDOWN_SENT
     if state.budget.shutdowns <= 0:
         return BUDGET_SPENT
     controller = znode_data(state, CONTROLLER)
     if not isinstance(controller, int):  # none, or a KRaft controller: shutdown goes by heartbeats then
-        return Refused(None, "/controller names no ZooKeeper controller")
+        return _NO_ZK_CONTROLLER
     sent = send(spend_checked(state, shutdowns=1), [ControlledShutdown(b, broker.epoch, controller)])
     return IN_FLIGHT_CAP if sent is None else put_broker(sent, broker.replace(shutdown_sent=True))
 
@@ -579,10 +595,10 @@ def _refresh_feature_cache(state: ClusterState, b: BrokerId, variant: Variant) -
     if why is not None:
         return why
     if node is None:
-        return Refused(None, "there is no /features")
+        return _NO_FEATURES
     epoch = FeatureEpoch(node.version)  # the feature epoch is /features' version (KIP-584)
     if epoch == broker.features.epoch:
-        return Unchanged("the cache holds epoch {}", (epoch,))
+        return _CACHE_CURRENT
     if epoch < broker.features.epoch:
         # FeatureCacheUpdateException; the step is taken, so that the explorer keeps the read.
         return Refused(None, "FeatureCacheUpdateException: epoch {} < the cache's {}", (epoch, broker.features.epoch),
@@ -609,9 +625,9 @@ def _observe_controller_epoch(state: ClusterState, b: BrokerId) -> Result:
     if not broker.registered:
         return _NOT_REGISTERED
     if broker.controller is not None:
-        return Refused(None, "the broker is a controller")
+        return _IS_CONTROLLER
     if broker.observed_epoch is not None:
-        return Refused(None, "the broker has read /controller_epoch")
+        return _OBSERVED
     if zkm.get(state.zk, CONTROLLER) is not None:
         return _CONTROLLER_EXISTS
     node = zkm.get(state.zk, CONTROLLER_EPOCH)
@@ -630,7 +646,7 @@ def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> Res
     if zkm.get(state.zk, CONTROLLER) is not None:
         return _CONTROLLER_EXISTS
     if broker.observed_epoch is None:
-        return Refused(None, "the broker has not read /controller_epoch")
+        return _NOT_OBSERVED
     if state.budget.elections <= 0:
         return BUDGET_SPENT
     seen, version = broker.observed_epoch
@@ -658,11 +674,11 @@ def _resign(state: ClusterState, b: BrokerId) -> Result:
     """onControllerResignation: the controller learned (from ZooKeeper) that it lost leadership."""
     broker = state.brokers[b]
     if broker.controller is None:
-        return Refused(None, "the broker is not a controller")
+        return _NOT_A_CONTROLLER
     if not state.zk.available:
         return _ZK_UNAVAILABLE
     if is_current_controller(state, broker):
-        return Refused(None, "ZooKeeper says the broker is the controller")
+        return _STILL_CONTROLLER
     return forget_notifications(put_broker(state, broker.replace(controller=None)), b)
 
 
@@ -737,9 +753,9 @@ def _initialize_controller(state: ClusterState, c: BrokerId, variant: Variant) -
     """onControllerFailover: feature setup first (so admission sees it), then the broker cache."""
     broker = state.brokers[c]
     if broker.controller is None:
-        return Refused(None, "the broker is not a controller")
+        return _NOT_A_CONTROLLER
     if broker.controller.initialized:
-        return Refused(None, "the controller is initialized")
+        return _INITIALIZED
     why = _unconnected(state, broker)
     if why is not None:
         return why
@@ -838,11 +854,11 @@ def _elect_partition_leader(state: ClusterState, c: BrokerId, p: PartitionId, va
     node = zkm.get_existing(state.zk, path)
     current = node.data
     if current.leader in live:
-        return Refused(None, "leader {} is live", (current.leader,))
+        return _LEADER_LIVE
     assignment = topic_assignment(state)[p]
     candidates = [r for r in assignment if r in current.isr and r in live]
     if not candidates:
-        return Refused(None, "no live replica in the ISR {}", (current.isr,))
+        return _NO_CANDIDATE
     isr = tuple(r for r in current.isr if r in live)
     new = PartitionState(candidates[0], LeaderEpoch(current.leader_epoch + 1), isr, role.epoch)
     state, ok = _controller_write(state, broker, (SetData(path, new, node.version),), variant)
