@@ -477,6 +477,17 @@ def _kraft_zk_write(
     update = SetData(MIGRATION, MigrationZNode(c.id, d.kraft_epoch, offset), ZkVersion(d.migration_version))
     state = _record_attempt(state, c)
     zk, results = zkm.multi(state.zk, NO_SESSION, tuple(head + ops + [update]))
+    claim, epoch_node, migration = _kraft_controller_znode(state), zkm.get(state.zk, CONTROLLER_EPOCH), zkm.get(
+        state.zk, MIGRATION)
+    if not zkm.succeeded(results) and variant.has(Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM) and None not in (
+        claim, epoch_node, migration
+    ):
+        # The mistake: write again under the newer claim, with the versions and Raft epoch ZooKeeper shows now.
+        d = d.replace(kraft_epoch=claim.kraft_epoch, zk_epoch=epoch_node.data, zk_epoch_version=epoch_node.version,
+                      migration_version=migration.version)
+        c = c.replace(driver=d)
+        once = variant.replace(bugs=variant.bugs - {Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM})
+        return _kraft_zk_write(put_ctrl(state, c), c, kind, ops, offset, once)
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
     if not zkm.succeeded(results):
         # Differs: Kafka's driver retries the event on its next poll; every retry fails the same way until a
@@ -578,16 +589,18 @@ def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> Clu
     c = ctrl(state, cid)
     d = _driver(c)
     allowed = (D.DUAL_WRITE, D.SYNC_KRAFT_TO_ZK) if variant.has(Bug.DUAL_WRITE_BEFORE_SYNC) else (D.DUAL_WRITE,)
-    if d is None or d.state not in allowed or not _leading(c) or not state.zk.available:
+    zk_first = state.zk.available or not variant.has(Bug.DUAL_WRITE_RPCS_BEFORE_ZK)
+    if d is None or d.state not in allowed or not _leading(c) or (zk_first and not state.zk.available):
         return None
     image = image_of(c.log) if variant.has(Bug.DUAL_WRITE_UNCOMMITTED) else driver_image(c)
     if image.offset <= d.migration_offset:
         return None
     before = image_of(c.log, d.migration_offset) if d.migration_offset > 0 else None
-    ops = zk_reconcile_ops(state, image, c, variant)
-    state, ok = _kraft_zk_write(state, c, "dual-write", ops, image.offset, variant)
-    if not ok:
-        return state
+    if zk_first:
+        ops = zk_reconcile_ops(state, image, c, variant)
+        state, ok = _kraft_zk_write(state, c, "dual-write", ops, image.offset, variant)
+        if not ok:
+            return state
     c = ctrl(state, cid)
     changed = [
         p for p, part in enumerate(image.partitions)

@@ -595,9 +595,10 @@ def _fetch_metadata(
     b, c = state.brokers[bid], ctrl(state, cid)
     if not b.alive or not b.config.kraft_mode or not c.alive or c.role is not QuorumRole.LEADER:
         return None
-    if c.high_watermark <= b.image.offset:
+    upto = len(c.log) if variant.has(Bug.METADATA_FETCH_PAST_HIGH_WATERMARK) else c.high_watermark
+    if upto <= b.image.offset:
         return None
-    image = image_of(c.log, c.high_watermark)
+    image = image_of(c.log, upto)
     meta = 1 if image.migration_state is ZkMigrationState.POST_MIGRATION else b.meta_properties
     terms = state.history.leader_terms
     for p, part in enumerate(image.partitions):
@@ -638,6 +639,8 @@ def _session_timeout(state: ClusterState, bid: BrokerId, cid: ControllerId, vari
         # Differs: since KAFKA-15441 Kafka does not fence stale brokers in pre-migration.
         return None
     alive_same = b.alive and b.incarnation == reg.incarnation and b.kraft_epoch == reg.epoch
+    if variant.has(Bug.TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS) and not b.config.kraft_mode:
+        alive_same = False  # the mistake: a migrating ZK broker's heartbeats do not keep its session
     if alive_same:
         state = spend(state, timeouts=1)
         if state is None:
@@ -729,7 +732,9 @@ def decide_metadata_version(
         return Errors.INVALID_UPDATE_VERSION  # "Can't downgrade to a newer version."
     if image.migration_state.in_progress and not variant.has(Bug.MV_CHANGE_DURING_MIGRATION):
         return Errors.INVALID_UPDATE_VERSION  # "Unable to modify metadata.version while a ZK migration is in progress."
-    if current is not None and level < current:
+    if current is not None and level < current and not (
+        variant.has(Bug.SAFE_DOWNGRADE_LOSES_METADATA) and upgrade_type is UpgradeType.SAFE_DOWNGRADE
+    ):
         return Errors.INVALID_UPDATE_VERSION  # the downgrade would change metadata
     return Errors.NONE
 
