@@ -658,7 +658,9 @@ class BrokerNode(Node):
                     self.replicas[p] = (leader_epoch, role)
             case UpdateMetadata(partitions=partitions, kraft=kraft, live=live):
                 self.metadata = partitions
-                if kraft:
+                if kraft and ImplBug.ZK_BROKER_KEEPS_REMOVED_BROKERS in self.bugs:
+                    self.metadata_live = tuple(sorted(set(self.metadata_live) | set(live)))
+                elif kraft:
                     self.metadata_live = live
             case StopReplica(partition=p):
                 local = self.replicas.get(p)

@@ -6,12 +6,17 @@ Rules:
 - Each bug names the model property it is expected to break (``IMPL_SEEDED_BUGS``), and the
   scope whose differential run must catch it. ``kraftcheck mutants`` lists them with
   ``layer: "impl"``; a test requires that differential testing or the invariants catch each.
+- A mistake of the design is made by the model and the implementation alike: an ``ImplBug`` paired
+  with a model ``Bug`` (``SHARED_SEEDED_BUGS``, ``layer: "shared"``). Run together, the two agree,
+  and only the model-independent property the pair names may catch it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+
+from model.bugs import SEEDED_BUGS_BY_NAME, Bug, SeededBug
 
 
 class ImplBug(Enum):
@@ -30,6 +35,13 @@ class ImplBug(Enum):
     HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH = "impl_heartbeat_accepts_older_broker_epoch"
     VOTE_IGNORES_LOG = "impl_vote_ignores_log"
     CLAIM_WITHOUT_EPOCH_CAS = "impl_claim_without_epoch_cas"
+    # Mistakes of the design, each made by the model too (``SHARED_SEEDED_BUGS``)
+    DUAL_WRITE_RPCS_BEFORE_ZK = "impl_dual_write_rpcs_before_zk"
+    ZK_BROKER_KEEPS_REMOVED_BROKERS = "impl_zk_broker_keeps_removed_brokers"
+    TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS = "impl_timeout_ignores_zk_broker_heartbeats"
+    SAFE_DOWNGRADE_LOSES_METADATA = "impl_safe_downgrade_loses_metadata"
+    FENCED_WRITE_ADOPTS_NEWER_CLAIM = "impl_fenced_write_adopts_newer_claim"
+    METADATA_FETCH_PAST_HIGH_WATERMARK = "impl_metadata_fetch_past_high_watermark"
 
 
 @dataclass(frozen=True)
@@ -74,4 +86,48 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   "a voter grants its vote without comparing the candidate's log with its own"),
     ImplSeededBug(ImplBug.CLAIM_WITHOUT_EPOCH_CAS, "ZkControllerEpochsIncreaseAcrossHandOver", "migration",
                   "the claim sets /controller_epoch with version -1 to the value its driver read at recovery + 1"),
+)
+
+
+# ---- mistakes of the design, made alike by the model and the implementation ---------------------
+
+
+@dataclass(frozen=True)
+class SharedSeededBug:
+    """A mistake in the design itself: the model (``model.bugs``) and the implementation make it alike, so
+    differential testing sees them agree and every property that restates the model's rules agrees with
+    both. Only the model-independent property it names (``model.end_to_end_invariants``) can catch it;
+    switched on by its name, both are run together (``properties.plan.resolve_mutant``)."""
+
+    model_bug: Bug
+    bug: ImplBug
+    invariant: str  # the model-independent property it breaks (the model bug's, in model.bugs)
+
+    @property
+    def name(self) -> str:
+        return f"shared_{self.model_bug.value}"
+
+    @property
+    def seeded(self) -> SeededBug:
+        return SEEDED_BUGS_BY_NAME[self.model_bug.value]
+
+    @property
+    def scope(self) -> str:
+        return self.seeded.scope
+
+    @property
+    def mistake(self) -> str:
+        return self.seeded.mistake
+
+
+SHARED_SEEDED_BUGS: tuple[SharedSeededBug, ...] = tuple(
+    SharedSeededBug(model_bug, bug, SEEDED_BUGS_BY_NAME[model_bug.value].invariant)
+    for model_bug, bug in (
+        (Bug.DUAL_WRITE_RPCS_BEFORE_ZK, ImplBug.DUAL_WRITE_RPCS_BEFORE_ZK),
+        (Bug.ZK_BROKER_KEEPS_REMOVED_BROKERS, ImplBug.ZK_BROKER_KEEPS_REMOVED_BROKERS),
+        (Bug.TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS, ImplBug.TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS),
+        (Bug.SAFE_DOWNGRADE_LOSES_METADATA, ImplBug.SAFE_DOWNGRADE_LOSES_METADATA),
+        (Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM, ImplBug.FENCED_WRITE_ADOPTS_NEWER_CLAIM),
+        (Bug.METADATA_FETCH_PAST_HIGH_WATERMARK, ImplBug.METADATA_FETCH_PAST_HIGH_WATERMARK),
+    )
 )

@@ -159,7 +159,9 @@ def decide_write(image: Image) -> ApiError:
 
 
 @decision("NONE", "NOT_CONTROLLER", "INVALID_UPDATE_VERSION")
-def decide_metadata_version(image: Image, level: Ibp, upgrade_type: UpgradeType) -> ApiError:
+def decide_metadata_version(
+    image: Image, level: Ibp, upgrade_type: UpgradeType, bugs: frozenset[ImplBug] = frozenset()
+) -> ApiError:
     """FeatureControlManager.updateFeature for metadata.version, in Kafka's order (KIP-584 as KRaft keeps
     it; KIP-866 §Migration Trigger for a ZK broker's [IBP, IBP]; reference §5.1)."""
     if decide_write(image) is not ApiError.NONE:
@@ -174,7 +176,9 @@ def decide_metadata_version(image: Image, level: Ibp, upgrade_type: UpgradeType)
     if image.migration_state.in_progress:
         # "Unable to modify metadata.version while a ZK migration is in progress."
         return ApiError.INVALID_UPDATE_VERSION
-    if current is not None and level < current:
+    if current is not None and level < current and not (
+        ImplBug.SAFE_DOWNGRADE_LOSES_METADATA in bugs and upgrade_type is UpgradeType.SAFE_DOWNGRADE
+    ):
         return ApiError.INVALID_UPDATE_VERSION  # every modelled downgrade changes metadata
     return ApiError.NONE
 
@@ -734,6 +738,8 @@ class ControllerNode(Node):
         if raft.role is not QuorumRole.LEADER:
             return MetadataFetchResponse(ApiError.NOT_LEADER_OR_FOLLOWER)
         hw = raft.high_watermark
+        if ImplBug.METADATA_FETCH_PAST_HIGH_WATERMARK in self.bugs:
+            hw = len(raft.log)  # the mistake: the log end, committed or not
         if request.fetch_offset >= hw:
             return MetadataFetchResponse(ApiError.NONE, hw)
         committed = raft.log[:hw]
@@ -757,7 +763,7 @@ class ControllerNode(Node):
         if not self.is_active() or self.writes_blocked():
             return False
         image = self.own_image()
-        refused = decide_metadata_version(image, action.level, action.upgrade_type) is not ApiError.NONE
+        refused = decide_metadata_version(image, action.level, action.upgrade_type, self.bugs) is not ApiError.NONE
         if not refused and action.level != image.metadata_version:
             self.raft.append([FeatureLevelRecord(METADATA_VERSION, action.level)])
         return True
@@ -787,7 +793,8 @@ class ControllerNode(Node):
                 return response
             case BrokerHeartbeatRequest():
                 response = self._broker_heartbeat(request)
-                if response.error is ApiError.NONE:
+                forgotten = request.is_migrating_zk_broker and ImplBug.TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS in self.bugs
+                if response.error is ApiError.NONE and not forgotten:
                     self._heard_from_broker(request.broker_id, event.now)
                 return response
             case MetadataFetchRequest():

@@ -38,6 +38,7 @@ from impl.protocol import Handler, Send
 from impl.zk.port import (
     ANY_VERSION,
     CheckOp,
+    ConnectionLoss,
     CreateOp,
     DeleteOp,
     Exists,
@@ -411,8 +412,13 @@ class KRaftMigrationDriver:
         if image.offset <= self.migration_offset:
             return False
         before = self.controller.image_at(self.migration_offset) if self.migration_offset > 0 else None
-        ops = yield from self._reconcile_ops(image, now)
-        ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True)
+        try:
+            ops = yield from self._reconcile_ops(image, now)
+            ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True)
+        except ConnectionLoss:
+            if ImplBug.DUAL_WRITE_RPCS_BEFORE_ZK not in self.bugs:
+                raise
+            ok = True  # the mistake: ZooKeeper is down, so the brokers are told first and ZooKeeper later
         if not ok:
             return True
         parts = image.partitions
@@ -432,13 +438,29 @@ class KRaftMigrationDriver:
 
     # ---- ZooKeeper writes ----------------------------------------------------------------------
 
-    def _fenced_write(self, ops: list[Op], offset: int, now: int, dual_write: bool = False) -> Handler:
+    def _adopt_claim(self) -> Handler:
+        """The seeded bug FENCED_WRITE_ADOPTS_NEWER_CLAIM: take the claim ZooKeeper shows now as its own."""
+        claim, _ = yield from self._read(CONTROLLER)
+        epoch, epoch_stat = yield from self._read(CONTROLLER_EPOCH)
+        _, migration_stat = yield from self._read(MIGRATION)
+        if not isinstance(claim, KRaftControllerZNode) or epoch_stat is None or migration_stat is None:
+            return False
+        self.kraft_epoch, self.zk_epoch, self.zk_epoch_version = claim.kraft_epoch, epoch, epoch_stat.version
+        self.migration_version = migration_stat.version
+        return True
+
+    def _fenced_write(
+        self, ops: list[Op], offset: int, now: int, dual_write: bool = False, retry: bool = True
+    ) -> Handler:
         """One multi: check /controller_epoch, the ops, CAS /migration to ``offset`` (reference §2.4)."""
         fenced = not (dual_write and ImplBug.DUAL_WRITE_WITHOUT_EPOCH_CHECK in self.bugs)
         head: list[Op] = [CheckOp(CONTROLLER_EPOCH, self.zk_epoch_version)] if fenced else []
         migration = MigrationZNode(self.node_id, self.kraft_epoch, offset)
         update = SetDataOp(MIGRATION, encode(MIGRATION, migration, now), self.migration_version)
         results = yield from self._multi(head + ops + [update])
+        if not _succeeded(results) and retry and ImplBug.FENCED_WRITE_ADOPTS_NEWER_CLAIM in self.bugs:
+            if (yield from self._adopt_claim()):
+                return (yield from self._fenced_write(ops, offset, now, dual_write, retry=False))
         if not _succeeded(results):
             # Differs (as the model): Kafka retries on its next poll and fails the same way until a
             # KRaftLeaderEvent; the driver parks in INACTIVE instead.
