@@ -57,10 +57,10 @@ def _bug(name: str) -> str:
 
 
 def _any_bug(name: str) -> str:
-    """A seeded bug of the model or of the implementation (``kraftcheck mutants``)."""
-    from impl.bugs import IMPL_SEEDED_BUGS
+    """A seeded bug of the model, of the implementation, or of both (``kraftcheck mutants``)."""
+    from impl.bugs import IMPL_SEEDED_BUGS, SHARED_SEEDED_BUGS
 
-    if name not in SEEDED_BUGS_BY_NAME and name not in {b.name for b in IMPL_SEEDED_BUGS}:
+    if name not in SEEDED_BUGS_BY_NAME and name not in {b.name for b in (*IMPL_SEEDED_BUGS, *SHARED_SEEDED_BUGS)}:
         raise argparse.ArgumentTypeError(f"unknown seeded bug {name!r} (see `kraftcheck mutants --list`)")
     return name
 
@@ -289,9 +289,10 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     if args.list:
         from properties.mutants import ALL_SEEDED_BUGS
 
+        from properties.mutants import layer_of
+
         for bug in ALL_SEEDED_BUGS:
-            layer = "impl " if bug.name.startswith("impl_") else "model"
-            print(f"{layer} {bug.name:44s} breaks {bug.invariant} ({bug.mistake})")
+            print(f"{layer_of(bug):6s} {bug.name:44s} breaks {bug.invariant} ({bug.mistake})")
         return CLEAN
     from properties.mutants import DEFAULT_CHECKS
 
@@ -924,8 +925,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bug", type=_any_bug, action="append", help="run only this seeded bug (repeatable)")
     p.add_argument("--list", action="store_true", help="list the seeded bugs and exit")
     p.add_argument(
-        "--check", choices=("explore", "liveness", "hypothesis", "z3", "differential"), action="append",
-        help="run these checks, in this order (repeatable; default: explore, liveness, differential)",
+        "--check", choices=("explore", "liveness", "hypothesis", "z3", "differential", "shared"), action="append",
+        help="run these checks, in this order (repeatable; default: explore, liveness, differential, shared)",
     )
     p.add_argument(
         "--json", action="store_true", help="print a JSON list of {name, layer, invariant, caught_by, seconds}"
