@@ -273,6 +273,29 @@ def served_metadata_survives_failover(state: ClusterState) -> bool:
     return n <= len(c.log) and _zk_view(state) == _image_view(image_of(c.log, n))
 
 
+# What each property reads. On the implementation every item is the implementation's own (its ZooKeeper
+# store, its Raft logs and high watermarks, its brokers' caches, its messages, its run's observations),
+# mapped by ``impl.refinement.abstract`` without any model decision; the invariant catalogue lists it.
+READS: dict[str, str] = {
+    "ZkHoldsWhatZkBrokersAreTold": "the LeaderAndIsr and UpdateMetadata requests the step sent (the cluster's"
+    " own list of sent messages); ZooKeeper's partition-state znodes after it",
+    "ZkBrokersConvergeToCommittedImage": "the controllers' Raft logs, high watermarks, roles and epochs;"
+    " /controller, /controller_epoch and /migration; each ZK broker's metadata cache, controller epoch and"
+    " registration epoch; the messages in flight; which UpdateMetadata was sent and delivered last (its"
+    " run's observations)",
+    "HeartbeatingBrokerNeverFenced": "the active controllers' logs before and after the step; each broker's"
+    " process (alive, incarnation, epoch); whose heartbeats went unheard for a session timeout (in a"
+    " simulation, the heartbeats its controllers answered and its clock)",
+    "MetadataVersionGoesDownOnlyWhenForced": "each running controller's committed log (its log up to its"
+    " high watermark) before and after the step; the operator's requests (the step's actions)",
+    "OneZkWriterAfterClaim": "ZooKeeper's znodes before and after the step: the metadata ones, and the"
+    " stamps /controller and /migration carry",
+    "ServedMetadataSurvivesFailover": "the controllers' Raft logs, roles and epochs; each KRaft broker's"
+    " replayed image; ZooKeeper's metadata znodes and /migration",
+    "ZkBrokerCheckedAtQuiescence": "as ZkBrokersConvergeToCommittedImage",
+}
+
+
 # ---- witnesses ------------------------------------------------------------------------------------
 
 @sometimes(

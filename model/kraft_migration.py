@@ -477,8 +477,8 @@ def _kraft_zk_write(
     update = SetData(MIGRATION, MigrationZNode(c.id, d.kraft_epoch, offset), ZkVersion(d.migration_version))
     state = _record_attempt(state, c)
     zk, results = zkm.multi(state.zk, NO_SESSION, tuple(head + ops + [update]))
-    claim, epoch_node, migration = _kraft_controller_znode(state), zkm.get(state.zk, CONTROLLER_EPOCH), zkm.get(
-        state.zk, MIGRATION)
+    state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
+    claim, epoch_node, migration = _kraft_controller_znode(state), zkm.get(zk, CONTROLLER_EPOCH), zkm.get(zk, MIGRATION)
     if not zkm.succeeded(results) and variant.has(Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM) and None not in (
         claim, epoch_node, migration
     ):
@@ -488,7 +488,6 @@ def _kraft_zk_write(
         c = c.replace(driver=d)
         once = variant.replace(bugs=variant.bugs - {Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM})
         return _kraft_zk_write(put_ctrl(state, c), c, kind, ops, offset, once)
-    state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
     if not zkm.succeeded(results):
         # Differs: Kafka's driver retries the event on its next poll; every retry fails the same way until a
         # KRaftLeaderEvent, so the model parks the driver in INACTIVE (a valid move from every state).
