@@ -766,7 +766,8 @@ def _add_campaign_arguments(p: argparse.ArgumentParser, positive) -> None:
                    help="fault mix: none, network, process, zookeeper, all, a+b, key=weight; swarm, or swarm+a: "
                         f"each run draws its own mix (default {DEFAULT_FAULTS})")
     p.add_argument("--mutant", type=checked(check_mutant),
-                   help="switch a seeded bug on, of the implementation or of the model (`kraftcheck mutants --list`)")
+                   help="switch a seeded bug on, of the implementation, of the model, or of both "
+                        "(shared_<bug>; `kraftcheck mutants --list`)")
     p.add_argument("--steps", type=positive, default=DEFAULT_STEPS,
                    help=f"events per run, at most (default {DEFAULT_STEPS})")
     p.add_argument("--runbook", choices=CAMPAIGN_RUNBOOKS, default=DEFAULT_RUNBOOK,
@@ -961,7 +962,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_non_negative, help="a simulator seed that fails: run, shrink and pin it")
     p.add_argument("--scope", help="with --seed: a simulator scenario or model scope (default sim-migration)")
     p.add_argument("--faults", help="with --seed: the fault mix (default all)")
-    p.add_argument("--mutant", type=_any_bug, help="with --seed: a seeded bug of either layer (default none)")
+    p.add_argument("--mutant", type=_any_bug, help="with --seed: a seeded bug of either layer or of both (default none)")
     p.add_argument("--steps", type=_positive, help="with --seed: events to run (default 2000)")
     p.add_argument("--runbook", choices=("finalize", "rollback", "none", "mixed"),
                    help="with --seed: the operator's runbook (default mixed: every 4th seed rolls back)")
