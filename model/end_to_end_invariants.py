@@ -38,6 +38,7 @@ from model.state import (
     ClusterState,
     KRaftController,
     LeaderAndIsr,
+    PartitionState,
     UpdateMetadata,
     partition_state_path,
     znode_data,
@@ -69,14 +70,16 @@ def _newest_leader(state: ClusterState) -> KRaftController | None:
     return None
 
 
+def _zk_partition_states(state: ClusterState) -> list[PartitionState]:
+    """Each partition's state znode, as ZooKeeper holds it."""
+    count = len(znode_data(state, TOPIC) or ())
+    found = [znode_data(state, partition_state_path(PartitionId(p))) for p in range(count)]
+    return [s for s in found if s is not None]
+
+
 def _zk_partitions(state: ClusterState) -> tuple[tuple[BrokerId, LeaderEpoch], ...]:
     """(leader, leader epoch) of each partition, as ZooKeeper's state znodes hold them."""
-    out = []
-    for p in range(len(znode_data(state, TOPIC) or ())):
-        s = znode_data(state, partition_state_path(PartitionId(p)))
-        if s is not None:
-            out.append((s.leader, s.leader_epoch))
-    return tuple(out)
+    return tuple((s.leader, s.leader_epoch) for s in _zk_partition_states(state))
 
 
 def _zk_metadata(state: ClusterState) -> tuple[tuple[str, zkm.Znode[object]], ...]:
@@ -89,12 +92,7 @@ def _leaders(image: MetadataImage) -> tuple[tuple[BrokerId, LeaderEpoch], ...]:
 
 def _zk_view(state: ClusterState) -> tuple[object, ...]:
     """ZooKeeper's metadata as an image shows it: each partition's leader, ISR and leader epoch; the config."""
-    parts = []
-    for p in range(len(znode_data(state, TOPIC) or ())):
-        s = znode_data(state, partition_state_path(PartitionId(p)))
-        if s is not None:
-            parts.append((s.leader, s.isr, s.leader_epoch))
-    return tuple(parts), znode_data(state, CONFIG)
+    return tuple((s.leader, s.isr, s.leader_epoch) for s in _zk_partition_states(state)), znode_data(state, CONFIG)
 
 
 def _image_view(image: MetadataImage) -> tuple[object, ...]:

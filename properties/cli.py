@@ -287,9 +287,7 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     from properties.mutants import run_all
 
     if args.list:
-        from properties.mutants import ALL_SEEDED_BUGS
-
-        from properties.mutants import layer_of
+        from properties.mutants import ALL_SEEDED_BUGS, layer_of
 
         for bug in ALL_SEEDED_BUGS:
             print(f"{layer_of(bug):6s} {bug.name:44s} breaks {bug.invariant} ({bug.mistake})")
@@ -962,7 +960,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_non_negative, help="a simulator seed that fails: run, shrink and pin it")
     p.add_argument("--scope", help="with --seed: a simulator scenario or model scope (default sim-migration)")
     p.add_argument("--faults", help="with --seed: the fault mix (default all)")
-    p.add_argument("--mutant", type=_any_bug, help="with --seed: a seeded bug of either layer or of both (default none)")
+    p.add_argument("--mutant", type=_any_bug,
+                   help="with --seed: a seeded bug of either layer or of both (default none)")
     p.add_argument("--steps", type=_positive, help="with --seed: events to run (default 2000)")
     p.add_argument("--runbook", choices=("finalize", "rollback", "none", "mixed"),
                    help="with --seed: the operator's runbook (default mixed: every 4th seed rolls back)")

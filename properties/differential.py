@@ -41,13 +41,13 @@ from dataclasses import dataclass, field
 
 from impl.bugs import ImplBug
 from impl.cluster import Cluster
+from impl.kraft.rpc import ApiError, BrokerHeartbeatRequest, BrokerRegistrationRequest
 from impl.metrics import cluster_metrics
+from impl.pacing import BROKER_SESSION_TIMEOUT_MS
 from impl.refinement import abstract, differences, same
 from impl.sim.check import CheckFailed
 from impl.sim.faults import FaultMix
 from impl.sim.simulator import Simulation
-from impl.kraft.rpc import ApiError, BrokerHeartbeatRequest, BrokerRegistrationRequest
-from impl.pacing import BROKER_SESSION_TIMEOUT_MS
 from model.actions import Action, DeleteControllerZNodes, SessionTimeout
 from model.bugs import CORRECT, Variant
 from model.invariants import violations
@@ -55,8 +55,8 @@ from model.metrics import metrics
 from model.observations import observe
 from model.scopes import Scope, cold_state, rollback_findings, warm_up
 from model.state import NOTHING_OBSERVED, Budget, ClusterState
-from model.types import BrokerId
 from model.step import enabled_actions, step
+from model.types import BrokerId
 
 UNBOUNDED = 10**9
 
@@ -223,10 +223,11 @@ class HeartbeatClock:
             if c.active and not was.active:
                 for b in after.brokers:
                     self.heard[c.id, b.id] = now
+        never = -BROKER_SESSION_TIMEOUT_MS
         return frozenset(
             t.broker for t in traces
-            if isinstance(t, SessionTimeout) and now - self.heard.get((t.controller, t.broker), -BROKER_SESSION_TIMEOUT_MS)
-            >= BROKER_SESSION_TIMEOUT_MS
+            if isinstance(t, SessionTimeout)
+            and now - self.heard.get((t.controller, t.broker), never) >= BROKER_SESSION_TIMEOUT_MS
         )
 
 

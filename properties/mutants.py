@@ -226,7 +226,9 @@ def layer_of(bug: SeededBug | ImplSeededBug | SharedSeededBug) -> str:
     return "shared" if isinstance(bug, SharedSeededBug) else "impl" if isinstance(bug, ImplSeededBug) else "model"
 
 
-def run_mutant(bug: SeededBug | ImplSeededBug | SharedSeededBug, checks: tuple[str, ...] = DEFAULT_CHECKS) -> MutantResult:
+def run_mutant(
+    bug: SeededBug | ImplSeededBug | SharedSeededBug, checks: tuple[str, ...] = DEFAULT_CHECKS
+) -> MutantResult:
     layer = layer_of(bug)
     start = time.perf_counter()
     for name in checks:
