@@ -478,16 +478,11 @@ def _kraft_zk_write(
     state = _record_attempt(state, c)
     zk, results = zkm.multi(state.zk, NO_SESSION, tuple(head + ops + [update]))
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
-    claim, epoch_node, migration = _kraft_controller_znode(state), zkm.get(zk, CONTROLLER_EPOCH), zkm.get(zk, MIGRATION)
-    if not zkm.succeeded(results) and variant.has(Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM) and None not in (
-        claim, epoch_node, migration
-    ):
-        # The mistake: write again under the newer claim, with the versions and Raft epoch ZooKeeper shows now.
-        d = d.replace(kraft_epoch=claim.kraft_epoch, zk_epoch=epoch_node.data, zk_epoch_version=epoch_node.version,
-                      migration_version=migration.version)
-        c = c.replace(driver=d)
-        once = variant.replace(bugs=variant.bugs - {Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM})
-        return _kraft_zk_write(put_ctrl(state, c), c, kind, ops, offset, once)
+    if not zkm.succeeded(results) and variant.has(Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM):
+        adopted = _adopt_claim(state, c)
+        if adopted is not None:  # the mistake: write again under the newer claim
+            once = variant.replace(bugs=variant.bugs - {Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM})
+            return _kraft_zk_write(put_ctrl(state, adopted), adopted, kind, ops, offset, once)
     if not zkm.succeeded(results):
         # Differs: Kafka's driver retries the event on its next poll; every retry fails the same way until a
         # KRaftLeaderEvent, so the model parks the driver in INACTIVE (a valid move from every state).
@@ -499,6 +494,17 @@ def _kraft_zk_write(
         state = state.replace(history=state.history.replace(crashed_controllers=frozenset()))
     c = c.replace(driver=d.replace(migration_offset=offset, migration_version=zkm.get(zk, MIGRATION).version))
     return put_ctrl(state, c), True
+
+
+def _adopt_claim(state: ClusterState, c: KRaftController) -> KRaftController | None:
+    """The seeded bug FENCED_WRITE_ADOPTS_NEWER_CLAIM: the driver takes the claim ZooKeeper shows now (its
+    versions and Raft epoch) as its own."""
+    claim, epoch, migration = _kraft_controller_znode(state), zkm.get(state.zk, CONTROLLER_EPOCH), zkm.get(
+        state.zk, MIGRATION)
+    if c.driver is None or claim is None or epoch is None or migration is None:
+        return None
+    return c.replace(driver=c.driver.replace(kraft_epoch=claim.kraft_epoch, zk_epoch=epoch.data,
+                                             zk_epoch_version=epoch.version, migration_version=migration.version))
 
 
 def _acting_epoch(c: KRaftController) -> KRaftEpoch:

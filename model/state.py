@@ -362,8 +362,8 @@ class KRaftWrite(Record):
 class Observations(Record):
     """Ghost: what the model-independent properties (``model.end_to_end_invariants``) need of the past.
 
-    Only observations of what a user can see are kept (messages sent, delivered and lost; requests an
-    operator made; heartbeats a controller served), never a decision of the rules; ``model.observations``
+    Only observations of what a user can see are kept (messages sent and delivered; requests an operator
+    made; brokers gone unheard for a session timeout), never a decision of the rules; ``model.observations``
     records them after every step, from the step's states and actions alone.
     """
 
