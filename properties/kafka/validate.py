@@ -109,6 +109,7 @@ from model.step import candidate_actions, step
 from model.transitions import put_broker
 from model.types import BrokerId, Ibp
 from properties.kafka.checks import Observed, _live_records
+from properties.kafka.configs import kraft_born_levels
 from properties.kafka.observe import describe, merge
 
 # The protocol's own steps: what the model may take unobserved between two observations.
@@ -142,6 +143,16 @@ RUNBOOKS = (
 )
 # The log lines read: each is logged on every change it stands for (checked against Kafka 3.9's code).
 LOG_KINDS = ("driver-transition", "raft-leader", "zk-controller-elected", "driver-claimed", "zk-broker-registered")
+# What a fault cost can show after it heals: a process paused past its session timeout hears of the
+# expiry only when it resumes, and re-registers (1.7 s after the heal in kafka run --seed 3 --runbook
+# rollback-kraft-brokers --faults all --fault-count 2); a killed broker restarted at once is refused
+# until its old KRaft session times out (9 s after its last heartbeat: 6.4 s after the heal in
+# kafka run --version 3.5.2 --seed 8 --runbook finalize --faults all --fault-count 2). Sessions may
+# be lost until this long after a heal.
+SESSION_LOSS_SEEN_WITHIN_MS = 10_000
+# What a process wins while its stop is under way outlives it: the epoch it took is the next winner's
+# base. Such a line is kept, and the stop placed after it.
+WON_WHILE_STOPPING = ("raft-leader", "zk-controller-elected")
 TRACE_VALIDATION = "TraceExplainedByModel"  # the violation's name: an observed change no model path explains
 
 
@@ -267,8 +278,10 @@ class Shape:
     @classmethod
     def of(cls, plan: dict, version: tuple[int, int, int]) -> Shape:
         # The model's levels end at 3.7-IV0: every later release is at its newest level (what a rule
-        # depends on is the levels from 3.4-IV0 to 3.7-IV0, reference §1.1).
-        ibp = Ibp.IBP_3_4_IV0 if version < (3, 6, 0) else Ibp.IBP_3_6_IV1 if version < (3, 7, 0) else Ibp.IBP_3_7_IV0
+        # depends on is the levels from 3.4-IV0 to 3.7-IV0, reference §1.1). Differs: 3.5 migrates at
+        # 3.5-IV2, without metadata transactions, which kafka-3.9 refuses below 3.6-IV1; the model
+        # plays it at 3.6-IV1, whose transactions show only in a migration a failover cut short.
+        ibp = Ibp.IBP_3_4_IV0 if version < (3, 5, 0) else Ibp.IBP_3_6_IV1 if version < (3, 7, 0) else Ibp.IBP_3_7_IV0
         kraft_born = plan.get("runbook") == "kraft"
         return cls(int(plan.get("brokers", 3)), int(plan.get("controllers", 1)), kraft_born,
                    KRAFT_BORN_FROM if kraft_born else ibp)
@@ -409,11 +422,25 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
     def shutting_down(e: dict) -> bool:
         return any(p == e["process"] and began <= e["time"] <= ended for p, began, ended in stopping)
 
-    logs = [[e for e in events if e["kind"] in LOG_KINDS and not shutting_down(e)] for events in obs.logs.values()]
+    logs = [
+        [e for e in events if e["kind"] in LOG_KINDS and (e["kind"] in WON_WHILE_STOPPING or not shutting_down(e))]
+        for events in obs.logs.values()
+    ]
+    won = {  # (process, began) -> the last election it won while stopping
+        (p, began): max(e["time"] for e in obs.logs.get(p, ()) if e["kind"] in WON_WHILE_STOPPING
+                        and began <= e["time"] <= ended)
+        for p, began, ended in stopping
+        if any(e["kind"] in WON_WHILE_STOPPING and began <= e["time"] <= ended for e in obs.logs.get(p, ()))
+    }
+    steps = [
+        e | {"time": won[(e["process"], e["began"])]} if (e.get("process"), e.get("began")) in won else e
+        for e in _steps_when_they_began(obs.operator)
+    ]
+    steps.sort(key=lambda e: e["time"])  # stable: a stop moved after its election comes after it in the merge
     out: list[Observation] = []
     env = Environment()
     claims = _claims_in_zookeeper(obs) if obs.version < (3, 5, 0) else []
-    for e in merge([records, claims, *logs, _steps_when_they_began(obs.operator)]):
+    for e in merge([records, claims, *logs, steps]):
         if e["channel"] == "metadata" and e["type"] == "FEATURE_LEVEL_RECORD":
             out.append(Observation(("metadata.version",), e["direction"], e))
         elif e["channel"] == "zk":  # a claim, read from ZooKeeper
@@ -479,6 +506,7 @@ class Environment:
         self.faults: dict[str, str] = {}  # process -> the fault striking it now
         self.step = ""  # the runbook step under way
         self.deleted = False  # the rollback removed the KRaft controller's znodes
+        self.skipped_heals: set[str] = set()  # processes whose last heal found them running again
 
     def observe(self, e: dict) -> list[Observation]:
         actions = self.actions(e)
@@ -511,6 +539,8 @@ class Environment:
                 return (MigrateBrokerToKRaft(BrokerId(node)), RestartBroker(BrokerId(node)))
             return (RestartBroker(BrokerId(node)),)
         if kind == "step" and e.get("action") == "stop":
+            if self.faults.get(process, "").startswith("kill"):
+                return None  # a roll of a process a fault had killed: nothing to stop
             if e["role"] == "controller":
                 return (ShutdownController(node),)
             if e["role"] == "zookeeper":
@@ -539,6 +569,14 @@ class Environment:
             if fault == "expire-broker":
                 return (ExpireSession(-1),)  # the session is the broker's own: resolved on the state
             return ()  # a pause: no model action; the window opens
+        if kind == "heal-skipped":  # the runbook had started it again itself (a roll), or deprovisioned it
+            self.faults.pop(process, None)
+            self.skipped_heals.add(process)
+            return ()
+        if kind == "heal" and process in self.skipped_heals:
+            # runs made before a skipped heal stopped being noted twice: the "heal" after it did nothing
+            self.skipped_heals.discard(process)
+            return None
         if kind == "heal":
             fault = self.faults.pop(process, e["fault"])
             if fault == "kill-controller":
@@ -606,12 +644,28 @@ class OperatorUpdatesMetadataVersion:
 OperatorEdit = ConfigureMigration | OperatorUpdatesMetadataVersion
 
 
+def _losing(processes: set[str]) -> frozenset[int] | None:
+    """The brokers whose sessions a window may lose once the faults have healed: those a fault struck
+    or a stop killed lately; anyone's (None) while a controller a stop killed is down."""
+    if any(not p.startswith("broker-") for p in processes):
+        return None
+    return frozenset(_node(p) for p in processes)
+
+
 def _node(process: str) -> int:
     tail = process.rsplit("-", 1)[-1]
     return int(tail) if tail.isdigit() else -1
 
 
 # ---- the search --------------------------------------------------------------------------------
+
+
+def _may_lose(state: ClusterState, action: Action, losing: frozenset[int]) -> bool:
+    if isinstance(action, ExpireSession):
+        return dict(state.zk.sessions).get(action.session) in losing
+    if isinstance(action, SessionTimeout):
+        return action.broker in losing
+    return True
 
 
 @dataclass(frozen=True)
@@ -649,8 +703,9 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
         # Differs: 3.x takes a downgrade between levels that change no metadata (3.9 to 3.8), and an
         # unsafe one that does, and writes a record for a level that does not move; the model's levels
         # end at 3.7-IV0, each changes metadata, it refuses both and writes nothing (reference §5.1)
+        oldest, newest = kraft_born_levels(obs.version)
         result.not_validated = (
-            "the kraft runbook on 3.x: its metadata.version levels (3.8 to 3.9) have no pair in the model's"
+            f"the kraft runbook on 3.x: its metadata.version levels ({oldest} to {newest}) have no pair in the model's"
         )
         return result
     if obs.version < (3, 5, 0) and runbook == "finalize":
@@ -666,22 +721,35 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
     search = Search(shape.scope(), Variant(profile=obs.profile), trail, see)
     frontier = [start]
     faulty = 0  # faults striking now: they open the window for session losses
+    killed: set[str] = set()  # processes a stop had to kill (no clean shutdown), until they start again
+    healed: dict[str, int] = {}  # process -> when a fault on it last healed: its cost may show only later
     for index, ob in enumerate(items):
-        budget = window_budget(controllers, faulty > 0)
+        recent = {p for p, at in healed.items() if ob.event["time"] - at <= SESSION_LOSS_SEEN_WITHIN_MS}
+        budget = window_budget(controllers, faulty > 0 or bool(killed | recent))
+        losing = None if faulty else _losing(killed | recent)
         if ob.is_operator:
             nxt, explored = _apply(frontier, ob, window_budget(controllers, faulty=True), search, FOCUS_BOUND)
             result.states += explored
-            if ob.event["kind"] in ("fault", "heal"):
-                faulty = max(0, faulty + (1 if ob.event["kind"] == "fault" else -1))
+            e = ob.event
+            if e["kind"] in ("fault", "heal", "heal-skipped"):
+                faulty = max(0, faulty + (1 if e["kind"] == "fault" else -1))
+                if e["kind"] != "fault" and e["process"].startswith("broker-"):
+                    healed[e["process"]] = e["time"]  # a broker paused or killed: its sessions lost late
+            elif e["kind"] == "step" and e.get("action") == "stop" and not e.get("clean", True):
+                killed.add(e["process"])  # its ZooKeeper session expires later, as a killed process's does
+            elif e["kind"] == "step" and e.get("action") == "start":
+                killed.discard(e["process"])
             if not nxt:
                 result.unexplained = ob
                 result.path = _path(trail, frontier[0])
                 return result
             frontier = nxt
             continue
-        nxt, alternatives, explored = _explain(frontier, ob, budget, search, FOCUS_BOUND, shortest=True, focus=True)
+        nxt, alternatives, explored = _explain(
+            frontier, ob, budget, search, FOCUS_BOUND, shortest=True, focus=True, losing=losing
+        )
         if not nxt:
-            nxt, alternatives, more = _explain(frontier, ob, budget, search, bound, shortest=False)
+            nxt, alternatives, more = _explain(frontier, ob, budget, search, bound, shortest=False, losing=losing)
             explored += more
             if not nxt and more >= bound:
                 result.states += explored
@@ -764,7 +832,7 @@ def _operate(node: Node, origin: Node, hidden: tuple[Action, ...], ob: Observati
 
 
 def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Search, bound: int, shortest: bool,
-             focus: bool = False) -> tuple[list[Node], set[str], int]:
+             focus: bool = False, losing: frozenset[int] | None = None) -> tuple[list[Node], set[str], int]:
     """The nodes that show ``ob`` after hidden steps from ``frontier``; else what could be shown instead.
 
     With ``focus``, only the steps of the side ``ob`` is about (the KRaft side's, or the ZooKeeper
@@ -786,7 +854,7 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Sear
     if found:
         return list(found), alternatives, 0
     window = _Window(frontier, budget, bound, shortest)
-    for node, depth, action, nxt, changes in window.steps(search, allowed):
+    for node, depth, action, nxt, changes in window.steps(search, allowed, losing):
         shown = node.shown | {(k, new) for k, _, new in changes if k[0] in FROM_THE_LOG}
         if not changes:
             window.add(node, action, Node(nxt, node.pending, shown), depth)
@@ -828,10 +896,10 @@ class _Window:
         """Something was found at ``depth``: a shortest search ends once that depth is done."""
         self.first_found = min(self.first_found, depth)
 
-    def steps(self, search: Search, allowed: tuple[type, ...]):
+    def steps(self, search: Search, allowed: tuple[type, ...], losing: frozenset[int] | None = None):
         """Each step an allowed action takes from a node of the tree: (node, its depth, the action,
         the next state, the visible changes it makes), until the bound or, if shortest, past the
-        depth of the first thing found."""
+        depth of the first thing found. With ``losing``, only those brokers lose sessions."""
         while self.queue and len(self.up) < self.bound:
             node, depth = self.queue.popleft()
             if self.shortest and depth > self.first_found:
@@ -839,6 +907,8 @@ class _Window:
             before = search.see(node.state)
             for action in candidate_actions(node.state, search.scope):
                 if not isinstance(action, allowed):
+                    continue
+                if losing is not None and not _may_lose(node.state, action, losing):
                     continue
                 nxt = step(node.state, action, search.variant)
                 if nxt is None or nxt == node.state:
