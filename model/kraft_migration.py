@@ -581,11 +581,15 @@ def _send_rpcs_to_brokers(state: ClusterState, cid: ControllerId, variant: Varia
         variant.has(Bug.RPCS_WAIT_FOR_NEWER_OFFSET) and image.offset <= d.migration_offset
     ):
         return None
-    rpcs = _controller_rpcs(c, image, list(range(len(image.partitions))), True, variant)
+    # What ZooKeeper holds, the image at /migration's offset: a change committed since the sync reaches the
+    # brokers with its dual write, once ZooKeeper has it (KIP-866 §Dual Metadata Writes). Kafka's driver
+    # dual-writes every change it handles in this state, so the image it sends is ZooKeeper's too.
+    held = image_of(c.log, d.migration_offset)
+    rpcs = _controller_rpcs(c, held, list(range(len(held.partitions))), True, variant)
     state = send(state, rpcs)
     if state is None:
         return None
-    sent = frozenset(b for b, _ in zk_broker_targets(image))
+    sent = frozenset(b for b, _ in zk_broker_targets(held))
     return put_ctrl(state, _drive(c, D.DUAL_WRITE, variant, umr_sent=sent))
 
 

@@ -589,21 +589,21 @@ KRAFT_BROKER_RESTART = _small_migration_scope(
 )
 SCOPES[KRAFT_BROKER_RESTART.name] = KRAFT_BROKER_RESTART
 
-# For the model-independent properties' seeded bugs (model.end_to_end_invariants), two situations no scope
-# above has. A KRaft-born quorum of one whose metadata.version an operator moves up, then asks to move down:
-# every downgrade between the modelled levels loses metadata.
+# For the model-independent properties' seeded bugs (model.end_to_end_invariants), three situations no scope
+# above has. A KRaft-born quorum of two whose metadata.version an operator moves up, then asks to move down
+# (every downgrade between the modelled levels loses metadata), across an election.
 KRAFT_METADATA_VERSION = _small_migration_scope(
     name="kraft-metadata-version",
-    summary="a KRaft-born quorum of 1: an operator upgrades metadata.version, then asks for a downgrade",
-    controllers=(KRAFT_ONLY,),
+    summary="a KRaft-born quorum of 2: an operator upgrades metadata.version, then asks for a downgrade",
+    controllers=(KRAFT_ONLY,) * 2,
     stage="quorum",
-    budget=Budget(operator=2),
+    budget=Budget(operator=2, kraft_elections=1),
     metadata_version_choices=(
         (Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE),
         (Ibp.IBP_3_4_IV0, UpgradeType.SAFE_DOWNGRADE),
         (Ibp.IBP_3_4_IV0, UpgradeType.UNSAFE_DOWNGRADE),
     ),
-    max_depth=6,
+    max_depth=10,
 )
 SCOPES[KRAFT_METADATA_VERSION.name] = KRAFT_METADATA_VERSION
 

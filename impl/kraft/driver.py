@@ -399,9 +399,12 @@ class KRaftMigrationDriver:
         image = self.driver_image()
         if image.offset < self.migration_offset:
             return False
-        for m in self._controller_rpcs(image, list(range(len(image.partitions))), True):
+        # What ZooKeeper holds: a change committed since the sync reaches the brokers with its dual write
+        # (KIP-866 §Dual Metadata Writes; Kafka's driver dual-writes every change it handles in this state).
+        held = self.controller.image_at(self.migration_offset)
+        for m in self._controller_rpcs(held, list(range(len(held.partitions))), True):
             yield Send(m)
-        self._transition(D.DUAL_WRITE, umr_sent={b for b, _ in zk_broker_targets(image)})
+        self._transition(D.DUAL_WRITE, umr_sent={b for b, _ in zk_broker_targets(held)})
         return True
 
     def dual_write(self, now: int) -> Handler:
