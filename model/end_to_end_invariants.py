@@ -43,7 +43,7 @@ from model.state import (
     partition_state_path,
     znode_data,
 )
-from model.types import BrokerId, LeaderEpoch, PartitionId
+from model.types import BrokerId, LeaderEpoch, PartitionId, metadata_changed_between
 
 # Znodes holding the cluster's metadata (topics, partition states, configs, pending deletions), as
 # opposed to the controllers' own (/controller, /controller_epoch, /migration) and the brokers'.
@@ -209,8 +209,8 @@ def heartbeating_broker_never_fenced(before: ClusterState, action: Action, after
 
 @transition(
     "MetadataVersionGoesDownOnlyWhenForced",
-    "A controller's committed metadata.version goes down only to a level an operator forced an unsafe"
-    " downgrade to: every downgrade between the modelled levels loses metadata.",
+    "A controller's committed metadata.version goes down across a level that changed metadata (losing some)"
+    " only to a level an operator forced an unsafe downgrade to.",
     "KIP-584 §Changes to Kafka Controller (a downgrade deemed unsafe is refused);"
     " KIP-866 §MetadataVersion (IBP)",
     independent=True,
@@ -224,7 +224,9 @@ def metadata_version_goes_down_only_when_forced(before: ClusterState, action: Ac
             continue
         old = image_of(was.log, was.high_watermark).metadata_version
         new = image_of(now.log, now.high_watermark).metadata_version
-        if old is not None and new is not None and new < old and new not in forced:
+        if old is not None and new is not None and new < old and metadata_changed_between(new, old) and (
+            new not in forced
+        ):
             return False
     return True
 
@@ -285,7 +287,8 @@ READS: dict[str, str] = {
     " process (alive, incarnation, epoch); whose heartbeats went unheard for a session timeout (in a"
     " simulation, the heartbeats its controllers answered and its clock)",
     "MetadataVersionGoesDownOnlyWhenForced": "each running controller's committed log (its log up to its"
-    " high watermark) before and after the step; the operator's requests (the step's actions)",
+    " high watermark) before and after the step; the operator's requests (the step's actions); which"
+    " metadata.version levels changed metadata (Kafka's MetadataVersion table, data, not a rule)",
     "OneZkWriterAfterClaim": "ZooKeeper's znodes before and after the step: the metadata ones, and the"
     " stamps /controller and /migration carry",
     "ServedMetadataSurvivesFailover": "the controllers' Raft logs, roles and epochs; each KRaft broker's"

@@ -231,6 +231,8 @@ def test_kafka_3_kraft_born_feature_updates_reach_kafka(version, tmp_path):
         ("downgrade", True),
     ]
     assert all("Could not downgrade metadata.version" in e["answer"] for e in updates[1:])
+    validation = json.loads((folder / "validation.json").read_text())
+    assert validation["outcome"] == "explained", validation["report"]  # Kafka's answers are the model's decisions
     assert code == 0
 
 

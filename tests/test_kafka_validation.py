@@ -216,7 +216,6 @@ def test_validation_names_a_migration_state_that_went_back():
     [
         (lambda obs, plan: plan.update(runbook="a-runbook-of-tomorrow"), "runbook a-runbook-of-tomorrow"),
         (lambda obs, plan: setattr(obs, "version", (3, 4, 1)), "Kafka 3.4 commits no POST_MIGRATION"),
-        (lambda obs, plan: plan.update(runbook="kraft"), "the kraft runbook on 3.x"),
     ],
 )
 def test_validation_says_what_it_does_not_validate(change, reason):

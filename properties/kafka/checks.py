@@ -1104,7 +1104,7 @@ def zk_migration_state_gauge_follows_the_log(obs: Observed) -> list[Violation]:
     §Metrics: a KRaft controller's gauge only shows states its log committed, in the log's order,
     and at rest the state the log ended in. Kafka 3.9 reports it on every controller, not only the
     active one as the KIP says, and a ZooKeeper-mode broker reports ZK (4), which the KIP does not
-    have (reference real-kafka.md §observation): only controllers' samples are judged."""
+    have (reference real-kafka.md §2.6): only controllers' samples are judged."""
     if not obs.metadata:
         return []
     log = max(obs.metadata.values(), key=len)  # every controller's log agrees on what it committed

@@ -98,7 +98,7 @@ def free_port(taken: set[int]) -> int:
 
 def jmx_flags(port: int) -> list[str]:
     """Remote JMX on loopback only, without authentication: the RMI port pinned to the registry's, and
-    the stub's host named, so that a client on 127.0.0.1 reaches it (reference real-kafka.md §JMX)."""
+    the stub's host named, so that a client on 127.0.0.1 reaches it (reference real-kafka.md §2.1, the JMX poller)."""
     return [
         f"-Dcom.sun.management.jmxremote.port={port}",
         f"-Dcom.sun.management.jmxremote.rmi.port={port}",

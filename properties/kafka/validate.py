@@ -283,8 +283,9 @@ class Shape:
         # plays it at 3.6-IV1, whose transactions show only in a migration a failover cut short.
         ibp = Ibp.IBP_3_4_IV0 if version < (3, 5, 0) else Ibp.IBP_3_6_IV1 if version < (3, 7, 0) else Ibp.IBP_3_7_IV0
         kraft_born = plan.get("runbook") == "kraft"
-        return cls(int(plan.get("brokers", 3)), int(plan.get("controllers", 1)), kraft_born,
-                   KRAFT_BORN_FROM if kraft_born else ibp)
+        if kraft_born:
+            ibp = kraft_born_levels_as_model(version)[0]
+        return cls(int(plan.get("brokers", 3)), int(plan.get("controllers", 1)), kraft_born, ibp)
 
     def scope(self) -> Scope:
         return Scope(
@@ -325,8 +326,9 @@ def view(state: ClusterState, version: tuple[int, int, int] = (3, 9, 0)) -> dict
 
     Differs: Kafka 3.4's driver went from ZK_MIGRATION straight to KRAFT_CONTROLLER_TO_BROKER_COMM
     (3.5 added SYNC_KRAFT_TO_ZK between) and its quorum wrote no PRE_MIGRATION record at bootstrap
-    (3.5 added it); Kafka 4.x, without ZooKeeper, writes no ZkMigrationStateRecord at all (its
-    bootstrap has no NONE record). The model writes both (reference §1.1)."""
+    (3.5 added it); a KRaft-born cluster bootstrapped below 3.4-IV0 (isMigrationSupported), and Kafka
+    4.x without ZooKeeper, write no ZkMigrationStateRecord at all (NONE is implied). The model
+    writes both (reference §1.1)."""
     legacy_driver = version < (3, 5, 0)
     out: dict[tuple, object] = {}
     for c in state.controllers:
@@ -348,13 +350,14 @@ def view(state: ClusterState, version: tuple[int, int, int] = (3, 9, 0)) -> dict
         out[("zk-controller",)] = ("zk", int(holder), epoch)
     committed = max(state.controllers, key=lambda c: c.high_watermark, default=None)
     image = image_of(committed.log, committed.high_watermark) if committed is not None else MetadataImage()
-    out[("migration",)] = image.migration  # None: no ZkMigrationStateRecord committed
-    if (legacy_driver and image.migration is ZkMigrationState.PRE_MIGRATION) or (
-        version >= (4, 0, 0) and image.migration is ZkMigrationState.NONE
-    ):
-        out[("migration",)] = None
     levels = [e.record.level for e in (committed.log[: committed.high_watermark] if committed else ())
               if isinstance(e.record, FeatureLevelRecord) and e.record.name == METADATA_VERSION]
+    out[("migration",)] = image.migration  # None: no ZkMigrationStateRecord committed
+    born_without_record = version >= (4, 0, 0) or (bool(levels) and levels[0] < Ibp.IBP_3_4_IV0)
+    if (legacy_driver and image.migration is ZkMigrationState.PRE_MIGRATION) or (
+        born_without_record and image.migration is ZkMigrationState.NONE
+    ):
+        out[("migration",)] = None
     # how many times metadata.version was set, and to what: each setting shows once
     out[("metadata.version",)] = (len(levels), levels[-1]) if levels else None
     for b in state.brokers:
@@ -405,6 +408,10 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
             records.append(e)
         elif e["type"] == "FEATURE_LEVEL_RECORD" and e["data"].get("name") == "metadata.version":
             level = e["data"]["featureLevel"]
+            if level == previous_level:
+                # Differs: Kafka writes a record for an update to the level it has; the model writes
+                # none (a log growing with no change would leave its exploration unbounded)
+                continue
             old = None if previous_level is None else (0, previous_level)
             records.append(e | {"direction": _direction(old, (0, level))})
             previous_level = level
@@ -438,7 +445,7 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
     ]
     steps.sort(key=lambda e: e["time"])  # stable: a stop moved after its election comes after it in the merge
     out: list[Observation] = []
-    env = Environment()
+    env = Environment(obs.version)
     claims = _claims_in_zookeeper(obs) if obs.version < (3, 5, 0) else []
     for e in merge([records, claims, *logs, steps]):
         if e["channel"] == "metadata" and e["type"] == "FEATURE_LEVEL_RECORD":
@@ -500,7 +507,8 @@ def _steps_when_they_began(operator: list[dict]) -> list[dict]:
 class Environment:
     """The operator log, read as model actions: what started, stopped, died or was cut off."""
 
-    def __init__(self) -> None:
+    def __init__(self, version: tuple[int, int, int] = (3, 9, 2)) -> None:
+        self.version = version  # the release: which levels an UpdateFeatures names
         self.started: set[str] = set()
         self.roles: dict[str, str] = {}
         self.faults: dict[str, str] = {}  # process -> the fault striking it now
@@ -548,7 +556,9 @@ class Environment:
             return (StopBroker(BrokerId(node)),) if e.get("clean", True) else (CrashBroker(BrokerId(node)),)
         if kind == "step" and e.get("action") == "update-features":
             command = e["command"]
-            return (OperatorUpdatesMetadataVersion(command[0], "--unsafe" in command, e["refused"]),)
+            oldest, newest = kraft_born_levels_as_model(self.version)
+            level = newest if command[0] == "upgrade" else oldest
+            return (OperatorUpdatesMetadataVersion(command[0], "--unsafe" in command, e["refused"], level),)
         if kind == "step" and e.get("action") == "delete-znode":
             # the rollback's removal of /controller (and /migration): one model step for the lot
             first, self.deleted = not self.deleted, True
@@ -610,7 +620,22 @@ class ConfigureMigration:
 
 # The kraft runbook formats a KRaft-born cluster at an older release and upgrades it to its own:
 # in the model's levels, from 3.6-IV1 to 3.7-IV0 (the last two it has).
-KRAFT_BORN_FROM, KRAFT_BORN_TO = Ibp.IBP_3_6_IV1, Ibp.IBP_3_7_IV0
+# A release named as FeatureCommand names it ("3.8") is its newest level; the model's level for it.
+RELEASE_LEVELS = {
+    "3.3": Ibp.IBP_3_3_IV0, "3.4": Ibp.IBP_3_4_IV0, "3.5": Ibp.IBP_3_5_IV2, "3.6": Ibp.IBP_3_6_IV1,
+    "3.7": Ibp.IBP_3_7_IV0, "3.8": Ibp.IBP_3_8_IV0, "3.9": Ibp.IBP_3_9_IV0,
+}
+
+
+def kraft_born_levels_as_model(version: tuple[int, int, int]) -> tuple[Ibp, Ibp]:
+    """The ``kraft`` runbook's levels (formatted at, upgraded to) as the model's.
+
+    Differs: the model has no 4.x level; a 4.x run's 3.9 to 4.x is played as 3.6-IV1 to 3.7-IV0, a
+    pair a downgrade between loses metadata, as between 3.9 and 4.x (4.0-IV0 changed metadata)."""
+    if version >= (4, 0, 0):
+        return Ibp.IBP_3_6_IV1, Ibp.IBP_3_7_IV0
+    oldest, newest = kraft_born_levels(version)
+    return RELEASE_LEVELS[oldest], RELEASE_LEVELS[newest]
 
 
 @dataclass(frozen=True)
@@ -621,16 +646,17 @@ class OperatorUpdatesMetadataVersion:
     kind: str  # "upgrade" or "downgrade"
     unsafe: bool
     refused: bool
+    level: Ibp  # the level asked for, as the model's
 
     def apply(self, state: ClusterState, variant: Variant) -> ClusterState | None:
         active = [c for c in state.controllers if c.alive and c.role is QuorumRole.LEADER and c.active]
         if not active:
             return None
         c = active[0]
+        level = self.level
         if self.kind == "upgrade":
-            level, how = KRAFT_BORN_TO, UpgradeType.UPGRADE
+            how = UpgradeType.UPGRADE
         else:
-            level = KRAFT_BORN_FROM
             how = UpgradeType.UNSAFE_DOWNGRADE if self.unsafe else UpgradeType.SAFE_DOWNGRADE
         nxt = step(state, UpdateMetadataVersion(c.id, level, how), variant)
         if nxt is None:
@@ -698,15 +724,6 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
     result = Validation(total=sum(1 for o in items if not o.is_operator))
     if not result.total:
         result.not_validated = "the run showed no change to explain"
-        return result
-    if runbook == "kraft" and obs.version < (4, 0, 0):
-        # Differs: 3.x takes a downgrade between levels that change no metadata (3.9 to 3.8), and an
-        # unsafe one that does, and writes a record for a level that does not move; the model's levels
-        # end at 3.7-IV0, each changes metadata, it refuses both and writes nothing (reference §5.1)
-        oldest, newest = kraft_born_levels(obs.version)
-        result.not_validated = (
-            f"the kraft runbook on 3.x: its metadata.version levels ({oldest} to {newest}) have no pair in the model's"
-        )
         return result
     if obs.version < (3, 5, 0) and runbook == "finalize":
         # Differs: 3.4 finalizes by the roll alone; both profiles commit POST_MIGRATION (reference §1.1)
