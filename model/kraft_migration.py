@@ -593,15 +593,16 @@ def _send_rpcs_to_brokers(state: ClusterState, cid: ControllerId, variant: Varia
         variant.has(Bug.RPCS_WAIT_FOR_NEWER_OFFSET) and image.offset <= d.migration_offset
     ):
         return None
-    # What ZooKeeper holds, the image at /migration's offset: a change committed since the sync reaches the
-    # brokers with its dual write, once ZooKeeper has it (KIP-866 §Dual Metadata Writes). Kafka's driver
-    # dual-writes every change it handles in this state, so the image it sends is ZooKeeper's too.
-    held = image_of(c.log, d.migration_offset)
-    rpcs = _controller_rpcs(c, held, list(range(len(held.partitions))), True, variant)
+    # The partitions as ZooKeeper holds them (the image at /migration's offset): a partition change committed
+    # since the sync reaches the brokers with its dual write, once ZooKeeper has it (KIP-866 §Dual Metadata
+    # Writes). Kafka's driver dual-writes every change it handles in this state, so what it sends is
+    # ZooKeeper's too. The live brokers are KRaft's alone; they are the newest.
+    told = image.replace(partitions=image_of(c.log, d.migration_offset).partitions)
+    rpcs = _controller_rpcs(c, told, list(range(len(told.partitions))), True, variant)
     sent = send(state, rpcs)
     if sent is None:
         return None
-    targets = frozenset(b for b, _ in zk_broker_targets(held))
+    targets = frozenset(b for b, _ in zk_broker_targets(told))
     return put_ctrl(sent, _drive(c, D.DUAL_WRITE, variant, umr_sent=targets))
 
 

@@ -28,6 +28,7 @@ Rules:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Protocol
 
 from impl.bugs import ImplBug
@@ -399,12 +400,13 @@ class KRaftMigrationDriver:
         image = self.driver_image()
         if image.offset < self.migration_offset:
             return False
-        # What ZooKeeper holds: a change committed since the sync reaches the brokers with its dual write
-        # (KIP-866 §Dual Metadata Writes; Kafka's driver dual-writes every change it handles in this state).
-        held = self.controller.image_at(self.migration_offset)
-        for m in self._controller_rpcs(held, list(range(len(held.partitions))), True):
+        # The partitions as ZooKeeper holds them: a partition change committed since the sync reaches the brokers
+        # with its dual write (KIP-866 §Dual Metadata Writes; Kafka's driver dual-writes every change it handles
+        # in this state). The live brokers are KRaft's alone; they are the newest.
+        told = replace(image, partitions=self.controller.image_at(self.migration_offset).partitions)
+        for m in self._controller_rpcs(told, list(range(len(told.partitions))), True):
             yield Send(m)
-        self._transition(D.DUAL_WRITE, umr_sent={b for b, _ in zk_broker_targets(held)})
+        self._transition(D.DUAL_WRITE, umr_sent={b for b, _ in zk_broker_targets(told)})
         return True
 
     def dual_write(self, now: int) -> Handler:
