@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from model import zookeeper as zkm
 from model.actions import Action
-from model.kraft import MetadataImage, QuorumRole, decided_view, image_of
+from model.kraft import FeatureLevelRecord, MetadataImage, QuorumRole, decided_view, image_of
 from model.migration import CONFIG, MIGRATION, KRaftControllerZNode
 from model.registry import always, section, sometimes, transition
 from model.state import (
@@ -97,6 +97,15 @@ def _zk_view(state: ClusterState) -> tuple[object, ...]:
 
 def _image_view(image: MetadataImage) -> tuple[object, ...]:
     return tuple((p.leader, p.isr, p.leader_epoch) for p in image.partitions), image.config
+
+
+def _may_change_metadata_version(was: KRaftController, now: KRaftController) -> bool:
+    """Whether the controller's committed metadata.version may differ between ``was`` and ``now``: it cannot
+    when its committed log only grew, by no FeatureLevelRecord (a cheap test before replaying images)."""
+    kept = was.high_watermark
+    if now.high_watermark < kept or len(now.log) < kept or (kept and now.log[kept - 1] != was.log[kept - 1]):
+        return True
+    return any(isinstance(e.record, FeatureLevelRecord) for e in now.log[kept:now.high_watermark])
 
 
 def _activated(c: KRaftController) -> bool:
@@ -221,6 +230,8 @@ def metadata_version_goes_down_only_when_forced(before: ClusterState, action: Ac
     forced = after.ghost.observed.unsafe_downgrades
     for was, now in zip(before.controllers, after.controllers):
         if not (was.alive and now.alive) or (now.log is was.log and now.high_watermark == was.high_watermark):
+            continue
+        if not _may_change_metadata_version(was, now):
             continue
         old = image_of(was.log, was.high_watermark).metadata_version
         new = image_of(now.log, now.high_watermark).metadata_version
