@@ -62,7 +62,7 @@ COLUMNS = {
                    "trace_file", "shrunk_steps", "original_steps"),
     "coverage": ("partition", "seed", "kind", "key", "count"),
 }
-COVERAGE_KINDS = ("action", "driver_transition", "state", "decision", "fault_at")
+COVERAGE_KINDS = ("action", "driver_transition", "state", "decision", "fault_at", "progress")
 THROUGHPUT_BINS = 40
 
 
