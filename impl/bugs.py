@@ -88,8 +88,7 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
     ImplSeededBug(ImplBug.RESTARTED_BROKER_KEEPS_DEAD_SESSION, "EveryLiveBrokerEventuallyRegistered",
                   "sim-migration",
                   "a restarted ZooKeeper broker never opens a session: it waits for the one its host had before"),
-    ImplSeededBug(ImplBug.REELECTED_CONTROLLER_IGNORES_BROKER_CHANGE, "ControllerEventuallySeesEveryBroker",
-                  "sim-migration",
+    ImplSeededBug(ImplBug.REELECTED_CONTROLLER_IGNORES_BROKER_CHANGE, "ControllerEventuallySeesEveryBroker", "bounce",
                   "a broker elected controller a second time in one process never handles a broker change (its"
                   " handler was unregistered when it resigned)"),
     ImplSeededBug(ImplBug.READY_COMPARES_ZK_EPOCH, "DriverLeavesWaitForBrokersWhenReady", "sim-migration",

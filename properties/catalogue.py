@@ -219,8 +219,8 @@ def bug_lines(p: Property) -> list[str]:
             out.append(f"    - `{b.name}` (model; caught by `{check}:{b.scope}`{z3}): {b.mistake}")
     for b in IMPL_SEEDED_BUGS:
         if b.invariant == p.name:
-            check = "progress" if p.kind is Kind.EVENTUALLY else "differential"
-            out.append(f"    - `{b.name}` (implementation; caught by `{check}:{b.scope}`): {b.mistake}")
+            check = "differential:progress " if p.kind is Kind.EVENTUALLY else "differential:"
+            out.append(f"    - `{b.name}` (implementation; caught by `{check}{b.scope}`): {b.mistake}")
     return out
 
 

@@ -44,8 +44,14 @@ recorded it and ``properties.shrink`` shrank it::
 
 ``seed`` is the cluster's (its rng draws incarnation ids), each step keeps the simulated time
 (``at``, ms) and the node pairs a partition separated (``cuts``); ``signature`` is what a replay
-must reproduce (``properties.shrink.signature_of``); ``faults``, ``runbook``, ``summary`` and
-``original_steps`` are for the reader. A version-1 file is a model trace.
+must reproduce (``properties.shrink.signature_of``); ``faults``, ``summary`` and
+``original_steps`` are for the reader, and so are ``runbook`` and ``aims`` (the faults the run
+aimed at driver states: ``properties.steering``) but for a stall. A stall's trace (a progress
+goal not met: ``properties.progress``) also has ``"handover": {"at": 208, "events": 1792,
+"held": [], "rolling_back": false, "rolled_back": false, "progress": "migration"}``: the step
+where its faults stopped, how many events its quiet continuation may take, and the operator's
+memory the continuation takes over, which with ``runbook`` is what a replay generates the
+continuation from. A version-1 file is a model trace.
 
 Rules:
 - The codec is generic: a record (an action or a message inside ``Deliver``/``Drop``) is an
