@@ -441,7 +441,8 @@ def _replay_differential(args: argparse.Namespace, trace) -> int:
     found = replayed.disagreement
     refused = frozenset(i for i, taken in enumerate(replayed.taken, 1) if not taken)
     step = None if replayed.failed_at is None else replayed.failed_at + 1
-    shown = trace if step is None else replace(trace, steps=trace.steps[:step])  # stop at the violation
+    # the steps the replay performed (a stall's continuation generated again), up to the violation
+    shown = replace(trace, steps=tuple(replayed.record if step is None else replayed.record[:step]))
     diagram = mermaid.sequence_diagram(shown, replayed.signature, step or 0, refused)
     if args.json:
         _print_json({
