@@ -43,9 +43,13 @@ PERSISTENT_PATHS = ("/brokers", BROKER_IDS, TOPICS, "/admin", DELETE_TOPICS, "/c
 IBP_NAMES = {
     Ibp.IBP_2_6_IV0: "2.6-IV0",
     Ibp.IBP_2_7_IV0: "2.7-IV0",
+    Ibp.IBP_3_3_IV0: "3.3-IV0",
     Ibp.IBP_3_4_IV0: "3.4-IV0",
+    Ibp.IBP_3_5_IV2: "3.5-IV2",
     Ibp.IBP_3_6_IV1: "3.6-IV1",
     Ibp.IBP_3_7_IV0: "3.7-IV0",
+    Ibp.IBP_3_8_IV0: "3.8-IV0",
+    Ibp.IBP_3_9_IV0: "3.9-IV0",
 }
 IBP_BY_NAME = {name: ibp for ibp, name in IBP_NAMES.items()}
 # The one cluster-level config the model tracks (/config/cluster, KIP-866's config migration).

@@ -140,7 +140,7 @@ from model.kraft import (
 )
 from model.migration import MIGRATION, STATE_BYTES, MigrationDriverState, Profile
 from model.state import KRaftController
-from model.types import BrokerEpoch, BrokerId, Ibp, LeaderEpoch
+from model.types import BrokerEpoch, BrokerId, Ibp, LeaderEpoch, metadata_changed_between
 
 MIGRATION_FLAG = "zookeeper.metadata.migration.enable"
 
@@ -174,8 +174,8 @@ def decide_metadata_version(image: Image, level: Ibp, upgrade_type: UpgradeType)
     if image.migration_state.in_progress:
         # "Unable to modify metadata.version while a ZK migration is in progress."
         return ApiError.INVALID_UPDATE_VERSION
-    if current is not None and level < current:
-        return ApiError.INVALID_UPDATE_VERSION  # every modelled downgrade changes metadata
+    if current is not None and level < current and metadata_changed_between(level, current):
+        return ApiError.INVALID_UPDATE_VERSION  # "Refusing ... because it might delete metadata information."
     return ApiError.NONE
 
 

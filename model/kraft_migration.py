@@ -100,6 +100,7 @@ from model.types import NO_SESSION, BrokerEpoch, BrokerId, ControllerEpoch, Ibp,
 from model.zookeeper import Check, Create, Delete, Op, SetData
 
 D = MigrationDriverState
+MIGRATION_BEGINS = BeginTransactionRecord("ZK Migration")  # QuorumController.MigrationRecordConsumer.beginMigration
 
 
 def handle(state: ClusterState, action: MigrationAction, variant: Variant) -> ClusterState | None:
@@ -177,10 +178,17 @@ def _leading(c: KRaftController) -> bool:
     return c.alive and d is not None and d.leader
 
 
-def _drive(c: KRaftController, new: MigrationDriverState, variant: Variant, **changes) -> KRaftController:
-    """Move the driver; a transition outside the table is an IllegalStateException in Kafka 3.9."""
+def _known_driver(c: KRaftController) -> Driver:
+    """The driver of a controller the caller knows runs one (a driver event is running); fails loudly if not."""
     d = c.driver
-    assert d is not None
+    if d is None:
+        raise AssertionError(f"controller {c.id} has no migration driver")
+    return d
+
+
+def _drive(c: KRaftController, new: MigrationDriverState, variant: Variant, **changes: object) -> KRaftController:
+    """Move the driver; a transition outside the table is an IllegalStateException in Kafka 3.9."""
+    d = _known_driver(c)
     if not is_valid_transition(d.state, new):
         raise AssertionError(f"driver of {c.id}: {d.state.value} -> {new.value} is not in the table")
     return c.replace(driver=d.replace(state=new, **changes))
@@ -199,7 +207,7 @@ def _recover_migration_state(state: ClusterState, cid: ControllerId) -> ClusterS
         empty = MigrationZNode(ControllerId(-1), KRaftEpoch(-1), Offset(-1))
         zk, results = zkm.multi(state.zk, NO_SESSION, (Create(MIGRATION, empty),))
         state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
-        node = zkm.get(zk, MIGRATION)
+        node = zkm.get_existing(zk, MIGRATION)
     c = c.replace(driver=d.replace(state=D.INACTIVE, migration_offset=node.data.kraft_metadata_offset,
                                    migration_version=node.version))
     return put_ctrl(state, c)
@@ -222,11 +230,13 @@ def _kraft_leader_change(state: ClusterState, cid: ControllerId, variant: Varian
         return None
     if not state.zk.available:
         return None
-    node = zkm.get(state.zk, MIGRATION)
     if d.state is not D.INACTIVE:
         # The event of losing the leadership in between comes first: INACTIVE, then this one.
         return put_ctrl(state, _drive(c, D.INACTIVE, variant, leader=False, zk_epoch=-1, zk_epoch_version=-2,
                                        umr_sent=frozenset()))
+    # A driver past UNINITIALIZED has read or created /migration; only DeleteControllerZNodes deletes it,
+    # with every controller down, and a controller that starts again starts with a new driver.
+    node = zkm.get_existing(state.zk, MIGRATION)
     c = _drive(c, D.WAIT_FOR_CONTROLLER_QUORUM, variant, kraft_epoch=c.epoch, leader=True, zk_epoch=-1,
                zk_epoch_version=-2, umr_sent=frozenset(), migration_offset=node.data.kraft_metadata_offset,
                migration_version=node.version)
@@ -237,6 +247,10 @@ def quorum_ready(state: ClusterState, c: KRaftController, variant: Variant) -> b
     """KIP-866 §Migration Trigger 5: the quorum is online and every member has the flag and ZK configs."""
     if variant.profile is Profile.KAFKA_3_9:
         image = committed_image(c)
+        if image.metadata_version is not None and image.metadata_version < Ibp.IBP_3_4_IV0:
+            # Differs: Kafka's readiness refuses a level below 3.4-IV0 ("The metadata.version too low",
+            # QuorumFeatures.reasonAllControllersZkMigrationNotReady); kip's reads only the members.
+            return False
         if image.metadata_version is not None and image.metadata_version < Ibp.IBP_3_7_IV0:
             # Differs: below 3.7-IV0 Kafka has no controller registrations and skips the check (reference §1.4).
             return True
@@ -298,7 +312,7 @@ def zk_brokers_ready(state: ClusterState, c: KRaftController, variant: Variant) 
             return False
         if variant.has(Bug.READY_COMPARES_ZK_EPOCH):
             node = zkm.get(state.zk, f"{BROKER_IDS}/{b}")
-            if node is None or node.czxid != reg.epoch:
+            if node is None or BrokerEpoch(node.czxid) != reg.epoch:
                 return False
         # Differs: the KIP asks for registered brokers "in a valid state" (unfenced); Kafka does not check.
         if reg.fenced and variant.profile is Profile.KIP:
@@ -329,11 +343,11 @@ def _become_zk_controller(state: ClusterState, cid: ControllerId, variant: Varia
         return None
     if d.zk_epoch_version < 0:
         return _claim(state, c, d, variant)
-    node = zkm.get(state.zk, MIGRATION)
+    node = zkm.get_existing(state.zk, MIGRATION)  # the driver read it in KRaftLeaderChange
     data = node.data.replace(kraft_controller_id=c.id, kraft_controller_epoch=d.kraft_epoch)
     zk, results = zkm.multi(state.zk, NO_SESSION, (SetData(MIGRATION, data, ZkVersion(-1)),))
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
-    version = zkm.get(zk, MIGRATION).version
+    version = zkm.get_existing(zk, MIGRATION).version
     done = data.kraft_metadata_offset > 0
     if variant.profile is Profile.KIP:
         done = done or committed_image(c).migration_state is ZkMigrationState.MIGRATION
@@ -361,7 +375,7 @@ def _claim(state: ClusterState, c: KRaftController, d: Driver, variant: Variant)
         return None
     history = state.history.replace(max_controller_epoch=max(state.history.max_controller_epoch, new_epoch))
     state = _note_kraft_write(state.replace(history=history), c, "claim", -1)
-    c = c.replace(driver=d.replace(zk_epoch=new_epoch, zk_epoch_version=zkm.get(zk, CONTROLLER_EPOCH).version))
+    c = c.replace(driver=d.replace(zk_epoch=new_epoch, zk_epoch_version=zkm.get_existing(zk, CONTROLLER_EPOCH).version))
     return put_ctrl(state, c)
 
 
@@ -371,7 +385,7 @@ def zk_metadata(state: ClusterState) -> list[MetadataRecord]:
     assignment = znode_data(state, TOPIC)
     if assignment is not None:
         for p in range(len(assignment)):
-            s: PartitionState = znode_data(state, partition_state_path(PartitionId(p)))
+            s = zkm.get_existing(state.zk, partition_state_path(PartitionId(p))).data
             records.append(PartitionRecord(p, s.leader, s.isr, s.leader_epoch))
     config = znode_data(state, CONFIG)
     if config is not None:
@@ -390,14 +404,14 @@ def _migrate_metadata(state: ClusterState, cid: ControllerId, variant: Variant) 
         return None
     records = zk_metadata(state)
     if not variant.has(Bug.MIGRATION_OUTSIDE_TRANSACTION):
-        records = [BeginTransactionRecord("ZK Migration")] + records
+        records = [MIGRATION_BEGINS] + records
     return append(state, c, records, variant)
 
 
 def _migration_begun(c: KRaftController) -> bool:
-    """This leadership has begun copying ZooKeeper's data into the log."""
+    """This leadership has begun copying ZooKeeper's data into the log (a bootstrap's transaction is not it)."""
     return any(
-        e.epoch == c.epoch and isinstance(e.record, (BeginTransactionRecord, PartitionRecord, ConfigRecord))
+        e.epoch == c.epoch and (isinstance(e.record, (PartitionRecord, ConfigRecord)) or e.record == MIGRATION_BEGINS)
         for e in c.log
     )
 
@@ -438,7 +452,7 @@ def _migration_committed(state: ClusterState, cid: ControllerId, variant: Varian
 def zk_reconcile_ops(state: ClusterState, image: MetadataImage, c: KRaftController, variant: Variant) -> list[Op]:
     """The writes that make ZooKeeper's projection equal the image's (KRaftMigrationZkWriter)."""
     ops: list[Op] = []
-    d = c.driver
+    d = _known_driver(c)
     for p, part in enumerate(image.partitions):
         path = partition_state_path(PartitionId(p))
         s: PartitionState | None = znode_data(state, path)
@@ -470,8 +484,7 @@ def _kraft_zk_write(
     On success the driver learns /migration's new version and offset. A fencing failure means
     another controller claimed ZooKeeper: the driver goes INACTIVE until a leadership event.
     """
-    d = c.driver
-    assert d is not None
+    d = _known_driver(c)
     fenced = not (variant.has(Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK) and kind == "dual-write")
     head: list[Op] = [Check(CONTROLLER_EPOCH, ZkVersion(d.zk_epoch_version))] if fenced else []
     update = SetData(MIGRATION, MigrationZNode(c.id, d.kraft_epoch, offset), ZkVersion(d.migration_version))
@@ -487,7 +500,7 @@ def _kraft_zk_write(
     if state.history.crashed_controllers and offset >= len(state.history.committed):
         # ZooKeeper has caught up with everything committed: a crash before now has lost nothing.
         state = state.replace(history=state.history.replace(crashed_controllers=frozenset()))
-    c = c.replace(driver=d.replace(migration_offset=offset, migration_version=zkm.get(zk, MIGRATION).version))
+    c = c.replace(driver=d.replace(migration_offset=offset, migration_version=zkm.get_existing(zk, MIGRATION).version))
     return put_ctrl(state, c), True
 
 
@@ -501,9 +514,8 @@ def _record_attempt(state: ClusterState, c: KRaftController) -> ClusterState:
 
 
 def _note_kraft_write(state: ClusterState, c: KRaftController, kind: str, offset: int) -> ClusterState:
-    d = c.driver
     write = KRaftWrite(
-        c.id, _acting_epoch(c), kind, d.state if d is not None else None, offset, len(c.log),
+        c.id, _acting_epoch(c), kind, _known_driver(c).state, offset, len(c.log),
         own_image(c).migration_state is ZkMigrationState.POST_MIGRATION,
     )
     return state.replace(ghost=state.ghost.replace(kraft_writes=state.ghost.kraft_writes + (write,)))
@@ -533,17 +545,17 @@ def _controller_rpcs(
     c: KRaftController, image: MetadataImage, partitions: list[int], full: bool, variant: Variant
 ) -> list[Message]:
     """UpdateMetadata, then LeaderAndIsr, to each target ZK broker, marked IsKRaftController."""
-    d = c.driver
+    d = _known_driver(c)
     leaders = tuple((p.leader, p.leader_epoch) for p in image.partitions)
     live = served_brokers(image, variant)
     out: list[Message] = []
     cid = BrokerId(c.id)
     epoch = ControllerEpoch(d.zk_epoch)
     for b, broker_epoch in zk_broker_targets(image):
-        update = [UpdateMetadata(cid, epoch, broker_epoch, b, leaders, kraft=True, live=live)]
+        update: list[Message] = [UpdateMetadata(cid, epoch, broker_epoch, b, leaders, kraft=True, live=live)]
         if not (full or partitions):
             update = []
-        leaderships = [
+        leaderships: list[Message] = [
             LeaderAndIsr(cid, epoch, broker_epoch, b, PartitionId(p), image.partitions[p].leader,
                          image.partitions[p].leader_epoch, image.partitions[p].isr, kraft=True)
             for p in partitions
@@ -566,11 +578,11 @@ def _send_rpcs_to_brokers(state: ClusterState, cid: ControllerId, variant: Varia
     ):
         return None
     rpcs = _controller_rpcs(c, image, list(range(len(image.partitions))), True, variant)
-    state = send(state, rpcs)
-    if state is None:
+    sent = send(state, rpcs)
+    if sent is None:
         return None
-    sent = frozenset(b for b, _ in zk_broker_targets(image))
-    return put_ctrl(state, _drive(c, D.DUAL_WRITE, variant, umr_sent=sent))
+    targets = frozenset(b for b, _ in zk_broker_targets(image))
+    return put_ctrl(sent, _drive(c, D.DUAL_WRITE, variant, umr_sent=targets))
 
 
 def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
@@ -608,10 +620,8 @@ def _reconfigure_controller(state: ClusterState, cid: ControllerId, enabled: boo
     c = ctrl(state, cid)
     if c.alive or c.config.migration_enabled == enabled:
         return None
-    state = spend(state, migrations=1)
-    if state is None:
-        return None
-    return put_ctrl(state, c.replace(config=c.config.replace(migration_enabled=enabled)))
+    spent = spend(state, migrations=1)
+    return None if spent is None else put_ctrl(spent, c.replace(config=c.config.replace(migration_enabled=enabled)))
 
 
 def _migrate_broker(state: ClusterState, bid: BrokerId) -> ClusterState | None:
@@ -619,10 +629,8 @@ def _migrate_broker(state: ClusterState, bid: BrokerId) -> ClusterState | None:
     b = state.brokers[bid]
     if b.alive or b.config.kraft_mode or not b.config.migration_enabled:
         return None
-    state = spend(state, migrations=1)
-    if state is None:
-        return None
-    return put_broker(state, b.replace(config=b.config.replace(kraft_mode=True)))
+    spent = spend(state, migrations=1)
+    return None if spent is None else put_broker(spent, b.replace(config=b.config.replace(kraft_mode=True)))
 
 
 def _rollback_broker(state: ClusterState, bid: BrokerId) -> ClusterState | None:
@@ -630,19 +638,18 @@ def _rollback_broker(state: ClusterState, bid: BrokerId) -> ClusterState | None:
     b = state.brokers[bid]
     if b.alive or not b.config.kraft_mode or b.meta_properties != 0:
         return None
-    state = spend(state, migrations=1)
-    if state is None:
-        return None
-    return put_broker(state, b.replace(config=b.config.replace(kraft_mode=False)))
+    spent = spend(state, migrations=1)
+    return None if spent is None else put_broker(spent, b.replace(config=b.config.replace(kraft_mode=False)))
 
 
 def _delete_controller_znodes(state: ClusterState, variant: Variant) -> ClusterState | None:
     """KIP-866 §Rollback to ZK, last step, once the quorum is down."""
     if _kraft_controller_znode(state) is None or any(c.alive for c in state.controllers) or not state.zk.available:
         return None
-    state = spend(state, migrations=1)
-    if state is None:
+    spent = spend(state, migrations=1)
+    if spent is None:
         return None
+    state = spent
     ops: list[Op] = [Delete(CONTROLLER)]
     if variant.profile is Profile.KIP:
         ops.append(Delete(CONTROLLER_EPOCH))

@@ -44,6 +44,7 @@ from model.bugs import Bug, Variant
 from model.kraft import (
     METADATA_VERSION,
     AbortTransactionRecord,
+    BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
     BrokerState,
     ConfigRecord,
@@ -83,6 +84,7 @@ from model.types import (
     Ibp,
     LeaderEpoch,
     PartitionId,
+    metadata_changed_between,
 )
 
 
@@ -251,9 +253,10 @@ def _start_election(state: ClusterState, cid: ControllerId) -> ClusterState | No
     if not c.alive or c.role is QuorumRole.LEADER:
         return None
     if not election_heals(state):
-        state = spend(state, kraft_elections=1)
-        if state is None:
+        spent = spend(state, kraft_elections=1)
+        if spent is None:
             return None
+        state = spent
     c = c.replace(
         epoch=KRaftEpoch(c.epoch + 1),
         voted_for=c.id,
@@ -340,8 +343,7 @@ def _activate(state: ClusterState, c: KRaftController, variant: Variant) -> Clus
         if flag and variant.profile is Profile.KAFKA_3_9 and mv < Ibp.IBP_3_6_IV1:
             # Differs: Kafka 3.9 refuses to start a migration below 3.6-IV1 (metadata transactions).
             return put_ctrl(state, _resign(c))
-        records.append(FeatureLevelRecord(METADATA_VERSION, mv))
-        records.append(ZkMigrationStateRecord(ZkMigrationState.PRE_MIGRATION if flag else ZkMigrationState.NONE))
+        records += bootstrap_records(mv, flag, variant)
     else:
         current = image.migration_state
         if current in (ZkMigrationState.PRE_MIGRATION, ZkMigrationState.MIGRATION) and not flag:
@@ -358,6 +360,22 @@ def _activate(state: ClusterState, c: KRaftController, variant: Variant) -> Clus
     if records:
         return append(state, c, records, variant)
     return put_ctrl(state, c)
+
+
+BOOTSTRAP_TRANSACTION = "Bootstrap records"
+
+
+def bootstrap_records(mv: Ibp, flag: bool, variant: Variant) -> list[MetadataRecord]:
+    """What activation appends to an empty log (ActivationRecordsGenerator.recordsForEmptyLog): the
+    bootstrap metadata.version and the migration state, PRE_MIGRATION with the migration flag."""
+    records: list[MetadataRecord] = [
+        FeatureLevelRecord(METADATA_VERSION, mv),
+        ZkMigrationStateRecord(ZkMigrationState.PRE_MIGRATION if flag else ZkMigrationState.NONE),
+    ]
+    if variant.profile is Profile.KAFKA_3_9 and mv >= Ibp.IBP_3_6_IV1:
+        # Differs: from 3.6-IV1 Kafka 3.9 writes the bootstrap records in a metadata transaction (KIP-868).
+        return [BeginTransactionRecord(BOOTSTRAP_TRANSACTION), *records, EndTransactionRecord()]
+    return records
 
 
 def _may_finalize(state: ClusterState, variant: Variant) -> bool:
@@ -402,9 +420,10 @@ def _crash_controller(state: ClusterState, cid: ControllerId) -> ClusterState | 
     c = ctrl(state, cid)
     if not c.alive:
         return None
-    state = spend(state, controller_crashes=1)
-    if state is None:
+    spent = spend(state, controller_crashes=1)
+    if spent is None:
         return None
+    state = spent
     crashed = state.history.crashed_controllers | {cid}
     state = state.replace(history=state.history.replace(crashed_controllers=crashed))
     return put_ctrl(state, _process_stops(c))
@@ -429,10 +448,8 @@ def _shutdown_controller(state: ClusterState, cid: ControllerId, variant: Varian
             node = znode_data(state, MIGRATION)
             if node is None or node.kraft_metadata_offset < c.high_watermark:
                 return None
-    state = spend(state, migrations=1)
-    if state is None:
-        return None
-    return put_ctrl(state, _process_stops(c))
+    spent = spend(state, migrations=1)
+    return None if spent is None else put_ctrl(spent, _process_stops(c))
 
 
 def _restart_controller(state: ClusterState, cid: ControllerId, variant: Variant) -> ClusterState | None:
@@ -490,8 +507,9 @@ def _register_with_kraft(
         # Differs: KIP-866 §Broker Registration says a refused broker terminates; the model lets it retry
         # (it is refused the same way), so that restarting it again does not mint incarnations without bound.
         return None
-    if rec is None:
+    if rec is None:  # NONE without a record: this incarnation's registration stands, epoch and all
         reg = image.registration(bid)
+        assert reg is not None
         return put_broker(state, b.replace(kraft_epoch=reg.epoch, lifecycle=_fenced_state(b)))
     if writes_blocked(state, c, variant):
         return None
@@ -639,10 +657,11 @@ def _session_timeout(state: ClusterState, bid: BrokerId, cid: ControllerId, vari
         return None
     alive_same = b.alive and b.incarnation == reg.incarnation and b.kraft_epoch == reg.epoch
     if alive_same:
-        state = spend(state, timeouts=1)
-        if state is None:
+        spent = spend(state, timeouts=1)
+        if spent is None:
             return None
-    records = [BrokerRegistrationChangeRecord(bid, reg.epoch, True)]
+        state = spent
+    records: list[MetadataRecord] = [BrokerRegistrationChangeRecord(bid, reg.epoch, True)]
     if image.migration_state is not ZkMigrationState.PRE_MIGRATION:
         records += _move_leaders_off(image, bid, True)
     if writes_blocked(state, c, variant, len(records)):
@@ -657,10 +676,8 @@ def _begin_controlled_shutdown(state: ClusterState, bid: BrokerId) -> ClusterSta
     b = state.brokers[bid]
     if not b.alive or not b.config.kraft_mode or b.want_shutdown or b.lifecycle is not BrokerState.ONLINE:
         return None
-    state = spend(state, shutdowns=1)
-    if state is None:
-        return None
-    return put_broker(state, b.replace(want_shutdown=True, lifecycle=BrokerState.STOPPING))
+    spent = spend(state, shutdowns=1)
+    return None if spent is None else put_broker(spent, b.replace(want_shutdown=True, lifecycle=BrokerState.STOPPING))
 
 
 def fresh_kraft_process(b: Broker) -> Broker:
@@ -715,8 +732,9 @@ def decide_metadata_version(
 
     Every refusal but pre-migration's is INVALID_UPDATE_VERSION (95). A migrating ZK broker
     advertises metadata.version as [IBP, IBP], so while one is registered the level cannot move.
-    Every downgrade between the modelled levels changes metadata (transactions at 3.6-IV1,
-    controller registrations at 3.7-IV0): unsafe ones are never done, safe ones are refused.
+    A downgrade across a level that changed metadata is refused, safe or unsafe ("Unsafe metadata
+    downgrade is not supported in this version"); one that crosses none (3.9-IV0 to 3.8-IV0) is
+    done, whichever type it asks for.
     """
     if decide_write(image, variant) is not Errors.NONE:
         return Errors.NOT_CONTROLLER
@@ -729,8 +747,8 @@ def decide_metadata_version(
         return Errors.INVALID_UPDATE_VERSION  # "Can't downgrade to a newer version."
     if image.migration_state.in_progress and not variant.has(Bug.MV_CHANGE_DURING_MIGRATION):
         return Errors.INVALID_UPDATE_VERSION  # "Unable to modify metadata.version while a ZK migration is in progress."
-    if current is not None and level < current:
-        return Errors.INVALID_UPDATE_VERSION  # the downgrade would change metadata
+    if current is not None and level < current and metadata_changed_between(level, current):
+        return Errors.INVALID_UPDATE_VERSION  # the downgrade might delete metadata
     return Errors.NONE
 
 

@@ -20,6 +20,7 @@ from model.actions import Action, ElectController, Fetch, RestartController, Wai
 from model.kraft import (
     BeginTransactionRecord,
     BrokerState,
+    ControllerId,
     MetadataImage,
     QuorumRole,
     ZkMigrationState,
@@ -30,22 +31,34 @@ from model.kraft_invariants import committed_image
 from model.kraft_migration import zk_brokers_ready
 from model.kraft_quorum import committed_image as controller_committed
 from model.kraft_quorum import ctrl, is_active, writes_blocked
-from model.migration import CONFIG, DELETE_TOPICS, MIGRATION, STATE_ORDER, MigrationDriverState, is_valid_transition
+from model.migration import (
+    CONFIG,
+    DELETE_TOPICS,
+    MIGRATION,
+    STATE_ORDER,
+    KRaftControllerZNode,
+    MigrationDriverState,
+    is_valid_transition,
+)
 from model.registry import always, eventually, section, sometimes, transition
 from model.state import CONTROLLER, CONTROLLER_EPOCH, ClusterState, LeaderAndIsr, UpdateMetadata, znode_data
-from model.types import UNKNOWN_BROKER_EPOCH
+from model.types import UNKNOWN_BROKER_EPOCH, BrokerId, LeaderEpoch
 from model.zk_era import partition_states
 
 D = MigrationDriverState
 
 
-def _kraft_owns_zk(state: ClusterState):
+def _kraft_owns_zk(state: ClusterState) -> KRaftControllerZNode | None:
     """The KRaft /controller znode, when a KRaft controller has claimed ZooKeeper."""
     data = znode_data(state, CONTROLLER)
     return None if data is None or isinstance(data, int) else data
 
 
-def _zk_projection(state: ClusterState):
+# What dual writes keep equal in ZooKeeper and in the image: (leader, ISR, leader epoch) by partition, the config.
+Projection = tuple[tuple[tuple[BrokerId, tuple[BrokerId, ...], LeaderEpoch], ...], int | None]
+
+
+def _zk_projection(state: ClusterState) -> Projection:
     """What dual writes keep equal in ZooKeeper: partitions, the dynamic config, live topics."""
     parts = tuple((s.leader, s.isr, s.leader_epoch) for _, s, _ in partition_states(state)) if _has_topic(state) else ()
     return parts, znode_data(state, CONFIG)
@@ -57,7 +70,7 @@ def _has_topic(state: ClusterState) -> bool:
     return zkm.get(state.zk, TOPIC) is not None
 
 
-def _image_projection(image: MetadataImage):
+def _image_projection(image: MetadataImage) -> Projection:
     return tuple((p.leader, p.isr, p.leader_epoch) for p in image.partitions), image.config
 
 
@@ -206,12 +219,13 @@ def only_current_kraft_leader_writes_apply(before: ClusterState, action: Action,
     "KIP-866 §ZK Broker RPCs; reference §1.4 (full UpdateMetadata, then full LeaderAndIsr)",
 )
 def update_metadata_before_leader_and_isr(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    told: set = set()
+    told: set[tuple[BrokerId, BrokerId]] = set()  # (sender, destination) of a KRaft UpdateMetadata
     for m in after.ghost.sent:
         if isinstance(m, UpdateMetadata) and m.kraft:
             told.add((m.controller_id, m.dest))
         elif isinstance(m, LeaderAndIsr) and m.kraft and (m.controller_id, m.dest) not in told:
-            c = next((c for c in before.controllers if c.id == m.controller_id), None)
+            sender = ControllerId(m.controller_id)  # a KRaft controller sends its RPCs with its own id
+            c = next((c for c in before.controllers if c.id == sender), None)
             if c is None or c.driver is None or m.dest not in c.driver.umr_sent:
                 return False
     return True
@@ -297,7 +311,7 @@ def migration_starts_only_with_every_known_zk_broker(before: ClusterState, actio
         return True
     from model.state import BROKER_IDS, TOPIC
 
-    known = {int(name) for name, _ in zkm.children(before.zk, BROKER_IDS)}
+    known = {BrokerId(int(name)) for name, _ in zkm.children(before.zk, BROKER_IDS)}
     known |= {r for replicas in (znode_data(before, TOPIC) or ()) for r in replicas}
     image = controller_committed(c)
     return all((r := image.registration(b)) is not None and r.is_migrating_zk_broker for b in known)
@@ -355,7 +369,7 @@ def follower_truncates(before: ClusterState, action: Action, after: ClusterState
 def deposed_kraft_leader_attempts_zk_write(before: ClusterState, action: Action, after: ClusterState) -> bool:
     attempt = after.ghost.attempted_kraft_write
     claimed = _kraft_owns_zk(before)
-    return bool(attempt) and claimed is not None and attempt[1] < claimed.kraft_epoch
+    return len(attempt) == 2 and claimed is not None and attempt[1] < claimed.kraft_epoch
 
 
 @sometimes(

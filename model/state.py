@@ -34,7 +34,7 @@ from model.kraft import (
     MetadataImage,
     QuorumRole,
 )
-from model.migration import Driver, KRaftControllerZNode
+from model.migration import Driver, KRaftControllerZNode, MigrationDriverState
 from model.record import Record, record
 from model.types import (
     NO_SESSION,
@@ -339,7 +339,8 @@ class AppliedWrite(Record):
 
     writer: BrokerId
     writer_epoch: ControllerEpoch
-    zk_epoch: ControllerEpoch  # /controller_epoch's value when the write applied
+    # /controller_epoch's value when the write applied; None: absent, which only a write that skips its check sees
+    zk_epoch: ControllerEpoch | None
     path: str
 
 
@@ -350,7 +351,7 @@ class KRaftWrite(Record):
     writer: ControllerId
     writer_epoch: KRaftEpoch
     kind: str  # "claim", "recover", "migration", "sync", "dual-write"
-    driver_state: object  # the writer's MigrationDriverState when it wrote
+    driver_state: MigrationDriverState  # the writer's driver state when it wrote
     writer_offset: int  # the /migration offset it wrote (-1: none)
     writer_log_end: int
     post_migration: bool  # the writer's own log said POST_MIGRATION

@@ -2,7 +2,8 @@
 
 Rules: each returns a new state (nothing is mutated); ``spend`` and ``send`` return None when the
 scope's budget or in-flight cap does not allow the change, which makes the calling action not
-enabled. The handler modules (``model.zk_era``, ``model.kraft_quorum``, ``model.kraft_migration``)
+enabled (``spend_checked`` is for a handler that checks its budget among its enabling conditions,
+and never returns None). The handler modules (``model.zk_era``, ``model.kraft_quorum``, ``model.kraft_migration``)
 import these by their public names, so none reaches into another's private helpers.
 """
 
@@ -24,6 +25,16 @@ def spend(state: ClusterState, **spent: int) -> ClusterState | None:
     if any(getattr(budget, k) < v for k, v in spent.items()):
         return None
     return state.replace(budget=budget.replace(**{k: getattr(budget, k) - v for k, v in spent.items()}))
+
+
+def spend_checked(state: ClusterState, **spent: int) -> ClusterState:
+    """``spend`` for a handler whose enabling conditions have already found the budget allows it.
+
+    Fails loudly when it does not: the handler is missing its budget check, which is a bug."""
+    after = spend(state, **spent)
+    if after is None:
+        raise AssertionError(f"the budget {state.budget} does not allow {spent}: the handler checks it first")
+    return after
 
 
 def send(state: ClusterState, messages: list[Message]) -> ClusterState | None:

@@ -81,17 +81,47 @@ class ZkCode(Enum):
 
 
 class Ibp(IntEnum):
-    """inter.broker.protocol.version values the model distinguishes, in release order."""
+    """inter.broker.protocol.version values the model distinguishes, in release order; from 3.3-IV0 on,
+    metadata.version levels too. Each release's level is where a rule depends on it; a level between
+    two modelled ones is played as the lower (a downgrade's decision still reads Kafka's whole table)."""
 
     IBP_2_6_IV0 = 26
     IBP_2_7_IV0 = 27  # KIP-584 feature versioning ("migration_ibp_version" in the seed's text)
+    IBP_3_3_IV0 = 30  # the first KRaft-ready metadata.version (KIP-778)
     IBP_3_4_IV0 = 34  # KIP-866 bridge release: the first metadata.version that can migrate
+    IBP_3_5_IV2 = 35  # 3.5's newest: migrates without metadata transactions
     IBP_3_6_IV1 = 36  # metadata transactions (KIP-868); Kafka 3.9 needs it to start a migration
     IBP_3_7_IV0 = 37  # controller registration (KIP-919): the quorum's readiness is checked from here on
+    IBP_3_8_IV0 = 38  # changes no metadata: a downgrade from 3.9-IV0 to it loses nothing
+    IBP_3_9_IV0 = 39  # changes no metadata
 
     @property
     def supports_feature_versioning(self) -> bool:
         return self >= Ibp.IBP_2_7_IV0
+
+    @property
+    def feature_level(self) -> int | None:
+        """Kafka's metadata.version feature level (MetadataVersion.featureLevel); None before KRaft."""
+        return FEATURE_LEVELS.get(self)
+
+
+# Kafka 3.9's MetadataVersion: the modelled levels' feature levels, and for every feature level from
+# 3.3-IV0 (4) to 3.9-IV0 (21) whether it changed metadata (didMetadataChange).
+FEATURE_LEVELS = {
+    Ibp.IBP_3_3_IV0: 4, Ibp.IBP_3_4_IV0: 8, Ibp.IBP_3_5_IV2: 11, Ibp.IBP_3_6_IV1: 13, Ibp.IBP_3_7_IV0: 15,
+    Ibp.IBP_3_8_IV0: 20, Ibp.IBP_3_9_IV0: 21,
+}
+CHANGED_METADATA = frozenset({5, 6, 7, 8, 11, 13, 14, 15, 17})
+
+
+def metadata_changed_between(low: Ibp, high: Ibp) -> bool:
+    """MetadataVersion.checkIfMetadataChanged: whether a level above ``low``, up to ``high``, changed
+    metadata, so that going down from ``high`` to ``low`` may lose some (KIP-778's safe downgrade). A
+    level before KRaft's (a ZooKeeper-era IBP a scenario may give the quorum) counts as a change."""
+    low_level, high_level = FEATURE_LEVELS.get(min(low, high)), FEATURE_LEVELS.get(max(low, high))
+    if low_level is None or high_level is None:
+        return low != high
+    return any(level in CHANGED_METADATA for level in range(low_level + 1, high_level + 1))
 
 
 class FeatureStatus(IntEnum):

@@ -55,6 +55,7 @@ from model.state import (
     FEATURES,
     TOPIC,
     AppliedWrite,
+    Assignment,
     Broker,
     BrokerRegistration,
     ClusterState,
@@ -74,7 +75,7 @@ from model.state import (
     partition_state_path,
     znode_data,
 )
-from model.transitions import forget_notifications, process_dies, put_broker, send, spend
+from model.transitions import forget_notifications, process_dies, put_broker, send, spend_checked
 from model.types import (
     NO_LEADER,
     UNKNOWN_BROKER_EPOCH,
@@ -160,15 +161,16 @@ def _holds_session(state: ClusterState, b: Broker) -> bool:
     return zkm.session_client(state.zk, b.session) == b.id
 
 
-def _acting_controller(state: ClusterState, c: BrokerId) -> Broker | None:
-    """The broker if it believes it is an initialized controller and can reach ZooKeeper.
+def _acting_controller(state: ClusterState, c: BrokerId) -> tuple[Broker, ControllerRole] | None:
+    """The broker and its role if it believes it is an initialized controller and can reach ZooKeeper.
 
     It may be a zombie: nothing here asks ZooKeeper whether it still is the controller.
     """
     b = state.brokers[c]
-    if b.controller is None or not b.controller.initialized or not _connected(state, b):
+    role = b.controller
+    if role is None or not role.initialized or not _connected(state, b):
         return None
-    return b
+    return b, role
 
 
 def is_current_controller(state: ClusterState, b: Broker) -> bool:
@@ -362,7 +364,7 @@ def classify_broker_change(
 def _zk_outage(state: ClusterState) -> ClusterState | None:
     if not state.zk.available or state.budget.outages <= 0:
         return None
-    state = spend(state, outages=1)
+    state = spend_checked(state, outages=1)
     return state.replace(zk=state.zk.replace(available=False))
 
 
@@ -375,7 +377,7 @@ def _zk_recover(state: ClusterState) -> ClusterState | None:
 def _expire_session(state: ClusterState, session: SessionId, variant: Variant) -> ClusterState | None:
     if not state.zk.available or state.budget.expiries <= 0 or not zkm.session_alive(state.zk, session):
         return None
-    state = spend(state, expiries=1)
+    state = spend_checked(state, expiries=1)
     return state.replace(zk=zkm.close_session(state.zk, session, variant.bugs))
 
 
@@ -386,14 +388,14 @@ def _redeliver(state: ClusterState, message: Message, variant: Variant) -> Clust
     after = _deliver(state, message, variant)
     if after is None:
         return None
-    after = spend(after, duplicates=1).replace(network=after.network | {message})
+    after = spend_checked(after, duplicates=1).replace(network=after.network | {message})
     return None if len(after.network) > after.budget.max_in_flight else after
 
 
 def _drop(state: ClusterState, message: Message) -> ClusterState | None:
     if message not in state.network or state.budget.drops <= 0:
         return None
-    state = spend(state, drops=1)
+    state = spend_checked(state, drops=1)
     return state.replace(network=state.network - {message})
 
 
@@ -403,7 +405,7 @@ def _crash(state: ClusterState, b: BrokerId) -> ClusterState | None:
     broker = state.brokers[b]
     if not broker.alive or state.budget.crashes <= 0:
         return None
-    state = spend(state, crashes=1)
+    state = spend_checked(state, crashes=1)
     return process_dies(state, broker)
 
 
@@ -411,7 +413,7 @@ def _stop(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | 
     broker = state.brokers[b]
     if not broker.alive or state.budget.restarts <= 0:
         return None
-    state = spend(state, restarts=1)
+    state = spend_checked(state, restarts=1)
     # Closing the session needs ZooKeeper. A broker stopped during an outage exits all the same
     # (KafkaServer.shutdown gives up on the ZooKeeper client); its session lives on until it expires.
     if _holds_session(state, broker) and state.zk.available:
@@ -436,7 +438,7 @@ def _change_ibp(state: ClusterState, b: BrokerId, ibp: Ibp) -> ClusterState | No
     broker = state.brokers[b]
     if broker.alive or broker.config.ibp == ibp or state.budget.operator <= 0:
         return None
-    state = spend(state, operator=1)
+    state = spend_checked(state, operator=1)
     return put_broker(state, broker.replace(config=broker.config.replace(ibp=ibp)))
 
 
@@ -462,7 +464,7 @@ def _register(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterStat
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
     if not zkm.succeeded(results):
         return state
-    epoch = BrokerEpoch(zkm.get(zk, path).czxid)
+    epoch = BrokerEpoch(zkm.get_existing(zk, path).czxid)
     if variant.has(Bug.BROKER_KEEPS_OLD_EPOCH) and broker.epoch != UNKNOWN_BROKER_EPOCH:
         epoch = broker.epoch
     elif variant.has(Bug.BROKER_EPOCH_FROM_SESSION_ID):
@@ -480,17 +482,19 @@ def _send_controlled_shutdown(state: ClusterState, b: BrokerId) -> ClusterState 
     controller = znode_data(state, CONTROLLER)
     if not isinstance(controller, int):  # none, or a KRaft controller: shutdown goes by heartbeats then
         return None
-    state = send(spend(state, shutdowns=1), [ControlledShutdown(b, broker.epoch, controller)])
-    return None if state is None else put_broker(state, broker.replace(shutdown_sent=True))
+    sent = send(spend_checked(state, shutdowns=1), [ControlledShutdown(b, broker.epoch, controller)])
+    return None if sent is None else put_broker(sent, broker.replace(shutdown_sent=True))
 
 
 def _refresh_feature_cache(state: ClusterState, b: BrokerId, variant: Variant) -> ClusterState | None:
     """KIP-584 §Broker protections: read /features; never go back in epoch; die if incompatible."""
     broker = state.brokers[b]
     node = zkm.get(state.zk, FEATURES)
-    if not _connected(state, broker) or node is None or node.version == broker.features.epoch:
+    if not _connected(state, broker) or node is None:
         return None
-    epoch = FeatureEpoch(node.version)
+    epoch = FeatureEpoch(node.version)  # the feature epoch is /features' version (KIP-584)
+    if epoch == broker.features.epoch:
+        return None
     if epoch < broker.features.epoch:
         return state  # refused: an older epoch than the cache holds (FeatureCacheUpdateException)
     data: FeaturesZNode = node.data
@@ -545,12 +549,12 @@ def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> Clu
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
     if not zkm.succeeded(results):
         return put_broker(state, broker.replace(observed_epoch=None))
-    state = spend(state, elections=1)
+    state = spend_checked(state, elections=1)
     if epoch > state.history.max_controller_epoch:
         state = state.replace(history=state.history.replace(max_controller_epoch=epoch))
     if state.history.handed_back is not None and not state.history.zk_elected_since_hand_back:
         state = state.replace(history=state.history.replace(zk_elected_since_hand_back=True))
-    role = ControllerRole(epoch, zkm.get(zk, CONTROLLER_EPOCH).version, (), False)
+    role = ControllerRole(epoch, zkm.get_existing(zk, CONTROLLER_EPOCH).version, (), False)
     return put_broker(state, broker.replace(observed_epoch=None, controller=role))
 
 
@@ -587,12 +591,16 @@ def _by_id(b: LiveBroker) -> BrokerId:
     return b.id
 
 
+def topic_assignment(state: ClusterState) -> Assignment:
+    """The topic's replicas by partition: /brokers/topics/t exists from the start and nothing deletes it."""
+    return zkm.get_existing(state.zk, TOPIC).data
+
+
 def partition_states(state: ClusterState) -> list[tuple[PartitionId, PartitionState, ZkVersion]]:
-    """Each partition with its state znode's data and version."""
-    assignment = znode_data(state, TOPIC)
+    """Each partition with its state znode's data and version (each exists as long as the topic)."""
     found = []
-    for p in range(len(assignment)):
-        node = zkm.get(state.zk, partition_state_path(PartitionId(p)))
+    for p in range(len(topic_assignment(state))):
+        node = zkm.get_existing(state.zk, partition_state_path(PartitionId(p)))
         found.append((PartitionId(p), node.data, node.version))
     return found
 
@@ -613,7 +621,7 @@ def _tell_replicas(
 def _startup_requests(state: ClusterState, c: Broker, brokers: list[LiveBroker]) -> list[Message]:
     """onBrokerStartup: UpdateMetadata to each, then LeaderAndIsr for the partitions it hosts."""
     assert c.controller is not None
-    assignment = znode_data(state, TOPIC)
+    assignment = topic_assignment(state)
     partitions = partition_states(state)
     leaders = tuple((s.leader, s.leader_epoch) for _, s, _ in partitions)
     out: list[Message] = []
@@ -640,23 +648,24 @@ def _initialize_controller(state: ClusterState, c: BrokerId, variant: Variant) -
     broker = broker.replace(controller=role)
     zk = zkm.add_watch(state.zk, broker.session, BROKER_IDS, WatchKind.CHILD)
     state = state.replace(zk=zkm.consume(zk, c, BROKER_IDS, WatchKind.CHILD))
-    state = send(state, _startup_requests(state, broker, list(live)))
-    return None if state is None else put_broker(state, broker)
+    sent = send(state, _startup_requests(state, broker, list(live)))
+    return None if sent is None else put_broker(sent, broker)
 
 
 def _process_broker_change(state: ClusterState, c: BrokerId, variant: Variant) -> ClusterState | None:
     """KafkaController.processBrokerChange, as KIP-380 §Controller Detects Bounced Broker specifies."""
-    broker = _acting_controller(state, c)
-    if broker is None or not zkm.pending(state.zk, c, BROKER_IDS, WatchKind.CHILD):
+    acting = _acting_controller(state, c)
+    if acting is None or not zkm.pending(state.zk, c, BROKER_IDS, WatchKind.CHILD):
         return None
-    role = broker.controller
+    broker, role = acting
     current = {BrokerId(int(n)): BrokerEpoch(z.czxid) for n, z in zkm.children(state.zk, BROKER_IDS)}
     new, dead, bounced = classify_broker_change(role.epochs(), current, variant)
     admitted, refused = _admission(state, variant)
     started = [b for b in admitted if b.id in new or b.id in bounced]
     kept = [b for b in role.live if b.id in current and b.id not in bounced]
     live = tuple(sorted(kept + started, key=_by_id))
-    broker = broker.replace(controller=role.replace(live=live, refused=refused))
+    role = role.replace(live=live, refused=refused)
+    broker = broker.replace(controller=role)
     zk = zkm.consume(state.zk, c, BROKER_IDS, WatchKind.CHILD)
     if not variant.has(Bug.BROKER_CHANGE_WATCH_NOT_REARMED):
         zk = zkm.add_watch(zk, broker.session, BROKER_IDS, WatchKind.CHILD)
@@ -666,12 +675,12 @@ def _process_broker_change(state: ClusterState, c: BrokerId, variant: Variant) -
     if state.brokers[c].controller is None:  # fenced: it resigned instead
         return state
     requests = _startup_requests(state, broker, started)
-    epochs = broker.controller.epochs()
-    assignment = znode_data(state, TOPIC)
+    epochs = role.epochs()
+    assignment = topic_assignment(state)
     for p, s in changed:
         requests += _tell_replicas(broker, epochs, assignment[p], p, s)
-    state = send(state, requests)
-    return None if state is None else put_broker(state, broker)
+    sent = send(state, requests)
+    return None if sent is None else put_broker(sent, broker)
 
 
 def _on_broker_failure(
@@ -685,9 +694,10 @@ def _on_broker_failure(
     no candidate leaves the partition offline with NoLeader (-1), as OfflineReplica handling
     does, until ``ElectPartitionLeader`` finds a live ISR replica.
     """
+    assert c.controller is not None
     if not failed:
         return state, []
-    assignment = znode_data(state, TOPIC)
+    assignment = topic_assignment(state)
     writes: list[Op] = []
     changed: list[tuple[PartitionId, PartitionState]] = []
     for p, s, version in partition_states(state):
@@ -714,21 +724,22 @@ def _elect_partition_leader(
     state: ClusterState, c: BrokerId, p: PartitionId, variant: Variant
 ) -> ClusterState | None:
     """Offline-partition election: first live replica of the ISR in assignment order."""
-    broker = _acting_controller(state, c)
-    if broker is None:
+    acting = _acting_controller(state, c)
+    if acting is None:
         return None
-    live = broker.controller.epochs()
+    broker, role = acting
+    live = role.epochs()
     path = partition_state_path(p)
-    node = zkm.get(state.zk, path)
-    current: PartitionState = node.data
+    node = zkm.get_existing(state.zk, path)
+    current = node.data
     if current.leader in live:
         return None
-    assignment = znode_data(state, TOPIC)[p]
+    assignment = topic_assignment(state)[p]
     candidates = [r for r in assignment if r in current.isr and r in live]
     if not candidates:
         return None
     isr = tuple(r for r in current.isr if r in live)
-    new = PartitionState(candidates[0], LeaderEpoch(current.leader_epoch + 1), isr, broker.controller.epoch)
+    new = PartitionState(candidates[0], LeaderEpoch(current.leader_epoch + 1), isr, role.epoch)
     state, ok = _controller_write(state, broker, (SetData(path, new, node.version),), variant)
     if not ok:
         return state
@@ -738,14 +749,15 @@ def _elect_partition_leader(
 def _update_features(
     state: ClusterState, c: BrokerId, feature: str, level: FeatureLevel, allow: bool, variant: Variant
 ) -> ClusterState | None:
-    broker = _acting_controller(state, c)
-    if broker is None or state.budget.operator <= 0:
+    acting = _acting_controller(state, c)
+    if acting is None or state.budget.operator <= 0:
         return None
-    state = spend(state, operator=1)
+    broker, _ = acting
+    state = spend_checked(state, operator=1)
     error, finalized = decide_update_features(state, broker, feature, level, allow, variant)
-    if error is not Errors.NONE:
-        return state
     node = zkm.get(state.zk, FEATURES)
+    if error is not Errors.NONE or node is None:  # no /features: decide_update_features has refused
+        return state
     write = SetData(FEATURES, FeaturesZNode(FeatureStatus.ENABLED, finalized), node.version)
     state, _ = _controller_write(state, broker, (write,), variant)
     return state
@@ -799,12 +811,13 @@ def _handle_controlled_shutdown(
     state: ClusterState, c: Broker, m: ControlledShutdown, variant: Variant
 ) -> ClusterState | None:
     """KafkaController.doControlledShutdown: move leaderships away, shrink ISRs, stop follower replicas."""
-    if not _connected(state, c) or decide_controlled_shutdown(c, m, variant) is not Errors.NONE:
-        return state
     role = c.controller
+    # Not a controller: decide_controlled_shutdown refuses (STALE_CONTROLLER_EPOCH).
+    if role is None or not _connected(state, c) or decide_controlled_shutdown(c, m, variant) is not Errors.NONE:
+        return state
     live = role.epochs()
     leaving = m.broker_id
-    assignment = znode_data(state, TOPIC)
+    assignment = topic_assignment(state)
     writes: list[Op] = []
     changed: list[tuple[PartitionId, PartitionState]] = []
     stops: list[PartitionId] = []

@@ -10,6 +10,8 @@ never call ``step``.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterator
+
 from model import zookeeper as zkm
 from model.actions import (
     Action,
@@ -25,12 +27,24 @@ from model.state import (
     BROKER_IDS,
     CONTROLLER_EPOCH,
     FEATURES,
+    Broker,
     ClusterState,
     ControlledShutdown,
+    ControllerRole,
     PartitionState,
     znode_data,
 )
-from model.types import NO_LEADER, UNKNOWN_BROKER_EPOCH, FeatureStatus, ZkCode
+from model.types import (
+    NO_LEADER,
+    UNKNOWN_BROKER_EPOCH,
+    BrokerEpoch,
+    BrokerId,
+    ControllerEpoch,
+    FeatureStatus,
+    LeaderEpoch,
+    PartitionId,
+    ZkCode,
+)
 from model.zk_era import (
     broker_epoch_is_stale,
     finalized_features,
@@ -38,11 +52,11 @@ from model.zk_era import (
     is_current_controller,
     partition_states,
 )
-from model.zookeeper import WatchKind
+from model.zookeeper import WatchKind, Znode
 
 # ---- shared readings --------------------------------------------------------------------------
 
-def _tree(state: ClusterState):
+def _tree(state: ClusterState) -> tuple[tuple[str, ...], tuple[Znode[Hashable], ...]]:
     return state.zk.paths, state.zk.nodes
 
 
@@ -50,27 +64,33 @@ def _partitions(state: ClusterState) -> list[PartitionState]:
     return [s for _, s, _ in partition_states(state)]
 
 
-def _delivers_stale_controlled_shutdown(before: ClusterState, action: Action) -> bool:
-    """The step delivers a ControlledShutdown older than the epoch its controller holds for the broker."""
+def _stale_controlled_shutdown(before: ClusterState, action: Action) -> ControlledShutdown | None:
+    """The ControlledShutdown the step delivers if it is older than the epoch its controller holds for the broker."""
     if not isinstance(action, Deliver) or not isinstance(action.message, ControlledShutdown):
-        return False
+        return None
     m = action.message
     controller = before.brokers[m.dest].controller
     cached = None if controller is None else controller.cached_epoch(m.broker_id)
-    return cached is not None and broker_epoch_is_stale(m.broker_epoch, cached)
+    return m if cached is not None and broker_epoch_is_stale(m.broker_epoch, cached) else None
 
 
-def _in_sync_controllers(state: ClusterState):
-    """Current, initialized controllers whose /brokers/ids watch is armed with nothing pending."""
+def _in_sync_controllers(state: ClusterState) -> Iterator[ControllerRole]:
+    """The roles of current, initialized controllers whose /brokers/ids watch is armed with nothing pending."""
     for b in state.brokers:
+        role = b.controller
         if (
-            b.controller is not None
-            and b.controller.initialized
+            role is not None
+            and role.initialized
             and is_current_controller(state, b)
             and (b.session, BROKER_IDS, WatchKind.CHILD) in state.zk.watches
             and not zkm.pending(state.zk, b.id, BROKER_IDS, WatchKind.CHILD)
         ):
-            yield b
+            yield role
+
+
+def _registered_epochs(state: ClusterState) -> dict[BrokerId, BrokerEpoch]:
+    """Each registered broker's epoch as ZooKeeper has it: its /brokers/ids znode's czxid (KIP-380)."""
+    return {BrokerId(int(name)): BrokerEpoch(node.czxid) for name, node in zkm.children(state.zk, BROKER_IDS)}
 
 
 # ---- ZooKeeper's own rules ----------------------------------------------------------------------
@@ -196,8 +216,12 @@ def broker_epoch_is_registration_czxid(state: ClusterState) -> bool:
     for b in state.brokers:
         if b.alive and b.registered:
             node = zkm.get(state.zk, f"{BROKER_IDS}/{b.id}")
-            owned = node is not None and node.ephemeral_owner == b.session
-            if owned and zkm.session_client(state.zk, b.session) == b.id and b.epoch != node.czxid:
+            if (
+                node is not None
+                and node.ephemeral_owner == b.session
+                and zkm.session_client(state.zk, b.session) == b.id
+                and b.epoch != BrokerEpoch(node.czxid)
+            ):
                 return False
     return True
 
@@ -246,11 +270,10 @@ def no_stale_control_request_applied(before: ClusterState, action: Action, after
     "KIP-380 §Controller Detects Bounced Broker",
 )
 def controller_sees_every_bounce(state: ClusterState) -> bool:
-    registered = {int(name): node.czxid for name, node in zkm.children(state.zk, BROKER_IDS)}
-    for c in _in_sync_controllers(state):
-        cached = c.controller.epochs()
-        seen = {**dict(c.controller.refused), **cached}
-        if seen != registered or len(seen) != len(cached) + len(c.controller.refused):
+    for role in _in_sync_controllers(state):
+        cached = role.epochs()
+        seen = {**dict(role.refused), **cached}
+        if seen != _registered_epochs(state) or len(seen) != len(cached) + len(role.refused):
             return False
     return True
 
@@ -261,9 +284,9 @@ def controller_sees_every_bounce(state: ClusterState) -> bool:
     "KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations",
 )
 def stale_controlled_shutdown_moves_nothing(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if not _delivers_stale_controlled_shutdown(before, action):
+    m = _stale_controlled_shutdown(before, action)
+    if m is None:
         return True
-    m = action.message
     return list(_partitions(before)) == list(_partitions(after)) and after.network == before.network - {m}
 
 
@@ -280,16 +303,19 @@ def leader_epochs_never_decrease(before: ClusterState, action: Action, after: Cl
         for old, new in zip(_partitions(before), _partitions(after)):
             if new.leader_epoch < old.leader_epoch:
                 return False
-    for old, new in zip(before.brokers, after.brokers):
-        if old is not new and old.alive and new.alive:
-            for r_old, r_new in zip(old.replicas, new.replicas):
+    for b_old, b_new in zip(before.brokers, after.brokers):
+        if b_old is not b_new and b_old.alive and b_new.alive:
+            for r_old, r_new in zip(b_old.replicas, b_new.replicas):
                 if r_old is not None and (r_new is None or r_new.leader_epoch < r_old.leader_epoch):
                     return False
     return True
 
 
-def _terms_by_leader_epoch(state: ClusterState) -> dict:
-    by_epoch: dict = {}
+LeaderTerm = tuple[BrokerId, BrokerEpoch, ControllerEpoch]  # who led, in which generation, sent by which controller
+
+
+def _terms_by_leader_epoch(state: ClusterState) -> dict[tuple[PartitionId, LeaderEpoch], list[LeaderTerm]]:
+    by_epoch: dict[tuple[PartitionId, LeaderEpoch], list[LeaderTerm]] = {}
     for p, e, broker, broker_epoch, controller_epoch in state.history.leader_terms:
         by_epoch.setdefault((p, e), []).append((broker, broker_epoch, controller_epoch))
     return by_epoch
@@ -305,7 +331,7 @@ def one_leader_per_leader_epoch(state: ClusterState) -> bool:
     for terms in _terms_by_leader_epoch(state).values():
         if len({broker for broker, _, _ in terms}) > 1:
             return False
-        per_controller: dict = {}
+        per_controller: dict[ControllerEpoch, set[BrokerEpoch]] = {}
         for _, broker_epoch, controller_epoch in terms:
             per_controller.setdefault(controller_epoch, set()).add(broker_epoch)
         if any(len(epochs) > 1 for epochs in per_controller.values()):
@@ -458,7 +484,7 @@ def fast_bounce_detected(before: ClusterState, action: Action, after: ClusterSta
     "KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations",
 )
 def stale_controlled_shutdown_arrives(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    return _delivers_stale_controlled_shutdown(before, action)
+    return _stale_controlled_shutdown(before, action) is not None
 
 
 @sometimes(
@@ -498,7 +524,7 @@ def multi_fails(before: ClusterState, action: Action, after: ClusterState) -> bo
 section("Liveness")
 
 
-def _holds_registration(state: ClusterState, b) -> bool:
+def _holds_registration(state: ClusterState, b: Broker) -> bool:
     """The broker's process holds /brokers/ids/<id>, created in its own live session."""
     node = zkm.get(state.zk, f"{BROKER_IDS}/{b.id}")
     return (
@@ -526,7 +552,7 @@ def every_live_broker_eventually_registered(state: ClusterState) -> bool:
 
 def _controller_caught_up(state: ClusterState) -> bool:
     """Every current, initialized controller's cached epochs and refusals are /brokers/ids's czxids."""
-    registered = {int(name): node.czxid for name, node in zkm.children(state.zk, BROKER_IDS)}
+    registered = _registered_epochs(state)
     for c in state.brokers:
         if c.controller is not None and c.controller.initialized and is_current_controller(state, c):
             if {**dict(c.controller.refused), **c.controller.epochs()} != registered:

@@ -120,6 +120,16 @@ def get(zk: ZkState, path: str) -> Znode[Hashable] | None:
     return None
 
 
+def get_existing(zk: ZkState, path: ZPath[D]) -> Znode[D]:
+    """The znode at ``path``, which the caller knows exists (it was just written, or is never deleted).
+
+    Fails loudly when it does not: the caller's reading of the tree is wrong, which is a bug."""
+    node = get(zk, path)
+    if node is None:
+        raise LookupError(f"no znode at {path}, which the caller knows to exist")
+    return node
+
+
 def parent(path: str) -> str:
     return path.rsplit("/", 1)[0] or "/"
 

@@ -12,11 +12,12 @@ blocks, each a command, a ``----`` line and the expected output, ending at a bla
     ----
     refused
 
-Commands:
-- ``init scope=NAME [profile=kip|kafka-3.9] [cold=true] [bugs=NAME,...] [impl_bugs=NAME,...]``:
-  the scope's start state (its warm start unless ``cold=true``), under the model with those
-  seeded bugs switched on (and, with ``--impl``, the implementation with its own).
-  Budgets are lifted: in a scenario the script chooses the faults.
+Commands (a comment before a command stays with it through ``--rewrite``):
+- ``init scope=NAME [profile=kip|kafka-3.9] [cold=true] [stage=none|STAGE] [metadata_version=IBP_X]
+  [bugs=NAME,...] [impl_bugs=NAME,...]``: the scope's start state (its warm start unless
+  ``cold=true``; ``stage`` and ``metadata_version`` change the scope, ``_shaped``), under the model
+  with those seeded bugs switched on (and, with ``--impl``, the implementation with its own).
+  Budgets are lifted: in a scenario the script chooses the faults. A file may ``init`` again.
 - ``step KIND field=value ...``: one model action (the names of ``model.actions``; values are
   JSON: numbers, ``true``, strings, objects such as a message ``{"kind": "UpdateMetadata", ...}``,
   enums by their member's name, ``IBP_3_6_IV1``). The output says ``refused`` (not enabled), ``accepted, no
@@ -47,9 +48,10 @@ from impl.bugs import ImplBug
 from model.bugs import Bug, Variant
 from model.invariants import violations
 from model.migration import Profile
-from model.scopes import SCOPES, Scope, cold_state, initial_state
+from model.scopes import SCOPES, STAGES, Scope, cold_state, initial_state
 from model.state import Budget, ClusterState
 from model.step import enabled_actions, step
+from model.types import Ibp
 from model.zookeeper import ZkState
 from properties.differential import Differential, Disagreement
 from properties.files import write_text
@@ -78,14 +80,18 @@ class Block:
     line: int  # where its command starts, 1-based
     command: str
     expected: str
+    preamble: str = ""  # the comment (and blank) lines just before the command, kept by --rewrite
 
 
 def parse(text: str, where: str) -> list[Block]:
     blocks: list[Block] = []
     lines = text.splitlines()
     i = 0
+    preamble: list[str] = []
     while i < len(lines):
         if not lines[i].strip() or lines[i].startswith("#"):
+            if preamble or lines[i].strip():  # blank lines before a comment are the blocks' separator
+                preamble.append(lines[i])
             i += 1
             continue
         start, command = i + 1, lines[i].strip()
@@ -97,29 +103,20 @@ def parse(text: str, where: str) -> list[Block]:
         while i < len(lines) and lines[i].strip():
             output.append(lines[i])
             i += 1
-        blocks.append(Block(start, command, "\n".join(output)))
+        blocks.append(Block(start, command, "\n".join(output), "".join(f"{line}\n" for line in preamble)))
+        preamble = []
+    if any(line.strip() for line in preamble) and blocks:
+        # --rewrite keeps a comment with the command after it; one with no command after it would be lost.
+        raise ScenarioError(f"{where}:{len(lines)}: a comment after the last command (put it before a command)")
     return blocks
 
 
-def render(blocks: list[Block], outputs: list[str], header: str) -> str:
-    """The file with ``outputs`` as each block's expected output (its comments before the first block kept)."""
-    parts = [header] if header else []
-    for block, output in zip(blocks, outputs):
-        parts.append(f"{block.command}\n{SEPARATOR}\n{output}".rstrip() + "\n")
-    return "\n".join(parts)
-
-
-def _header(text: str) -> str:
-    """The comment lines at the top of a file, kept when it is rewritten."""
-    head = []
-    for line in text.splitlines():
-        if line.startswith("#") or not line.strip():
-            head.append(line)
-        else:
-            break
-    while head and not head[-1].strip():
-        head.pop()
-    return "\n".join(head) + "\n" if head else ""
+def render(blocks: list[Block], outputs: list[str]) -> str:
+    """The file with ``outputs`` as each block's expected output, each block's comments kept before it."""
+    return "\n".join(
+        f"{block.preamble}{block.command}\n{SEPARATOR}\n{output}".rstrip() + "\n"
+        for block, output in zip(blocks, outputs)
+    )
 
 
 # ---- running ----------------------------------------------------------------------------------
@@ -154,14 +151,16 @@ class Session:
 
     def _init(self, rest: str, here: str) -> str:
         options = _options(rest, here)
-        unknown = set(options) - {"scope", "profile", "cold", "bugs", "impl_bugs"}
+        unknown = set(options) - {"scope", "profile", "cold", "bugs", "impl_bugs", "stage", "metadata_version"}
         if unknown:
             raise ScenarioError(
-                f"{here}: unknown init option {sorted(unknown)[0]} (scope, profile, cold, bugs, impl_bugs)"
+                f"{here}: unknown init option {sorted(unknown)[0]} "
+                "(scope, profile, cold, bugs, impl_bugs, stage, metadata_version)"
             )
         name = options.get("scope")
         if name not in SCOPES:
             raise ScenarioError(f"{here}: unknown scope {name!r}; `kraftcheck scopes` lists them")
+        scope, shaped = _shaped(SCOPES[name], options, here)
         try:
             profile = Profile(options.get("profile", Profile.KIP.value))
         except ValueError:
@@ -177,9 +176,10 @@ class Session:
             if bug not in IMPL_BUG_NAMES:
                 raise ScenarioError(f"{here}: unknown seeded bug of the implementation {bug!r}; `kraftcheck mutants`")
             impl_bugs |= {IMPL_BUG_NAMES[bug]}
-        self.scope, self.variant = SCOPES[name], Variant(bugs=bugs, profile=profile)
+        self.scope, self.variant = scope, Variant(bugs=bugs, profile=profile)
         start = cold_state(self.scope) if cold else initial_state(self.scope)
         self.state = start.replace(budget=UNBOUNDED)
+        self.impl = None  # a file may start again: each init its own implementation
         if self.against_impl:
             if bugs:
                 self.impl_skipped = "seeded model bugs: the implementation has its own (impl/bugs.py)"
@@ -190,7 +190,7 @@ class Session:
         warmth = "cold" if cold or not self.scope.warm else "warm"
         seeded = f", bugs {','.join(sorted(b.value for b in bugs))}" if bugs else ""
         seeded += f", implementation bugs {','.join(sorted(b.value for b in impl_bugs))}" if impl_bugs else ""
-        return (f"scope {name} ({warmth}), profile {profile.value}{seeded}, {len(self.state.brokers)} brokers, "
+        return (f"scope {name} ({warmth}{shaped}), profile {profile.value}{seeded}, {len(self.state.brokers)} brokers, "
                 f"{len(self.state.controllers)} controllers")
 
     def _step(self, rest: str, here: str) -> str:
@@ -225,6 +225,33 @@ class Session:
         if isinstance(value, frozenset):  # one item a line, sorted: a set's own order is the hash's
             return "\n".join(sorted(describe(item) for item in value)) or "(empty)"
         return describe(value)
+
+
+def _shaped(scope: Scope, options: dict[str, Any], here: str) -> tuple[Scope, str]:
+    """The scope with ``init``'s ``stage`` and ``metadata_version``, and how the output names them.
+
+    ``stage=none`` starts the KRaft side cold (the ZooKeeper side warm); another stage takes the warm
+    start that far. ``metadata_version=IBP_X`` is the cluster's level: every broker's IBP and the
+    quorum's bootstrap metadata.version (a ZK broker registers only at the finalized level, reference §3.1).
+    """
+    said = []
+    if "stage" in options:
+        stage = str(options["stage"])
+        if stage != "none" and stage not in STAGES:
+            raise ScenarioError(f"{here}: unknown stage {stage!r} (none, {', '.join(STAGES)})")
+        if not scope.controllers:
+            raise ScenarioError(f"{here}: scope {scope.name} has no KRaft side to stage")
+        scope = scope.replace(stage=None if stage == "none" else stage)
+        said.append(f"stage {stage}")
+    if "metadata_version" in options:
+        level = Ibp.__members__.get(str(options["metadata_version"]))
+        if level is None:
+            raise ScenarioError(f"{here}: unknown metadata_version {options['metadata_version']!r} "
+                                f"({', '.join(Ibp.__members__)})")
+        scope = scope.replace(ibps=(level,) * scope.brokers,
+                              controllers=tuple(c.replace(metadata_version=level) for c in scope.controllers))
+        said.append(f"metadata.version {level.name}")
+    return scope, "".join(f", {s}" for s in said)
 
 
 def _options(text: str, here: str) -> dict[str, Any]:
@@ -332,5 +359,4 @@ def run_file(path: Path, against_impl: bool = False) -> FileResult:
 
 def rewrite(result: FileResult) -> None:
     """The file with the model's outputs as its expected ones, whole or not at all."""
-    text = result.path.read_text(encoding="utf-8")
-    write_text(result.path, render(result.blocks, result.outputs, _header(text)))
+    write_text(result.path, render(result.blocks, result.outputs))

@@ -15,7 +15,8 @@ Rules (docs/design.md §13):
   split by whether the marked code switches on the profile; the manifest page is
   ``properties/manifest.json`` with each scope's definition; the KIP sections page
   (``properties.citations``) maps each section of the seeds to the properties and the code that
-  cite it.
+  cite it; the conformance page (``properties.conformance``) lists Kafka's own test cases with their
+  scenarios, run, or the reasons they have none.
 - Output is deterministic: the same model and manifest give the same bytes.
 """
 
@@ -32,7 +33,7 @@ from model import SCOPES, SEEDED_BUGS, Scope, initial_state, successors
 from model.kraft import BrokerState, ZkMigrationState
 from model.migration import STATE_BYTES, STATE_ORDER, VALID_TRANSITIONS, MigrationDriverState, Profile
 from model.scopes import ROLLBACK_REUSES_ZK_EPOCH
-from properties import catalogue, citations
+from properties import catalogue, citations, conformance
 from properties.catalogue import GENERATED, ROOT, campaign_scope, pinned, scope_link, write_page
 from properties.manifest import DEPTH_LIMITS, SYMMETRIC, keys, split
 
@@ -387,6 +388,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "profiles.md": render_profiles,
     "manifest.md": render_manifest,
     "kip-sections.md": citations.render,
+    "conformance.md": conformance.render,
 }
 
 

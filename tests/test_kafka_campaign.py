@@ -104,7 +104,8 @@ def test_kafka_run_reads_each_controller_on_its_own(tmp_path):
             ],
             3001: [
                 "[RaftManager id=3001] Completed transition to Leader(localReplicaKey=x, epoch=2, y)",
-                f"[KRaftMigrationDriver id=3001] 3001 transitioning from KRAFT_CONTROLLER_TO_BROKER_COMM to DUAL_WRITE state {DRIVER}",
+                "[KRaftMigrationDriver id=3001] 3001 transitioning from KRAFT_CONTROLLER_TO_BROKER_COMM to DUAL_WRITE "
+                f"state {DRIVER}",
             ],
             3002: [
                 "[RaftManager id=3002] Completed transition to FollowerState(epoch=2, leader=3001)",

@@ -13,7 +13,18 @@ import json
 import pytest
 
 from model import PROPERTIES
-from properties.kafka.checks import ACKNOWLEDGED_WRITES, CHECKS, NOT_OBSERVABLE, RUNBOOK_PROGRESS, Observed, run_checks
+from properties.kafka.checks import (
+    ACKNOWLEDGED_WRITES,
+    BROKER_GAUGES,
+    CHECKS,
+    GAUGES_FOLLOW_THE_LOG,
+    NO_METADATA_ERRORS,
+    NOT_OBSERVABLE,
+    ONE_ACTIVE_CONTROLLER,
+    RUNBOOK_PROGRESS,
+    Observed,
+    run_checks,
+)
 
 MIGRATION, PRE_MIGRATION, POST_MIGRATION = 1, 2, 3  # Kafka >= 3.5's ZkMigrationState bytes
 
@@ -59,6 +70,15 @@ def zk_broker_registers(offset, time, broker):
 
 def line(process, kind, number, time, **fields):
     return {"channel": "log", "process": process, "line": number, "time": time, "kind": kind, **fields}
+
+
+def jmx(process, time, final=False, **metrics):
+    sample = {"channel": "jmx", "process": process, "time": time, "up": True, "metrics": metrics}
+    return sample | {"final": True} if final else sample
+
+
+def unreachable(process, time):
+    return {"channel": "jmx", "process": process, "time": time, "up": False}
 
 
 def controller_znode(broker, kraft_epoch=-1):
@@ -172,6 +192,25 @@ def clean() -> Observed:
         {"seq": 2, "error": "_MSG_TIMED_OUT", "time": 9000},
     ]
     obs.ledger = [{"seq": 0, "partition": 0, "offset": 0}, {"seq": 1, "partition": 1, "offset": 0}]
+    # the gauges as Kafka 3.9.2 showed them: -1 before the first image, a ZK broker's constant 4,
+    # the controller's state following its log; the brokers' counts are the log's (two fenced, migrating)
+    ctl_gauges = {"ActiveControllerCount": 1, "MetadataErrorCount": 0, "ActiveBrokerCount": 0, "FencedBrokerCount": 2}
+    obs.jmx = [
+        jmx("broker-0", 900, ZkMigrationState=4, ActiveControllerCount=1),
+        jmx("controller-3000", 1995, ZkMigrationState=-1, MetadataErrorCount=0),
+        jmx("controller-3000", 2500, ZkMigrationState=PRE_MIGRATION, **ctl_gauges, **{"high-watermark": 5}),
+        jmx("broker-0", 9050, ZkMigrationState=4, ActiveControllerCount=0),
+        jmx("controller-3000", 9100, ZkMigrationState=MIGRATION, **ctl_gauges, **{"high-watermark": 76}),
+        unreachable("controller-3000", 9200),
+        jmx("controller-3000", 9300, ZkMigrationState=-1, MetadataErrorCount=0, **{"high-watermark": -1}),
+        jmx("controller-3000", 9400, ZkMigrationState=MIGRATION, **ctl_gauges, **{"high-watermark": 77}),
+        jmx("broker-0", 9600, True, ZkMigrationState=4, ActiveControllerCount=0),
+        jmx(
+            "controller-3000", 9600, True, ZkMigrationState=MIGRATION, MigratingZkBrokerCount=2, **ctl_gauges,
+            **{"high-watermark": 77}
+        ),
+    ]
+    obs.operator.append({"channel": "operator", "kind": "end", "outcome": "completed", "time": 9700})
     return obs
 
 
@@ -324,7 +363,32 @@ def _version_back(obs):
     obs.zk["/migration"][2]["version"] = 0
 
 
+def _gauge_shows_an_uncommitted_state(obs):
+    obs.jmx[4]["metrics"]["ZkMigrationState"] = POST_MIGRATION  # before its log has POST_MIGRATION
+
+
+def _two_active_controllers_at_rest(obs):
+    obs.jmx[-2]["metrics"]["ActiveControllerCount"] = 1  # the ZK broker still leads after the KRaft claim
+
+
+def _gauge_counts_a_broker_the_log_lacks(obs):
+    obs.jmx[-1]["metrics"]["MigratingZkBrokerCount"] = 3
+
+
+def _metadata_record_fails_to_apply(obs):
+    obs.jmx[4]["metrics"]["MetadataErrorCount"] = 1
+
+
+def _high_watermark_goes_back(obs):
+    obs.jmx[4]["metrics"]["high-watermark"] = 4  # within the controller's first incarnation
+
+
 SEEDED = {
+    GAUGES_FOLLOW_THE_LOG: _gauge_shows_an_uncommitted_state,
+    ONE_ACTIVE_CONTROLLER: _two_active_controllers_at_rest,
+    BROKER_GAUGES: _gauge_counts_a_broker_the_log_lacks,
+    NO_METADATA_ERRORS: _metadata_record_fails_to_apply,
+    "HighWatermarkNeverDecreases": _high_watermark_goes_back,
     "ControllerEpochNeverDecreases": _epoch_goes_back,
     "ZkControllerEpochsIncreaseAcrossHandOver": _epoch_goes_back,
     "EveryElectionBumpsControllerEpoch": _controller_without_epoch_bump,
@@ -375,10 +439,29 @@ def test_kafka_check_catches_its_seeded_bug(name):
 
 def test_kafka_checks_cover_the_model_registry():
     """Every model property is either checked on real runs or listed with the reason it cannot be."""
-    names = {p.name for p in PROPERTIES} | {RUNBOOK_PROGRESS, ACKNOWLEDGED_WRITES}
+    own = {RUNBOOK_PROGRESS, ACKNOWLEDGED_WRITES, GAUGES_FOLLOW_THE_LOG, ONE_ACTIVE_CONTROLLER, BROKER_GAUGES,
+           NO_METADATA_ERRORS}
+    names = {p.name for p in PROPERTIES} | own
     assert set(CHECKS) | set(NOT_OBSERVABLE) == names
     assert not set(CHECKS) & set(NOT_OBSERVABLE)
     assert set(SEEDED) == set(CHECKS)
+
+
+def test_gauges_are_judged_within_one_incarnation_and_at_rest_only():
+    """A restarted controller's high watermark and state start over (-1 until it has loaded): no
+    violation across the restart. A run that did not complete has no samples at rest to judge."""
+    obs = clean()
+    assert CHECKS["HighWatermarkNeverDecreases"](obs) == []  # 76 -> (restart) -1 -> 77
+    obs.jmx[-2]["metrics"]["ActiveControllerCount"] = 1
+    obs.operator[-1]["outcome"] = "stuck: dual-write"
+    assert CHECKS[ONE_ACTIVE_CONTROLLER](obs) == []
+    assert CHECKS[BROKER_GAUGES](obs) == []
+
+
+def test_the_gauge_may_not_go_back_to_an_earlier_state():
+    obs = clean()
+    obs.jmx.append(jmx("controller-3000", 9500, ZkMigrationState=PRE_MIGRATION))  # same incarnation as 9400
+    assert {v.invariant for v in CHECKS[GAUGES_FOLLOW_THE_LOG](obs)} == {GAUGES_FOLLOW_THE_LOG}
 
 
 def test_kafka_checks_unobserved_versions_are_no_violation():
@@ -449,10 +532,20 @@ def test_kafka_checks_driver_table_follows_the_release():
     assert [v.invariant for v in skipping((3, 9, 2))] == ["DriverTakesOnlyTableTransitions"]
 
 
+def test_a_write_acknowledged_without_an_offset_is_looked_for_in_its_partition():
+    """A duplicate the broker recognised is acknowledged without an offset: found anywhere in its
+    partition it survived; missing from it, it was lost."""
+    obs = clean()
+    obs.acknowledged[1]["offset"] = None
+    assert CHECKS[ACKNOWLEDGED_WRITES](obs) == []
+    obs.ledger[1]["partition"] = 2
+    assert [v.invariant for v in CHECKS[ACKNOWLEDGED_WRITES](obs)] == [ACKNOWLEDGED_WRITES]
+
+
 def test_kafka_checks_unread_ledger_judges_nothing():
     """A ledger that could not be read back whole (the run ended stuck) is no evidence of loss."""
     obs = clean()
-    obs.operator[-1]["read_complete"] = False
+    next(e for e in obs.operator if e["kind"] == "ledger")["read_complete"] = False
     del obs.ledger[1]
     assert CHECKS[ACKNOWLEDGED_WRITES](obs) == []
 

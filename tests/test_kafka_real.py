@@ -21,6 +21,7 @@ import pytest
 
 from properties.cli import main
 from properties.kafka import install
+from properties.kafka.run import kafka_answered
 from tests.zk_server import SKIP_ENV
 
 SEED = 6  # kills the KRaft controller while the last broker rolls into migration mode (the trigger)
@@ -88,6 +89,21 @@ def test_kafka_run_observes_every_channel(migrated):
     timeline = [json.loads(line) for line in (folder / "timeline.jsonl").read_text().splitlines()]
     offsets = [e["offset"] for e in timeline if e["channel"] == "metadata"]
     assert offsets == sorted(offsets)  # the merged timeline keeps the log's own order
+
+
+def test_kafka_run_samples_every_process_over_jmx(migrated):
+    """KIP-866 §Metrics from outside: the controller's gauges followed the migration to MIGRATION, the
+    killed controller was seen unreachable, and every process was sampled once more at rest."""
+    _, folder = migrated
+    samples = [json.loads(line) for line in (folder / "jmx.jsonl").read_text().splitlines()]
+    controller = [e for e in samples if e["process"] == "controller-3000"]
+    assert any(not e["up"] for e in controller)  # killed during the trigger
+    states = [e["metrics"]["ZkMigrationState"] for e in controller if "ZkMigrationState" in e.get("metrics", {})]
+    assert states[-1] == 1  # MIGRATION, in Kafka 3.5+'s numbering
+    final = {e["process"]: e for e in samples if e.get("final")}
+    assert set(final) == {"controller-3000", "broker-0", "broker-1", "broker-2"}
+    assert final["controller-3000"]["metrics"]["MigratingZkBrokerCount"] == 3
+    assert sum(e["metrics"].get("ActiveControllerCount", 0) for e in final.values()) == 1  # the KRaft controller
 
 
 def test_kafka_run_leaves_nothing_running(migrated):
@@ -196,6 +212,38 @@ def test_kafka_4_quorum_with_feature_updates_is_clean(tmp_path):
     ]
     assert events[-1]["outcome"] == "completed"
     assert code == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["3.4.1", "3.6.2"])
+def test_kafka_3_kraft_born_feature_updates_reach_kafka(version, tmp_path):
+    """The kraft runbook on releases before KIP-919's --bootstrap-controller (3.7) and before
+    FeatureCommand moved to kafka-tools (3.6): each update is answered by Kafka, the upgrade taken
+    and both downgrades from a level that changed metadata refused (KIP-584 §Changes to Kafka
+    Controller); none is the tool failing to start."""
+    install.install(version)
+    folder = tmp_path / "run"
+    code = main(["kafka", "run", "--version", version, "--runbook", "kraft", "--faults", "none", "--out", str(folder)])
+    updates = [e for e in _operator(folder) if e.get("action") == "update-features"]
+    assert [(e["command"][0], e["refused"]) for e in updates] == [
+        ("upgrade", False),
+        ("downgrade", True),
+        ("downgrade", True),
+    ]
+    assert all("Could not downgrade metadata.version" in e["answer"] for e in updates[1:])
+    validation = json.loads((folder / "validation.json").read_text())
+    assert validation["outcome"] == "explained", validation["report"]  # Kafka's answers are the model's decisions
+    assert code == 0
+
+
+def test_only_kafkas_answer_is_recorded_as_a_refusal():
+    refused = (
+        "Could not downgrade metadata.version to 7. Invalid metadata.version 7. Unsafe metadata downgrade is not "
+        "supported in this version.\n1 out of 1 operation(s) failed."
+    )
+    assert kafka_answered(refused)
+    assert not kafka_answered("Caused by: java.lang.ClassNotFoundException: org.apache.kafka.tools.FeatureCommand")
+    assert not kafka_answered("argparse: unrecognized arguments: '--bootstrap-controller'")
 
 
 def test_kafka_4_cannot_run_the_migration(capsys):

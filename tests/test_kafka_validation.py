@@ -16,6 +16,7 @@ import pytest
 
 from model.kraft import ZkMigrationState
 from properties.kafka.checks import Observed
+from properties.kafka.observe import parse_log_text
 from properties.kafka.validate import TRACE_VALIDATION, observations, validate
 
 DATA = Path(__file__).parent / "data"
@@ -55,6 +56,9 @@ def test_validation_explains_the_recorded_real_run():
     [
         # Kafka 3.4: no SYNC_KRAFT_TO_ZK, no PRE_MIGRATION record, the claim read from the /controller watch
         ("kafka-3.4-dual-write-run.json", ("BecomeZkController", "MigrateMetadata", "SyncKRaftToZk")),
+        # Kafka 3.5: migrates below 3.6-IV1 (played at 3.6-IV1); a broker killed just before its roll to
+        # KRaft is started by the roll, and the heal the roll made needless is skipped
+        ("kafka-3.5-finalize-run.json", ("CrashBroker", "MigrateBrokerToKRaft", "ReconfigureController")),
         # Kafka 4.1: a KRaft-born quorum, its brokers registered and rolled
         ("kafka-4-kraft-run.json", ("BecomeLeader", "RegisterWithKRaft", "StopBroker", "RestartBroker")),
     ],
@@ -67,6 +71,33 @@ def test_validation_explains_recorded_runs_of_other_releases(name, steps):
     assert result.explained == result.total > 5
     names = {type(a).__name__ for a in result.path}
     assert set(steps) <= names
+
+
+def test_validation_keeps_an_election_won_while_stopping_and_a_killed_stops_session_loss():
+    """A broker stopped right after the rollback deleted /controller won the ZooKeeper election while it
+    shut down (epoch 5), hung, and was killed; the next controller took epoch 6 once its session expired.
+    The election outlives the stop, so the stop is placed after it; and a killed process's session is
+    lost later, as after a kill -9 (KIP-380 §Proposed Changes: a new controller bumps the epoch)."""
+    obs, plan = recorded("kafka-rollback-killed-stop-run.json")
+    result = validate(obs, plan)
+    assert result.ok, "\n".join(result.report())
+    names = [str(a) for a in result.path]
+    elected, crashed = names.index("ElectController(broker=0)", names.index("DeleteControllerZNodes()")), names.index(
+        "CrashBroker(broker=0)"
+    )
+    assert elected < crashed
+    assert "ExpireSession" in " ".join(names[crashed:])
+
+
+def test_validation_lets_a_resumed_broker_find_its_session_lost():
+    """A broker paused past its ZooKeeper session while the run settled hears of the expiry only when it
+    resumes, and registers again after the heal (KIP-380 §Proposed Changes: a new czxid, a new epoch)."""
+    obs, plan = recorded("kafka-rollback-paused-run.json")
+    result = validate(obs, plan)
+    assert result.ok, "\n".join(result.report())
+    names = [str(a) for a in result.path]
+    assert names[-2:] == ["OpenSession(broker=0)", "RegisterBroker(broker=0)"]
+    assert any(n.startswith("ExpireSession") for n in names[-6:-2])
 
 
 def test_validation_reads_a_34_migration_record_as_kafka_35_does(monkeypatch):
@@ -185,7 +216,6 @@ def test_validation_names_a_migration_state_that_went_back():
     [
         (lambda obs, plan: plan.update(runbook="a-runbook-of-tomorrow"), "runbook a-runbook-of-tomorrow"),
         (lambda obs, plan: setattr(obs, "version", (3, 4, 1)), "Kafka 3.4 commits no POST_MIGRATION"),
-        (lambda obs, plan: plan.update(runbook="kraft"), "the kraft runbook on 3.x"),
     ],
 )
 def test_validation_says_what_it_does_not_validate(change, reason):
@@ -216,3 +246,25 @@ def test_validation_failure_is_a_violation_of_the_run(tmp_path, monkeypatch):
     assert saved["outcome"] == "unexplained" and saved["path"][-1] == "BecomeZkController(controller=3000)"
     verdict = json.loads((tmp_path / "violations.json").read_text())
     assert TRACE_VALIDATION in {v["invariant"] for v in verdict}
+
+
+@pytest.mark.parametrize(
+    ("line", "claimed"),
+    [
+        # Kafka 3.9 (KRaftMigrationDriver.applyMigrationOperation with alwaysLog)
+        ("INFO [KRaftMigrationDriver id=3000] Claimed ZK controller leadership in 1234 ns. Transitioned migration "
+         "state from ZkMigrationLeadershipState{...} to ZkMigrationLeadershipState{...}", True),
+        # Kafka 3.5 to 3.8, at TRACE: the claim changed the state
+        ("TRACE [KRaftMigrationDriver id=3000] Claiming ZK controller leadership. Transitioned migration state from "
+         "ZkMigrationLeadershipState{...} to ZkMigrationLeadershipState{...}", True),
+        # a claim that failed leaves the state as it was: no claim
+        ("TRACE [KRaftMigrationDriver id=3000] Claiming ZK controller leadership. Kept migration state as "
+         "ZkMigrationLeadershipState{...}", False),
+    ],
+)
+def test_the_claim_is_read_in_each_releases_wording(line, claimed):
+    """Without the claim the driver's move to ZK_MIGRATION has no model path (KIP-866 §Controller
+    Leadership: the claim comes first); 3.5 to 3.8 word it otherwise than 3.9."""
+    logger = "(org.apache.kafka.metadata.migration.KRaftMigrationDriver)"
+    events = parse_log_text(f"[2026-11-27 00:39:17,863] {line} {logger}", "controller-3000")
+    assert [e["kind"] for e in events if e["kind"] == "driver-claimed"] == (["driver-claimed"] if claimed else [])

@@ -65,6 +65,7 @@ from model.kraft import (
     KRaftEpoch,
     LeaderChangeMessage,
     LogEntry,
+    MetadataImage,
     PartitionChangeRecord,
     PartitionImage,
     PartitionRecord,
@@ -90,7 +91,17 @@ from model.migration import (
 from model.scopes import SCOPES, initial_state
 from model.state import CONTROLLER, CONTROLLER_EPOCH, LeaderAndIsr, UpdateMetadata, partition_state_path
 from model.step import step
-from model.types import NO_SESSION, BrokerEpoch, BrokerId, ControllerEpoch, Errors, Ibp, LeaderEpoch, PartitionId
+from model.types import (
+    NO_SESSION,
+    BrokerEpoch,
+    BrokerId,
+    ControllerEpoch,
+    Errors,
+    Ibp,
+    LeaderEpoch,
+    PartitionId,
+    metadata_changed_between,
+)
 from model.zookeeper import get
 from tests.conftest import appended, run, tree, with_budget
 
@@ -658,3 +669,30 @@ def test_metadata_version_update_follows_upgrade_types_and_freezes_during_migrat
         decide_metadata_version(dual.replace(migration=M.POST_MIGRATION), Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE, CORRECT)
         is Errors.INVALID_UPDATE_VERSION
     )
+
+
+@pytest.mark.parametrize(
+    ("current", "target", "changed"),
+    [
+        (Ibp.IBP_3_9_IV0, Ibp.IBP_3_8_IV0, False),  # 3.9-IV0 changed no metadata
+        (Ibp.IBP_3_8_IV0, Ibp.IBP_3_7_IV0, True),  # 3.7-IV2 (level 17) did, on the way down
+        (Ibp.IBP_3_7_IV0, Ibp.IBP_3_6_IV1, True),  # controller registrations
+        (Ibp.IBP_3_5_IV2, Ibp.IBP_3_4_IV0, True),
+        (Ibp.IBP_3_4_IV0, Ibp.IBP_3_3_IV0, True),
+    ],
+)
+def test_a_metadata_version_downgrade_is_done_only_when_it_crosses_no_metadata_change(current, target, changed):
+    """FeatureControlManager.updateMetadataVersion (Kafka 3.9): a downgrade that crosses a level that
+    changed metadata is refused, safe or unsafe; one that crosses none is done, whichever it asks
+    for, as Kafka 3.9.2 did from 3.9 to 3.8 in a real run. The model and the implementation agree."""
+    from impl.kraft.image import Image
+    from impl.kraft_controller import decide_metadata_version as impl_decide
+
+    assert metadata_changed_between(target, current) is changed
+    image = MetadataImage(metadata_version=current, migration=ZkMigrationState.NONE)
+    for how in (UpgradeType.SAFE_DOWNGRADE, UpgradeType.UNSAFE_DOWNGRADE):
+        expected = Errors.INVALID_UPDATE_VERSION if changed else Errors.NONE
+        assert decide_metadata_version(image, target, how, CORRECT) is expected
+        impl_answer = impl_decide(Image(metadata_version=current, migration=ZkMigrationState.NONE), target, how)
+        assert impl_answer.name == expected.name
+    assert decide_metadata_version(image, target, UpgradeType.UPGRADE, CORRECT) is Errors.INVALID_UPDATE_VERSION

@@ -56,6 +56,36 @@ def test_scenario_rewrite_writes_the_models_output_and_keeps_the_comments(tmp_pa
     assert main(["scenario", str(path)]) == 0
 
 
+def test_scenario_rewrite_keeps_the_comments_before_every_block(tmp_path):
+    """A comment before any command (a Kafka test case's name and citation) stays with it through --rewrite."""
+    path = tmp_path / "commented.txt"
+    path.write_text("# the file\n\ninit scope=fencing\n----\n\n# case: first\n# why it matters\nshow brokers[0].epoch\n"
+                    "----\n\n# case: second\n\nshow brokers[1].epoch\n----\n")
+    assert main(["scenario", "--rewrite", str(path)]) == 0
+    text = path.read_text()
+    assert "# case: first\n# why it matters\nshow brokers[0].epoch\n----\n5\n" in text
+    assert "# case: second\n\nshow brokers[1].epoch\n----\n7\n" in text
+    assert text.startswith("# the file\n\ninit scope=fencing\n----\nscope fencing (warm)")
+
+
+def test_scenario_init_stages_the_kraft_side_and_sets_the_metadata_version(tmp_path):
+    """``stage=none`` leaves the KRaft quorum cold (ZooKeeper's side warm); ``metadata_version`` is every
+    broker's IBP and the quorum's bootstrap level, so a kafka-3.9 quorum can bootstrap a migration."""
+    path = tmp_path / "staged.txt"
+    path.write_text("init scope=handover profile=kafka-3.9 stage=none metadata_version=IBP_3_6_IV1\n----\n\n"
+                    "show controllers[0].driver.state\n----\n\nshow brokers[0].config.ibp\n----\n\n"
+                    "step StartElection controller=3000\n----\n\nstep BecomeLeader controller=3000\n----\n\n"
+                    "show controllers[0].active\n----\n")
+    result = run_file(path)
+    shaped = "scope handover (warm, stage none, metadata.version IBP_3_6_IV1), profile kafka-3.9"
+    assert result.outputs[0].startswith(shaped)
+    assert result.outputs[1] == "MigrationDriverState.UNINITIALIZED"
+    assert result.outputs[2] == "Ibp.IBP_3_6_IV1"
+    assert result.outputs[-1] == "True"
+    path.write_text(path.read_text().replace(" metadata_version=IBP_3_6_IV1", ""))
+    assert run_file(path).outputs[-1] == "False"  # at 3.4-IV0 Kafka 3.9 refuses to bootstrap a migration (resigns)
+
+
 def test_scenario_reports_a_broken_invariant_in_the_step_that_breaks_it():
     """Every invariant is checked on every step: the seeded bug's file ends in VIOLATED."""
     result = run_file(Path(__file__).parent / "scenarios" / "seeded-bug-czxid.txt")
@@ -74,7 +104,11 @@ def test_scenario_reports_a_broken_invariant_in_the_step_that_breaks_it():
         ("init scope=fencing\n----\n\nfly away\n----\n", "unknown command 'fly'"),
         ("init scope=fencing\n----\n\nstep ElectController brokr=1\n----\n", "ElectController"),
         ("init scope=fencing\n----\n\nshow brokers[7]\n----\n", "the state has no 'brokers[7]'"),
+        ("init scope=handover stage=later\n----\n", "unknown stage 'later'"),
+        ("init scope=fencing stage=quorum\n----\n", "scope fencing has no KRaft side to stage"),
+        ("init scope=handover metadata_version=IBP_9_9\n----\n", "unknown metadata_version 'IBP_9_9'"),
         ("# nothing but a comment\n", "no command"),
+        ("init scope=fencing\n----\n\n# said after the last command\n", "a comment after the last command"),
     ],
 )
 def test_scenario_bad_file_is_one_line_and_exit_2(tmp_path, capsys, text, message):

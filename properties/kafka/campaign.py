@@ -231,13 +231,16 @@ def render(out: Path, runs: list[dict], violations: list[dict]) -> str:
         else f"{len(violations)} violations in {len({v['seed'] for v in violations})} runs"
     )
     image = f"<img alt='violations by invariant' src='data:image/png;base64,{plot}'>" if plot else ""
+    tally = ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items()))
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>kraftcheck: real Kafka campaign</title>
-<style>body{{font-family:sans-serif;max-width:1300px;margin:1em auto;padding:0 1em}}table{{border-collapse:collapse;width:100%}}
+<style>body{{font-family:sans-serif;max-width:1300px;margin:1em auto;padding:0 1em}}
+table{{border-collapse:collapse;width:100%}}
 td,th{{border:1px solid #ccc;padding:2px 6px;font-size:13px;text-align:left;overflow-wrap:anywhere}}
 tr.hit{{background:#fde2e2}}code{{font-size:13px}}</style></head><body>
 <h1>Real Kafka campaign</h1>
-<p><b>{html.escape(verdict)}</b>; {len(runs)} runs: {html.escape(", ".join(f"{n} {k}" for k, n in sorted(outcomes.items())))}.
-Each seed fixes the schedule of steps and faults; Kafka's own timing varies from run to run, and each run's folder keeps what it saw.</p>
+<p><b>{html.escape(verdict)}</b>; {len(runs)} runs: {html.escape(tally)}.
+Each seed fixes the schedule of steps and faults; Kafka's own timing varies from run to run,
+and each run's folder keeps what it saw.</p>
 <p>Trace validation (each visible change explained by a path of the model):
 {html.escape(", ".join(f"{n} {k}" for k, n in sorted(traces.items())))}.</p>
 {image}

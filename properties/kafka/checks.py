@@ -51,6 +51,7 @@ class Observed:
     operator: list[dict] = field(default_factory=list)  # runbook steps and faults, in order
     acknowledged: list[dict] = field(default_factory=list)  # the client's writes, as Kafka acknowledged them
     ledger: list[dict] = field(default_factory=list)  # the ledger topic read back at the end
+    jmx: list[dict] = field(default_factory=list)  # each process's gauges, sampled over JMX, when they changed
 
     @property
     def profile(self) -> Profile:
@@ -520,7 +521,8 @@ def zk_brokers_at_metadata_version(obs: Observed) -> list[Violation]:
                         Violation(
                             "ZkBrokersAdmittedAtMetadataVersion",
                             f"ZK broker {r['data']['brokerId']} admitted at offset {r['offset']} with IBP range "
-                            f"[{mv['minSupportedVersion']}, {mv['maxSupportedVersion']}] under metadata.version {level}",
+                            f"[{mv['minSupportedVersion']}, {mv['maxSupportedVersion']}] "
+                            f"under metadata.version {level}",
                             (r,),
                         )
                     )
@@ -841,38 +843,68 @@ def no_kraft_broker_takes_live_id(obs: Observed) -> list[Violation]:
     """
     out = []
     for records in obs.metadata.values():
-        last: dict[int, dict] = {}  # broker -> its newest registration
-        fenced: dict[int, bool] = {}
+        image = BrokerRegistrations()
         for r in _live_records(records):
             data = r["data"]
             broker = data.get("brokerId")
-            if r["type"] == "REGISTER_BROKER_RECORD":
-                previous = last.get(broker)
-                live_zk = previous is not None and previous["data"].get("isMigratingZkBroker") and not fenced[broker]
-                if not data.get("isMigratingZkBroker") and live_zk:
+            previous = image.last.get(broker)
+            if r["type"] == "REGISTER_BROKER_RECORD" and not data.get("isMigratingZkBroker"):
+                if previous is not None and previous["data"].get("isMigratingZkBroker") and not image.fenced[broker]:
                     out.append(
                         Violation(
                             "NoKRaftBrokerTakesALiveZkBrokersId",
-                            f"KRaft broker {broker} registered at offset {r['offset']} while the ZK broker's registration "
-                            f"(offset {previous['offset']}, epoch {previous['data'].get('brokerEpoch')}) was unfenced",
+                            f"KRaft broker {broker} registered at offset {r['offset']} while the ZK broker's "
+                            f"registration (offset {previous['offset']}, epoch {previous['data'].get('brokerEpoch')}) "
+                            "was unfenced",
                             (previous, r),
                         )
                     )
-                last[broker], fenced[broker] = r, data.get("fenced", True)
-            elif r["type"] == "BROKER_REGISTRATION_CHANGE_RECORD" and data.get("fenced", 0) != 0:
-                fenced[broker] = data["fenced"] == 1  # 1 fenced, -1 unfenced, 0 unchanged
-            elif r["type"] in ("FENCE_BROKER_RECORD", "UNFENCE_BROKER_RECORD"):
-                fenced[data.get("id", broker)] = r["type"] == "FENCE_BROKER_RECORD"
-            elif r["type"] == "UNREGISTER_BROKER_RECORD":
-                last.pop(broker, None)
+            image.apply(r)
     return out
+
+
+@dataclass
+class BrokerRegistrations:
+    """The brokers of a metadata image, replayed record by record: each one's newest registration and
+    whether it is fenced (ClusterControlManager's replay: a registration starts fenced unless it says)."""
+
+    last: dict[int, dict] = field(default_factory=dict)  # broker -> its newest RegisterBrokerRecord
+    fenced: dict[int, bool] = field(default_factory=dict)
+
+    def apply(self, r: dict) -> None:
+        data = r["data"]
+        broker = data.get("brokerId")
+        if r["type"] == "REGISTER_BROKER_RECORD":
+            self.last[broker], self.fenced[broker] = r, data.get("fenced", True)
+        elif r["type"] == "BROKER_REGISTRATION_CHANGE_RECORD" and data.get("fenced", 0) != 0:
+            self.fenced[broker] = data["fenced"] == 1  # 1 fenced, -1 unfenced, 0 unchanged
+        elif r["type"] in ("FENCE_BROKER_RECORD", "UNFENCE_BROKER_RECORD"):
+            self.fenced[data.get("id", broker)] = r["type"] == "FENCE_BROKER_RECORD"
+        elif r["type"] == "UNREGISTER_BROKER_RECORD":
+            self.last.pop(broker, None)
+            self.fenced.pop(broker, None)
+
+    @classmethod
+    def of(cls, records: list[dict]) -> BrokerRegistrations:
+        image = cls()
+        for r in _live_records(records):
+            image.apply(r)
+        return image
+
+    def counts(self) -> dict[str, int]:
+        """As ControllerMetadataMetricsPublisher counts them for its gauges."""
+        return {
+            "ActiveBrokerCount": sum(1 for b in self.last if not self.fenced[b]),
+            "FencedBrokerCount": sum(1 for b in self.last if self.fenced[b]),
+            "MigratingZkBrokerCount": sum(1 for r in self.last.values() if r["data"].get("isMigratingZkBroker")),
+        }
 
 
 # ---- progress (the model's eventually-properties, on the run's clock) -------------------------
 
 
 def _faults_healed_at(obs: Observed) -> float:
-    return max((e["time"] for e in obs.operator if e.get("kind") in ("fault", "heal")), default=0)
+    return max((e["time"] for e in obs.operator if e.get("kind") in ("fault", "heal", "heal-skipped")), default=0)
 
 
 @check("MigrationReachesDualWriteWithoutFaults")
@@ -975,9 +1007,24 @@ def acknowledged_writes_survive(obs: Observed) -> list[Violation]:
     if not read or not read[-1].get("read_complete"):
         return []  # the ledger could not be read whole: nothing to judge
     found = {(r["partition"], r["offset"]): r["seq"] for r in obs.ledger}
+    in_partition = {(r["partition"], r["seq"]) for r in obs.ledger}
     out = []
     for ack in obs.acknowledged:
-        if "offset" not in ack:
+        if "partition" not in ack:
+            continue  # not acknowledged: an error was reported instead
+        if ack.get("offset") is None:
+            # persisted with no offset: a retried batch the broker had already written is answered
+            # DUPLICATE_SEQUENCE_NUMBER, which the idempotent client takes as delivered, without an
+            # offset (seen while a partition's leader hung in its shutdown); judged by its partition
+            if (ack["partition"], ack["seq"]) not in in_partition:
+                out.append(
+                    Violation(
+                        ACKNOWLEDGED_WRITES,
+                        f"write {ack['seq']}, acknowledged at ledger-{ack['partition']} (offset unknown), "
+                        "is not in the partition",
+                        (ack,),
+                    )
+                )
             continue
         there = found.get((ack["partition"], ack["offset"]))
         if there != ack["seq"]:
@@ -994,6 +1041,169 @@ def acknowledged_writes_survive(obs: Observed) -> list[Violation]:
 
 
 CHECKS[ACKNOWLEDGED_WRITES] = acknowledged_writes_survive
+
+
+# ---- gauges, sampled over JMX (KIP-866 §Metrics) ----------------------------------------------
+#
+# A gauge is read from outside at intervals, so two processes are never read at one instant and a
+# process shows what it had applied when it was read. The checks below compare each process only
+# with itself in order (within one incarnation: an unreachable sample or a restart ends one), or
+# compare the last samples of a completed run, taken once everything had settled ("final").
+
+GAUGES_FOLLOW_THE_LOG = "ZkMigrationStateGaugeFollowsTheLog"
+ONE_ACTIVE_CONTROLLER = "OneActiveControllerAtRest"
+BROKER_GAUGES = "BrokerCountGaugesMatchTheLog"
+NO_METADATA_ERRORS = "MetadataAppliesWithoutErrors"
+METADATA_ERROR_GAUGES = ("MetadataErrorCount", "metadata-apply-error-count", "metadata-load-error-count")
+NOT_LOADED = -1  # ControllerMetadataMetrics' ZkMigrationState before the first image is published
+
+
+def _incarnations(obs: Observed) -> dict[str, list[list[dict]]]:
+    """Each process's reachable samples, split where it was unreachable (stopped, killed, paused)."""
+    out: dict[str, list[list[dict]]] = defaultdict(lambda: [[]])
+    for e in obs.jmx:
+        runs = out[e["process"]]
+        if not e["up"]:
+            if runs[-1]:
+                runs.append([])
+        elif e.get("metrics"):
+            runs[-1].append(e)
+    return {p: [r for r in runs if r] for p, runs in out.items()}
+
+
+def _final_samples(obs: Observed) -> dict[str, dict]:
+    """The reachable last samples of a run that completed, when every scheduled fault had healed."""
+    ends = [e for e in obs.operator if e.get("kind") == "end"]
+    if not ends or ends[-1].get("outcome") != "completed":
+        return {}
+    return {e["process"]: e for e in obs.jmx if e.get("final") and e["up"] and e.get("metrics")}
+
+
+@check("HighWatermarkNeverDecreases")
+def high_watermark_never_decreases(obs: Observed) -> list[Violation]:
+    """Raft's high-watermark gauge, per process and incarnation, once known (it reads -1 before)."""
+    out = []
+    for process, runs in _incarnations(obs).items():
+        for samples in runs:
+            known = [e for e in samples if e["metrics"].get("high-watermark", -1) >= 0]
+            for a, b in _pairs(known):
+                if b["metrics"]["high-watermark"] < a["metrics"]["high-watermark"]:
+                    out.append(
+                        Violation(
+                            "HighWatermarkNeverDecreases",
+                            f"{process}'s high watermark went {a['metrics']['high-watermark']} -> "
+                            f"{b['metrics']['high-watermark']} while it ran",
+                            (a, b),
+                        )
+                    )
+    return out
+
+
+def zk_migration_state_gauge_follows_the_log(obs: Observed) -> list[Violation]:
+    """KIP-866 §Migration Overview ("these four will be exposed as the ZkMigrationState metric") and
+    §Metrics: a KRaft controller's gauge only shows states its log committed, in the log's order,
+    and at rest the state the log ended in. Kafka 3.9 reports it on every controller, not only the
+    active one as the KIP says, and a ZooKeeper-mode broker reports ZK (4), which the KIP does not
+    have (reference real-kafka.md §2.6): only controllers' samples are judged."""
+    if not obs.metadata:
+        return []
+    log = max(obs.metadata.values(), key=len)  # every controller's log agrees on what it committed
+    states = [state for state, _ in _migration_states(obs, log)]
+    order = [s for i, s in enumerate(states) if i == 0 or s != states[i - 1]] or [ZkMigrationState.NONE]
+    out = []
+    for process, runs in _incarnations(obs).items():
+        if not process.startswith("controller-"):
+            continue
+        for samples in runs:
+            position = 0
+            for e in samples:
+                value = e["metrics"].get("ZkMigrationState", NOT_LOADED)
+                if value == NOT_LOADED:
+                    continue
+                state = obs.migration_states.get(value)
+                if state is None or state not in order[position:]:
+                    out.append(
+                        Violation(
+                            GAUGES_FOLLOW_THE_LOG,
+                            f"{process} reported ZkMigrationState {value} "
+                            f"({state.name if state else 'not a state'}) after {order[position].name}; its log went "
+                            f"{' -> '.join(s.name for s in order)}",
+                            (e,),
+                        )
+                    )
+                    break
+                position = order.index(state, position)
+    for process, e in _final_samples(obs).items():
+        value = e["metrics"].get("ZkMigrationState")
+        if process.startswith("controller-") and value is not None and obs.migration_states.get(value) != order[-1]:
+            out.append(
+                Violation(
+                    GAUGES_FOLLOW_THE_LOG,
+                    f"at rest {process} reported ZkMigrationState {value}; the log ended in {order[-1].name}",
+                    (e,),
+                )
+            )
+    return out
+
+
+CHECKS[GAUGES_FOLLOW_THE_LOG] = zk_migration_state_gauge_follows_the_log
+
+
+def one_active_controller_at_rest(obs: Observed) -> list[Violation]:
+    """KIP-866 §Controller Leadership and KIP-500 §The Controller Quorum: one controller leads the
+    cluster, a ZooKeeper-mode broker or a KRaft controller, never both and never none. Judged at
+    rest: in flight, a deposed controller reports itself active until it learns (a zombie)."""
+    final = _final_samples(obs)
+    active = {p: e for p, e in final.items() if e["metrics"].get("ActiveControllerCount", 0) >= 1}
+    if not final or len(active) == 1 or not any("ActiveControllerCount" in e["metrics"] for e in final.values()):
+        return []
+    who = ", ".join(sorted(active)) or "no process"
+    return [Violation(ONE_ACTIVE_CONTROLLER, f"at rest {who} reported ActiveControllerCount 1", tuple(final.values()))]
+
+
+CHECKS[ONE_ACTIVE_CONTROLLER] = one_active_controller_at_rest
+
+
+def broker_count_gauges_match_the_log(obs: Observed) -> list[Violation]:
+    """KIP-866 §Metrics (MigratingZkBrokerCount: "ZK brokers that are registered with KRaft") and
+    KIP-500 §Broker States: at rest, a controller's broker gauges count its log's registrations."""
+    out = []
+    for process, e in _final_samples(obs).items():
+        controller = int(process.rsplit("-", 1)[1]) if process.startswith("controller-") else None
+        if controller not in obs.metadata:
+            continue
+        expected = BrokerRegistrations.of(obs.metadata[controller]).counts()
+        for gauge, count in expected.items():
+            value = e["metrics"].get(gauge)
+            if value is not None and value != count:
+                out.append(
+                    Violation(
+                        BROKER_GAUGES,
+                        f"at rest {process} reported {gauge} {value}; its log's registrations give {count}",
+                        (e,),
+                    )
+                )
+    return out
+
+
+CHECKS[BROKER_GAUGES] = broker_count_gauges_match_the_log
+
+
+def metadata_applies_without_errors(obs: Observed) -> list[Violation]:
+    """KIP-500 §Broker Metadata Management: every node replays every committed record. Kafka counts
+    the records a controller or broker failed to apply or load; the counts stay 0."""
+    out = []
+    reported: set[tuple[str, str]] = set()
+    for e in obs.jmx:
+        for gauge in METADATA_ERROR_GAUGES:
+            value = e.get("metrics", {}).get(gauge)
+            if value and (e["process"], gauge) not in reported:
+                reported.add((e["process"], gauge))
+                out.append(Violation(NO_METADATA_ERRORS, f"{e['process']} reported {gauge} {value}", (e,)))
+    return out
+
+
+CHECKS[NO_METADATA_ERRORS] = metadata_applies_without_errors
 
 
 # ---- what cannot be seen from outside ------------------------------------------------------------
@@ -1015,11 +1225,13 @@ NOT_OBSERVABLE: dict[str, str] = {
     "DisabledFeaturesFinalizeNothing": _NO_FEATURE_UPDATES,
     "BrokerFeatureCacheNeverGoesBack": "a broker's feature cache is " + _MEMORY,
     "CommittedRecordsOnMajority": "followers' logs are dumped only at the end of a run, not at each commit",
-    "HighWatermarkNeverDecreases": "the high watermark is " + _MEMORY + " (JMX is not read)",
     "FencedBrokersNeverServed": "what a broker serves to clients is not sampled",
     "UnfencedOnlyWhenCaughtUp": "a broker's replay position is " + _MEMORY,
     "TopicDeletionsCompletedByMigration": "the runbook deletes no topic during the migration",
-    "WriteBehindLagBounded": "the bound is the model's abstraction; Kafka's ZkWriteBehindLag is on JMX, which is not read",
+    "WriteBehindLagBounded": (
+        "Kafka's ZkWriteBehindLag gauge is sampled (jmx.jsonl), but Kafka sets no bound to check it against "
+        "(KIP-866 §Dual Metadata Writes: 'We may also determine a bound'); the model's bound is its own"
+    ),
     "ZkEqualsImageAtMigrationOffset": "it needs the image decoded at /migration's offset, and that is not built yet",
     "UpdateMetadataBeforeLeaderAndIsr": "control requests to ZooKeeper brokers are not logged one by one",
     "OnlyAllowedWritesInPreMigration": "the model's allowed record kinds are not mapped to Kafka's record types yet",

@@ -40,11 +40,21 @@ READY = {
 }
 FAILED = ("Exiting Kafka due to fatal exception", "Fatal error during", "Address already in use")
 
+JMX_TARGETS = "jmx-targets.txt"  # "name port" per Kafka process, in the run's folder
+JMX_INTERVAL_MS = 500
+
 _LIVE: dict[int, str] = {}  # pid -> name: every process started and not yet reaped
 
 
 class ClusterError(Exception):
-    """A process that would not start or stop: its name and the line of its log that says why."""
+    """A process that would not start or stop: its name and the line of its log that says why.
+
+    A tool that failed keeps its whole ``output`` (stdout, then stderr): its last line alone may not
+    say whether Kafka answered or the tool never reached it."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
 
 
 def _stop_everything(*_args) -> None:
@@ -84,6 +94,19 @@ def free_port(taken: set[int]) -> int:
         if port not in taken:
             taken.add(port)
             return port
+
+
+def jmx_flags(port: int) -> list[str]:
+    """Remote JMX on loopback only, without authentication: the RMI port pinned to the registry's, and
+    the stub's host named, so that a client on 127.0.0.1 reaches it (reference real-kafka.md §2.1, the JMX poller)."""
+    return [
+        f"-Dcom.sun.management.jmxremote.port={port}",
+        f"-Dcom.sun.management.jmxremote.rmi.port={port}",
+        "-Dcom.sun.management.jmxremote.host=127.0.0.1",
+        "-Djava.rmi.server.hostname=127.0.0.1",
+        "-Dcom.sun.management.jmxremote.authenticate=false",
+        "-Dcom.sun.management.jmxremote.ssl=false",
+    ]
 
 
 def write_properties(path: Path, values: dict[str, object]) -> None:
@@ -201,8 +224,9 @@ class Process:
             return ""
 
 
-def java_argv(install: Installation, folder: Path, main: list[str], heap_mb: int) -> list[str]:
-    """As bin/kafka-run-class.sh builds it, tuned for a 2-core machine: small heaps, SerialGC, C1 only."""
+def java_argv(install: Installation, folder: Path, main: list[str], heap_mb: int, jmx_port: int) -> list[str]:
+    """As bin/kafka-run-class.sh builds it, tuned for a 2-core machine: small heaps, SerialGC, C1 only;
+    with remote JMX on ``jmx_port``, as kafka-run-class.sh's JMX_PORT gives it."""
     if install.log4j2:
         logging = [f"-Dlog4j2.configurationFile=file:{folder / 'log4j2.properties'}"]
     else:
@@ -216,6 +240,7 @@ def java_argv(install: Installation, folder: Path, main: list[str], heap_mb: int
         "-XX:+ExitOnOutOfMemoryError",
         "-Djava.awt.headless=true",
         f"-Dkafka.logs.dir={folder / 'logs'}",
+        *jmx_flags(jmx_port),
         *logging,
         "-cp",
         install.classpath,
@@ -270,6 +295,8 @@ class Cluster:
     zk_jmx_port: int = 0
     controller_ports: dict[int, int] = field(default_factory=dict)  # node id -> CONTROLLER port
     broker_ports: dict[int, int] = field(default_factory=dict)  # broker id -> PLAINTEXT port
+    jmx_ports: dict[str, int] = field(default_factory=dict)  # Kafka process -> its JMX port, kept across restarts
+    jmx_poller: subprocess.Popen | None = None
     on_event: Callable[[str, dict], None] = lambda kind, detail: None  # every start, stop and signal
 
     def __enter__(self) -> Cluster:
@@ -280,6 +307,11 @@ class Cluster:
         self.stop_all()
 
     def stop_all(self) -> None:
+        if self.jmx_poller is not None:
+            self.jmx_poller.kill()
+            self.jmx_poller.wait()
+            _LIVE.pop(self.jmx_poller.pid, None)
+            self.jmx_poller = None
         for process in self.processes.values():
             if process.running:
                 process.kill()
@@ -307,21 +339,13 @@ class Cluster:
             },
         )
         self.zk_jmx_port = free_port(self.ports)
-        jmx = [  # on loopback only, for the forced session expiry (ExpireSession.java)
-            f"-Dcom.sun.management.jmxremote.port={self.zk_jmx_port}",
-            f"-Dcom.sun.management.jmxremote.rmi.port={self.zk_jmx_port}",
-            "-Dcom.sun.management.jmxremote.host=127.0.0.1",
-            "-Djava.rmi.server.hostname=127.0.0.1",
-            "-Dcom.sun.management.jmxremote.authenticate=false",
-            "-Dcom.sun.management.jmxremote.ssl=false",
-        ]
         argv = [
             "java",
             "-Xmx256m",
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
             f"-Dzookeeper.log.dir={folder / 'logs'}",
-            *jmx,
+            *jmx_flags(self.zk_jmx_port),  # for the forced session expiry (ExpireSession.java)
             "-cp",
             f"{ZOOKEEPER_JAR}:{SLF4J_SIMPLE}",
             "org.apache.zookeeper.server.ZooKeeperServerMain",
@@ -365,13 +389,58 @@ class Cluster:
         else:
             (folder / "log4j.properties").write_text(LOG4J)
         write_properties(folder / "server.properties", config)
-        argv = java_argv(self.install, folder, ["kafka.Kafka", str(folder / "server.properties")], heap_mb)
+        if name not in self.jmx_ports:
+            self.jmx_ports[name] = free_port(self.ports)
+            with open(self.root / JMX_TARGETS, "a") as targets:  # the poller reads it again every round
+                targets.write(f"{name} {self.jmx_ports[name]}\n")
+        argv = java_argv(
+            self.install, folder, ["kafka.Kafka", str(folder / "server.properties")], heap_mb, self.jmx_ports[name]
+        )
         process = self.processes.get(name)
         if process is None:
             process = self.processes[name] = Process(name, argv, folder)
         else:
             process.argv = argv
         return process
+
+    def start_jmx_poller(self, out: Path) -> None:
+        """One JVM that samples every Kafka process's gauges over JMX into ``out`` (JmxPoll.java)."""
+        source = Path(__file__).with_name("JmxPoll.java")
+        argv = [
+            "java",
+            "-Xmx48m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            # a paused process answers nothing: give up on it after a second, and sample it again later
+            "-Dsun.rmi.transport.tcp.responseTimeout=1000",
+            "-Dsun.rmi.transport.connectionTimeout=1000",
+            str(source),
+            str(self.root / JMX_TARGETS),
+            str(JMX_INTERVAL_MS),
+        ]
+        with open(out, "ab") as sink:
+            self.jmx_poller = subprocess.Popen(
+                argv,
+                stdout=sink,
+                stderr=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        _LIVE[self.jmx_poller.pid] = "jmx-poller"
+
+    def stop_jmx_poller(self, timeout: float = 30) -> None:
+        """Closes the poller's stdin: it samples every process once more ("final") and exits."""
+        poller, self.jmx_poller = self.jmx_poller, None
+        if poller is None:
+            return
+        try:
+            poller.stdin.close()
+            poller.wait(timeout)
+        except (subprocess.TimeoutExpired, OSError):
+            poller.kill()
+            poller.wait()
+        _LIVE.pop(poller.pid, None)
 
     def expire_session(self, session: int) -> None:
         """Ends a ZooKeeper session at the server, as its timeout would, while its process runs on."""
@@ -410,5 +479,7 @@ class Cluster:
         )
         if result.returncode != 0:
             detail = (result.stderr.strip() or result.stdout.strip()).splitlines()
-            raise ClusterError(f"{main[0]} failed: {detail[-1] if detail else 'no output'}")
+            raise ClusterError(
+                f"{main[0]} failed: {detail[-1] if detail else 'no output'}", result.stdout + result.stderr
+            )
         return result.stdout

@@ -41,6 +41,15 @@ def ibp(version: tuple[int, int, int]) -> str:
     return f"{version[0]}.{version[1]}"
 
 
+def kraft_born_levels(version: tuple[int, int, int]) -> tuple[str, str]:
+    """The ``kraft`` runbook's metadata.version levels as releases: what a KRaft-born cluster is formatted
+    at, so that its upgrade moves (3.9 on 4.x, KIP-584's downgrade target; the release before on 3.x,
+    3.3 at the least, the first KRaft-ready level), and what it upgrades to."""
+    if version >= (4, 0, 0):
+        return "3.9", ibp(version)
+    return f"{version[0]}.{max(version[1] - 1, 3)}", ibp(version)
+
+
 def zk_broker(cluster: Cluster, broker: int, phase: str) -> dict[str, object]:
     port = cluster.broker_ports[broker]
     config: dict[str, object] = {

@@ -191,7 +191,14 @@ LOG_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
             "driver-zk-writes",
             r"\[KRaftMigrationDriver id=(?P<node>\d+)\] Made the following ZK writes when (?P<what>[^:]+):",
         ),
-        ("driver-claimed", r"\[KRaftMigrationDriver id=(?P<node>\d+)\] Claimed ZK controller leadership"),
+        (
+            "driver-claimed",
+            # 3.5 to 3.8 log it at TRACE, "Claiming ZK controller leadership. Transitioned migration
+            # state ..." when the claim changed the state ("... Kept migration state" when it failed);
+            # 3.4 logs no claim at all (its claims are read from the /controller watch)
+            r"\[KRaftMigrationDriver id=(?P<node>\d+)\] "
+            r"(?:Claimed ZK controller leadership|Claiming ZK controller leadership\. Transitioned)",
+        ),
         (
             "migration-completed",
             r"Completed migration of metadata from Zoo[kK]eeper to KRaft",  # 3.4: "Zookeeper"

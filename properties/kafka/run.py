@@ -250,7 +250,9 @@ class Run:
         if fault.kind.startswith("pause"):
             victim.resume()
         elif victim.running:  # the runbook started it again meanwhile (a roll)
+            self.last_heal = time.monotonic()
             self.note("heal-skipped", fault=fault.kind, process=victim.name, why="already running again")
+            return
         else:
             victim.start()
         self.last_heal = time.monotonic()
@@ -431,6 +433,9 @@ class Run:
             return steps + [
                 ("deprovision-controllers", self.deprovision_controllers),
                 ("delete-controller-znodes", lambda: self.delete_controller_znodes(migration=True)),
+                # as after "Migrating brokers to KRaft" below: a broker stopped before a ZooKeeper
+                # controller is elected sends its controlled shutdown to the gone quorum, and hangs
+                ("reach-zk-controller-before-roll", self.reach_zk_controller),
                 *[(f"roll-broker-{b}-zk", lambda b=b: self.roll_back_to_zk(b, "zk")) for b in brokers],
                 ("reach-zk-controller", self.reach_zk_controller),
             ]
@@ -594,16 +599,11 @@ class Run:
 
     @property
     def oldest_release(self) -> str:
-        """What a KRaft-born cluster is formatted at, so that its upgrade moves: 3.9 on 4.x (KIP-584's
-        downgrade target), the release before on 3.x (3.3 at the least, the first KRaft-ready level)."""
-        if self.install.release >= (4, 0, 0):
-            return "3.9"
-        major, minor, _ = self.install.release
-        return f"{major}.{max(minor - 1, 3)}"
+        return configs.kraft_born_levels(self.install.release)[0]
 
     @property
     def newest_release(self) -> str:
-        return configs.ibp(self.install.release)
+        return configs.kraft_born_levels(self.install.release)[1]
 
     def format(self, process: Process, release: str) -> None:
         """Kafka's StorageTool: a KRaft node's log directory made for this cluster at ``release``."""
@@ -638,19 +638,27 @@ class Run:
     def update_features(self, kind: str, release: str, *flags: str) -> None:
         """KIP-584's UpdateFeatures as an operator sends it, with Kafka's FeatureCommand; a refusal is an answer too.
 
-        4.x names the target a release (``--release-version``, KIP-1022); 3.x a metadata.version (``--metadata``)."""
-        controllers = ",".join(f"127.0.0.1:{p}" for p in self.cluster.controller_ports.values())
-        level = "--release-version" if self.install.release >= (4, 0, 0) else "--metadata"
+        4.x names the target a release (``--release-version``, KIP-1022); 3.x a metadata.version
+        (``--metadata``). The tool is ``kafka.admin.FeatureCommand`` before 3.6, and it reaches the
+        controllers directly only from 3.7 (``--bootstrap-controller``, KIP-919); before, through the
+        brokers. Only Kafka's answer is recorded: a tool that never reached Kafka is kraftcheck's failure."""
+        release_now = self.install.release
+        if release_now >= (3, 7, 0):
+            ports = self.cluster.controller_ports.values()
+            bootstrap = ["--bootstrap-controller", ",".join(f"127.0.0.1:{p}" for p in ports)]
+        else:
+            bootstrap = ["--bootstrap-server", ",".join(f"127.0.0.1:{p}" for p in self.cluster.broker_ports.values())]
+        tool = "org.apache.kafka.tools.FeatureCommand" if release_now >= (3, 6, 0) else "kafka.admin.FeatureCommand"
+        level = "--release-version" if release_now >= (4, 0, 0) else "--metadata"
         command = [kind, level, release, *flags]
-        argv = ["org.apache.kafka.tools.FeatureCommand", "--bootstrap-controller", controllers, *command]
         began = int(time.time() * 1000)  # the tool takes seconds: its records come before its note
         try:
-            answer, refused = self.cluster.tool(argv).strip(), False
+            answer, refused = self.cluster.tool([tool, *bootstrap, *command]).strip(), False
         except ClusterError as e:
-            answer, refused = str(e), True
-            if "unrecognized arguments" in answer or "error: argument" in answer:
-                # the tool's usage, not Kafka's answer: a bug of kraftcheck's, never a refusal to record
-                raise RuntimeError(f"FeatureCommand refused kraftcheck's arguments {command}: {answer[-300:]}") from e
+            answer, refused = "\n".join(line for line in e.output.splitlines() if not line.startswith("log4j:")), True
+            if not kafka_answered(answer):
+                # the tool's usage, a missing class, a cluster it never reached: not Kafka's answer
+                raise RuntimeError(f"FeatureCommand {' '.join(command)} did not reach Kafka: {e}") from e
         self.note(
             "step", action="update-features", command=command, refused=refused, answer=answer[-500:], began=began
         )
@@ -749,6 +757,7 @@ class Run:
             with self.cluster:
                 try:
                     self.prepare()
+                    self.cluster.start_jmx_poller(self.folder / "jmx.jsonl")
                     for name, action in steps:
                         self.say(f"{time.monotonic() - self.started:6.1f} s  {name}")
                         self.note("step-begins", step=name)
@@ -769,6 +778,7 @@ class Run:
                     self.finish_ledger(read=False)  # a run that ended early: acknowledgements kept, nothing judged
                     self.heal_all()
                     self.dump_metadata("final")
+                    self.cluster.stop_jmx_poller()  # its last sample of each process is marked final
                     if self.observer is not None:
                         time.sleep(0.5)  # the last watch events
                         self.observer.stop()
@@ -776,6 +786,13 @@ class Run:
             self.note("end", outcome=outcome, seconds=round(time.monotonic() - self.started, 1))
             self._operator.close()
         return outcome
+
+
+def kafka_answered(tool_output: str) -> bool:
+    """Whether a failed FeatureCommand carries Kafka's answer: every release's tool ends a refused
+    update with "N out of M operation(s) failed.", after one "Could not ..." line per feature with
+    the controller's error."""
+    return "operation(s) failed." in tool_output
 
 
 def _new_cluster_id() -> str:
@@ -812,13 +829,14 @@ def load(folder: Path) -> Observed:
     obs.operator = read_jsonl(folder / "operator.jsonl")
     obs.acknowledged = read_jsonl(folder / "client.jsonl")
     obs.ledger = read_jsonl(folder / "ledger.jsonl")
+    obs.jmx = read_jsonl(folder / "jmx.jsonl")  # absent from runs made before JMX was read: no samples
     return obs
 
 
 def timeline(obs: Observed) -> list[dict]:
     """Every event of the run: ZooKeeper by zxid, each log by offset, each process's lines in order."""
     zk = sorted((e for events in obs.zk.values() for e in events), key=lambda e: (e["zxid"], e["seen"]))
-    streams = [zk, *obs.metadata.values(), *obs.logs.values(), obs.operator]
+    streams = [zk, *obs.metadata.values(), *obs.logs.values(), obs.operator, obs.jmx]
     return merge(streams)
 
 

@@ -109,6 +109,7 @@ from model.step import candidate_actions, step
 from model.transitions import put_broker
 from model.types import BrokerId, Ibp
 from properties.kafka.checks import Observed, _live_records
+from properties.kafka.configs import kraft_born_levels
 from properties.kafka.observe import describe, merge
 
 # The protocol's own steps: what the model may take unobserved between two observations.
@@ -142,6 +143,16 @@ RUNBOOKS = (
 )
 # The log lines read: each is logged on every change it stands for (checked against Kafka 3.9's code).
 LOG_KINDS = ("driver-transition", "raft-leader", "zk-controller-elected", "driver-claimed", "zk-broker-registered")
+# What a fault cost can show after it heals: a process paused past its session timeout hears of the
+# expiry only when it resumes, and re-registers (1.7 s after the heal in kafka run --seed 3 --runbook
+# rollback-kraft-brokers --faults all --fault-count 2); a killed broker restarted at once is refused
+# until its old KRaft session times out (9 s after its last heartbeat: 6.4 s after the heal in
+# kafka run --version 3.5.2 --seed 8 --runbook finalize --faults all --fault-count 2). Sessions may
+# be lost until this long after a heal.
+SESSION_LOSS_SEEN_WITHIN_MS = 10_000
+# What a process wins while its stop is under way outlives it: the epoch it took is the next winner's
+# base. Such a line is kept, and the stop placed after it.
+WON_WHILE_STOPPING = ("raft-leader", "zk-controller-elected")
 TRACE_VALIDATION = "TraceExplainedByModel"  # the violation's name: an observed change no model path explains
 
 
@@ -267,11 +278,14 @@ class Shape:
     @classmethod
     def of(cls, plan: dict, version: tuple[int, int, int]) -> Shape:
         # The model's levels end at 3.7-IV0: every later release is at its newest level (what a rule
-        # depends on is the levels from 3.4-IV0 to 3.7-IV0, reference §1.1).
-        ibp = Ibp.IBP_3_4_IV0 if version < (3, 6, 0) else Ibp.IBP_3_6_IV1 if version < (3, 7, 0) else Ibp.IBP_3_7_IV0
+        # depends on is the levels from 3.4-IV0 to 3.7-IV0, reference §1.1). Differs: 3.5 migrates at
+        # 3.5-IV2, without metadata transactions, which kafka-3.9 refuses below 3.6-IV1; the model
+        # plays it at 3.6-IV1, whose transactions show only in a migration a failover cut short.
+        ibp = Ibp.IBP_3_4_IV0 if version < (3, 5, 0) else Ibp.IBP_3_6_IV1 if version < (3, 7, 0) else Ibp.IBP_3_7_IV0
         kraft_born = plan.get("runbook") == "kraft"
-        return cls(int(plan.get("brokers", 3)), int(plan.get("controllers", 1)), kraft_born,
-                   KRAFT_BORN_FROM if kraft_born else ibp)
+        if kraft_born:
+            ibp = kraft_born_levels_as_model(version)[0]
+        return cls(int(plan.get("brokers", 3)), int(plan.get("controllers", 1)), kraft_born, ibp)
 
     def scope(self) -> Scope:
         return Scope(
@@ -312,8 +326,9 @@ def view(state: ClusterState, version: tuple[int, int, int] = (3, 9, 0)) -> dict
 
     Differs: Kafka 3.4's driver went from ZK_MIGRATION straight to KRAFT_CONTROLLER_TO_BROKER_COMM
     (3.5 added SYNC_KRAFT_TO_ZK between) and its quorum wrote no PRE_MIGRATION record at bootstrap
-    (3.5 added it); Kafka 4.x, without ZooKeeper, writes no ZkMigrationStateRecord at all (its
-    bootstrap has no NONE record). The model writes both (reference §1.1)."""
+    (3.5 added it); a KRaft-born cluster bootstrapped below 3.4-IV0 (isMigrationSupported), and Kafka
+    4.x without ZooKeeper, write no ZkMigrationStateRecord at all (NONE is implied). The model
+    writes both (reference §1.1)."""
     legacy_driver = version < (3, 5, 0)
     out: dict[tuple, object] = {}
     for c in state.controllers:
@@ -335,13 +350,14 @@ def view(state: ClusterState, version: tuple[int, int, int] = (3, 9, 0)) -> dict
         out[("zk-controller",)] = ("zk", int(holder), epoch)
     committed = max(state.controllers, key=lambda c: c.high_watermark, default=None)
     image = image_of(committed.log, committed.high_watermark) if committed is not None else MetadataImage()
-    out[("migration",)] = image.migration  # None: no ZkMigrationStateRecord committed
-    if (legacy_driver and image.migration is ZkMigrationState.PRE_MIGRATION) or (
-        version >= (4, 0, 0) and image.migration is ZkMigrationState.NONE
-    ):
-        out[("migration",)] = None
     levels = [e.record.level for e in (committed.log[: committed.high_watermark] if committed else ())
               if isinstance(e.record, FeatureLevelRecord) and e.record.name == METADATA_VERSION]
+    out[("migration",)] = image.migration  # None: no ZkMigrationStateRecord committed
+    born_without_record = version >= (4, 0, 0) or (bool(levels) and levels[0] < Ibp.IBP_3_4_IV0)
+    if (legacy_driver and image.migration is ZkMigrationState.PRE_MIGRATION) or (
+        born_without_record and image.migration is ZkMigrationState.NONE
+    ):
+        out[("migration",)] = None
     # how many times metadata.version was set, and to what: each setting shows once
     out[("metadata.version",)] = (len(levels), levels[-1]) if levels else None
     for b in state.brokers:
@@ -392,6 +408,10 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
             records.append(e)
         elif e["type"] == "FEATURE_LEVEL_RECORD" and e["data"].get("name") == "metadata.version":
             level = e["data"]["featureLevel"]
+            if level == previous_level:
+                # Differs: Kafka writes a record for an update to the level it has; the model writes
+                # none (a log growing with no change would leave its exploration unbounded)
+                continue
             old = None if previous_level is None else (0, previous_level)
             records.append(e | {"direction": _direction(old, (0, level))})
             previous_level = level
@@ -409,11 +429,25 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
     def shutting_down(e: dict) -> bool:
         return any(p == e["process"] and began <= e["time"] <= ended for p, began, ended in stopping)
 
-    logs = [[e for e in events if e["kind"] in LOG_KINDS and not shutting_down(e)] for events in obs.logs.values()]
+    logs = [
+        [e for e in events if e["kind"] in LOG_KINDS and (e["kind"] in WON_WHILE_STOPPING or not shutting_down(e))]
+        for events in obs.logs.values()
+    ]
+    won = {  # (process, began) -> the last election it won while stopping
+        (p, began): max(e["time"] for e in obs.logs.get(p, ()) if e["kind"] in WON_WHILE_STOPPING
+                        and began <= e["time"] <= ended)
+        for p, began, ended in stopping
+        if any(e["kind"] in WON_WHILE_STOPPING and began <= e["time"] <= ended for e in obs.logs.get(p, ()))
+    }
+    steps = [
+        e | {"time": won[(e["process"], e["began"])]} if (e.get("process"), e.get("began")) in won else e
+        for e in _steps_when_they_began(obs.operator)
+    ]
+    steps.sort(key=lambda e: e["time"])  # stable: a stop moved after its election comes after it in the merge
     out: list[Observation] = []
-    env = Environment()
+    env = Environment(obs.version)
     claims = _claims_in_zookeeper(obs) if obs.version < (3, 5, 0) else []
-    for e in merge([records, claims, *logs, _steps_when_they_began(obs.operator)]):
+    for e in merge([records, claims, *logs, steps]):
         if e["channel"] == "metadata" and e["type"] == "FEATURE_LEVEL_RECORD":
             out.append(Observation(("metadata.version",), e["direction"], e))
         elif e["channel"] == "zk":  # a claim, read from ZooKeeper
@@ -473,12 +507,14 @@ def _steps_when_they_began(operator: list[dict]) -> list[dict]:
 class Environment:
     """The operator log, read as model actions: what started, stopped, died or was cut off."""
 
-    def __init__(self) -> None:
+    def __init__(self, version: tuple[int, int, int] = (3, 9, 2)) -> None:
+        self.version = version  # the release: which levels an UpdateFeatures names
         self.started: set[str] = set()
         self.roles: dict[str, str] = {}
         self.faults: dict[str, str] = {}  # process -> the fault striking it now
         self.step = ""  # the runbook step under way
         self.deleted = False  # the rollback removed the KRaft controller's znodes
+        self.skipped_heals: set[str] = set()  # processes whose last heal found them running again
 
     def observe(self, e: dict) -> list[Observation]:
         actions = self.actions(e)
@@ -511,6 +547,8 @@ class Environment:
                 return (MigrateBrokerToKRaft(BrokerId(node)), RestartBroker(BrokerId(node)))
             return (RestartBroker(BrokerId(node)),)
         if kind == "step" and e.get("action") == "stop":
+            if self.faults.get(process, "").startswith("kill"):
+                return None  # a roll of a process a fault had killed: nothing to stop
             if e["role"] == "controller":
                 return (ShutdownController(node),)
             if e["role"] == "zookeeper":
@@ -518,7 +556,9 @@ class Environment:
             return (StopBroker(BrokerId(node)),) if e.get("clean", True) else (CrashBroker(BrokerId(node)),)
         if kind == "step" and e.get("action") == "update-features":
             command = e["command"]
-            return (OperatorUpdatesMetadataVersion(command[0], "--unsafe" in command, e["refused"]),)
+            oldest, newest = kraft_born_levels_as_model(self.version)
+            level = newest if command[0] == "upgrade" else oldest
+            return (OperatorUpdatesMetadataVersion(command[0], "--unsafe" in command, e["refused"], level),)
         if kind == "step" and e.get("action") == "delete-znode":
             # the rollback's removal of /controller (and /migration): one model step for the lot
             first, self.deleted = not self.deleted, True
@@ -539,6 +579,14 @@ class Environment:
             if fault == "expire-broker":
                 return (ExpireSession(-1),)  # the session is the broker's own: resolved on the state
             return ()  # a pause: no model action; the window opens
+        if kind == "heal-skipped":  # the runbook had started it again itself (a roll), or deprovisioned it
+            self.faults.pop(process, None)
+            self.skipped_heals.add(process)
+            return ()
+        if kind == "heal" and process in self.skipped_heals:
+            # runs made before a skipped heal stopped being noted twice: the "heal" after it did nothing
+            self.skipped_heals.discard(process)
+            return None
         if kind == "heal":
             fault = self.faults.pop(process, e["fault"])
             if fault == "kill-controller":
@@ -572,7 +620,22 @@ class ConfigureMigration:
 
 # The kraft runbook formats a KRaft-born cluster at an older release and upgrades it to its own:
 # in the model's levels, from 3.6-IV1 to 3.7-IV0 (the last two it has).
-KRAFT_BORN_FROM, KRAFT_BORN_TO = Ibp.IBP_3_6_IV1, Ibp.IBP_3_7_IV0
+# A release named as FeatureCommand names it ("3.8") is its newest level; the model's level for it.
+RELEASE_LEVELS = {
+    "3.3": Ibp.IBP_3_3_IV0, "3.4": Ibp.IBP_3_4_IV0, "3.5": Ibp.IBP_3_5_IV2, "3.6": Ibp.IBP_3_6_IV1,
+    "3.7": Ibp.IBP_3_7_IV0, "3.8": Ibp.IBP_3_8_IV0, "3.9": Ibp.IBP_3_9_IV0,
+}
+
+
+def kraft_born_levels_as_model(version: tuple[int, int, int]) -> tuple[Ibp, Ibp]:
+    """The ``kraft`` runbook's levels (formatted at, upgraded to) as the model's.
+
+    Differs: the model has no 4.x level; a 4.x run's 3.9 to 4.x is played as 3.6-IV1 to 3.7-IV0, a
+    pair a downgrade between loses metadata, as between 3.9 and 4.x (4.0-IV0 changed metadata)."""
+    if version >= (4, 0, 0):
+        return Ibp.IBP_3_6_IV1, Ibp.IBP_3_7_IV0
+    oldest, newest = kraft_born_levels(version)
+    return RELEASE_LEVELS[oldest], RELEASE_LEVELS[newest]
 
 
 @dataclass(frozen=True)
@@ -583,16 +646,17 @@ class OperatorUpdatesMetadataVersion:
     kind: str  # "upgrade" or "downgrade"
     unsafe: bool
     refused: bool
+    level: Ibp  # the level asked for, as the model's
 
     def apply(self, state: ClusterState, variant: Variant) -> ClusterState | None:
         active = [c for c in state.controllers if c.alive and c.role is QuorumRole.LEADER and c.active]
         if not active:
             return None
         c = active[0]
+        level = self.level
         if self.kind == "upgrade":
-            level, how = KRAFT_BORN_TO, UpgradeType.UPGRADE
+            how = UpgradeType.UPGRADE
         else:
-            level = KRAFT_BORN_FROM
             how = UpgradeType.UNSAFE_DOWNGRADE if self.unsafe else UpgradeType.SAFE_DOWNGRADE
         nxt = step(state, UpdateMetadataVersion(c.id, level, how), variant)
         if nxt is None:
@@ -606,12 +670,28 @@ class OperatorUpdatesMetadataVersion:
 OperatorEdit = ConfigureMigration | OperatorUpdatesMetadataVersion
 
 
+def _losing(processes: set[str]) -> frozenset[int] | None:
+    """The brokers whose sessions a window may lose once the faults have healed: those a fault struck
+    or a stop killed lately; anyone's (None) while a controller a stop killed is down."""
+    if any(not p.startswith("broker-") for p in processes):
+        return None
+    return frozenset(_node(p) for p in processes)
+
+
 def _node(process: str) -> int:
     tail = process.rsplit("-", 1)[-1]
     return int(tail) if tail.isdigit() else -1
 
 
 # ---- the search --------------------------------------------------------------------------------
+
+
+def _may_lose(state: ClusterState, action: Action, losing: frozenset[int]) -> bool:
+    if isinstance(action, ExpireSession):
+        return dict(state.zk.sessions).get(action.session) in losing
+    if isinstance(action, SessionTimeout):
+        return action.broker in losing
+    return True
 
 
 @dataclass(frozen=True)
@@ -645,14 +725,6 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
     if not result.total:
         result.not_validated = "the run showed no change to explain"
         return result
-    if runbook == "kraft" and obs.version < (4, 0, 0):
-        # Differs: 3.x takes a downgrade between levels that change no metadata (3.9 to 3.8), and an
-        # unsafe one that does, and writes a record for a level that does not move; the model's levels
-        # end at 3.7-IV0, each changes metadata, it refuses both and writes nothing (reference §5.1)
-        result.not_validated = (
-            "the kraft runbook on 3.x: its metadata.version levels (3.8 to 3.9) have no pair in the model's"
-        )
-        return result
     if obs.version < (3, 5, 0) and runbook == "finalize":
         # Differs: 3.4 finalizes by the roll alone; both profiles commit POST_MIGRATION (reference §1.1)
         result.not_validated = "Kafka 3.4 commits no POST_MIGRATION; the model's profiles both do"
@@ -666,22 +738,35 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
     search = Search(shape.scope(), Variant(profile=obs.profile), trail, see)
     frontier = [start]
     faulty = 0  # faults striking now: they open the window for session losses
+    killed: set[str] = set()  # processes a stop had to kill (no clean shutdown), until they start again
+    healed: dict[str, int] = {}  # process -> when a fault on it last healed: its cost may show only later
     for index, ob in enumerate(items):
-        budget = window_budget(controllers, faulty > 0)
+        recent = {p for p, at in healed.items() if ob.event["time"] - at <= SESSION_LOSS_SEEN_WITHIN_MS}
+        budget = window_budget(controllers, faulty > 0 or bool(killed | recent))
+        losing = None if faulty else _losing(killed | recent)
         if ob.is_operator:
             nxt, explored = _apply(frontier, ob, window_budget(controllers, faulty=True), search, FOCUS_BOUND)
             result.states += explored
-            if ob.event["kind"] in ("fault", "heal"):
-                faulty = max(0, faulty + (1 if ob.event["kind"] == "fault" else -1))
+            e = ob.event
+            if e["kind"] in ("fault", "heal", "heal-skipped"):
+                faulty = max(0, faulty + (1 if e["kind"] == "fault" else -1))
+                if e["kind"] != "fault" and e["process"].startswith("broker-"):
+                    healed[e["process"]] = e["time"]  # a broker paused or killed: its sessions lost late
+            elif e["kind"] == "step" and e.get("action") == "stop" and not e.get("clean", True):
+                killed.add(e["process"])  # its ZooKeeper session expires later, as a killed process's does
+            elif e["kind"] == "step" and e.get("action") == "start":
+                killed.discard(e["process"])
             if not nxt:
                 result.unexplained = ob
                 result.path = _path(trail, frontier[0])
                 return result
             frontier = nxt
             continue
-        nxt, alternatives, explored = _explain(frontier, ob, budget, search, FOCUS_BOUND, shortest=True, focus=True)
+        nxt, alternatives, explored = _explain(
+            frontier, ob, budget, search, FOCUS_BOUND, shortest=True, focus=True, losing=losing
+        )
         if not nxt:
-            nxt, alternatives, more = _explain(frontier, ob, budget, search, bound, shortest=False)
+            nxt, alternatives, more = _explain(frontier, ob, budget, search, bound, shortest=False, losing=losing)
             explored += more
             if not nxt and more >= bound:
                 result.states += explored
@@ -764,7 +849,7 @@ def _operate(node: Node, origin: Node, hidden: tuple[Action, ...], ob: Observati
 
 
 def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Search, bound: int, shortest: bool,
-             focus: bool = False) -> tuple[list[Node], set[str], int]:
+             focus: bool = False, losing: frozenset[int] | None = None) -> tuple[list[Node], set[str], int]:
     """The nodes that show ``ob`` after hidden steps from ``frontier``; else what could be shown instead.
 
     With ``focus``, only the steps of the side ``ob`` is about (the KRaft side's, or the ZooKeeper
@@ -786,7 +871,7 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Sear
     if found:
         return list(found), alternatives, 0
     window = _Window(frontier, budget, bound, shortest)
-    for node, depth, action, nxt, changes in window.steps(search, allowed):
+    for node, depth, action, nxt, changes in window.steps(search, allowed, losing):
         shown = node.shown | {(k, new) for k, _, new in changes if k[0] in FROM_THE_LOG}
         if not changes:
             window.add(node, action, Node(nxt, node.pending, shown), depth)
@@ -828,10 +913,10 @@ class _Window:
         """Something was found at ``depth``: a shortest search ends once that depth is done."""
         self.first_found = min(self.first_found, depth)
 
-    def steps(self, search: Search, allowed: tuple[type, ...]):
+    def steps(self, search: Search, allowed: tuple[type, ...], losing: frozenset[int] | None = None):
         """Each step an allowed action takes from a node of the tree: (node, its depth, the action,
         the next state, the visible changes it makes), until the bound or, if shortest, past the
-        depth of the first thing found."""
+        depth of the first thing found. With ``losing``, only those brokers lose sessions."""
         while self.queue and len(self.up) < self.bound:
             node, depth = self.queue.popleft()
             if self.shortest and depth > self.first_found:
@@ -839,6 +924,8 @@ class _Window:
             before = search.see(node.state)
             for action in candidate_actions(node.state, search.scope):
                 if not isinstance(action, allowed):
+                    continue
+                if losing is not None and not _may_lose(node.state, action, losing):
                     continue
                 nxt = step(node.state, action, search.variant)
                 if nxt is None or nxt == node.state:
