@@ -204,8 +204,8 @@ def coverage_lines(p: Property) -> list[str]:
         )
         bound = next(g.bound_ms for g in progress_goals() if g.name == p.name)
         out.append(
-            f"    - campaigns (`kraftcheck campaign`): once a run's faults stop and are healed, on the implementation's "
-            f"state, met within {bound / 1000:g} s of simulated time (`properties.progress`)"
+            "    - campaigns (`kraftcheck campaign`): once a run's faults stop and are healed, on the "
+            f"implementation's state, met within {bound / 1000:g} s of simulated time (`properties.progress`)"
         )
     return out
 

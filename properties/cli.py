@@ -984,7 +984,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runbook", choices=("finalize", "rollback", "none", "mixed"),
                    help="with --seed: the operator's runbook (default mixed: every 4th seed rolls back)")
     p.add_argument("--quiet-steps", type=_non_negative,
-                   help="with --seed: events of quiet continuation at the end of the run (default a quarter of --steps)")
+                   help="with --seed: events of quiet continuation at the end of the run "
+                        "(default a quarter of --steps)")
     p.add_argument("--aims", help="with --seed: the faults the run aimed, as a campaign's runs table lists them "
                                   "(STATE|fault, comma-separated)")
     p.add_argument("--name", help="the file name in --dir (default: the trace file's, or MUTANT-SCOPE-seedN)")

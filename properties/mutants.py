@@ -159,7 +159,9 @@ def _differential(bug: SeededBug | ImplSeededBug) -> tuple[str, list[Action]] | 
     if not isinstance(bug, ImplSeededBug):
         return None
     if BY_NAME[bug.invariant].kind is Kind.EVENTUALLY:
-        return _progress(bug)
+        stalled = _progress(bug)
+        if stalled is not None or bug.scope not in SCOPES:
+            return stalled  # (else: a bug that breaks progress in the model's sense may disagree at a step too)
     from properties.differential import Disagreement, walk
     from properties.regressions import CATCHING_SCRIPT, run_script
 

@@ -8,7 +8,7 @@ goal has a bound (``BOUNDS_MS``, simulated time): an obligation still open that 
 faults stopped is a violation, a ``Stall``, shrunk and replayed like any other counterexample.
 
 How a run is checked (``properties.runs.run_seed``):
-- A run has a fault window (``Plan.fault_steps`` events); after it the run goes on as a quiet
+- A run has a fault window (``Plan.fault_window``); after it the run goes on as a quiet
   continuation (``impl.sim.simulator.Simulation.quiet``): no fault, no spontaneous perturbation,
   only healing, the protocol's own steps and the operator's runbook. The continuation is a fresh
   simulation of the cluster, the seed, the runbook and the operator's memory at the hand-over

@@ -8,7 +8,7 @@ Rules:
   ``kraftcheck pin`` all run seeds through it; it stops at the first disagreement and returns the
   run's record (what a shrink replays), not the simulation.
 - A run is its fault window (``Plan.fault_window``, with the run's aimed faults), then its
-  quiet continuation (``properties.progress.continue_quietly``), in which every progress goal must
+  quiet continuation (``properties.progress.quiet_continuation``), in which every progress goal must
   be met within its bound: a goal that is not is a ``Stall``, a violation like a disagreement.
 - Coverage is gathered through ``Simulation.on_event`` from the model's side: the model action
   kinds taken, the migration drivers' transitions ("FROM->TO"), and a readable coarse

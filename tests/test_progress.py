@@ -23,6 +23,7 @@ from properties.shrink import replay_record, replay_trace, shrink_violation, sig
 from properties.steering import aims_for
 from properties.traces import load_trace, save_trace
 
+
 def _goal(name: str, bound_ms: int, when, goal) -> Goal:
     return Goal(Property(name, Kind.EVENTUALLY, "a test goal", "none", "test", goal, when), bound_ms)
 

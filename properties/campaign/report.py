@@ -439,14 +439,15 @@ def _counterexamples(directory: Path, violations: pd.DataFrame) -> str:
     return page
 
 
-def _faults_grid(coverage: pd.DataFrame, runs: pd.DataFrame) -> str:
+def _faults_grid(coverage: pd.DataFrame, runs: pd.DataFrame | None = None) -> str:
     """Runs that injected each kind of fault in each state of the migration driver; an empty cell is
     a fault no run aimed at that step of the migration. A steered campaign's aims are counted below it."""
     from properties.runs import GRID_FAULTS, GRID_STATES
 
     taken = coverage[coverage["kind"] == "fault_at"] if len(coverage) else coverage
     struck = taken.groupby("key").size().to_dict() if len(taken) else {}
-    aims: Counter = Counter(a for cell in (runs["aims"] if "aims" in runs else ()) if cell is not None for a in cell)
+    aimed = runs["aims"] if runs is not None and "aims" in runs else ()
+    aims: Counter = Counter(a for cell in aimed if cell is not None for a in cell)
     head = "<tr><th>driver state</th>" + "".join(f"<th>{_e(f)}</th>" for f in GRID_FAULTS) + "</tr>"
     empty = 0
     body = []
@@ -458,12 +459,12 @@ def _faults_grid(coverage: pd.DataFrame, runs: pd.DataFrame) -> str:
             cells.append(f'<td class="n">{n:,}</td>' if n else '<td class="n unreached">0</td>')
         body.append(f"<tr><th>{_e(state)}</th>{''.join(cells)}</tr>")
     note = (f'<p class="note">Runs that struck with each fault in each state of the active controller\'s migration '
-            f"driver; {empty} of {len(GRID_STATES) * len(GRID_FAULTS)} cells are empty (marked): faults no run aimed at "
-            "that step.</p>")
+            f"driver; {empty} of {len(GRID_STATES) * len(GRID_FAULTS)} cells are empty (marked): faults no run aimed "
+            "at that step.</p>")
     if aims:
         hit = sum(1 for cell in aims if struck.get(cell))
         note += (f'<p class="note">Steered: {sum(aims.values()):,} faults aimed at {len(aims)} cells the earlier '
-                 f"waves had left empty, in {sum(1 for a in runs['aims'] if a is not None and len(a))} runs; "
+                 f"waves had left empty, in {sum(1 for a in aimed if a is not None and len(a))} runs; "
                  f"{hit} of those cells were struck (a run aims a fault at a state it may never reach).</p>")
     return note + f'<div class="wide"><table id="faults-by-driver-state">{head}{"".join(body)}</table></div>'
 
