@@ -140,7 +140,7 @@ from model.kraft import (
 )
 from model.migration import MIGRATION, STATE_BYTES, MigrationDriverState, Profile
 from model.state import KRaftController
-from model.types import BrokerEpoch, BrokerId, Ibp, LeaderEpoch, metadata_changed_between
+from model.types import CHANGED_METADATA, BrokerEpoch, BrokerId, Ibp, LeaderEpoch
 
 MIGRATION_FLAG = "zookeeper.metadata.migration.enable"
 
@@ -174,9 +174,21 @@ def decide_metadata_version(image: Image, level: Ibp, upgrade_type: UpgradeType)
     if image.migration_state.in_progress:
         # "Unable to modify metadata.version while a ZK migration is in progress."
         return ApiError.INVALID_UPDATE_VERSION
-    if current is not None and level < current and metadata_changed_between(level, current):
+    if current is not None and level < current and _downgrade_changes_metadata(current, level):
         return ApiError.INVALID_UPDATE_VERSION  # "Refusing ... because it might delete metadata information."
     return ApiError.NONE
+
+
+def _downgrade_changes_metadata(current: Ibp, target: Ibp) -> bool:
+    """MetadataVersion.checkIfMetadataChangedOrdered: walk down from ``current`` while the level changed
+    no metadata; the downgrade is safe only if that walk reaches ``target``. A ZooKeeper-era level
+    (no feature level) is a change."""
+    high, low = current.feature_level, target.feature_level
+    if high is None or low is None:
+        return True
+    while high != low and high not in CHANGED_METADATA:
+        high -= 1
+    return high != low
 
 
 @decision(

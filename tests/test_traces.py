@@ -143,7 +143,8 @@ MALFORMED = [
     ("missing field", with_(actions=[{"kind": "CrashBroker"}]), "actions[0]: CrashBroker is missing field 'broker'"),
     ("extra field", with_(actions=[{"kind": "ZkOutage", "broker": 1}]), "actions[0]: ZkOutage has no field 'broker'"),
     ("unknown enum member", with_(actions=[{"kind": "ChangeIbp", "broker": 1, "ibp": "IBP_9_9"}]),
-     'actions[0].ibp: expected one of Ibp (IBP_2_6_IV0, IBP_2_7_IV0, IBP_3_4_IV0, IBP_3_6_IV1, IBP_3_7_IV0),'
+     'actions[0].ibp: expected one of Ibp (IBP_2_6_IV0, IBP_2_7_IV0, IBP_3_3_IV0, IBP_3_4_IV0, IBP_3_5_IV2, '
+     'IBP_3_6_IV1, IBP_3_7_IV0, IBP_3_8_IV0, IBP_3_9_IV0),'
      ' got "IBP_9_9"'),
     ("unknown message kind", with_(actions=deliver(kind="Gossip")),
      "actions[0].message: unknown message kind 'Gossip'"),

@@ -404,7 +404,7 @@ def test_session_expired_on_its_own_stays_expired(real_zk: str, root: str) -> No
                     break
             assert observer.exists(f"{root}/eph") is None
             zxid = observer.last_zxid
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 60  # kazoo notices at its next ping: seconds on a loaded machine
             while port.session_alive(a) and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert not port.session_alive(a)
