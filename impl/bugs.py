@@ -4,8 +4,10 @@ Rules:
 - A bug is a member of ``ImplBug``; a node receives the set it runs with and tests
   ``bug in self.bugs`` exactly where the mistake would be made, nowhere else.
 - Each bug names the model property it is expected to break (``IMPL_SEEDED_BUGS``), and the
-  scope whose differential run must catch it. ``kraftcheck mutants`` lists them with
-  ``layer: "impl"``; a test requires that differential testing or the invariants catch each.
+  scope whose differential run must catch it; a bug that stalls progress (its property is an
+  EVENTUALLY one) is caught by the progress check of seeded simulator runs of its scope.
+  ``kraftcheck mutants`` lists them with ``layer: "impl"``; a test requires that differential
+  testing or the invariants catch each.
 - A mistake of the design is made by the model and the implementation alike: an ``ImplBug`` paired
   with a model ``Bug`` (``SHARED_SEEDED_BUGS``, ``layer: "shared"``). Run together, the two agree,
   and only the model-independent property the pair names may catch it.
@@ -35,6 +37,14 @@ class ImplBug(Enum):
     HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH = "impl_heartbeat_accepts_older_broker_epoch"
     VOTE_IGNORES_LOG = "impl_vote_ignores_log"
     CLAIM_WITHOUT_EPOCH_CAS = "impl_claim_without_epoch_cas"
+    # Progress (properties.progress): each makes a node leave out a step it should offer, so the implementation
+    # never disagrees with the model at a step; the cluster just stops getting anywhere.
+    RESTARTED_BROKER_KEEPS_DEAD_SESSION = "impl_restarted_broker_keeps_dead_session"
+    REELECTED_CONTROLLER_IGNORES_BROKER_CHANGE = "impl_reelected_controller_ignores_broker_change"
+    READY_COMPARES_ZK_EPOCH = "impl_ready_compares_zk_epoch"
+    RPCS_WAIT_FOR_NEWER_OFFSET = "impl_rpcs_wait_for_newer_offset"
+    INACTIVE_IGNORES_LEADERSHIP = "impl_inactive_ignores_leadership"
+    FENCED_BROKER_HEARTBEATS_WHEN_CAUGHT_UP = "impl_fenced_broker_heartbeats_when_caught_up"
     # Mistakes of the design, each made by the model too (``SHARED_SEEDED_BUGS``)
     DUAL_WRITE_RPCS_BEFORE_ZK = "impl_dual_write_rpcs_before_zk"
     ZK_BROKER_KEEPS_REMOVED_BROKERS = "impl_zk_broker_keeps_removed_brokers"
@@ -86,6 +96,25 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   "a voter grants its vote without comparing the candidate's log with its own"),
     ImplSeededBug(ImplBug.CLAIM_WITHOUT_EPOCH_CAS, "ZkControllerEpochsIncreaseAcrossHandOver", "migration",
                   "the claim sets /controller_epoch with version -1 to the value its driver read at recovery + 1"),
+    # progress: caught by the progress check of simulator runs (properties.progress), as a campaign does
+    ImplSeededBug(ImplBug.RESTARTED_BROKER_KEEPS_DEAD_SESSION, "EveryLiveBrokerEventuallyRegistered",
+                  "sim-migration",
+                  "a restarted ZooKeeper broker never opens a session: it waits for the one its host had before"),
+    ImplSeededBug(ImplBug.REELECTED_CONTROLLER_IGNORES_BROKER_CHANGE, "ControllerEventuallySeesEveryBroker", "bounce",
+                  "a broker elected controller a second time in one process never handles a broker change (its"
+                  " handler was unregistered when it resigned)"),
+    ImplSeededBug(ImplBug.READY_COMPARES_ZK_EPOCH, "DriverLeavesWaitForBrokersWhenReady", "sim-migration",
+                  "the driver counts a ZK broker as registered only if its KRaft broker epoch equals its"
+                  " /brokers/ids czxid"),
+    ImplSeededBug(ImplBug.RPCS_WAIT_FOR_NEWER_OFFSET, "MigrationReachesDualWriteWithoutFaults", "sim-migration",
+                  "the driver sends its RPCs to the brokers only for an image newer than /migration's offset, not"
+                  " as new (off by one)"),
+    ImplSeededBug(ImplBug.INACTIVE_IGNORES_LEADERSHIP, "ActiveDriverNeverStaysInactive", "sim-migration",
+                  "an INACTIVE driver whose node led before ignores its node's becoming the leader again"),
+    ImplSeededBug(ImplBug.FENCED_BROKER_HEARTBEATS_WHEN_CAUGHT_UP, "LiveFencedBrokerEventuallyUnfenced",
+                  "sim-migration",
+                  "a fenced KRaft broker heartbeats only once it counts itself caught up, and counts one record too"
+                  " many after its registration"),
 )
 
 

@@ -470,7 +470,11 @@ class ControllerNode(Node):
             return [RecoverMigrationState]
         due: list[type] = []
         if (d.kraft_epoch, d.leader) != (raft.epoch, self.is_active()):
-            due.append(KRaftLeaderChange)
+            # (the mistake: an INACTIVE driver whose node led before takes its leading again for old news)
+            deaf = ImplBug.INACTIVE_IGNORES_LEADERSHIP in self.bugs and d.state is MigrationDriverState.INACTIVE \
+                and d.led and self.is_active()
+            if not deaf:
+                due.append(KRaftLeaderChange)
         if not d.leader:
             return due
         match d.state:
@@ -491,7 +495,9 @@ class ControllerNode(Node):
                 if d.driver_image().offset >= d.migration_offset:
                     due.append(SyncKRaftToZk)
             case MigrationDriverState.KRAFT_CONTROLLER_TO_BROKER_COMM:
-                if d.driver_image().offset >= d.migration_offset:
+                newer = ImplBug.RPCS_WAIT_FOR_NEWER_OFFSET in self.bugs  # (the mistake: > instead of >=)
+                if d.driver_image().offset > d.migration_offset or (not newer and
+                                                                      d.driver_image().offset == d.migration_offset):
                     due.append(SendRPCsToBrokers)
             case MigrationDriverState.DUAL_WRITE:
                 if d.driver_image().offset > d.migration_offset:  # a MetadataChangeEvent: new committed records

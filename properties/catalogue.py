@@ -199,10 +199,17 @@ def coverage_lines(p: Property) -> list[str]:
         machines = [s for s in machine_scopes() if s in scopes]
         out.append(f"    - Hypothesis machines count the examples that reach it: {_listing(machines)}")
     else:
+        from properties.progress import progress_goals
+
         live = [s for s in scopes if s in complete_scopes()]
         out.append(
             "    - liveness (`kraftcheck liveness`), on the whole state graph of the scopes explored "
             f"completely: {_listing(live)}"
+        )
+        bound = next(g.bound_ms for g in progress_goals() if g.name == p.name)
+        out.append(
+            "    - campaigns (`kraftcheck campaign`): once a run's faults stop and are healed, on the "
+            f"implementation's state, met within {bound / 1000:g} s of simulated time (`properties.progress`)"
         )
     return out
 
@@ -216,7 +223,8 @@ def bug_lines(p: Property) -> list[str]:
             out.append(f"    - `{b.name}` (model; caught by `{check}:{b.scope}`{z3}): {b.mistake}")
     for b in IMPL_SEEDED_BUGS:
         if b.invariant == p.name:
-            out.append(f"    - `{b.name}` (implementation; caught by `differential:{b.scope}`): {b.mistake}")
+            check = "differential:progress " if p.kind is Kind.EVENTUALLY else "differential:"
+            out.append(f"    - `{b.name}` (implementation; caught by `{check}{b.scope}`): {b.mistake}")
     for s in SHARED_SEEDED_BUGS:
         if s.invariant == p.name:
             out.append(f"    - `{s.name}` (the model and the implementation alike, `{s.model_bug.value}` and "

@@ -47,7 +47,7 @@ from impl.pacing import BROKER_SESSION_TIMEOUT_MS
 from impl.refinement import abstract, differences, same
 from impl.sim.check import CheckFailed
 from impl.sim.faults import FaultMix
-from impl.sim.simulator import Simulation
+from impl.sim.simulator import Aim, Simulation
 from model.actions import Action, DeleteControllerZNodes, SessionTimeout
 from model.bugs import CORRECT, Variant
 from model.invariants import violations
@@ -237,10 +237,11 @@ def _order(state: ClusterState) -> tuple:
 
 
 def checked_simulation(scope: Scope, seed: int, faults: FaultMix, bugs: frozenset[ImplBug] = frozenset(),
-                       variant: Variant = CORRECT, port: object | None = None, runbook: str = "finalize") -> Simulation:
+                       variant: Variant = CORRECT, port: object | None = None, runbook: str = "finalize",
+                       aims: tuple[Aim, ...] = ()) -> Simulation:
     """A simulation of ``scope`` whose every event is checked against the model (``variant``)."""
     checker = Differential(scope, bugs=bugs, variant=variant, port=port, seed=seed, bounded=False, strict=False)
-    return Simulation(scope, seed, faults, checker=checker, runbook=runbook)
+    return Simulation(scope, seed, faults, checker=checker, runbook=runbook, aims=aims)
 
 
 def walk(scope: Scope, seed: int, steps: int, bugs: frozenset[ImplBug] = frozenset(),

@@ -13,7 +13,11 @@ The implementation layer's bugs (``impl.bugs``, layer "impl") are caught by diff
 and the model together until they disagree or a model property breaks on the implementation's
 state (``properties.differential``); the report names the properties that broke, if any. A bug
 that only shows in a race the walks almost never take is caught by its scripted differential run
-(``properties.regressions``, ``differential:script <name>``), tried first.
+(``properties.regressions``, ``differential:script <name>``), tried first. A bug that stalls
+progress (its property is an EVENTUALLY one) never disagrees with the model at a step: it is
+caught by seeded simulator runs of its scope as a campaign runs them, each ending in a quiet
+continuation whose progress goals must be met (``properties.progress``; ``differential:progress
+<scope> seed N``).
 A mistake of the design (``impl.bugs.SHARED_SEEDED_BUGS``, layer "shared") is made by the model and
 the implementation alike, so it is scored by differential testing with both switched on
 (``shared:<scope>``): the model's bounded search finds its shortest counterexample, which both
@@ -139,12 +143,31 @@ def _z3_bmc(bug: SeededBug) -> tuple[str, list[Action]] | None:
 
 DIFFERENTIAL_SEEDS = 300  # walks per implementation bug before it counts as an escape
 DIFFERENTIAL_STEPS = 60
+PROGRESS_SEEDS = 24  # simulator runs per implementation bug that stalls progress before it counts as an escape
+
+
+def _progress(bug: ImplSeededBug) -> tuple[str, list[Action]] | None:
+    """Seeded runs of the bug's scope as a campaign's (its default plan), until one stalls on the bug's goal."""
+    from properties.plan import Plan
+    from properties.progress import Stall
+    from properties.runs import run_seed
+
+    plan = Plan(scope=bug.scope, mutant=bug.name)
+    for seed in range(PROGRESS_SEEDS):
+        run = run_seed(plan, seed, coverage=False)
+        if isinstance(run.disagreement, Stall) and run.disagreement.goal.name == bug.invariant:
+            return f"differential:progress {bug.scope} seed {seed}", [s.action for s in run.record]
+    return None
 
 
 def _differential(bug: SeededBug | ImplSeededBug) -> tuple[str, list[Action]] | None:
     """Seeded differential walks of the bug's scope with the implementation bug switched on."""
     if not isinstance(bug, ImplSeededBug):
         return None
+    if BY_NAME[bug.invariant].kind is Kind.EVENTUALLY:
+        stalled = _progress(bug)
+        if stalled is not None or bug.scope not in SCOPES:
+            return stalled  # (else: a bug that breaks progress in the model's sense may disagree at a step too)
     from properties.differential import Disagreement, walk
     from properties.regressions import CATCHING_SCRIPT, run_script
 

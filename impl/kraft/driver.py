@@ -176,6 +176,7 @@ class KRaftMigrationDriver:
         self.umr_sent: set[int] = set()  # ZK brokers sent a full UpdateMetadata in this leadership
         # /controller_epoch as read when it recovered its state (only the seeded bug CLAIM_WITHOUT_EPOCH_CAS uses it)
         self.seen_zk_epoch: tuple[int, int] | None = None
+        self.led = False  # its node has led while it ran (only the seeded bug INACTIVE_IGNORES_LEADERSHIP reads it)
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -252,7 +253,8 @@ class KRaftMigrationDriver:
             self._transition(D.INACTIVE, leader=False, umr_sent=set(), **self._forget_zk_controller())
             return True
         self._transition(
-            D.WAIT_FOR_CONTROLLER_QUORUM, check=not wrong_state, kraft_epoch=epoch, leader=True, umr_sent=set(),
+            D.WAIT_FOR_CONTROLLER_QUORUM, check=not wrong_state, kraft_epoch=epoch, leader=True, led=True,
+            umr_sent=set(),
             migration_offset=value.kraft_metadata_offset, migration_version=stat.version,
             **self._forget_zk_controller(),
         )
@@ -289,6 +291,12 @@ class KRaftMigrationDriver:
         assignment, _ = yield from self._read(TOPIC)
         if not zk_brokers_registered(self.driver_image(), live, assignment):
             return False
+        if ImplBug.READY_COMPARES_ZK_EPOCH in self.bugs:  # the mistake: a KRaft broker epoch against a czxid
+            for name in live:
+                stat = yield Exists(self._session, f"{BROKER_IDS}/{name}")
+                reg = self.driver_image().registration(int(name))
+                if stat is None or reg is None or stat.czxid != reg.epoch:
+                    return False
         self._transition(D.BECOME_CONTROLLER)
         return True
 
