@@ -267,6 +267,7 @@ class BrokerNode(Node):
         self.metadata_live: tuple[BrokerId, ...] = ()
         self.session_lost = False  # a read of its session said SessionExpired (ZooKeeper's Expired event)
         self.gates = Gates()  # when it tries a step again (impl.pacing)
+        self.elections_won = 0  # how often this process became the controller
 
     def _new_kraft_client(self):
         if KRaftBrokerClient is None:
@@ -296,7 +297,10 @@ class BrokerNode(Node):
         g = self.gates
         g.begin()
         out: list[Action] = []
-        if self._due(OpenSession, now, known=self.session is None or self.session_lost):
+        # (the mistake: a restarted broker takes the session its host had before for its own, and never opens one)
+        waits = ImplBug.RESTARTED_BROKER_KEEPS_DEAD_SESSION in self.bugs and self.session is None \
+            and self._probe_session is not None
+        if not waits and self._due(OpenSession, now, known=self.session is None or self.session_lost):
             out.append(OpenSession(b))
         if self.session is not None:
             if not self.registered and self._due(RegisterBroker, now, known=True):
@@ -318,7 +322,10 @@ class BrokerNode(Node):
                 if self._due(InitializeController, now, known=True):
                     out.append(InitializeController(b))
             else:
-                if self.notifications.has(BROKER_IDS, "child") and self._due(ProcessBrokerChange, now, known=True):
+                # (the mistake: the broker-change handler, unregistered at a resignation, is not registered again)
+                deaf = ImplBug.REELECTED_CONTROLLER_IGNORES_BROKER_CHANGE in self.bugs and self.elections_won > 1
+                if not deaf and self.notifications.has(BROKER_IDS, "child") and \
+                        self._due(ProcessBrokerChange, now, known=True):
                     out.append(ProcessBrokerChange(b))
                 out += [ElectPartitionLeader(b, PartitionId(p)) for p in range(role.partitions)
                         if self._due((ElectPartitionLeader, p), now, known=role.may_elect(p))]
@@ -548,6 +555,7 @@ class BrokerNode(Node):
         yield Trace(ElectController(b))
         self.observed_epoch = None
         self.controller = role
+        self.elections_won += 1
 
     def _is_current_controller(self) -> Handler:
         """ZooKeeper agrees we are the controller: our session holds /controller and the epoch version.
@@ -658,7 +666,9 @@ class BrokerNode(Node):
                     self.replicas[p] = (leader_epoch, role)
             case UpdateMetadata(partitions=partitions, kraft=kraft, live=live):
                 self.metadata = partitions
-                if kraft:
+                if kraft and ImplBug.ZK_BROKER_KEEPS_REMOVED_BROKERS in self.bugs:
+                    self.metadata_live = tuple(sorted(set(self.metadata_live) | set(live)))
+                elif kraft:
                     self.metadata_live = live
             case StopReplica(partition=p):
                 local = self.replicas.get(p)

@@ -4,14 +4,21 @@ Rules:
 - A bug is a member of ``ImplBug``; a node receives the set it runs with and tests
   ``bug in self.bugs`` exactly where the mistake would be made, nowhere else.
 - Each bug names the model property it is expected to break (``IMPL_SEEDED_BUGS``), and the
-  scope whose differential run must catch it. ``kraftcheck mutants`` lists them with
-  ``layer: "impl"``; a test requires that differential testing or the invariants catch each.
+  scope whose differential run must catch it; a bug that stalls progress (its property is an
+  EVENTUALLY one) is caught by the progress check of seeded simulator runs of its scope.
+  ``kraftcheck mutants`` lists them with ``layer: "impl"``; a test requires that differential
+  testing or the invariants catch each.
+- A mistake of the design is made by the model and the implementation alike: an ``ImplBug`` paired
+  with a model ``Bug`` (``SHARED_SEEDED_BUGS``, ``layer: "shared"``). Run together, the two agree,
+  and only the model-independent property the pair names may catch it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+
+from model.bugs import SEEDED_BUGS_BY_NAME, Bug, SeededBug
 
 
 class ImplBug(Enum):
@@ -30,6 +37,21 @@ class ImplBug(Enum):
     HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH = "impl_heartbeat_accepts_older_broker_epoch"
     VOTE_IGNORES_LOG = "impl_vote_ignores_log"
     CLAIM_WITHOUT_EPOCH_CAS = "impl_claim_without_epoch_cas"
+    # Progress (properties.progress): each makes a node leave out a step it should offer, so the implementation
+    # never disagrees with the model at a step; the cluster just stops getting anywhere.
+    RESTARTED_BROKER_KEEPS_DEAD_SESSION = "impl_restarted_broker_keeps_dead_session"
+    REELECTED_CONTROLLER_IGNORES_BROKER_CHANGE = "impl_reelected_controller_ignores_broker_change"
+    READY_COMPARES_ZK_EPOCH = "impl_ready_compares_zk_epoch"
+    RPCS_WAIT_FOR_NEWER_OFFSET = "impl_rpcs_wait_for_newer_offset"
+    INACTIVE_IGNORES_LEADERSHIP = "impl_inactive_ignores_leadership"
+    FENCED_BROKER_HEARTBEATS_WHEN_CAUGHT_UP = "impl_fenced_broker_heartbeats_when_caught_up"
+    # Mistakes of the design, each made by the model too (``SHARED_SEEDED_BUGS``)
+    DUAL_WRITE_RPCS_BEFORE_ZK = "impl_dual_write_rpcs_before_zk"
+    ZK_BROKER_KEEPS_REMOVED_BROKERS = "impl_zk_broker_keeps_removed_brokers"
+    TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS = "impl_timeout_ignores_zk_broker_heartbeats"
+    SAFE_DOWNGRADE_LOSES_METADATA = "impl_safe_downgrade_loses_metadata"
+    FENCED_WRITE_ADOPTS_NEWER_CLAIM = "impl_fenced_write_adopts_newer_claim"
+    METADATA_FETCH_PAST_HIGH_WATERMARK = "impl_metadata_fetch_past_high_watermark"
 
 
 @dataclass(frozen=True)
@@ -74,4 +96,67 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   "a voter grants its vote without comparing the candidate's log with its own"),
     ImplSeededBug(ImplBug.CLAIM_WITHOUT_EPOCH_CAS, "ZkControllerEpochsIncreaseAcrossHandOver", "migration",
                   "the claim sets /controller_epoch with version -1 to the value its driver read at recovery + 1"),
+    # progress: caught by the progress check of simulator runs (properties.progress), as a campaign does
+    ImplSeededBug(ImplBug.RESTARTED_BROKER_KEEPS_DEAD_SESSION, "EveryLiveBrokerEventuallyRegistered",
+                  "sim-migration",
+                  "a restarted ZooKeeper broker never opens a session: it waits for the one its host had before"),
+    ImplSeededBug(ImplBug.REELECTED_CONTROLLER_IGNORES_BROKER_CHANGE, "ControllerEventuallySeesEveryBroker", "bounce",
+                  "a broker elected controller a second time in one process never handles a broker change (its"
+                  " handler was unregistered when it resigned)"),
+    ImplSeededBug(ImplBug.READY_COMPARES_ZK_EPOCH, "DriverLeavesWaitForBrokersWhenReady", "sim-migration",
+                  "the driver counts a ZK broker as registered only if its KRaft broker epoch equals its"
+                  " /brokers/ids czxid"),
+    ImplSeededBug(ImplBug.RPCS_WAIT_FOR_NEWER_OFFSET, "MigrationReachesDualWriteWithoutFaults", "sim-migration",
+                  "the driver sends its RPCs to the brokers only for an image newer than /migration's offset, not"
+                  " as new (off by one)"),
+    ImplSeededBug(ImplBug.INACTIVE_IGNORES_LEADERSHIP, "ActiveDriverNeverStaysInactive", "sim-migration",
+                  "an INACTIVE driver whose node led before ignores its node's becoming the leader again"),
+    ImplSeededBug(ImplBug.FENCED_BROKER_HEARTBEATS_WHEN_CAUGHT_UP, "LiveFencedBrokerEventuallyUnfenced",
+                  "sim-migration",
+                  "a fenced KRaft broker heartbeats only once it counts itself caught up, and counts one record too"
+                  " many after its registration"),
+)
+
+
+# ---- mistakes of the design, made alike by the model and the implementation ---------------------
+
+
+@dataclass(frozen=True)
+class SharedSeededBug:
+    """A mistake in the design itself: the model (``model.bugs``) and the implementation make it alike, so
+    differential testing sees them agree and every property that restates the model's rules agrees with
+    both. Only the model-independent property it names (``model.end_to_end_invariants``) can catch it;
+    switched on by its name, both are run together (``properties.plan.resolve_mutant``)."""
+
+    model_bug: Bug
+    bug: ImplBug
+    invariant: str  # the model-independent property it breaks (the model bug's, in model.bugs)
+
+    @property
+    def name(self) -> str:
+        return f"shared_{self.model_bug.value}"
+
+    @property
+    def seeded(self) -> SeededBug:
+        return SEEDED_BUGS_BY_NAME[self.model_bug.value]
+
+    @property
+    def scope(self) -> str:
+        return self.seeded.scope
+
+    @property
+    def mistake(self) -> str:
+        return self.seeded.mistake
+
+
+SHARED_SEEDED_BUGS: tuple[SharedSeededBug, ...] = tuple(
+    SharedSeededBug(model_bug, bug, SEEDED_BUGS_BY_NAME[model_bug.value].invariant)
+    for model_bug, bug in (
+        (Bug.DUAL_WRITE_RPCS_BEFORE_ZK, ImplBug.DUAL_WRITE_RPCS_BEFORE_ZK),
+        (Bug.ZK_BROKER_KEEPS_REMOVED_BROKERS, ImplBug.ZK_BROKER_KEEPS_REMOVED_BROKERS),
+        (Bug.TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS, ImplBug.TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS),
+        (Bug.SAFE_DOWNGRADE_LOSES_METADATA, ImplBug.SAFE_DOWNGRADE_LOSES_METADATA),
+        (Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM, ImplBug.FENCED_WRITE_ADOPTS_NEWER_CLAIM),
+        (Bug.METADATA_FETCH_PAST_HIGH_WATERMARK, ImplBug.METADATA_FETCH_PAST_HIGH_WATERMARK),
+    )
 )

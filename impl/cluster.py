@@ -162,6 +162,9 @@ class Cluster:
         self.delay: Callable[[Message], int] = lambda message: 0
         self.reachable: Callable[[int, int], bool] = lambda source, dest: True
         self.on_deliver_copy: Callable[[Message], None] = lambda message: None
+        # ... and the checks: every round trip, as (time, caller, callee, request, response), the way an
+        # observer of the wire would see it (properties.differential's clock for the model-independent checks).
+        self.on_rpc: Callable[[int, int, int, Any, Any], None] | None = None
 
     # ---- construction ---------------------------------------------------------------------------
 
@@ -277,6 +280,8 @@ class Cluster:
             return Unreachable(rpc.dest)
         request = RpcRequest(event.now, event.stimulus_id, node.node_id, rpc.request)
         response, _ = self.run(dest, request, traces)
+        if self.on_rpc is not None:
+            self.on_rpc(event.now, node.node_id, rpc.dest, rpc.request, response)
         return response
 
     # ---- the network ----------------------------------------------------------------------------

@@ -50,6 +50,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from impl.bugs import ImplBug
 from impl.codec import IBP_BY_NAME
 from impl.decisions import decision
 from impl.kraft.image import BrokerImage
@@ -157,13 +158,19 @@ class KRaftBrokerClient:
             if kraft or zk_broker_may_register(node.config, node.registered):
                 out += [RegisterWithKRaft(b, ControllerId(c)) for c in voters
                         if self._towards(RegisterWithKRaft, c, now)]
-        elif g.open(BrokerHeartbeat, now):
+        elif g.open(BrokerHeartbeat, now) and not self._waits_to_catch_up(node, kraft):
             out += [BrokerHeartbeat(b, ControllerId(c)) for c in voters if self._towards(BrokerHeartbeat, c, now)]
         if kraft:
             out += [FetchMetadata(b, ControllerId(c)) for c in voters if self._towards(FetchMetadata, c, now)]
             if not self.want_shutdown and self.lifecycle is BrokerState.ONLINE:
                 out.append(BeginControlledShutdown(b))
         return out
+
+    def _waits_to_catch_up(self, node: Any, kraft: bool) -> bool:
+        """The mistake of ``FENCED_BROKER_HEARTBEATS_WHEN_CAUGHT_UP``: a fenced KRaft broker keeps its heartbeats
+        until it has replayed past the record after its registration (a record that may never come)."""
+        return ImplBug.FENCED_BROKER_HEARTBEATS_WHEN_CAUGHT_UP in node.bugs and kraft \
+            and self.lifecycle is BrokerState.FENCED and self.metadata.offset <= self.kraft_epoch + 1
 
     def _towards(self, kind: type, controller: int, now: int) -> bool:
         g = self.gates

@@ -159,7 +159,9 @@ def decide_write(image: Image) -> ApiError:
 
 
 @decision("NONE", "NOT_CONTROLLER", "INVALID_UPDATE_VERSION")
-def decide_metadata_version(image: Image, level: Ibp, upgrade_type: UpgradeType) -> ApiError:
+def decide_metadata_version(
+    image: Image, level: Ibp, upgrade_type: UpgradeType, bugs: frozenset[ImplBug] = frozenset()
+) -> ApiError:
     """FeatureControlManager.updateFeature for metadata.version, in Kafka's order (KIP-584 as KRaft keeps
     it; KIP-866 §Migration Trigger for a ZK broker's [IBP, IBP]; reference §5.1)."""
     if decide_write(image) is not ApiError.NONE:
@@ -174,7 +176,9 @@ def decide_metadata_version(image: Image, level: Ibp, upgrade_type: UpgradeType)
     if image.migration_state.in_progress:
         # "Unable to modify metadata.version while a ZK migration is in progress."
         return ApiError.INVALID_UPDATE_VERSION
-    if current is not None and level < current and _downgrade_changes_metadata(current, level):
+    if current is not None and level < current and _downgrade_changes_metadata(current, level) and not (
+        ImplBug.SAFE_DOWNGRADE_LOSES_METADATA in bugs and upgrade_type is UpgradeType.SAFE_DOWNGRADE
+    ):
         return ApiError.INVALID_UPDATE_VERSION  # "Refusing ... because it might delete metadata information."
     return ApiError.NONE
 
@@ -466,7 +470,11 @@ class ControllerNode(Node):
             return [RecoverMigrationState]
         due: list[type] = []
         if (d.kraft_epoch, d.leader) != (raft.epoch, self.is_active()):
-            due.append(KRaftLeaderChange)
+            # (the mistake: an INACTIVE driver whose node led before takes its leading again for old news)
+            deaf = ImplBug.INACTIVE_IGNORES_LEADERSHIP in self.bugs and d.state is MigrationDriverState.INACTIVE \
+                and d.led and self.is_active()
+            if not deaf:
+                due.append(KRaftLeaderChange)
         if not d.leader:
             return due
         match d.state:
@@ -487,7 +495,9 @@ class ControllerNode(Node):
                 if d.driver_image().offset >= d.migration_offset:
                     due.append(SyncKRaftToZk)
             case MigrationDriverState.KRAFT_CONTROLLER_TO_BROKER_COMM:
-                if d.driver_image().offset >= d.migration_offset:
+                newer = ImplBug.RPCS_WAIT_FOR_NEWER_OFFSET in self.bugs  # (the mistake: > instead of >=)
+                if d.driver_image().offset > d.migration_offset or (not newer and
+                                                                      d.driver_image().offset == d.migration_offset):
                     due.append(SendRPCsToBrokers)
             case MigrationDriverState.DUAL_WRITE:
                 if d.driver_image().offset > d.migration_offset:  # a MetadataChangeEvent: new committed records
@@ -746,6 +756,8 @@ class ControllerNode(Node):
         if raft.role is not QuorumRole.LEADER:
             return MetadataFetchResponse(ApiError.NOT_LEADER_OR_FOLLOWER)
         hw = raft.high_watermark
+        if ImplBug.METADATA_FETCH_PAST_HIGH_WATERMARK in self.bugs:
+            hw = len(raft.log)  # the mistake: the log end, committed or not
         if request.fetch_offset >= hw:
             return MetadataFetchResponse(ApiError.NONE, hw)
         committed = raft.log[:hw]
@@ -769,7 +781,7 @@ class ControllerNode(Node):
         if not self.is_active() or self.writes_blocked():
             return False
         image = self.own_image()
-        refused = decide_metadata_version(image, action.level, action.upgrade_type) is not ApiError.NONE
+        refused = decide_metadata_version(image, action.level, action.upgrade_type, self.bugs) is not ApiError.NONE
         if not refused and action.level != image.metadata_version:
             self.raft.append([FeatureLevelRecord(METADATA_VERSION, action.level)])
         return True
@@ -799,7 +811,8 @@ class ControllerNode(Node):
                 return response
             case BrokerHeartbeatRequest():
                 response = self._broker_heartbeat(request)
-                if response.error is ApiError.NONE:
+                forgotten = request.is_migrating_zk_broker and ImplBug.TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS in self.bugs
+                if response.error is ApiError.NONE and not forgotten:
                     self._heard_from_broker(request.broker_id, event.now)
                 return response
             case MetadataFetchRequest():

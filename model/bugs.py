@@ -86,6 +86,14 @@ class Bug(Enum):
     WAIT_ONLY_FOR_LIVE_BROKERS = "wait_only_for_live_brokers"
     READY_COMPARES_ZK_EPOCH = "ready_compares_zk_epoch"
     INACTIVE_IGNORES_LEADERSHIP = "inactive_ignores_leadership"
+    # Mistakes of the design, made by the model and the implementation alike (impl.bugs.SHARED_SEEDED_BUGS):
+    # only the model-independent properties (model.end_to_end_invariants) catch them.
+    DUAL_WRITE_RPCS_BEFORE_ZK = "dual_write_rpcs_before_zk"
+    ZK_BROKER_KEEPS_REMOVED_BROKERS = "zk_broker_keeps_removed_brokers"
+    TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS = "timeout_ignores_zk_broker_heartbeats"
+    SAFE_DOWNGRADE_LOSES_METADATA = "safe_downgrade_loses_metadata"
+    FENCED_WRITE_ADOPTS_NEWER_CLAIM = "fenced_write_adopts_newer_claim"
+    METADATA_FETCH_PAST_HIGH_WATERMARK = "metadata_fetch_past_high_watermark"
 
 
 @record
@@ -237,6 +245,23 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "a ZK broker counts as registered only if its KRaft broker epoch equals its ZooKeeper czxid"),
     SeededBug(Bug.INACTIVE_IGNORES_LEADERSHIP, "ActiveDriverNeverStaysInactive", "handover",
               "an INACTIVE driver ignores the event that makes its node the leader again"),
+    # mistakes of the design (the implementation makes each too): only a model-independent property sees them
+    SeededBug(Bug.DUAL_WRITE_RPCS_BEFORE_ZK, "ZkHoldsWhatZkBrokersAreTold", "dual-write-outage",
+              "while ZooKeeper is unavailable, the dual write sends ZK brokers the change's RPCs and leaves its"
+              " ZooKeeper write for later"),
+    SeededBug(Bug.ZK_BROKER_KEEPS_REMOVED_BROKERS, "ZkBrokersConvergeToCommittedImage", "broker-migration",
+              "a ZK broker adds an UpdateMetadata's live brokers to those it caches instead of replacing them,"
+              " so a fenced broker stays"),
+    SeededBug(Bug.TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS, "HeartbeatingBrokerNeverFenced", "dual-write",
+              "the broker session timeout takes a running migrating ZK broker for a gone one: its heartbeats do not"
+              " keep its session"),
+    SeededBug(Bug.SAFE_DOWNGRADE_LOSES_METADATA, "MetadataVersionGoesDownOnlyWhenForced", "kraft-metadata-version",
+              "a safe metadata.version downgrade is accepted although it loses metadata"),
+    SeededBug(Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM, "OneZkWriterAfterClaim", "dual-write",
+              "a driver whose fenced ZooKeeper write failed reads the newer claim's versions and epoch and writes"
+              " again under them"),
+    SeededBug(Bug.METADATA_FETCH_PAST_HIGH_WATERMARK, "ServedMetadataSurvivesFailover", "broker-failover",
+              "the leader serves brokers' metadata fetches up to its log end instead of its high watermark"),
 )
 
 SEEDED_BUGS_BY_NAME = {b.name: b for b in SEEDED_BUGS}

@@ -3,8 +3,11 @@
 ``model.registry`` holds the kinds and the decorators; the properties are in a module per part
 (``model.zk_invariants``: the ZooKeeper era; ``model.kraft_invariants``: the KRaft quorum and
 brokers on KRaft; ``model.migration_invariants``: the migration, and the KRaft side's witnesses
-and liveness), imported here in that order, which is the catalogue's. Read ``BY_NAME`` and the
-kind lists, and check states and steps with ``violations`` and ``witnessed``.
+and liveness; ``model.end_to_end_invariants``: the model-independent properties), imported here in
+that order, which is the catalogue's. Read ``BY_NAME`` and the kind lists, and check states and
+steps with ``violations`` and ``witnessed``; ``independent`` chooses the model-independent
+properties (True), the others (False) or all of them (None), for a check that evaluates the two
+kinds on different states (``properties.differential``).
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 # isort: off
 from model import zk_invariants  # noqa: F401 - registers the ZooKeeper era's properties first,
 from model import kraft_invariants  # noqa: F401 - then the KRaft quorum's and brokers',
-from model import migration_invariants  # noqa: F401 - then the migration's: the catalogue's order
+from model import migration_invariants  # noqa: F401 - then the migration's: the catalogue's order,
+from model import end_to_end_invariants  # noqa: F401 - and last the model-independent ones
 # isort: on
 from typing import overload
 
@@ -29,27 +33,43 @@ SOMETIMES = [p for p in PROPERTIES if p.kind is Kind.SOMETIMES]
 EVENTUALLY = [p for p in PROPERTIES if p.kind is Kind.EVENTUALLY]
 
 
-def broken_always(state: ClusterState) -> list[str]:
+_CHOSEN: dict[bool | None, tuple[list[Property], list[Property]]] = {
+    None: (ALWAYS, TRANSITIONS),
+    **{
+        independent: ([p for p in ALWAYS if p.independent is independent],
+                      [p for p in TRANSITIONS if p.independent is independent])
+        for independent in (True, False)
+    },
+}
+
+
+def broken_always(state: ClusterState, independent: bool | None = None) -> list[str]:
     """Names of the ALWAYS properties ``state`` breaks. They read only the state's identity, so a
     state need be checked once, however many steps lead to it."""
-    return [p.name for p in ALWAYS if not p.predicate(state)]
+    return [p.name for p in _CHOSEN[independent][0] if not p.predicate(state)]
 
 
-def broken_transitions(before: ClusterState, action: Action, after: ClusterState) -> list[str]:
+def broken_transitions(
+    before: ClusterState, action: Action, after: ClusterState, independent: bool | None = None
+) -> list[str]:
     """Names of the TRANSITION properties the step breaks."""
-    return [p.name for p in TRANSITIONS if not p.predicate(before, action, after)]
+    return [p.name for p in _CHOSEN[independent][1] if not p.predicate(before, action, after)]
 
 
 @overload
-def violations(before: None, action: None, after: ClusterState) -> list[str]: ...
+def violations(before: None, action: None, after: ClusterState, independent: bool | None = None) -> list[str]: ...
 @overload
-def violations(before: ClusterState, action: Action, after: ClusterState) -> list[str]: ...
-def violations(before: ClusterState | None, action: Action | None, after: ClusterState) -> list[str]:
+def violations(
+    before: ClusterState, action: Action, after: ClusterState, independent: bool | None = None
+) -> list[str]: ...
+def violations(
+    before: ClusterState | None, action: Action | None, after: ClusterState, independent: bool | None = None
+) -> list[str]:
     """Names of the ALWAYS properties ``after`` breaks and the TRANSITION properties the step breaks
     (a step when ``before`` and ``action`` are given, the initial state when both are None)."""
-    broken = broken_always(after)
+    broken = broken_always(after, independent)
     if before is not None and action is not None:
-        broken += broken_transitions(before, action, after)
+        broken += broken_transitions(before, action, after, independent)
     return broken
 
 

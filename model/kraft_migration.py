@@ -583,6 +583,11 @@ def _kraft_zk_write(
     state = _record_attempt(state, c)
     zk, results = zkm.multi(state.zk, NO_SESSION, tuple(head + ops + [update]))
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
+    if not zkm.succeeded(results) and variant.has(Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM):
+        adopted = _adopt_claim(state, c)
+        if adopted is not None:  # the mistake: write again under the newer claim
+            once = variant.replace(bugs=variant.bugs - {Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM})
+            return _kraft_zk_write(put_ctrl(state, adopted), adopted, kind, ops, offset, once)
     if not zkm.succeeded(results):
         # Differs: Kafka's driver retries the event on its next poll; every retry fails the same way until a
         # KRaftLeaderEvent, so the model parks the driver in INACTIVE (a valid move from every state).
@@ -594,6 +599,17 @@ def _kraft_zk_write(
         state = state.replace(history=state.history.replace(crashed_controllers=frozenset()))
     c = c.replace(driver=d.replace(migration_offset=offset, migration_version=zkm.get_existing(zk, MIGRATION).version))
     return put_ctrl(state, c), True
+
+
+def _adopt_claim(state: ClusterState, c: KRaftController) -> KRaftController | None:
+    """The seeded bug FENCED_WRITE_ADOPTS_NEWER_CLAIM: the driver takes the claim ZooKeeper shows now (its
+    versions and Raft epoch) as its own."""
+    claim, epoch, migration = _kraft_controller_znode(state), zkm.get(state.zk, CONTROLLER_EPOCH), zkm.get(
+        state.zk, MIGRATION)
+    if c.driver is None or claim is None or epoch is None or migration is None:
+        return None
+    return c.replace(driver=c.driver.replace(kraft_epoch=claim.kraft_epoch, zk_epoch=epoch.data,
+                                             zk_epoch_version=epoch.version, migration_version=migration.version))
 
 
 def _acting_epoch(c: KRaftController) -> KRaftEpoch:
@@ -674,11 +690,16 @@ def _send_rpcs_to_brokers(state: ClusterState, cid: ControllerId, variant: Varia
         variant.has(Bug.RPCS_WAIT_FOR_NEWER_OFFSET) and image.offset <= d.migration_offset
     ):
         return _behind(image, d)
-    rpcs = _controller_rpcs(c, image, list(range(len(image.partitions))), True, variant)
+    # The partitions as ZooKeeper holds them (the image at /migration's offset): a partition change committed
+    # since the sync reaches the brokers with its dual write, once ZooKeeper has it (KIP-866 §Dual Metadata
+    # Writes). Kafka's driver dual-writes every change it handles in this state, so what it sends is
+    # ZooKeeper's too. The live brokers are KRaft's alone; they are the newest.
+    told = image.replace(partitions=image_of(c.log, d.migration_offset).partitions)
+    rpcs = _controller_rpcs(c, told, list(range(len(told.partitions))), True, variant)
     sent = send(state, rpcs)
     if sent is None:
         return IN_FLIGHT_CAP
-    targets = frozenset(b for b, _ in zk_broker_targets(image))
+    targets = frozenset(b for b, _ in zk_broker_targets(told))
     return put_ctrl(sent, _drive(c, D.DUAL_WRITE, variant, umr_sent=targets))
 
 
@@ -691,17 +712,21 @@ def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> Res
     allowed = (D.DUAL_WRITE, D.SYNC_KRAFT_TO_ZK) if variant.has(Bug.DUAL_WRITE_BEFORE_SYNC) else (D.DUAL_WRITE,)
     if d.state not in allowed:
         return _NOT_IN[D.DUAL_WRITE]
-    refused = _driver_event(state, c)
-    if refused is not None:
-        return refused
+    if not _leading(c):
+        return _NOT_LEADING
+    # A mistake of the design (shared_dual_write_rpcs_before_zk) sends the RPCs while ZooKeeper is away.
+    zk_first = state.zk.available or not variant.has(Bug.DUAL_WRITE_RPCS_BEFORE_ZK)
+    if zk_first and not state.zk.available:
+        return _ZK_UNAVAILABLE
     image = image_of(c.log) if variant.has(Bug.DUAL_WRITE_UNCOMMITTED) else driver_image(c)
     if image.offset <= d.migration_offset:
         return _ZK_CAUGHT_UP
     before = image_of(c.log, d.migration_offset) if d.migration_offset > 0 else None
-    ops = zk_reconcile_ops(state, image, c, variant)
-    state, ok = _kraft_zk_write(state, c, "dual-write", ops, image.offset, variant)
-    if not ok:
-        return state
+    if zk_first:
+        ops = zk_reconcile_ops(state, image, c, variant)
+        state, ok = _kraft_zk_write(state, c, "dual-write", ops, image.offset, variant)
+        if not ok:
+            return state
     c = ctrl(state, cid)
     changed = [
         p for p, part in enumerate(image.partitions)

@@ -787,9 +787,10 @@ def _fetch_metadata(state: ClusterState, bid: BrokerId, cid: ControllerId, varia
         return _NOT_RUNNING
     if c.role is not QuorumRole.LEADER:
         return Refused(Errors.NOT_LEADER_OR_FOLLOWER, "controller {} does not lead", (cid,))
-    if c.high_watermark <= b.image.offset:
+    upto = len(c.log) if variant.has(Bug.METADATA_FETCH_PAST_HIGH_WATERMARK) else c.high_watermark
+    if upto <= b.image.offset:
         return _NOTHING_NEW
-    image = image_of(c.log, c.high_watermark)
+    image = image_of(c.log, upto)
     meta = 1 if image.migration_state is ZkMigrationState.POST_MIGRATION else b.meta_properties
     terms = state.history.leader_terms
     for p, part in enumerate(image.partitions):
@@ -832,6 +833,8 @@ def _session_timeout(state: ClusterState, bid: BrokerId, cid: ControllerId, vari
         # Differs: since KAFKA-15441 Kafka does not fence stale brokers in pre-migration.
         return _NO_FENCING_IN_PRE_MIGRATION
     alive_same = b.alive and b.incarnation == reg.incarnation and b.kraft_epoch == reg.epoch
+    if variant.has(Bug.TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS) and not b.config.kraft_mode:
+        alive_same = False  # the mistake: a migrating ZK broker's heartbeats do not keep its session
     if alive_same:
         spent = spend(state, timeouts=1)
         if spent is None:
@@ -940,7 +943,9 @@ def decide_metadata_version(
         return _DURING_MIGRATION
     if level < Ibp.IBP_3_3_IV0:
         return _BELOW_BOOTSTRAP  # the first level with FeatureLevelRecord
-    if current is not None and level < current and metadata_changed_between(level, current):
+    if current is not None and level < current and metadata_changed_between(level, current) and not (
+        variant.has(Bug.SAFE_DOWNGRADE_LOSES_METADATA) and upgrade_type is UpgradeType.SAFE_DOWNGRADE
+    ):
         if upgrade_type is UpgradeType.UNSAFE_DOWNGRADE:
             return _UNSAFE_DOWNGRADE
         return _MIGHT_DELETE_METADATA

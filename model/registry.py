@@ -13,7 +13,8 @@ Kinds (after stateright's ``always`` / ``sometimes`` and TLA+'s action propertie
 
 Every property names the seed section it comes from (``KIP-nnn §Section``); the invariant
 catalogue in docs/ is generated from this registry. The properties live in a module per part of
-the model (``model.zk_invariants``, ``model.kraft_invariants``, ``model.migration_invariants``);
+the model (``model.zk_invariants``, ``model.kraft_invariants``, ``model.migration_invariants``), and
+the model-independent ones, registered ``independent``, in ``model.end_to_end_invariants``;
 ``model.invariants`` imports them in order and answers the queries over all of them
 (``BY_NAME``, ``violations``). Predicates read ground truth from ZooKeeper and compare it with
 what nodes believe; they never call ``step``. An ALWAYS predicate reads only what is part of a state's identity (never
@@ -56,6 +57,9 @@ class Property:
     # registration, so a caller that has chosen properties by kind calls it with those arguments.
     predicate: Callable[..., bool]
     when: StatePredicate | None = None  # EVENTUALLY only: the trigger; None: from the initial state
+    # Stated over what a user can see, not over the model's rules (``model.end_to_end_invariants``): it holds
+    # however the protocol is written, so it can fail where the model and the implementation share a mistake.
+    independent: bool = False
 
 
 PROPERTIES: list[Property] = []
@@ -68,26 +72,34 @@ def section(title: str) -> None:
     _section = title
 
 
-def _register(kind: Kind, name: str, meaning: str, source: str, when: StatePredicate | None = None) -> Callable[[P], P]:
+def _register(
+    kind: Kind, name: str, meaning: str, source: str, when: StatePredicate | None = None, independent: bool = False
+) -> Callable[[P], P]:
     def wrap(fn: P) -> P:
         if any(p.name == name for p in PROPERTIES):
             raise ValueError(f"duplicate property {name}")
-        PROPERTIES.append(Property(name, kind, meaning, source, _section, fn, when))
+        PROPERTIES.append(Property(name, kind, meaning, source, _section, fn, when, independent))
         return fn
 
     return wrap
 
 
-def always(name: str, meaning: str, source: str) -> Callable[[StatePredicate], StatePredicate]:
-    return _register(Kind.ALWAYS, name, meaning, source)
+def always(
+    name: str, meaning: str, source: str, independent: bool = False
+) -> Callable[[StatePredicate], StatePredicate]:
+    return _register(Kind.ALWAYS, name, meaning, source, independent=independent)
 
 
-def transition(name: str, meaning: str, source: str) -> Callable[[StepPredicate], StepPredicate]:
-    return _register(Kind.TRANSITION, name, meaning, source)
+def transition(
+    name: str, meaning: str, source: str, independent: bool = False
+) -> Callable[[StepPredicate], StepPredicate]:
+    return _register(Kind.TRANSITION, name, meaning, source, independent=independent)
 
 
-def sometimes(name: str, meaning: str, source: str) -> Callable[[StepPredicate], StepPredicate]:
-    return _register(Kind.SOMETIMES, name, meaning, source)
+def sometimes(
+    name: str, meaning: str, source: str, independent: bool = False
+) -> Callable[[StepPredicate], StepPredicate]:
+    return _register(Kind.SOMETIMES, name, meaning, source, independent=independent)
 
 
 def eventually(

@@ -197,8 +197,9 @@ def warm_up(scope: Scope, profile: Profile = Profile.KIP) -> tuple[ClusterState,
         state = _zk_warm_up(state, scope, taken, variant)
     if scope.stage is not None:
         state = _kraft_warm_up(state, scope, taken, variant)
-    # The history stays: the next registration of each broker must still beat the warm-up's.
-    return state.replace(budget=scope.budget, ghost=type(state.ghost)()), tuple(taken)
+    # The history stays: the next registration of each broker must still beat the warm-up's; and so do
+    # the observations of the model-independent properties (the warm-up's steps are real ones).
+    return state.replace(budget=scope.budget, ghost=type(state.ghost)(observed=state.ghost.observed)), tuple(taken)
 
 
 def _zk_warm_up(state: ClusterState, scope: Scope, taken: list[Action], variant: Variant) -> ClusterState:
@@ -643,3 +644,45 @@ KRAFT_BROKER_RESTART = small_migration_scope(
     max_depth=12,
 )
 SCOPES[KRAFT_BROKER_RESTART.name] = KRAFT_BROKER_RESTART
+
+# For the model-independent properties' seeded bugs (model.end_to_end_invariants), three situations no scope
+# above has. A KRaft-born quorum of two whose metadata.version an operator moves up, then asks to move down
+# (every downgrade between the modelled levels loses metadata), across an election.
+KRAFT_METADATA_VERSION = _small_migration_scope(
+    name="kraft-metadata-version",
+    summary="a KRaft-born quorum of 2: an operator upgrades metadata.version, then asks for a downgrade",
+    controllers=(KRAFT_ONLY,) * 2,
+    stage="quorum",
+    budget=Budget(operator=2, kraft_elections=1),
+    metadata_version_choices=(
+        (Ibp.IBP_3_6_IV1, UpgradeType.UPGRADE),
+        (Ibp.IBP_3_4_IV0, UpgradeType.SAFE_DOWNGRADE),
+        (Ibp.IBP_3_4_IV0, UpgradeType.UNSAFE_DOWNGRADE),
+    ),
+    max_depth=10,
+)
+SCOPES[KRAFT_METADATA_VERSION.name] = KRAFT_METADATA_VERSION
+
+# Two ZK brokers in dual write while ZooKeeper is down, one of them timed out: a partition moves to the other
+# with nowhere to write it but KRaft.
+DUAL_WRITE_OUTAGE = _migration_scope(
+    name="dual-write-outage",
+    summary="2 ZK brokers in dual write; ZooKeeper goes down and a live broker times out, moving its leadership",
+    stage="dual-write",
+    budget=Budget(outages=1, timeouts=1, max_in_flight=10),
+    max_depth=8,
+)
+SCOPES[DUAL_WRITE_OUTAGE.name] = DUAL_WRITE_OUTAGE
+
+# A KRaft broker fetching from a leader of three that crashes with a record its followers lack: the two
+# others elect a leader without it.
+BROKER_FAILOVER = _small_migration_scope(
+    name="broker-failover",
+    summary="1 KRaft broker, 3 controllers in dual write; an admin write, and the leader crashes before its"
+            " followers have it",
+    controllers=(MIGRATING,) * 3,
+    stage="kraft-brokers",
+    budget=Budget(controller_crashes=1, operator=1, max_in_flight=6),
+    max_depth=8,
+)
+SCOPES[BROKER_FAILOVER.name] = BROKER_FAILOVER

@@ -11,7 +11,9 @@ Rules:
   states with different histories can go on to different verdicts. ``ghost`` holds per-step
   annotations (the last multi's results, the log of applied controller writes) whose
   invariants are decided when the entry is made; it is left out of equality and hashing, so
-  it never splits a state.
+  it never splits a state. Its ``observed`` record alone is carried from step to step: what the
+  model-independent properties need of the past, as observations (``model.observations``). A state
+  reached along two paths keeps the first path's, so only TRANSITION properties read it.
 - ``budget`` counts the perturbations still allowed (crashes, elections, ...); healing actions
   never spend budget.
 """
@@ -382,6 +384,26 @@ class KRaftWrite(Record):
 
 
 @record
+class Observations(Record):
+    """Ghost: what the model-independent properties (``model.end_to_end_invariants``) need of the past.
+
+    Only observations of what a user can see are kept (messages sent and delivered; requests an operator
+    made; brokers gone unheard for a session timeout), never a decision of the rules; ``model.observations``
+    records them after every step, from the step's states and actions alone.
+    """
+
+    # Per ZK broker: the last KRaft UpdateMetadata sent to it by the newest controller epoch it was sent one by.
+    told: tuple[tuple[BrokerId, UpdateMetadata], ...] = ()
+    settled: frozenset[BrokerId] = frozenset()  # ZK brokers whose last ``told`` message was the last delivered
+    unsafe_downgrades: frozenset[Ibp] = frozenset()  # metadata.version levels an operator forced a downgrade to
+    # This step: brokers whose heartbeats the environment kept from the controller for a whole session timeout.
+    silenced: frozenset[BrokerId] = frozenset()
+
+
+NOTHING_OBSERVED = Observations()
+
+
+@record
 class Ghost(Record):
     """Per-step annotations for the checks: not part of a state's identity."""
 
@@ -391,6 +413,8 @@ class Ghost(Record):
     sent: tuple[Message, ...] = ()  # messages this step sent, in the order they were queued
     # (writer, epoch) of a KRaft write to ZooKeeper this step tried, () if none
     attempted_kraft_write: tuple[()] | tuple[ControllerId, KRaftEpoch] = ()
+    # Carried from step to step (``step`` does not clear it): what ``model.observations`` has recorded so far.
+    observed: Observations = NOTHING_OBSERVED
 
 
 @record

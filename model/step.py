@@ -6,7 +6,9 @@ How it works:
   ``model.zk_era`` (``ZkEraAction``: ZooKeeper, the network, ZooKeeper-mode brokers and their
   controller), ``model.kraft_quorum`` (``KRaftQuorumAction``: the KRaft quorum, brokers on KRaft,
   admin writes) and ``model.kraft_migration`` (``MigrationAction``: the migration driver and the
-  operator's runbook steps). A handler returns None when its action is not enabled.
+  operator's runbook steps). A handler returns None when its action is not enabled. Then
+  ``model.observations`` records what the step showed (``ghost.observed``), for the
+  model-independent properties.
 - ``enabled_actions(state, scope)`` (and ``successors``, each with its next state) lists every
   action ``step`` accepts, in a fixed order: the candidates of ``candidate_actions``, in the
   order the scope and the state give, that ``step`` takes. That order is what the explorer's
@@ -77,6 +79,7 @@ from model.actions import (
 from model.bugs import CORRECT, Variant
 from model.harness import HarnessAction, is_harness_action
 from model.kraft import QuorumRole
+from model.observations import observe
 from model.outcome import Outcome, Result, Unchanged, Verdict
 from model.state import ClusterState, message_sort_key
 from model.types import FeatureLevel, PartitionId
@@ -113,14 +116,29 @@ def _handle(state: ClusterState, action: Action | HarnessAction, variant: Varian
     if ghost.last_multi or ghost.kraft_writes or ghost.sent or ghost.attempted_kraft_write:
         state = state.replace(ghost=ghost.replace(last_multi=(), kraft_writes=(), sent=(), attempted_kraft_write=()))
     if is_zk_era_action(action):
-        return zk_era.handle(state, action, variant)
-    if is_kraft_quorum_action(action):
-        return kraft_quorum.handle(state, action, variant)
-    if is_migration_action(action):
-        return kraft_migration.handle(state, action, variant)
-    if is_harness_action(action):
-        return harness.handle(state, action, variant)
-    raise TypeError(f"not an action: {action!r}")
+        result = zk_era.handle(state, action, variant)
+    elif is_kraft_quorum_action(action):
+        result = kraft_quorum.handle(state, action, variant)
+    elif is_migration_action(action):
+        result = kraft_migration.handle(state, action, variant)
+    elif is_harness_action(action):
+        result = harness.handle(state, action, variant)
+    else:
+        raise TypeError(f"not an action: {action!r}")
+    if isinstance(result, ClusterState):
+        return _observed(state, action, result)
+    if result.after is not None:  # a delivered request answered with an error, or spent unchanged
+        return result.replace(after=_observed(state, action, result.after))
+    return result
+
+
+def _observed(state: ClusterState, action: Action | HarnessAction, nxt: ClusterState) -> ClusterState:
+    """``nxt`` with what the step let a user see (``model.observations``); an injected request is the
+    harness's, not the cluster's, so it is observed only through what it leaves in flight."""
+    observed = observe(state, (action,) if not is_harness_action(action) else (), nxt)
+    if observed is nxt.ghost.observed:
+        return nxt
+    return nxt.replace(ghost=nxt.ghost.replace(observed=observed))
 
 
 # ---- what can happen next -----------------------------------------------------------------------

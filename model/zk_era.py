@@ -931,7 +931,9 @@ def deliver_message(state: ClusterState, m: Message, variant: Variant) -> Result
                 state = state.replace(history=state.history.replace(leader_terms=terms))
         case UpdateMetadata(partitions=partitions, kraft=kraft, live=live):
             dest = dest.replace(metadata=partitions)
-            if kraft:
+            if kraft and variant.has(Bug.ZK_BROKER_KEEPS_REMOVED_BROKERS):
+                dest = dest.replace(metadata_live=tuple(sorted(set(dest.metadata_live) | set(live))))
+            elif kraft:
                 dest = dest.replace(metadata_live=live)
         case StopReplica(partition=p):
             local = dest.replicas[p]

@@ -1,10 +1,11 @@
 """Generate the invariant catalogue (docs/invariants.md) from the model's and the checks' own data.
 
 Nothing in the catalogue is written by hand (docs/design.md §13). For each property of the
-registry (``model.zk_invariants``, ``model.kraft_invariants``, ``model.migration_invariants``):
-its meaning, kind and source (seed and section); which checks cover it; the seeded bugs that break
-it, of the model (``model.bugs``) and of the implementation (``impl.bugs``); and the scopes that
-document it as a finding about the seeds (``Scope.findings``).
+registry (``model.zk_invariants``, ``model.kraft_invariants``, ``model.migration_invariants``,
+``model.end_to_end_invariants``): its meaning, kind and source (seed and section); whether it is
+model-independent, and then what it reads; which checks cover it; the seeded bugs that break
+it, of the model (``model.bugs``), of the implementation (``impl.bugs``) and of both alike; and the
+scopes that document it as a finding about the seeds (``Scope.findings``).
 
 Which checks cover a property is computed, never listed per property:
 - Exploration (``kraftcheck explore``) checks every ALWAYS and TRANSITION property on every step
@@ -40,8 +41,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from impl.bugs import IMPL_SEEDED_BUGS
+from impl.bugs import IMPL_SEEDED_BUGS, SHARED_SEEDED_BUGS
 from model import PROPERTIES, SCOPES, SEEDED_BUGS, Kind, Property, Scope
+from model.end_to_end_invariants import READS
 from model.scopes import ROLLBACK_REUSES_ZK_EPOCH
 from properties.manifest import MANIFEST
 
@@ -56,9 +58,11 @@ GENERATED = (
 # ---- which checks cover a property ----------------------------------------------------------------
 
 def is_kraft_property(p: Property) -> bool:
-    """Registered in model.kraft_invariants or model.migration_invariants: about KRaft controllers, their
-    brokers or the migration."""
-    return p.predicate.__module__ in ("model.kraft_invariants", "model.migration_invariants")
+    """Registered in model.kraft_invariants, model.migration_invariants or model.end_to_end_invariants: about
+    KRaft controllers, their brokers or the migration."""
+    return p.predicate.__module__ in (
+        "model.kraft_invariants", "model.migration_invariants", "model.end_to_end_invariants"
+    )
 
 
 def can_exercise(scope: Scope, p: Property) -> bool:
@@ -195,10 +199,17 @@ def coverage_lines(p: Property) -> list[str]:
         machines = [s for s in machine_scopes() if s in scopes]
         out.append(f"    - Hypothesis machines count the examples that reach it: {_listing(machines)}")
     else:
+        from properties.progress import progress_goals
+
         live = [s for s in scopes if s in complete_scopes()]
         out.append(
             "    - liveness (`kraftcheck liveness`), on the whole state graph of the scopes explored "
             f"completely: {_listing(live)}"
+        )
+        bound = next(g.bound_ms for g in progress_goals() if g.name == p.name)
+        out.append(
+            "    - campaigns (`kraftcheck campaign`): once a run's faults stop and are healed, on the "
+            f"implementation's state, met within {bound / 1000:g} s of simulated time (`properties.progress`)"
         )
     return out
 
@@ -212,13 +223,30 @@ def bug_lines(p: Property) -> list[str]:
             out.append(f"    - `{b.name}` (model; caught by `{check}:{b.scope}`{z3}): {b.mistake}")
     for b in IMPL_SEEDED_BUGS:
         if b.invariant == p.name:
-            out.append(f"    - `{b.name}` (implementation; caught by `differential:{b.scope}`): {b.mistake}")
+            check = "differential:progress " if p.kind is Kind.EVENTUALLY else "differential:"
+            out.append(f"    - `{b.name}` (implementation; caught by `{check}{b.scope}`): {b.mistake}")
+    for s in SHARED_SEEDED_BUGS:
+        if s.invariant == p.name:
+            out.append(f"    - `{s.name}` (the model and the implementation alike, `{s.model_bug.value}` and "
+                       f"`{s.bug.value}`; caught by `shared:{s.scope}` and nothing else): {s.mistake}")
     return out
 
 
+def independence_lines(p: Property) -> list[str]:
+    """For a model-independent property: that it is, and what it reads (on the implementation, its own)."""
+    if not p.independent:
+        return []
+    return [
+        "- **Model-independent:** stated over what a user can see, not the model's rules, so it also catches a "
+        "mistake the model and the implementation share; on the implementation it is evaluated on its own state, "
+        f"which the abstraction maps value for value: {READS[p.name]}",
+    ]
+
+
 def property_section(p: Property) -> list[str]:
-    out = [f"### {p.name}", "", p.meaning, "", f"- **Kind:** `{p.kind.value}`", f"- **Source:** {p.source}",
-           "- **Checked by:**"]
+    out = [f"### {p.name}", "", p.meaning, "", f"- **Kind:** `{p.kind.value}`", f"- **Source:** {p.source}"]
+    out += independence_lines(p)
+    out.append("- **Checked by:**")
     out += coverage_lines(p)
     if p.kind is not Kind.SOMETIMES:
         bugs = bug_lines(p)
@@ -264,6 +292,11 @@ def render() -> str:
         "name the property; campaigns check the same properties on the implementation after every simulated "
         "event. `eventually` properties are checked by `kraftcheck liveness` on the scopes explored completely.",
         "",
+        f"{sum(p.independent for p in PROPERTIES)} of them are marked **model-independent** "
+        "([end to end](#end-to-end-model-independent)): stated over what a user can see (znodes, the committed "
+        "log, brokers' caches, messages), not over the model's rules, so they hold however the protocol is "
+        "written and catch a mistake in the design that the model and the implementation share.",
+        "",
     ]
     sections: list[str] = []
     for p in PROPERTIES:
@@ -275,12 +308,16 @@ def render() -> str:
             out += property_section(p)
     out += ["## Seeded bugs", "",
             "Every one must be caught by its check (`kraftcheck mutants`; `--list` lists them). Model bugs are "
-            "switched on in `step` (`model/bugs.py`), implementation bugs in one node (`impl/bugs.py`).", "",
+            "switched on in `step` (`model/bugs.py`), implementation bugs in one node (`impl/bugs.py`). A mistake "
+            "of the design is made by both alike (`shared_<model bug>`, `impl.bugs.SHARED_SEEDED_BUGS`): "
+            "differential testing sees the two agree, and only a model-independent property catches it.", "",
             "| seeded bug | layer | breaks | caught in scope | the mistake |", "|---|---|---|---|---|"]
     out += [f"| `{b.name}` | model | [{b.invariant}](#{b.invariant.lower()}) | {scope_link(b.scope)} | {b.mistake} |"
             for b in SEEDED_BUGS]
     out += [f"| `{b.name}` | implementation | [{b.invariant}](#{b.invariant.lower()}) | {scope_link(b.scope)} "
             f"| {b.mistake} |" for b in IMPL_SEEDED_BUGS]
+    out += [f"| `{b.name}` | model and implementation | [{b.invariant}](#{b.invariant.lower()}) | "
+            f"{scope_link(b.scope)} | {b.mistake} |" for b in SHARED_SEEDED_BUGS]
     out += ["", "## z3 cores", "",
             "`kraftcheck prove` checks each core: bounded model checking to depth 20 from each of its scopes, then "
             "one induction obligation per (encoded action, invariant), named `Action/Invariant` (and `Init/Invariant` "

@@ -57,10 +57,10 @@ def _bug(name: str) -> str:
 
 
 def _any_bug(name: str) -> str:
-    """A seeded bug of the model or of the implementation (``kraftcheck mutants``)."""
-    from impl.bugs import IMPL_SEEDED_BUGS
+    """A seeded bug of the model, of the implementation, or of both (``kraftcheck mutants``)."""
+    from impl.bugs import IMPL_SEEDED_BUGS, SHARED_SEEDED_BUGS
 
-    if name not in SEEDED_BUGS_BY_NAME and name not in {b.name for b in IMPL_SEEDED_BUGS}:
+    if name not in SEEDED_BUGS_BY_NAME and name not in {b.name for b in (*IMPL_SEEDED_BUGS, *SHARED_SEEDED_BUGS)}:
         raise argparse.ArgumentTypeError(f"unknown seeded bug {name!r} (see `kraftcheck mutants --list`)")
     return name
 
@@ -287,11 +287,10 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     from properties.mutants import run_all
 
     if args.list:
-        from properties.mutants import ALL_SEEDED_BUGS
+        from properties.mutants import ALL_SEEDED_BUGS, layer_of
 
         for bug in ALL_SEEDED_BUGS:
-            layer = "impl " if bug.name.startswith("impl_") else "model"
-            print(f"{layer} {bug.name:44s} breaks {bug.invariant} ({bug.mistake})")
+            print(f"{layer_of(bug):6s} {bug.name:44s} breaks {bug.invariant} ({bug.mistake})")
         return CLEAN
     from properties.mutants import DEFAULT_CHECKS
 
@@ -445,7 +444,8 @@ def _replay_differential(args: argparse.Namespace, trace) -> int:
     found = replayed.disagreement
     refused = frozenset(i for i, taken in enumerate(replayed.taken, 1) if not taken)
     step = None if replayed.failed_at is None else replayed.failed_at + 1
-    shown = trace if step is None else replace(trace, steps=trace.steps[:step])  # stop at the violation
+    # the steps the replay performed (a stall's continuation generated again), up to the violation
+    shown = replace(trace, steps=tuple(replayed.record if step is None else replayed.record[:step]))
     diagram = mermaid.sequence_diagram(shown, replayed.signature, step or 0, refused)
     if args.json:
         _print_json({
@@ -480,11 +480,12 @@ def cmd_pin(args: argparse.Namespace) -> int:
         print(f"kraftcheck pin: error: {message}", file=sys.stderr)
         return USAGE
 
-    seed_options = ("scope", "faults", "mutant", "steps", "runbook")
+    seed_options = ("scope", "faults", "mutant", "steps", "runbook", "quiet_steps", "aims")
     if (args.file is None) == (args.seed is None):
         return refuse("give a trace FILE or --seed N (not both)")
     if args.file is not None and any(getattr(args, o) is not None for o in seed_options):
-        return refuse("--scope, --faults, --mutant, --steps and --runbook go with --seed, not with a FILE")
+        return refuse("--scope, --faults, --mutant, --steps, --runbook, --quiet-steps and --aims go with --seed, "
+                      "not with a FILE")
     if args.file is not None:
         try:
             trace = _load_trace(args.file)
@@ -495,14 +496,20 @@ def cmd_pin(args: argparse.Namespace) -> int:
         from properties.plan import Plan
 
         chosen = {"scope": args.scope, "faults": args.faults, "mutant": args.mutant, "steps": args.steps,
-                  "runbook": args.runbook}
+                  "runbook": args.runbook, "quiet_steps": args.quiet_steps}
         plan = Plan(**{option: value for option, value in chosen.items() if value is not None})
+        aims = tuple(a.strip() for a in (args.aims or "").split(",") if a.strip())
         try:
             from impl.sim.faults import parse
             from impl.sim.scenarios import scenario
+            from properties.steering import parse_aims
 
             scenario(plan.scope)
             parse(plan.faults)
+            parse_aims(aims)
+            if plan.quiet_steps > plan.steps:
+                raise ValueError(f"--quiet-steps: expected an integer from 0 to --steps ({plan.steps}), "
+                                 f"got {plan.quiet_steps}")
         except ValueError as err:
             return refuse(str(err))
         default_name = f"{args.mutant or 'no-bug'}-{plan.scope}-seed{args.seed}"
@@ -526,7 +533,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
     if args.file is None:
         from properties.runs import run_seed
 
-        run = run_seed(plan, args.seed, coverage=False)
+        run = run_seed(plan, args.seed, coverage=False, aims=aims)
         found = run.disagreement
         if found is None:
             return refuse(f"seed {args.seed} does not fail: {len(run.record)} events of {plan.scope} with faults "
@@ -534,10 +541,11 @@ def cmd_pin(args: argparse.Namespace) -> int:
         signature = shrink.signature_of(found)
         print(f"seed {args.seed} fails at event {len(run.record)}: {signature}; shrinking (up to "
               f"{args.shrink_seconds:g} s)", file=sys.stderr)
-        result = shrink.shrink_violation(plan, args.seed, run.record, signature, args.shrink_seconds)
+        result = shrink.shrink_violation(plan, args.seed, run.record, signature, args.shrink_seconds, run.handover)
         if not result.reproduced:
             return refuse(f"seed {args.seed}: the run's record does not replay to {signature} without the simulator")
-        trace = shrink.trace_for(plan, args.seed, result.steps, signature, result.summary, result.original_steps)
+        trace = shrink.trace_for(plan, args.seed, result.steps, signature, result.summary, result.original_steps,
+                                 result.handover, aims)
         how = (f"from {result.original_steps} events, {'1-minimal' if result.minimal else 'not minimal: out of time'}, "
                f"{result.seconds:.1f} s, {result.tries} replays")
     else:
@@ -576,7 +584,8 @@ def _reproduces(trace):
         step = len(trace.steps) if replayed.failed_at is None else replayed.failed_at + 1
         if replayed.signature != trace.signature:
             return None, f"step {step} gives {replayed.signature} instead"
-        return replace(trace, steps=trace.steps[:step]), f"step {step} reproduces it"
+        # (a stall's quiet continuation as the replay generated it again: the same as recorded, unless the code changed)
+        return replace(trace, steps=tuple(replayed.record[:step])), f"step {step} reproduces it"
     result = traces.replay(trace)
     if result.not_enabled_index is not None:
         return None, f"step {result.not_enabled_index + 1} is not enabled"
@@ -736,6 +745,7 @@ def _add_campaign_arguments(p: argparse.ArgumentParser, positive) -> None:
         DEFAULT_SCOPE,
         DEFAULT_SHRINK_SECONDS,
         DEFAULT_STEPS,
+        WAVE_PARTITIONS,
     )
 
     def number(minimum_exclusive: float | None, wanted: str):
@@ -769,7 +779,8 @@ def _add_campaign_arguments(p: argparse.ArgumentParser, positive) -> None:
                    help="fault mix: none, network, process, zookeeper, all, a+b, key=weight; swarm, or swarm+a: "
                         f"each run draws its own mix (default {DEFAULT_FAULTS})")
     p.add_argument("--mutant", type=checked(check_mutant),
-                   help="switch a seeded bug on, of the implementation or of the model (`kraftcheck mutants --list`)")
+                   help="switch a seeded bug on, of the implementation, of the model, or of both "
+                        "(shared_<bug>; `kraftcheck mutants --list`)")
     p.add_argument("--steps", type=positive, default=DEFAULT_STEPS,
                    help=f"events per run, at most (default {DEFAULT_STEPS})")
     p.add_argument("--runbook", choices=CAMPAIGN_RUNBOOKS, default=DEFAULT_RUNBOOK,
@@ -790,6 +801,13 @@ def _add_campaign_arguments(p: argparse.ArgumentParser, positive) -> None:
                    help="with --engine hypothesis: the model machine or the differential one (default differential)")
     p.add_argument("--shrink-seconds", type=number(None, "a number >= 0"), default=DEFAULT_SHRINK_SECONDS,
                    help=f"time to shrink each violation group (default {DEFAULT_SHRINK_SECONDS:.0f})")
+    p.add_argument("--quiet-steps", type=_non_negative,
+                   help="events at the end of each run with no fault, in which each progress goal must be met within "
+                        "its bound (default: a quarter of --steps; 0: no progress check)")
+    p.add_argument("--no-steer", dest="steer", action="store_false",
+                   help="do not aim later seeds' faults at the driver states no run struck yet")
+    p.add_argument("--wave", type=positive, default=WAVE_PARTITIONS,
+                   help=f"partitions per wave of a steered campaign (default {WAVE_PARTITIONS})")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (and no progress bar)")
 
 
@@ -809,7 +827,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         plan = make_plan(seeds=args.seeds, minutes=args.minutes, scope=args.scope, faults=args.faults,
                          mutant=args.mutant, steps=args.steps, runbook=args.runbook,
                          partition_size=args.partition_size, engine=args.engine, machine=args.machine,
-                         shrink_seconds=args.shrink_seconds, out=args.out)
+                         shrink_seconds=args.shrink_seconds, out=args.out, quiet_steps=args.quiet_steps,
+                         steer=args.steer, wave=args.wave)
         master = args.master or spark_session.submitted_master() or DEFAULT_MASTER
         check_out_dir(plan, args.resume)
         if is_spark_master(master):
@@ -928,8 +947,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bug", type=_any_bug, action="append", help="run only this seeded bug (repeatable)")
     p.add_argument("--list", action="store_true", help="list the seeded bugs and exit")
     p.add_argument(
-        "--check", choices=("explore", "liveness", "hypothesis", "z3", "differential"), action="append",
-        help="run these checks, in this order (repeatable; default: explore, liveness, differential)",
+        "--check", choices=("explore", "liveness", "hypothesis", "z3", "differential", "shared"), action="append",
+        help="run these checks, in this order (repeatable; default: explore, liveness, differential, shared)",
     )
     p.add_argument(
         "--json", action="store_true", help="print a JSON list of {name, layer, invariant, caught_by, seconds}"
@@ -964,10 +983,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_non_negative, help="a simulator seed that fails: run, shrink and pin it")
     p.add_argument("--scope", help="with --seed: a simulator scenario or model scope (default sim-migration)")
     p.add_argument("--faults", help="with --seed: the fault mix (default all)")
-    p.add_argument("--mutant", type=_any_bug, help="with --seed: a seeded bug of either layer (default none)")
+    p.add_argument("--mutant", type=_any_bug,
+                   help="with --seed: a seeded bug of either layer or of both (default none)")
     p.add_argument("--steps", type=_positive, help="with --seed: events to run (default 2000)")
     p.add_argument("--runbook", choices=("finalize", "rollback", "none", "mixed"),
                    help="with --seed: the operator's runbook (default mixed: every 4th seed rolls back)")
+    p.add_argument("--quiet-steps", type=_non_negative,
+                   help="with --seed: events of quiet continuation at the end of the run "
+                        "(default a quarter of --steps)")
+    p.add_argument("--aims", help="with --seed: the faults the run aimed, as a campaign's runs table lists them "
+                                  "(STATE|fault, comma-separated)")
     p.add_argument("--name", help="the file name in --dir (default: the trace file's, or MUTANT-SCOPE-seedN)")
     p.add_argument("--dir", help="where pinned traces live (default: tests/regressions of the kraftcheck checkout in "
                                  "the working directory)")

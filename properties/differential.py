@@ -17,6 +17,15 @@ Rules:
 - The model's invariants are checked on the abstracted implementation state after every step
   (with the model's history), so a divergence also names the property it breaks; properties a
   scope reports as findings about the seeds (``Scope.findings``) are not counted.
+- The model-independent properties (``model.end_to_end_invariants``) are evaluated on the
+  implementation's own state, not the model's: its abstraction, which maps the values they read
+  (znodes, Raft logs and high watermarks, broker caches, messages), with observations the
+  implementation's run made (``model.observations.observe`` over its states and traces). Where the
+  model has no clock, the implementation's run has one: in a simulation (``strict`` off), that a
+  broker's heartbeats went unheard for a session timeout is read from the heartbeats its
+  controllers answered (``Cluster.on_rpc``) and the time; in a walk, where the model's environment
+  chose the timeout as a fault, from the model's record of it. So a mistake the model and the
+  implementation share, which makes them agree, still breaks the property it breaks.
 - ``checked_simulation`` hands a simulation (``impl.sim.simulator``) a Differential as its checker,
   its budgets unbounded and refusals allowed (a partition or a timer may refuse a step): the
   simulator's run, every event checked.
@@ -32,19 +41,23 @@ from dataclasses import dataclass, field
 
 from impl.bugs import ImplBug
 from impl.cluster import Cluster
+from impl.kraft.rpc import ApiError, BrokerHeartbeatRequest, BrokerRegistrationRequest
 from impl.metrics import cluster_metrics
+from impl.pacing import BROKER_SESSION_TIMEOUT_MS
 from impl.refinement import abstract, differences, same
 from impl.sim.check import CheckFailed
 from impl.sim.faults import FaultMix
-from impl.sim.simulator import Simulation
-from model.actions import Action, DeleteControllerZNodes
+from impl.sim.simulator import Aim, Simulation
+from model.actions import Action, DeleteControllerZNodes, SessionTimeout
 from model.bugs import CORRECT, Variant
 from model.invariants import violations
 from model.metrics import metrics
 from model.migration import Profile
+from model.observations import observe
 from model.scopes import Scope, cold_state, rollback_findings, warm_up
-from model.state import Budget, ClusterState
+from model.state import NOTHING_OBSERVED, Budget, ClusterState
 from model.step import enabled_actions, step
+from model.types import BrokerId
 
 UNBOUNDED = 10**9
 
@@ -87,6 +100,8 @@ class Differential:
         self._expected_metrics: dict = {}
         self.findings_seen: set[str] = set()  # the scope's documented findings this run showed
         self.cluster = Cluster.from_scope(self.scope, bugs=self.bugs, port=self.port, seed=self.seed)
+        self._impl: ClusterState | None = None  # the implementation's state after the last step, its observations in
+        self._clock = None if self.strict else HeartbeatClock(self.cluster)
         cold = cold_state(self.scope)
         self.model: ClusterState = cold.replace(budget=unbounded(self.scope.budget))
         self.findings = self.scope.expected_findings(self.variant.profile)
@@ -117,15 +132,14 @@ class Differential:
                 self._disagree(f"the implementation refused {action}, which the model takes", nxt)
         # the model's ghost keeps what the last step sent; the implementation's list covers the whole perform
         self._order_checked = len(traces) == 1
-        if traces:
-            self._compare(f"after {action}", state, before, traces[-1])
-        else:  # a stutter: the states must still agree; no step was taken, so no property is re-judged
-            self._compare(f"after {action}", state)
+        # a stutter (no traces): the states must still agree; no step was taken, so no property is re-judged
+        self._compare(f"after {action}", state, before if traces else None, traces)
         self.model = state
         return traces
 
     def _compare(self, when: str, model: ClusterState, before: ClusterState | None = None,
-                 action: Action | None = None) -> None:
+                 traces: list[Action] | None = None) -> None:
+        action = traces[-1] if traces else None
         impl = self._abstract(model)
         if not same(impl, model) or (self._order_checked and _order(impl) != _order(model)):
             self._disagree(f"{when}: the implementation's state is not the model's", model, impl, before, action)
@@ -136,12 +150,35 @@ class Differential:
             names = [name for name in expected if reported.get(name) != expected[name]]
             raise Disagreement(f"{when}: the implementation's metrics are not the model's: {', '.join(names)}",
                                self.steps, [f"{n}: impl {reported.get(n)!r}, model {expected[n]!r}" for n in names], [])
-        if before is not None:
-            found = set(violations(before, action, model))
+        previous, impl = self._impl, self._observed(impl, traces, before, model)
+        self._impl = impl
+        if before is not None and action is not None and previous is not None:
+            # The model's properties on the model (equal, as compared above, on all they read); the
+            # model-independent ones on the implementation's own state and observations.
+            found = set(violations(before, action, model, independent=False))
+            found |= set(violations(previous, action, impl, independent=True))
             self.findings_seen |= found & self.findings
             broken = sorted(found - self.findings)
             if broken:
                 raise Disagreement(f"{when}: the implementation broke {', '.join(broken)}", self.steps, [], broken)
+
+    def _observed(self, impl: ClusterState, traces: list[Action] | None, before: ClusterState | None,
+                  model: ClusterState) -> ClusterState:
+        """``impl`` with the implementation's own observations, after the step of ``traces`` (none: as they were).
+
+        Which brokers went unheard for a session timeout: in a simulation, its clock says; in a walk, the
+        model's environment chose the step, and its record of a timeout fault (``observe`` on the model's
+        two states) says."""
+        previous = self._impl
+        if previous is None or before is None or not traces:
+            observed = NOTHING_OBSERVED if previous is None else previous.ghost.observed
+        else:
+            if self._clock is not None:
+                silenced = self._clock.silenced(previous, traces, impl)
+            else:
+                silenced = observe(before, traces, model).silenced
+            observed = observe(previous, traces, impl, silenced)
+        return impl.replace(ghost=impl.ghost.replace(observed=observed))
 
     def _abstract(self, model: ClusterState) -> ClusterState:
         """The implementation as a model state; the ghost's ``sent`` is the order it sent messages in."""
@@ -164,16 +201,50 @@ class Differential:
         raise Disagreement(summary, self.steps, details, broken)
 
 
+class HeartbeatClock:
+    """When each broker was last heard by each KRaft controller, from the round trips of a simulated run.
+
+    A controller hears a broker when it answers its heartbeat or registration without an error; one that
+    has just become active has heard from nobody yet and gives every broker a whole session from then
+    (BrokerHeartbeatManager). A broker a controller times out is ``silenced`` when that controller had
+    not heard it for broker.session.timeout.ms: what KIP-500 §Broker Metadata Management allows."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.heard: dict[tuple[int, int], int] = {}  # (controller, broker) -> when it last answered the broker
+        cluster.on_rpc = self._round_trip
+
+    def _round_trip(self, now: int, source: int, dest: int, request: object, response: object) -> None:
+        if isinstance(request, BrokerHeartbeatRequest | BrokerRegistrationRequest) and getattr(
+            response, "error", None
+        ) is ApiError.NONE:
+            self.heard[dest, request.broker_id] = now
+
+    def silenced(self, before: ClusterState, traces: list[Action], after: ClusterState) -> frozenset[BrokerId]:
+        now = self.cluster.now
+        for was, c in zip(before.controllers, after.controllers):
+            if c.active and not was.active:
+                for b in after.brokers:
+                    self.heard[c.id, b.id] = now
+        never = -BROKER_SESSION_TIMEOUT_MS
+        return frozenset(
+            t.broker for t in traces
+            if isinstance(t, SessionTimeout)
+            and now - self.heard.get((t.controller, t.broker), never) >= BROKER_SESSION_TIMEOUT_MS
+        )
+
+
 def _order(state: ClusterState) -> tuple:
     """The messages a step sent, in order, each once (a set network holds one copy of identical messages)."""
     return tuple(dict.fromkeys(state.ghost.sent))
 
 
 def checked_simulation(scope: Scope, seed: int, faults: FaultMix, bugs: frozenset[ImplBug] = frozenset(),
-                       variant: Variant = CORRECT, port: object | None = None, runbook: str = "finalize") -> Simulation:
+                       variant: Variant = CORRECT, port: object | None = None, runbook: str = "finalize",
+                       aims: tuple[Aim, ...] = ()) -> Simulation:
     """A simulation of ``scope`` whose every event is checked against the model (``variant``)."""
     checker = Differential(scope, bugs=bugs, variant=variant, port=port, seed=seed, bounded=False, strict=False)
-    return Simulation(scope, seed, faults, checker=checker, runbook=runbook)
+    return Simulation(scope, seed, faults, checker=checker, runbook=runbook, aims=aims)
 
 
 def walk(scope: Scope, seed: int, steps: int, bugs: frozenset[ImplBug] = frozenset(),

@@ -47,6 +47,9 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "handover": None,
     "lifecycle": 6,
     "kraft-broker-restart": None,
+    "kraft-metadata-version": None,
+    "dual-write-outage": 8,
+    "broker-failover": 8,
 }
 
 

@@ -201,6 +201,11 @@ def verdict(broke: str) -> str:
     if broke.startswith("Disagreement:"):
         _, how, fields = broke.split(":", 2)
         return f"VIOLATION: implementation and model disagree ({how.split('@')[0]}) on {fields.replace(',', ', ')}"
+    from properties.progress import STALLED
+
+    goal, stalled, bound = broke.partition(STALLED)
+    if stalled:
+        return f"VIOLATION: no progress, {goal} not met within {bound} after the faults stopped"
     return f"VIOLATION: breaks {broke.replace(',', ', ')}"
 
 

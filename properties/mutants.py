@@ -13,7 +13,17 @@ The implementation layer's bugs (``impl.bugs``, layer "impl") are caught by diff
 and the model together until they disagree or a model property breaks on the implementation's
 state (``properties.differential``); the report names the properties that broke, if any. A bug
 that only shows in a race the walks almost never take is caught by its scripted differential run
-(``properties.regressions``, ``differential:script <name>``), tried first.
+(``properties.regressions``, ``differential:script <name>``), tried first. A bug that stalls
+progress (its property is an EVENTUALLY one) never disagrees with the model at a step: it is
+caught by seeded simulator runs of its scope as a campaign runs them, each ending in a quiet
+continuation whose progress goals must be met (``properties.progress``; ``differential:progress
+<scope> seed N``).
+A mistake of the design (``impl.bugs.SHARED_SEEDED_BUGS``, layer "shared") is made by the model and
+the implementation alike, so it is scored by differential testing with both switched on
+(``shared:<scope>``): the model's bounded search finds its shortest counterexample, which both
+then take step by step (then seeded walks, if that does not break it). It counts as caught only when
+the implementation agrees with the model at every step and nothing but its own model-independent
+property breaks: caught by anything else, the pair would not be showing what it is for.
 
 How this fits with the rest: docs/design.md §5.
 """
@@ -24,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from impl.bugs import IMPL_SEEDED_BUGS, ImplSeededBug
+from impl.bugs import IMPL_SEEDED_BUGS, SHARED_SEEDED_BUGS, ImplSeededBug, SharedSeededBug
 from model import SCOPES, SEEDED_BUGS, SeededBug, Variant
 from model.actions import Action
 from model.invariants import BY_NAME, Kind
@@ -53,7 +63,7 @@ class MutantResult:
 
 
 def _bounded_search(bug: SeededBug) -> tuple[str, list[Action]] | None:
-    if isinstance(bug, ImplSeededBug):
+    if isinstance(bug, ImplSeededBug | SharedSeededBug):
         return None
     if BY_NAME[bug.invariant].kind is Kind.EVENTUALLY:
         return None
@@ -64,7 +74,7 @@ def _bounded_search(bug: SeededBug) -> tuple[str, list[Action]] | None:
 
 
 def _liveness_search(bug: SeededBug) -> tuple[str, list[Action]] | None:
-    if isinstance(bug, ImplSeededBug):
+    if isinstance(bug, ImplSeededBug | SharedSeededBug):
         return None
     if BY_NAME[bug.invariant].kind is not Kind.EVENTUALLY:
         return None
@@ -82,7 +92,7 @@ HYPOTHESIS_EXAMPLES = 1_000  # Hypothesis stops at the first failure; a clean ru
 
 def _hypothesis_machine(bug: SeededBug) -> tuple[str, list[Action]] | None:
     """The scope's Hypothesis machine with the bug switched on (derandomized, so a verdict repeats)."""
-    if isinstance(bug, ImplSeededBug):
+    if isinstance(bug, ImplSeededBug | SharedSeededBug):
         return None
     if BY_NAME[bug.invariant].kind is Kind.EVENTUALLY:
         return None
@@ -116,7 +126,7 @@ def _z3_bmc(bug: SeededBug) -> tuple[str, list[Action]] | None:
     from properties.proofs import fencing, migration
     from properties.proofs.engine import OutsideProjection
 
-    if isinstance(bug, ImplSeededBug):
+    if isinstance(bug, ImplSeededBug | SharedSeededBug):
         return None
     for core in (fencing, migration):
         if bug.bug not in core.ENCODED_BUGS or bug.invariant not in core.PROPERTY_NAMES:
@@ -133,12 +143,31 @@ def _z3_bmc(bug: SeededBug) -> tuple[str, list[Action]] | None:
 
 DIFFERENTIAL_SEEDS = 300  # walks per implementation bug before it counts as an escape
 DIFFERENTIAL_STEPS = 60
+PROGRESS_SEEDS = 24  # simulator runs per implementation bug that stalls progress before it counts as an escape
+
+
+def _progress(bug: ImplSeededBug) -> tuple[str, list[Action]] | None:
+    """Seeded runs of the bug's scope as a campaign's (its default plan), until one stalls on the bug's goal."""
+    from properties.plan import Plan
+    from properties.progress import Stall
+    from properties.runs import run_seed
+
+    plan = Plan(scope=bug.scope, mutant=bug.name)
+    for seed in range(PROGRESS_SEEDS):
+        run = run_seed(plan, seed, coverage=False)
+        if isinstance(run.disagreement, Stall) and run.disagreement.goal.name == bug.invariant:
+            return f"differential:progress {bug.scope} seed {seed}", [s.action for s in run.record]
+    return None
 
 
 def _differential(bug: SeededBug | ImplSeededBug) -> tuple[str, list[Action]] | None:
     """Seeded differential walks of the bug's scope with the implementation bug switched on."""
     if not isinstance(bug, ImplSeededBug):
         return None
+    if BY_NAME[bug.invariant].kind is Kind.EVENTUALLY:
+        stalled = _progress(bug)
+        if stalled is not None or bug.scope not in SCOPES:
+            return stalled  # (else: a bug that breaks progress in the model's sense may disagree at a step too)
     from properties.differential import Disagreement, walk
     from properties.regressions import CATCHING_SCRIPT, run_script
 
@@ -161,6 +190,48 @@ def _differential(bug: SeededBug | ImplSeededBug) -> tuple[str, list[Action]] | 
     return None
 
 
+def shared_counterexample(bug: SharedSeededBug) -> list[Action] | None:
+    """The model bug's shortest counterexample in its scope (a bounded search), or None."""
+    scope = SCOPES[bug.scope]
+    found = explore(scope, Variant(frozenset({bug.model_bug})), max_depth=scope.max_depth, stop_at=bug.invariant)
+    trace = found.violations.get(bug.invariant)
+    return None if trace is None else trace.actions
+
+
+def _shared(bug: SeededBug | ImplSeededBug | SharedSeededBug) -> tuple[str, list[Action]] | None:
+    """The model and the implementation with the same mistake, driven together: only its property may break."""
+    if not isinstance(bug, SharedSeededBug):
+        return None
+    from properties.differential import Differential, Disagreement, walk
+
+    scope = SCOPES[bug.scope]
+    bugs, variant = frozenset({bug.bug}), Variant(frozenset({bug.model_bug}))
+
+    def only_its_own(found: Disagreement) -> bool:
+        """Its property broke on states that agree (a disagreement of state carries details)."""
+        return found.broken == [bug.invariant] and not found.details
+
+    steps = shared_counterexample(bug)
+    if steps is not None:
+        diff = Differential(scope, bugs=bugs, variant=variant)
+        try:
+            for action in steps:
+                diff.apply(action)
+        except Disagreement as found:
+            if only_its_own(found):
+                return f"shared:{scope.name} (its counterexample)", list(found.steps)
+            return None
+    for seed in range(DIFFERENTIAL_SEEDS):
+        swarm = seed % 2 == 1
+        try:
+            walk(scope, seed, DIFFERENTIAL_STEPS, bugs=bugs, variant=variant, swarm=swarm)
+        except Disagreement as found:
+            if only_its_own(found):
+                return f"shared:{scope.name} {'swarm walk' if swarm else 'walk'} {seed}", list(found.steps)
+            return None
+    return None
+
+
 # In order: the first check that catches a bug is credited. ``--check`` narrows the list, to see
 # what one check alone catches.
 CHECKS: dict[str, Callable[[SeededBug], tuple[str, list[Action]] | None]] = {
@@ -169,12 +240,19 @@ CHECKS: dict[str, Callable[[SeededBug], tuple[str, list[Action]] | None]] = {
     "hypothesis": _hypothesis_machine,
     "z3": _z3_bmc,
     "differential": _differential,
+    "shared": _shared,
 }
-DEFAULT_CHECKS = ("explore", "liveness", "differential")
+DEFAULT_CHECKS = ("explore", "liveness", "differential", "shared")
 
 
-def run_mutant(bug: SeededBug | ImplSeededBug, checks: tuple[str, ...] = DEFAULT_CHECKS) -> MutantResult:
-    layer = "impl" if isinstance(bug, ImplSeededBug) else "model"
+def layer_of(bug: SeededBug | ImplSeededBug | SharedSeededBug) -> str:
+    return "shared" if isinstance(bug, SharedSeededBug) else "impl" if isinstance(bug, ImplSeededBug) else "model"
+
+
+def run_mutant(
+    bug: SeededBug | ImplSeededBug | SharedSeededBug, checks: tuple[str, ...] = DEFAULT_CHECKS
+) -> MutantResult:
+    layer = layer_of(bug)
     start = time.perf_counter()
     for name in checks:
         caught = CHECKS[name](bug)
@@ -184,7 +262,9 @@ def run_mutant(bug: SeededBug | ImplSeededBug, checks: tuple[str, ...] = DEFAULT
     return MutantResult(bug.name, layer, bug.invariant, None, time.perf_counter() - start, None)
 
 
-ALL_SEEDED_BUGS: tuple[SeededBug | ImplSeededBug, ...] = (*SEEDED_BUGS, *IMPL_SEEDED_BUGS)
+ALL_SEEDED_BUGS: tuple[SeededBug | ImplSeededBug | SharedSeededBug, ...] = (
+    *SEEDED_BUGS, *IMPL_SEEDED_BUGS, *SHARED_SEEDED_BUGS
+)
 
 
 def run_all(names: list[str] | None = None, checks: tuple[str, ...] = DEFAULT_CHECKS) -> list[MutantResult]:

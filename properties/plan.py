@@ -7,8 +7,16 @@ Rules:
   shrinking, ``kraftcheck pin`` and replay all take one; a run is a function of (plan, seed).
 - ``Plan.to_json()`` is what ``DIR/campaign.json`` holds; ``PLACE_KEYS`` (where the campaign
   lives, and the wall clock its tasks' time axis starts from) do not change results, so two
-  plans that differ only there run the same campaign. ``started_at`` is only in the plan the
-  tasks get, never in the file.
+  plans that differ only there run the same campaign. ``started_at`` and ``struck`` (the fault
+  grid's cells struck by the waves before, which steering aims the next wave away from:
+  ``properties.steering``) are only in the plans the tasks get, never in the file.
+- A run has a fault window, then a quiet continuation in which every progress goal must be met
+  (``properties.progress``). The window is ``fault_steps`` events (all but the last
+  ``quiet_steps``), except for one seed in four (2, 7, 10, 15, ...: of each eight, one that
+  finalizes and one that rolls back under the mixed runbook): ``fault_window(seed)`` draws
+  where its window ends from the seed, between a sixteenth of ``fault_steps`` and all of them,
+  so that some runs stop their faults at every step of the migration (before it starts, in the
+  middle of the roll) while most keep their faults as long as they can.
 - Everything inside passes a ``Plan``. A plan comes in as JSON only from ``DIR/campaign.json``,
   where ``Plan.from_json`` parses it once (missing options at their defaults; an unknown option or
   a value of the wrong type is a one-line ``ValueError``).
@@ -18,10 +26,11 @@ Rules:
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, fields, replace
 from typing import Any, get_type_hints
 
-from impl.bugs import IMPL_SEEDED_BUGS, ImplBug
+from impl.bugs import IMPL_SEEDED_BUGS, SHARED_SEEDED_BUGS, ImplBug
 from model import SEEDED_BUGS_BY_NAME
 from model.bugs import CORRECT, Variant
 
@@ -38,10 +47,18 @@ CHECKED_STEPS_PER_SECOND = 2_000  # differential events per second on one core (
 # Keys of the plan that do not change results: where the campaign lives, and (in the plan the tasks
 # get, not in campaign.json) the wall clock its time axis starts from (``finished_s``).
 PLACE_KEYS = ("out", "started_at")
+TASK_KEYS = ("started_at", "struck")  # in the tasks' plans only
+EARLY_QUIET = (2, 7)  # seeds that are these modulo 8 stop their faults at a point drawn from them (``fault_window``)
+WAVE_PARTITIONS = 4  # a steered campaign's waves: this many partitions each, by default
 
 
 def default_partition_size(steps: int) -> int:
     return max(1, round(PARTITION_SECONDS * CHECKED_STEPS_PER_SECOND / steps))
+
+
+def default_quiet_steps(steps: int) -> int:
+    """A quarter of a run's events, after its fault window, to check its progress in."""
+    return steps // 4
 
 
 @dataclass(frozen=True)
@@ -58,11 +75,29 @@ class Plan:
     machine: str | None = None  # the Hypothesis engine's machine
     shrink_seconds: float = DEFAULT_SHRINK_SECONDS
     out: str = DEFAULT_OUT
+    quiet_steps: int = -1  # events of quiet continuation after the fault window; -1: ``default_quiet_steps``
+    steer: bool = True  # aim later seeds' faults at the driver states no run struck yet (``properties.steering``)
+    wave: int = WAVE_PARTITIONS  # partitions per wave of a steered campaign
     started_at: float | None = None  # the campaign's start, wall clock: in the tasks' plan only
+    struck: tuple[str, ...] | None = None  # the fault grid's struck cells before this wave: in the tasks' plan only
 
     def __post_init__(self) -> None:
         if not self.partition_size:
             object.__setattr__(self, "partition_size", default_partition_size(self.steps))
+        if self.quiet_steps < 0:
+            object.__setattr__(self, "quiet_steps", default_quiet_steps(self.steps))
+
+    @property
+    def fault_steps(self) -> int:
+        """The longest fault window: a run's events but the least its quiet continuation has."""
+        return max(0, self.steps - self.quiet_steps)
+
+    def fault_window(self, seed: int) -> int:
+        """The events of ``seed``'s fault window: ``fault_steps``, or for one seed in four a number drawn from the
+        seed (its own stream, not the simulation's)."""
+        if seed % 8 not in EARLY_QUIET:
+            return self.fault_steps
+        return random.Random(f"fault-window:{seed}").randint(self.fault_steps // 16, self.fault_steps)
 
     @classmethod
     def from_json(cls, data: Any) -> Plan:
@@ -70,21 +105,21 @@ class Plan:
         if not isinstance(data, dict):
             raise ValueError(f"expected a JSON object of options, got {type(data).__name__}")
         types = get_type_hints(cls)
-        unknown = sorted(set(data) - set(types) | {"started_at"} & set(data))
+        unknown = sorted(set(data) - set(types) | set(TASK_KEYS) & set(data))
         if unknown:
             raise ValueError(f"unknown option {unknown[0]!r}")
         options = {}
         for key, value in data.items():
             if types[key] in (float, float | None) and isinstance(value, int) and not isinstance(value, bool):
                 value = float(value)
-            if isinstance(value, bool) or not isinstance(value, types[key]):
+            if (types[key] is bool) != isinstance(value, bool) or not isinstance(value, types[key]):
                 raise ValueError(f"option {key!r}: {value!r} is not {getattr(types[key], '__name__', types[key])}")
             options[key] = value
         return cls(**options)
 
     def to_json(self) -> dict[str, Any]:
-        """The plan as ``DIR/campaign.json`` holds it (without ``started_at``)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "started_at"}
+        """The plan as ``DIR/campaign.json`` holds it (without what only the tasks' plans hold)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in TASK_KEYS}
 
     def started(self, at: float) -> Plan:
         """The plan the tasks get: this one, with the wall clock its time axis starts from."""
@@ -106,6 +141,9 @@ def resolve_mutant(name: str | None) -> tuple[frozenset[ImplBug], Variant]:
     for bug in IMPL_SEEDED_BUGS:
         if bug.name == name:
             return frozenset({bug.bug}), CORRECT
+    for shared in SHARED_SEEDED_BUGS:
+        if shared.name == name:  # a mistake of the design: the implementation and the model make it alike
+            return frozenset({shared.bug}), Variant(frozenset({shared.model_bug}))
     if name in SEEDED_BUGS_BY_NAME:
         return frozenset(), Variant(frozenset({SEEDED_BUGS_BY_NAME[name].bug}))
     raise ValueError(f"unknown seeded bug {name!r} (see `kraftcheck mutants --list`)")

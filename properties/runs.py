@@ -1,18 +1,22 @@
 """One seeded run of a plan, checked against the model: its record, its disagreement, its coverage.
 
 Rules:
-- ``run_seed(plan, seed)`` is the one way a plan's seed is run: a simulation of the
+- ``run_seed(plan, seed, aims)`` is the one way a plan's seed is run: a simulation of the
   implementation (``impl.sim.simulator``) handed a ``Differential`` of the plan's model variant as
   its checker (``properties.differential.checked_simulation``), so a model mutant's run is checked
   against that mutant from its first event and its warm-up runs once. Campaigns, shrinking and
   ``kraftcheck pin`` all run seeds through it; it stops at the first disagreement and returns the
   run's record (what a shrink replays), not the simulation.
+- A run is its fault window (``Plan.fault_window``, with the run's aimed faults), then its
+  quiet continuation (``properties.progress.quiet_continuation``), in which every progress goal must
+  be met within its bound: a goal that is not is a ``Stall``, a violation like a disagreement.
 - Coverage is gathered through ``Simulation.on_event`` from the model's side: the model action
   kinds taken, the migration drivers' transitions ("FROM->TO"), and a readable coarse
   projection of the model state (``state_key``); and from the implementation's side, the
   outcome of each of its named decisions (``impl.decisions``: "broker.decide_control_request=
-  STALE_BROKER_EPOCH"); and each fault with the driver state it struck in ("fault_at":
-  "ZK_MIGRATION|crash controller").
+  STALE_BROKER_EPOCH"); each fault with the driver state it struck in ("fault_at":
+  "ZK_MIGRATION|crash controller"); and each progress goal met after the faults stopped
+  ("progress": "LiveFencedBrokerEventuallyUnfenced").
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ from impl.sim.scenarios import scenario
 from impl.sim.simulator import SimStep
 from model.actions import ExpireSession
 from model.kraft_quorum import committed_image, is_active
-from model.migration import KRaftControllerZNode
+from model.migration import KRaftControllerZNode, MigrationDriverState
 from model.state import CONTROLLER, ClusterState, znode_data
 from properties.differential import Differential, Disagreement, checked_simulation
 from properties.plan import Plan
+from properties.progress import Handover, ProgressMonitor, quiet_continuation, run_quietly
 
 # ---- coverage --------------------------------------------------------------------------------
 
@@ -78,6 +83,9 @@ FAULTS = {
     "ZkOutage": "ZooKeeper outage", "SessionTimeout": "broker timed out",
 }
 NO_DRIVER = "no active driver"  # the ZooKeeper era, or no KRaft controller active
+# The fault grid's rows (the driver's states, in the migration's order) and columns (the faults by their names).
+GRID_STATES = (NO_DRIVER, *(s.name for s in MigrationDriverState))
+GRID_FAULTS = tuple(dict.fromkeys(FAULTS.values()))
 
 
 def _owner_alive(state: ClusterState, session) -> bool:
@@ -139,41 +147,67 @@ class SeedRun:
     ended_at: float  # the wall clock
     progress: str
     findings: tuple[str, ...]
-    disagreement: Disagreement | None
+    disagreement: Disagreement | None  # a ``properties.progress.Stall`` too
     coverage: Counter = field(default_factory=Counter)
     faults: str = ""  # the run's own mix (under swarm testing each run draws one)
     rolled_back: bool = False  # the rollback runbook's last step (the quorum's znodes deleted) was taken
+    aims: tuple[str, ...] = ()  # the faults it aimed at driver states (``properties.steering``)
+    handover: Handover | None = None  # where its fault window ended (None: it ended before)
 
 
-def run_seed(plan: Plan, seed: int, coverage: bool = True) -> SeedRun:
-    """One seeded simulation of the plan, checked against the plan's model variant; stops at the first
-    disagreement."""
+def run_seed(plan: Plan, seed: int, coverage: bool = True, aims: tuple[str, ...] = ()) -> SeedRun:
+    """One seeded simulation of the plan, checked against the plan's model variant: its fault window (with
+    ``aims``), then its quiet continuation; stops at the first disagreement or stall."""
+    from properties.steering import parse_aims
+
     bugs, variant = plan.seeded_bugs
     runbook = plan.runbook_of(seed)
     faults = parse_faults(plan.faults)
+    scope = scenario(plan.scope)
     start = time.perf_counter()
     try:
-        sim = checked_simulation(scenario(plan.scope), seed, faults, bugs=bugs, variant=variant, runbook=runbook)
+        sim = checked_simulation(scope, seed, faults, bugs=bugs, variant=variant, runbook=runbook,
+                                 aims=parse_aims(aims))
     except Disagreement as d:  # a warm scope's warm-up already disagreed: no simulated event yet
         return SeedRun(seed, runbook, [], time.perf_counter() - start, time.time(), "none", (), d,
-                       faults=faults.describe())
+                       faults=faults.describe(), aims=aims)
     diff = sim.checker
     assert isinstance(diff, Differential)
     decisions.TAKEN.clear()  # the warm-up's decisions are every run's: count this run's own
     collector = CoverageCollector(diff.model) if coverage else None
-    if collector is not None:
-        sim.on_event = lambda _sim, _action, traces: collector(diff.model, traces)
+    monitor = ProgressMonitor() if plan.quiet_steps else None
+    cluster = diff.cluster
+
+    def cover(_sim, _action, traces) -> None:
+        collector(diff.model, traces)
+
+    def observe(_sim, _action, traces) -> None:
+        if collector is not None:
+            collector(diff.model, traces)
+        monitor.observe(diff.model, cluster.now)
+
+    sim.on_event = observe if monitor is not None else cover if collector is not None else None
     disagreement = None
+    handover = None
+    last = sim  # the simulation that ran the last event: the fault window's, or the quiet continuation
     try:
-        for _ in range(plan.steps):
+        for _ in range(plan.fault_window(seed) if monitor is not None else plan.steps):
             if sim.step() is None:
                 break
+        if monitor is not None and len(sim.record) < plan.steps:
+            handover = Handover(len(sim.record), sim.operator(), plan.steps - len(sim.record))
+            last = quiet_continuation(scope, seed, diff, runbook, handover, monitor,
+                                      cover if collector is not None else None)
+            run_quietly(last, diff, handover.events, monitor)
     except Disagreement as d:  # caught here, not in Simulation.run, to keep its structured fields
         disagreement = d
-    outcome = sim.run(0)  # no further event: the outcome (progress, findings) as far as the run got
+    outcome = last.run(0)  # no further event: the outcome (progress, findings) as far as the run got
+    record = sim.record if last is sim else sim.record + last.record
     counts = collector.counts if collector else Counter()
     if collector is not None:
         for (name, taken), n in decisions.TAKEN.items():
             counts["decision", f"{name}={taken}"] += n
-    return SeedRun(seed, runbook, sim.record, time.perf_counter() - start, time.time(), outcome.progress,
-                   outcome.findings, disagreement, counts, sim.faults.describe(), outcome.rolled_back)
+        for goal, n in (monitor.met if monitor is not None else {}).items():
+            counts["progress", goal] += n
+    return SeedRun(seed, runbook, record, time.perf_counter() - start, time.time(), outcome.progress,
+                   outcome.findings, disagreement, counts, sim.faults.describe(), outcome.rolled_back, aims, handover)

@@ -15,6 +15,11 @@ action). This module turns that record into a short trace a person can read:
   ``Differential`` (the implementation and the model, with the run's seed: the cluster's rng
   draws incarnation ids), each at its recorded time and with its recorded partitions, and
   returns the Disagreement it raises, or None. Replay, shrinking and ``kraftcheck pin`` share it.
+- A stall (``properties.progress``) is replayed with its ``Handover``: the steps of the fault
+  window as recorded, then the quiet continuation generated again from where they leave the
+  cluster (its recorded steps are for the reader). Its shrinking removes steps of the fault window
+  only, each candidate followed by its own continuation, and keeps a candidate whose continuation
+  still heals and then stalls on the same goal: it stays a liveness counterexample.
 - ``shrink_violation`` first cuts the record after the event that disagreed, then runs delta
   debugging (ddmin, complements only: a trace without its start-up is never a run): it removes
   chunks of steps, halving the chunk size whenever no chunk can go, down to single steps, until
@@ -35,7 +40,7 @@ from __future__ import annotations
 import copy
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from impl.bugs import ImplBug
 from impl.sim.simulator import SimStep
@@ -45,6 +50,7 @@ from model.invariants import BY_NAME
 from model.scopes import Scope
 from properties.differential import Differential, Disagreement
 from properties.plan import Plan, resolve_mutant  # noqa: F401 - resolve_mutant: read from here too
+from properties.progress import Handover, ProgressMonitor, Stall, goal_of, quiet_continuation, run_quietly
 from properties.traces import DifferentialTrace
 
 CHECKPOINT_EVERY = 16  # steps of the current trace between two saved copies of the Differential
@@ -64,6 +70,8 @@ _TOOK = re.compile(r"the implementation (?:took|refused) (\w+)\(")
 
 def signature_of(disagreement: Disagreement) -> str:
     """The key that groups violations: the broken invariants, or the kind of disagreement and the fields that differ."""
+    if isinstance(disagreement, Stall):
+        return disagreement.signature
     broken = sorted({name if name in BY_NAME else "PropertiesNotEvaluable" for name in disagreement.broken})
     if broken:
         return ",".join(broken)
@@ -86,8 +94,9 @@ def _field(detail: str) -> str:
 
 
 def invariant_of(signature: str) -> str:
-    """The violations table's ``invariant``: the first broken invariant, or "Disagreement"."""
-    first = signature.split(",")[0]
+    """The violations table's ``invariant``: the first broken invariant, the goal a stall names, or
+    "Disagreement"."""
+    first = goal_of(signature) or signature.split(",")[0]
     return first if first in BY_NAME else "Disagreement"
 
 
@@ -136,6 +145,7 @@ class Replayed:
     taken: list[tuple[Action, ...]]
     disagreement: Disagreement | None
     failed_at: int | None  # 0-based index of the step that raised; None when it replayed clean
+    record: list[SimStep] = field(default_factory=list)  # the steps performed: a quiet continuation's regenerated
 
     @property
     def signature(self) -> str | None:
@@ -143,16 +153,33 @@ class Replayed:
 
 
 def replay_record(scope: Scope | str, seed: int, bugs: frozenset[ImplBug], variant: Variant,
-                  steps: list[SimStep] | tuple[SimStep, ...]) -> Replayed:
-    """Perform ``steps`` on a fresh Differential, each at its time and with its partitions; stops at a Disagreement."""
+                  steps: list[SimStep] | tuple[SimStep, ...], handover: Handover | None = None,
+                  runbook: str = "finalize") -> Replayed:
+    """Perform ``steps`` on a fresh Differential, each at its time and with its partitions; stops at a Disagreement.
+    With a ``handover``: the steps before it, then the quiet continuation (``runbook``) generated again."""
+    scope = _scope(scope)
     taken: list[tuple[Action, ...]] = []
+    record = list(steps if handover is None else steps[:handover.at])
+    quiet = None
     try:
-        diff = _fresh(_scope(scope), seed, bugs, variant)
-        for sim_step in steps:
+        diff = _fresh(scope, seed, bugs, variant)
+        monitor = None if handover is None else ProgressMonitor()
+        for sim_step in record:
             taken.append(tuple(_perform(diff, sim_step)))
+            if monitor is not None:
+                monitor.observe(diff.model, sim_step.now)
+        if handover is not None:
+            quiet = quiet_continuation(scope, seed, diff, runbook, handover, monitor,
+                                       lambda _sim, _action, traces: taken.append(tuple(traces)))
+            run_quietly(quiet, diff, handover.events, monitor)
     except Disagreement as found:
-        return Replayed(taken, found, len(taken))
-    return Replayed(taken, None, None)
+        if quiet is not None:
+            record += quiet.record
+            return Replayed(taken, found, len(record) - 1, record)
+        return Replayed(taken, found, len(taken), record)
+    if quiet is not None:
+        record += quiet.record
+    return Replayed(taken, None, None, record)
 
 
 def replay_steps(scope: Scope | str, seed: int, bugs: frozenset[ImplBug], variant: Variant,
@@ -164,7 +191,8 @@ def replay_steps(scope: Scope | str, seed: int, bugs: frozenset[ImplBug], varian
 def replay_trace(trace: DifferentialTrace, with_bugs: bool = True) -> Replayed:
     """Replay a differential trace file; ``with_bugs=False``: the correct implementation and model."""
     bugs, variant = (trace.impl_bugs, trace.variant) if with_bugs else (frozenset(), Variant(profile=trace.profile))
-    return replay_record(trace.scope, trace.seed, bugs, variant, trace.steps)
+    return replay_record(trace.scope, trace.seed, bugs, variant, trace.steps, trace.handover,
+                         trace.runbook or "finalize")
 
 
 def render_replay(trace: DifferentialTrace, replayed: Replayed) -> str:
@@ -172,9 +200,12 @@ def render_replay(trace: DifferentialTrace, replayed: Replayed) -> str:
     from properties.mermaid import name, verdict, view
 
     rows = [("step", "at (ms)", "actor", "action", "result")]
-    for index, sim_step in enumerate(trace.steps):
+    quiet_at = None if trace.handover is None else trace.handover.at
+    for index, sim_step in enumerate(replayed.record):
         if index >= len(replayed.taken) and index != replayed.failed_at:
             break
+        if index == quiet_at:
+            rows.append(("", "", "", "(the faults stop: the quiet continuation, generated again)", ""))
         shown = view(sim_step.action)
         if index == replayed.failed_at:
             result = verdict(replayed.signature or "")
@@ -188,7 +219,7 @@ def render_replay(trace: DifferentialTrace, replayed: Replayed) -> str:
     head = f"scope {trace.scope}, seed {trace.seed}" + (f", bugs {', '.join(bugs)}" if bugs else ", no seeded bugs")
     found = replayed.disagreement
     if found is None:
-        lines.append(f"{head}: {len(trace.steps)} steps, implementation and model agree")
+        lines.append(f"{head}: {len(replayed.record)} steps, implementation and model agree")
         lines.append(f"replayed clean: the recorded violation {trace.signature} did not reproduce")
         return "\n".join(lines)
     step = (replayed.failed_at or 0) + 1
@@ -222,25 +253,33 @@ class ShrinkResult:
     original_steps: int = 0
     seconds: float = 0.0
     summary: str | None = None  # the shrunk trace's disagreement, first line (no exception: results are pickled)
+    handover: Handover | None = None  # a stall's: where its quiet continuation starts in ``steps``
 
 
-def _snapshot(diff: Differential) -> Differential:
-    """An independent copy of ``diff`` to go on from. The model's states and the actions are frozen records: shared,
-    not copied (a third of the cost of a copy otherwise)."""
+def _snapshot(diff: Differential, monitor: ProgressMonitor | None = None) -> tuple[Differential,
+                                                                               ProgressMonitor | None]:
+    """An independent copy of ``diff`` (and the monitor following it) to go on from. The model's states and the
+    actions are frozen records: shared, not copied (a third of the cost of a copy otherwise)."""
     memo: dict[int, object] = {id(action): action for action in diff.steps}
     for state in (diff.model, getattr(diff, "_metrics_of", None)):
         if state is not None:
             memo[id(state)] = state
-    return copy.deepcopy(diff, memo)
+    return copy.deepcopy((diff, monitor), memo)
 
 
 class _Shrinker:
-    """Candidates of the current trace, each replayed from the last checkpoint before the steps it removes."""
+    """Candidates of the current trace, each replayed from the last checkpoint before the steps it removes.
+
+    With a ``handover`` the trace is a stall's fault window: a candidate is kept when its quiet continuation
+    stalls with the signature (a disagreement anywhere loses it)."""
 
     def __init__(self, scope: Scope, seed: int, bugs: frozenset[ImplBug], variant: Variant, signature: str,
-                 deadline: float) -> None:
+                 deadline: float, handover: Handover | None = None, runbook: str = "finalize") -> None:
+        self.scope, self.seed, self.runbook, self.handover = scope, seed, runbook, handover
         self.signature, self.deadline, self.tries = signature, deadline, 0
-        self.checkpoints: dict[int, Differential] = {0: _fresh(scope, seed, bugs, variant)}
+        monitor = None if handover is None else ProgressMonitor()
+        self.checkpoints: dict[int, tuple[Differential, ProgressMonitor | None]] = {
+            0: (_fresh(scope, seed, bugs, variant), monitor)}
         self.current: list[SimStep] = []
 
     def out_of_time(self) -> bool:
@@ -248,19 +287,31 @@ class _Shrinker:
 
     def keeps_signature(self, steps: list[SimStep], unchanged: int) -> list[SimStep] | None:
         """``steps`` (whose first ``unchanged`` steps are the current trace's), cut after the step that raised the
-        signature; None when it raised nothing or something else."""
+        signature (a stall's: all of them); None when it raised nothing or something else."""
         self.tries += 1
         start = max(k for k in self.checkpoints if k <= unchanged)
-        diff = _snapshot(self.checkpoints[start])
+        diff, monitor = _snapshot(*self.checkpoints[start])
         index = start
         try:
             for index in range(start, len(steps)):
                 _perform(diff, steps[index])
+                if monitor is not None:
+                    monitor.observe(diff.model, steps[index].now)
                 done = index + 1
                 if done <= unchanged and done % CHECKPOINT_EVERY == 0 and done not in self.checkpoints:
-                    self.checkpoints[done] = _snapshot(diff)
+                    self.checkpoints[done] = _snapshot(diff, monitor)
         except Disagreement as found:
+            if self.handover is not None:
+                return None
             return steps[:index + 1] if signature_of(found) == self.signature else None
+        if self.handover is None or monitor is None:
+            return None
+        try:
+            quiet = quiet_continuation(self.scope, self.seed, diff, self.runbook, replace(self.handover, at=len(steps)),
+                                       monitor)
+            run_quietly(quiet, diff, self.handover.events, monitor)
+        except Disagreement as found:
+            return steps if signature_of(found) == self.signature else None
         return None
 
     def accept(self, steps: list[SimStep], unchanged: int) -> None:
@@ -272,13 +323,13 @@ class _Shrinker:
         """Remove chunks of the current trace, from the end backwards, halving the chunk size when none can go;
         True when no single step can be removed (1-minimal)."""
         chunk = max(1, len(self.current) // 2)
-        while len(self.current) > 1:
+        while len(self.current) > (1 if self.handover is None else 0):
             removed = False
             start = (len(self.current) - 1) // chunk * chunk
             while start >= 0:
                 end = min(start + chunk, len(self.current))
-                if end == len(self.current):  # the rest would be a prefix of the trace, which never disagrees
-                    start -= chunk
+                if end == len(self.current) and self.handover is None:
+                    start -= chunk  # the rest would be a prefix of the trace, which never disagrees
                     continue
                 if self.out_of_time():
                     return False
@@ -296,25 +347,32 @@ class _Shrinker:
         return True
 
 
-def shrink_violation(plan: Plan, seed: int, record: list[SimStep], signature: str,
-                     seconds: float) -> ShrinkResult:
+def shrink_violation(plan: Plan, seed: int, record: list[SimStep], signature: str, seconds: float,
+                     handover: Handover | None = None) -> ShrinkResult:
     """Delta debugging over ``record`` (a run of ``plan``'s scope and mutant with ``seed``) down to the fewest steps
-    that still raise a Disagreement with ``signature``, within ``seconds``."""
+    that still raise a Disagreement with ``signature``, within ``seconds``. A stall (with the run's ``handover``)
+    shrinks its fault window, each candidate followed by its quiet continuation; the result ends with the shrunk
+    window's continuation, and ``handover`` says where it starts."""
     began = time.perf_counter()
     scope = _scope(plan.scope)
     bugs, variant = plan.seeded_bugs
-    shrinker = _Shrinker(scope, seed, bugs, variant, signature, began + seconds)
-    first = shrinker.keeps_signature(list(record), len(record))  # the record, cut after the event that disagreed
+    runbook = plan.runbook_of(seed)
+    if goal_of(signature) is None:
+        handover = None
+    window = list(record if handover is None else record[:handover.at])
+    shrinker = _Shrinker(scope, seed, bugs, variant, signature, began + seconds, handover, runbook)
+    first = shrinker.keeps_signature(window, len(window))  # the record, cut after the event that disagreed
     if first is None:
-        found = replay_record(scope, seed, bugs, variant, record)
+        found = replay_record(scope, seed, bugs, variant, record, handover, runbook)
         return ShrinkResult(list(record), signature, False, False, shrinker.tries, len(record),
-                            time.perf_counter() - began, _first_line(found.disagreement))
+                            time.perf_counter() - began, _first_line(found.disagreement), handover)
     shrinker.accept(first, len(first))
     minimal = shrinker.ddmin()
-    final = replay_record(scope, seed, bugs, variant, shrinker.current)
-    reproduced = final.signature == signature and final.failed_at == len(shrinker.current) - 1
-    return ShrinkResult(shrinker.current, signature, reproduced, minimal and reproduced, shrinker.tries, len(record),
-                        time.perf_counter() - began, _first_line(final.disagreement))
+    shrunk = None if handover is None else replace(handover, at=len(shrinker.current))
+    final = replay_record(scope, seed, bugs, variant, shrinker.current, shrunk, runbook)
+    reproduced = final.signature == signature and final.failed_at == len(final.record) - 1
+    return ShrinkResult(final.record, signature, reproduced, minimal and reproduced, shrinker.tries, len(record),
+                        time.perf_counter() - began, _first_line(final.disagreement), shrunk)
 
 
 def _first_line(disagreement: Disagreement | None) -> str | None:
@@ -322,8 +380,9 @@ def _first_line(disagreement: Disagreement | None) -> str | None:
 
 
 def trace_for(plan: Plan, seed: int, steps: list[SimStep], signature: str,
-              disagreement: Disagreement | str | None = None, original_steps: int | None = None) -> DifferentialTrace:
-    """The trace file of a shrunk (or any) violating run of ``plan``."""
+              disagreement: Disagreement | str | None = None, original_steps: int | None = None,
+              handover: Handover | None = None, aims: tuple[str, ...] = ()) -> DifferentialTrace:
+    """The trace file of a shrunk (or any) violating run of ``plan`` (a stall's with its ``handover``)."""
     bugs, variant = plan.seeded_bugs
     summary = disagreement.summary if isinstance(disagreement, Disagreement) else disagreement
     return DifferentialTrace(
@@ -331,5 +390,6 @@ def trace_for(plan: Plan, seed: int, steps: list[SimStep], signature: str,
         bugs=variant.bugs, profile=variant.profile, violation=invariant_of(signature),
         summary=None if summary is None else summary.splitlines()[0], faults=plan.faults,
         runbook=plan.runbook_of(seed), original_steps=original_steps,
+        handover=handover if goal_of(signature) is not None else None, aims=tuple(aims),
     )
 

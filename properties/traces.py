@@ -44,8 +44,14 @@ recorded it and ``properties.shrink`` shrank it::
 
 ``seed`` is the cluster's (its rng draws incarnation ids), each step keeps the simulated time
 (``at``, ms) and the node pairs a partition separated (``cuts``); ``signature`` is what a replay
-must reproduce (``properties.shrink.signature_of``); ``faults``, ``runbook``, ``summary`` and
-``original_steps`` are for the reader. A version-1 file is a model trace.
+must reproduce (``properties.shrink.signature_of``); ``faults``, ``summary`` and
+``original_steps`` are for the reader, and so are ``runbook`` and ``aims`` (the faults the run
+aimed at driver states: ``properties.steering``) but for a stall. A stall's trace (a progress
+goal not met: ``properties.progress``) also has ``"handover": {"at": 208, "events": 1792,
+"held": [], "rolling_back": false, "rolled_back": false, "progress": "migration"}``: the step
+where its faults stopped, how many events its quiet continuation may take, and the operator's
+memory the continuation takes over, which with ``runbook`` is what a replay generates the
+continuation from. A version-1 file is a model trace.
 
 Rules:
 - The codec is generic: a record (an action or a message inside ``Deliver``/``Drop``) is an
@@ -95,6 +101,7 @@ from model.state import KRaftRequest, Message
 
 if TYPE_CHECKING:
     from impl.sim.simulator import SimStep
+    from properties.progress import Handover
 
 SCHEMA = "kraftcheck-trace"
 VERSION = 1  # model traces
@@ -103,7 +110,8 @@ KINDS = ("model", "differential")
 _TOP_LEVEL_KEYS = ("schema", "version", "scope", "profile", "bugs", "violation", "seed", "actions")
 _REQUIRED_KEYS = frozenset(_TOP_LEVEL_KEYS) - {"seed", "profile"}  # absent profile: kip
 _DIFFERENTIAL_KEYS = ("schema", "version", "kind", "scope", "profile", "bugs", "impl_bugs", "seed", "faults",
-                      "runbook", "violation", "signature", "summary", "original_steps", "steps")
+                      "runbook", "aims", "violation", "signature", "summary", "original_steps", "handover", "steps")
+_HANDOVER_KEYS = ("at", "events", "held", "rolling_back", "rolled_back", "progress")
 # for the reader only, so optional: profile (absent: kip), faults, runbook, violation, summary, original_steps
 _DIFFERENTIAL_REQUIRED = frozenset({"schema", "version", "kind", "scope", "bugs", "impl_bugs", "seed", "signature",
                                     "steps"})
@@ -153,8 +161,12 @@ class DifferentialTrace:
     violation: str | None = None  # the first broken invariant, or "Disagreement"
     summary: str | None = None  # the disagreement's first line when it was recorded
     faults: str | None = None  # the fault mix the run had, for the record (a replay needs none)
-    runbook: str | None = None  # likewise
+    runbook: str | None = None  # likewise; a stall's replay needs it (its quiet continuation follows it)
     original_steps: int | None = None  # how many events the run had before shrinking
+    # A stall's (``properties.progress``): where its quiet continuation starts in ``steps``, which the replay
+    # generates again from there rather than performing the recorded steps.
+    handover: Handover | None = None
+    aims: tuple[str, ...] = ()  # the faults the run aimed at driver states, for the reader and to run it again
 
     @property
     def variant(self) -> Variant:
@@ -428,8 +440,45 @@ def _differential_to_json(trace: DifferentialTrace) -> dict[str, Any]:
         "signature": trace.signature,
         "summary": trace.summary,
         "original_steps": trace.original_steps,
+        **({"aims": list(trace.aims)} if trace.aims else {}),  # (written only when there are some: older files
+        **({"handover": _encode_handover(trace.handover)} if trace.handover is not None else {}),  # read the same)
         "steps": [_encode_step(s, f"steps[{i}]") for i, s in enumerate(trace.steps)],
     }
+
+
+def _encode_handover(handover: Handover) -> dict[str, Any]:
+    from impl.sim.simulator import PROGRESS
+
+    op = handover.operator
+    return {"at": handover.at, "events": handover.events, "held": list(op.held), "rolling_back": op.rolling_back,
+            "rolled_back": op.rolled_back, "progress": PROGRESS[op.progress]}
+
+
+def _decode_handover(data: Any, steps: int) -> Handover:
+    from impl.sim.simulator import PROGRESS, Operator
+    from properties.progress import Handover
+
+    if not isinstance(data, dict):
+        raise TraceError(f"handover: expected an object with {', '.join(_HANDOVER_KEYS)}, got {_json_type(data)}")
+    _check_keys(data, _HANDOVER_KEYS, _HANDOVER_KEYS, "a handover")
+    for key in ("at", "events"):
+        value = data[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise TraceError(f"handover.{key}: expected an integer >= 0, got {json.dumps(value)}")
+    if data["at"] > steps:
+        raise TraceError(f"handover.at: {data['at']} is past the trace's {steps} steps")
+    held = data["held"]
+    if not isinstance(held, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in held):
+        raise TraceError(f"handover.held: expected a list of node ids, got {json.dumps(held)}")
+    for key in ("rolling_back", "rolled_back"):
+        if not isinstance(data[key], bool):
+            raise TraceError(f"handover.{key}: expected true or false, got {json.dumps(data[key])}")
+    if data["progress"] not in PROGRESS:
+        raise TraceError(f"handover.progress: expected one of {', '.join(PROGRESS)}, "
+                         f"got {json.dumps(data['progress'])}")
+    operator = Operator(tuple(sorted(held)), data["rolling_back"], data["rolled_back"],
+                        PROGRESS.index(data["progress"]))
+    return Handover(data["at"], operator, data["events"])
 
 
 def _encode_step(sim_step: SimStep, where: str) -> dict[str, Any]:
@@ -467,6 +516,9 @@ def _differential_from_json(data: dict[str, Any]) -> DifferentialTrace:
     for key in ("faults", "runbook", "summary"):
         if not isinstance(data.get(key), str | None):
             raise TraceError(f"{key}: expected a string or null, got {json.dumps(data[key])}")
+    aims = data.get("aims", [])
+    if not isinstance(aims, list) or not all(isinstance(a, str) for a in aims):
+        raise TraceError(f"aims: expected a list of driver-state|fault cells, got {json.dumps(aims)}")
     original = data.get("original_steps")
     if original is not None and (not isinstance(original, int) or isinstance(original, bool) or original < 0):
         raise TraceError(f"original_steps: expected an integer >= 0 or null, got {json.dumps(original)}")
@@ -476,6 +528,9 @@ def _differential_from_json(data: dict[str, Any]) -> DifferentialTrace:
     decoded: list[SimStep] = []
     for i, item in enumerate(steps):
         decoded.append(_decode_step(item, f"steps[{i}]", decoded[-1].now if decoded else 0))
+    handover = None if data.get("handover") is None else _decode_handover(data["handover"], len(decoded))
+    if handover is not None and data.get("runbook") is None:
+        raise TraceError("runbook: a trace with a handover needs its runbook (its quiet continuation follows it)")
     return DifferentialTrace(
         scope=data["scope"],
         steps=tuple(decoded),
@@ -489,6 +544,8 @@ def _differential_from_json(data: dict[str, Any]) -> DifferentialTrace:
         faults=data.get("faults"),
         runbook=data.get("runbook"),
         original_steps=original,
+        handover=handover,
+        aims=tuple(aims),
     )
 
 
@@ -535,8 +592,8 @@ def _check_differential_header(scope: Any, bugs: list[str], impl_bugs: list[str]
     if violation is not None and violation != "Disagreement":
         prop = BY_NAME.get(violation) if isinstance(violation, str) else None
         if prop is None or prop.kind is Kind.SOMETIMES:
-            raise TraceError(f"violation: {json.dumps(violation)} is neither \"Disagreement\" nor an ALWAYS or "
-                             "TRANSITION property (see `kraftcheck invariants`)")
+            raise TraceError(f"violation: {json.dumps(violation)} is neither \"Disagreement\" nor an ALWAYS, "
+                             "TRANSITION or EVENTUALLY property (see `kraftcheck invariants`)")
 
 
 def check_fits(scope, actions: Sequence[Action], where: str, steps: Sequence[SimStep] = ()) -> None:
@@ -591,7 +648,8 @@ def dumps(trace: Trace | DifferentialTrace) -> str:
     """The file text: the header one key a line, then one action a line (readable, diffable)."""
     data = trace_to_json(trace)
     if isinstance(trace, DifferentialTrace):
-        header = [f"  {json.dumps(k)}: {json.dumps(data[k])}," for k in _DIFFERENTIAL_KEYS if k != "steps"]
+        header = [f"  {json.dumps(k)}: {json.dumps(data[k])}," for k in _DIFFERENTIAL_KEYS
+                  if k != "steps" and k in data]
         steps = ",\n".join(f"    {json.dumps(s, separators=(', ', ': '))}" for s in data["steps"])
         body = f"[\n{steps}\n  ]" if steps else "[]"
         return "{\n" + "\n".join(header) + f'\n  "steps": {body}\n}}\n'

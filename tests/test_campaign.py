@@ -177,7 +177,7 @@ def test_run_partition_is_a_function_of_plan_and_partition():
     assert [r["seed"] for r in first["runs"]] == [0, 1]
     kinds = {r["kind"] for r in first["coverage"]}
     assert {"action", "driver_transition", "state", "decision"} <= kinds <= {
-        "action", "driver_transition", "state", "decision", "fault_at"
+        "action", "driver_transition", "state", "decision", "fault_at", "progress"
     }
     assert all(r["key"].startswith("zk:") for r in first["coverage"] if r["kind"] == "state")
 

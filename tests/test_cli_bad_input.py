@@ -89,6 +89,9 @@ FILES = {
     "diff_no_steps": lambda tmp: (tmp / "diff_no_steps").write_text(_differential(steps=[])),
     "diff_negative_seed": lambda tmp: (tmp / "diff_negative_seed").write_text(_differential(seed=-1)),
     "diff_unknown_impl_bug": lambda tmp: (tmp / "diff_unknown_impl_bug").write_text(_differential(impl_bugs=["x"])),
+    "diff_handover_past": lambda tmp: (tmp / "diff_handover_past").write_text(_differential(handover={
+        "at": 9999, "events": 10, "held": [], "rolling_back": False, "rolled_back": False, "progress": "none"})),
+    "diff_handover_keys": lambda tmp: (tmp / "diff_handover_keys").write_text(_differential(handover={"when": 1})),
     "a_dir": lambda tmp: (tmp / "a_dir").mkdir(),
     "a_file": lambda tmp: (tmp / "a_file").write_text("x"),
     "good_trace": lambda tmp: (tmp / "good_trace").write_text(_trace()),
@@ -175,6 +178,8 @@ CASES = [
     (["replay", "{diff_cut_99}"], "steps[0].cuts[0]: node 99 is not in scope sim-migration"),
     (["replay", "{diff_negative_seed}"], "seed: expected an integer >= 0"),
     (["replay", "{diff_unknown_impl_bug}"], "impl_bugs: unknown seeded bug"),
+    (["replay", "{diff_handover_past}"], "handover.at: 9999 is past the trace's"),
+    (["replay", "{diff_handover_keys}"], "unknown key 'when'"),
     (["replay", "{not_json}", "--json"], "not JSON"),
     (["replay", "{broker_7}", "--mermaid"], "broker 7 is not in scope bounce"),
     # pin
@@ -202,6 +207,9 @@ CASES = [
     (["pin", "--seed", "1", "--steps", "0"], "expected a positive integer"),
     (["pin", "--seed", "1", "--runbook", "panic"], "invalid choice"),
     (["pin", "--seed", "1", "--shrink-seconds", "0"], "expected a positive integer"),
+    (["pin", "--seed", "1", "--aims", "NOWHERE|drop", "--dir", "{tmp}/pins"], "bad aim 'NOWHERE|drop'"),
+    (["pin", "--seed", "1", "--steps", "10", "--quiet-steps", "20", "--dir", "{tmp}/pins"], "--quiet-steps"),
+    (["pin", "{good_trace}", "--aims", "DUAL_WRITE|drop"], "go with --seed"),
     # campaign: options
     (["campaign", "--seeds", "0"], "positive integer"),
     (["campaign", "--seeds", "many"], "positive integer"),
@@ -211,6 +219,9 @@ CASES = [
     (["campaign", "--minutes", "inf"], "positive number"),
     (["campaign", "--minutes", "nan"], "positive number"),
     (["campaign", "--seeds", "2", "--minutes", "1"], "not allowed with"),
+    (["campaign", "--steps", "100", "--quiet-steps", "101"], "--quiet-steps: expected an integer from 0 to --steps"),
+    (["campaign", "--quiet-steps", "-1"], "expected an integer >= 0"),
+    (["campaign", "--wave", "0"], "positive integer"),
     (["campaign", "--scope", "no-such-scope"], "unknown scope"),
     (["campaign", "--faults", "network+lightning"], "unknown fault mix"),
     (["campaign", "--faults", "swarm+swarm"], "names 'swarm' twice"),

@@ -28,6 +28,7 @@ Rules:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Protocol
 
 from impl.bugs import ImplBug
@@ -38,6 +39,7 @@ from impl.protocol import Handler, Send
 from impl.zk.port import (
     ANY_VERSION,
     CheckOp,
+    ConnectionLoss,
     CreateOp,
     DeleteOp,
     Exists,
@@ -174,6 +176,7 @@ class KRaftMigrationDriver:
         self.umr_sent: set[int] = set()  # ZK brokers sent a full UpdateMetadata in this leadership
         # /controller_epoch as read when it recovered its state (only the seeded bug CLAIM_WITHOUT_EPOCH_CAS uses it)
         self.seen_zk_epoch: tuple[int, int] | None = None
+        self.led = False  # its node has led while it ran (only the seeded bug INACTIVE_IGNORES_LEADERSHIP reads it)
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -250,7 +253,8 @@ class KRaftMigrationDriver:
             self._transition(D.INACTIVE, leader=False, umr_sent=set(), **self._forget_zk_controller())
             return True
         self._transition(
-            D.WAIT_FOR_CONTROLLER_QUORUM, check=not wrong_state, kraft_epoch=epoch, leader=True, umr_sent=set(),
+            D.WAIT_FOR_CONTROLLER_QUORUM, check=not wrong_state, kraft_epoch=epoch, leader=True, led=True,
+            umr_sent=set(),
             migration_offset=value.kraft_metadata_offset, migration_version=stat.version,
             **self._forget_zk_controller(),
         )
@@ -287,6 +291,12 @@ class KRaftMigrationDriver:
         assignment, _ = yield from self._read(TOPIC)
         if not zk_brokers_registered(self.driver_image(), live, assignment):
             return False
+        if ImplBug.READY_COMPARES_ZK_EPOCH in self.bugs:  # the mistake: a KRaft broker epoch against a czxid
+            for name in live:
+                stat = yield Exists(self._session, f"{BROKER_IDS}/{name}")
+                reg = self.driver_image().registration(int(name))
+                if stat is None or reg is None or stat.czxid != reg.epoch:
+                    return False
         self._transition(D.BECOME_CONTROLLER)
         return True
 
@@ -398,9 +408,13 @@ class KRaftMigrationDriver:
         image = self.driver_image()
         if image.offset < self.migration_offset:
             return False
-        for m in self._controller_rpcs(image, list(range(len(image.partitions))), True):
+        # The partitions as ZooKeeper holds them: a partition change committed since the sync reaches the brokers
+        # with its dual write (KIP-866 §Dual Metadata Writes; Kafka's driver dual-writes every change it handles
+        # in this state). The live brokers are KRaft's alone; they are the newest.
+        told = replace(image, partitions=self.controller.image_at(self.migration_offset).partitions)
+        for m in self._controller_rpcs(told, list(range(len(told.partitions))), True):
             yield Send(m)
-        self._transition(D.DUAL_WRITE, umr_sent={b for b, _ in zk_broker_targets(image)})
+        self._transition(D.DUAL_WRITE, umr_sent={b for b, _ in zk_broker_targets(told)})
         return True
 
     def dual_write(self, now: int) -> Handler:
@@ -411,8 +425,13 @@ class KRaftMigrationDriver:
         if image.offset <= self.migration_offset:
             return False
         before = self.controller.image_at(self.migration_offset) if self.migration_offset > 0 else None
-        ops = yield from self._reconcile_ops(image, now)
-        ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True)
+        try:
+            ops = yield from self._reconcile_ops(image, now)
+            ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True)
+        except ConnectionLoss:
+            if ImplBug.DUAL_WRITE_RPCS_BEFORE_ZK not in self.bugs:
+                raise
+            ok = True  # the mistake: ZooKeeper is down, so the brokers are told first and ZooKeeper later
         if not ok:
             return True
         parts = image.partitions
@@ -432,13 +451,29 @@ class KRaftMigrationDriver:
 
     # ---- ZooKeeper writes ----------------------------------------------------------------------
 
-    def _fenced_write(self, ops: list[Op], offset: int, now: int, dual_write: bool = False) -> Handler:
+    def _adopt_claim(self) -> Handler:
+        """The seeded bug FENCED_WRITE_ADOPTS_NEWER_CLAIM: take the claim ZooKeeper shows now as its own."""
+        claim, _ = yield from self._read(CONTROLLER)
+        epoch, epoch_stat = yield from self._read(CONTROLLER_EPOCH)
+        _, migration_stat = yield from self._read(MIGRATION)
+        if not isinstance(claim, KRaftControllerZNode) or epoch_stat is None or migration_stat is None:
+            return False
+        self.kraft_epoch, self.zk_epoch, self.zk_epoch_version = claim.kraft_epoch, epoch, epoch_stat.version
+        self.migration_version = migration_stat.version
+        return True
+
+    def _fenced_write(
+        self, ops: list[Op], offset: int, now: int, dual_write: bool = False, retry: bool = True
+    ) -> Handler:
         """One multi: check /controller_epoch, the ops, CAS /migration to ``offset`` (reference §2.4)."""
         fenced = not (dual_write and ImplBug.DUAL_WRITE_WITHOUT_EPOCH_CHECK in self.bugs)
         head: list[Op] = [CheckOp(CONTROLLER_EPOCH, self.zk_epoch_version)] if fenced else []
         migration = MigrationZNode(self.node_id, self.kraft_epoch, offset)
         update = SetDataOp(MIGRATION, encode(MIGRATION, migration, now), self.migration_version)
         results = yield from self._multi(head + ops + [update])
+        if not _succeeded(results) and retry and ImplBug.FENCED_WRITE_ADOPTS_NEWER_CLAIM in self.bugs:
+            if (yield from self._adopt_claim()):
+                return (yield from self._fenced_write(ops, offset, now, dual_write, retry=False))
         if not _succeeded(results):
             # Differs (as the model): Kafka retries on its next poll and fails the same way until a
             # KRaftLeaderEvent; the driver parks in INACTIVE instead.

@@ -33,6 +33,18 @@ Rules:
   the abstracted implementation must equal the model state, and the model's invariants must
   hold on it, the model's budgets unbounded: the fault mix, not a scope, decides what happens).
   Without one the simulation builds its cluster from the scope.
+- A run can end in a quiet continuation (``Simulation.quiet``): a fresh simulation of the same
+  cluster, from the moment a run's fault window ends, with no fault and no spontaneous
+  perturbation, only the protocol's own steps, healing (crashed nodes restarted, ZooKeeper
+  recovered, dead processes' sessions expired) and the operator's runbook, whose memory
+  (``Operator``) it takes over. It is a function of the cluster it starts from, the seed, the
+  runbook and that memory alone, so a replay of the events before it starts it again the same
+  (``properties.progress``): what was in flight at the hand-over is due at once, since a replay
+  does not know the delays the run drew. ``healed`` says when nothing is left to heal.
+- Aimed faults (``Aim``): a run can be given faults to strike as soon as the active controller's
+  migration driver is in a given state (``driver_state``): the first event in that state at which
+  the fault is among the options is that fault (drawn among its instances), once per aim. They
+  are how a campaign steers runs toward the steps of the migration no run struck yet.
 - The operator runs one of KIP-866's runbooks once the cluster shows it is ready (from each
   process's reported state): ``finalize`` rolls each ZK broker into KRaft mode (stop,
   reconfigure, start) once the migration reached dual writes, then restarts each controller
@@ -151,16 +163,54 @@ class Outcome:
 
 PROGRESS = ("none", "zk-controller", "kraft-leader", "migration", "dual-write", "brokers-on-kraft", "finalized")
 _DUAL_WRITE = PROGRESS.index("dual-write")
+# The quiet continuation's mix: healing only (a crashed node restarts, ZooKeeper recovers, a dead process's
+# session times out), no fault.
+QUIET = FaultMix(restart=0.5, recover=1.0)
+
+
+@dataclass(frozen=True)
+class Operator:
+    """The operator's own memory, handed over to a quiet continuation: the nodes it keeps down (its roll
+    stopped them), whether its rollback is under way or done, and how far it saw the migration get."""
+
+    held: tuple[int, ...] = ()
+    rolling_back: bool = False
+    rolled_back: bool = False
+    progress: int = 0  # an index of PROGRESS
+
+
+@dataclass(frozen=True)
+class Aim:
+    """A fault to strike when the active controller's migration driver is in ``driver`` (None: no active
+    controller with a driver), named by its model action's type (``CrashController``, ``Drop``, ...)."""
+
+    driver: MigrationDriverState | None
+    fault: str
+
+
+# The faults an aim can name, and how to tell them among the options: a session's expiry breaks something
+# only while its process is alive (``_breaking_expiries``).
+AIMABLE = ("Drop", "Redeliver", "CrashBroker", "CrashController", "StopBroker", "ShutdownController",
+           "ExpireSession", "ZkOutage")
 
 
 class Simulation:
     def __init__(self, scope: Scope, seed: int, faults: FaultMix, bugs: frozenset[ImplBug] = frozenset(),
-                 port=None, checker: Checker | None = None, runbook: str = "finalize") -> None:
+                 port=None, checker: Checker | None = None, runbook: str = "finalize",
+                 aims: tuple[Aim, ...] = (), spontaneous: bool = True) -> None:
         """``checker``: what checks every event, owning the cluster it built (with its own bugs and port);
-        None: no check, and a cluster of the scope with ``bugs`` on ``port``."""
+        None: no check, and a cluster of the scope with ``bugs`` on ``port``. ``aims``: faults to strike in
+        given states of the migration driver. ``spontaneous``: whether nodes take their rare steps of their
+        own (admin requests, controlled shutdowns), which the model counts as perturbations."""
         if runbook not in RUNBOOKS:
             raise ValueError(f"unknown runbook {runbook!r}; expected one of {', '.join(RUNBOOKS)}")
+        unknown = [a.fault for a in aims if a.fault not in AIMABLE]
+        if unknown:
+            raise ValueError(f"cannot aim {unknown[0]!r}; expected one of {', '.join(AIMABLE)}")
         self.scope, self.seed, self.runbook = scope, seed, runbook
+        self.aims = list(aims)  # those not struck yet
+        self.spontaneous = spontaneous
+        self._breaking_expiries: set[Action] = set()  # the expiries among the options that end a live session
         self.rng = random.Random(seed)
         # Under swarm testing the run's own mix is the first thing drawn (``FaultMix.drawn``).
         self.faults = faults.drawn(self.rng) if faults.swarm else faults
@@ -362,7 +412,7 @@ class Simulation:
             self._step_weights[i] = [1.0] * len(offered)
             self._rare[i], self._rare_weights[i] = self._node_faults[node_id]
         else:
-            rare = [a for a in offered if type(a) in RARE]
+            rare = [a for a in offered if type(a) in RARE] if self.spontaneous else []
             fault_actions, fault_weights = self._node_faults[node_id]
             self._steps[i] = steps = [a for a in offered if type(a) not in RARE]
             self._step_weights[i] = [1.0] * len(steps)
@@ -415,7 +465,7 @@ class Simulation:
                     if w >= 1.0:
                         actions.append(a)
                         weights.append(w)
-                    else:
+                    elif self.spontaneous:
                         broken.append(a)
                         broken_weights.append(w)
             if node_id not in self.paused:
@@ -497,6 +547,8 @@ class Simulation:
         """Breaking (an outage, a live session's expiry) onto ``broken``; healing (a recovery, a dead
         process's expiry) onto ``actions``."""
         c, f = self.cluster, self.faults
+        if self._breaking_expiries:
+            self._breaking_expiries = set()
         if not c.zk_available:
             if f.recover:
                 actions.append(self._recover)
@@ -526,6 +578,8 @@ class Simulation:
                 if f.expire:
                     broken.append(expiry)
                     broken_weights.append(f.expire)
+                    if self.aims:
+                        self._breaking_expiries.add(expiry)
                 continue
             # a dead (or paused) process's session lives until the server times it out
             died = self.crashed_at.setdefault(session, c.now)
@@ -589,7 +643,7 @@ class Simulation:
             actions, weights = self._options()
         if not actions:
             return None
-        action = self._draw(actions, weights)
+        action = (self.aims and self._aimed(actions)) or self._draw(actions, weights)
         self.record.append(SimStep(c.now, self._active_cuts() if self.cuts else (), action))  # (before: a
         # disagreement raises)
         traces = self.checker.apply(action) if self.checker is not None else c.perform(action)
@@ -609,6 +663,29 @@ class Simulation:
         if self.on_event is not None:
             self.on_event(self, action, traces)
         return action
+
+    def _aimed(self, actions: list[Action]) -> Action | None:
+        """The first aim whose driver state is the active driver's now and whose fault is among the options,
+        struck (one of its instances, drawn); None when no aim applies."""
+        state = self.driver_state()
+        for index, aim in enumerate(self.aims):
+            if aim.driver is not state:
+                continue
+            candidates = [a for a in actions if type(a).__name__ == aim.fault
+                          and (aim.fault != "ExpireSession" or a in self._breaking_expiries)]
+            if candidates:
+                del self.aims[index]
+                return candidates[self.rng.randrange(len(candidates))]
+        return None
+
+    def driver_state(self) -> MigrationDriverState | None:
+        """The state of the active controller's migration driver (the newest epoch's, should two believe they
+        are active); None when no controller is active or the active one has no driver."""
+        active = [k for k in self.cluster.controllers.values() if k.is_active()]
+        if not active:
+            return None
+        leader = max(active, key=lambda k: k.raft.epoch)
+        return leader.driver.state if leader.driver is not None else None
 
     def _draw(self, actions: list[Action], weights: list[float]) -> Action:
         """``rng.choices(actions, weights=weights)[0]``, as CPython computes it (cumulative float sums,
@@ -639,6 +716,42 @@ class Simulation:
         return Outcome(self.seed, self.events, time.perf_counter() - start, disagreement, PROGRESS[self.progress],
                        self.rolled_back, tuple(sorted(self.checker.findings_seen)) if self.checker else (),
                        dict(sorted(self.counts.items())))
+
+    # ---- the quiet continuation ---------------------------------------------------------------
+
+    def operator(self) -> Operator:
+        """The operator's memory now, for a quiet continuation to take over."""
+        self._note_progress()
+        return Operator(tuple(sorted(self.maintenance)), self.rolling_back, self.rolled_back, self.progress)
+
+    @classmethod
+    def quiet(cls, scope: Scope, seed: int, checker: Checker, runbook: str, operator: Operator) -> Simulation:
+        """A continuation of the cluster ``checker`` holds, with no fault: healing, the protocol's steps and the
+        runbook (with the operator's memory). What was in flight is due now: a replay of the run so far sets no
+        delays, and the continuation must start the same from the run and from its replay."""
+        sim = cls(scope, seed, QUIET, checker=checker, runbook=runbook, spontaneous=False)
+        sim.maintenance = set(operator.held)
+        sim.rolling_back, sim.rolled_back, sim.progress = operator.rolling_back, operator.rolled_back, operator.progress
+        c = sim.cluster
+        for entry in c.network:
+            entry.deliver_at = c.now
+        c.touched.clear()
+        return sim
+
+    def healed(self) -> bool:
+        """Nothing is left to heal: ZooKeeper is up, no partition, pause or late leader event, every dead node is
+        one the operator keeps down, and no ZooKeeper session of a dead process (or of an earlier life of a
+        broker) is still open."""
+        c = self.cluster
+        if not c.zk_available or self.paused or self.lagging or self._active_cuts():
+            return False
+        if any(not node.alive and node_id not in self.maintenance for node_id, node in self._nodes):
+            return False
+        for session, owner in c.session_owner.items():
+            node = c.brokers.get(owner)
+            if node is not None and not (node.alive and node.session == session) and c.port.session_alive(session):
+                return False
+        return True
 
     @property
     def lines(self) -> list[str]:

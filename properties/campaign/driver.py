@@ -5,6 +5,9 @@ Rules:
   (``properties.campaign.tables``), and at the end consolidates the tables, shrinks one
   violation per (invariant, signature) group (one task per group), and writes ``summary.json``
   and ``report.html`` (``properties.campaign.report``).
+- A steered campaign (``properties.steering``) runs in waves: a partition of a later wave is
+  submitted once every partition of the earlier ones has finished, its task plan holding the
+  fault grid's cells those struck (so the same options give the same campaign, resumed too).
 - A DIR that holds another campaign, or that cannot be created or written, is a ``CampaignError``
   before anything is written; ``--resume`` (same options) continues where a killed campaign
   stopped and ends with the same results.
@@ -22,7 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from impl.sim.scenarios import scenario
@@ -53,7 +56,10 @@ from properties.campaign.tasks import run_partition, shrink_group
 from properties.plan import (
     Plan,
 )
+from properties.progress import goal_of
+from properties.runs import GRID_FAULTS, GRID_STATES
 from properties.shrink import slug
+from properties.steering import aimable, steered, wave_of_partition
 
 SPARK_LOG = "spark.log"
 SPARK_LOG_ENV = "KRAFTCHECK_SPARK_LOG"  # another file for the JVM's output, or "-" for the terminal
@@ -215,15 +221,21 @@ def _run(plan: Plan, runner: Runner, resuming: bool, show_progress: bool) -> dic
     deadline = None if plan.minutes is None else time.monotonic() + plan.minutes * 60
     display = _Display(show_progress, total, "running", tally.seeds, deadline)
     task_plan = plan.started(started - offset)
+    waves = _Waves(plan, out, done)
     todo = _partitions_to_run(plan, done)
     pending: dict[Future, int] = {}
+    held: int | None = None  # the next partition, when its wave must wait for the one before
     try:
         while True:
             while len(pending) < runner.slots and (deadline is None or time.monotonic() < deadline):
-                p = next(todo, None)
+                p = next(todo, None) if held is None else held
                 if p is None:
                     break
-                pending[runner.submit(run_partition, task_plan, p)] = p
+                held = None
+                if not waves.may_start(p, pending.values()):
+                    held = p
+                    break
+                pending[runner.submit(run_partition, waves.plan_for(task_plan, p), p)] = p
             if not pending:
                 break
             finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -231,6 +243,7 @@ def _run(plan: Plan, runner: Runner, resuming: bool, show_progress: bool) -> dic
                 p = pending.pop(future)
                 rows = future.result()
                 write_partition(out, p, rows, task_plan.started_at)
+                waves.finished(p, rows["coverage"])
                 done.add(p)
                 tally.seeds += len(rows["runs"])
                 tally.steps += sum(r["steps"] for r in rows["runs"])
@@ -238,7 +251,7 @@ def _run(plan: Plan, runner: Runner, resuming: bool, show_progress: bool) -> dic
             display.update(tally.seeds, tally.violations, tally.steps, offset + time.time() - started)
         display.update(tally.seeds, tally.violations, tally.steps, offset + time.time() - started, "shrinking")
         tables = consolidate(out, sorted(done))
-        counterexamples = shrink_groups(plan, runner, tables["violations"])
+        counterexamples = shrink_groups(plan, runner, tables["violations"], tables["runs"])
         for name in TABLES:
             write_table(out / f"{name}.parquet", name, tables[name])
         summary = summarize(plan, runner.label, tables, counterexamples, offset + time.time() - started, resuming)
@@ -253,9 +266,38 @@ def _run(plan: Plan, runner: Runner, resuming: bool, show_progress: bool) -> dic
 
 
 
-def shrink_groups(plan: Plan, runner: Runner, violations: list[dict]) -> list[dict]:
-    """One shrink task per (invariant, signature) group, on its lowest seed; fills in the group's
-    rows' ``trace_file`` and ``shrunk_steps``. Returns one entry per group."""
+class _Waves:
+    """A steered campaign's waves: which partitions may start, and the plan each wave's tasks get (the fault
+    grid's cells struck by the waves before it)."""
+
+    def __init__(self, plan: Plan, out: Path, done: set[int]) -> None:
+        self.on = steered(plan)
+        self.plan = plan
+        self.struck: dict[int, set[str]] = {}  # a finished partition -> the fault_at keys its runs reached
+        if self.on:
+            for p in done:
+                self.finished(p, read_rows(part_path(out, "coverage", p)))
+
+    def finished(self, partition: int, coverage: list[dict]) -> None:
+        if self.on:
+            self.struck[partition] = {r["key"] for r in coverage if r["kind"] == "fault_at"}
+
+    def may_start(self, partition: int, pending) -> bool:
+        """Every partition of the earlier waves has finished (partitions are submitted in order)."""
+        wave = wave_of_partition(self.plan, partition)
+        return not self.on or all(wave_of_partition(self.plan, q) >= wave for q in pending)
+
+    def plan_for(self, task_plan: Plan, partition: int) -> Plan:
+        if not self.on:
+            return task_plan
+        wave = wave_of_partition(self.plan, partition)
+        cells = set().union(*(keys for p, keys in self.struck.items() if wave_of_partition(self.plan, p) < wave))
+        return replace(task_plan, struck=tuple(sorted(cells)))
+
+
+def shrink_groups(plan: Plan, runner: Runner, violations: list[dict], runs: list[dict] = ()) -> list[dict]:
+    """One shrink task per (invariant, signature) group, on its lowest seed (with the aims it ran with); fills in
+    the group's rows' ``trace_file`` and ``shrunk_steps``. Returns one entry per group."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in violations:  # in seed order: a group's first row is its lowest seed
         groups.setdefault((row["invariant"], row["signature"]), []).append(row)
@@ -267,7 +309,9 @@ def shrink_groups(plan: Plan, runner: Runner, violations: list[dict]) -> list[di
 
     directory = Path(plan.out) / COUNTEREXAMPLES
     directory.mkdir(exist_ok=True)
-    futures = {key: runner.submit(shrink_group, plan, rows[0]["seed"], key[1]) for key, rows in sorted(groups.items())}
+    aims = {r["seed"]: tuple(r.get("aims") or ()) for r in runs}
+    futures = {key: runner.submit(shrink_group, plan, rows[0]["seed"], aims.get(rows[0]["seed"], ()), key[1])
+               for key, rows in sorted(groups.items())}
     used: set[str] = set()
     entries = []
     for (invariant, signature), future in futures.items():
@@ -340,7 +384,14 @@ def summarize(plan: Plan, master: str, tables: dict, counterexamples: list[dict]
         "distinct_signatures": len({v["signature"] for v in violations}),
         "findings": dict(sorted(findings.items())),
         "coverage": {kind: len({r["key"] for r in coverage if r["kind"] == kind})
-                     for kind in ("action", "driver_transition", "state", "decision", "fault_at")},
+                     for kind in ("action", "driver_transition", "state", "decision", "fault_at", "progress")},
+        "stalls": dict(sorted(Counter(goal_of(v["signature"]) for v in violations
+                                      if goal_of(v["signature"])).items())),
+        "steering": None if not steered(plan) else {
+            "runs_aimed": sum(bool(r.get("aims")) for r in runs),
+            "aims": sum(len(r.get("aims") or ()) for r in runs),
+            "aimable_cells": len(aimable(plan)),
+        },
         "progress": _by_progress(Counter(run_level(r) for r in runs)),
         "progress_by_runbook": {
             runbook: _by_progress(Counter(run_level(r) for r in runs if r["runbook"] == runbook))
@@ -372,6 +423,9 @@ def describe(summary: dict) -> str:
         f"{summary['seeds_done']} seeds, {summary['steps']:,} steps in {summary['wall_seconds']:.1f} s "
         f"({summary['steps_per_second'] or 0:,.0f} steps/s) on {summary['master']}",
         "coverage: " + ", ".join(f"{n} {kind} keys" for kind, n in summary["coverage"].items()),
+        f"fault grid: {summary['coverage']['fault_at']} of {len(GRID_STATES) * len(GRID_FAULTS)} cells struck"
+        + ("" if not summary.get("steering") else
+           f" ({summary['steering']['aims']} faults aimed in {summary['steering']['runs_aimed']} runs)"),
         "progress: " + ", ".join(f"{level} {n}" for level, n in summary["progress"].items()),
     ]
     if summary["findings"]:

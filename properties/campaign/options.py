@@ -31,8 +31,10 @@ from properties.plan import (
     DEFAULT_SHRINK_SECONDS,
     DEFAULT_STEPS,
     PLACE_KEYS,
+    WAVE_PARTITIONS,
     Plan,
     default_partition_size,
+    default_quiet_steps,
     resolve_mutant,
 )
 
@@ -87,7 +89,8 @@ def make_plan(*, seeds: int | None = None, minutes: float | None = None, scope: 
               faults: str = DEFAULT_FAULTS, mutant: str | None = None, steps: int = DEFAULT_STEPS,
               runbook: str = DEFAULT_RUNBOOK, partition_size: int | None = None, engine: str = DEFAULT_ENGINE,
               machine: str | None = None, shrink_seconds: float = DEFAULT_SHRINK_SECONDS,
-              out: str | os.PathLike = DEFAULT_OUT) -> Plan:
+              out: str | os.PathLike = DEFAULT_OUT, quiet_steps: int | None = None, steer: bool = True,
+              wave: int = WAVE_PARTITIONS) -> Plan:
     """The campaign's plan, every option checked (``CampaignError``, one line)."""
     if seeds is not None and minutes is not None:
         raise CampaignError("--seeds and --minutes exclude each other")
@@ -103,6 +106,10 @@ def make_plan(*, seeds: int | None = None, minutes: float | None = None, scope: 
         raise CampaignError(f"--steps: expected a positive integer, got {steps}")
     if partition_size is not None and partition_size < 1:
         raise CampaignError(f"--partition-size: expected a positive integer, got {partition_size}")
+    if quiet_steps is not None and not 0 <= quiet_steps <= steps:
+        raise CampaignError(f"--quiet-steps: expected an integer from 0 to --steps ({steps}), got {quiet_steps}")
+    if wave < 1:
+        raise CampaignError(f"--wave: expected a positive integer, got {wave}")
     if not (shrink_seconds >= 0 and math.isfinite(shrink_seconds)):
         raise CampaignError(f"--shrink-seconds: expected a number >= 0, got {shrink_seconds}")
     if runbook not in CAMPAIGN_RUNBOOKS:
@@ -120,7 +127,8 @@ def make_plan(*, seeds: int | None = None, minutes: float | None = None, scope: 
     seeded_bug(mutant)
     plan = Plan(seeds=seeds, minutes=minutes, scope=scope, faults=faults, mutant=mutant, steps=steps,
                 runbook=runbook, partition_size=partition_size or default_partition_size(steps), engine=engine,
-                machine=machine, shrink_seconds=float(shrink_seconds), out=str(Path(out).resolve()))
+                machine=machine, shrink_seconds=float(shrink_seconds), out=str(Path(out).resolve()),
+                quiet_steps=default_quiet_steps(steps) if quiet_steps is None else quiet_steps, steer=steer, wave=wave)
     if engine == "hypothesis":
         from properties.campaign.hypothesis import check_plan
 

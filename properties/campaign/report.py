@@ -62,7 +62,7 @@ COLUMNS = {
                    "trace_file", "shrunk_steps", "original_steps"),
     "coverage": ("partition", "seed", "kind", "key", "count"),
 }
-COVERAGE_KINDS = ("action", "driver_transition", "state", "decision", "fault_at")
+COVERAGE_KINDS = ("action", "driver_transition", "state", "decision", "fault_at", "progress")
 THROUGHPUT_BINS = 40
 
 
@@ -439,30 +439,58 @@ def _counterexamples(directory: Path, violations: pd.DataFrame) -> str:
     return page
 
 
-def _faults_grid(coverage: pd.DataFrame) -> str:
+def _faults_grid(coverage: pd.DataFrame, runs: pd.DataFrame | None = None) -> str:
     """Runs that injected each kind of fault in each state of the migration driver; an empty cell is
-    a fault no run aimed at that step of the migration."""
-    from model.migration import MigrationDriverState
-    from properties.runs import FAULTS, NO_DRIVER
+    a fault no run aimed at that step of the migration. A steered campaign's aims are counted below it."""
+    from properties.runs import GRID_FAULTS, GRID_STATES
 
     taken = coverage[coverage["kind"] == "fault_at"] if len(coverage) else coverage
-    runs = taken.groupby("key").size().to_dict() if len(taken) else {}
-    states = [NO_DRIVER, *(s.name for s in MigrationDriverState)]
-    faults = list(dict.fromkeys(FAULTS.values()))
-    head = "<tr><th>driver state</th>" + "".join(f"<th>{_e(f)}</th>" for f in faults) + "</tr>"
+    struck = taken.groupby("key").size().to_dict() if len(taken) else {}
+    aimed = runs["aims"] if runs is not None and "aims" in runs else ()
+    aims: Counter = Counter(a for cell in aimed if cell is not None for a in cell)
+    head = "<tr><th>driver state</th>" + "".join(f"<th>{_e(f)}</th>" for f in GRID_FAULTS) + "</tr>"
     empty = 0
     body = []
-    for state in states:
+    for state in GRID_STATES:
         cells = []
-        for fault in faults:
-            n = int(runs.get(f"{state}|{fault}", 0))
+        for fault in GRID_FAULTS:
+            n = int(struck.get(f"{state}|{fault}", 0))
             empty += n == 0
             cells.append(f'<td class="n">{n:,}</td>' if n else '<td class="n unreached">0</td>')
         body.append(f"<tr><th>{_e(state)}</th>{''.join(cells)}</tr>")
     note = (f'<p class="note">Runs that struck with each fault in each state of the active controller\'s migration '
-            f"driver; {empty} of {len(states) * len(faults)} cells are empty (marked): faults no run aimed at that "
-            "step.</p>")
+            f"driver; {empty} of {len(GRID_STATES) * len(GRID_FAULTS)} cells are empty (marked): faults no run aimed "
+            "at that step.</p>")
+    if aims:
+        hit = sum(1 for cell in aims if struck.get(cell))
+        note += (f'<p class="note">Steered: {sum(aims.values()):,} faults aimed at {len(aims)} cells the earlier '
+                 f"waves had left empty, in {sum(1 for a in aimed if a is not None and len(a))} runs; "
+                 f"{hit} of those cells were struck (a run aims a fault at a state it may never reach).</p>")
     return note + f'<div class="wide"><table id="faults-by-driver-state">{head}{"".join(body)}</table></div>'
+
+
+def _progress_table(runs: pd.DataFrame, violations: pd.DataFrame, coverage: pd.DataFrame) -> str:
+    """Each progress goal (an EVENTUALLY property) with its bound: the runs whose quiet continuation met it, and
+    the runs that stalled on it."""
+    from properties.progress import goal_of, progress_goals
+
+    met = coverage[coverage["kind"] == "progress"] if len(coverage) else coverage
+    met_runs = met.groupby("key")["seed"].nunique().to_dict() if len(met) else {}
+    signatures = violations["signature"] if len(violations) else []
+    stalled = Counter(goal_of(s) for s in signatures if goal_of(s))
+    quiet = int(runs["fault_steps"].notna().sum()) if "fault_steps" in runs else 0
+    head = "<tr><th>goal</th><th>bound</th><th>what it says</th><th>met after the faults (runs)</th>" \
+           "<th>stalled (runs)</th></tr>"
+    rows = []
+    for g in progress_goals():
+        n, bad = int(met_runs.get(g.name, 0)), stalled.get(g.name, 0)
+        rows.append(f"<tr><td>{_e(g.name)}</td><td class=\"n\">{g.bound_ms / 1000:g} s</td><td>{_e(g.prop.meaning)}"
+                    f"</td><td class=\"n{'' if n else ' unreached'}\">{n:,}</td>"
+                    f"<td class=\"n\">{bad:,}</td></tr>")
+    note = (f'<p class="note">{quiet:,} runs reached the end of their fault window; each went on without faults, and '
+            "every goal open once the faults were healed had to be met within its bound (simulated time). A goal "
+            "no run met after its faults (marked) was not exercised there.</p>")
+    return note + f'<div class="wide"><table id="progress-goals">{head}{"".join(rows)}</table></div>'
 
 
 def _decisions_table(coverage: pd.DataFrame) -> str:
@@ -510,7 +538,8 @@ def render(directory: Path, runs: pd.DataFrame, violations: pd.DataFrame, covera
         "<h2>How far the migration got</h2>",
         _image(plot_progress(runs), "migration progress by runbook", "No runs."),
         "<h2>Documented findings</h2>", _findings_table(runs),
-        "<h2>Faults by step of the migration</h2>", _faults_grid(coverage),
+        "<h2>Progress after the faults</h2>", _progress_table(runs, violations, coverage),
+        "<h2>Faults by step of the migration</h2>", _faults_grid(coverage, runs),
         "<h2>The implementation's decisions</h2>", _decisions_table(coverage),
         "<h2>Counterexamples</h2>", _counterexamples(directory, violations),
     ]

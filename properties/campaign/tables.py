@@ -38,6 +38,7 @@ def schemas():
             ("duration_s", pa.float64()), ("finished_s", pa.float64()), ("outcome", pa.string()),
             ("invariant", pa.string()), ("progress", pa.string()), ("findings", pa.list_(pa.string())),
             ("coverage_signature", pa.string()), ("new_coverage", pa.int32()), ("rolled_back", pa.bool_()),
+            ("aims", pa.list_(pa.string())), ("fault_steps", pa.int64()),
         ]),
         "violations": pa.schema([
             ("partition", pa.int32()), ("seed", pa.int64()), ("scope", pa.string()), ("mutant", pa.string()),

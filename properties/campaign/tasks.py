@@ -5,6 +5,8 @@ Rules:
   in any mode, apart from the timing columns. Rows travel back to the driver, which alone writes
   files, so a retried task can never add rows twice.
 - ``shrink_group`` runs a group's lowest seed again and shrinks its record (``properties.shrink``).
+- A steered campaign's task plan holds the fault grid's cells struck so far (``Plan.struck``), from
+  which each seed's aims follow (``properties.steering.aims_for``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from properties.campaign.tables import TABLES
 from properties.plan import Plan
 from properties.runs import coverage_signature, run_seed
 from properties.shrink import invariant_of, shrink_violation, signature_of, trace_for
+from properties.steering import aims_for
 
 # Test-only: a directory; a task for partition p kills its own Python worker (after its first seed)
 # when ``kill-partition-<p>`` is in it and ``killed-partition-<p>`` is not (which it then creates).
@@ -32,7 +35,7 @@ def run_partition(plan: Plan, partition: int) -> dict:
     started = plan.started_at
     rows: dict[str, list[dict]] = {name: [] for name in TABLES}
     for index, seed in enumerate(partition_seeds(plan, partition)):
-        run = run_seed(plan, seed)
+        run = run_seed(plan, seed, aims=aims_for(plan, seed))
         d = run.disagreement
         signature = None if d is None else signature_of(d)
         rows["runs"].append({
@@ -44,6 +47,7 @@ def run_partition(plan: Plan, partition: int) -> dict:
             "invariant": None if d is None else invariant_of(signature), "progress": run.progress,
             "rolled_back": run.rolled_back, "findings": list(run.findings),
             "coverage_signature": coverage_signature(run.coverage), "new_coverage": None,
+            "aims": list(run.aims), "fault_steps": None if run.handover is None else run.handover.at,
         })
         if d is not None:
             rows["violations"].append({
@@ -75,13 +79,14 @@ def _test_kill_worker(partition: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def shrink_group(plan: Plan, seed: int, signature: str) -> dict:
-    """A signature group's counterexample: its seed run again for the record, shrunk, as a trace."""
-    run = run_seed(plan, seed, coverage=False)
+def shrink_group(plan: Plan, seed: int, aims: tuple[str, ...], signature: str) -> dict:
+    """A signature group's counterexample: its seed run again (with its aims) for the record, shrunk, as a trace."""
+    run = run_seed(plan, seed, coverage=False, aims=aims)
     d = run.disagreement
     if d is None or signature_of(d) != signature:
         return {"signature": signature, "error": f"seed {seed} did not show {signature} again"}
-    result = shrink_violation(plan, seed, run.record, signature, plan.shrink_seconds)
-    trace = trace_for(plan, seed, result.steps, signature, result.summary or d, original_steps=len(run.record))
+    result = shrink_violation(plan, seed, run.record, signature, plan.shrink_seconds, run.handover)
+    trace = trace_for(plan, seed, result.steps, signature, result.summary or d, original_steps=len(run.record),
+                      handover=result.handover, aims=aims)
     return {"signature": signature, "trace": trace, "shrunk_steps": len(result.steps), "minimal": result.minimal,
             "reproduced": result.reproduced, "tries": result.tries, "seconds": result.seconds}

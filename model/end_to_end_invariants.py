@@ -1,0 +1,322 @@
+"""Model-independent properties: what must hold however the protocol is written, over what a user can see.
+
+Every other property of the registry restates part of the design (the driver's table, the ghosts the
+rules record); when the design itself is wrong, the model and the implementation share the mistake,
+agree with each other, and those properties agree with both. These do not read the rules:
+
+- They read only what someone outside the processes could see: ZooKeeper's znodes (with the stamps
+  Kafka writes into them: /controller's claimant, /migration's writer and offset), the controllers'
+  metadata logs and high watermarks (the committed log and its image), the brokers' metadata caches
+  and what they serve, the messages sent and in flight, and what ``model.observations`` has observed
+  (``ghost.observed``). None imports ``model.zk_era``, ``model.kraft_quorum`` or
+  ``model.kraft_migration``, or calls ``step``.
+- Each is registered ``independent``, which the invariant catalogue shows. ALWAYS ones read a
+  state's identity only; the ones that need the past are TRANSITIONs reading ``ghost.observed``.
+- Differential testing (``properties.differential``) evaluates them on the implementation's own
+  state: its abstraction (``impl.refinement``) maps the values read here from the implementation's
+  processes (znodes, Raft logs and high watermarks, broker caches, messages, none of them a model
+  decision), and it keeps the implementation's own observations, with its clock where the model
+  has none.
+- Each has a seeded bug put into the model (``model.bugs``) and into the implementation
+  (``impl.bugs``) alike, which nothing but the property catches.
+
+They register last (``model.invariants`` imports this module after the others), so the registry's
+earlier order, and everything pinned on it, stays.
+"""
+
+from __future__ import annotations
+
+from model import zookeeper as zkm
+from model.actions import Action
+from model.kraft import FeatureLevelRecord, MetadataImage, QuorumRole, decided_view, image_of
+from model.migration import CONFIG, MIGRATION, KRaftControllerZNode
+from model.registry import always, section, sometimes, transition
+from model.state import (
+    CONTROLLER,
+    CONTROLLER_EPOCH,
+    TOPIC,
+    ClusterState,
+    KRaftController,
+    LeaderAndIsr,
+    PartitionState,
+    UpdateMetadata,
+    partition_state_path,
+    znode_data,
+)
+from model.types import BrokerId, LeaderEpoch, PartitionId, metadata_changed_between
+
+# Znodes holding the cluster's metadata (topics, partition states, configs, pending deletions), as
+# opposed to the controllers' own (/controller, /controller_epoch, /migration) and the brokers'.
+METADATA_ZNODES = ("/brokers/topics", "/config", "/admin")
+
+
+def _kraft_claim(state: ClusterState) -> KRaftControllerZNode | None:
+    """/controller as a KRaft controller wrote it, when one has claimed ZooKeeper."""
+    data = znode_data(state, CONTROLLER)
+    return data if isinstance(data, KRaftControllerZNode) else None
+
+
+def _newest_leader(state: ClusterState) -> KRaftController | None:
+    """The running, activated leader of the highest epoch any controller has reached, if there is one.
+
+    Raft's leader completeness: its log holds every committed record (a deposed leader that has not
+    heard of the newer epoch may not)."""
+    if not state.controllers:
+        return None
+    top = max(c.epoch for c in state.controllers)
+    for c in state.controllers:
+        if c.epoch == top and c.alive and c.role is QuorumRole.LEADER and c.active:
+            return c
+    return None
+
+
+def _zk_partition_states(state: ClusterState) -> list[PartitionState]:
+    """Each partition's state znode, as ZooKeeper holds it."""
+    count = len(znode_data(state, TOPIC) or ())
+    found = [znode_data(state, partition_state_path(PartitionId(p))) for p in range(count)]
+    return [s for s in found if s is not None]
+
+
+def _zk_partitions(state: ClusterState) -> tuple[tuple[BrokerId, LeaderEpoch], ...]:
+    """(leader, leader epoch) of each partition, as ZooKeeper's state znodes hold them."""
+    return tuple((s.leader, s.leader_epoch) for s in _zk_partition_states(state))
+
+
+def _zk_metadata(state: ClusterState) -> tuple[tuple[str, zkm.Znode[object]], ...]:
+    return tuple((p, n) for p, n in zip(state.zk.paths, state.zk.nodes) if p.startswith(METADATA_ZNODES))
+
+
+def _leaders(image: MetadataImage) -> tuple[tuple[BrokerId, LeaderEpoch], ...]:
+    return tuple((p.leader, p.leader_epoch) for p in image.partitions)
+
+
+def _zk_view(state: ClusterState) -> tuple[object, ...]:
+    """ZooKeeper's metadata as an image shows it: each partition's leader, ISR and leader epoch; the config."""
+    return tuple((s.leader, s.isr, s.leader_epoch) for s in _zk_partition_states(state)), znode_data(state, CONFIG)
+
+
+def _image_view(image: MetadataImage) -> tuple[object, ...]:
+    return tuple((p.leader, p.isr, p.leader_epoch) for p in image.partitions), image.config
+
+
+def _may_change_metadata_version(was: KRaftController, now: KRaftController) -> bool:
+    """Whether the controller's committed metadata.version may differ between ``was`` and ``now``: it cannot
+    when its committed log only grew, by no FeatureLevelRecord (a cheap test before replaying images)."""
+    kept = was.high_watermark
+    if now.high_watermark < kept or len(now.log) < kept or (kept and now.log[kept - 1] != was.log[kept - 1]):
+        return True
+    return any(isinstance(e.record, FeatureLevelRecord) for e in now.log[kept:now.high_watermark])
+
+
+def _activated(c: KRaftController) -> bool:
+    return c.alive and c.role is QuorumRole.LEADER and c.active
+
+
+# ---- end to end ----------------------------------------------------------------------------------
+
+section("End to end (model-independent)")
+
+
+@transition(
+    "ZkHoldsWhatZkBrokersAreTold",
+    "Whenever a KRaft controller's RPCs go out to ZK brokers, ZooKeeper already holds every partition"
+    " state they carry: nothing a broker is told is lost by going back to ZooKeeper.",
+    "KIP-866 §Dual Metadata Writes (at any time the operator can revert to ZK mode: ZK is up to date),"
+    " §ZK Broker RPCs",
+    independent=True,
+)
+def zk_holds_what_zk_brokers_are_told(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    held: tuple[tuple[BrokerId, LeaderEpoch], ...] | None = None
+    for m in after.ghost.sent:
+        if not isinstance(m, (LeaderAndIsr, UpdateMetadata)) or not m.kraft:
+            continue
+        if held is None:
+            held = _zk_partitions(after)
+        if isinstance(m, UpdateMetadata):
+            if m.partitions != held:
+                return False
+        elif m.partition >= len(held) or held[m.partition] != (m.leader, m.leader_epoch):
+            return False
+    return True
+
+
+def zk_brokers_at_quiescence(state: ClusterState) -> tuple[MetadataImage, tuple[BrokerId, ...]] | None:
+    """The committed image and the ZK brokers that must cache it now, when the cluster has quiesced.
+
+    Quiesced: the newest leader has claimed ZooKeeper and written it everything it has committed
+    (/migration is stamped by it, at its high watermark). A ZK broker must then cache that image if it
+    is running, is registered in it (unfenced, with the epoch it holds), has heard from the claimant
+    (its controller epoch is /controller_epoch's), and nothing is in flight to it, and the last
+    UpdateMetadata it was sent was the last delivered to it (``ghost.observed.settled``: a lost or
+    overtaken one leaves it behind without any rule being broken)."""
+    c = _newest_leader(state)
+    claim = _kraft_claim(state)
+    if c is None or claim is None or (claim.controller, claim.kraft_epoch) != (c.id, c.epoch):
+        return None
+    node = znode_data(state, MIGRATION)
+    if node is None or (node.kraft_controller_id, node.kraft_controller_epoch, node.kraft_metadata_offset) != (
+        c.id, c.epoch, c.high_watermark
+    ):
+        return None
+    image = image_of(c.log, c.high_watermark)
+    zk_epoch = znode_data(state, CONTROLLER_EPOCH)
+    settled = state.ghost.observed.settled
+    busy = {m.dest for m in state.network}
+    due = []
+    for b in state.brokers:
+        if b.id not in settled or b.id in busy or not b.alive or b.config.kraft_mode or b.controller_epoch != zk_epoch:
+            continue
+        reg = image.registration(b.id)
+        if reg is not None and not reg.fenced and reg.is_migrating_zk_broker and reg.epoch == b.kraft_epoch:
+            due.append(b.id)
+    return image, tuple(due)
+
+
+@transition(
+    "ZkBrokersConvergeToCommittedImage",
+    "Once the cluster quiesces (ZooKeeper caught up with the newest leader, nothing in flight), every"
+    " ZK broker registered with KRaft caches exactly the committed image's live brokers and partition"
+    " leaders: deletions (fenced brokers) included.",
+    "KIP-866 §ZK Broker RPCs (UpdateMetadata keeps the ZK brokers' metadata up to date);"
+    " KIP-500 §Fenced (a fenced broker is left out of the metadata)",
+    independent=True,
+)
+def zk_brokers_converge_to_committed_image(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    quiet = zk_brokers_at_quiescence(after)
+    if quiet is None:
+        return True
+    image, due = quiet
+    live, leaders = image.unfenced(), _leaders(image)
+    return all(after.brokers[b].metadata_live == live and after.brokers[b].metadata == leaders for b in due)
+
+
+@transition(
+    "HeartbeatingBrokerNeverFenced",
+    "The active controller fences a running broker's registration only once its heartbeats have gone"
+    " unheard for a session timeout (or it asked to shut down).",
+    "KIP-500 §Broker Metadata Management (removed if it has not sent a heartbeat in a long enough time),"
+    " §Fenced",
+    independent=True,
+)
+def heartbeating_broker_never_fenced(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.controllers is before.controllers:
+        return True
+    silenced = after.ghost.observed.silenced
+    for was, now in zip(before.controllers, after.controllers):
+        if now.log is was.log or not (_activated(was) and _activated(now)):
+            continue
+        old, new = decided_view(image_of(was.log)), decided_view(image_of(now.log))
+        for b in after.brokers:
+            r0, r1 = old.registration(b.id), new.registration(b.id)
+            if r0 is None or r1 is None or r0.fenced or not r1.fenced or r0.epoch != r1.epoch:
+                continue
+            running = b.alive and b.incarnation == r1.incarnation and b.kraft_epoch == r1.epoch
+            if running and not b.want_shutdown and b.id not in silenced:
+                return False
+    return True
+
+
+@transition(
+    "MetadataVersionGoesDownOnlyWhenForced",
+    "A controller's committed metadata.version goes down across a level that changed metadata (losing some)"
+    " only to a level an operator forced an unsafe downgrade to.",
+    "KIP-584 §Changes to Kafka Controller (a downgrade deemed unsafe is refused);"
+    " KIP-866 §MetadataVersion (IBP)",
+    independent=True,
+)
+def metadata_version_goes_down_only_when_forced(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.controllers is before.controllers:
+        return True
+    forced = after.ghost.observed.unsafe_downgrades
+    for was, now in zip(before.controllers, after.controllers):
+        if not (was.alive and now.alive) or (now.log is was.log and now.high_watermark == was.high_watermark):
+            continue
+        if not _may_change_metadata_version(was, now):
+            continue
+        old = image_of(was.log, was.high_watermark).metadata_version
+        new = image_of(now.log, now.high_watermark).metadata_version
+        if old is not None and new is not None and new < old and metadata_changed_between(new, old) and (
+            new not in forced
+        ):
+            return False
+    return True
+
+
+@transition(
+    "OneZkWriterAfterClaim",
+    "After a KRaft controller claimed ZooKeeper, its metadata changes only in a write that moves"
+    " /migration, stamped by the controller /controller names: one writer.",
+    "KIP-866 §Controller Leadership, §Dual Metadata Writes (a conditional update of /migration with each"
+    " multi), §Migration State ZNode",
+    independent=True,
+)
+def one_zk_writer_after_claim(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.zk is before.zk or _kraft_claim(before) is None:
+        return True
+    if _zk_metadata(before) == _zk_metadata(after):
+        return True
+    was, now, claim = zkm.get(before.zk, MIGRATION), zkm.get(after.zk, MIGRATION), _kraft_claim(after)
+    if was is None or now is None or claim is None or now.mzxid == was.mzxid:
+        return False
+    return (now.data.kraft_controller_id, now.data.kraft_controller_epoch) == (claim.controller, claim.kraft_epoch)
+
+
+@always(
+    "ServedMetadataSurvivesFailover",
+    "Everything a KRaft broker replayed, and everything ZooKeeper was written from, is in the newest"
+    " leader's log: a record served as committed survives every failover.",
+    "KIP-500 §The Controller Quorum, §Broker Metadata Management; KIP-866 §Dual Metadata Writes"
+    " (any metadata seen in ZK has also been committed to KRaft)",
+    independent=True,
+)
+def served_metadata_survives_failover(state: ClusterState) -> bool:
+    c = _newest_leader(state)
+    if c is None:
+        return True
+    for b in state.brokers:
+        n = b.image.offset
+        if b.alive and b.config.kraft_mode and n > 0 and (n > len(c.log) or image_of(c.log, n) != b.image):
+            return False
+    node = znode_data(state, MIGRATION)
+    if _kraft_claim(state) is None or node is None or node.kraft_metadata_offset <= 0:
+        return True
+    n = node.kraft_metadata_offset
+    return n <= len(c.log) and _zk_view(state) == _image_view(image_of(c.log, n))
+
+
+# What each property reads. On the implementation every item is the implementation's own (its ZooKeeper
+# store, its Raft logs and high watermarks, its brokers' caches, its messages, its run's observations),
+# mapped by ``impl.refinement.abstract`` without any model decision; the invariant catalogue lists it.
+READS: dict[str, str] = {
+    "ZkHoldsWhatZkBrokersAreTold": "the LeaderAndIsr and UpdateMetadata requests the step sent (the cluster's"
+    " own list of sent messages); ZooKeeper's partition-state znodes after it",
+    "ZkBrokersConvergeToCommittedImage": "the controllers' Raft logs, high watermarks, roles and epochs;"
+    " /controller, /controller_epoch and /migration; each ZK broker's metadata cache, controller epoch and"
+    " registration epoch; the messages in flight; which UpdateMetadata was sent and delivered last (its"
+    " run's observations)",
+    "HeartbeatingBrokerNeverFenced": "the active controllers' logs before and after the step; each broker's"
+    " process (alive, incarnation, epoch); whose heartbeats went unheard for a session timeout (in a"
+    " simulation, the heartbeats its controllers answered and its clock)",
+    "MetadataVersionGoesDownOnlyWhenForced": "each running controller's committed log (its log up to its"
+    " high watermark) before and after the step; the operator's requests (the step's actions); which"
+    " metadata.version levels changed metadata (Kafka's MetadataVersion table, data, not a rule)",
+    "OneZkWriterAfterClaim": "ZooKeeper's znodes before and after the step: the metadata ones, and the"
+    " stamps /controller and /migration carry",
+    "ServedMetadataSurvivesFailover": "the controllers' Raft logs, roles and epochs; each KRaft broker's"
+    " replayed image; ZooKeeper's metadata znodes and /migration",
+    "ZkBrokerCheckedAtQuiescence": "as ZkBrokersConvergeToCommittedImage",
+}
+
+
+# ---- witnesses ------------------------------------------------------------------------------------
+
+@sometimes(
+    "ZkBrokerCheckedAtQuiescence",
+    "The cluster quiesces with a ZK broker that must cache the committed image (ZkBrokersConvergeToCommittedImage"
+    " is not vacuous).",
+    "KIP-866 §ZK Broker RPCs",
+    independent=True,
+)
+def zk_broker_checked_at_quiescence(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    quiet = zk_brokers_at_quiescence(after)
+    return quiet is not None and bool(quiet[1])

@@ -1,0 +1,71 @@
+"""What the model-independent properties remember of the past: observations, never decisions.
+
+Rules:
+- ``observe(before, actions, after)`` is the ``Observations`` (``model.state``) after a step, from
+  the one before: it looks at the step's actions (a delivery, an operator's request), the messages
+  the step sent (``ghost.sent``) and the two states, as someone outside the processes would, and
+  calls no rule of the model. ``model.step.step`` records it after every step; differential
+  testing records the implementation's own with the same function.
+- What it keeps (``model.end_to_end_invariants`` reads it): per ZK broker, the last KRaft
+  UpdateMetadata sent to it and whether that one was the last delivered (a lost or overtaken one
+  leaves a broker's cache behind, which says nothing about the protocol); the metadata.version
+  levels an operator forced a downgrade to; and, for this step only, the brokers whose heartbeats
+  the environment kept from the controller for a whole session timeout (``silenced``).
+- The model has no clock: there, a live broker's heartbeats going unheard for a session timeout is
+  a fault the environment injects, and spends ``Budget.timeouts`` on, in the step that times the
+  broker out. That spending is what ``observe`` reads; the implementation's observer
+  (``properties.differential``) reads its clock and the heartbeats its controllers answered.
+- When nothing is observed, the same ``Observations`` object comes back, so a step that observes
+  nothing costs no new ghost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from model.actions import Action, Deliver, Redeliver, SessionTimeout, UpdateMetadataVersion
+from model.kraft import UpgradeType
+from model.state import ClusterState, Observations, UpdateMetadata
+from model.types import BrokerId
+
+
+def observe(
+    before: ClusterState, actions: Sequence[Action], after: ClusterState,
+    silenced: frozenset[BrokerId] | None = None,
+) -> Observations:
+    """The observations after a step of ``actions`` from ``before`` to ``after``; ``silenced``: the
+    brokers a clock says went unheard (None: the model's fault record, ``Budget.timeouts``)."""
+    obs = before.ghost.observed
+    told, settled, unsafe = obs.told, obs.settled, obs.unsafe_downgrades
+    for action in actions:
+        match action:
+            case Deliver(message=UpdateMetadata(kraft=True) as m) | Redeliver(message=UpdateMetadata(kraft=True) as m):
+                if m == _told_to(obs.told, m.dest):
+                    settled = settled | {m.dest}
+                else:  # an older one overtook the last: the cache is behind until another comes
+                    settled = settled - {m.dest}
+            case UpdateMetadataVersion(level=level, upgrade_type=UpgradeType.UNSAFE_DOWNGRADE):
+                unsafe = unsafe | {level}
+            case SessionTimeout(broker=b) if silenced is None and after.budget.timeouts < before.budget.timeouts:
+                silenced = frozenset({b})
+    for sent in after.ghost.sent:
+        if isinstance(sent, UpdateMetadata) and sent.kraft:
+            last = _told_to(told, sent.dest)
+            if last is None or sent.controller_epoch >= last.controller_epoch:
+                told = tuple(sorted([(b, u) for b, u in told if b != sent.dest] + [(sent.dest, sent)], key=_broker))
+                settled = settled - {sent.dest}
+    silenced = silenced or frozenset()
+    if (told, settled, unsafe, silenced) == (obs.told, obs.settled, obs.unsafe_downgrades, obs.silenced):
+        return obs
+    return Observations(told, settled, unsafe, silenced)
+
+
+def _broker(entry: tuple[BrokerId, UpdateMetadata]) -> BrokerId:
+    return entry[0]
+
+
+def _told_to(told: tuple[tuple[BrokerId, UpdateMetadata], ...], broker: BrokerId) -> UpdateMetadata | None:
+    for b, m in told:
+        if b == broker:
+            return m
+    return None
