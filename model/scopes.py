@@ -648,7 +648,7 @@ SCOPES[KRAFT_BROKER_RESTART.name] = KRAFT_BROKER_RESTART
 # For the model-independent properties' seeded bugs (model.end_to_end_invariants), three situations no scope
 # above has. A KRaft-born quorum of two whose metadata.version an operator moves up, then asks to move down
 # (every downgrade between the modelled levels loses metadata), across an election.
-KRAFT_METADATA_VERSION = _small_migration_scope(
+KRAFT_METADATA_VERSION = small_migration_scope(
     name="kraft-metadata-version",
     summary="a KRaft-born quorum of 2: an operator upgrades metadata.version, then asks for a downgrade",
     controllers=(KRAFT_ONLY,) * 2,
@@ -665,7 +665,7 @@ SCOPES[KRAFT_METADATA_VERSION.name] = KRAFT_METADATA_VERSION
 
 # Two ZK brokers in dual write while ZooKeeper is down, one of them timed out: a partition moves to the other
 # with nowhere to write it but KRaft.
-DUAL_WRITE_OUTAGE = _migration_scope(
+DUAL_WRITE_OUTAGE = migration_scope(
     name="dual-write-outage",
     summary="2 ZK brokers in dual write; ZooKeeper goes down and a live broker times out, moving its leadership",
     stage="dual-write",
@@ -676,7 +676,7 @@ SCOPES[DUAL_WRITE_OUTAGE.name] = DUAL_WRITE_OUTAGE
 
 # A KRaft broker fetching from a leader of three that crashes with a record its followers lack: the two
 # others elect a leader without it.
-BROKER_FAILOVER = _small_migration_scope(
+BROKER_FAILOVER = small_migration_scope(
     name="broker-failover",
     summary="1 KRaft broker, 3 controllers in dual write; an admin write, and the leader crashes before its"
             " followers have it",

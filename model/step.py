@@ -77,7 +77,7 @@ from model.actions import (
     is_zk_era_action,
 )
 from model.bugs import CORRECT, Variant
-from model.harness import HarnessAction, is_harness_action
+from model.harness import HarnessAction, Inject, is_harness_action
 from model.kraft import QuorumRole
 from model.observations import observe
 from model.outcome import Outcome, Result, Unchanged, Verdict
@@ -135,7 +135,7 @@ def _handle(state: ClusterState, action: Action | HarnessAction, variant: Varian
 def _observed(state: ClusterState, action: Action | HarnessAction, nxt: ClusterState) -> ClusterState:
     """``nxt`` with what the step let a user see (``model.observations``); an injected request is the
     harness's, not the cluster's, so it is observed only through what it leaves in flight."""
-    observed = observe(state, (action,) if not is_harness_action(action) else (), nxt)
+    observed = observe(state, () if isinstance(action, Inject) else (action,), nxt)
     if observed is nxt.ghost.observed:
         return nxt
     return nxt.replace(ghost=nxt.ghost.replace(observed=observed))
