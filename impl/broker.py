@@ -134,6 +134,7 @@ from model.types import (
     ControllerEpoch,
     Errors,
     FeatureEpoch,
+    FeatureLevel,
     FeatureStatus,
     Ibp,
     LeaderEpoch,
@@ -214,6 +215,9 @@ class BrokerNode(Node):
         self.config = dict(config)
         self.supported = supported  # what this broker's software supports (KIP-584), not a config
         self.bugs = bugs
+        # the UpdateFeatures requests an admin sends while this broker is the controller (feature, level,
+        # allow_downgrade): an admin client's, offered as the controller's; the runner sets them from the scope
+        self.feature_updates: tuple[tuple[str, int, bool], ...] = ()
         self.notifications = Notifications()
         # persisted: survives the process
         self.meta_properties = 0  # meta.properties version in the log dirs (KIP-866 §Meta.Properties)
@@ -329,6 +333,9 @@ class BrokerNode(Node):
                     out.append(ProcessBrokerChange(b))
                 out += [ElectPartitionLeader(b, PartitionId(p)) for p in range(role.partitions)
                         if self._due((ElectPartitionLeader, p), now, known=role.may_elect(p))]
+                # an admin's UpdateFeatures requests (the scope's ``feature_updates``), each at most once a poll
+                out += [UpdateFeatures(b, f, FeatureLevel(level), allow) for f, level, allow in self.feature_updates
+                        if g.open(("admin", f, level, allow), now)]
         if self.kraft is not None:
             out += self.kraft.offers(self, now)
         return out
@@ -363,6 +370,8 @@ class BrokerNode(Node):
             g.close(("poll", key), now + poll)
         elif poll is not None:  # nothing changed there: poll less often while it stays so
             g.fail(("poll", key), now, poll, 4 * poll)
+        if isinstance(action, UpdateFeatures):
+            g.close(("admin", action.feature, action.level, action.allow_downgrade), now + POLL_MS)
         if not traced:
             return
         match action:

@@ -194,12 +194,14 @@ class Cluster:
             for b in cold.brokers:
                 cluster.brokers[b.id] = BrokerNode(b.id, broker_properties(b.id, b.config, voters), b.config.supported,
                                                    bugs)
+                cluster.brokers[b.id].feature_updates = scope.feature_updates
         if cold.controllers:
             from impl.kraft_controller import ControllerNode
 
             for c in cold.controllers:
                 node = ControllerNode(c.id, controller_properties(c.id, c.config, voters), c.config.metadata_version,
                                       scope.budget.max_lag, bugs)
+                node.metadata_version_updates = scope.metadata_version_choices
                 node.zk_session = port.open_session(SESSION_TIMEOUT_MS)
                 cluster.session_owner[node.zk_session] = c.id
                 cluster.controllers[c.id] = node

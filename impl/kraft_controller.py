@@ -299,6 +299,9 @@ class ControllerNode(Node):
         self.bootstrap_metadata_version = bootstrap_metadata_version
         self.max_lag = max_lag
         self.bugs = bugs
+        # the (level, upgrade type) an admin asks metadata.version updates for (an admin client's requests: the
+        # node offers them while active, as AlterConfigs; the runner sets them from the scope)
+        self.metadata_version_updates: tuple[tuple[Ibp, UpgradeType], ...] = ()
         self.notifications = Notifications()
         self.zk_session: int = 0  # opened by the runner at bootstrap
         self._alive = True
@@ -453,6 +456,9 @@ class ControllerNode(Node):
         if self.is_active():
             if g.open(AlterConfigs, now):
                 out.append(AlterConfigs(c))
+            # an admin's metadata.version updates (the scope's ``metadata_version_choices``), each at most once a poll
+            out += [UpdateMetadataVersion(c, level, kind) for level, kind in self.metadata_version_updates
+                    if g.open((UpdateMetadataVersion, level, kind), now)]
             image = self.own_image()
             # BrokerHeartbeatManager: a broker is fenced once broker.session.timeout.ms passed without a heartbeat.
             out += [SessionTimeout(BrokerId(b), c) for b in sorted(image.brokers)
@@ -537,6 +543,8 @@ class ControllerNode(Node):
                 g.close((SessionTimeout, b), now + BROKER_SESSION_TIMEOUT_MS)
             case AlterConfigs():
                 g.close(AlterConfigs, now + POLL_MS)
+            case UpdateMetadataVersion(level=level, upgrade_type=kind):
+                g.close((UpdateMetadataVersion, level, kind), now + POLL_MS)
             case _ if done:
                 g.succeed(type(action))
             case _:

@@ -480,12 +480,12 @@ def cmd_pin(args: argparse.Namespace) -> int:
         print(f"kraftcheck pin: error: {message}", file=sys.stderr)
         return USAGE
 
-    seed_options = ("scope", "faults", "mutant", "steps", "runbook", "quiet_steps", "aims")
+    seed_options = ("scope", "faults", "mutant", "steps", "runbook", "quiet_steps", "aims", "configs")
     if (args.file is None) == (args.seed is None):
         return refuse("give a trace FILE or --seed N (not both)")
     if args.file is not None and any(getattr(args, o) is not None for o in seed_options):
-        return refuse("--scope, --faults, --mutant, --steps, --runbook, --quiet-steps and --aims go with --seed, "
-                      "not with a FILE")
+        return refuse("--scope, --faults, --mutant, --steps, --runbook, --quiet-steps, --aims and --configs go with "
+                      "--seed, not with a FILE")
     if args.file is not None:
         try:
             trace = _load_trace(args.file)
@@ -496,14 +496,16 @@ def cmd_pin(args: argparse.Namespace) -> int:
         from properties.plan import Plan
 
         chosen = {"scope": args.scope, "faults": args.faults, "mutant": args.mutant, "steps": args.steps,
-                  "runbook": args.runbook, "quiet_steps": args.quiet_steps}
+                  "runbook": args.runbook, "quiet_steps": args.quiet_steps, "configs": args.configs}
         plan = Plan(**{option: value for option, value in chosen.items() if value is not None})
         aims = tuple(a.strip() for a in (args.aims or "").split(",") if a.strip())
         try:
             from impl.sim.faults import parse
-            from impl.sim.scenarios import scenario
+            from impl.sim.scenarios import CONFIGS, scenario
             from properties.steering import parse_aims
 
+            if plan.configs not in CONFIGS:
+                raise ValueError(f"unknown --configs {plan.configs!r}; expected one of {', '.join(CONFIGS)}")
             scenario(plan.scope)
             parse(plan.faults)
             parse_aims(aims)
@@ -738,6 +740,7 @@ def _add_campaign_arguments(p: argparse.ArgumentParser, positive) -> None:
     )
     from properties.campaign.runners import check_master
     from properties.plan import (
+        DEFAULT_CONFIGS,
         DEFAULT_ENGINE,
         DEFAULT_FAULTS,
         DEFAULT_OUT,
@@ -808,6 +811,9 @@ def _add_campaign_arguments(p: argparse.ArgumentParser, positive) -> None:
                    help="do not aim later seeds' faults at the driver states no run struck yet")
     p.add_argument("--wave", type=positive, default=WAVE_PARTITIONS,
                    help=f"partitions per wave of a steered campaign (default {WAVE_PARTITIONS})")
+    p.add_argument("--configs", default=DEFAULT_CONFIGS,
+                   help="drawn: each seed of sim-migration runs a cluster configuration drawn from it (quorum size, "
+                        "metadata.version, IBPs, flags, admin requests); fixed: the scope as named (default drawn)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (and no progress bar)")
 
 
@@ -828,7 +834,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                          mutant=args.mutant, steps=args.steps, runbook=args.runbook,
                          partition_size=args.partition_size, engine=args.engine, machine=args.machine,
                          shrink_seconds=args.shrink_seconds, out=args.out, quiet_steps=args.quiet_steps,
-                         steer=args.steer, wave=args.wave)
+                         steer=args.steer, wave=args.wave, configs=args.configs)
         master = args.master or spark_session.submitted_master() or DEFAULT_MASTER
         check_out_dir(plan, args.resume)
         if is_spark_master(master):
@@ -993,6 +999,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default a quarter of --steps)")
     p.add_argument("--aims", help="with --seed: the faults the run aimed, as a campaign's runs table lists them "
                                   "(STATE|fault, comma-separated)")
+    p.add_argument("--configs", help="with --seed: drawn (a cluster configuration drawn from the seed, as a campaign "
+                                     "draws it) or fixed (the scope as named) (default drawn)")
     p.add_argument("--name", help="the file name in --dir (default: the trace file's, or MUTANT-SCOPE-seedN)")
     p.add_argument("--dir", help="where pinned traces live (default: tests/regressions of the kraftcheck checkout in "
                                  "the working directory)")

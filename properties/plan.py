@@ -17,6 +17,9 @@ Rules:
   where its window ends from the seed, between a sixteenth of ``fault_steps`` and all of them,
   so that some runs stop their faults at every step of the migration (before it starts, in the
   middle of the roll) while most keep their faults as long as they can.
+- A seed's cluster: under ``configs == "drawn"`` (the default) a seed of ``sim-migration`` runs a
+  configuration drawn from the seed (``impl.sim.scenarios.draw``), named in the scope it runs
+  (``scope_of``); ``fixed`` runs the scope as named.
 - Everything inside passes a ``Plan``. A plan comes in as JSON only from ``DIR/campaign.json``,
   where ``Plan.from_json`` parses it once (missing options at their defaults; an unknown option or
   a value of the wrong type is a one-line ``ValueError``).
@@ -39,6 +42,7 @@ DEFAULT_FAULTS = "all"
 DEFAULT_STEPS = 2_000  # a 3-controller 3-broker migration finalizes in about 800 events
 DEFAULT_RUNBOOK = "mixed"
 DEFAULT_ENGINE = "sim"
+DEFAULT_CONFIGS = "drawn"  # each seed of sim-migration runs a configuration drawn from it (impl.sim.scenarios)
 DEFAULT_SHRINK_SECONDS = 60.0
 DEFAULT_OUT = "campaign-out"
 # A partition should be some seconds of work: Spark costs ~35 ms a task and ~0.3 s a (warm) job.
@@ -78,6 +82,7 @@ class Plan:
     quiet_steps: int = -1  # events of quiet continuation after the fault window; -1: ``default_quiet_steps``
     steer: bool = True  # aim later seeds' faults at the driver states no run struck yet (``properties.steering``)
     wave: int = WAVE_PARTITIONS  # partitions per wave of a steered campaign
+    configs: str = DEFAULT_CONFIGS  # "drawn": each seed's cluster drawn from it; "fixed": the scope as named
     started_at: float | None = None  # the campaign's start, wall clock: in the tasks' plan only
     struck: tuple[str, ...] | None = None  # the fault grid's struck cells before this wave: in the tasks' plan only
 
@@ -129,6 +134,12 @@ class Plan:
     def seeded_bugs(self) -> tuple[frozenset[ImplBug], Variant]:
         """The mutant as (the implementation's bugs, the model's variant)."""
         return resolve_mutant(self.mutant)
+
+    def scope_of(self, seed: int) -> str:
+        """The scope ``seed`` runs: ``scope``, or the configuration drawn for it (``impl.sim.scenarios.scope_for``)."""
+        from impl.sim.scenarios import scope_for
+
+        return scope_for(self.scope, seed, self.configs)
 
     def runbook_of(self, seed: int) -> str:
         return runbook_for(self.runbook, seed)

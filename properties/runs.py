@@ -153,6 +153,7 @@ class SeedRun:
     rolled_back: bool = False  # the rollback runbook's last step (the quorum's znodes deleted) was taken
     aims: tuple[str, ...] = ()  # the faults it aimed at driver states (``properties.steering``)
     handover: Handover | None = None  # where its fault window ended (None: it ended before)
+    config: str = ""  # the configuration drawn for it (``impl.sim.scenarios``), or "" (the scope as named)
 
 
 def run_seed(plan: Plan, seed: int, coverage: bool = True, aims: tuple[str, ...] = ()) -> SeedRun:
@@ -163,14 +164,14 @@ def run_seed(plan: Plan, seed: int, coverage: bool = True, aims: tuple[str, ...]
     bugs, variant = plan.seeded_bugs
     runbook = plan.runbook_of(seed)
     faults = parse_faults(plan.faults)
-    scope = scenario(plan.scope)
+    scope = scenario(plan.scope_of(seed))
     start = time.perf_counter()
     try:
         sim = checked_simulation(scope, seed, faults, bugs=bugs, variant=variant, runbook=runbook,
                                  aims=parse_aims(aims))
     except Disagreement as d:  # a warm scope's warm-up already disagreed: no simulated event yet
         return SeedRun(seed, runbook, [], time.perf_counter() - start, time.time(), "none", (), d,
-                       faults=faults.describe(), aims=aims)
+                       faults=faults.describe(), aims=aims, config=_config(scope))
     diff = sim.checker
     assert isinstance(diff, Differential)
     decisions.TAKEN.clear()  # the warm-up's decisions are every run's: count this run's own
@@ -210,4 +211,10 @@ def run_seed(plan: Plan, seed: int, coverage: bool = True, aims: tuple[str, ...]
         for goal, n in (monitor.met if monitor is not None else {}).items():
             counts["progress", goal] += n
     return SeedRun(seed, runbook, record, time.perf_counter() - start, time.time(), outcome.progress,
-                   outcome.findings, disagreement, counts, sim.faults.describe(), outcome.rolled_back, aims, handover)
+                   outcome.findings, disagreement, counts, sim.faults.describe(), outcome.rolled_back, aims, handover,
+                   _config(scope))
+
+
+def _config(scope) -> str:
+    """A drawn scope's configuration (its name after ``@``); "" for a scope run as named."""
+    return scope.name.partition("@")[2]

@@ -354,7 +354,7 @@ def shrink_violation(plan: Plan, seed: int, record: list[SimStep], signature: st
     shrinks its fault window, each candidate followed by its quiet continuation; the result ends with the shrunk
     window's continuation, and ``handover`` says where it starts."""
     began = time.perf_counter()
-    scope = _scope(plan.scope)
+    scope = _scope(plan.scope_of(seed))
     bugs, variant = plan.seeded_bugs
     runbook = plan.runbook_of(seed)
     if goal_of(signature) is None:
@@ -386,7 +386,7 @@ def trace_for(plan: Plan, seed: int, steps: list[SimStep], signature: str,
     bugs, variant = plan.seeded_bugs
     summary = disagreement.summary if isinstance(disagreement, Disagreement) else disagreement
     return DifferentialTrace(
-        scope=_scope(plan.scope).name, steps=tuple(steps), seed=seed, signature=signature, impl_bugs=bugs,
+        scope=_scope(plan.scope_of(seed)).name, steps=tuple(steps), seed=seed, signature=signature, impl_bugs=bugs,
         bugs=variant.bugs, profile=variant.profile, violation=invariant_of(signature),
         summary=None if summary is None else summary.splitlines()[0], faults=plan.faults,
         runbook=plan.runbook_of(seed), original_steps=original_steps,

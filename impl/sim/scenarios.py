@@ -1,15 +1,40 @@
-"""The clusters the simulator runs: model scopes, built cold, with the simulator's own bounds.
+"""The clusters the simulator runs: model scopes, built cold, with the simulator's own bounds; and the
+configurations a campaign draws for them, one a seed (swarm testing of the cluster itself).
 
 ``MIGRATION`` is the issue's whole migration: 3 KRaft controllers with the migration flag and 3 ZooKeeper
 brokers already configured for it (KIP-866 §Migration Trigger), 2 partitions of 3 replicas,
 from a cold start: ZooKeeper elects a controller, the quorum elects a leader, the driver
 migrates, and the simulator's operator rolls the brokers into KRaft and finalizes.
+
+Drawn configurations (``draw``): real clusters do not all look like ``MIGRATION``. A campaign whose plan
+draws configurations (``Plan.configs == "drawn"``, the default) runs each seed of ``sim-migration`` on a
+cluster drawn from that seed alone (its own stream, not the simulation's): a quorum of 1 or 3
+controllers, the metadata.version the quorum is formatted with (3.4-IV0 .. 3.9-IV0, every level the
+implementation's ``kip`` rules can migrate from), ZooKeeper brokers at mixed IBPs (one a level off, as
+in the middle of a rolling IBP upgrade), one controller of three started without the migration flag,
+and which admin requests the run's admin sends (``ADMIN``: metadata.version updates of every upgrade
+type, KIP-584 feature updates to the ZooKeeper controller). Every dimension is a field of the model's
+``Scope``, so the model expresses whatever is drawn and differential testing stays exact. The drawn
+scope is named by its configuration (``sim-migration@controllers=1,mv=3.6-IV1,...``), and ``scenario``
+builds the same scope from that name: a trace file, ``kraftcheck replay`` and ``kraftcheck pin`` carry
+the configuration in the scope's name. The simulator's operator sets a misconfigured cluster right
+before the migration (``impl.sim.simulator``: a broker rolled to the quorum's metadata.version, a
+controller restarted with the flag), as KIP-866's runbook has an operator do.
+
+Rules:
+- ``draw(seed)`` is a function of the seed alone; ``configured(base, configuration)`` of its arguments;
+  ``parse(label)`` inverts ``Configuration.label``: one-line ``ValueError`` for anything else.
+- The ``kafka-3.9`` profile is not drawn: the implementation implements the ``kip`` profile's rules only.
 """
 
 from __future__ import annotations
 
-from model.kraft import ControllerConfig
-from model.scopes import SAME_RANGE, SCOPES, Scope
+import random
+from dataclasses import dataclass
+
+from impl.codec import IBP_BY_NAME, IBP_NAMES
+from model.kraft import ControllerConfig, UpgradeType
+from model.scopes import GROUP_COORDINATOR, SAME_RANGE, SCOPES, Scope
 from model.state import Budget
 from model.types import BrokerId, Ibp
 
@@ -28,11 +53,138 @@ MIGRATION = Scope(
 
 SCENARIOS: dict[str, Scope] = {MIGRATION.name: MIGRATION}
 
+# ---- drawn configurations ------------------------------------------------------------------------
+
+# The levels a quorum is formatted with: every metadata.version the kip rules migrate from (3.4-IV0, the
+# bridge release, on); 3.3-IV0 refuses the migration, so a run on it would check none of it.
+MIGRATION_LEVELS = tuple(level for level in Ibp if level >= Ibp.IBP_3_4_IV0)
+KRAFT_LEVELS = tuple(level for level in Ibp if level >= Ibp.IBP_3_3_IV0)  # what an admin may ask for
+ADMIN = ("metadata-version", "features")  # the admin requests a run may send (AlterConfigs: every run's)
+# KIP-584's feature in every scope's supported ranges (1..3): levels to finalize, and deletions (level 0)
+FEATURE_UPDATES = ((GROUP_COORDINATOR, 3, False), (GROUP_COORDINATOR, 2, True), (GROUP_COORDINATOR, 0, True))
+CONFIGS = ("drawn", "fixed")  # ``Plan.configs``: a configuration drawn per seed, or the scope as named
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """A cluster a seed runs: quorum size, the quorum's metadata.version, each ZK broker's IBP, the controllers
+    started without the migration flag (by index), the admin requests sent, and the metadata.version
+    updates (level, upgrade type) the admin asks for."""
+
+    controllers: int
+    metadata_version: Ibp
+    ibps: tuple[Ibp, ...]
+    unflagged: tuple[int, ...] = ()
+    admin: tuple[str, ...] = ()
+    updates: tuple[tuple[Ibp, UpgradeType], ...] = ()
+
+    @property
+    def label(self) -> str:
+        """``controllers=3,mv=3.6-IV1,ibps=3.6-IV1/3.4-IV0/3.6-IV1,unflagged=1,admin=metadata-version/features,
+        updates=3.7-IV0:upgrade/3.5-IV2:safe/3.5-IV2:unsafe`` (empty parts left out)."""
+        parts = [f"controllers={self.controllers}", f"mv={IBP_NAMES[self.metadata_version]}",
+                 "ibps=" + "/".join(IBP_NAMES[i] for i in self.ibps)]
+        if self.unflagged:
+            parts.append("unflagged=" + "/".join(map(str, self.unflagged)))
+        if self.admin:
+            parts.append("admin=" + "/".join(self.admin))
+        if self.updates:
+            parts.append("updates=" + "/".join(f"{IBP_NAMES[lvl]}:{_UPGRADE_NAMES[kind]}" for lvl, kind in self.updates))
+        return ",".join(parts)
+
+
+_UPGRADE_NAMES = {UpgradeType.UPGRADE: "upgrade", UpgradeType.SAFE_DOWNGRADE: "safe",
+                  UpgradeType.UNSAFE_DOWNGRADE: "unsafe"}
+_UPGRADE_BY_NAME = {name: kind for kind, name in _UPGRADE_NAMES.items()}
+
+
+def draw(seed: int, brokers: int = 3) -> Configuration:
+    """The configuration ``seed`` runs (its own stream: the simulation's draws are not moved by it).
+
+    Every dimension is drawn, each with a fixed number of draws, so adding one never moves another's:
+    3 controllers two runs in three, 1 otherwise; the quorum's metadata.version uniformly; one ZK broker
+    a level off (older or newer) one run in two; one controller of three without the flag one run in four;
+    each admin request one run in two, and the metadata.version updates an admin asks for (an upgrade to
+    a newer level, a safe and an unsafe downgrade to an older one)."""
+    rng = random.Random(f"configuration:{seed}")
+    controllers = 3 if rng.random() < 2 / 3 else 1
+    mv = rng.choice(MIGRATION_LEVELS)
+    off, odd = rng.random() < 0.5, rng.randrange(brokers)
+    neighbours = [lvl for lvl in KRAFT_LEVELS if abs(KRAFT_LEVELS.index(lvl) - KRAFT_LEVELS.index(mv)) == 1]
+    other = rng.choice(neighbours)
+    ibps = tuple(other if off and b == odd else mv for b in range(brokers))
+    unflag, which = rng.random() < 0.25, rng.randrange(3)
+    unflagged = (which,) if unflag and controllers == 3 else ()
+    admin = tuple(kind for kind in ADMIN if rng.random() < 0.5)
+    newer = [lvl for lvl in KRAFT_LEVELS if lvl > mv]
+    older = [lvl for lvl in KRAFT_LEVELS if lvl < mv]
+    up, down = rng.choice(newer) if newer else None, rng.choice(older)
+    updates: tuple[tuple[Ibp, UpgradeType], ...] = ()
+    if "metadata-version" in admin:
+        updates = ((() if up is None else ((up, UpgradeType.UPGRADE),))
+                   + ((down, UpgradeType.SAFE_DOWNGRADE), (down, UpgradeType.UNSAFE_DOWNGRADE)))
+    return Configuration(controllers, mv, ibps, unflagged, admin, updates)
+
+
+def configured(base: Scope, configuration: Configuration) -> Scope:
+    """``base`` as ``configuration`` has it, named by it; a scope the model runs as it runs any."""
+    c = configuration
+    return base.replace(
+        name=f"{base.name}@{c.label}",
+        summary=f"{base.summary}; drawn: {c.label}",
+        ibps=c.ibps,
+        controllers=tuple(ControllerConfig(migration_enabled=i not in c.unflagged, metadata_version=c.metadata_version)
+                          for i in range(c.controllers)),
+        metadata_version_choices=c.updates,
+        feature_updates=FEATURE_UPDATES if "features" in c.admin else (),
+    )
+
+
+def parse(label: str, brokers: int = 3) -> Configuration:
+    """The configuration a label names (``Configuration.label``); a one-line ValueError otherwise."""
+    fields: dict[str, str] = {}
+    for part in label.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or key in fields or key not in ("controllers", "mv", "ibps", "unflagged", "admin", "updates"):
+            raise ValueError(f"bad configuration part {part!r}; expected controllers=, mv=, ibps=, unflagged=, admin=, "
+                             "updates=, each once")
+        fields[key] = value
+    try:
+        controllers = int(fields["controllers"])
+        mv = IBP_BY_NAME[fields["mv"]]
+        ibps = tuple(IBP_BY_NAME[name] for name in fields["ibps"].split("/"))
+        unflagged = tuple(int(i) for i in fields["unflagged"].split("/")) if "unflagged" in fields else ()
+        admin = tuple(fields["admin"].split("/")) if "admin" in fields else ()
+        updates = tuple((IBP_BY_NAME[lvl], _UPGRADE_BY_NAME[kind]) for lvl, _, kind in
+                        (u.partition(":") for u in fields["updates"].split("/"))) if "updates" in fields else ()
+    except (KeyError, ValueError) as e:
+        raise ValueError(f"bad configuration {label!r}: {e.args[0] if e.args else e} is missing or not valid") from None
+    if controllers not in (1, 3) or len(ibps) != brokers or mv not in MIGRATION_LEVELS \
+            or any(i not in KRAFT_LEVELS for i in ibps) or any(not 0 <= i < controllers for i in unflagged) \
+            or any(a not in ADMIN for a in admin) or any(lvl not in KRAFT_LEVELS for lvl, _ in updates):
+        raise ValueError(f"bad configuration {label!r}: expected 1 or 3 controllers, mv one of "
+                         f"{'/'.join(IBP_NAMES[i] for i in MIGRATION_LEVELS)}, {brokers} broker IBPs from 3.3-IV0, "
+                         f"unflagged controller indexes, admin from {'/'.join(ADMIN)}")
+    return Configuration(controllers, mv, ibps, unflagged, admin, updates)
+
+
+def scope_for(name: str, seed: int, configs: str) -> str:
+    """The scope a seed of a plan runs: a drawn configuration of a scenario that draws them (``sim-migration``)
+    under ``configs == "drawn"``; otherwise ``name`` itself."""
+    if configs == "drawn" and name == MIGRATION.name:
+        return configured(MIGRATION, draw(seed, MIGRATION.brokers)).name
+    return name
+
 
 def scenario(name: str) -> Scope:
-    """A simulator scenario or any model scope by name; a one-line ValueError for an unknown one."""
+    """A simulator scenario (or a drawn configuration of one, ``NAME@LABEL``) or any model scope by name; a
+    one-line ValueError for an unknown one."""
     if name in SCENARIOS:
         return SCENARIOS[name]
     if name in SCOPES:
         return SCOPES[name]
-    raise ValueError(f"unknown scope {name!r}; expected one of {', '.join([*SCENARIOS, *SCOPES])}")
+    base, sep, label = name.partition("@")
+    if sep and base in SCENARIOS:
+        return configured(SCENARIOS[base], parse(label, SCENARIOS[base].brokers))
+    raise ValueError(f"unknown scope {name!r}; expected one of {', '.join([*SCENARIOS, *SCOPES])}"
+                     + (" (or sim-migration@CONFIGURATION)" if not sep else ""))

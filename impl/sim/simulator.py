@@ -73,6 +73,7 @@ from impl.sim.faults import FaultMix
 from model.actions import (
     PERTURBATIONS,
     Action,
+    ChangeIbp,
     CrashBroker,
     CrashController,
     DeleteControllerZNodes,
@@ -88,6 +89,8 @@ from model.actions import (
     RestartController,
     RollbackBrokerToZk,
     SessionTimeout,
+    UpdateFeatures,
+    UpdateMetadataVersion,
     ShutdownController,
     StartElection,
     StopBroker,
@@ -97,6 +100,7 @@ from model.actions import (
 from model.kraft import BrokerState, ZkMigrationState
 from model.migration import MigrationDriverState
 from model.scopes import Scope
+from model.types import Ibp
 
 # Steps a node takes on its own that the model counts as perturbations (an admin request, an
 # operator's controlled shutdown) are rare next to the protocol's own steps (weighed, as faults
@@ -120,10 +124,15 @@ PAUSE_MS = (SESSION_TIMEOUT_MS // 2, 4 * SESSION_TIMEOUT_MS)
 LEADER_EVENT_LAG_MS = (FETCH_WAIT_MS, 3 * POLL_MS)
 
 RARE = PERTURBATIONS - TIMED  # the offered steps weighed SPONTANEOUS, the others 1
+# ... but an admin's requests of the kinds a scope chooses parameters for (``Scope.metadata_version_choices``,
+# ``Scope.feature_updates``: the nodes offer them only then) come as often as the operator's steps, each kind
+# at most once a poll (impl.pacing), so that a run sends some in every phase it goes through.
+ADMIN = 0.3
+ADMIN_KINDS = frozenset({UpdateMetadataVersion, UpdateFeatures})
 
 
 def _weight(kind: type) -> float:
-    return SPONTANEOUS if kind in RARE else 1.0
+    return (ADMIN if kind in ADMIN_KINDS else SPONTANEOUS) if kind in RARE else 1.0
 
 
 _NEVER = float("inf")  # the due time of offers no timer changes
@@ -286,6 +295,12 @@ class Simulation:
         self._open_sessions: list[int] = []  # the brokers' other sessions, in the order they were opened
         self._sessions_seen = 0  # how many of ``session_owner``'s sessions ``_open_sessions`` took in
         self._expiries: dict[int, ExpireSession] = {}  # a session's expiry, as the model names it
+        # The operator's preparation (``_prepare``): the level every ZK broker's IBP must have, the quorum's
+        # metadata.version; whether some broker or controller is configured otherwise than the migration needs.
+        self.target_ibp = c.controllers[min(c.controllers)].bootstrap_metadata_version if c.controllers else None
+        self.preparing = self.target_ibp is not None and (
+            any(not b.kraft_mode and b.ibp != self.target_ibp for b in c.brokers.values())
+            or any(not k.migration_enabled for k in c.controllers.values()))
 
     # ---- hooks the cluster calls --------------------------------------------------------------
 
@@ -348,7 +363,8 @@ class Simulation:
             self._messages(actions, weights, now)
         elif self._deliveries:
             self._deliveries = {}
-        if self.runbook != "none" and self.progress >= _DUAL_WRITE:  # (before dual writes the runbook waits)
+        # (before dual writes the runbook waits, but for its preparation of a misconfigured cluster)
+        if self.preparing or (self.runbook != "none" and self.progress >= _DUAL_WRITE):
             if self._unseen:
                 self._sights()
             key = (self._sight_version, self.progress, self.rolling_back, self.rolled_back)
@@ -416,7 +432,7 @@ class Simulation:
             fault_actions, fault_weights = self._node_faults[node_id]
             self._steps[i] = steps = [a for a in offered if type(a) not in RARE]
             self._step_weights[i] = [1.0] * len(steps)
-            self._rare[i], self._rare_weights[i] = rare + fault_actions, [SPONTANEOUS] * len(rare) + fault_weights
+            self._rare[i], self._rare_weights[i] = rare + fault_actions, [_weight(type(a)) for a in rare] + fault_weights
         self._due[i] = _NEVER if deadline is None else deadline
 
     def _lag_leader_event(self, node_id: int, offered: list[Action], deadline: int | None,
@@ -784,7 +800,9 @@ class Simulation:
     def _runbook(self) -> list[Action]:
         """The next operator step of KIP-866's runbook, when what the operator can see allows it."""
         c = self.cluster
-        if self.progress < PROGRESS.index("dual-write"):
+        if self.progress < _DUAL_WRITE:
+            return self._prepare()
+        if self.runbook == "none":
             return []
         if self.runbook == "rollback":
             brokers = {b: _Seen.of(c.brokers[b]) for b in sorted(c.brokers)}
@@ -813,6 +831,30 @@ class Simulation:
                 return [ReconfigureController(k, False)]
             if not state.alive:
                 return [self._operator(RestartController(k), done=k)]
+        return []
+
+    def _prepare(self) -> list[Action]:
+        """Before the migration, under every runbook: KIP-866's prerequisites set right, one node at a time, as an
+        operator does who finds a ZK broker at another IBP than the quorum's metadata.version (it could never
+        register with the quorum: stopped, its IBP set, started) or a controller without the migration flag
+        (stopped, the flag set, started). Nothing left to set right ends the preparation."""
+        c, target = self.cluster, self.target_ibp
+        for b in sorted(c.brokers):
+            state = _Seen.of(c.brokers[b])
+            if state.kraft_mode:
+                continue
+            if state.ibp != target:
+                return [self._operator(StopBroker(b), start=b)] if state.alive else [ChangeIbp(b, target)]
+            if not state.alive and b in self.maintenance:
+                return [self._operator(RestartBroker(b), done=b)]
+        for k in sorted(c.controllers):
+            node = c.controllers[k]
+            if not node.migration_enabled:
+                return [self._operator(ShutdownController(k), start=k)] if node.alive else \
+                    [ReconfigureController(k, True)]
+            if not node.alive and k in self.maintenance:
+                return [self._operator(RestartController(k), done=k)]
+        self.preparing = False
         return []
 
     def _rollback(self, brokers: dict) -> list[Action]:
@@ -868,11 +910,12 @@ class _Seen(NamedTuple):
     alive: bool
     lifecycle: BrokerState
     meta_properties: int
+    ibp: Ibp
 
     @classmethod
     def of(cls, node) -> _Seen:
         lifecycle = node.kraft.lifecycle if node.kraft is not None else BrokerState.OFFLINE
-        return cls(node.kraft_mode, node.migration_enabled, node.alive, lifecycle, node.meta_properties)
+        return cls(node.kraft_mode, node.migration_enabled, node.alive, lifecycle, node.meta_properties, node.ibp)
 
 
 def _committed_state(controller) -> ZkMigrationState:

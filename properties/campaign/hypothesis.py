@@ -360,7 +360,7 @@ def run_fuzz_partition(plan: Plan, partition: int) -> dict:
             counts = watched.collector.counts
             invariant = None if error is None else invariant_of(error)
             rows["runs"].append({
-                "partition": partition, "seed": seed, "scope": plan.scope, "faults": FAULTS,
+                "partition": partition, "seed": seed, "scope": plan.scope, "config": "", "faults": FAULTS,
                 "mutant": plan.mutant, "runbook": "none", "engine": ENGINE, "steps": watched.steps,
                 "duration_s": duration, "finished_s": None if started is None else time.time() - started,
                 "outcome": "clean" if error is None else "violation", "invariant": invariant,

@@ -19,10 +19,11 @@ from pathlib import Path
 
 from impl.bugs import ImplBug
 from impl.sim.faults import parse as parse_faults
-from impl.sim.scenarios import scenario
+from impl.sim.scenarios import CONFIGS, scenario
 from impl.sim.simulator import RUNBOOKS
 from model.bugs import Variant
 from properties.plan import (
+    DEFAULT_CONFIGS,
     DEFAULT_ENGINE,
     DEFAULT_FAULTS,
     DEFAULT_OUT,
@@ -90,7 +91,7 @@ def make_plan(*, seeds: int | None = None, minutes: float | None = None, scope: 
               runbook: str = DEFAULT_RUNBOOK, partition_size: int | None = None, engine: str = DEFAULT_ENGINE,
               machine: str | None = None, shrink_seconds: float = DEFAULT_SHRINK_SECONDS,
               out: str | os.PathLike = DEFAULT_OUT, quiet_steps: int | None = None, steer: bool = True,
-              wave: int = WAVE_PARTITIONS) -> Plan:
+              wave: int = WAVE_PARTITIONS, configs: str = DEFAULT_CONFIGS) -> Plan:
     """The campaign's plan, every option checked (``CampaignError``, one line)."""
     if seeds is not None and minutes is not None:
         raise CampaignError("--seeds and --minutes exclude each other")
@@ -114,6 +115,8 @@ def make_plan(*, seeds: int | None = None, minutes: float | None = None, scope: 
         raise CampaignError(f"--shrink-seconds: expected a number >= 0, got {shrink_seconds}")
     if runbook not in CAMPAIGN_RUNBOOKS:
         raise CampaignError(f"unknown runbook {runbook!r}; expected one of {', '.join(CAMPAIGN_RUNBOOKS)}")
+    if configs not in CONFIGS:
+        raise CampaignError(f"unknown --configs {configs!r}; expected one of {', '.join(CONFIGS)}")
     if engine not in ENGINES:
         raise CampaignError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
     if engine == "sim" and machine is not None:
@@ -128,7 +131,7 @@ def make_plan(*, seeds: int | None = None, minutes: float | None = None, scope: 
     plan = Plan(seeds=seeds, minutes=minutes, scope=scope, faults=faults, mutant=mutant, steps=steps,
                 runbook=runbook, partition_size=partition_size or default_partition_size(steps), engine=engine,
                 machine=machine, shrink_seconds=float(shrink_seconds), out=str(Path(out).resolve()),
-                quiet_steps=default_quiet_steps(steps) if quiet_steps is None else quiet_steps, steer=steer, wave=wave)
+                quiet_steps=default_quiet_steps(steps) if quiet_steps is None else quiet_steps, steer=steer, wave=wave, configs=configs)
     if engine == "hypothesis":
         from properties.campaign.hypothesis import check_plan
 

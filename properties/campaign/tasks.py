@@ -39,7 +39,7 @@ def run_partition(plan: Plan, partition: int) -> dict:
         d = run.disagreement
         signature = None if d is None else signature_of(d)
         rows["runs"].append({
-            "partition": partition, "seed": seed, "scope": plan.scope, "faults": run.faults,
+            "partition": partition, "seed": seed, "scope": plan.scope, "config": run.config, "faults": run.faults,
             "mutant": plan.mutant,
             "runbook": run.runbook, "engine": plan.engine, "steps": len(run.record), "duration_s": run.seconds,
             "finished_s": None if started is None else run.ended_at - started,
