@@ -37,6 +37,10 @@ class ImplBug(Enum):
     HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH = "impl_heartbeat_accepts_older_broker_epoch"
     VOTE_IGNORES_LOG = "impl_vote_ignores_log"
     CLAIM_WITHOUT_EPOCH_CAS = "impl_claim_without_epoch_cas"
+    # Reached only by a campaign's drawn configurations and admin requests (impl.sim.scenarios)
+    ADMIT_ZK_BROKER_WITH_OTHER_IBP = "impl_admit_zk_broker_with_other_ibp"
+    MV_CHANGE_DURING_MIGRATION = "impl_mv_change_during_migration"
+    FINALIZE_LEVEL_ZERO = "impl_finalize_level_zero"
     # Progress (properties.progress): each makes a node leave out a step it should offer, so the implementation
     # never disagrees with the model at a step; the cluster just stops getting anywhere.
     RESTARTED_BROKER_KEEPS_DEAD_SESSION = "impl_restarted_broker_keeps_dead_session"
@@ -96,6 +100,14 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   "a voter grants its vote without comparing the candidate's log with its own"),
     ImplSeededBug(ImplBug.CLAIM_WITHOUT_EPOCH_CAS, "ZkControllerEpochsIncreaseAcrossHandOver", "migration",
                   "the claim sets /controller_epoch with version -1 to the value its driver read at recovery + 1"),
+    # reached only by a campaign's drawn configurations (mixed IBPs) and admin requests (impl.sim.scenarios)
+    ImplSeededBug(ImplBug.ADMIT_ZK_BROKER_WITH_OTHER_IBP, "ZkBrokersAdmittedAtMetadataVersion", "sim-migration",
+                  "the KRaft controller registers a ZK broker whose IBP is not the finalized metadata.version"),
+    ImplSeededBug(ImplBug.MV_CHANGE_DURING_MIGRATION, "MetadataVersionFixedDuringMigration", "finalize",
+                  "the active controller changes metadata.version while the migration is in progress"),
+    ImplSeededBug(ImplBug.FINALIZE_LEVEL_ZERO, "FinalizedFeaturesWellFormed", "features",
+                  "the ZooKeeper controller finalizes an AllowDowngrade update to level 0 instead of deleting the"
+                  " feature"),
     # progress: caught by the progress check of simulator runs (properties.progress), as a campaign does
     ImplSeededBug(ImplBug.RESTARTED_BROKER_KEEPS_DEAD_SESSION, "EveryLiveBrokerEventuallyRegistered",
                   "sim-migration",

@@ -173,7 +173,8 @@ def decide_metadata_version(
         return ApiError.INVALID_UPDATE_VERSION
     if current is not None and level > current and upgrade_type is not UpgradeType.UPGRADE:
         return ApiError.INVALID_UPDATE_VERSION  # "Can't downgrade to a newer version."
-    if image.migration_state.in_progress:
+    # (the mistake: the check that a migration is in progress is left out)
+    if image.migration_state.in_progress and ImplBug.MV_CHANGE_DURING_MIGRATION not in bugs:
         # "Unable to modify metadata.version while a ZK migration is in progress."
         return ApiError.INVALID_UPDATE_VERSION
     if current is not None and level < current and _downgrade_changes_metadata(current, level) and not (
@@ -200,7 +201,8 @@ def _downgrade_changes_metadata(current: Ibp, target: Ibp) -> bool:
     label=lambda r: r[0].name + (" with record" if r[1] is not None else ""),
 )
 def decide_broker_registration(
-    image: Image, request: BrokerRegistrationRequest, migration_enabled: bool, log_end: int
+    image: Image, request: BrokerRegistrationRequest, migration_enabled: bool, log_end: int,
+    bugs: frozenset[ImplBug] = frozenset(),
 ) -> tuple[ApiError, RegisterBrokerRecord | None]:
     """ClusterControlManager.registerBroker's checks in Kafka's order (KIP-866 §Broker Registration;
     reference §3.1): the error, or NONE with the record to append (its epoch is its offset, ``log_end``).
@@ -214,7 +216,8 @@ def decide_broker_registration(
     if not is_zk and image.migration_state is ZkMigrationState.PRE_MIGRATION:
         # "The controller is in pre-migration mode and cannot register KRaft brokers" (102).
         return ApiError.BROKER_ID_NOT_REGISTERED, None
-    if is_zk and request.ibp != image.metadata_version:
+    # (the mistake: a ZK broker's advertised [IBP, IBP] is not compared with the finalized metadata.version)
+    if is_zk and request.ibp != image.metadata_version and ImplBug.ADMIT_ZK_BROKER_WITH_OTHER_IBP not in bugs:
         return ApiError.UNSUPPORTED_VERSION, None  # ZK brokers advertise metadata.version as [IBP, IBP]
     if existing is not None and existing.incarnation_id == request.incarnation_id:
         return ApiError.NONE, None
@@ -736,7 +739,8 @@ class ControllerNode(Node):
         if not self.is_active():
             return BrokerRegistrationResponse(ApiError.NOT_CONTROLLER)
         image = self.own_image()
-        error, record = decide_broker_registration(image, request, self.migration_enabled, len(self.raft.log))
+        error, record = decide_broker_registration(image, request, self.migration_enabled, len(self.raft.log),
+                                                   self.bugs)
         if error is not ApiError.NONE:
             return BrokerRegistrationResponse(error)
         if record is None:

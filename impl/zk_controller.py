@@ -416,6 +416,9 @@ class KafkaController:
         if level < 1:  # a deletion: needs AllowDowngrade and something to delete
             if not allow_downgrade or current is None:
                 return Errors.INVALID_REQUEST, ()
+            if ImplBug.FINALIZE_LEVEL_ZERO in self.bugs:  # (the mistake: the level is finalized, not deleted)
+                finalized[feature] = (current[0], level)
+                return Errors.NONE, tuple(sorted(finalized.items()))
             del finalized[feature]
             return Errors.NONE, tuple(sorted(finalized.items()))
         if current is not None and level == current[1]:

@@ -147,7 +147,9 @@ PROGRESS_SEEDS = 24  # simulator runs per implementation bug that stalls progres
 
 
 def _progress(bug: ImplSeededBug) -> tuple[str, list[Action]] | None:
-    """Seeded runs of the bug's scope as a campaign's (its default plan), until one stalls on the bug's goal."""
+    """Seeded runs of the bug's scope as a campaign's (its default plan), until one stalls on the bug's goal; for a
+    safety bug registered for a simulator scenario (reached only by what a campaign draws: its configurations,
+    its admin's requests), until one disagrees."""
     from properties.plan import Plan
     from properties.progress import Stall
     from properties.runs import run_seed
@@ -157,6 +159,10 @@ def _progress(bug: ImplSeededBug) -> tuple[str, list[Action]] | None:
         run = run_seed(plan, seed, coverage=False)
         if isinstance(run.disagreement, Stall) and run.disagreement.goal.name == bug.invariant:
             return f"differential:progress {bug.scope} seed {seed}", [s.action for s in run.record]
+        if run.disagreement is not None and BY_NAME[bug.invariant].kind is not Kind.EVENTUALLY:
+            broken = getattr(run.disagreement, "broken", [])
+            broke = f" (broke {', '.join(broken)})" if broken else ""
+            return f"differential:campaign run {bug.scope} seed {seed}{broke}", [s.action for s in run.record]
     return None
 
 
@@ -164,7 +170,7 @@ def _differential(bug: SeededBug | ImplSeededBug) -> tuple[str, list[Action]] | 
     """Seeded differential walks of the bug's scope with the implementation bug switched on."""
     if not isinstance(bug, ImplSeededBug):
         return None
-    if BY_NAME[bug.invariant].kind is Kind.EVENTUALLY:
+    if BY_NAME[bug.invariant].kind is Kind.EVENTUALLY or bug.scope not in SCOPES:
         stalled = _progress(bug)
         if stalled is not None or bug.scope not in SCOPES:
             return stalled  # (else: a bug that breaks progress in the model's sense may disagree at a step too)

@@ -172,6 +172,11 @@ class Outcome:
 
 PROGRESS = ("none", "zk-controller", "kraft-leader", "migration", "dual-write", "brokers-on-kraft", "finalized")
 _DUAL_WRITE = PROGRESS.index("dual-write")
+# The operator's preparation begins once a quorum has bootstrapped the migration and it has not gone on for a
+# while: what keeps it from going on (a broker the quorum refuses, a voter that is not ready) shows then, not
+# before, and the cluster runs misconfigured meanwhile. A quiet continuation prepares at once.
+_MIGRATION = PROGRESS.index("migration")
+NOTICE_MS = 10_000
 # The quiet continuation's mix: healing only (a crashed node restarts, ZooKeeper recovers, a dead process's
 # session times out), no fault.
 QUIET = FaultMix(restart=0.5, recover=1.0)
@@ -301,6 +306,7 @@ class Simulation:
         self.preparing = self.target_ibp is not None and (
             any(not b.kraft_mode and b.ibp != self.target_ibp for b in c.brokers.values())
             or any(not k.migration_enabled for k in c.controllers.values()))
+        self.migration_at: int | None = None  # when the operator first saw a quorum bootstrap the migration
 
     # ---- hooks the cluster calls --------------------------------------------------------------
 
@@ -364,10 +370,11 @@ class Simulation:
         elif self._deliveries:
             self._deliveries = {}
         # (before dual writes the runbook waits, but for its preparation of a misconfigured cluster)
-        if self.preparing or (self.runbook != "none" and self.progress >= _DUAL_WRITE):
+        preparing = self.preparing and self.migration_at is not None and now >= self.migration_at + NOTICE_MS
+        if preparing or (self.runbook != "none" and self.progress >= _DUAL_WRITE):
             if self._unseen:
                 self._sights()
-            key = (self._sight_version, self.progress, self.rolling_back, self.rolled_back)
+            key = (self._sight_version, self.progress, self.rolling_back, self.rolled_back, preparing)
             if key != self._runbook_key or self.maintenance != self._runbook_maintenance:  # what the operator sees
                 self._runbook_key, self._runbook_maintenance = key, set(self.maintenance)
                 self._runbook_steps = self._runbook()
@@ -749,6 +756,8 @@ class Simulation:
         sim.maintenance = set(operator.held)
         sim.rolling_back, sim.rolled_back, sim.progress = operator.rolling_back, operator.rolled_back, operator.progress
         c = sim.cluster
+        if sim.progress >= _MIGRATION:  # the operator has noticed already: it prepares at once
+            sim.migration_at = c.now - NOTICE_MS
         for entry in c.network:
             entry.deliver_at = c.now
         c.touched.clear()
@@ -834,8 +843,8 @@ class Simulation:
         return []
 
     def _prepare(self) -> list[Action]:
-        """Before the migration, under every runbook: KIP-866's prerequisites set right, one node at a time, as an
-        operator does who finds a ZK broker at another IBP than the quorum's metadata.version (it could never
+        """Once a quorum has bootstrapped the migration and before its dual writes, under every runbook: KIP-866's
+        prerequisites set right, one node at a time, as an operator does who finds a ZK broker at another IBP than the quorum's metadata.version (it could never
         register with the quorum: stopped, its IBP set, started) or a controller without the migration flag
         (stopped, the flag set, started). Nothing left to set right ends the preparation."""
         c, target = self.cluster, self.target_ibp
@@ -893,6 +902,8 @@ class Simulation:
         drivers = [k.driver.state for k in leaders if k.driver is not None]
         if any(_committed_state(k.raft) is not ZkMigrationState.NONE for k in leaders):
             level = max(level, 3)
+            if self.migration_at is None:
+                self.migration_at = c.now
         if MigrationDriverState.DUAL_WRITE in drivers:
             level = max(level, 4)
         if level >= 4 and brokers and all(b.kraft_mode and b.alive for b in brokers):
