@@ -89,7 +89,8 @@ class Configuration:
         if self.admin:
             parts.append("admin=" + "/".join(self.admin))
         if self.updates:
-            parts.append("updates=" + "/".join(f"{IBP_NAMES[lvl]}:{_UPGRADE_NAMES[kind]}" for lvl, kind in self.updates))
+            parts.append("updates=" + "/".join(f"{IBP_NAMES[lvl]}:{_UPGRADE_NAMES[kind]}"
+                                               for lvl, kind in self.updates))
         return ",".join(parts)
 
 

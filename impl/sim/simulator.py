@@ -89,11 +89,11 @@ from model.actions import (
     RestartController,
     RollbackBrokerToZk,
     SessionTimeout,
-    UpdateFeatures,
-    UpdateMetadataVersion,
     ShutdownController,
     StartElection,
     StopBroker,
+    UpdateFeatures,
+    UpdateMetadataVersion,
     ZkOutage,
     ZkRecover,
 )
@@ -439,7 +439,8 @@ class Simulation:
             fault_actions, fault_weights = self._node_faults[node_id]
             self._steps[i] = steps = [a for a in offered if type(a) not in RARE]
             self._step_weights[i] = [1.0] * len(steps)
-            self._rare[i], self._rare_weights[i] = rare + fault_actions, [_weight(type(a)) for a in rare] + fault_weights
+            self._rare[i] = rare + fault_actions
+            self._rare_weights[i] = [_weight(type(a)) for a in rare] + fault_weights
         self._due[i] = _NEVER if deadline is None else deadline
 
     def _lag_leader_event(self, node_id: int, offered: list[Action], deadline: int | None,
@@ -844,8 +845,9 @@ class Simulation:
 
     def _prepare(self) -> list[Action]:
         """Once a quorum has bootstrapped the migration and before its dual writes, under every runbook: KIP-866's
-        prerequisites set right, one node at a time, as an operator does who finds a ZK broker at another IBP than the quorum's metadata.version (it could never
-        register with the quorum: stopped, its IBP set, started) or a controller without the migration flag
+        prerequisites set right, one node at a time, as an operator does who finds a ZK broker at another IBP than
+        the quorum's metadata.version (it could never register with the quorum: stopped, its IBP set, started) or
+        a controller without the migration flag
         (stopped, the flag set, started). Nothing left to set right ends the preparation."""
         c, target = self.cluster, self.target_ibp
         for b in sorted(c.brokers):

@@ -131,7 +131,8 @@ def make_plan(*, seeds: int | None = None, minutes: float | None = None, scope: 
     plan = Plan(seeds=seeds, minutes=minutes, scope=scope, faults=faults, mutant=mutant, steps=steps,
                 runbook=runbook, partition_size=partition_size or default_partition_size(steps), engine=engine,
                 machine=machine, shrink_seconds=float(shrink_seconds), out=str(Path(out).resolve()),
-                quiet_steps=default_quiet_steps(steps) if quiet_steps is None else quiet_steps, steer=steer, wave=wave, configs=configs)
+                quiet_steps=default_quiet_steps(steps) if quiet_steps is None else quiet_steps, steer=steer, wave=wave,
+                configs=configs)
     if engine == "hypothesis":
         from properties.campaign.hypothesis import check_plan
 

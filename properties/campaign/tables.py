@@ -34,7 +34,8 @@ def schemas():
     return {
         "runs": pa.schema([
             ("partition", pa.int32()), ("seed", pa.int64()), ("scope", pa.string()), ("config", pa.string()),
-            ("faults", pa.string()), ("mutant", pa.string()), ("runbook", pa.string()), ("engine", pa.string()), ("steps", pa.int64()),
+            ("faults", pa.string()), ("mutant", pa.string()), ("runbook", pa.string()), ("engine", pa.string()),
+            ("steps", pa.int64()),
             ("duration_s", pa.float64()), ("finished_s", pa.float64()), ("outcome", pa.string()),
             ("invariant", pa.string()), ("progress", pa.string()), ("findings", pa.list_(pa.string())),
             ("coverage_signature", pa.string()), ("new_coverage", pa.int32()), ("rolled_back", pa.bool_()),
