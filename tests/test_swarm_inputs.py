@@ -91,7 +91,8 @@ def test_runs_table_and_counterexample_carry_the_configuration():
 @pytest.mark.parametrize(("bug", "seed"), [("impl_admit_zk_broker_with_other_ibp", 2), ("impl_finalize_level_zero", 7)])
 def test_default_campaign_catches_bugs_only_its_drawn_inputs_reach(bug, seed):
     """A ZK broker at another IBP than metadata.version admitted by the quorum (KIP-866 §Migration Trigger), and a
-    feature deletion finalized as level 0 (KIP-584 §Controller): the scope as named never reaches either."""
+    feature deletion finalized as level 0 (KIP-584 §Changes to Kafka Controller): the scope as named never reaches
+    either."""
     assert run_seed(Plan(mutant=bug), seed).disagreement is not None
     assert run_seed(Plan(mutant=bug, configs="fixed", steps=600), seed).disagreement is None
 
