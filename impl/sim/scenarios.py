@@ -169,6 +169,12 @@ def parse(label: str, brokers: int = 3) -> Configuration:
     return Configuration(controllers, mv, ibps, unflagged, admin, updates)
 
 
+def is_drawn(scope: Scope) -> bool:
+    """Whether ``scope`` is a drawn configuration of a scenario (``configured``: named ``NAME@LABEL``)."""
+    base, sep, _ = scope.name.partition("@")
+    return bool(sep) and base in SCENARIOS
+
+
 def scope_for(name: str, seed: int, configs: str) -> str:
     """The scope a seed of a plan runs: a drawn configuration of a scenario that draws them (``sim-migration``)
     under ``configs == "drawn"``; otherwise ``name`` itself."""

@@ -70,6 +70,7 @@ from impl.cluster import SESSION_TIMEOUT_MS, Cluster, InFlight
 from impl.pacing import FETCH_WAIT_MS, POLL_MS
 from impl.sim.check import Checker, CheckFailed
 from impl.sim.faults import FaultMix
+from impl.sim.scenarios import is_drawn
 from model.actions import (
     PERTURBATIONS,
     Action,
@@ -124,9 +125,11 @@ PAUSE_MS = (SESSION_TIMEOUT_MS // 2, 4 * SESSION_TIMEOUT_MS)
 LEADER_EVENT_LAG_MS = (FETCH_WAIT_MS, 3 * POLL_MS)
 
 RARE = PERTURBATIONS - TIMED  # the offered steps weighed SPONTANEOUS, the others 1
-# ... but an admin's requests of the kinds a scope chooses parameters for (``Scope.metadata_version_choices``,
-# ``Scope.feature_updates``: the nodes offer them only then) come as often as the operator's steps, each kind
-# at most once a poll (impl.pacing), so that a run sends some in every phase it goes through.
+# ... but an admin's requests come as often as the operator's steps, each kind at most once a poll
+# (impl.pacing), so that a run sends some in every phase it goes through. Only a drawn configuration has an
+# admin (``impl.sim.scenarios.is_drawn``: the nodes offer its ``Scope.metadata_version_choices`` and
+# ``Scope.feature_updates``); in a model scope run as named nobody sends them, as before configurations were
+# drawn: its simulations, and the runs pinned for them, stay as they were.
 ADMIN = 0.3
 ADMIN_KINDS = frozenset({UpdateMetadataVersion, UpdateFeatures})
 
@@ -233,6 +236,11 @@ class Simulation:
                                                                                         seed=seed)
         self.cluster.delay = self._delay
         self.cluster.reachable = self._reachable
+        if not is_drawn(scope):  # no admin: the nodes offer none of its requests (``ADMIN``)
+            for broker in self.cluster.brokers.values():
+                broker.feature_updates = ()
+            for controller in self.cluster.controllers.values():
+                controller.metadata_version_updates = ()
         self.cuts: dict[frozenset[int], int] = {}  # a partitioned pair -> when it heals
         self.crashed_at: dict[int, int] = {}  # a dead (or paused) broker's ZooKeeper session -> when it went silent
         self.paused: dict[int, int] = {}  # a paused node -> when it resumes
