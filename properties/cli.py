@@ -360,6 +360,10 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     if args.rewrite and args.impl:
         print("kraftcheck scenario: error: --rewrite writes the model's outputs; run --impl after it", file=sys.stderr)
         return USAGE
+    if args.kafka or args.version or any(_is_cluster_file(Path(name)) for name in args.files):
+        from properties.kafka.scenario import cmd_scenario as cluster_scenario
+
+        return cluster_scenario(args)
     results = []
     for name in args.files:
         try:
@@ -386,6 +390,17 @@ def cmd_scenario(args: argparse.Namespace) -> int:
             for diff in result.diffs:
                 print(diff)
     return VIOLATION if failed else CLEAN
+
+
+def _is_cluster_file(path: Path) -> bool:
+    """A file of an operator's steps (``properties.kafka.scenario``), run by its own runner."""
+    from properties.kafka.scenario import is_cluster_file
+    from properties.scenario import ScenarioError, parse
+
+    try:
+        return is_cluster_file(parse(path.read_text(encoding="utf-8"), str(path)))
+    except (ScenarioError, OSError, UnicodeDecodeError):
+        return False  # the model's runner says what is wrong with it
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -976,6 +991,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rewrite", action="store_true", help="write the model's outputs into the files as expected")
     p.add_argument("--impl", action="store_true",
                    help="also perform every step by the implementation, checked against the model after each")
+    p.add_argument("--kafka", action="store_true",
+                   help="also run each file, a file of an operator's steps, on a real Kafka cluster on 127.0.0.1")
+    p.add_argument("--version", help="with --kafka: the Kafka release (default 3.9.2; 3.4.0 to 3.9.x)")
     p.set_defaults(run=cmd_scenario)
 
     p = sub.add_parser("pin", help="turn a trace file or a failing seed (run, shrunk) into tests/regressions/NAME.json")
