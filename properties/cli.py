@@ -383,13 +383,21 @@ def cmd_scenario(args: argparse.Namespace) -> int:
             elif args.impl:
                 ran = "agreeing where it ran, " if result.impl_ran else ""
                 impl = f" (implementation: {ran}not run {result.impl_skipped})"
-            print(f"{result.path}: {len(result.blocks)} blocks as expected{impl}")
+            failed += report_file(result.path, len(result.blocks), result.diffs, impl)
         else:
-            failed += 1
-            print(f"{result.path}: {len(result.diffs)} of {len(result.blocks)} blocks differ")
-            for diff in result.diffs:
-                print(diff)
+            failed += report_file(result.path, len(result.blocks), result.diffs)
     return VIOLATION if failed else CLEAN
+
+
+def report_file(path: Path, blocks: int, diffs: list[str], said: str = "") -> bool:
+    """A scenario file's verdict line, then a diff per block that differs; True when one did."""
+    if not diffs:
+        print(f"{path}: {blocks} blocks as expected{said}")
+        return False
+    print(f"{path}: {len(diffs)} of {blocks} blocks differ{said}")
+    for diff in diffs:
+        print(diff)
+    return True
 
 
 def _is_cluster_file(path: Path) -> bool:

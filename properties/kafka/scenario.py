@@ -236,7 +236,40 @@ class Side:
         self.keys = view_keys(brokers)
         self.shown: dict[str, str | None] = {key: None for key in self.keys}  # None: never shown
 
-    def render(self, verdict: str, keys: tuple[str, ...], now: dict[str, str]) -> str:
+    def take(self, command: Command) -> str:
+        """One command's output: its verdict, then the view's keys it shows that changed since last shown."""
+        name, a = command.name, command.args
+        if name == "cluster":
+            every = self.start()
+            return self.render("accepted" if every else "stuck: every ZooKeeper broker registered", self.keys)
+        if name == "wait":
+            key, value = next(iter(a.items()))
+            return self.render("accepted" if self.reach(key, value) else f"stuck: {key}={value}", self.keys)
+        verdict = self.operate(command)
+        if verdict != "accepted":
+            return verdict
+        op = OPERATOR_STEPS[name]
+        goal = op.goal(a)
+        if goal is not None and not self.reach(*goal):
+            verdict = f"stuck: {goal[0]}={goal[1]}"
+        return self.render(verdict, op.shows(a))
+
+    def start(self) -> bool:
+        """The cluster: ZooKeeper and its brokers, each registered; False when they never were."""
+        raise NotImplementedError
+
+    def operate(self, command: Command) -> str:
+        """The operator's step: "accepted" when done, else its verdict (a refusal, a goal not reached)."""
+        raise NotImplementedError
+
+    def reach(self, key: str, value: str) -> bool:
+        raise NotImplementedError
+
+    def view(self, keys: tuple[str, ...]) -> dict[str, str]:
+        raise NotImplementedError
+
+    def render(self, verdict: str, keys: tuple[str, ...]) -> str:
+        now = self.view(keys)
         lines = [verdict]
         for key in (k for k in self.keys if k in keys):
             if now[key] != self.shown[key]:
@@ -261,7 +294,7 @@ class ModelSide(Side):
         self.state = self.shape.initial().replace(budget=window_budget(controllers, faulty=True))
         self.paused: set[str] = set()
 
-    def view(self) -> dict[str, str]:
+    def view(self, keys: tuple[str, ...] = ()) -> dict[str, str]:
         s = self.state
         leaders = [c for c in s.controllers if c.alive and c.role is QuorumRole.LEADER]
         active = max(leaders, key=lambda c: c.epoch, default=None)
@@ -326,19 +359,14 @@ class ModelSide(Side):
         self.state = state
         return True
 
-    def take(self, command: Command) -> str:
+    def start(self) -> bool:
+        return self._search(lambda v: all(v[f"zk_broker_{b}"] == "registered" for b in range(self.shape.brokers))
+                            and v["controller_znode"] == "zk")
+
+    def operate(self, command: Command) -> str:
         from properties.kafka.validate import ConfigureMigration
 
         name, a = command.name, command.args
-        if name == "cluster":
-            every = self._search(lambda v: all(v[f"zk_broker_{b}"] == "registered" for b in range(self.shape.brokers))
-                                 and v["controller_znode"] == "zk")
-            return self.render("accepted" if every else "stuck: every ZooKeeper broker registered",
-                               self.keys, self.view())
-        if name == "wait":
-            key, value = next(iter(a.items()))
-            return self.render("accepted" if self.reach(key, value) else f"stuck: {key}={value}", self.keys,
-                               self.view())
         broker = BrokerId(a["broker"]) if "broker" in a else None
         c = a.get("controller")
         if name == "UpdateMetadataVersion":
@@ -364,13 +392,7 @@ class ModelSide(Side):
             "ExpireSession": (ExpireSession(self.state.brokers[broker].session),) if broker is not None else (),
             "ZkOutage": (ZkOutage(),), "ZkRecover": (ZkRecover(),),
         }.get(name, ())  # a pause or a resume: no model action
-        if not self._do(*actions):
-            return "refused: not enabled"
-        op = OPERATOR_STEPS[name]
-        goal = op.goal(a)
-        if goal is not None and not self.reach(*goal):
-            return self.render(f"stuck: {goal[0]}={goal[1]}", op.shows(a), self.view())
-        return self.render("accepted", op.shows(a), self.view())
+        return "accepted" if self._do(*actions) else "refused: not enabled"
 
 
 class KafkaSide(Side):
@@ -395,7 +417,8 @@ class KafkaSide(Side):
             self.run.cluster.stop_all()
             self.run._operator.close()
 
-    def view(self, migration: bool = True) -> dict[str, str]:
+    def view(self, keys: tuple[str, ...] = ()) -> dict[str, str]:
+        """What Kafka shows now; the migration state only when asked for (a dump starts a JVM)."""
         from properties.kafka.observe import parse_log_text
 
         out = {key: "unknown" for key in self.keys}
@@ -407,7 +430,7 @@ class KafkaSide(Side):
             states = [e["new"] for e in parse_log_text(process.log_since(process.start_offset), process.name)
                       if e["kind"] == "driver-transition"]
             out["driver"] = states[-1] if states else NONE
-        if migration:
+        if "migration" in keys:
             out["migration"] = self._migration()
         client = self.run.observer.client if self.run.observer is not None else None
         try:
@@ -441,32 +464,29 @@ class KafkaSide(Side):
     def reach(self, key: str, value: str) -> bool:
         from properties.kafka.run import RunbookStuck
 
-        needs = key == "migration"  # a dump takes a JVM's start: only when the goal is the migration state
         try:
-            self.run.wait(f"{key}={value}", lambda: self.view(migration=needs)[key] == value)
+            self.run.wait(f"{key}={value}", lambda: self.view((key,))[key] == value)
         except RunbookStuck:
             return False
         return True
 
-    def take(self, command: Command) -> str:
+    def start(self) -> bool:
+        run = self.run
+        run.prepare()
+        run.start_zookeeper()
+        run.start_zk_brokers()
+        self.modes.update({f"broker-{b}": "zk-broker" for b in range(run.plan.brokers)})
+        return self.reach("controller_znode", "zk")
+
+    def operate(self, command: Command) -> str:
         run, name, a = self.run, command.name, command.args
-        if name == "cluster":
-            run.prepare()
-            run.start_zookeeper()
-            run.start_zk_brokers()
-            self.modes.update({f"broker-{b}": "zk-broker" for b in range(run.plan.brokers)})
-            every = self.reach("controller_znode", "zk")
-            return self.render("accepted" if every else "stuck: every ZooKeeper broker registered",
-                               self.keys, self.view())
-        if name == "wait":
-            key, value = next(iter(a.items()))
-            return self.render("accepted" if self.reach(key, value) else f"stuck: {key}={value}", self.keys,
-                               self.view())
         b, c = a.get("broker"), a.get("controller")
         if name == "UpdateMetadataVersion":
             command_line = feature_command(Ibp[a["level"]], UPGRADE_TYPES[a["upgrade_type"]])
             run.update_features(*command_line[:2], *command_line[2:])
             answer = run_last_answer(run)
+            if answer["refused"]:
+                self.run.say(f"  Kafka's answer: {answer['answer'].splitlines()[0]}")
             return "accepted" if not answer["refused"] else f"refused: {kafka_error(answer['answer'])}"
         perform: dict[str, Callable[[], None]] = {
             "StartControllers": run.start_controllers,
@@ -499,11 +519,7 @@ class KafkaSide(Side):
             self.modes.update({f"controller-{x}": "controller" for x in controller_ids(run.plan.controllers)})
         if name == "MigrateBrokerToKRaft":
             self.modes[f"broker-{b}"] = "kraft-broker"
-        op = OPERATOR_STEPS[name]
-        goal = op.goal(a)
-        if goal is not None and not self.reach(*goal):
-            return self.render(f"stuck: {goal[0]}={goal[1]}", op.shows(a), self.view())
-        return self.render("accepted", op.shows(a), self.view(migration="migration" in op.shows(a)))
+        return "accepted"
 
     def _mode(self, process: str) -> str:
         return self.modes.get(process, "controller")
@@ -586,14 +602,14 @@ def run_file(path: Path, install: Any = None, folder: Path | None = None,
                     kafka.append(real.take(c))
             finally:
                 real.close()
-    diffs = []
+    diffs = []  # one per block that differs, on either side or both
     for i, block in enumerate(blocks):
         got = [("model", outputs[i])] + ([(f"kafka {install.version}", kafka[i])] if i < len(kafka) else [])
-        for who, output in got:
-            if output != block.expected:
-                diff = difflib.unified_diff(block.expected.splitlines(), output.splitlines(), "expected", who,
-                                            lineterm="")
-                diffs.append(f"{path}:{block.line}: {block.command}\n" + "\n".join(diff))
+        differ = ["\n".join(difflib.unified_diff(block.expected.splitlines(), output.splitlines(), "expected", who,
+                                                 lineterm=""))
+                  for who, output in got if output != block.expected]
+        if differ:
+            diffs.append(f"{path}:{block.line}: {block.command}\n" + "\n".join(differ))
     return ClusterFileResult(Path(path), blocks, outputs, diffs, kafka,
                              install.version if install is not None else "", time.monotonic() - began)
 
@@ -615,7 +631,7 @@ def cmd_scenario(args: Any) -> int:
     a real process would not start."""
     import sys
 
-    from properties.cli import CLEAN, USAGE, VIOLATION
+    from properties.cli import CLEAN, USAGE, VIOLATION, report_file
     from properties.files import write_text
     from properties.kafka.cluster import ClusterError, install_signal_handlers
 
@@ -663,11 +679,6 @@ def cmd_scenario(args: Any) -> int:
                 continue
             write_text(result.path, text)
             print(f"{result.path}: {len(result.blocks)} blocks written{on}")
-        elif result.passed:
-            print(f"{result.path}: {len(result.blocks)} blocks as expected{on}")
         else:
-            failed += 1
-            print(f"{result.path}: {len(result.diffs)} outputs differ{on}")
-            for diff in result.diffs:
-                print(diff)
+            failed += report_file(result.path, len(result.blocks), result.diffs, on)
     return VIOLATION if failed else CLEAN
