@@ -90,6 +90,10 @@ def test_kafka_scenario_feature_command_and_kafkas_answer():
     refusal = "Could not downgrade metadata.version to 13. Invalid metadata.version 13. Unable to modify " \
               "metadata.version while a ZK migration is in progress."
     assert kafka_error(refusal) == "INVALID_UPDATE_VERSION"
+    seen = "Could not downgrade metadata.version to 13. Invalid update version 13 for feature metadata.version. " \
+           "Broker 2 only supports versions 21"  # Kafka 3.9.2, in dual write
+    assert kafka_error(seen) == "INVALID_UPDATE_VERSION"
+    assert kafka_error("Could not downgrade metadata.version to 13. Timed out") == "UNKNOWN_SERVER_ERROR"
 
 
 def test_kafka_scenario_version_without_kafka_is_bad_usage(capsys):
