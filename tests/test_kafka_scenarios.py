@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from model.kraft import UpgradeType
+from model.types import Ibp
 from properties.cli import main
 from properties.kafka.scenario import OPERATOR_STEPS, check_file, feature_command, kafka_error, run_file
 from properties.scenario import ScenarioError
-from model.kraft import UpgradeType
-from model.types import Ibp
 from tests.zk_server import SKIP_ENV
 
 REAL = sorted((Path(__file__).parent / "scenarios" / "real").glob("*.txt"))

@@ -18,7 +18,7 @@ Rules:
 - An operator's step is its model actions (the mapping of ``properties.kafka.validate``: a roll
   is a stop, an edit of the broker's settings and a restart), then, when it has a goal, the
   model's hidden protocol steps up to the goal (the shortest path, found breadth first; the
-  driver's goal state through each state of its table in turn). Kafka takes the same step with the
+  driver's goal state hop by hop, each to a later state of its table). Kafka takes the same step with the
   runbook's own code and waits for the goal as observed, within the progress bound. A step's
   output is its verdict and the view keys it shows that changed since they were last shown:
   ``wait`` shows every key (the cluster is at rest at its goal), other steps only the keys they
@@ -60,12 +60,12 @@ from model.actions import (
 )
 from model.bugs import Variant
 from model.kraft import QuorumRole, UpgradeType, image_of
-from model.migration import MIGRATION, KRaftControllerZNode, MigrationDriverState, Profile
+from model.migration import MIGRATION, MigrationDriverState, Profile
 from model.outcome import Verdict
-from model.state import CONTROLLER, ClusterState, broker_path, znode_data
+from model.state import CONTROLLER, ClusterState, broker_path, kraft_claim, znode_data
 from model.step import candidate_actions, outcome, step
 from model.types import BrokerId, Ibp
-from properties.scenario import SEPARATOR, Block, ScenarioError, _options, parse, render
+from properties.scenario import Block, ScenarioError, _options, parse, render
 
 D = MigrationDriverState
 DRIVER_ORDER = tuple(D)  # the driver's table, in the order a migration takes it
@@ -305,8 +305,7 @@ class ModelSide(Side):
         migration = image_of(max(logs, key=len)).migration if logs else None
         out["migration"] = migration.name if migration is not None else NONE
         holder = znode_data(s, CONTROLLER)
-        out["controller_znode"] = NONE if holder is None else "kraft" if isinstance(holder, KRaftControllerZNode) \
-            else "zk"
+        out["controller_znode"] = NONE if holder is None else "kraft" if kraft_claim(s) is not None else "zk"
         out["migration_znode"] = "present" if zkm.get(s.zk, MIGRATION) is not None else "absent"
         for b in s.brokers:
             out[f"zk_broker_{b.id}"] = "registered" if zkm.get(s.zk, broker_path(b.id)) is not None else "absent"
@@ -316,10 +315,16 @@ class ModelSide(Side):
         """The model's hidden protocol steps up to ``key`` = ``value``: the shortest path, or False."""
         if key == "driver" and value in D.__members__:
             target = DRIVER_ORDER.index(D[value])
-            while (now := self.view()["driver"]) != value:  # through each state of the driver's table in turn
-                at = DRIVER_ORDER.index(D[now]) if now in D.__members__ else 0
-                nxt = DRIVER_ORDER[at + 1] if at < target else D[value]
-                if not self._search(lambda v, n=nxt.name: v["driver"] == n):
+            # hop by hop, each to a later state of the table, none past the goal (a driver that recovers a
+            # migration skips WAIT_FOR_BROKERS): the whole way in one search would be too wide
+            def ahead(v: dict[str, str], at: int) -> bool:
+                return v["driver"] in D.__members__ and at < DRIVER_ORDER.index(D[v["driver"]]) <= target
+
+            while (now := self.view()["driver"]) != value:
+                at = DRIVER_ORDER.index(D[now]) if now in D.__members__ else -1
+                if at >= target and not self._search(lambda v: v["driver"] == value):
+                    return False
+                if at < target and not self._search(lambda v, at=at: ahead(v, at)):
                     return False
             return True
         return self._search(lambda v: v[key] == value)
@@ -510,11 +515,21 @@ class KafkaSide(Side):
         }
         from properties.kafka.run import RunbookStuck
 
+        process = f"broker-{b}" if b is not None else f"controller-{c}" if c is not None else None
+        target = run.cluster.processes.get(process) if process is not None else None
+        # as the model refuses a step that is not enabled: a signal to a process that is not running, a
+        # start of one that is or was never made (a roll stops it first)
+        running = target is not None and target.running
+        if process is not None and name.startswith(("Crash", "Pause", "Resume", "Stop", "Shutdown", "Expire",
+                                                    "Restart")) and running == name.startswith("Restart"):
+            return "refused: not enabled"
         run.note("step-begins", step=f"scenario: {command.block.command}")
         try:
             perform[name]()
         except RunbookStuck as e:
             return f"stuck: {e}"
+        except NotEnabled:
+            return "refused: not enabled"
         if name in ("StartControllers", "FinalizeController"):
             self.modes.update({f"controller-{x}": "controller" for x in controller_ids(run.plan.controllers)})
         if name == "MigrateBrokerToKRaft":
@@ -538,7 +553,7 @@ class KafkaSide(Side):
     def _expire(self, b: int) -> None:
         registration = self.run.observer.client.exists(f"/brokers/ids/{b}")
         if registration is None or not registration.ephemeralOwner:
-            raise ScenarioError(f"ExpireSession broker={b}: broker {b} holds no ZooKeeper session")
+            raise NotEnabled(f"broker {b} holds no ZooKeeper session")
         self.run.cluster.expire_session(registration.ephemeralOwner)
         self.run.note("fault", fault="expire-broker", process=f"broker-{b}", session=registration.ephemeralOwner)
 
@@ -546,6 +561,10 @@ class KafkaSide(Side):
         zookeeper = self.run.cluster.processes["zookeeper"]
         zookeeper.start()
         self.run.cluster.wait_zookeeper()
+
+
+class NotEnabled(Exception):
+    """The operator's step cannot be taken on the cluster as it is (the model's "not enabled")."""
 
 
 def run_last_answer(run: Any) -> dict[str, Any]:
@@ -625,7 +644,6 @@ def rewritten(result: ClusterFileResult) -> str | None:
     return render(result.blocks, result.outputs)
 
 
-__all__ = ["OPERATOR_STEPS", "SEPARATOR", "check_file", "is_cluster_file", "run_file", "rewritten"]
 
 
 def cmd_scenario(args: Any) -> int:
