@@ -28,7 +28,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -68,18 +68,6 @@ HEAP_MB = {"zk-broker": 320, "kraft-broker": 320, "controller": 256}
 
 
 @dataclass(frozen=True)
-class RealRunPlan:
-    """What one real run does; with the seed it fixes the schedule of steps and faults."""
-
-    seed: int
-    runbook: str = "finalize"
-    faults: str = "process"
-    brokers: int = 3
-    controllers: int = 1
-    fault_count: int = 1  # faults drawn for the run (at most one per runbook step)
-
-
-@dataclass(frozen=True)
 class FaultPlan:
     step: str  # the runbook step it strikes during
     delay_s: float  # after the step starts
@@ -88,8 +76,93 @@ class FaultPlan:
     duration_s: float  # how long until the heal (restart, SIGCONT, ZooKeeper back)
 
 
+# Steps the operations guide does not need for the migration or the rollback: metadata written while
+# it goes on, and the kraft runbook's feature updates after its upgrade. A shrunk plan may leave them out.
+OPTIONAL_STEPS = (
+    "write-during-dual-write",
+    "downgrade-metadata-version",
+    "unsafe-downgrade-metadata-version",
+    "create-data-after-features",
+)
+
+
+@dataclass(frozen=True)
+class RealRunPlan:
+    """What one real run does; with the seed it fixes the schedule of steps and faults.
+
+    A plan that a shrink reduced (``properties.kafka.shrink``) names its faults itself
+    (``schedule``, instead of the seed's draw), may leave out optional steps (``skip``) and the
+    client's writes (``client``); ``kraftcheck kafka run --plan FILE`` runs one exactly."""
+
+    seed: int
+    runbook: str = "finalize"
+    faults: str = "process"
+    brokers: int = 3
+    controllers: int = 1
+    fault_count: int = 1  # faults drawn for the run (at most one per runbook step)
+    schedule: tuple[FaultPlan, ...] | None = None  # these faults, not the seed's
+    skip: tuple[str, ...] = ()  # OPTIONAL_STEPS left out
+    client: bool = True  # the ledger's producer and its read-back (workload.py)
+
+
+class PlanError(ValueError):
+    """A plan file that cannot be run: the one-line reason."""
+
+
+def plan_from_json(data: object) -> RealRunPlan:
+    """A plan as ``run.json`` and ``shrunk-plan.json`` hold it (``{"plan": ..., "faults": [...]}``), with
+    its faults fixed: replaying it runs exactly these faults, whatever the seed would draw."""
+    if not isinstance(data, dict) or not isinstance(data.get("plan"), dict):
+        raise PlanError('expected a JSON object with a "plan" object (a run\'s run.json or a shrunk-plan.json)')
+    fields = {f for f in RealRunPlan.__dataclass_fields__}
+    plan = dict(data["plan"])
+    unknown = sorted(set(plan) - fields)
+    if unknown:
+        raise PlanError(f"plan: unknown key {unknown[0]!r}")
+    faults = data.get("faults", plan.get("schedule"))
+    try:
+        if faults is not None:
+            plan["schedule"] = tuple(FaultPlan(**f) for f in faults)
+        plan["skip"] = tuple(plan.get("skip", ()))
+        result = RealRunPlan(**plan)
+    except TypeError as e:
+        raise PlanError(f"plan: {e}") from None
+    if not isinstance(result.seed, int) or result.runbook not in RUNBOOKS or result.faults not in FAULT_MIXES:
+        raise PlanError(
+            f"plan: seed {result.seed!r}, runbook {result.runbook!r}, faults {result.faults!r} "
+            f"(runbooks: {', '.join(RUNBOOKS)}; faults: {', '.join(FAULT_MIXES)})"
+        )
+    for f in result.schedule or ():
+        if f.kind not in FAULT_KINDS["all"]:
+            raise PlanError(f"plan: unknown fault kind {f.kind!r}")
+    bad = sorted(set(result.skip) - set(OPTIONAL_STEPS))
+    if bad:
+        raise PlanError(f"plan: step {bad[0]!r} cannot be skipped (optional: {', '.join(OPTIONAL_STEPS)})")
+    return result
+
+
+def plan_json(plan: RealRunPlan, kafka: str) -> dict:
+    """The replayable form of ``plan``: what ``plan_from_json`` reads back."""
+    fields = asdict(plan)
+    faults = fields.pop("schedule")
+    return {"plan": fields, "kafka": kafka, "faults": faults}
+
+
+def plan_problem(plan: RealRunPlan, steps: list[str]) -> str | None:
+    """Why ``plan``'s faults cannot run on ``steps`` (a step the runbook lacks, a victim the cluster lacks)."""
+    for f in plan.schedule or ():
+        if f.step not in steps:
+            return f"fault {f.kind} strikes during {f.step!r}, a step runbook {plan.runbook} lacks here"
+        count = plan.brokers if f.kind.endswith("broker") else plan.controllers
+        if f.kind != "zk-outage" and not 0 <= f.target < count:
+            return f"fault {f.kind} targets {f.target}, which a cluster of {count} lacks"
+    return None
+
+
 def schedule_faults(plan: RealRunPlan, steps: list[str]) -> list[FaultPlan]:
-    """The seed's faults: each on a step where its victim exists, no two on one step."""
+    """The seed's faults: each on a step where its victim exists, no two on one step (or the plan's own)."""
+    if plan.schedule is not None:
+        return sorted(plan.schedule, key=lambda f: steps.index(f.step) if f.step in steps else len(steps))
     # a KRaft-born cluster has no ZooKeeper to fault
     kinds = [k for k in FAULT_KINDS[plan.faults] if plan.runbook != "kraft" or k not in ZOOKEEPER_FAULTS]
     rng = random.Random(plan.seed)
@@ -387,6 +460,10 @@ class Run:
     # ---- the runbook --------------------------------------------------------------------------
 
     def steps(self) -> list[tuple[str, Callable[[], None]]]:
+        """The runbook's steps in order, but those the plan skips."""
+        return [(name, action) for name, action in self.runbook_steps() if name not in self.plan.skip]
+
+    def runbook_steps(self) -> list[tuple[str, Callable[[], None]]]:
         """The runbook's steps in order: KIP-866's migration, and Kafka 3.9's rollback where one is allowed."""
         runbook, brokers = self.plan.runbook, range(self.plan.brokers)
         if runbook == "kraft":  # KIP-500 and KIP-584 on a KRaft-born cluster (Kafka 4.x has no other)
@@ -579,6 +656,8 @@ class Run:
     def create_data(self) -> None:
         self.create_topics([("orders", 3, 2), ("payments", 2, 2)], {"retention.ms": "3600000"})
         self.create_topics([(TOPIC, 3, 3)], {"min.insync.replicas": str(min(2, self.plan.brokers))})
+        if not self.plan.client:
+            return
         self.writer = LedgerWriter(self.bootstrap, self.folder / "client.jsonl", quiet_logger("producer"))
         self.writer.start()
 
@@ -743,10 +822,9 @@ class Run:
         (self.folder / "run.json").write_text(
             json.dumps(
                 {
-                    "plan": asdict(self.plan),
-                    "kafka": self.install.version,
+                    **plan_json(replace(self.plan, schedule=tuple(self.faults)), self.install.version),
+                    "drawn": self.plan.schedule is None,  # the faults the seed drew, or the plan's own
                     "lib": str(self.install.lib),
-                    "faults": [asdict(f) for f in self.faults],
                 },
                 indent=1,
             )
