@@ -295,3 +295,20 @@ def test_kafka_campaign_shrinks_its_violations_and_reports_both_plans(tmp_path, 
     before = (folder / SHRINK_LOG).read_text()
     campaign_module.campaign(plan, KAFKA, tmp_path, 2, None, None, say=lambda line: None, shrink_minutes=5)
     assert (folder / SHRINK_LOG).read_text() == before
+
+
+def test_an_interrupted_shrink_keeps_the_best_plan_it_found(tmp_path):
+    """Ctrl-C during a candidate's run (the run itself stops its cluster) leaves the best plan kept before it."""
+    folder = _failing_folder(tmp_path / "run")
+    runs = FakeRuns(lambda p: KILL_BROKER in (p.schedule or ()))
+
+    def interrupted(plan, label):
+        if len(runs.plans) == 3:  # no faults twice, then the first half kept; interrupted on the fourth run
+            raise KeyboardInterrupt
+        return runs(plan, label)
+
+    with pytest.raises(KeyboardInterrupt):
+        shrink_folder(folder, runner=interrupted, kafka=KAFKA, budget_s=10_000)
+    kept = plan_from_json(json.loads((folder / SHRUNK_PLAN).read_text()))
+    assert kept.schedule == (KILL_CONTROLLER, KILL_BROKER)
+    assert not json.loads((folder / SHRINK_LOG).read_text())["finished"]
