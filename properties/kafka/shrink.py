@@ -395,11 +395,14 @@ def summary(state: Shrink | None, steps: Steps | None = None, log: dict | None =
         assert state is not None and steps is not None
         before, after = size(state.original, steps), size(state.best, steps)
         finished, runs, seconds, tried = state.finished, state.runs, state.seconds, len(state.attempts)
-        kept = sum(a.reproduced for a in state.attempts)
+        kept, tries = sum(a.reproduced for a in state.attempts), state.tries
     else:
         before, after = log["original"]["size"], log["shrunk"]["size"]
         finished, runs, seconds, tried = log["finished"], log["runs"], log["seconds"], len(log["attempts"])
-        kept = sum(a["reproduced"] for a in log["attempts"])
+        kept, tries = sum(a["reproduced"] for a in log["attempts"]), log["tries"]
     change = ", ".join(f"{k} {before[k]} -> {after[k]}" for k in before if before[k] != after[k]) or "nothing dropped"
     how = "every reduction tried" if finished else "the budget ran out"
-    return f"{change} ({tried} candidates, {kept} kept, {runs} real runs, {seconds:.0f} s; {how})"
+    return (
+        f"{change} ({tried} candidates, {kept} kept, {runs} real runs of up to {tries} a candidate, "
+        f"{seconds:.0f} s; {how})"
+    )
