@@ -570,14 +570,28 @@ class Run:
         )
 
     def zk_controller(self) -> bool:
-        """A ZooKeeper broker holds /controller (a KRaft controller writes its Raft epoch there, >= 0)."""
+        """A ZooKeeper broker holds /controller (a KRaft controller writes its Raft epoch there, >= 0) and has
+        said it is ready to serve at the epoch of /controller_epoch: by then it has sent every broker the
+        UpdateMetadata that names it. A migrating broker stopped while it still names the KRaft controller
+        sends its controlled shutdown there (KafkaServer.controlledShutdown, KAFKA-14304), to a quorum the
+        rollback deprovisioned, and hangs."""
+        from kazoo.exceptions import NoNodeError
+
         found = self.observer.client.exists("/controller")
         if found is None:
             return False
-        data, _ = self.observer.client.get("/controller")
         try:
-            return json.loads(data).get("kraftControllerEpoch", -1) < 0
-        except ValueError:
+            data, _ = self.observer.client.get("/controller")
+            epoch, _ = self.observer.client.get("/controller_epoch")
+            controller = json.loads(data)
+            broker = self.cluster.processes.get(f"broker-{controller.get('brokerid')}")
+            ready = f"Ready to serve as the new controller with epoch {int(epoch)}"
+            return (
+                controller.get("kraftControllerEpoch", -1) < 0
+                and broker is not None
+                and ready in broker.log_since(broker.start_offset)
+            )
+        except (ValueError, NoNodeError):  # gone meanwhile, or not yet written
             return False
 
     def reach_zk_controller(self) -> None:
