@@ -214,6 +214,7 @@ class Run:
     last_heal: float = 0.0
     dumps: int = 0
     struck: dict[int, Process] = field(default_factory=dict)  # id(fault) -> its victim, until healed
+    deferred: dict[int, float] = field(default_factory=dict)  # id(fault) -> when its heal first waited
     outage_ended: float | None = None  # when the last ZooKeeper outage healed
     deprovisioned: set[int] = field(default_factory=set)  # controllers the rollback stopped for good
     started: float = field(default_factory=time.monotonic)
@@ -326,11 +327,36 @@ class Run:
             self.last_heal = time.monotonic()
             self.note("heal-skipped", fault=fault.kind, process=victim.name, why="already running again")
             return
+        elif self._old_registration(fault, victim):
+            # a ZooKeeper-mode broker started while its killed incarnation's registration lives on refuses
+            # to start (KafkaZkClient's CheckedEphemeral: "node already exists and owner ... does not match
+            # current session") and exits: as an operator would, start it once the old session has expired
+            self.struck[id(fault)] = victim
+            self.pending.append((time.monotonic() + 0.5, "heal", fault))
+            return
         else:
             victim.start()
         self.last_heal = time.monotonic()
         self.note("heal", fault=fault.kind, process=victim.name)
         self.say(f"  heal: {victim.name}")
+
+    def _old_registration(self, fault: FaultPlan, victim: Process) -> bool:
+        """A killed ZooKeeper-mode broker's ``/brokers/ids/N`` is still there, and its heal has waited less
+        than a session timeout and a start's time for it to go."""
+        if fault.kind != "kill-broker" or self.observer is None:
+            return False
+        first = self.deferred.setdefault(id(fault), time.monotonic())
+        if time.monotonic() - first > ZK_SESSION_TIMEOUT_MS / 1000 + 30:
+            return False
+        config = victim.folder / "server.properties"
+        if not config.is_file() or "process.roles=" in config.read_text():
+            return False  # a KRaft broker registers with the controllers, not in ZooKeeper
+        from kazoo.exceptions import KazooException
+
+        try:
+            return self.observer.client.exists(f"/brokers/ids/{fault.target}") is not None
+        except KazooException:  # ZooKeeper is down: the broker will give up and be started again (wait)
+            return False
 
     def settle(self) -> None:
         """Lets every scheduled fault strike and heal, then waits for the runbook's end state again."""
