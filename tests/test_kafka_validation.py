@@ -101,7 +101,7 @@ def test_validation_lets_a_resumed_broker_find_its_session_lost():
 
 
 def test_validation_reads_a_34_migration_record_as_kafka_35_does(monkeypatch):
-    """3.4 wrote one ZkMigrationStateRecord, byte 1, when its migration was done; read with the KIP's
+    """3.4 wrote one ZkMigrationStateRecord, byte 1, when its migration began; read with the KIP's
     numbering (PRE_MIGRATION) no model path explains it after the migration."""
     obs, plan = recorded("kafka-3.4-dual-write-run.json")
     assert obs.migration_states[1].name == "MIGRATION"
