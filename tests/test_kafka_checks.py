@@ -591,3 +591,26 @@ def test_kafka_34_migration_record_comes_before_the_migrated_topics():
     back = copy.deepcopy(obs)
     back.metadata[3000].append(state | {"offset": records[-1]["offset"] + 1, "data": {"zkMigrationState": 0}})
     assert "MigrationStateOnlyMovesForward" in [v.invariant for v in run_checks(back)]
+
+
+def test_kafka_gauge_shows_none_before_the_first_migration_state_commits():
+    """A real 3.9.2 run with three controllers: the first leader reported ZkMigrationState 0 (NONE) before the
+    PRE_MIGRATION it had just written (offset 3) committed. An image starts at NONE and a new controller
+    publishes its bootstrap records' image first, so a gauge may show a NONE the log never wrote, before the
+    log's first state only (KIP-866 §Migration Overview)."""
+    from pathlib import Path
+
+    from properties.kafka.checks import zk_migration_state_gauge_follows_the_log
+
+    run = json.loads((Path(__file__).parent / "data" / "kafka-3-controllers-gauge-none-run.json").read_text())
+    obs = Observed(version=tuple(run["version"]))
+    obs.jmx, obs.operator = run["jmx"], run["operator"]
+    obs.metadata = {int(c): records for c, records in run["metadata"].items()}
+    leader = [e for e in obs.jmx if e["process"] == "controller-3002" and e.get("metrics")]
+    assert [e["metrics"]["ZkMigrationState"] for e in leader][:3] == [-1, 0, PRE_MIGRATION]
+    assert zk_migration_state_gauge_follows_the_log(obs) == []
+    # a NONE after the log's PRE_MIGRATION was shown is still a gauge going back
+    back = copy.deepcopy(obs)
+    at = back.jmx.index(next(e for e in back.jmx if e.get("metrics", {}).get("ZkMigrationState") == PRE_MIGRATION))
+    back.jmx.insert(at + 1, back.jmx[at] | {"metrics": {"ZkMigrationState": 0}, "time": back.jmx[at]["time"] + 1})
+    assert [v.invariant for v in zk_migration_state_gauge_follows_the_log(back)] == [GAUGES_FOLLOW_THE_LOG]
