@@ -310,8 +310,10 @@ class Simulation:
         self._expiries: dict[int, ExpireSession] = {}  # a session's expiry, as the model names it
         # The operator's preparation (``_prepare``): the level every ZK broker's IBP must have, the quorum's
         # metadata.version; whether some broker or controller is configured otherwise than the migration needs.
+        # Only a drawn configuration is prepared: a model scope misconfigured on purpose (pre-migration's broker
+        # at another IBP) runs as its scope says, as it did before configurations were drawn.
         self.target_ibp = c.controllers[min(c.controllers)].bootstrap_metadata_version if c.controllers else None
-        self.preparing = self.target_ibp is not None and (
+        self.preparing = is_drawn(scope) and self.target_ibp is not None and (
             any(not b.kraft_mode and b.ibp != self.target_ibp for b in c.brokers.values())
             or any(not k.migration_enabled for k in c.controllers.values()))
         self.migration_at: int | None = None  # when the operator first saw a quorum bootstrap the migration
