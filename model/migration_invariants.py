@@ -127,6 +127,8 @@ def initial_migration_all_or_nothing(state: ClusterState) -> bool:
     image = committed_image(state)
     if image.migration not in (None, ZkMigrationState.PRE_MIGRATION):
         return True  # migrated, or a KRaft-born cluster whose metadata never came from ZooKeeper
+    if image.migration is None and image.metadata_version is not None:
+        return True  # KRaft-born, bootstrapped below 3.6-IV1 under kafka-3.9: no record, NONE implied
     return not image.partitions and image.config is None
 
 
