@@ -740,7 +740,8 @@ class ControllerNode(Node):
         return BrokerRegistrationResponse(ApiError.NONE, record.epoch)
 
     def _broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
-        """BrokerHeartbeatManager.calculateNextBrokerState and its records (reference §3.2, KIP-500 §Broker States)."""
+        """BrokerHeartbeatManager.calculateNextBrokerState and its records (reference §3.2, KIP-500 §Broker
+        States)."""
         if not self.is_active():
             return BrokerHeartbeatResponse(ApiError.NOT_CONTROLLER)
         response, records = decide_broker_heartbeat(self.own_image(), request, self.bugs)

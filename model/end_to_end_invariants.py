@@ -29,10 +29,9 @@ from __future__ import annotations
 from model import zookeeper as zkm
 from model.actions import Action
 from model.kraft import FeatureLevelRecord, MetadataImage, QuorumRole, decided_view, image_of
-from model.migration import CONFIG, MIGRATION, KRaftControllerZNode
+from model.migration import CONFIG, MIGRATION
 from model.registry import always, section, sometimes, transition
 from model.state import (
-    CONTROLLER,
     CONTROLLER_EPOCH,
     TOPIC,
     ClusterState,
@@ -40,6 +39,7 @@ from model.state import (
     LeaderAndIsr,
     PartitionState,
     UpdateMetadata,
+    kraft_claim,
     partition_state_path,
     znode_data,
 )
@@ -48,12 +48,6 @@ from model.types import BrokerId, LeaderEpoch, PartitionId, metadata_changed_bet
 # Znodes holding the cluster's metadata (topics, partition states, configs, pending deletions), as
 # opposed to the controllers' own (/controller, /controller_epoch, /migration) and the brokers'.
 METADATA_ZNODES = ("/brokers/topics", "/config", "/admin")
-
-
-def _kraft_claim(state: ClusterState) -> KRaftControllerZNode | None:
-    """/controller as a KRaft controller wrote it, when one has claimed ZooKeeper."""
-    data = znode_data(state, CONTROLLER)
-    return data if isinstance(data, KRaftControllerZNode) else None
 
 
 def _newest_leader(state: ClusterState) -> KRaftController | None:
@@ -150,7 +144,7 @@ def zk_brokers_at_quiescence(state: ClusterState) -> tuple[MetadataImage, tuple[
     UpdateMetadata it was sent was the last delivered to it (``ghost.observed.settled``: a lost or
     overtaken one leaves it behind without any rule being broken)."""
     c = _newest_leader(state)
-    claim = _kraft_claim(state)
+    claim = kraft_claim(state)
     if c is None or claim is None or (claim.controller, claim.kraft_epoch) != (c.id, c.epoch):
         return None
     node = znode_data(state, MIGRATION)
@@ -251,11 +245,11 @@ def metadata_version_goes_down_only_when_forced(before: ClusterState, action: Ac
     independent=True,
 )
 def one_zk_writer_after_claim(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if after.zk is before.zk or _kraft_claim(before) is None:
+    if after.zk is before.zk or kraft_claim(before) is None:
         return True
     if _zk_metadata(before) == _zk_metadata(after):
         return True
-    was, now, claim = zkm.get(before.zk, MIGRATION), zkm.get(after.zk, MIGRATION), _kraft_claim(after)
+    was, now, claim = zkm.get(before.zk, MIGRATION), zkm.get(after.zk, MIGRATION), kraft_claim(after)
     if was is None or now is None or claim is None or now.mzxid == was.mzxid:
         return False
     return (now.data.kraft_controller_id, now.data.kraft_controller_epoch) == (claim.controller, claim.kraft_epoch)
@@ -278,7 +272,7 @@ def served_metadata_survives_failover(state: ClusterState) -> bool:
         if b.alive and b.config.kraft_mode and n > 0 and (n > len(c.log) or image_of(c.log, n) != b.image):
             return False
     node = znode_data(state, MIGRATION)
-    if _kraft_claim(state) is None or node is None or node.kraft_metadata_offset <= 0:
+    if kraft_claim(state) is None or node is None or node.kraft_metadata_offset <= 0:
         return True
     n = node.kraft_metadata_offset
     return n <= len(c.log) and _zk_view(state) == _image_view(image_of(c.log, n))

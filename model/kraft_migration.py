@@ -93,6 +93,7 @@ from model.state import (
     Message,
     PartitionState,
     UpdateMetadata,
+    kraft_claim,
     partition_state_path,
     znode_data,
 )
@@ -178,11 +179,6 @@ def driver_image(c: KRaftController) -> MetadataImage:
         while upto > 0 and c.log[upto - 1].epoch > d.kraft_epoch:
             upto -= 1
     return image_of(c.log, upto)
-
-
-def _kraft_controller_znode(state: ClusterState) -> KRaftControllerZNode | None:
-    data = znode_data(state, CONTROLLER)
-    return data if isinstance(data, KRaftControllerZNode) else None
 
 
 def _driver(c: KRaftController, expected: MigrationDriverState | None = None) -> Driver | Refused:
@@ -428,7 +424,7 @@ def _become_zk_controller(state: ClusterState, cid: ControllerId, variant: Varia
 def _claim(state: ClusterState, c: KRaftController, d: Driver, variant: Variant) -> Result:
     epoch_node = zkm.get(state.zk, CONTROLLER_EPOCH)
     current = zkm.get(state.zk, CONTROLLER)
-    claimed = _kraft_controller_znode(state)
+    claimed = kraft_claim(state)
     newer = claimed is not None and claimed.kraft_epoch >= d.kraft_epoch
     # IllegalStateException / ControllerMovedException: wait for a newer leadership.
     if epoch_node is None:
@@ -604,7 +600,7 @@ def _kraft_zk_write(
 def _adopt_claim(state: ClusterState, c: KRaftController) -> KRaftController | None:
     """The seeded bug FENCED_WRITE_ADOPTS_NEWER_CLAIM: the driver takes the claim ZooKeeper shows now (its
     versions and Raft epoch) as its own."""
-    claim, epoch, migration = _kraft_controller_znode(state), zkm.get(state.zk, CONTROLLER_EPOCH), zkm.get(
+    claim, epoch, migration = kraft_claim(state), zkm.get(state.zk, CONTROLLER_EPOCH), zkm.get(
         state.zk, MIGRATION)
     if c.driver is None or claim is None or epoch is None or migration is None:
         return None
@@ -648,7 +644,8 @@ def _sync_kraft_to_zk(state: ClusterState, cid: ControllerId, variant: Variant) 
 
 
 def zk_broker_targets(image: MetadataImage) -> list[tuple[BrokerId, BrokerEpoch]]:
-    """ZK brokers the KRaft controller sends RPCs to: registered as migrating and not fenced (§Incompatible Brokers)."""
+    """ZK brokers the KRaft controller sends RPCs to: registered as migrating and not fenced (KIP-866
+    §Incompatible Brokers)."""
     return [(r.broker, r.epoch) for r in image.brokers if r.is_migrating_zk_broker and not r.fenced]
 
 
@@ -789,7 +786,7 @@ def _rollback_broker(state: ClusterState, bid: BrokerId) -> Result:
 
 def _delete_controller_znodes(state: ClusterState, variant: Variant) -> Result:
     """KIP-866 §Rollback to ZK, last step, once the quorum is down."""
-    if _kraft_controller_znode(state) is None:
+    if kraft_claim(state) is None:
         return _NO_KRAFT_CONTROLLER
     if any(c.alive for c in state.controllers):
         return _QUORUM_RUNNING

@@ -36,22 +36,15 @@ from model.migration import (
     DELETE_TOPICS,
     MIGRATION,
     STATE_ORDER,
-    KRaftControllerZNode,
     MigrationDriverState,
     is_valid_transition,
 )
 from model.registry import always, eventually, section, sometimes, transition
-from model.state import CONTROLLER, CONTROLLER_EPOCH, ClusterState, LeaderAndIsr, UpdateMetadata, znode_data
+from model.state import CONTROLLER_EPOCH, ClusterState, LeaderAndIsr, UpdateMetadata, kraft_claim, znode_data
 from model.types import UNKNOWN_BROKER_EPOCH, BrokerId, LeaderEpoch
 from model.zk_era import partition_states
 
 D = MigrationDriverState
-
-
-def _kraft_owns_zk(state: ClusterState) -> KRaftControllerZNode | None:
-    """The KRaft /controller znode, when a KRaft controller has claimed ZooKeeper."""
-    data = znode_data(state, CONTROLLER)
-    return None if data is None or isinstance(data, int) else data
 
 
 # What dual writes keep equal in ZooKeeper and in the image: (leader, ISR, leader epoch) by partition, the config.
@@ -162,7 +155,7 @@ def zk_writes_follow_kraft_commits(before: ClusterState, action: Action, after: 
     "KIP-866 §Dual Metadata Writes, §Migration State ZNode",
 )
 def zk_equals_image_at_migration_offset(state: ClusterState) -> bool:
-    if _kraft_owns_zk(state) is None:
+    if kraft_claim(state) is None:
         return True
     node = znode_data(state, MIGRATION)
     if node is None or node.kraft_metadata_offset <= 0:
@@ -193,7 +186,7 @@ def topic_deletions_completed_by_migration(state: ClusterState) -> bool:
 )
 def write_behind_lag_bounded(state: ClusterState) -> bool:
     node = znode_data(state, MIGRATION)
-    if node is None or node.kraft_metadata_offset <= 0 or _kraft_owns_zk(state) is None:
+    if node is None or node.kraft_metadata_offset <= 0 or kraft_claim(state) is None:
         return True
     committed = state.history.committed
     if image_of(committed).migration is not ZkMigrationState.MIGRATION:
@@ -208,7 +201,7 @@ def write_behind_lag_bounded(state: ClusterState) -> bool:
     "KIP-866 §Controller Leadership, §Dual Metadata Writes (conditional /migration update)",
 )
 def only_current_kraft_leader_writes_apply(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    claimed = _kraft_owns_zk(before)
+    claimed = kraft_claim(before)
     if claimed is None:
         return True
     return all(w.writer_epoch >= claimed.kraft_epoch for w in after.ghost.kraft_writes)
@@ -240,7 +233,7 @@ def update_metadata_before_leader_and_isr(before: ClusterState, action: Action, 
     "KIP-866 §Controller Leadership; reference §2.3 (ControllerMovedException on a same or newer epoch)",
 )
 def kraft_epoch_in_zk_only_increases(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    old, new = _kraft_owns_zk(before), _kraft_owns_zk(after)
+    old, new = kraft_claim(before), kraft_claim(after)
     return old is None or new is None or new is old or new.kraft_epoch > old.kraft_epoch or new == old
 
 
@@ -370,7 +363,7 @@ def follower_truncates(before: ClusterState, action: Action, after: ClusterState
 )
 def deposed_kraft_leader_attempts_zk_write(before: ClusterState, action: Action, after: ClusterState) -> bool:
     attempt = after.ghost.attempted_kraft_write
-    claimed = _kraft_owns_zk(before)
+    claimed = kraft_claim(before)
     return len(attempt) == 2 and claimed is not None and attempt[1] < claimed.kraft_epoch
 
 

@@ -458,3 +458,10 @@ def znode_data(state: ClusterState, path: str) -> Hashable | None:
     """The data of the znode at ``path``, or None when there is none."""
     node = zkm.get(state.zk, path)
     return None if node is None else node.data
+
+
+def kraft_claim(state: ClusterState) -> KRaftControllerZNode | None:
+    """/controller as a KRaft controller wrote it, when one has claimed ZooKeeper (KIP-866 §Controller
+    Leadership); None while a ZooKeeper-mode broker holds it or nobody does."""
+    data = znode_data(state, CONTROLLER)
+    return data if isinstance(data, KRaftControllerZNode) else None

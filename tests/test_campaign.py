@@ -278,10 +278,11 @@ def test_campaign_bad_input_one_line_exit_2_nothing_written(args, message, tmp_p
 def test_campaign_refuses_to_overwrite_or_resume_another_plan(tmp_path, capsys):
     """A DIR holding a campaign is never overwritten; --resume with other options names the option."""
     out = tmp_path / "out"
-    assert main(["campaign", "--seeds", "1", "--steps", "20", "--runbook", "none", "--master", "serial", "--out", str(out)]) == 0
+    args = ["campaign", "--seeds", "1", "--steps", "20", "--runbook", "none", "--master", "serial", "--out", str(out)]
+    assert main(args) == 0
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
     capsys.readouterr()
-    assert main(["campaign", "--seeds", "1", "--steps", "20", "--runbook", "none", "--master", "serial", "--out", str(out)]) == 2
+    assert main(args) == 2
     assert "already holds a campaign" in capsys.readouterr().err
     assert main(["campaign", "--seeds", "1", "--steps", "30", "--runbook", "none", "--master", "serial",
                  "--out", str(out), "--resume"]) == 2
