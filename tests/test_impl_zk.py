@@ -273,9 +273,10 @@ def test_broker_stop_replica_with_delete_partitions_no_longer_hosts_the_partitio
     diff = Differential(TWO_PARTITIONS)
     epoch = diff.model.brokers[1].epoch
     controller_epoch = broker(diff, 1).controller_epoch
-    run(diff, Inject(StopReplica(B0, controller_epoch, epoch, dest=B1, partition=PartitionId(1), delete_partition=False)))
+    stop = StopReplica(B0, controller_epoch, epoch, dest=B1, partition=PartitionId(1), delete_partition=False)
+    run(diff, Inject(stop))
     assert broker(diff, 1).replicas[1][1] is ReplicaRole.STOPPED
-    run(diff, Inject(StopReplica(B0, controller_epoch, epoch, dest=B1, partition=PartitionId(0), delete_partition=True)))
+    run(diff, Inject(stop.replace(partition=PartitionId(0), delete_partition=True)))
     assert 0 not in broker(diff, 1).replicas and 1 in broker(diff, 1).replicas
     assert diff.model.brokers[1].replicas[0] is None
 
