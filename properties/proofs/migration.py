@@ -149,7 +149,7 @@ from model.actions import (
     ZkRecover,
 )
 from model.bugs import CORRECT, Bug, Variant
-from model.kraft import FIRST_CONTROLLER_ID, ControllerId, Log, QuorumRole, ZkMigrationState, image_of
+from model.kraft import FIRST_CONTROLLER_ID, ControllerId, QuorumRole, ZkMigrationState, image_of
 from model.kraft_quorum import is_active
 from model.migration import (
     EMPTY_MIGRATION,
@@ -190,21 +190,13 @@ UNINITIALIZED, INACTIVE = DRIVER_CODES[D.UNINITIALIZED], DRIVER_CODES[D.INACTIVE
 _FRESH = Driver()  # what a (re)started controller with the flag begins with
 UNKNOWN_VERSION = _FRESH.zk_epoch_version  # a driver's version of a znode it has not read (-2)
 
-# The migration state a log holds (its last ZkMigrationStateRecord: image_of(log).migration), None for none.
+# The migration state a log holds (image_of(log).bootstrapped_migration), None before its bootstrap.
 M = ZkMigrationState
 STATE_CODES: dict[ZkMigrationState | None, int] = {None: 0, M.NONE: 1, M.PRE_MIGRATION: 2, M.MIGRATION: 3,
                                                    M.POST_MIGRATION: 4}
 NO_STATE, NONE_STATE, PRE, MIG, POST = (STATE_CODES[k] for k in (None, M.NONE, M.PRE_MIGRATION, M.MIGRATION,
                                                                   M.POST_MIGRATION))
 
-
-def state_code(log: Log) -> int:
-    """The code of a log's migration state: NO_STATE for a log not yet bootstrapped; a bootstrapped log with no
-    ZkMigrationStateRecord (kafka-3.9's KRaft-born bootstrap below 3.6-IV1) is NONE, as Kafka reads it."""
-    image = image_of(log)
-    if image.migration is None and image.metadata_version is not None:
-        return NONE_STATE
-    return STATE_CODES[image.migration]
 
 
 def _closure(order: dict) -> set[tuple]:
@@ -320,7 +312,7 @@ def project(state: ClusterState) -> Projection:
     out["migration_version"] = 0 if migration is None else migration.version
     out["migration_epoch"] = 0 if migration is None else int(migration.data.kraft_controller_epoch)
     out["handed_back"] = state.history.handed_back is not None
-    out["committed_state"] = state_code(state.history.committed)
+    out["committed_state"] = STATE_CODES[image_of(state.history.committed).bootstrapped_migration]
     out["single_voter"] = len(state.controllers) == 1
     budget = state.budget
     out.update(
@@ -349,7 +341,7 @@ def project(state: ClusterState) -> Projection:
             "leads": is_active(c),
             "awaiting": c.alive and c.role is QuorumRole.LEADER and not c.active,
             "resigned": c.alive and c.role is QuorumRole.RESIGNED,
-            "log_state": state_code(c.log),
+            "log_state": STATE_CODES[image_of(c.log).bootstrapped_migration],
             **(
                 NO_DRIVER_FIELDS if d is None else {
                     "driver": DRIVER_CODES[d.state], "driver_epoch": int(d.kraft_epoch), "driver_leader": d.leader,
