@@ -360,6 +360,10 @@ def cmd_scenario(args: argparse.Namespace) -> int:
     if args.rewrite and args.impl:
         print("kraftcheck scenario: error: --rewrite writes the model's outputs; run --impl after it", file=sys.stderr)
         return USAGE
+    if args.kafka or args.version or any(_is_cluster_file(Path(name)) for name in args.files):
+        from properties.kafka.scenario import cmd_scenario as cluster_scenario
+
+        return cluster_scenario(args)
     results = []
     for name in args.files:
         try:
@@ -379,13 +383,32 @@ def cmd_scenario(args: argparse.Namespace) -> int:
             elif args.impl:
                 ran = "agreeing where it ran, " if result.impl_ran else ""
                 impl = f" (implementation: {ran}not run {result.impl_skipped})"
-            print(f"{result.path}: {len(result.blocks)} blocks as expected{impl}")
+            failed += report_file(result.path, len(result.blocks), result.diffs, impl)
         else:
-            failed += 1
-            print(f"{result.path}: {len(result.diffs)} of {len(result.blocks)} blocks differ")
-            for diff in result.diffs:
-                print(diff)
+            failed += report_file(result.path, len(result.blocks), result.diffs)
     return VIOLATION if failed else CLEAN
+
+
+def report_file(path: Path, blocks: int, diffs: list[str], said: str = "") -> bool:
+    """A scenario file's verdict line, then a diff per block that differs; True when one did."""
+    if not diffs:
+        print(f"{path}: {blocks} blocks as expected{said}")
+        return False
+    print(f"{path}: {len(diffs)} of {blocks} blocks differ{said}")
+    for diff in diffs:
+        print(diff)
+    return True
+
+
+def _is_cluster_file(path: Path) -> bool:
+    """A file of an operator's steps (``properties.kafka.scenario``), run by its own runner."""
+    from properties.kafka.scenario import is_cluster_file
+    from properties.scenario import ScenarioError, parse
+
+    try:
+        return is_cluster_file(parse(path.read_text(encoding="utf-8"), str(path)))
+    except (ScenarioError, OSError, UnicodeDecodeError):
+        return False  # the model's runner says what is wrong with it
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -976,6 +999,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rewrite", action="store_true", help="write the model's outputs into the files as expected")
     p.add_argument("--impl", action="store_true",
                    help="also perform every step by the implementation, checked against the model after each")
+    p.add_argument("--kafka", action="store_true",
+                   help="also run each file, a file of an operator's steps, on a real Kafka cluster on 127.0.0.1")
+    p.add_argument("--version", help="with --kafka: the Kafka release (default 3.9.2; 3.4.0 to 3.9.x)")
     p.set_defaults(run=cmd_scenario)
 
     p = sub.add_parser("pin", help="turn a trace file or a failing seed (run, shrunk) into tests/regressions/NAME.json")

@@ -123,3 +123,43 @@ def test_kafka_run_reads_each_controller_on_its_own(tmp_path):
     )
     assert not run.in_dual_write()
     assert run.active_controller() is None
+
+
+class _Registrations:
+    """A stand-in for the observer's kazoo client: ``/brokers/ids/N`` exists while N is in ``ids``."""
+
+    def __init__(self, ids: set[int]) -> None:
+        self.ids = ids
+
+    def exists(self, path: str):
+        return object() if int(path.rsplit("/", 1)[1]) in self.ids else None
+
+
+def test_kafka_heal_of_a_killed_zk_broker_waits_for_its_old_registration(tmp_path, monkeypatch):
+    """A ZooKeeper-mode broker killed and started again before its session expired exits at start ("node
+    already exists and owner ... does not match current session", KafkaZkClient's CheckedEphemeral): the heal
+    waits for the old /brokers/ids/N to go, as an operator would, then starts it. A KRaft broker is started at
+    once (it registers with the controllers)."""
+    from properties.kafka.run import FaultPlan, Run
+
+    run = Run(RealRunPlan(seed=0), KAFKA, tmp_path)
+    run._operator = open(tmp_path / "operator.jsonl", "a")
+    run.observer = type("Observer", (), {"client": _Registrations({0})})()
+    process = run.cluster.node("broker-0", {"zookeeper.connect": "127.0.0.1:1"}, 64)
+    started: list[str] = []
+    monkeypatch.setattr(type(process), "start", lambda self: started.append(self.name))
+    fault = FaultPlan("roll-broker-1-migrating", 0.0, "kill-broker", 0, 1.0)
+    run.struck[id(fault)] = process
+    run._heal(fault)
+    assert started == [] and [(what, f) for _, what, f in run.pending] == [("heal", fault)]
+    run.observer.client.ids.clear()  # the old session expired
+    run.pending.clear()
+    run._heal(fault)
+    assert started == ["broker-0"]
+    kraft = run.cluster.node("broker-1", {"process.roles": "broker"}, 64)
+    run.observer.client.ids.add(1)  # a stale ephemeral a KRaft broker does not need
+    fault = FaultPlan("roll-broker-1-kraft", 0.0, "kill-broker", 1, 1.0)
+    run.struck[id(fault)] = kraft
+    run._heal(fault)
+    assert started == ["broker-0", "broker-1"]
+    run._operator.close()

@@ -561,3 +561,56 @@ def test_kafka_checks_zk_broker_fenced_before_its_kraft_successor_registers():
         rec(79, 1, "REGISTER_BROKER_RECORD", 9600, brokerId=1, brokerEpoch=79, isMigratingZkBroker=False, features=[]),
     ]
     assert CHECKS["NoKRaftBrokerTakesALiveZkBrokersId"](obs) == []
+
+
+def _recorded_34() -> Observed:
+    """A real Kafka 3.4.1 migration to dual write, as ``properties.kafka.run.load`` gives it (cut down)."""
+    from pathlib import Path
+
+    run = json.loads((Path(__file__).parent / "data" / "kafka-3.4-dual-write-checked-run.json").read_text())
+    obs = Observed(version=tuple(run["version"]))
+    obs.operator, obs.logs, obs.zk = run["operator"], run["logs"], run["zk"]
+    obs.metadata = {int(c): records for c, records in run["metadata"].items()}
+    return obs
+
+
+def test_kafka_34_migration_record_comes_before_the_migrated_topics():
+    """Kafka 3.4 writes its one ZkMigrationStateRecord (1, MIGRATION as 3.5+ reads it) when the migration begins,
+    in no transaction, then the migrated topics (KAFKA-14805: "a single ZkMigrationStateRecord(PRE_MIGRATION) at
+    the beginning of the migration"). Read as the migration's end, a real 3.4 run broke MigrationStateOnlyMovesForward
+    (unset -> MIGRATION) and InitialMigrationAllOrNothing (MIGRATION before its topics): both were kraftcheck's."""
+    obs = _recorded_34()
+    records = obs.metadata[3000]
+    state = next(r for r in records if r["type"] == "ZK_MIGRATION_STATE_RECORD")
+    assert state["offset"] < min(r["offset"] for r in records if r["type"] == "TOPIC_RECORD")
+    assert run_checks(obs) == []
+    # the checks still bite on 3.4: a topic missing from the migrated records, a state that moves back
+    lost = copy.deepcopy(obs)
+    lost.metadata[3000] = [r for r in records if not (r["type"] == "TOPIC_RECORD" and r["data"]["name"] == "orders")]
+    assert [v.invariant for v in run_checks(lost)] == ["InitialMigrationAllOrNothing"]
+    back = copy.deepcopy(obs)
+    back.metadata[3000].append(state | {"offset": records[-1]["offset"] + 1, "data": {"zkMigrationState": 0}})
+    assert "MigrationStateOnlyMovesForward" in [v.invariant for v in run_checks(back)]
+
+
+def test_kafka_gauge_shows_none_before_the_first_migration_state_commits():
+    """A real 3.9.2 run with three controllers: the first leader reported ZkMigrationState 0 (NONE) before the
+    PRE_MIGRATION it had just written (offset 3) committed. An image starts at NONE and a new controller
+    publishes its bootstrap records' image first, so a gauge may show a NONE the log never wrote, before the
+    log's first state only (KIP-866 §Migration Overview)."""
+    from pathlib import Path
+
+    from properties.kafka.checks import zk_migration_state_gauge_follows_the_log
+
+    run = json.loads((Path(__file__).parent / "data" / "kafka-3-controllers-gauge-none-run.json").read_text())
+    obs = Observed(version=tuple(run["version"]))
+    obs.jmx, obs.operator = run["jmx"], run["operator"]
+    obs.metadata = {int(c): records for c, records in run["metadata"].items()}
+    leader = [e for e in obs.jmx if e["process"] == "controller-3002" and e.get("metrics")]
+    assert [e["metrics"]["ZkMigrationState"] for e in leader][:3] == [-1, 0, PRE_MIGRATION]
+    assert zk_migration_state_gauge_follows_the_log(obs) == []
+    # a NONE after the log's PRE_MIGRATION was shown is still a gauge going back
+    back = copy.deepcopy(obs)
+    at = back.jmx.index(next(e for e in back.jmx if e.get("metrics", {}).get("ZkMigrationState") == PRE_MIGRATION))
+    back.jmx.insert(at + 1, back.jmx[at] | {"metrics": {"ZkMigrationState": 0}, "time": back.jmx[at]["time"] + 1})
+    assert [v.invariant for v in zk_migration_state_gauge_follows_the_log(back)] == [GAUGES_FOLLOW_THE_LOG]

@@ -300,3 +300,49 @@ def test_kafka_cli_refuses_an_unwritable_out(capsys):
     assert main(["kafka", "run", "--out", "/proc/kraftcheck-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--out /proc/kraftcheck-run" in err[0]
+
+
+def _registered_at_most_twice(obs):
+    """A seeded checker bug: "a ZooKeeper broker registers at most twice, at its start and at its roll into
+    migration mode". It forgets that a broker whose session expired registers again (KIP-380 §Proposed
+    Changes), so it fires on a real run only when a broker really lost its session and came back."""
+    from properties.kafka.checks import Violation
+
+    out = []
+    for path in obs.paths("/brokers/ids/"):
+        czxids = sorted({e["czxid"] for e in obs.existing(path)})
+        if len(czxids) > 2:
+            out.append(Violation("BrokerEpochGrowsWithEachRegistration", f"{path} registered {len(czxids)} times"))
+    return out
+
+
+@needs_real_zookeeper
+@pytest.mark.slow
+def test_kafka_shrink_makes_a_real_failing_run_short(tmp_path, monkeypatch, capsys):
+    """A real run broken by a seeded checker bug, shrunk on real clusters: seed 28 pauses broker 0 past its
+    session while broker 1 rolls (it registers a third time) and kills the controller during the write in dual
+    write. Only the pause is needed: the kill goes, the client's writes and the optional write go, and a broker
+    goes; broker 1's roll, during which the pause strikes, stays. The shrunk plan replays with --plan and breaks
+    the check again, and nothing is left running."""
+    from properties.kafka import checks
+    from properties.kafka.run import plan_from_json
+
+    monkeypatch.setitem(checks.CHECKS, "BrokerEpochGrowsWithEachRegistration", _registered_at_most_twice)
+    install.install(install.DEFAULT_VERSION)
+    folder = tmp_path / "run"
+    argv = ["kafka", "run", "--seed", "28", "--runbook", "dual-write", "--fault-count", "2", "--out", str(folder)]
+    assert main(argv) == 1
+    assert main(["kafka", "shrink", str(folder), "--shrink-minutes", "30", "--tries", "2"]) == 1
+    out = capsys.readouterr().out
+    assert "BrokerEpochGrowsWithEachRegistration shrunk: faults 2 -> 1" in out
+    shrunk = plan_from_json(json.loads((folder / "shrunk-plan.json").read_text()))
+    assert [(f.kind, f.step) for f in shrunk.schedule] == [("pause-broker", "roll-broker-1-migrating")]
+    assert (shrunk.brokers, shrunk.client, shrunk.skip) == (2, False, ("write-during-dual-write",))
+    log = json.loads((folder / "shrink.json").read_text())
+    assert log["finished"] and log["shrunk"]["size"]["steps"] < log["original"]["size"]["steps"]
+    assert _processes_under(folder) == []
+    replay = tmp_path / "replay"
+    assert main(["kafka", "run", "--plan", str(folder / "shrunk-plan.json"), "--out", str(replay)]) == 1
+    ran = json.loads((replay / "run.json").read_text())
+    assert plan_from_json(ran) == shrunk and ran["drawn"] is False
+    assert _processes_under(tmp_path) == []

@@ -101,7 +101,7 @@ def test_validation_lets_a_resumed_broker_find_its_session_lost():
 
 
 def test_validation_reads_a_34_migration_record_as_kafka_35_does(monkeypatch):
-    """3.4 wrote one ZkMigrationStateRecord, byte 1, when its migration was done; read with the KIP's
+    """3.4 wrote one ZkMigrationStateRecord, byte 1, when its migration began; read with the KIP's
     numbering (PRE_MIGRATION) no model path explains it after the migration."""
     obs, plan = recorded("kafka-3.4-dual-write-run.json")
     assert obs.migration_states[1].name == "MIGRATION"
@@ -300,3 +300,18 @@ def test_the_claim_is_read_in_each_releases_wording(line, claimed):
     logger = "(org.apache.kafka.metadata.migration.KRaftMigrationDriver)"
     events = parse_log_text(f"[2026-11-27 00:39:17,863] {line} {logger}", "controller-3000")
     assert [e["kind"] for e in events if e["kind"] == "driver-claimed"] == (["driver-claimed"] if claimed else [])
+
+
+def test_validation_lets_a_killed_stops_old_session_expire_before_its_restart_registers():
+    """A rollback's broker stopped 38 ms after a ZooKeeper controller was elected still named the KRaft
+    controller as its own, sent its controlled shutdown to the deprovisioned quorum, hung, and was killed 60 s
+    later; the runbook waited for its old registration to expire before it started it again, and the new
+    incarnation registered at a new czxid (KIP-380 §Proposed Changes). Nothing visible marks the expiry between
+    the kill and the start, so the model may place the old session's loss just after the start, within the
+    window a heal opens."""
+    obs, plan = recorded("kafka-rollback-killed-stop-restarted-run.json")
+    result = validate(obs, plan)
+    assert result.ok, "\n".join(result.report())
+    names = [str(a) for a in result.path]
+    crashed = names.index("CrashBroker(broker=0)")
+    assert "ExpireSession" in " ".join(names[crashed:]) and "RegisterBroker(broker=0)" in names[crashed:]

@@ -10,6 +10,10 @@ Rules:
   must be a folder every executor sees.
 - ``runs.parquet`` (a row per run) and ``violations.parquet`` (a row per violation) are rebuilt
   from the run folders after every run, and ``report.html`` at the end, each whole or not at all.
+- Once the runs are done, each check a run broke is shrunk once (``properties.kafka.shrink``), on
+  the first run that broke it, while the shrinking budget lasts: its folder gets ``shrunk-plan.json``
+  and ``shrink.json``, and the report shows the shrunk plan next to the original. A resumed
+  campaign does not shrink a check again that a run's folder already holds a shrink of.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from properties.files import replace_atomically, write_text
 from properties.kafka.install import Installation
 from properties.kafka.observe import describe
 from properties.kafka.run import RealRunPlan, Run, check_folder, timeline
+from properties.kafka.shrink import SHRINK_LOG, SHRUNK_PLAN, shrink_folder, step_names, summary
 
 
 def run_folder(out: Path, seed: int) -> Path:
@@ -95,10 +100,17 @@ def write_tables(out: Path) -> tuple[list[dict], list[dict]]:
                     "invariant": v["invariant"],
                     "message": v["message"],
                     "folder": str(folder.relative_to(out)),
+                    "shrunk": shrunk_text(folder, v["invariant"]),
                 }
             )
     schema_violations = pa.schema(
-        [("seed", pa.int64()), ("invariant", pa.string()), ("message", pa.string()), ("folder", pa.string())]
+        [
+            ("seed", pa.int64()),
+            ("invariant", pa.string()),
+            ("message", pa.string()),
+            ("folder", pa.string()),
+            ("shrunk", pa.string()),
+        ]
     )
     for name, rows, schema in (("runs", runs, None), ("violations", violations, schema_violations)):
         table = (
@@ -110,6 +122,38 @@ def write_tables(out: Path) -> tuple[list[dict], list[dict]]:
     return runs, violations
 
 
+def shrink_log(folder: Path, invariant: str) -> dict | None:
+    """The shrink the run's folder holds for ``invariant``, if any."""
+    path = folder / SHRINK_LOG
+    if not path.is_file():
+        return None
+    log = json.loads(path.read_text())
+    return log if log.get("invariant") == invariant else None
+
+
+def shrunk_text(folder: Path, invariant: str) -> str | None:
+    log = shrink_log(folder, invariant)
+    return None if log is None else summary(None, log=log)
+
+
+def shrink_violations(out: Path, kafka: Installation, minutes: float, tries: int, say: Callable[[str], None]) -> None:
+    """Each check some run broke, shrunk on the first run that broke it, while ``minutes`` last."""
+    began = time.monotonic()
+    _, violations = write_tables(out)
+    first: dict[str, Path] = {}
+    for v in violations:
+        first.setdefault(v["invariant"], out / v["folder"])
+    for invariant, folder in first.items():
+        if shrink_log(folder, invariant) is not None:
+            continue  # a resumed campaign: shrunk before
+        left = minutes * 60 - (time.monotonic() - began)
+        if left <= 0:
+            say(f"shrinking budget spent: {invariant} ({folder.name}) not shrunk")
+            continue
+        state = shrink_folder(folder, invariant, tries=tries, budget_s=left, say=say, kafka=kafka)
+        say(f"{folder.name} {invariant} shrunk: {summary(state, step_names(kafka))}")
+
+
 def campaign(
     plan: RealRunPlan,
     kafka: Installation,
@@ -118,8 +162,11 @@ def campaign(
     minutes: float | None,
     master: str | None,
     say: Callable[[str], None],
+    shrink_minutes: float | None = None,
+    tries: int = 2,
 ) -> tuple[list[dict], list[dict]]:
-    """Seeds 0.. while the budget lasts (``seeds`` runs, or ``minutes`` of wall time); the tables."""
+    """Seeds 0.. while the budget lasts (``seeds`` runs, or ``minutes`` of wall time), then, with
+    ``shrink_minutes``, each broken check shrunk; the tables."""
     out.mkdir(parents=True, exist_ok=True)
     write_text(
         out / "campaign.json",
@@ -143,6 +190,8 @@ def campaign(
             )
             write_tables(out)
             seed += 1
+    if shrink_minutes:
+        shrink_violations(out, kafka, shrink_minutes, tries, say)
     runs, violations = write_tables(out)
     write_text(out / "report.html", render(out, runs, violations))
     return runs, violations
@@ -198,6 +247,22 @@ def _excerpt(out: Path, folder: str, evidence: list[dict], around: int = 4) -> s
     return f"<table class='timeline'>{rows}</table>"
 
 
+def _shrunk(folder: Path, invariant: str) -> str:
+    """The run's plan next to its shrunk plan, when the check was shrunk on this run."""
+    log = shrink_log(folder, invariant)
+    if log is None:
+        return ""
+    rows = "".join(
+        f"<tr><th>{name}</th><td>{html.escape(log[key]['text'])}</td></tr>"
+        for name, key in (("original plan", "original"), ("shrunk plan", "shrunk"))
+    )
+    return (
+        f"<table class='shrink'>{rows}</table><p>shrunk: {html.escape(summary(None, log=log))}; each candidate "
+        f"judged by up to {log['tries']} real runs. Replay: <code>kraftcheck kafka run --plan "
+        f"{html.escape(str(folder / SHRUNK_PLAN))}</code></p>"
+    )
+
+
 def render(out: Path, runs: list[dict], violations: list[dict]) -> str:
     outcomes = Counter(r["outcome"].split(":")[0] for r in runs)
     traces = Counter(r.get("trace", "not checked") for r in runs)
@@ -223,6 +288,7 @@ def render(out: Path, runs: list[dict], violations: list[dict]) -> str:
         details.append(
             f"<h3>seed {v['seed']}: {html.escape(v['invariant'])}</h3><p>{html.escape(v['message'])}</p>"
             f"<p>re-check: <code>kraftcheck kafka check {html.escape(str(out / v['folder']))}</code></p>"
+            + _shrunk(out / v["folder"], v["invariant"])
             + _excerpt(out, v["folder"], evidence)
         )
     verdict = (

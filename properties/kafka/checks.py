@@ -68,9 +68,17 @@ class Observed:
         """ZkMigrationStateRecord's byte -> state, read as Kafka 3.5 and later read every log.
 
         Differs: the KIP numbers PRE_MIGRATION 1 and MIGRATION 2, and so did 3.4; but 3.4 wrote only
-        one record, 1, when the migration was done, so 3.5 swapped the two to read a 3.4 log as
-        MIGRATION (ZkMigrationState.java's comment). A 3.4 run's 1 is its migration's end."""
+        one record, 1 (PRE_MIGRATION), when the migration began, and none when it was done, so 3.5 swapped
+        the two to read a 3.4 log as MIGRATION (ZkMigrationState.java's comment, KAFKA-14805). A 3.4
+        run's 1 is its migration's beginning (``migration_record_begins``), read as MIGRATION."""
         return {b: s for s, b in STATE_BYTES[Profile.KAFKA_3_9].items()}
+
+    @property
+    def migration_record_begins(self) -> bool:
+        """Kafka 3.4 writes its one ZkMigrationStateRecord (byte 1, MIGRATION as 3.5+ reads it) when the
+        migration begins, before the migrated records, in no transaction, and nothing when it completes
+        (QuorumController.MigrationRecordConsumer.beginMigration, "Begin ZK Migration"; KAFKA-14805)."""
+        return self.version < (3, 5, 0)
 
     @property
     def extra_driver_transitions(self) -> frozenset[tuple[MigrationDriverState, MigrationDriverState]]:
@@ -552,7 +560,9 @@ def migration_state_moves_forward(obs: Observed) -> list[Violation]:
         previous: ZkMigrationState | None = None
         previous_record: dict | None = None
         for state, r in _migration_states(obs, records):
-            if state != previous and state not in STATE_ORDER[previous]:
+            # Differs: 3.4's one record is its migration's beginning, with no PRE_MIGRATION before it
+            first_of_34 = obs.migration_record_begins and previous is None and state is ZkMigrationState.MIGRATION
+            if state != previous and state not in STATE_ORDER[previous] and not first_of_34:
                 out.append(
                     Violation(
                         "MigrationStateOnlyMovesForward",
@@ -613,7 +623,11 @@ def failover_aborts_transaction(obs: Observed) -> list[Violation]:
 
 @check("InitialMigrationAllOrNothing")
 def initial_migration_all_or_nothing(obs: Observed) -> list[Violation]:
-    """MIGRATION counts only together with the migrated metadata: every topic ZooKeeper held before."""
+    """MIGRATION counts only together with the migrated metadata: every topic ZooKeeper held before.
+
+    Differs: 3.4 writes its record first and the migrated records after it, in no transaction (KIP-868's
+    transactions came in 3.6, and 3.9 refuses to start a migration without them, KAFKA-17457), so on 3.4
+    the topics are looked for in the whole log: a migration left partial shows there still."""
     out = []
     for controller, records in obs.metadata.items():
         live = _live_records(records)
@@ -621,7 +635,8 @@ def initial_migration_all_or_nothing(obs: Observed) -> list[Violation]:
         if not migrated:
             continue
         at = migrated[0]
-        topics = {r["data"]["name"] for r in live if r["type"] == "TOPIC_RECORD" and r["offset"] <= at["offset"]}
+        upto = live[-1]["offset"] if obs.migration_record_begins and live else at["offset"]
+        topics = {r["data"]["name"] for r in live if r["type"] == "TOPIC_RECORD" and r["offset"] <= upto}
         in_zk = {
             p.rsplit("/", 1)[1]
             for p in obs.paths("/brokers/topics/")
@@ -1114,6 +1129,10 @@ def zk_migration_state_gauge_follows_the_log(obs: Observed) -> list[Violation]:
     log = max(obs.metadata.values(), key=len)  # every controller's log agrees on what it committed
     states = [state for state, _ in _migration_states(obs, log)]
     order = [s for i, s in enumerate(states) if i == 0 or s != states[i - 1]] or [ZkMigrationState.NONE]
+    if order[0] is not ZkMigrationState.NONE:
+        # Differs: an image starts at NONE (FeaturesImage's default), and a new controller publishes the
+        # bootstrap records' image before its PRE_MIGRATION commits: the gauge shows a NONE the log never wrote
+        order = [ZkMigrationState.NONE, *order]
     out = []
     for process, runs in _incarnations(obs).items():
         if not process.startswith("controller-"):

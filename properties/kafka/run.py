@@ -28,7 +28,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -68,18 +68,6 @@ HEAP_MB = {"zk-broker": 320, "kraft-broker": 320, "controller": 256}
 
 
 @dataclass(frozen=True)
-class RealRunPlan:
-    """What one real run does; with the seed it fixes the schedule of steps and faults."""
-
-    seed: int
-    runbook: str = "finalize"
-    faults: str = "process"
-    brokers: int = 3
-    controllers: int = 1
-    fault_count: int = 1  # faults drawn for the run (at most one per runbook step)
-
-
-@dataclass(frozen=True)
 class FaultPlan:
     step: str  # the runbook step it strikes during
     delay_s: float  # after the step starts
@@ -88,8 +76,93 @@ class FaultPlan:
     duration_s: float  # how long until the heal (restart, SIGCONT, ZooKeeper back)
 
 
+# Steps the operations guide does not need for the migration or the rollback: metadata written while
+# it goes on, and the kraft runbook's feature updates after its upgrade. A shrunk plan may leave them out.
+OPTIONAL_STEPS = (
+    "write-during-dual-write",
+    "downgrade-metadata-version",
+    "unsafe-downgrade-metadata-version",
+    "create-data-after-features",
+)
+
+
+@dataclass(frozen=True)
+class RealRunPlan:
+    """What one real run does; with the seed it fixes the schedule of steps and faults.
+
+    A plan that a shrink reduced (``properties.kafka.shrink``) names its faults itself
+    (``schedule``, instead of the seed's draw), may leave out optional steps (``skip``) and the
+    client's writes (``client``); ``kraftcheck kafka run --plan FILE`` runs one exactly."""
+
+    seed: int
+    runbook: str = "finalize"
+    faults: str = "process"
+    brokers: int = 3
+    controllers: int = 1
+    fault_count: int = 1  # faults drawn for the run (at most one per runbook step)
+    schedule: tuple[FaultPlan, ...] | None = None  # these faults, not the seed's
+    skip: tuple[str, ...] = ()  # OPTIONAL_STEPS left out
+    client: bool = True  # the ledger's producer and its read-back (workload.py)
+
+
+class PlanError(ValueError):
+    """A plan file that cannot be run: the one-line reason."""
+
+
+def plan_from_json(data: object) -> RealRunPlan:
+    """A plan as ``run.json`` and ``shrunk-plan.json`` hold it (``{"plan": ..., "faults": [...]}``), with
+    its faults fixed: replaying it runs exactly these faults, whatever the seed would draw."""
+    if not isinstance(data, dict) or not isinstance(data.get("plan"), dict):
+        raise PlanError('expected a JSON object with a "plan" object (a run\'s run.json or a shrunk-plan.json)')
+    fields = {f for f in RealRunPlan.__dataclass_fields__}
+    plan = dict(data["plan"])
+    unknown = sorted(set(plan) - fields)
+    if unknown:
+        raise PlanError(f"plan: unknown key {unknown[0]!r}")
+    faults = data.get("faults", plan.get("schedule"))
+    try:
+        if faults is not None:
+            plan["schedule"] = tuple(FaultPlan(**f) for f in faults)
+        plan["skip"] = tuple(plan.get("skip", ()))
+        result = RealRunPlan(**plan)
+    except TypeError as e:
+        raise PlanError(f"plan: {e}") from None
+    if not isinstance(result.seed, int) or result.runbook not in RUNBOOKS or result.faults not in FAULT_MIXES:
+        raise PlanError(
+            f"plan: seed {result.seed!r}, runbook {result.runbook!r}, faults {result.faults!r} "
+            f"(runbooks: {', '.join(RUNBOOKS)}; faults: {', '.join(FAULT_MIXES)})"
+        )
+    for f in result.schedule or ():
+        if f.kind not in FAULT_KINDS["all"]:
+            raise PlanError(f"plan: unknown fault kind {f.kind!r}")
+    bad = sorted(set(result.skip) - set(OPTIONAL_STEPS))
+    if bad:
+        raise PlanError(f"plan: step {bad[0]!r} cannot be skipped (optional: {', '.join(OPTIONAL_STEPS)})")
+    return result
+
+
+def plan_json(plan: RealRunPlan, kafka: str) -> dict:
+    """The replayable form of ``plan``: what ``plan_from_json`` reads back."""
+    fields = asdict(plan)
+    faults = fields.pop("schedule")
+    return {"plan": fields, "kafka": kafka, "faults": faults}
+
+
+def plan_problem(plan: RealRunPlan, steps: list[str]) -> str | None:
+    """Why ``plan``'s faults cannot run on ``steps`` (a step the runbook lacks, a victim the cluster lacks)."""
+    for f in plan.schedule or ():
+        if f.step not in steps:
+            return f"fault {f.kind} strikes during {f.step!r}, a step runbook {plan.runbook} lacks here"
+        count = plan.brokers if f.kind.endswith("broker") else plan.controllers
+        if f.kind != "zk-outage" and not 0 <= f.target < count:
+            return f"fault {f.kind} targets {f.target}, which a cluster of {count} lacks"
+    return None
+
+
 def schedule_faults(plan: RealRunPlan, steps: list[str]) -> list[FaultPlan]:
-    """The seed's faults: each on a step where its victim exists, no two on one step."""
+    """The seed's faults: each on a step where its victim exists, no two on one step (or the plan's own)."""
+    if plan.schedule is not None:
+        return sorted(plan.schedule, key=lambda f: steps.index(f.step) if f.step in steps else len(steps))
     # a KRaft-born cluster has no ZooKeeper to fault
     kinds = [k for k in FAULT_KINDS[plan.faults] if plan.runbook != "kraft" or k not in ZOOKEEPER_FAULTS]
     rng = random.Random(plan.seed)
@@ -141,6 +214,7 @@ class Run:
     last_heal: float = 0.0
     dumps: int = 0
     struck: dict[int, Process] = field(default_factory=dict)  # id(fault) -> its victim, until healed
+    deferred: dict[int, float] = field(default_factory=dict)  # id(fault) -> when its heal first waited
     outage_ended: float | None = None  # when the last ZooKeeper outage healed
     deprovisioned: set[int] = field(default_factory=set)  # controllers the rollback stopped for good
     started: float = field(default_factory=time.monotonic)
@@ -253,11 +327,36 @@ class Run:
             self.last_heal = time.monotonic()
             self.note("heal-skipped", fault=fault.kind, process=victim.name, why="already running again")
             return
+        elif self._old_registration(fault, victim):
+            # a ZooKeeper-mode broker started while its killed incarnation's registration lives on refuses
+            # to start (KafkaZkClient's CheckedEphemeral: "node already exists and owner ... does not match
+            # current session") and exits: as an operator would, start it once the old session has expired
+            self.struck[id(fault)] = victim
+            self.pending.append((time.monotonic() + 0.5, "heal", fault))
+            return
         else:
             victim.start()
         self.last_heal = time.monotonic()
         self.note("heal", fault=fault.kind, process=victim.name)
         self.say(f"  heal: {victim.name}")
+
+    def _old_registration(self, fault: FaultPlan, victim: Process) -> bool:
+        """A killed ZooKeeper-mode broker's ``/brokers/ids/N`` is still there, and its heal has waited less
+        than a session timeout and a start's time for it to go."""
+        if fault.kind != "kill-broker" or self.observer is None:
+            return False
+        first = self.deferred.setdefault(id(fault), time.monotonic())
+        if time.monotonic() - first > ZK_SESSION_TIMEOUT_MS / 1000 + 30:
+            return False
+        config = victim.folder / "server.properties"
+        if not config.is_file() or "process.roles=" in config.read_text():
+            return False  # a KRaft broker registers with the controllers, not in ZooKeeper
+        from kazoo.exceptions import KazooException
+
+        try:
+            return self.observer.client.exists(f"/brokers/ids/{fault.target}") is not None
+        except KazooException:  # ZooKeeper is down: the broker will give up and be started again (wait)
+            return False
 
     def settle(self) -> None:
         """Lets every scheduled fault strike and heal, then waits for the runbook's end state again."""
@@ -387,6 +486,10 @@ class Run:
     # ---- the runbook --------------------------------------------------------------------------
 
     def steps(self) -> list[tuple[str, Callable[[], None]]]:
+        """The runbook's steps in order, but those the plan skips."""
+        return [(name, action) for name, action in self.runbook_steps() if name not in self.plan.skip]
+
+    def runbook_steps(self) -> list[tuple[str, Callable[[], None]]]:
         """The runbook's steps in order: KIP-866's migration, and Kafka 3.9's rollback where one is allowed."""
         runbook, brokers = self.plan.runbook, range(self.plan.brokers)
         if runbook == "kraft":  # KIP-500 and KIP-584 on a KRaft-born cluster (Kafka 4.x has no other)
@@ -493,14 +596,28 @@ class Run:
         )
 
     def zk_controller(self) -> bool:
-        """A ZooKeeper broker holds /controller (a KRaft controller writes its Raft epoch there, >= 0)."""
+        """A ZooKeeper broker holds /controller (a KRaft controller writes its Raft epoch there, >= 0) and has
+        said it is ready to serve at the epoch of /controller_epoch: by then it has sent every broker the
+        UpdateMetadata that names it. A migrating broker stopped while it still names the KRaft controller
+        sends its controlled shutdown there (KafkaServer.controlledShutdown, KAFKA-14304), to a quorum the
+        rollback deprovisioned, and hangs."""
+        from kazoo.exceptions import NoNodeError
+
         found = self.observer.client.exists("/controller")
         if found is None:
             return False
-        data, _ = self.observer.client.get("/controller")
         try:
-            return json.loads(data).get("kraftControllerEpoch", -1) < 0
-        except ValueError:
+            data, _ = self.observer.client.get("/controller")
+            epoch, _ = self.observer.client.get("/controller_epoch")
+            controller = json.loads(data)
+            broker = self.cluster.processes.get(f"broker-{controller.get('brokerid')}")
+            ready = f"Ready to serve as the new controller with epoch {int(epoch)}"
+            return (
+                controller.get("kraftControllerEpoch", -1) < 0
+                and broker is not None
+                and ready in broker.log_since(broker.start_offset)
+            )
+        except (ValueError, NoNodeError):  # gone meanwhile, or not yet written
             return False
 
     def reach_zk_controller(self) -> None:
@@ -579,6 +696,8 @@ class Run:
     def create_data(self) -> None:
         self.create_topics([("orders", 3, 2), ("payments", 2, 2)], {"retention.ms": "3600000"})
         self.create_topics([(TOPIC, 3, 3)], {"min.insync.replicas": str(min(2, self.plan.brokers))})
+        if not self.plan.client:
+            return
         self.writer = LedgerWriter(self.bootstrap, self.folder / "client.jsonl", quiet_logger("producer"))
         self.writer.start()
 
@@ -743,10 +862,9 @@ class Run:
         (self.folder / "run.json").write_text(
             json.dumps(
                 {
-                    "plan": asdict(self.plan),
-                    "kafka": self.install.version,
+                    **plan_json(replace(self.plan, schedule=tuple(self.faults)), self.install.version),
+                    "drawn": self.plan.schedule is None,  # the faults the seed drew, or the plan's own
                     "lib": str(self.install.lib),
-                    "faults": [asdict(f) for f in self.faults],
                 },
                 indent=1,
             )
