@@ -679,9 +679,11 @@ class BrokerNode(Node):
                     self.metadata_live = tuple(sorted(set(self.metadata_live) | set(live)))
                 elif kraft:
                     self.metadata_live = live
-            case StopReplica(partition=p):
+            case StopReplica(partition=p, delete_partition=delete):
                 local = self.replicas.get(p)
-                if local is not None:
+                if local is not None and delete:
+                    del self.replicas[p]  # ReplicaManager.stopReplicas: the partition is no longer hosted
+                elif local is not None:
                     self.replicas[p] = (local[0], ReplicaRole.STOPPED)
         return None
 

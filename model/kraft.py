@@ -232,6 +232,14 @@ class MetadataImage(Record):
         return ZkMigrationState.NONE if self.migration is None else self.migration
 
     @property
+    def bootstrapped_migration(self) -> ZkMigrationState | None:
+        """The migration state once the log is bootstrapped, None before: a bootstrapped log without a
+        ZkMigrationStateRecord (kafka-3.9's KRaft-born bootstrap below 3.6-IV1) is NONE, as Kafka reads it."""
+        if self.migration is None and self.metadata_version is None:
+            return None
+        return self.migration_state
+
+    @property
     def is_empty(self) -> bool:
         """Kafka's MetadataImage.isEmpty: no metadata replayed yet (a prefix of control records only, such as
         a new leader's LeaderChange before its bootstrap records commit)."""

@@ -433,10 +433,13 @@ def decide_activation(
         # KIP-866 §Misconfigurations: a migration is in progress and this controller lacks the flag.
         return Refused(None, "the migration is in {} and zookeeper.metadata.migration.enable is false "
                              "(KIP-866 §Misconfigurations)", (current.name,))
-    if current is ZkMigrationState.NONE and flag and image.migration is not None:
-        if variant.profile is Profile.KAFKA_3_9:
-            # Differs: Kafka 3.9 throws at activation; the KIP only says such a cluster never migrates.
-            return Refused(None, "Should not have ZK migrations enabled on a cluster that was created in KRaft mode.")
+    if current is ZkMigrationState.NONE and flag and variant.profile is Profile.KAFKA_3_9:
+        # A log with no ZkMigrationStateRecord is NONE to Kafka too (recordsForNonEmptyLog).
+        # Differs: Kafka 3.9 throws at activation; the KIP only says such a cluster never migrates.
+        if image.metadata_version is not None and image.metadata_version < Ibp.IBP_3_4_IV0:
+            return Refused(None, "Should not have ZK migrations enabled on a cluster running metadata.version {}",
+                           (image.metadata_version.name,))
+        return Refused(None, "Should not have ZK migrations enabled on a cluster that was created in KRaft mode.")
     return records
 
 
@@ -446,10 +449,12 @@ BOOTSTRAP_TRANSACTION = "Bootstrap records"
 def bootstrap_records(mv: Ibp, flag: bool, variant: Variant) -> list[MetadataRecord]:
     """What activation appends to an empty log (ActivationRecordsGenerator.recordsForEmptyLog): the
     bootstrap metadata.version and the migration state, PRE_MIGRATION with the migration flag."""
-    records: list[MetadataRecord] = [
-        FeatureLevelRecord(METADATA_VERSION, mv),
-        ZkMigrationStateRecord(ZkMigrationState.PRE_MIGRATION if flag else ZkMigrationState.NONE),
-    ]
+    records: list[MetadataRecord] = [FeatureLevelRecord(METADATA_VERSION, mv)]
+    if variant.profile is Profile.KAFKA_3_9 and mv < Ibp.IBP_3_6_IV1 and not flag:
+        # Differs: below 3.6-IV1 Kafka 3.9 writes no ZkMigrationStateRecord for a KRaft-born log (NONE is
+        # implied; 3.5 to 3.8 wrote one from 3.4-IV0, 3.4 none at all); kip's bootstrap writes NONE.
+        return records
+    records.append(ZkMigrationStateRecord(ZkMigrationState.PRE_MIGRATION if flag else ZkMigrationState.NONE))
     if variant.profile is Profile.KAFKA_3_9 and mv >= Ibp.IBP_3_6_IV1:
         # Differs: from 3.6-IV1 Kafka 3.9 writes the bootstrap records in a metadata transaction (KIP-868).
         return [BeginTransactionRecord(BOOTSTRAP_TRANSACTION), *records, EndTransactionRecord()]

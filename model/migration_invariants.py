@@ -118,7 +118,7 @@ def dual_writes_only_in_dual_write_states(before: ClusterState, action: Action, 
 )
 def initial_migration_all_or_nothing(state: ClusterState) -> bool:
     image = committed_image(state)
-    if image.migration not in (None, ZkMigrationState.PRE_MIGRATION):
+    if image.bootstrapped_migration not in (None, ZkMigrationState.PRE_MIGRATION):
         return True  # migrated, or a KRaft-born cluster whose metadata never came from ZooKeeper
     return not image.partitions and image.config is None
 

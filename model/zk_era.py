@@ -935,11 +935,13 @@ def deliver_message(state: ClusterState, m: Message, variant: Variant) -> Result
                 dest = dest.replace(metadata_live=tuple(sorted(set(dest.metadata_live) | set(live))))
             elif kraft:
                 dest = dest.replace(metadata_live=live)
-        case StopReplica(partition=p):
+        case StopReplica(partition=p, delete_partition=delete):
             local = dest.replicas[p]
             if local is not None:
+                # KIP-380 §Public Interfaces (StopReplicaRequest's delete_partitions): ReplicaManager.stopReplicas
+                # removes a deleted partition from the broker (it hosts it no more); otherwise it stops fetching.
                 replicas = list(dest.replicas)
-                replicas[p] = local.replace(role=ReplicaRole.STOPPED)
+                replicas[p] = None if delete else local.replace(role=ReplicaRole.STOPPED)
                 dest = dest.replace(replicas=tuple(replicas))
     return put_broker(state, dest)
 

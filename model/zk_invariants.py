@@ -20,8 +20,10 @@ from model.actions import (
     ElectPartitionLeader,
     InitializeController,
     ProcessBrokerChange,
+    Redeliver,
     UpdateFeatures,
 )
+from model.harness import Inject
 from model.registry import always, eventually, section, sometimes, transition
 from model.state import (
     BROKER_IDS,
@@ -32,6 +34,7 @@ from model.state import (
     ControlledShutdown,
     ControllerRole,
     PartitionState,
+    StopReplica,
     znode_data,
 )
 from model.types import (
@@ -295,20 +298,41 @@ section("Partitions")
 
 @transition(
     "LeaderEpochsNeverDecrease",
-    "A partition's leader epoch never decreases, in ZooKeeper or in a running broker.",
-    "KIP-380 §Motivation (LeaderAndIsr ordering); KIP-500 §Broker States (leader epochs)",
+    "A partition's leader epoch never decreases, in ZooKeeper or in a running broker; a running broker's "
+    "replica vanishes only when a StopReplica deletes it.",
+    "KIP-380 §Motivation (LeaderAndIsr ordering), §Public Interfaces (StopReplica's delete_partitions); "
+    "KIP-500 §Broker States (leader epochs)",
 )
 def leader_epochs_never_decrease(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.zk.nodes is not before.zk.nodes:
         for old, new in zip(_partitions(before), _partitions(after)):
             if new.leader_epoch < old.leader_epoch:
                 return False
+    deleted = _deleted_replica(action)
     for b_old, b_new in zip(before.brokers, after.brokers):
         if b_old is not b_new and b_old.alive and b_new.alive:
-            for r_old, r_new in zip(b_old.replicas, b_new.replicas):
-                if r_old is not None and (r_new is None or r_new.leader_epoch < r_old.leader_epoch):
+            for p, (r_old, r_new) in enumerate(zip(b_old.replicas, b_new.replicas)):
+                if r_old is None:
+                    continue
+                # A deleted partition is gone from the broker, as the controller asked; a broker that
+                # hosts it again starts from the request that re-creates it.
+                if r_new is None and deleted != (b_new.id, p):
+                    return False
+                if r_new is not None and r_new.leader_epoch < r_old.leader_epoch:
                     return False
     return True
+
+
+def _deleted_replica(action: Action) -> tuple[BrokerId, PartitionId] | None:
+    """The (broker, partition) a delivered StopReplica with delete_partitions removes, if the step is one
+    (from the network, or a script's request delivered at once)."""
+    if isinstance(action, (Deliver, Redeliver)):
+        m: object = action.message
+    elif isinstance(action, Inject) and action.deliver:
+        m = action.request
+    else:
+        return None
+    return (m.dest, m.partition) if isinstance(m, StopReplica) and m.delete_partition else None
 
 
 LeaderTerm = tuple[BrokerId, BrokerEpoch, ControllerEpoch]  # who led, in which generation, sent by which controller

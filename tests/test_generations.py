@@ -322,3 +322,22 @@ def test_fast_bounce_of_a_partition_leader_runs_broker_failure_before_startup():
     state = run(state, StopBroker(1), RestartBroker(1), OpenSession(1), RegisterBroker(1), ProcessBrokerChange(0))
     assert state.brokers[0].controller.epochs() == {0: 6, 1: 13}
     assert znode(state, partition_state_path(0)).data == PartitionState(0, 1, (0,), 1)
+
+
+def test_leader_epochs_never_decrease_lets_only_a_deleting_stop_replica_remove_a_replica():
+    """KIP-380 §Public Interfaces: StopReplicaRequest's delete_partitions removes the partition from the
+    broker, a step LeaderEpochsNeverDecrease allows; a running broker's replica vanishing on any other
+    step (a StopReplica that only stops it) breaks it."""
+    from model.harness import Inject
+    from model.zk_invariants import leader_epochs_never_decrease
+
+    state = initial_state(TWO_PARTITIONS)
+    b = state.brokers[1]
+    assert b.replicas[0] is not None
+    deleting = StopReplica(0, 1, b.epoch, dest=1, partition=0, delete_partition=True)
+    taken = step(state, Inject(deleting), CORRECT)
+    assert taken is not None and taken.brokers[1].replicas[0] is None
+    assert leader_epochs_never_decrease(state, Inject(deleting), taken)
+    stopping = deleting.replace(delete_partition=False)
+    assert not leader_epochs_never_decrease(state, Inject(stopping), taken)
+    assert not leader_epochs_never_decrease(state, Inject(deleting.replace(partition=1)), taken)

@@ -263,6 +263,24 @@ def test_controller_moves_leadership_on_controlled_shutdown():
     assert broker(diff, 1).replicas[1][1] is ReplicaRole.STOPPED
 
 
+def test_broker_stop_replica_with_delete_partitions_no_longer_hosts_the_partition():
+    """KIP-380 §Public Interfaces (StopReplicaRequest's delete_partitions), BrokerEpochIntegrationTest's
+    testControlRequestWithNewerBrokerEpoch: a current-generation StopReplica that deletes the partition
+    removes it from the broker (ReplicaManager.stopReplicas), where one that does not only stops it; the
+    model does the same and LeaderEpochsNeverDecrease holds on both steps."""
+    from model.harness import Inject
+
+    diff = Differential(TWO_PARTITIONS)
+    epoch = diff.model.brokers[1].epoch
+    controller_epoch = broker(diff, 1).controller_epoch
+    stop = StopReplica(B0, controller_epoch, epoch, dest=B1, partition=PartitionId(1), delete_partition=False)
+    run(diff, Inject(stop))
+    assert broker(diff, 1).replicas[1][1] is ReplicaRole.STOPPED
+    run(diff, Inject(stop.replace(partition=PartitionId(0), delete_partition=True)))
+    assert 0 not in broker(diff, 1).replicas and 1 in broker(diff, 1).replicas
+    assert diff.model.brokers[1].replicas[0] is None
+
+
 def test_controller_ignores_controlled_shutdown_of_an_earlier_generation():
     """KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations."""
     diff = Differential(SCOPES["bounce"])

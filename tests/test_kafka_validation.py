@@ -111,6 +111,38 @@ def test_validation_reads_a_34_migration_record_as_kafka_35_does(monkeypatch):
     assert result.unexplained is not None and result.unexplained.event["type"] == "ZK_MIGRATION_STATE_RECORD"
 
 
+def test_validation_shows_a_kraft_born_bootstrap_as_each_release_writes_it():
+    """ActivationRecordsGenerator.recordsForEmptyLog by release: 3.4 and 4.x write no ZkMigrationStateRecord
+    for a KRaft-born log, 3.5 to 3.8 NONE from 3.4-IV0, 3.9 NONE from 3.6-IV1 (KAFKA-17457), as the
+    model's kafka-3.9 profile does. Only where the release's rule is not its profile's is the model's
+    record shown otherwise; a 3.9 run at 3.4-IV0 is the model's own log."""
+    from model.bugs import Variant
+    from model.kraft import ControllerConfig, KRaftEpoch, LogEntry, MetadataImage
+    from model.kraft_quorum import bootstrap_records
+    from model.migration import Profile
+    from model.types import Ibp
+    from properties.kafka.validate import Shape, release_writes_none, view
+
+    releases = ((3, 4, 1), (3, 5, 2), (3, 8, 1), (3, 9, 0), (4, 1, 1))
+    assert [release_writes_none(v, Ibp.IBP_3_4_IV0) for v in releases] == [False, True, True, False, False]
+    assert release_writes_none((3, 9, 0), Ibp.IBP_3_6_IV1) and not release_writes_none((3, 5, 2), Ibp.IBP_3_3_IV0)
+    obs, plan = recorded("kafka-4-kraft-run.json")
+    state = Shape.of(plan, obs.version).initial()
+    c = state.controllers[0]
+
+    def seen(level: Ibp, profile: Profile, version: tuple[int, int, int]) -> object:
+        log = tuple(LogEntry(KRaftEpoch(1), r) for r in bootstrap_records(level, False, Variant(profile=profile)))
+        bootstrapped = c.replace(log=log, high_watermark=len(log), config=ControllerConfig(False, level))
+        return view(state.replace(controllers=(bootstrapped,)), version)[("migration",)]
+
+    assert seen(Ibp.IBP_3_4_IV0, Profile.KAFKA_3_9, (3, 9, 0)) is None  # the model's own: no record
+    assert seen(Ibp.IBP_3_6_IV1, Profile.KAFKA_3_9, (3, 9, 0)) is ZkMigrationState.NONE
+    assert seen(Ibp.IBP_3_4_IV0, Profile.KAFKA_3_9, (3, 5, 2)) is ZkMigrationState.NONE  # 3.5 wrote it
+    assert seen(Ibp.IBP_3_6_IV1, Profile.KAFKA_3_9, (4, 1, 1)) is None  # 4.x writes none
+    assert seen(Ibp.IBP_3_3_IV0, Profile.KIP, (3, 4, 1)) is None  # 3.4 wrote none
+    assert MetadataImage().migration is None
+
+
 def _feature_updates(obs: Observed) -> list[dict]:
     return [e for e in obs.operator if e.get("action") == "update-features"]
 

@@ -402,3 +402,36 @@ def test_activation_is_a_decision_with_kafkas_reasons():
     ]
     misconfigured = decide_activation(migrating, without_flag, CORRECT, lambda: False)
     assert isinstance(misconfigured, Refused) and "KIP-866 §Misconfigurations" in misconfigured.reason
+
+
+def test_activation_of_a_kraft_born_log_below_3_6_iv1_writes_no_migration_state():
+    """ActivationRecordsGenerator.recordsForEmptyLog in Kafka 3.9 (KAFKA-17457): a KRaft-born quorum
+    formatted below 3.6-IV1 bootstraps metadata.version alone, NONE implied; from 3.6-IV1 NONE is written
+    in the bootstrap transaction; kip writes NONE at every level. Such a log restarted with the migration
+    flag is refused as one with the record is (recordsForNonEmptyLog), below 3.4-IV0 for its level."""
+    from model.bugs import Variant
+    from model.kraft import MetadataImage
+    from model.kraft_quorum import decide_activation
+    from model.scopes import KRAFT_ONLY, MIGRATING
+
+    kafka = Variant(profile=Profile.KAFKA_3_9)
+    empty = MetadataImage()
+
+    def names(records: object) -> list[str]:
+        assert isinstance(records, list)
+        return [type(r).__name__ for r in records]
+
+    assert names(decide_activation(empty, KRAFT_ONLY, kafka, lambda: True)) == ["FeatureLevelRecord"]
+    assert names(decide_activation(empty, KRAFT_ONLY, CORRECT, lambda: True)) == [
+        "FeatureLevelRecord", "ZkMigrationStateRecord"
+    ]
+    assert names(decide_activation(empty, KRAFT_ONLY.replace(metadata_version=Ibp.IBP_3_6_IV1), kafka,
+                                   lambda: True)) == [
+        "BeginTransactionRecord", "FeatureLevelRecord", "ZkMigrationStateRecord", "EndTransactionRecord"
+    ]
+    no_record = MetadataImage(metadata_version=Ibp.IBP_3_4_IV0)
+    threw = decide_activation(no_record, MIGRATING, kafka, lambda: True)
+    assert isinstance(threw, Refused) and "created in KRaft mode" in threw.reason
+    too_low = decide_activation(no_record.replace(metadata_version=Ibp.IBP_3_3_IV0), MIGRATING, kafka, lambda: True)
+    assert isinstance(too_low, Refused) and "running metadata.version IBP_3_3_IV0" in too_low.reason
+    assert decide_activation(no_record, KRAFT_ONLY, kafka, lambda: True) == []

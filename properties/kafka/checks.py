@@ -32,6 +32,12 @@ CROSS_CHANNEL_SLACK_MS = 500
 MODEL = {p.name: p for p in PROPERTIES}
 
 
+def profile_of(version: tuple[int, int, int]) -> Profile:
+    """The model's rules a Kafka release follows: 3.4 predates the differences ``kafka-3.9`` marks
+    (it migrates from 3.4-IV0, with no metadata transactions)."""
+    return Profile.KIP if version < (3, 5, 0) else Profile.KAFKA_3_9
+
+
 @dataclass(frozen=True)
 class Violation:
     invariant: str
@@ -55,9 +61,7 @@ class Observed:
 
     @property
     def profile(self) -> Profile:
-        """The model's rules the release follows: 3.4 predates the differences ``kafka-3.9`` marks
-        (it migrates from 3.4-IV0, with no metadata transactions)."""
-        return Profile.KIP if self.version < (3, 5, 0) else Profile.KAFKA_3_9
+        return profile_of(self.version)
 
     @property
     def migration_states(self) -> dict[int, ZkMigrationState]:

@@ -99,16 +99,17 @@ from model.kraft import (
     QuorumRole,
     UpgradeType,
     ZkMigrationState,
+    ZkMigrationStateRecord,
     image_of,
 )
-from model.kraft_quorum import fresh_kraft_process
+from model.kraft_quorum import bootstrap_records, fresh_kraft_process
 from model.migration import KRaftControllerZNode, MigrationDriverState
 from model.scopes import SAME_RANGE, Scope, cold_state
 from model.state import CONTROLLER, CONTROLLER_EPOCH, Budget, ClusterState, broker_path, znode_data
 from model.step import candidate_actions, step
 from model.transitions import put_broker
 from model.types import BrokerId, Ibp
-from properties.kafka.checks import Observed, _live_records
+from properties.kafka.checks import Observed, _live_records, profile_of
 from properties.kafka.configs import kraft_born_levels
 from properties.kafka.observe import describe, merge
 
@@ -326,9 +327,10 @@ def view(state: ClusterState, version: tuple[int, int, int] = (3, 9, 0)) -> dict
 
     Differs: Kafka 3.4's driver went from ZK_MIGRATION straight to KRAFT_CONTROLLER_TO_BROKER_COMM
     (3.5 added SYNC_KRAFT_TO_ZK between) and its quorum wrote no PRE_MIGRATION record at bootstrap
-    (3.5 added it); a KRaft-born cluster bootstrapped below 3.4-IV0 (isMigrationSupported), and Kafka
-    4.x without ZooKeeper, write no ZkMigrationStateRecord at all (NONE is implied). The model
-    writes both (reference §1.1)."""
+    (3.5 added it). The model writes both (reference §1.1). Whether a KRaft-born cluster's bootstrap
+    holds a ZkMigrationStateRecord (NONE) depends on the release (``release_writes_none``); the model's
+    profile follows 3.9 (``kafka-3.9``) or writes it always (``kip``, which 3.4 runs follow), and where
+    the release's rule is another, its log is shown as the release writes it."""
     legacy_driver = version < (3, 5, 0)
     out: dict[tuple, object] = {}
     for c in state.controllers:
@@ -353,17 +355,39 @@ def view(state: ClusterState, version: tuple[int, int, int] = (3, 9, 0)) -> dict
     levels = [e.record.level for e in (committed.log[: committed.high_watermark] if committed else ())
               if isinstance(e.record, FeatureLevelRecord) and e.record.name == METADATA_VERSION]
     out[("migration",)] = image.migration  # None: no ZkMigrationStateRecord committed
-    born_without_record = version >= (4, 0, 0) or (bool(levels) and levels[0] < Ibp.IBP_3_4_IV0)
-    if (legacy_driver and image.migration is ZkMigrationState.PRE_MIGRATION) or (
-        born_without_record and image.migration is ZkMigrationState.NONE
-    ):
+    if legacy_driver and image.migration is ZkMigrationState.PRE_MIGRATION:
         out[("migration",)] = None
+    if levels and image.migration in (None, ZkMigrationState.NONE):  # KRaft-born: the bootstrap's record, if any
+        out[("migration",)] = _as_release_writes(image.migration, levels[0], version)
     # how many times metadata.version was set, and to what: each setting shows once
     out[("metadata.version",)] = (len(levels), levels[-1]) if levels else None
     for b in state.brokers:
         registration = image.registration(b.id)
         out[("kraft-registered", b.id)] = None if registration is None else registration.epoch
     return out
+
+
+def release_writes_none(version: tuple[int, int, int], level: Ibp) -> bool:
+    """Whether Kafka ``version`` bootstraps a KRaft-born log at ``level`` with a ZkMigrationStateRecord
+    (NONE), in ActivationRecordsGenerator.recordsForEmptyLog (QuorumController in 3.5, 3.6): 3.4 wrote
+    none (NONE was the default), 3.5 to 3.8 one from 3.4-IV0 (isMigrationSupported), 3.9 one from
+    3.6-IV1 (isMetadataTransactionSupported, KAFKA-17457), and 4.x, without ZooKeeper, none."""
+    if version < (3, 5, 0) or version >= (4, 0, 0):
+        return False
+    return level >= (Ibp.IBP_3_6_IV1 if version >= (3, 9, 0) else Ibp.IBP_3_4_IV0)
+
+
+def _as_release_writes(
+    written: ZkMigrationState | None, level: Ibp, version: tuple[int, int, int]
+) -> ZkMigrationState | None:
+    """A KRaft-born log's migration record as the model's profile wrote it, or as the release writes it
+    where the two rules part (3.4 and 4.x write none; 3.5 to 3.8 one from 3.4-IV0, which ``kafka-3.9``
+    writes from 3.6-IV1)."""
+    model_writes = any(isinstance(r, ZkMigrationStateRecord)
+                       for r in bootstrap_records(level, False, Variant(profile=profile_of(version))))
+    if model_writes == release_writes_none(version, level):
+        return written
+    return ZkMigrationState.NONE if release_writes_none(version, level) else None
 
 
 # Facts read from the committed metadata log: the real log is read once, at the end, so each

@@ -190,12 +190,13 @@ UNINITIALIZED, INACTIVE = DRIVER_CODES[D.UNINITIALIZED], DRIVER_CODES[D.INACTIVE
 _FRESH = Driver()  # what a (re)started controller with the flag begins with
 UNKNOWN_VERSION = _FRESH.zk_epoch_version  # a driver's version of a znode it has not read (-2)
 
-# The migration state a log holds (its last ZkMigrationStateRecord: image_of(log).migration), None for none.
+# The migration state a log holds (image_of(log).bootstrapped_migration), None before its bootstrap.
 M = ZkMigrationState
 STATE_CODES: dict[ZkMigrationState | None, int] = {None: 0, M.NONE: 1, M.PRE_MIGRATION: 2, M.MIGRATION: 3,
                                                    M.POST_MIGRATION: 4}
 NO_STATE, NONE_STATE, PRE, MIG, POST = (STATE_CODES[k] for k in (None, M.NONE, M.PRE_MIGRATION, M.MIGRATION,
                                                                   M.POST_MIGRATION))
+
 
 
 def _closure(order: dict) -> set[tuple]:
@@ -311,7 +312,7 @@ def project(state: ClusterState) -> Projection:
     out["migration_version"] = 0 if migration is None else migration.version
     out["migration_epoch"] = 0 if migration is None else int(migration.data.kraft_controller_epoch)
     out["handed_back"] = state.history.handed_back is not None
-    out["committed_state"] = STATE_CODES[image_of(state.history.committed).migration]
+    out["committed_state"] = STATE_CODES[image_of(state.history.committed).bootstrapped_migration]
     out["single_voter"] = len(state.controllers) == 1
     budget = state.budget
     out.update(
@@ -340,7 +341,7 @@ def project(state: ClusterState) -> Projection:
             "leads": is_active(c),
             "awaiting": c.alive and c.role is QuorumRole.LEADER and not c.active,
             "resigned": c.alive and c.role is QuorumRole.RESIGNED,
-            "log_state": STATE_CODES[image_of(c.log).migration],
+            "log_state": STATE_CODES[image_of(c.log).bootstrapped_migration],
             **(
                 NO_DRIVER_FIELDS if d is None else {
                     "driver": DRIVER_CODES[d.state], "driver_epoch": int(d.kraft_epoch), "driver_leader": d.leader,
