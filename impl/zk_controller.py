@@ -18,7 +18,8 @@ Rules:
   same multi, so ZooKeeper hands out the same zxids.
 
 Seeds: KIP-380 (§Controller Detects Bounced Broker, §Controller Rejects ControlledShutdownRequest),
-KIP-584 (§Feature ZK node status, §Controller, §Broker protections), KIP-866 §Controller Leadership.
+KIP-584 (§Feature ZK node status, §Changes to Kafka Controller, §Broker protections), KIP-866 §Controller
+Leadership.
 """
 
 from __future__ import annotations
@@ -402,7 +403,7 @@ class KafkaController:
             yield from self._send_all(self._tell_replicas(live, assignment[p], p, new))
         return True
 
-    # ---- UpdateFeatures (KIP-584 §Controller) --------------------------------------------------------
+    # ---- UpdateFeatures (KIP-584 §Changes to Kafka Controller) -----------------------------------------
 
     @decision("NONE", "INVALID_REQUEST")
     def decide_update_features(self, features, ibp: Ibp, supported: FeatureRanges, feature: str,

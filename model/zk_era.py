@@ -295,7 +295,7 @@ def finalized_features(state: ClusterState) -> FeatureRanges:
 def decide_update_features(
     state: ClusterState, c: Broker, feature: str, level: FeatureLevel, allow_downgrade: bool, variant: Variant
 ) -> tuple[Refused | None, FeatureRanges]:
-    """The ZK controller's UpdateFeatures validation (KIP-584 §Controller, reference §5.2).
+    """The ZK controller's UpdateFeatures validation (KIP-584 §Changes to Kafka Controller, reference §5.2).
 
     Returns the refusal (INVALID_REQUEST and why), or None with the new finalized features.
     """

@@ -388,7 +388,7 @@ def finalized_features_well_formed(state: ClusterState) -> bool:
 @always(
     "AdmittedBrokersSupportFinalizedFeatures",
     "Every broker the current controller admits supports every finalized feature level.",
-    "KIP-584 §Broker protections against race conditions; §Controller (UpdateFeatures validation)",
+    "KIP-584 §Broker protections against race conditions; §Changes to Kafka Controller (UpdateFeatures validation)",
 )
 def admitted_brokers_support_finalized_features(state: ClusterState) -> bool:
     finalized = finalized_features(state)

@@ -20,7 +20,6 @@ CITING = ("model", "impl", "properties", "tests", "bench", "scripts")
 KNOWN_BAD = {
     ("KIP-584", "Broker protections"),
     ("KIP-584", "Broker protections against race conditions"),
-    ("KIP-584", "Controller"),
     ("KIP-500", "Broker Registration"),
 }
 
