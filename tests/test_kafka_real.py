@@ -259,28 +259,19 @@ def test_kafka_run_interrupted_leaves_nothing_running(signum, tmp_path):
     with it: the kernel kills each process whose parent died (PR_SET_PDEATHSIG)."""
     install.install(install.DEFAULT_VERSION)
     folder = tmp_path / "run"
-    run = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "properties.cli",
-            "kafka",
-            "run",
-            "--seed",
-            "0",
-            "--runbook",
-            "dual-write",
-            "--faults",
-            "none",
-            "--out",
-            str(folder),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    command = ["kafka", "run", "--seed", "0", "--runbook", "dual-write", "--faults", "none", "--out", str(folder)]
+    interrupt_leaves_nothing_running(command, folder, "broker-*/logs/server.log", signum)
+
+
+def interrupt_leaves_nothing_running(command: list[str], folder: Path, started: str, signum: int,
+                                     env: dict[str, str] | None = None) -> None:
+    """Runs ``kraftcheck COMMAND``, sends it ``signum`` once a broker's log under ``folder`` matches ``started``
+    (its cluster is up), and asserts that no process naming ``folder`` outlives it; kills any that did."""
+    run = subprocess.Popen([sys.executable, "-m", "properties.cli", *command],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         deadline = time.monotonic() + 120
-        while not list(folder.glob("broker-*/logs/server.log")) and time.monotonic() < deadline:
+        while not list(folder.glob(started)) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _processes_under(folder), "no Kafka process started within 120 s"
         run.send_signal(signum)

@@ -121,30 +121,10 @@ def test_kafka_scenario_on_a_real_kafka(path, tmp_path):
 def test_kafka_scenario_interrupted_leaves_nothing_running(tmp_path):
     """`kraftcheck scenario --kafka` stopped mid-file (SIGTERM) stops its cluster, as `kafka run` does."""
     import signal
-    import subprocess
-    import sys
-    import time
 
     from properties.kafka import install
-    from tests.test_kafka_real import _processes_under
+    from tests.test_kafka_real import interrupt_leaves_nothing_running
 
     install.install(install.DEFAULT_VERSION)
-    run = subprocess.Popen(
-        [sys.executable, "-m", "properties.cli", "scenario", "--kafka", str(REAL[0])],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(tmp_path)},
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not list(tmp_path.glob("*/broker-*/logs/server.log")) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert _processes_under(tmp_path), "no Kafka process started within 120 s"
-        run.send_signal(signal.SIGTERM)
-        run.wait(60)
-        deadline = time.monotonic() + 30
-        while _processes_under(tmp_path) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert _processes_under(tmp_path) == []
-    finally:
-        run.kill()
-        for pid in _processes_under(tmp_path):
-            os.kill(pid, signal.SIGKILL)
+    interrupt_leaves_nothing_running(["scenario", "--kafka", str(REAL[0])], tmp_path, "*/broker-*/logs/server.log",
+                                     signal.SIGTERM, env={**os.environ, "TMPDIR": str(tmp_path)})
