@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from model import zookeeper as zkm
 from model.actions import Action, ElectController, Fetch, RestartController, WaitForZkBrokers
+from model.bugs import CORRECT
 from model.kraft import (
+    AbortTransactionRecord,
     BeginTransactionRecord,
     BrokerState,
     ControllerId,
@@ -40,7 +42,17 @@ from model.migration import (
     is_valid_transition,
 )
 from model.registry import always, eventually, section, sometimes, transition
-from model.state import CONTROLLER_EPOCH, ClusterState, LeaderAndIsr, UpdateMetadata, kraft_claim, znode_data
+from model.state import (
+    BROKER_IDS,
+    CONTROLLER_EPOCH,
+    TOPIC,
+    ClusterState,
+    LeaderAndIsr,
+    UpdateMetadata,
+    controller_index,
+    kraft_claim,
+    znode_data,
+)
 from model.types import UNKNOWN_BROKER_EPOCH, BrokerId, LeaderEpoch
 from model.zk_era import partition_states
 
@@ -58,7 +70,6 @@ def _zk_projection(state: ClusterState) -> Projection:
 
 
 def _has_topic(state: ClusterState) -> bool:
-    from model.state import TOPIC
 
     return zkm.get(state.zk, TOPIC) is not None
 
@@ -302,7 +313,6 @@ def migration_starts_only_with_every_known_zk_broker(before: ClusterState, actio
     c = ctrl(after, action.controller)
     if c.driver is None or c.driver.state is not D.BECOME_CONTROLLER:
         return True
-    from model.state import BROKER_IDS, TOPIC
 
     known = {BrokerId(int(name)) for name, _ in zkm.children(before.zk, BROKER_IDS)}
     known |= {r for replicas in (znode_data(before, TOPIC) or ()) for r in replicas}
@@ -347,7 +357,6 @@ def split_vote(before: ClusterState, action: Action, after: ClusterState) -> boo
 def follower_truncates(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, Fetch):
         return False
-    from model.state import controller_index
 
     i = controller_index(action.controller)
     old, new = before.controllers[i].log, after.controllers[i].log
@@ -371,7 +380,6 @@ def deposed_kraft_leader_attempts_zk_write(before: ClusterState, action: Action,
     "KIP-866 §Initial Data Migration",
 )
 def failover_aborts_migration(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    from model.kraft import AbortTransactionRecord
 
     # Activation: the step where the new leader's LeaderChange commits (its BecomeLeader in a quorum of one).
     return any(
@@ -452,7 +460,6 @@ def migration_waits_for_offline_broker(before: ClusterState, action: Action, aft
     "KIP-866 §Unavailable ZooKeeper",
 )
 def zk_write_refused_by_lag_bound(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    from model.bugs import CORRECT
 
     return not after.zk.available and any(is_active(c) and writes_blocked(after, c, CORRECT) for c in after.controllers)
 
@@ -463,7 +470,6 @@ section("Liveness (KIP-866)")
 
 
 def _brokers_ready_but_waiting(state: ClusterState) -> bool:
-    from model.bugs import CORRECT
 
     return any(
         is_active(c) and c.driver is not None and c.driver.state is D.WAIT_FOR_BROKERS

@@ -27,6 +27,7 @@ from typing import TypedDict, overload
 from model import zookeeper as zkm
 from model.kraft import (
     EMPTY_IMAGE,
+    FIRST_CONTROLLER_ID,
     BrokerState,
     ControllerConfig,
     ControllerId,
@@ -252,8 +253,6 @@ class KRaftController(Record):
 
 
 def controller_index(c: ControllerId) -> int:
-    from model.kraft import FIRST_CONTROLLER_ID
-
     return c - FIRST_CONTROLLER_ID
 
 

@@ -112,9 +112,19 @@ def outcome(state: ClusterState, action: Action | HarnessAction, variant: Varian
 
 
 def _handle(state: ClusterState, action: Action | HarnessAction, variant: Variant) -> Result:
+    return _handle_from(_without_step_ghosts(state), action, variant)
+
+
+def _without_step_ghosts(state: ClusterState) -> ClusterState:
+    """``state`` with the ghosts that describe only the step that made it cleared."""
     ghost = state.ghost
     if ghost.last_multi or ghost.kraft_writes or ghost.sent or ghost.attempted_kraft_write:
-        state = state.replace(ghost=ghost.replace(last_multi=(), kraft_writes=(), sent=(), attempted_kraft_write=()))
+        return state.replace(ghost=ghost.replace(last_multi=(), kraft_writes=(), sent=(), attempted_kraft_write=()))
+    return state
+
+
+def _handle_from(state: ClusterState, action: Action | HarnessAction, variant: Variant) -> Result:
+    """``_handle`` on a state whose per-step ghosts are already cleared."""
     if is_zk_era_action(action):
         result = zk_era.handle(state, action, variant)
     elif is_kraft_quorum_action(action):
@@ -146,8 +156,10 @@ def _observed(state: ClusterState, action: Action | HarnessAction, nxt: ClusterS
 def successors(state: ClusterState, scope: Scope, variant: Variant = CORRECT) -> list[tuple[Action, ClusterState]]:
     """Every enabled action with its successor, in a fixed order that does not depend on hashing."""
     out = []
+    cleared = _without_step_ghosts(state)  # once, not once per candidate (most candidates are refused)
     for action in candidate_actions(state, scope):
-        nxt = step(state, action, variant)
+        result = _handle_from(cleared, action, variant)
+        nxt = result if isinstance(result, ClusterState) else result.after
         if nxt is not None:
             out.append((action, nxt))
     return out
