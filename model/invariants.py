@@ -50,10 +50,28 @@ def broken_always(state: ClusterState, independent: bool | None = None) -> list[
 
 
 def broken_transitions(
-    before: ClusterState, action: Action, after: ClusterState, independent: bool | None = None
+    before: ClusterState, action: Action, after: ClusterState, independent: bool | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> list[str]:
-    """Names of the TRANSITION properties the step breaks."""
-    return [p.name for p in _CHOSEN[independent][1] if not p.predicate(before, action, after)]
+    """Names of the TRANSITION properties the step breaks, leaving out those named in ``skip`` (unchecked:
+    a search that has its counterexample for a property need not check it again)."""
+    chosen = _CHOSEN[independent][1]
+    if skip:
+        chosen = _left(chosen, skip)
+    return [p.name for p in chosen if not p.predicate(before, action, after)]
+
+
+_LEFT: dict[tuple[int, frozenset[str]], list[Property]] = {}
+
+
+def _left(properties: list[Property], skip: frozenset[str]) -> list[Property]:
+    """``properties`` without those named in ``skip``, kept per list and set: a search asks with the same
+    few sets again and again, and filtering on every step would cost more than it saves."""
+    key = (id(properties), skip)  # the lists are module constants, alive as long as the cache
+    left = _LEFT.get(key)
+    if left is None:
+        left = _LEFT[key] = [p for p in properties if p.name not in skip]
+    return left
 
 
 @overload
@@ -73,5 +91,9 @@ def violations(
     return broken
 
 
-def witnessed(before: ClusterState, action: Action, after: ClusterState) -> list[str]:
-    return [p.name for p in SOMETIMES if p.predicate(before, action, after)]
+def witnessed(
+    before: ClusterState, action: Action, after: ClusterState, skip: frozenset[str] = frozenset()
+) -> list[str]:
+    """Names of the SOMETIMES properties the step witnesses, leaving out those named in ``skip``
+    (unchecked: a search that has a witness for a property need not look for another)."""
+    return [p.name for p in (_left(SOMETIMES, skip) if skip else SOMETIMES) if p.predicate(before, action, after)]

@@ -78,16 +78,19 @@ class Spec(Generic[S, A]):
     ``successors(state)`` lists every enabled action with the state it leads to, in a fixed
     order that does not depend on hashing (``model.step.successors``). ``broken_always(state)``
     names the state invariants ``state`` breaks. The step checks are optional: a model with
-    none (TwoPhase) pays nothing for them. ``canonical`` maps a state to the representative of
-    its symmetry class; states with the same representative count as one.
+    none (TwoPhase) pays nothing for them. They take a keyword ``skip``, the names the search
+    has already decided (a counterexample or a witness found), which they may leave unchecked:
+    the search keeps the first step found per property, so checking again changes nothing.
+    ``canonical`` maps a state to the representative of its symmetry class; states with the same
+    representative count as one.
     """
 
     name: str
     initial: S
     successors: Callable[[S], Sequence[tuple[A, S]]]
     broken_always: Callable[[S], list[str]]
-    broken_transitions: Callable[[S, A, S], list[str]] | None = None
-    witnessed: Callable[[S, A, S], list[str]] | None = None
+    broken_transitions: Callable[..., list[str]] | None = None  # (before, action, after, skip=frozenset())
+    witnessed: Callable[..., list[str]] | None = None  # (before, action, after, skip=frozenset())
     canonical: Callable[[S], Hashable] | None = None
 
 
@@ -158,10 +161,17 @@ def search(
     depth = 0
     frozen = not gc.isenabled() or gc.get_freeze_count()
 
-    def found(names: Iterable[str], table: dict[str, Trace], state: Hashable, action: object) -> None:
+    def found(names: Iterable[str], table: dict[str, Trace], state: Hashable, action: object) -> bool:
+        """Keep the first trace per name; True when a name is new."""
+        new = False
         for name in names:
             if name not in table:
                 table[name] = Trace(path_to(parents, state) + [action])
+                new = True
+        return new
+
+    decided_broken: frozenset[str] = frozenset()  # the step checks leave these unchecked (Spec)
+    decided_witnessed: frozenset[str] = frozenset()
 
     try:
         while frontier and (max_depth is None or depth < max_depth):
@@ -176,9 +186,13 @@ def search(
                 for action, nxt in steps:
                     if check_steps:
                         if broken_by_step is not None:
-                            found(broken_by_step(state, action, nxt), result.violations, state, action)
+                            broken = broken_by_step(state, action, nxt, skip=decided_broken)
+                            if broken and found(broken, result.violations, state, action):
+                                decided_broken = frozenset(result.violations)
                         if witnessed_by_step is not None:
-                            found(witnessed_by_step(state, action, nxt), result.witnesses, state, action)
+                            seen_now = witnessed_by_step(state, action, nxt, skip=decided_witnessed)
+                            if seen_now and found(seen_now, result.witnesses, state, action):
+                                decided_witnessed = frozenset(result.witnesses)
                     if nxt is state:  # a stutter: its state is already in the seen-set
                         continue
                     if canonical_of is not None:

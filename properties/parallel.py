@@ -97,7 +97,8 @@ def parallel_search(
         while frontier and (max_depth is None or depth < max_depth):
             if stop_at is not None and stop_at in found:
                 break
-            replies = pool.ask_each([("expand", part) for part in ranked])
+            decided = frozenset(found), frozenset(witnessed)  # the workers need not check these again
+            replies = pool.ask_each([("expand", part, *decided) for part in ranked])
             buckets = [[reply["out"][owner] for reply in replies] for owner in range(workers)]
             for reply in replies:
                 generated += reply["generated"]
@@ -260,7 +261,10 @@ class _Worker:
             self.frontier, self.ranks = [initial], [0]
         return {}
 
-    def expand(self, ranks: bytes | None) -> dict:
+    def expand(self, ranks: bytes | None, decided_broken: frozenset[str], decided_witnessed: frozenset[str]) -> dict:
+        """Expand this level's states. A property named in ``decided_*`` has its first step at an earlier
+        level, so it is not checked; nor is one this worker found earlier in this level (states go in rank
+        order, so its first find here is its smallest key here)."""
         if ranks is not None:  # the ranks of the states ``merge`` kept: they become this level's frontier
             self.ranks = np.frombuffer(ranks, dtype=np.int64).tolist()
             self.frontier, self.pending = self.pending, []
@@ -279,11 +283,17 @@ class _Worker:
             base = rank << ACTION_BITS
             for index, (action, nxt) in enumerate(steps):
                 if by_step is not None:
-                    for name in by_step(state, action, nxt):
-                        violations.setdefault(name, base | index)  # ranks ascend: the first is the least
+                    broken = by_step(state, action, nxt, skip=decided_broken)
+                    if broken:
+                        for name in broken:
+                            violations.setdefault(name, base | index)  # ranks ascend: the first is the least
+                        decided_broken = decided_broken.union(violations)
                 if witnessed_by is not None:
-                    for name in witnessed_by(state, action, nxt):
-                        witnesses.setdefault(name, base | index)
+                    seen_now = witnessed_by(state, action, nxt, skip=decided_witnessed)
+                    if seen_now:
+                        for name in seen_now:
+                            witnesses.setdefault(name, base | index)
+                        decided_witnessed = decided_witnessed.union(witnesses)
                 if nxt is state:
                     continue
                 representative = canonical(nxt) if canonical is not None else nxt

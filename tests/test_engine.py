@@ -41,7 +41,7 @@ def counter_spec(size: int, bad: int | None = None, flag_stutters: bool = False)
     def broken_always(state: Counter) -> list[str]:
         return ["NeverBad"] if state.value == bad else []
 
-    def broken_transitions(before, action, after) -> list[str]:
+    def broken_transitions(before, action, after, skip=frozenset()) -> list[str]:
         return ["NoStutter"] if after is before else []
 
     return Spec("counter", Counter(0), successors, broken_always,
