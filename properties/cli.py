@@ -152,10 +152,6 @@ def cmd_scopes(args: argparse.Namespace) -> int:
 def cmd_explore(args: argparse.Namespace) -> int:
     from properties.explore import explore
 
-    if args.traces and args.symmetry:
-        print("kraftcheck explore: error: --traces with --symmetry: a path through states relabelled by symmetry "
-              "does not replay as it is; explore without --symmetry to write trace files", file=sys.stderr)
-        return USAGE
     variant = _variant(args.bug, args.profile)
     with _progress(args, f"exploring {args.scope}") as report:
         result = explore(

@@ -221,3 +221,15 @@ def test_explore_writes_each_counterexample_as_a_trace_replay_takes(tmp_path, ca
     assert f"trace file: {path}" in capsys.readouterr().out
     assert main(["replay", str(path)]) == 1
     assert "ControllerSeesEveryBounce" in capsys.readouterr().out
+
+
+def test_explore_with_symmetry_writes_traces_that_replay(tmp_path, capsys):
+    """With --symmetry the search explores the first state it reaches of each class, by real steps from the
+    initial state, so its counterexample is a trace file like any other (and still a shortest one)."""
+    code = main(["explore", "--scope", "kraft-quorum", "--bug", "vote_twice_in_epoch", "--depth", "8", "--symmetry",
+                 "--traces", str(tmp_path)])
+    assert code == 1
+    path = tmp_path / "kraft-quorum--AtMostOneKRaftLeaderPerEpoch.json"
+    assert f"trace file: {path}" in capsys.readouterr().out
+    assert main(["replay", str(path)]) == 1
+    assert "AtMostOneKRaftLeaderPerEpoch" in capsys.readouterr().out

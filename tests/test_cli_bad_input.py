@@ -126,7 +126,6 @@ CASES = [
     # explore
     (["explore"], "required: --scope"),
     (["explore", "--scope", "bounce", "--traces", "/proc/kraftcheck-traces"], "--traces"),
-    (["explore", "--scope", "bounce", "--symmetry", "--traces", "{tmp}/traces"], "--traces with --symmetry"),
     (["explore", "--scope", "nope"], "unknown scope 'nope'"),
     (["explore", "--scope", "bounce", "--depth", "0"], "expected a positive integer"),
     (["explore", "--scope", "bounce", "--depth", "-3"], "expected a positive integer"),
