@@ -69,7 +69,7 @@ def record(cls: type[R]) -> type[R]:
     # behave as, hence setattr.
     setattr(cls, "replace", namespace["replace"])
     if issubclass(cls, Record) and cls.__dict__.get("__hash__") is not None:
-        setattr(cls, "__hash__", _caching_hash(cls.__dict__["__hash__"]))
+        setattr(cls, "__hash__", _caching_hash(cls))
     if init is not None:
         generated = namespace["__init__"]
         assert isinstance(generated, FunctionType)
@@ -81,26 +81,35 @@ def record(cls: type[R]) -> type[R]:
 _CACHED_HASH = Record.__dict__["_cached_hash"]  # the slot's member descriptor
 
 
-def _caching_hash(fields_hash: Any) -> Any:
-    """``fields_hash`` (dataclass's hash of the fields' tuple), computed once per record and kept.
+def _caching_hash(cls: type) -> Any:
+    """A ``__hash__`` for ``cls``: its compared fields with a salt for the class, computed once per record.
 
-    Why: a state is a tree of records, and the exploration hashes every successor to look it up in
-    its seen-set. A successor shares all but a few sub-records with its parent; with each record's
+    Why kept: a state is a tree of records, and the exploration hashes every successor to look it up
+    in its seen-set. A successor shares all but a few sub-records with its parent; with each record's
     hash kept, hashing it recomputes only the new records on the path to the root, where dataclass's
-    hash would walk the whole tree (measured: hashing was a third of the migration scope's search
-    time). The slot is not pickled (dataclass pickles the fields only), so a record unpickled in
-    another process, whose strings hash differently, computes its own."""
-    get, put = _CACHED_HASH.__get__, _CACHED_HASH.__set__
+    hash walks the whole tree (hashing was a third of the migration scope's search time). The slot
+    is not pickled (dataclass pickles the fields only), so a record unpickled in another process,
+    whose strings hash differently, computes its own.
 
-    def __hash__(self: Record) -> int:
-        try:
-            return get(self)  # type: ignore[no-any-return]
-        except AttributeError:
-            value = fields_hash(self)
-            put(self, value)
-            return value  # type: ignore[no-any-return]
-
-    return __hash__
+    Why salted: dataclass hashes the fields' tuple alone, so records of two classes with equal
+    fields (``A(1)``, ``B(1)``) hash alike, and so do sets of them. With the class's name mixed in,
+    a state's hash is a fingerprint the parallel engine can keep instead of the state
+    (``properties.parallel``)."""
+    names = [f.name for f in fields(cls) if (f.compare if f.hash is None else f.hash)]
+    salt = hash(f"{cls.__module__}.{cls.__qualname__}")
+    namespace: dict[str, object] = {"_get": _CACHED_HASH.__get__, "_put": _CACHED_HASH.__set__, "_salt": salt}
+    values = "".join(f", self.{n}" for n in names)
+    source = (
+        "def __hash__(self):\n"
+        "    try:\n"
+        "        return _get(self)\n"
+        "    except AttributeError:\n"
+        f"        value = hash((_salt{values}))\n"
+        "        _put(self, value)\n"
+        "        return value\n"
+    )
+    exec(source, namespace)  # noqa: S102 - generated from the class's own field names
+    return namespace["__hash__"]
 
 
 def _init_source(cls: type[Record], namespace: dict[str, object]) -> str | None:

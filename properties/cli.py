@@ -174,6 +174,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         "depth": result.depth,
         "complete": result.complete,
         "seconds": round(result.seconds, 3),
+        "collision_chance": result.collision_chance,
         "violations": [
             {"invariant": name, "meaning": BY_NAME[name].meaning, "actions": [repr(a) for a in t.actions],
              "trace_file": written.get(name)}
@@ -195,6 +196,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
             f"scope {result.scope}: {result.distinct_states} distinct states, {result.generated} steps "
             f"checked, {extent}, {result.seconds:.1f}s"
         )
+        if result.collision_chance is not None:
+            print(f"fingerprints of 64 bits in the seen-sets: a {result.collision_chance:.1e} chance that two states "
+                  "shared one")
         for name, trace in violated.items():
             print(f"VIOLATION {name}: {BY_NAME[name].meaning}\n  shortest counterexample ({len(trace)} steps):")
             _print_trace(trace.actions, "    ")

@@ -1,4 +1,5 @@
-"""The breadth-first search of ``properties.explore`` spread over worker processes, level by level.
+"""The breadth-first search of ``properties.explore`` spread over worker processes, level by level,
+with fingerprints in the seen-sets.
 
 Rules:
 - Same answers as the serial engine (``search``), which stays the reference: the same distinct
@@ -6,42 +7,49 @@ Rules:
   property, not just one as short. When the search is cut short (``stop_at``, ``max_states``) the
   serial engine stops inside a level and this one at the level's end: the verdicts and traces
   found are the same, the counts may be larger.
+- The seen-sets hold fingerprints, as TLC's do: a state's ``hash()``, 64 bits. Two states with the
+  same fingerprint count as one, so a collision would lose a state (and what only it leads to):
+  the answers are the serial engine's unless two of the states collide. For n distinct states
+  of uniformly spread fingerprints that chance is about n^2 / 2^65 (1.7e-7 for a million states),
+  reported as ``ExploreResult.collision_chance``. What makes ``hash()`` a fingerprint here:
+  records mix their class into their hash (``model.record``), so records of two classes with equal
+  fields differ; the workers are forked, so strings hash alike in all of them. What it does not
+  cover: CPython hashes -1 and -2 alike, so two states that differ only by -1 against -2 in one
+  place collide; no field of the model holds both (a version -2 means absent, -1 means any, and
+  they are different fields' values), and ``tests/test_parallel_explore.py`` counts every pinned
+  scope with both engines.
 - Safety only: liveness (``properties.liveness``) needs the whole graph and runs serially.
 - Workers are forked (``fork`` start method): a ``Spec`` holds closures and partials, which
-  travel to a forked child as they are, and the children share the parent's string-hash secret,
-  so ``hash(state)`` is the same number in every worker. That hash only decides which worker
-  owns a state; the seen-sets compare whole states, so a hash collision costs a comparison,
-  never a state.
+  travel to a forked child as they are, and the children share the parent's string-hash secret.
 
 How it works, one level at a time (level-synchronous BFS, so depths and traces are as serial):
 - Every state of a level has a rank: its position in the order the serial engine would have
   appended it to its frontier. A step is named by its key, (parent's rank, index of the action
   in ``successors(parent)``); keys order steps as the serial loop runs them.
-- Expand: each worker runs ``successors`` on the states it owns, checks every step (TRANSITION
-  properties and SOMETIMES witnesses, keeping the smallest key per property), and sends each
-  successor to the worker owning ``hash(state) % workers``. A worker sends a state at most once
-  a level, with the first key it reached it by; the batches are pickled (protocol 5) once per
-  destination, so successors of one parent share their unchanged parts on the wire too.
-- Merge: each owner keeps, per state it has not seen, the candidate with the smallest key, which
-  is the step the serial engine would have reached it by; checks the ALWAYS properties on it;
-  adds it to its seen-set and its next frontier.
+- A state's owner is the worker its fingerprint falls to (``fingerprint % workers``); the owner
+  keeps the fingerprint in its seen-set and expands the state.
+- ``expand``: each worker runs ``successors`` on each state of its level, checks every step
+  (``transition`` properties and ``sometimes`` witnesses, keeping the smallest key per property),
+  and keeps each successor it reached first, by fingerprint, with its key. What it sends each
+  owner is (fingerprint, key) pairs, 16 bytes a successor, not states.
+- ``merge``: each owner keeps, per fingerprint it has not seen, the smallest key any worker sent,
+  which is the step the serial engine would have reached it by; adds the fingerprint to its
+  seen-set; and answers which worker's successor won.
+- ``ship``: each worker sends the winning states it holds to their owners, pickled (protocol 5)
+  in one batch per owner; a state it owns itself is not pickled. So a state travels once, when
+  it is new, where sending every successor to its owner would pickle each duplicate too (about
+  60 us a state on the migration scope, a third of what the state cost to make).
+- ``arrive``: each owner takes the states sent to it and checks the ``always`` properties on each
+  (once a state: each is new), in key order.
 - Rank: the driver sorts the new states' keys (8 bytes each) into the next level's ranks, sent
-  to their owners with the next ``expand`` (two round trips a level), and keeps them, one int
-  per state: (parent rank, action index) by rank, per level. That is all the driver keeps. A
-  trace is rebuilt by walking those back to the root and replaying the action indices through
-  ``successors`` from the initial state, which is why successor order must not depend on hashing
-  (``Spec``).
+  to their owners with ``arrive``, and keeps them, one int per state: (parent rank,
+  action index) by rank, per level. That is all the driver keeps. A trace is rebuilt by walking
+  those back to the root and replaying the action indices through ``successors`` from the initial
+  state, which is why successor order must not depend on hashing (``Spec``). States of older
+  levels are kept nowhere: a worker holds its fingerprints, its level's states and the successors
+  it made, so memory grows by 8 bytes and a set slot a state, not by the state.
 - The driver picks, per property, the smallest key any worker reported: the serial engine's
   first violation.
-
-Why the seen-sets hold states, not fingerprints: a digest of ``pickle.dumps(state)`` is not a
-fingerprint of the state. A frozenset pickles in iteration order, which depends on the hash
-secret and on how the set was built; the pickler shares equal sub-records by identity, so equal
-states can give different bytes; and ``ClusterState.ghost`` (left out of equality) is pickled.
-``hash()`` is type-blind (``A(1)`` and ``B(1)`` hash alike, so ``{A(1)}`` and ``{B(1)}``
-collide) and 64 bits. A canonical Merkle digest over the records does work, but costs about
-190 us a state in Python, more than the step that made it (37 us a step, 180 us a state's
-successors): see docs/design.md §6.
 """
 
 from __future__ import annotations
@@ -65,10 +73,16 @@ first = itemgetter(0)
 ACTION_BITS = 20  # a key packs (rank, action index) in one int64: at most 2**20 successors a state
 ACTION_MASK = (1 << ACTION_BITS) - 1
 PROTOCOL = 5
+FINGERPRINT_BITS = 64
 
 
 def default_workers() -> int:
     return os.cpu_count() or 1
+
+
+def collision_chance(states: int) -> float:
+    """The chance that two of ``states`` uniformly spread 64-bit fingerprints are equal (birthday bound)."""
+    return min(1.0, states * (states - 1) / 2 ** (FINGERPRINT_BITS + 1))
 
 
 def parallel_search(
@@ -85,29 +99,25 @@ def parallel_search(
     result = ExploreResult(spec.name, workers=workers)
     found: dict[str, tuple[int, int]] = {}  # property -> (level of the step's parent, key)
     witnessed: dict[str, tuple[int, int]] = {}
-    for name in spec.broken_always(spec.initial):
-        found.setdefault(name, (-1, 0))  # the initial state itself: the empty trace
     levels: list[np.ndarray] = []  # per level d >= 1: the keys of its states, by rank
     counts: Counter[str] = Counter()
+    for name in spec.broken_always(spec.initial):
+        found.setdefault(name, (-1, 0))  # the initial state itself: the empty trace
     pool = _Pool(spec, workers)
     try:
         distinct, generated, depth, frontier = 1, 0, 0, 1
         pool.start(spec.initial, spec.canonical)
-        ranked: list[bytes | None] = [None] * workers  # per worker, the ranks of its new states, sent with ``expand``
         while frontier and (max_depth is None or depth < max_depth):
             if stop_at is not None and stop_at in found:
                 break
             decided = frozenset(found), frozenset(witnessed)  # the workers need not check these again
-            replies = pool.ask_each([("expand", part, *decided) for part in ranked])
-            buckets = [[reply["out"][owner] for reply in replies] for owner in range(workers)]
+            replies = pool.ask_each([("expand", *decided)] * workers)
             for reply in replies:
                 generated += reply["generated"]
                 counts.update(reply["counts"])
                 _keep_first(found, reply["violations"], depth)
                 _keep_first(witnessed, reply["witnesses"], depth)
-            merged = pool.ask_each([("merge", batch) for batch in buckets])
-            for reply in merged:
-                _keep_first(found, reply["violations"], depth)
+            merged = pool.ask_each([("merge", [reply["out"][owner] for reply in replies]) for owner in range(workers)])
             keys = [np.frombuffer(reply["keys"], dtype=np.int64) for reply in merged]
             everything = np.concatenate(keys) if keys else np.empty(0, np.int64)
             order = np.argsort(everything, kind="stable")
@@ -115,7 +125,11 @@ def parallel_search(
             ranks[order] = np.arange(len(order))
             levels.append(everything[order])
             split = np.cumsum([len(k) for k in keys])[:-1]
-            ranked = [part.tobytes() for part in np.split(ranks, split)]
+            shipped = pool.ask_each([("ship", [reply["won"][sender] for reply in merged]) for sender in range(workers)])
+            arrived = pool.ask_each([("arrive", part.tobytes(), [reply["out"][owner] for reply in shipped])
+                                     for owner, part in enumerate(np.split(ranks, split))])
+            for reply in arrived:
+                _keep_first(found, reply["always"], depth)
             frontier = len(everything)
             distinct += frontier
             depth += 1
@@ -132,6 +146,7 @@ def parallel_search(
     result.distinct_states, result.generated, result.action_counts = distinct, generated, dict(counts)
     result.violations = {name: _trace(spec, levels, *where) for name, where in found.items()}
     result.witnesses = {name: _trace(spec, levels, *where) for name, where in witnessed.items()}
+    result.collision_chance = collision_chance(distinct)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -144,7 +159,8 @@ def _keep_first(table: dict[str, tuple[int, int]], reported: dict[str, int], lev
 
 
 def _trace(spec: Spec, levels: list[np.ndarray], level: int, key: int) -> Trace:
-    """The step ``key`` taken from a state of ``level``, with the path to that state, replayed."""
+    """The step ``key`` taken from a state of ``level``, with the path to that state, replayed
+    (level -1: the initial state itself, the empty trace)."""
     if level < 0:
         return Trace([])
     indices = [key & ACTION_MASK]
@@ -158,25 +174,6 @@ def _trace(spec: Spec, levels: list[np.ndarray], level: int, key: int) -> Trace:
         action, state = spec.successors(state)[index]
         actions.append(action)
     return Trace(actions)
-
-
-class Hashed:
-    """A state with its hash, which travels with it: a record keeps its hash (``model.record``), but
-    not through pickling, and an unpickled state's would walk the whole state again (about 9 us on
-    the migration scope); the hash also names the owner. For states that are not records (a toy
-    model's tuples) it is the only place the hash is kept."""
-
-    __slots__ = ("hash", "state")
-
-    def __init__(self, state: Hashable, hashed: int | None = None) -> None:
-        self.state = state
-        self.hash = hash(state) if hashed is None else hashed
-
-    def __hash__(self) -> int:
-        return self.hash
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Hashed) and self.hash == other.hash and self.state == other.state
 
 
 # ---- the workers ---------------------------------------------------------------------------------
@@ -243,40 +240,38 @@ def _serve(spec: Spec, me: int, workers: int, conn) -> None:
     conn.close()
 
 
+_PAIR = np.dtype([("fingerprint", np.int64), ("key", np.int64)])
+
+
 class _Worker:
-    """One partition: the states whose hash it owns, seen and to expand."""
+    """One partition: the fingerprints it owns, the states it expands, the successors it made."""
 
     def __init__(self, spec: Spec, me: int, workers: int) -> None:
         self.spec, self.me, self.workers = spec, me, workers
-        self.seen: set[Hashed] = set()
-        self.frontier: list = []  # states of this level, by rank
-        self.ranks: list[int] = []
-        self.pending: list = []  # new states of the next level, by key, waiting for their ranks
-        self.local: list = []  # this level's successors this worker owns itself: (key, state)
+        self.seen: set[int] = set()  # fingerprints of the states this worker owns
+        self.frontier: list = []  # (key, state) of this level's states, by key once ranked
+        self.made: dict[int, tuple[int, Hashable]] = {}  # this level's successors: fingerprint -> (key, state)
 
     def start(self, initial) -> dict:
         if initial is not None:
             canonical = self.spec.canonical
-            self.seen.add(Hashed(canonical(initial) if canonical is not None else initial))
-            self.frontier, self.ranks = [initial], [0]
+            self.seen.add(hash(canonical(initial) if canonical is not None else initial))
+            self.frontier = [(0, initial)]
         return {}
 
-    def expand(self, ranks: bytes | None, decided_broken: frozenset[str], decided_witnessed: frozenset[str]) -> dict:
+    def expand(self, decided_broken: frozenset[str], decided_witnessed: frozenset[str]) -> dict:
         """Expand this level's states. A property named in ``decided_*`` has its first step at an earlier
         level, so it is not checked; nor is one this worker found earlier in this level (states go in rank
         order, so its first find here is its smallest key here)."""
-        if ranks is not None:  # the ranks of the states ``merge`` kept: they become this level's frontier
-            self.ranks = np.frombuffer(ranks, dtype=np.int64).tolist()
-            self.frontier, self.pending = self.pending, []
         spec, workers = self.spec, self.workers
         next_states, canonical = spec.successors, spec.canonical
         by_step, witnessed_by = spec.broken_transitions, spec.witnessed
-        sent: list[dict] = [{} for _ in range(workers)]  # per owner: state -> key, first reach only
+        made: dict[int, tuple[int, Hashable]] = {}
         violations: dict[str, int] = {}
         witnesses: dict[str, int] = {}
         counts: Counter[type] = Counter()
         generated = 0
-        for rank, state in zip(self.ranks, self.frontier):
+        for rank, state in self.frontier:
             steps = next_states(state)
             generated += len(steps)
             count_elements(counts, map(type, map(first, steps)))
@@ -296,45 +291,66 @@ class _Worker:
                         decided_witnessed = decided_witnessed.union(witnesses)
                 if nxt is state:
                     continue
-                representative = canonical(nxt) if canonical is not None else nxt
-                identity = Hashed(representative)
-                out = sent[identity.hash % workers]
-                if identity not in out:  # the representative travels only when it is not the state
-                    shipped = None if representative is nxt else representative
-                    out[identity] = (identity.hash, base | index, nxt, shipped)
+                fingerprint = hash(canonical(nxt) if canonical is not None else nxt)
+                if fingerprint not in made:
+                    made[fingerprint] = (base | index, nxt)
             if len(steps) > ACTION_MASK:
                 raise ValueError(f"{len(steps)} successors of one state: at most {ACTION_MASK}")
-        self.frontier, self.ranks = [], []
-        self.local = list(sent[self.me].values())  # this worker's own share is never pickled
-        sent[self.me] = {}
+        self.frontier, self.made = [], made
+        pairs = np.fromiter(((fp, key) for fp, (key, _) in made.items()), dtype=_PAIR, count=len(made))
+        owners = pairs["fingerprint"] % workers
         return {
             "generated": generated,
             "counts": {kind.__name__: n for kind, n in counts.items()},
             "violations": violations,
             "witnesses": witnesses,
-            "out": [pickle.dumps(list(out.values()), PROTOCOL) if out else None for out in sent],
+            "out": [pairs[owners == owner].tobytes() for owner in range(workers)],
         }
 
     def merge(self, batches: list[bytes]) -> dict:
-        broken_always = self.spec.broken_always
+        """Keep, per fingerprint not seen, the smallest key sent; say which sender's successor won."""
         seen = self.seen
-        best: dict = {}
-        local, self.local = self.local, []
-        for batch in [local, *(pickle.loads(b) for b in batches if b is not None)]:
-            for hashed, key, nxt, representative in batch:
-                identity = Hashed(nxt if representative is None else representative, hashed)
-                if identity in seen:
+        best: dict[int, tuple[int, int]] = {}  # fingerprint -> (key, sender)
+        for sender, batch in enumerate(batches):
+            for fingerprint, key in np.frombuffer(batch, dtype=_PAIR).tolist():
+                if fingerprint in seen:
                     continue
-                held = best.get(identity)
+                held = best.get(fingerprint)
                 if held is None or key < held[0]:
-                    best[identity] = (key, nxt)
-        violations: dict[str, int] = {}
-        new = sorted(best.values(), key=first)
-        for key, nxt in new:
-            for name in broken_always(nxt):
-                violations.setdefault(name, key)
+                    best[fingerprint] = (key, sender)
         seen.update(best)
-        self.pending = [nxt for _, nxt in new]
-        keys = np.fromiter((key for key, _ in new), dtype=np.int64, count=len(new))
-        gc.freeze()  # the seen-set's states stay for good, as in the serial engine
-        return {"keys": keys.tobytes(), "violations": violations}
+        won: list[list[int]] = [[] for _ in range(self.workers)]
+        for fingerprint, (_, sender) in best.items():
+            won[sender].append(fingerprint)
+        keys = np.fromiter((key for key, _ in best.values()), dtype=np.int64, count=len(best))
+        return {"keys": np.sort(keys).tobytes(), "won": [np.array(w, dtype=np.int64).tobytes() for w in won]}
+
+    def ship(self, won: list[bytes]) -> dict:
+        """The winning successors this worker made, to their owners: (key, state), pickled once per owner."""
+        made, self.made = self.made, {}
+        out: list[bytes | list | None] = []
+        for owner, fingerprints in enumerate(won):
+            batch = [made[fp] for fp in np.frombuffer(fingerprints, dtype=np.int64).tolist()]
+            if owner == self.me:
+                self.frontier = batch  # kept as they are, never pickled
+                out.append(None)
+            else:
+                out.append(pickle.dumps(batch, PROTOCOL) if batch else None)
+        return {"out": out}
+
+    def arrive(self, ranks: bytes, arriving: list[bytes | None]) -> dict:
+        """The next level's states this worker owns, from every sender, in key order with their ranks;
+        their ``always`` checks (once a state: it is new)."""
+        states = list(self.frontier)
+        for sender, batch in enumerate(arriving):
+            if sender != self.me and batch is not None:
+                states.extend(pickle.loads(batch))
+        states.sort(key=first)
+        broken_always = self.spec.broken_always
+        always: dict[str, int] = {}
+        for key, state in states:
+            for name in broken_always(state):
+                always.setdefault(name, key)
+        self.frontier = list(zip(np.frombuffer(ranks, dtype=np.int64).tolist(), (s for _, s in states), strict=True))
+        gc.freeze()  # this level's states stay until it is expanded: no collection need scan them
+        return {"always": always}

@@ -13,9 +13,12 @@ import json
 import pytest
 
 from model import Variant
+from model.actions import BrokerHeartbeat, CrashBroker, RegisterWithKRaft, StopBroker
 from model.bugs import Bug
+from model.migration import Profile
+from model.types import BrokerId
 from properties import cli
-from properties.explore import ExploreResult, explore, search
+from properties.explore import ExploreResult, explore, scope_spec, search
 from properties.parallel import parallel_search
 from tests.test_engine import counter_spec
 
@@ -102,5 +105,37 @@ def test_explore_cli_with_workers_prints_the_serial_answer(capsys):
         out = json.loads(capsys.readouterr().out)
         assert out.pop("workers") == int(workers)
         out.pop("seconds")
+        chance = out.pop("collision_chance")
+        assert chance is None if workers == "1" else 0 < chance < 1e-9  # exact states, or 64-bit fingerprints
         printed.append(out)
     assert printed[0] == printed[1]
+
+
+@pytest.mark.parametrize(
+    ("scope", "profile", "depth"),
+    [("migration", Profile.KIP, 10), ("dual-write", Profile.KIP, 9), ("rollback", Profile.KAFKA_3_9, 6),
+     ("finalize-failover", Profile.KAFKA_3_9, 9), ("pre-migration", Profile.KAFKA_3_9, 6)],
+)
+def test_state_hashes_are_fingerprints_on_migration_scopes(scope, profile, depth):
+    """The parallel engine keeps ``hash(state)`` for a state: no two states of these scopes share one. The
+    scopes hold ZooKeeper versions (-1 any, -2 absent), which CPython hashes alike: this is where a
+    field holding both would show, and records of classes with equal fields (which dataclass alone
+    hashes alike)."""
+    spec = scope_spec(scope, Variant(profile=profile))
+    states, frontier = {spec.initial}, [spec.initial]
+    for _ in range(depth):
+        level = []
+        for state in frontier:
+            for _, nxt in spec.successors(state):
+                if nxt not in states:
+                    states.add(nxt)
+                    level.append(nxt)
+        frontier = level
+    assert len(states) > 1000
+    assert len({hash(state) for state in states}) == len(states)
+
+
+def test_a_record_hash_tells_classes_with_equal_fields_apart():
+    """``A(1)`` and ``B(1)``, and sets of them: dataclass's own hash would give each pair one value."""
+    assert hash(BrokerHeartbeat(BrokerId(0), 3000)) != hash(RegisterWithKRaft(BrokerId(0), 3000))
+    assert hash(frozenset({CrashBroker(BrokerId(1))})) != hash(frozenset({StopBroker(BrokerId(1))}))
