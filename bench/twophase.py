@@ -1,6 +1,6 @@
 """Benchmark: TwoPhase commit explored breadth-first, calibrated against TLC's published figures.
 
-    python -m bench.twophase [--rm N] [--encoding records|packed] [--repeats R] [--json]
+    python -m bench.twophase [--rm N] [--encoding records|packed] [--workers N] [--repeats R] [--json]
 
 The model is Gray and Lamport's TwoPhase.tla (``bench.twophase_model``), the model of the
 published TLC and Stateright comparisons, written in the model API: frozen records and one
@@ -97,9 +97,16 @@ ENCODINGS = ("records", "packed")
 
 
 def explore(rms: int, variant: Variant = CORRECT, max_depth: int | None = None,
-            encoding: str = "records") -> TwoPhaseResult:
-    """Explore TwoPhase with ``rms`` RMs breadth-first, checking TCConsistent on every state."""
-    found = search(twophase_spec(rms, variant, encoding), max_depth=max_depth)
+            encoding: str = "records", workers: int = 1) -> TwoPhaseResult:
+    """Explore TwoPhase with ``rms`` RMs breadth-first, checking TCConsistent on every state (``workers``
+    other than 1: on the parallel engine, ``properties.parallel``)."""
+    spec = twophase_spec(rms, variant, encoding)
+    if workers == 1:
+        found = search(spec, max_depth=max_depth)
+    else:
+        from properties.parallel import parallel_search
+
+        found = parallel_search(spec, workers, max_depth)
     result = TwoPhaseResult(rms)
     result.distinct_states, result.successors, result.depth = found.distinct_states, found.generated, found.depth
     result.complete, result.seconds = found.complete, found.seconds
@@ -123,15 +130,22 @@ def twophase_spec(rms: int, variant: Variant = CORRECT, encoding: str = "records
 # ---- one run per process ------------------------------------------------------------------------
 
 
-def one_run(rms: int, encoding: str = "records") -> dict:
-    """Explore once in this process and report its figures, peak RSS included."""
-    cpu_start = time.process_time()
-    result = explore(rms, encoding=encoding)
-    cpu_seconds = time.process_time() - cpu_start
+def one_run(rms: int, encoding: str = "records", workers: int = 1) -> dict:
+    """Explore once in this process and report its figures, peak RSS included.
+
+    With workers, the CPU time is the driver's and the workers' together, and the peak RSS is the
+    driver's plus ``workers`` times the largest worker's (the kernel keeps only the largest child's
+    peak): an upper bound on what the processes held at once."""
+    cpu_start = _cpu_seconds()
+    result = explore(rms, encoding=encoding, workers=workers)
+    cpu_seconds = _cpu_seconds() - cpu_start
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    if workers > 1:
+        peak_kib += workers * resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return {
         "rm": rms,
         "encoding": encoding,
+        "workers": workers,
         "distinct_states": result.distinct_states,
         "generated": result.generated,
         "successors": result.successors,
@@ -144,11 +158,18 @@ def one_run(rms: int, encoding: str = "records") -> dict:
     }
 
 
-def run_in_subprocess(rms: int, encoding: str) -> dict:
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its children that have ended (the parallel engine's workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def run_in_subprocess(rms: int, encoding: str, workers: int = 1) -> dict:
     start = time.perf_counter()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.twophase", "--rm", str(rms), "--encoding", encoding, "--one-run"],
+        [sys.executable, "-m", "bench.twophase", "--rm", str(rms), "--encoding", encoding, "--workers", str(workers),
+         "--one-run"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -160,8 +181,8 @@ def run_in_subprocess(rms: int, encoding: str) -> dict:
     return run
 
 
-def measure(rms: int, repeats: int, encoding: str = "records") -> dict:
-    runs = [run_in_subprocess(rms, encoding) for _ in range(repeats)]
+def measure(rms: int, repeats: int, encoding: str = "records", workers: int = 1) -> dict:
+    runs = [run_in_subprocess(rms, encoding, workers) for _ in range(repeats)]
     first = runs[0]
     for run in runs[1:]:
         assert (run["distinct_states"], run["generated"], run["depth"]) == (
@@ -177,6 +198,7 @@ def measure(rms: int, repeats: int, encoding: str = "records") -> dict:
     return {
         "rm": rms,
         "encoding": encoding,
+        "workers": workers,
         "distinct_states": first["distinct_states"],
         "tlc_distinct_states": tlc_distinct,
         "matches_tlc": None if tlc_distinct is None else first["distinct_states"] == tlc_distinct,
@@ -247,12 +269,17 @@ def _met(value: bool | None) -> str:
     return "-" if value is None else ("yes" if value else "no")
 
 
+def _engine(workers: int) -> str:
+    return "serial engine" if workers == 1 else f"parallel engine on {workers} workers (64-bit fingerprints)"
+
+
 def print_table(r: dict) -> None:
     tlc = f"TLC: {r['tlc_distinct_states']:,}; " if r["tlc_distinct_states"] is not None else ""
     tlc = f" ({tlc}2^N + 4^N + 6^N = {r['expected_distinct_states']:,})"
     holds = "holds" if r["tc_consistent"] else "BROKEN"
     print(
-        f"TwoPhase, {r['rm']} RMs, {r['encoding']}: {r['distinct_states']:,} distinct states{tlc}, "
+        f"TwoPhase, {r['rm']} RMs, {r['encoding']}, {_engine(r['workers'])}: {r['distinct_states']:,} distinct "
+        f"states{tlc}, "
         f"{r['generated']:,} generated, depth {r['depth']}; TCConsistent {holds}"
     )
     print(
@@ -274,13 +301,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=_repeats, default=3, help="runs, each in its own process (median)")
     parser.add_argument("--encoding", choices=ENCODINGS, default="records",
                         help="records through the engine (the calibration), or the hand-packed ints")
+    parser.add_argument("--workers", type=_repeats, default=1,
+                        help="processes of the search (1: the serial engine, the default; more: the parallel one)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--one-run", action="store_true", help=argparse.SUPPRESS)  # what each subprocess runs
     args = parser.parse_args(argv)
     if args.one_run:
-        print(json.dumps(one_run(args.rm, args.encoding)))
+        print(json.dumps(one_run(args.rm, args.encoding, args.workers)))
         return 0
-    result = measure(args.rm, args.repeats, args.encoding)
+    result = measure(args.rm, args.repeats, args.encoding, args.workers)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

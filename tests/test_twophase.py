@@ -167,6 +167,16 @@ def test_twophase_cli_json_has_the_figures(capsys):
     assert len(result["seconds_all"]) == 1 and result["peak_rss_mb"] > 0
 
 
+@pytest.mark.parametrize("encoding", twophase.ENCODINGS)
+def test_twophase_on_the_parallel_engine_counts_as_tlc(encoding):
+    """``--workers 2``: the parallel engine, fingerprints in its seen-sets, finds TLC's counts and the same
+    shortest counterexample for the seeded bug."""
+    assert (explore(6, encoding=encoding, workers=2).distinct_states) == 50_816
+    serial, parallel = explore(3, EARLY_COMMIT, encoding=encoding), explore(3, EARLY_COMMIT, encoding=encoding,
+                                                                              workers=2)
+    assert parallel.violation == serial.violation and parallel.successors == serial.successors
+
+
 def test_twophase_cli_table_names_tlc(capsys):
     assert twophase.main(["--rm", "2", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
