@@ -69,6 +69,7 @@ from properties.explore import ExploreResult, Spec, scope_spec
 from properties.fingerprint import SIZE, Fingerprinter
 from properties.parallel import ACTION_BITS, ACTION_MASK, _keep_first, _trace
 
+LOG = "spark.log"  # the JVM's output, which the command line sends to the run directory
 FORMAT = 1  # of the run directory; a directory of another format is refused
 PROTOCOL = 5
 FINGERPRINT = f"S{SIZE}"
@@ -152,8 +153,8 @@ def finished_level(run: Path) -> int | None:
     return max(levels, default=None)
 
 
-def open_run(run: Path, ref: SpecRef, partitions: int) -> tuple[int, int | None]:
-    """(partitions, last finished level or None) of the run directory ``run``, made if new.
+def open_run(run: Path, ref: SpecRef, partitions: int, create: bool = True) -> tuple[int, int | None]:
+    """(partitions, last finished level or None) of the run directory ``run``, made if new (and ``create``).
 
     A directory holding another search (scope, profile, bugs, symmetry) or something else is a
     ``CheckpointError``; a resumed run keeps the partitions it was started with."""
@@ -175,8 +176,10 @@ def open_run(run: Path, ref: SpecRef, partitions: int) -> tuple[int, int | None]
                 f"{','.join(theirs['bugs']) or 'none'}, symmetry {theirs['symmetry']}, format {held['format']}); "
                 "resume it with the same options or use a new directory")
         return partitions, finished_level(run)
-    if run.is_dir() and any(run.iterdir()):
+    if run.is_dir() and any(p.name != LOG for p in run.iterdir()):
         raise CheckpointError(f"{run} is not empty and holds no kraftcheck explore run (no run.json)")
+    if not create:
+        return partitions, None
     try:
         run.mkdir(parents=True, exist_ok=True)
         _write(meta, json.dumps({**description, "partitions": partitions}, indent=2).encode())
