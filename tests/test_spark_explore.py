@@ -72,6 +72,35 @@ def test_spark_search_resumes_from_its_last_finished_level(spark, tmp_path):
     assert not list((run / "level-000004").glob("seen-*"))  # what a finished run no longer needs is gone
 
 
+@pytest.mark.slow
+def test_a_killed_explore_resumes_from_its_last_finished_level(spark, tmp_path):
+    """`kraftcheck explore --master local[2] --checkpoint DIR` killed (SIGKILL, the JVM and its Python workers
+    with it) once level 3 is finished, then resumed: the serial engine's answers."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    root = Path(__file__).resolve().parent.parent
+    child = subprocess.Popen([sys.executable, "-m", "properties.cli", "explore", "--scope", "kraft-born", "--master",
+                              "local[2]", "--checkpoint", str(run), "--json"], cwd=root, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "level-000003" / "done.json").exists():
+            assert child.poll() is None and time.monotonic() < deadline, "the run ended or stalled before level 3"
+            time.sleep(0.05)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    stopped = finished_level(run)
+    assert stopped is not None and 3 <= stopped < 17
+    resumed = spark_search(spark, SpecRef("kraft-born"), run)
+    assert answers(resumed) == answers(serial(SpecRef("kraft-born")))
+
+
 def test_a_run_directory_of_another_search_is_refused(tmp_path):
     """Resuming with other options would mix two state graphs: refused, one line, before Spark starts."""
     run = tmp_path / "run"
