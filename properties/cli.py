@@ -277,9 +277,13 @@ def _explore_on_spark(args: argparse.Namespace):
         except KeyboardInterrupt:
             from properties.spark_explore import finished_level
 
-            if args.checkpoint:
-                print(f"kraftcheck explore: interrupted; the same command resumes from level "
-                      f"{finished_level(run)} in {run}", file=sys.stderr)
+            level = finished_level(run) if args.checkpoint else None
+            if level is not None:
+                print(f"kraftcheck explore: interrupted; the same command resumes from level {level} in {run}",
+                      file=sys.stderr)
+            elif args.checkpoint:
+                print(f"kraftcheck explore: interrupted before a level was kept; the same command starts again in "
+                      f"{run}", file=sys.stderr)
             else:
                 print("kraftcheck explore: interrupted (with --checkpoint DIR it could be resumed)", file=sys.stderr)
             return INTERRUPTED

@@ -127,6 +127,24 @@ def test_explore_cli_on_spark_prints_the_serial_answer(spark, capsys, tmp_path):
     assert spark.sparkContext._jsc is not None  # the session the caller made is still running
 
 
+def test_explore_cli_on_spark_interrupted_says_how_to_resume(spark, tmp_path, capsys, monkeypatch):
+    """Ctrl-C during the search: exit 130 and one line naming the level the same command resumes from."""
+    from properties import spark_explore
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    run = tmp_path / "run"
+    open_run(run, SpecRef("bounce"), 2)
+    (run / "level-000002").mkdir()
+    (run / "level-000002" / "done.json").write_text("{}")
+    monkeypatch.setattr(spark_explore, "spark_search", interrupted)
+    code = cli.main(["explore", "--scope", "bounce", "--master", "local[2]", "--checkpoint", str(run)])
+    err = capsys.readouterr().err
+    assert code == cli.INTERRUPTED
+    assert err == f"kraftcheck explore: interrupted; the same command resumes from level 2 in {run}\n"
+
+
 def test_explore_cli_refuses_a_checkpoint_of_another_search(tmp_path, capsys):
     run = tmp_path / "run"
     open_run(run, SpecRef("kraft-born"), 2)
