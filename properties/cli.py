@@ -83,6 +83,15 @@ _non_negative = _integer(0, "an integer >= 0")
 _workers = _integer(0, "a number of processes >= 0 (0: one per core, 1: the serial engine)")
 
 
+def _explore_master(text: str) -> str:
+    from properties.campaign.spark import check_spark_master
+
+    try:
+        return check_spark_master(text, others="")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _writable_folder(text: str) -> str:
     """A folder that exists and can be written, or one that can be made (checked before any search)."""
     from properties.campaign.options import CampaignError, check_writable
@@ -152,12 +161,25 @@ def cmd_scopes(args: argparse.Namespace) -> int:
 def cmd_explore(args: argparse.Namespace) -> int:
     from properties.explore import explore
 
+    if args.checkpoint and not args.master:
+        print("kraftcheck explore: error: --checkpoint keeps the levels of a search on Spark: it needs --master",
+              file=sys.stderr)
+        return USAGE
+    if args.master and args.workers != 1:
+        print("kraftcheck explore: error: --master and --workers are two ways to spread the search: give one",
+              file=sys.stderr)
+        return USAGE
     variant = _variant(args.bug, args.profile)
-    with _progress(args, f"exploring {args.scope}") as report:
-        result = explore(
-            args.scope, variant, max_depth=args.depth, max_states=args.max_states, progress=report,
-            symmetry=args.symmetry, workers=args.workers,
-        )
+    if args.master:
+        result = _explore_on_spark(args)
+        if isinstance(result, int):
+            return result
+    else:
+        with _progress(args, f"exploring {args.scope}") as report:
+            result = explore(
+                args.scope, variant, max_depth=args.depth, max_states=args.max_states, progress=report,
+                symmetry=args.symmetry, workers=args.workers,
+            )
     sometimes = [p.name for p in PROPERTIES if p.kind is Kind.SOMETIMES]
     documented = SCOPES[args.scope].expected_findings(args.profile)
     written = _write_explore_traces(args, result.violations) if args.traces else {}
@@ -168,6 +190,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         "profile": args.profile.value,
         "symmetry": args.symmetry,
         "workers": result.workers,
+        "master": args.master,
         "bugs": sorted(args.bug or []),
         "distinct_states": result.distinct_states,
         "generated": result.generated,
@@ -213,6 +236,63 @@ def cmd_explore(args: argparse.Namespace) -> int:
         if out["witnesses_missing"]:
             print(f"witnesses this scope does not reach (others may): {', '.join(out['witnesses_missing'])}")
     return VIOLATION if violated else CLEAN
+
+
+def _explore_on_spark(args: argparse.Namespace):
+    """``explore --master``: the search on Spark (``properties.spark_explore``), its levels in --checkpoint
+    (resumed from there) or in a temporary directory; an ExploreResult, or an exit code after one line."""
+    import shutil
+    import tempfile
+
+    from properties.campaign import spark as spark_session
+    from properties.spark_explore import LOG, CheckpointError, SpecRef, open_run, spark_search
+
+    error = "kraftcheck explore: error:"
+    ref = SpecRef(args.scope, args.profile.value, tuple(sorted(set(args.bug or ()))), args.symmetry)
+    run = Path(args.checkpoint) if args.checkpoint else Path(tempfile.mkdtemp(prefix="kraftcheck-explore-"))
+    try:
+        try:
+            master = spark_session.spark_master(args.master)
+            spark_session.check_reachable(master)
+            open_run(run, ref, 1, create=False)
+        except ValueError as e:  # CheckpointError included
+            print(f"{error} {e}", file=sys.stderr)
+            return USAGE
+        from pyspark import SparkContext
+
+        ours = SparkContext._active_spark_context is None  # a session the caller made stays running
+        try:
+            run.mkdir(parents=True, exist_ok=True)
+            spark = spark_session.session(master, app_name=f"kraftcheck explore {args.scope}", log=run / LOG)
+        except (spark_session.SparkStartError, OSError) as e:
+            print(f"{error} {e}", file=sys.stderr)
+            return USAGE
+        try:
+            with _progress(args, f"exploring {args.scope} on {master}") as report:
+                return spark_search(spark, ref, run, max_depth=args.depth, max_states=args.max_states,
+                                    progress=report)
+        except CheckpointError as e:
+            print(f"{error} {e}", file=sys.stderr)
+            return USAGE
+        except KeyboardInterrupt:
+            from properties.spark_explore import finished_level
+
+            level = finished_level(run) if args.checkpoint else None
+            if level is not None:
+                print(f"kraftcheck explore: interrupted; the same command resumes from level {level} in {run}",
+                      file=sys.stderr)
+            elif args.checkpoint:
+                print(f"kraftcheck explore: interrupted before a level was kept; the same command starts again in "
+                      f"{run}", file=sys.stderr)
+            else:
+                print("kraftcheck explore: interrupted (with --checkpoint DIR it could be resumed)", file=sys.stderr)
+            return INTERRUPTED
+        finally:
+            if ours:
+                spark.stop()
+    finally:
+        if not args.checkpoint:
+            shutil.rmtree(run, ignore_errors=True)
 
 
 # What campaigns, explore and simulate call a property the correct model breaks in a scope on purpose
@@ -950,6 +1030,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="search on N processes, the seen-set split between them (0: one per core; default 1: the serial "
              "engine); same counts and counterexamples",
     )
+    p.add_argument("--master", type=_explore_master,
+                   help="search on Spark (local[N], local[*], spark://HOST:PORT), the states partitioned by "
+                        "fingerprint; same counts and counterexamples (not with --workers)")
+    p.add_argument("--checkpoint", metavar="DIR",
+                   help="with --master: keep every finished level in DIR (a path every executor sees); the same "
+                        "command on a DIR holding finished levels resumes from the last")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_explore)
 

@@ -80,9 +80,9 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
-def collision_chance(states: int) -> float:
-    """The chance that two of ``states`` uniformly spread 64-bit fingerprints are equal (birthday bound)."""
-    return min(1.0, states * (states - 1) / 2 ** (FINGERPRINT_BITS + 1))
+def collision_chance(states: int, bits: int = FINGERPRINT_BITS) -> float:
+    """The chance that two of ``states`` uniformly spread fingerprints of ``bits`` bits are equal (birthday bound)."""
+    return min(1.0, states * (states - 1) / 2 ** (bits + 1))
 
 
 def parallel_search(

@@ -1,9 +1,8 @@
 """A campaign on a Spark standalone cluster gives the tables a local campaign gives.
 
-The cluster is a Spark standalone master and one worker (one core) on 127.0.0.1, started from the
-pyspark installation's jars (the pip package ships no start-master.sh) and stopped by pid. The
-worker runs outside the project directory and without PYTHONPATH, so its executors import the
-project from the zip the driver ships (``properties.campaign.spark.ship_packages``). The same plan also runs
+The cluster is a Spark standalone master and one worker (one core) on 127.0.0.1 (the ``spark_cluster``
+fixture of tests/spark_cluster.py). Its executors import the project from the zip the driver ships
+(``properties.campaign.spark.ship_packages``). The same plan also runs
 through ``spark-submit properties/campaign/__main__.py`` in local mode, at the same time; the tables must
 match, timing columns aside. A seeded bug's campaign shows the shrink tasks run on the executors.
 """
@@ -11,44 +10,23 @@ match, timing columns aside. A seeded bug's campaign shows the shrink tasks run 
 from __future__ import annotations
 
 import os
-import re
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pyspark
 import pytest
 
 from properties.campaign import spark
 from properties.campaign.driver import run_campaign
 from properties.campaign.options import make_plan
+from tests.spark_cluster import wait_for_log
 from tests.test_campaign import tables
 
 pytestmark = pytest.mark.spark_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
-SPARK_HOME = Path(pyspark.__file__).resolve().parent
 PLAN = dict(seeds=4, steps=400, partition_size=1)
 BUGGY = dict(seeds=2, steps=200, partition_size=1, mutant="impl_broker_epoch_from_session_id", shrink_seconds=20)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for_log(text: str, process: subprocess.Popen, log: Path, seconds: float = 90) -> None:
-    """Until the daemon's log says ``text``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"{log.stem} exited:\n{log.read_text()[-2000:]}"
-        if text in log.read_text():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{log.stem} did not log {text!r} in {seconds} s:\n{log.read_text()[-2000:]}")
 
 
 @pytest.fixture(scope="module")
@@ -69,51 +47,12 @@ def local_submit(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, local_submit):
-    """``spark://127.0.0.1:PORT``: a standalone master and a one-core worker, stopped by pid at the end."""
-    base = tmp_path_factory.mktemp("cluster")
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    # The worker builds its executors' command from SPARK_HOME; a pip installation has no RELEASE file
-    # or build directories to read the Scala version from (bin/load-spark-env.sh would export it).
-    core = next((SPARK_HOME / "jars").glob("spark-core_*.jar")).name
-    scala = re.match(r"spark-core_([\d.]+)-", core).group(1)
-    env.update(SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1", SPARK_SCALA_VERSION=scala)
-    # no REST submission server: it would take the fixed port 6066
-    java = ["java", "-Xmx256m", "-Dspark.master.rest.enabled=false", "-cp", f"{SPARK_HOME / 'jars'}/*"]
-    url = f"spark://127.0.0.1:{port}"
-    commands = {
-        "master": [*java, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                   "--webui-port", "0"],
-        "worker": [*java, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--webui-port", "0",
-                   "--cores", "1", "--memory", "1g", "--work-dir", str(base / "work")],
-    }
-    processes = {}
-    try:
-        for name, command in commands.items():
-            log = base / f"{name}.log"
-            processes[name] = (subprocess.Popen(command, cwd=base, env=env, stdout=log.open("w"),
-                                                stderr=subprocess.STDOUT), log)
-        # an application that registers before the master leads is ignored (and retried only 20 s later)
-        _wait_for_log("I have been elected leader", *processes["master"])
-        yield url, processes
-    finally:
-        for process, _ in processes.values():
-            process.terminate()
-        for process, _ in processes.values():
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-@pytest.fixture(scope="module")
-def session(cluster):
-    url, processes = cluster
+def session(local_submit, spark_cluster):
+    """A session on the cluster; the spark-submit run is started first, so that it runs while the cluster starts."""
+    url, processes = spark_cluster
     s = spark.session(url, app_name="kraftcheck cluster test")
     try:
-        _wait_for_log("Registering worker", *processes["master"])  # else jobs would wait for executors forever
+        wait_for_log("Registering worker", *processes["master"])  # else jobs would wait for executors forever
         yield s
     finally:
         s.stop()

@@ -67,6 +67,12 @@ def _report_dir_unwritable(tmp: Path) -> None:
     (out / "report.html").mkdir()
 
 
+def _explore_run_of_another_search(tmp: Path) -> None:
+    from properties.spark_explore import SpecRef, open_run
+
+    open_run(tmp / "other_run", SpecRef("kraft-born"), 2)
+
+
 FILES = {
     "not_json": lambda tmp: (tmp / "not_json").write_text("{not json"),
     "empty_file": lambda tmp: (tmp / "empty_file").write_text(""),
@@ -94,6 +100,7 @@ FILES = {
     "diff_handover_keys": lambda tmp: (tmp / "diff_handover_keys").write_text(_differential(handover={"when": 1})),
     "a_dir": lambda tmp: (tmp / "a_dir").mkdir(),
     "a_file": lambda tmp: (tmp / "a_file").write_text("x"),
+    "other_run": _explore_run_of_another_search,
     "good_trace": lambda tmp: (tmp / "good_trace").write_text(_trace()),
     "pins": lambda tmp: (tmp / "pins").mkdir() or (tmp / "pins" / "taken.json").write_text("{}"),
     "done": _campaign_plan,
@@ -137,6 +144,15 @@ CASES = [
     (["explore", "--scope", "bounce", "--bug", "impl_vote_ignores_log"], "unknown seeded bug"),
     (["explore", "--scope", "rollback", "--profile", "kafka-4.0"], "unknown profile 'kafka-4.0'"),
     (["explore", "--scope", "bounce", "extra"], "unrecognized arguments"),
+    (["explore", "--scope", "bounce", "--master", "local[0]"], "bad master"),
+    (["explore", "--scope", "bounce", "--master", "mainframe"], "bad master"),
+    (["explore", "--scope", "bounce", "--master", "local[2]", "--workers", "2"], "--master and --workers"),
+    (["explore", "--scope", "bounce", "--checkpoint", "{tmp}/run"], "it needs --master"),
+    (["explore", "--scope", "bounce", "--master", "spark://127.0.0.1:1"], "cannot reach the Spark master"),
+    (["explore", "--scope", "bounce", "--master", "local[1]", "--checkpoint", "{other_run}"],
+     "holds another search (scope kraft-born"),
+    (["explore", "--scope", "bounce", "--master", "local[1]", "--checkpoint", "{a_file}"],
+     "is a file, not a directory"),
     # simulate
     (["simulate", "--scope", "cluster", "--seed", "x", "--steps", "5"], "expected an integer >= 0"),
     (["simulate", "--scope", "cluster", "--seed", "-1", "--steps", "5"], "expected an integer >= 0"),

@@ -48,8 +48,8 @@ def is_local(master: str) -> bool:
     return _LOCAL.fullmatch(master) is not None
 
 
-def check_spark_master(master: str) -> str:
-    """A Spark master URL as given, or a one-line ValueError."""
+def check_spark_master(master: str, others: str = ", serial or processes[N]") -> str:
+    """A Spark master URL as given, or a one-line ValueError (``others``: what else the caller takes)."""
     local = _LOCAL.fullmatch(master)
     if local and local.group(1) == "0":
         raise ValueError(f"bad master {master!r}: local[N] needs N >= 1")
@@ -58,8 +58,7 @@ def check_spark_master(master: str) -> str:
                          "so that a task whose worker dies is retried")
     if local or _CLUSTER.fullmatch(master):
         return master
-    raise ValueError(f"bad master {master!r}; expected local[N], local[*], local[N,F], spark://HOST:PORT, "
-                     "serial or processes[N]")
+    raise ValueError(f"bad master {master!r}; expected local[N], local[*], local[N,F], spark://HOST:PORT{others}")
 
 
 def check_reachable(master: str, timeout: float = 5.0) -> None:

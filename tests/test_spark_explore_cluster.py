@@ -1,0 +1,41 @@
+"""The search on a Spark standalone cluster gives the serial engine's counts, verdicts and traces.
+
+The cluster is a standalone master and one one-core worker on 127.0.0.1 (``spark_cluster``,
+tests/spark_cluster.py). Its executors import the project from the zip the driver ships, and
+rebuild the scope's ``Spec`` from its description; the run directory is a path the driver and the
+worker share (one machine here; on several, a shared filesystem).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from properties.campaign import spark
+from properties.spark_explore import SpecRef, spark_search
+from tests.spark_cluster import wait_for_log
+from tests.test_parallel_explore import answers
+from tests.test_spark_explore import serial
+
+pytestmark = pytest.mark.spark_cluster
+
+
+@pytest.fixture(scope="module")
+def session(spark_cluster):
+    url, processes = spark_cluster
+    s = spark.session(url, app_name="kraftcheck explore cluster test")
+    try:
+        wait_for_log("Registering worker", *processes["master"])  # else jobs would wait for executors forever
+        yield s
+    finally:
+        s.stop()
+
+
+def test_spark_search_on_a_standalone_cluster_answers_as_the_serial_engine(session, tmp_path):
+    """kraft-metadata-version, complete (10 levels), on the cluster's executors: the serial engine's answers."""
+    imports_from = session.sparkContext.parallelize([0], 1).map(
+        lambda _: __import__("properties.spark_explore").spark_explore.__file__).collect()[0]
+    assert "kraftcheck.zip" in imports_from, imports_from
+    ref = SpecRef("kraft-metadata-version")
+    on_cluster = spark_search(session, ref, tmp_path / "run", partitions=2)
+    assert answers(on_cluster) == answers(serial(ref))
+    assert on_cluster.complete and on_cluster.distinct_states == 226
