@@ -71,6 +71,12 @@ def record(cls: type[R]) -> type[R]:
     if issubclass(cls, Record) and cls.__dict__.get("__hash__") is not None:
         setattr(cls, "__hash__", _caching_hash(cls))
     if init is not None:
+        # Pickled as a call of the class with its fields, which unpickling runs through the generated
+        # ``__init__``: dataclass's slotted __getstate__/__setstate__ call ``fields()`` per record, most
+        # of what loading a state cost (the parallel engine and campaigns move states between processes).
+        reduce_source = f"def __reduce__(self):\n    return _cls, ({''.join(f'self.{n}, ' for n in names)})\n"
+        exec(reduce_source, namespace)  # noqa: S102 - generated from the class's own field names
+        setattr(cls, "__reduce__", namespace["__reduce__"])
         generated = namespace["__init__"]
         assert isinstance(generated, FunctionType)
         generated.__qualname__ = f"{cls.__qualname__}.__init__"
