@@ -23,6 +23,7 @@ Rules (docs/design.md §13):
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Callable
 from dataclasses import fields
 from functools import cache
@@ -319,6 +320,43 @@ def _pin_text(pin: dict | None) -> str:
     return f"{pin['distinct_states']:,} distinct states ({reach}), {pin['generated']:,} steps checked"
 
 
+COMPLETION = Path(__file__).resolve().parent / "completion.json"
+
+
+def _completion_section() -> list[str]:
+    """The scopes explored with no depth limit (``python -m bench.complete_scopes --write``), as pinned."""
+    if not COMPLETION.exists():
+        return []
+    rows = json.loads(COMPLETION.read_text())
+    out = ["", "## Explored to completion", "",
+           "`python -m bench.complete_scopes` explores the migration's scopes with no depth limit, each in its own "
+           "process within a time budget, on the parallel engine (`--workers`); a scope that completes has its "
+           "`eventually` properties checked on its whole graph. `properties/completion.json` pins the figures, and "
+           "`pytest -m slow` explores every complete entry again and compares the counts. Where a scope does not "
+           "complete, the reason is the one shown: the depth and the size it reached when the budget ran out, "
+           "with its last level's size. Seconds are on a shared 2-core machine (the load average beside them).",
+           "",
+           "| entry | complete | distinct states | steps checked | depth | seconds (load) | liveness on the graph |",
+           "|---|---|---|---|---|---|---|"]
+    for key in sorted(rows):
+        row = rows[key]
+        scope, _, profile = key.partition("@")
+        seconds = f"{row['seconds']:,.0f} ({row['load_average']})"
+        if row["complete"]:
+            live = row.get("liveness")
+            verdicts = "not checked" if not live else "; ".join(
+                f"{prop}: {verdict}" for prop, verdict in sorted(live.items()) if verdict != "holds") or "all hold"
+            cells = ["yes", f"{row['distinct_states']:,}", f"{row['generated']:,}", str(row["depth"]), seconds,
+                     verdicts]
+        else:
+            trend = "still growing" if row["levels_growing"] else "shrinking"
+            cells = [f"no, in {row['budget_minutes']:g} min", f"{row['distinct_states']:,} so far",
+                     f"{row['generated']:,}", f"{row['depth_reached']} reached (last level {row['last_level']:,}, "
+                     f"{trend})", seconds, ""]
+        out.append(f"| [`{key}`](#{scope}) | " + " | ".join(cells) + " |")
+    return out
+
+
 def render_manifest() -> str:
     pins = pinned()
     out = [
@@ -349,6 +387,7 @@ def render_manifest() -> str:
             cells += [f"{pin['distinct_states']:,}", f"{pin['generated']:,}", str(pin["depth"]),
                       "yes" if pin["complete"] else "no"]
         out.append("| " + " | ".join(cells) + " |")
+    out += _completion_section()
     out += ["", "## Scopes", "",
             "Each scope bounds the perturbations with budgets (healing steps are free) and caps the messages in "
             "flight (`model/scopes.py`). The seeded-bug search depth is how deep `kraftcheck mutants` searches "

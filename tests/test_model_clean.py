@@ -7,6 +7,8 @@ each scope to the depth its seeded bugs are searched at, so that no seeded bug i
 violation the correct model has too.
 """
 
+import json
+
 import pytest
 
 from model import PROPERTIES, SCOPES, Kind, Variant
@@ -80,3 +82,24 @@ def test_correct_model_is_clean_to_the_seeded_bug_depth(key):
     name, profile = manifest.split(key)
     result = explore(name, Variant(profile=profile), max_depth=SCOPES[name].max_depth)
     assert set(result.violations) == _findings(key)
+
+
+def _complete_pins() -> dict[str, dict]:
+    from properties.site import COMPLETION
+
+    if not COMPLETION.exists():
+        return {}
+    return {key: row for key, row in json.loads(COMPLETION.read_text()).items() if row["complete"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", sorted(_complete_pins()))
+def test_complete_exploration_matches_its_pin(key):
+    """A scope pinned as explored to completion (``python -m bench.complete_scopes --write``) still completes
+    with the same counts, on the parallel engine as it was pinned."""
+    row = _complete_pins()[key]
+    name, profile = manifest.split(key)
+    result = explore(name, Variant(profile=profile), workers=2)
+    assert result.complete
+    assert (result.distinct_states, result.generated, result.depth) == (
+        row["distinct_states"], row["generated"], row["depth"])
