@@ -41,6 +41,7 @@ from model.actions import (
     OpenSession,
     RecoverMigrationState,
     RegisterBroker,
+    RegisterController,
     RegisterWithKRaft,
     RequestVote,
     RestartBroker,
@@ -221,7 +222,8 @@ STAGES = ("quorum", "registered", "dual-write", "kraft-brokers")
 
 # The happy path's step kinds, in the order a canonical warm-up prefers them.
 _HAPPY_PATH: tuple[type, ...] = (
-    Deliver, RecoverMigrationState, BecomeLeader, RequestVote, Fetch, KRaftLeaderChange, WaitForControllerQuorum,
+    Deliver, RecoverMigrationState, BecomeLeader, RequestVote, Fetch, RegisterController, KRaftLeaderChange,
+    WaitForControllerQuorum,
     SessionTimeout, RegisterWithKRaft, BrokerHeartbeat, FetchMetadata, WaitForZkBrokers, BecomeZkController,
     MigrateMetadata, CompleteMigration, MigrationCommitted, SyncKRaftToZk, SendRPCsToBrokers, DualWrite,
     RestartBroker,
