@@ -308,6 +308,10 @@ def quorum_not_ready(state: ClusterState, c: KRaftController, variant: Variant) 
         # kip asks every member to be online with the flag. Voters in id order: QuorumFeatures' quorumNodeIds come
         # from a HashMap of controller.quorum.voters (QuorumConfig), which iterates consecutive ids ascending.
         for o in sorted(state.controllers, key=lambda o: o.id):
+            if variant.has(Bug.READINESS_READS_CONFIGURATION):
+                if not (o.config.migration_enabled and o.config.zk_configured):
+                    return Refused(None, "Controller {} has not enabled zookeeper.metadata.migration.enable", (o.id,))
+                continue
             registration = image.controller_registration(o.id)
             if registration is None:
                 return Refused(None, "No registration found for controller {}", (o.id,))
