@@ -100,9 +100,9 @@ class RegisterBrokerRecord(Record):
 class RegisterControllerRecord(Record):
     """A controller's registration (KIP-919, from metadata.version 3.7-IV0; ClusterControlManager.registerController).
 
-    Differs: Kafka's record carries the process's incarnation id, and every start of a controller
-    registers anew; the model has no controller incarnations (a restart keeps what the record says), so
-    a controller registers again only when what it would send differs from the image's registration."""
+    Kafka's record carries the process's incarnation id, and every start of a controller registers anew;
+    the model has no controller incarnations, so a controller registers again only when what it would send
+    differs from the image's registration (marked at ``model.kraft_quorum._register_controller``)."""
 
     controller: ControllerId
     zk_migration_ready: bool  # zookeeper.metadata.migration.enable, as the controller was started with

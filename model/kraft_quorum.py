@@ -679,6 +679,9 @@ def _register_controller(state: ClusterState, cid: ControllerId, lid: Controller
     its answer are not separate messages in the model. An accepted answer changes nothing on the
     sender: like Kafka's manager, it learns it is registered only from the committed record.
     """
+    # Differs: kip has no controller registrations (KIP-866 §Migration Trigger reads the members); kafka-3.9
+    # registers as Kafka's manager does, but a controller has no incarnations: it registers again only when its
+    # flag changed, where Kafka registers every start (the flag is all the model's readiness reads).
     if variant.profile is not Profile.KAFKA_3_9:
         return _KIP_REGISTERS_NO_CONTROLLER
     c = ctrl(state, cid)
@@ -686,7 +689,7 @@ def _register_controller(state: ClusterState, cid: ControllerId, lid: Controller
         return _NOT_RUNNING
     published = committed_image(c)
     if published.metadata_version is None or published.metadata_version < Ibp.IBP_3_7_IV0:
-        # Differs: below 3.7-IV0 Kafka has no controller registrations (isControllerRegistrationSupported).
+        # Kafka's manager waits for a level that supports registration (isControllerRegistrationSupported).
         return Refused(None, "the controller's metadata.version {} does not support KIP-919 controller registration",
                        (None if published.metadata_version is None else published.metadata_version.name,))
     request = controller_registration(c)
