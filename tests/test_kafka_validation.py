@@ -339,3 +339,18 @@ def test_validation_names_a_controller_registered_without_its_migration_flag():
     first["data"]["zkMigrationReady"] = False
     result = validate(obs, plan)
     assert result.unexplained is not None and result.unexplained.event is first
+
+
+def test_real_run_check_holds_the_driver_to_ready_registrations():
+    """KIP-866 §Migration Trigger (reference §1.4): on the real 3.9.2 run the driver left
+    WAIT_FOR_CONTROLLER_QUORUM with the controller registered ready; made to say not ready, the check
+    MigrationWaitsForEveryVoterRegisteredReady names it."""
+    from properties.kafka.checks import CHECKS
+
+    check = CHECKS["MigrationWaitsForEveryVoterRegisteredReady"]
+    obs, _ = recorded("kafka-3.9-controller-registrations-run.json")
+    assert check(obs) == []
+    records = next(iter(obs.metadata.values()))
+    next(r for r in records if r["type"] == "REGISTER_CONTROLLER_RECORD")["data"]["zkMigrationReady"] = False
+    (violation,) = check(obs)
+    assert "controller 3000" in violation.message
