@@ -330,6 +330,16 @@ class RegisterWithKRaft(Record):
 
 
 @record
+class RegisterController(Record):
+    """ControllerRegistration (KIP-919) to the active controller, which appends a RegisterControllerRecord;
+    sent once the controller's committed metadata.version supports it (3.7-IV0) and its registration there
+    is missing or not what it would send. kafka-3.9 only."""
+
+    controller: ControllerId  # the one registering
+    leader: ControllerId  # the active controller it sends to
+
+
+@record
 class BrokerHeartbeat(Record):
     """BrokerHeartbeat with the exact broker epoch: unfence, start or finish a controlled shutdown."""
 
@@ -445,6 +455,7 @@ KRaftAction = (
     | SendRPCsToBrokers
     | DualWrite
     | RegisterWithKRaft
+    | RegisterController
     | BrokerHeartbeat
     | FetchMetadata
     | SessionTimeout
@@ -467,6 +478,7 @@ KRaftQuorumAction = (
     | ShutdownController
     | RestartController
     | RegisterWithKRaft
+    | RegisterController
     | BrokerHeartbeat
     | FetchMetadata
     | SessionTimeout

@@ -86,6 +86,7 @@ class Bug(Enum):
     WAIT_ONLY_FOR_LIVE_BROKERS = "wait_only_for_live_brokers"
     READY_COMPARES_ZK_EPOCH = "ready_compares_zk_epoch"
     INACTIVE_IGNORES_LEADERSHIP = "inactive_ignores_leadership"
+    READINESS_READS_CONFIGURATION = "readiness_reads_configuration"
     # Mistakes of the design, made by the model and the implementation alike (impl.bugs.SHARED_SEEDED_BUGS):
     # only the model-independent properties (model.end_to_end_invariants) catch them.
     DUAL_WRITE_RPCS_BEFORE_ZK = "dual_write_rpcs_before_zk"
@@ -116,10 +117,16 @@ class SeededBug(Record):
     invariant: str  # the invariant it must break
     scope: str  # the scope whose bounded search must find the break
     mistake: str  # one line: what the buggy code does
+    profile: Profile = Profile.KIP  # the rules the search runs under (a kafka-3.9 rule's bug: kafka-3.9)
 
     @property
     def name(self) -> str:
         return self.bug.value
+
+    @property
+    def variant(self) -> Variant:
+        """The model with this bug switched on, under its profile."""
+        return Variant(frozenset({self.bug}), self.profile)
 
 
 SEEDED_BUGS: tuple[SeededBug, ...] = (
@@ -245,6 +252,10 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "a ZK broker counts as registered only if its KRaft broker epoch equals its ZooKeeper czxid"),
     SeededBug(Bug.INACTIVE_IGNORES_LEADERSHIP, "ActiveDriverNeverStaysInactive", "handover",
               "an INACTIVE driver ignores the event that makes its node the leader again"),
+    SeededBug(Bug.READINESS_READS_CONFIGURATION, "MigrationWaitsForEveryVoterRegisteredReady",
+              "controller-registration",
+              "from metadata.version 3.7-IV0 the quorum's readiness reads each voter's configuration, not its"
+              " RegisterControllerRecord", Profile.KAFKA_3_9),
     # mistakes of the design (the implementation makes each too): only a model-independent property sees them
     SeededBug(Bug.DUAL_WRITE_RPCS_BEFORE_ZK, "ZkHoldsWhatZkBrokersAreTold", "dual-write-outage",
               "while ZooKeeper is unavailable, the dual write sends ZK brokers the change's RPCs and leaves its"

@@ -9,7 +9,8 @@ Rules:
   controlled shutdown reaches ``model.zk_era.deliver_message``, the code ``Deliver`` runs (or is
   put in flight, ``deliver=False``, for a later ``Deliver``); a BrokerRegistration or a
   BrokerHeartbeat reaches the active controller's side of the exchange
-  (``model.kraft_quorum.handle_registration`` / ``handle_heartbeat``). The answer goes to the
+  (``model.kraft_quorum.handle_registration`` / ``handle_heartbeat``), and a ControllerRegistration
+  ``handle_controller_registration``. The answer goes to the
   script, in the step's outcome (``model.step.outcome``), not to a broker process: the broker
   whose id the request carries learns nothing from it.
 - ``model.step.candidate_actions`` never offers an ``Inject`` and ``Inject`` is not in
@@ -25,10 +26,22 @@ from typing import TypeGuard, assert_never
 
 from model.bugs import Variant
 from model.kraft import FIRST_CONTROLLER_ID
-from model.kraft_quorum import handle_heartbeat, handle_registration, heartbeat_unchanged
+from model.kraft_quorum import (
+    handle_controller_registration,
+    handle_heartbeat,
+    handle_registration,
+    heartbeat_unchanged,
+)
 from model.outcome import IN_FLIGHT_CAP, Refused, Result, Unchanged
 from model.record import Record, record
-from model.state import BrokerHeartbeatRequest, BrokerRegistrationRequest, ClusterState, KRaftRequest, Message
+from model.state import (
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    ClusterState,
+    ControllerRegistrationRequest,
+    KRaftRequest,
+    Message,
+)
 from model.zk_era import deliver_message
 
 
@@ -55,7 +68,7 @@ def is_harness_action(action: object) -> TypeGuard[HarnessAction]:
 def handle(state: ClusterState, action: HarnessAction, variant: Variant) -> Result:
     """The state after an injected request, or why it is refused or changes nothing (``model.outcome``)."""
     request = action.request
-    if isinstance(request, BrokerRegistrationRequest | BrokerHeartbeatRequest):
+    if isinstance(request, BrokerRegistrationRequest | BrokerHeartbeatRequest | ControllerRegistrationRequest):
         if not action.deliver:
             return _EXCHANGE
         if not 0 <= request.controller - FIRST_CONTROLLER_ID < len(state.controllers):
@@ -88,5 +101,7 @@ def _exchange(state: ClusterState, request: KRaftRequest, variant: Variant) -> R
                 return heartbeat
             after, response, wrote = heartbeat
             return after if wrote else heartbeat_unchanged(response)
+        case ControllerRegistrationRequest():
+            return handle_controller_registration(state, request, variant)
         case _:
             assert_never(request)

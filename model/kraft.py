@@ -97,6 +97,18 @@ class RegisterBrokerRecord(Record):
 
 
 @record
+class RegisterControllerRecord(Record):
+    """A controller's registration (KIP-919, from metadata.version 3.7-IV0; ClusterControlManager.registerController).
+
+    Kafka's record carries the process's incarnation id, and every start of a controller registers anew;
+    the model has no controller incarnations, so a controller registers again only when what it would send
+    differs from the image's registration (marked at ``model.kraft_quorum._register_controller``)."""
+
+    controller: ControllerId
+    zk_migration_ready: bool  # zookeeper.metadata.migration.enable, as the controller was started with
+
+
+@record
 class BrokerRegistrationChangeRecord(Record):
     broker: BrokerId
     epoch: BrokerEpoch
@@ -163,6 +175,7 @@ class AbortTransactionRecord(Record):
 MetadataRecord = (
     LeaderChangeMessage
     | RegisterBrokerRecord
+    | RegisterControllerRecord
     | BrokerRegistrationChangeRecord
     | PartitionRecord
     | PartitionChangeRecord
@@ -222,6 +235,7 @@ class MetadataImage(Record):
     metadata_version: Ibp | None = None
     migration: ZkMigrationState | None = None  # None: no ZkMigrationStateRecord yet (implicitly NONE)
     brokers: tuple[BrokerRegistrationImage, ...] = ()  # by id
+    controllers: tuple[RegisterControllerRecord, ...] = ()  # by id: cluster().controllers(), the last record of each
     partitions: tuple[PartitionImage, ...] = ()  # by partition; empty until the migration copies them
     config: int | None = None
     removed_topics: frozenset[str] = frozenset()
@@ -244,11 +258,17 @@ class MetadataImage(Record):
         """Kafka's MetadataImage.isEmpty: no metadata replayed yet (a prefix of control records only, such as
         a new leader's LeaderChange before its bootstrap records commit)."""
         return (self.metadata_version is None and self.migration is None and not self.brokers
-                and not self.partitions and self.config is None and not self.removed_topics)
+                and not self.controllers and not self.partitions and self.config is None and not self.removed_topics)
 
     def registration(self, broker: BrokerId) -> BrokerRegistrationImage | None:
         for r in self.brokers:
             if r.broker == broker:
+                return r
+        return None
+
+    def controller_registration(self, controller: ControllerId) -> RegisterControllerRecord | None:
+        for r in self.controllers:
+            if r.controller == controller:
                 return r
         return None
 
@@ -285,6 +305,10 @@ def _apply(image: MetadataImage, rec: MetadataRecord) -> MetadataImage:
                 b, rec.incarnation, rec.epoch, rec.is_migrating_zk_broker, rec.ibp, True, False
             )
             return image.replace(brokers=_with_broker(image.brokers, new))
+        case RegisterControllerRecord(controller=cid):
+            # A newer registration of the same id replaces the older (ClusterDelta.replay).
+            kept = [r for r in image.controllers if r.controller != cid]
+            return image.replace(controllers=tuple(sorted(kept + [rec], key=lambda r: r.controller)))
         case BrokerRegistrationChangeRecord(broker=b, epoch=epoch):
             reg = image.registration(b)
             if reg is None or reg.epoch != epoch:

@@ -294,7 +294,7 @@ def _kraft_leader_change(state: ClusterState, cid: ControllerId, variant: Varian
 def quorum_not_ready(state: ClusterState, c: KRaftController, variant: Variant) -> Refused | None:
     """KIP-866 §Migration Trigger 5: why the quorum is not ready to migrate (every member online with the flag
     and the ZooKeeper configs), or None. Under kafka-3.9, QuorumFeatures.reasonAllControllersZkMigrationNotReady's
-    reasons in its order."""
+    reasons in its order, read from the committed image's controller registrations (reference §1.4)."""
     if variant.profile is Profile.KAFKA_3_9:
         image = committed_image(c)
         if image.metadata_version is not None and image.metadata_version < Ibp.IBP_3_4_IV0:
@@ -304,9 +304,18 @@ def quorum_not_ready(state: ClusterState, c: KRaftController, variant: Variant) 
         if image.metadata_version is not None and image.metadata_version < Ibp.IBP_3_7_IV0:
             # Differs: below 3.7-IV0 Kafka has no controller registrations and skips the check (reference §1.4).
             return None
-        # Differs: Kafka reads zkMigrationReady from RegisterControllerRecords, whether or not the voter is up.
-        for o in state.controllers:
-            if not (o.config.migration_enabled and o.config.zk_configured):
+        # Differs: Kafka reads each voter's RegisterControllerRecord (KIP-919), whether or not the voter is up;
+        # kip asks every member to be online with the flag. Voters in id order: QuorumFeatures' quorumNodeIds come
+        # from a HashMap of controller.quorum.voters (QuorumConfig), which iterates consecutive ids ascending.
+        for o in sorted(state.controllers, key=lambda o: o.id):
+            if variant.has(Bug.READINESS_READS_CONFIGURATION):
+                if not (o.config.migration_enabled and o.config.zk_configured):
+                    return Refused(None, "Controller {} has not enabled zookeeper.metadata.migration.enable", (o.id,))
+                continue
+            registration = image.controller_registration(o.id)
+            if registration is None:
+                return Refused(None, "No registration found for controller {}", (o.id,))
+            if not registration.zk_migration_ready:
                 return Refused(None, "Controller {} has not enabled zookeeper.metadata.migration.enable", (o.id,))
         return None
     for o in state.controllers:

@@ -38,6 +38,7 @@ from model.actions import (
     Fetch,
     FetchMetadata,
     KRaftQuorumAction,
+    RegisterController,
     RegisterWithKRaft,
     RequestVote,
     RestartController,
@@ -67,6 +68,7 @@ from model.kraft import (
     PartitionChangeRecord,
     QuorumRole,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     UpgradeType,
     ZkMigrationState,
     ZkMigrationStateRecord,
@@ -86,6 +88,7 @@ from model.state import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     ClusterState,
+    ControllerRegistrationRequest,
     KRaftController,
     controller_index,
     znode_data,
@@ -155,6 +158,8 @@ def handle(state: ClusterState, action: KRaftQuorumAction, variant: Variant) -> 
             return _restart_controller(state, c, variant)
         case RegisterWithKRaft(broker=b, controller=c):
             return _register_with_kraft(state, b, c, variant)
+        case RegisterController(controller=c, leader=leader):
+            return _register_controller(state, c, leader, variant)
         case BrokerHeartbeat(broker=b, controller=c):
             return _heartbeat(state, b, c, variant)
         case FetchMetadata(broker=b, controller=c):
@@ -639,6 +644,80 @@ def _register_with_kraft(state: ClusterState, bid: BrokerId, cid: ControllerId, 
     # Differs: Kafka answers once the record commits; the model answers at once (a truncated registration
     # shows up as STALE_BROKER_EPOCH on the next heartbeat and the broker registers again).
     return put_broker(state, b.replace(kraft_epoch=epoch, lifecycle=_fenced_state(b)))
+
+
+# ---- controllers' registrations (KIP-919; reference §1.4) ----------------------------------------
+
+_KIP_REGISTERS_NO_CONTROLLER = Refused(None, "the kip profile has no controller registrations: readiness reads the "
+                                             "members (KIP-866 §Migration Trigger 5)")
+_REGISTRATION_STANDS = Unchanged("the controller's registration stands")
+_REGISTRATION_PENDING = Unchanged("the active controller has this registration in its log already")
+
+
+def controller_registration(c: KRaftController) -> RegisterControllerRecord:
+    """What controller ``c``'s ControllerRegistrationManager sends: zkMigrationReady is its migration flag
+    (ControllerServer passes config.migrationEnabled; the model's flag without the ZooKeeper configs is not
+    ready, as kip's readiness reads it)."""
+    return RegisterControllerRecord(c.id, c.config.migration_enabled and c.config.zk_configured)
+
+
+def decide_controller_registration(image: MetadataImage, request: RegisterControllerRecord) -> Refused | None:
+    """ClusterControlManager.registerController: refused below metadata.version 3.7-IV0, else the record."""
+    if image.metadata_version is None or image.metadata_version < Ibp.IBP_3_7_IV0:
+        return Refused(Errors.UNSUPPORTED_VERSION, "The current MetadataVersion is too old to support controller "
+                                                   "registrations.")
+    return None
+
+
+def _register_controller(state: ClusterState, cid: ControllerId, lid: ControllerId, variant: Variant) -> Result:
+    """One ControllerRegistration exchange: controller ``cid`` sends, the active controller ``lid`` appends.
+
+    The manager's side (ControllerRegistrationManager): it sends once its published image's
+    metadata.version supports registrations and that image holds no registration of it, or one it
+    would not send now (Kafka: of another incarnation; here: another flag, since a restart is the only
+    way the flag changes). It is one atomic exchange, as a broker's registration is: the request and
+    its answer are not separate messages in the model. An accepted answer changes nothing on the
+    sender: like Kafka's manager, it learns it is registered only from the committed record.
+    """
+    # Differs: kip has no controller registrations (KIP-866 §Migration Trigger reads the members); kafka-3.9
+    # registers as Kafka's manager does, but a controller has no incarnations: it registers again only when its
+    # flag changed, where Kafka registers every start (the flag is all the model's readiness reads).
+    if variant.profile is not Profile.KAFKA_3_9:
+        return _KIP_REGISTERS_NO_CONTROLLER
+    c = ctrl(state, cid)
+    if not c.alive:
+        return _NOT_RUNNING
+    published = committed_image(c)
+    if published.metadata_version is None or published.metadata_version < Ibp.IBP_3_7_IV0:
+        # Kafka's manager waits for a level that supports registration (isControllerRegistrationSupported).
+        return Refused(None, "the controller's metadata.version {} does not support KIP-919 controller registration",
+                       (None if published.metadata_version is None else published.metadata_version.name,))
+    request = controller_registration(c)
+    if published.controller_registration(cid) == request:
+        return _REGISTRATION_STANDS
+    return handle_controller_registration(
+        state, ControllerRegistrationRequest(cid, lid, request.zk_migration_ready), variant)
+
+
+def handle_controller_registration(state: ClusterState, request: ControllerRegistrationRequest,
+                                   variant: Variant) -> Result:
+    """The active controller's side of a ControllerRegistration (a controller's own, or a script's,
+    ``model.harness``): its refusal, or the state with the RegisterControllerRecord appended."""
+    leader = ctrl(state, request.controller)
+    if not is_active(leader):
+        return _NOT_ACTIVE
+    decided = own_image(leader)
+    rec = RegisterControllerRecord(request.controller_id, request.zk_migration_ready)
+    refused = decide_controller_registration(decided, rec)
+    if refused is not None:
+        return refused
+    if decided.controller_registration(request.controller_id) == rec:
+        # Kafka's manager sends once and waits for the record (pendingRpc, then registeredInLog); the model
+        # does not append the same registration twice, so a log cannot grow with copies while it commits.
+        return _REGISTRATION_PENDING
+    if writes_blocked(state, leader, variant):
+        return _LAG_BOUND
+    return append(state, leader, [rec], variant)
 
 
 def _leaderships(image: MetadataImage, b: BrokerId) -> list[int]:

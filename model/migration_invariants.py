@@ -16,7 +16,7 @@ safety properties, and its order is the registration order.
 from __future__ import annotations
 
 from model import zookeeper as zkm
-from model.actions import Action, ElectController, Fetch, RestartController, WaitForZkBrokers
+from model.actions import Action, ElectController, Fetch, RestartController, WaitForControllerQuorum, WaitForZkBrokers
 from model.bugs import CORRECT
 from model.kraft import (
     AbortTransactionRecord,
@@ -318,6 +318,28 @@ def migration_starts_only_with_every_known_zk_broker(before: ClusterState, actio
     known |= {r for replicas in (znode_data(before, TOPIC) or ()) for r in replicas}
     image = controller_committed(c)
     return all((r := image.registration(b)) is not None and r.is_migrating_zk_broker for b in known)
+
+
+@transition(
+    "MigrationWaitsForEveryVoterRegisteredReady",
+    "Once controllers register (kafka-3.9, from metadata.version 3.7-IV0), the driver leaves"
+    " WAIT_FOR_CONTROLLER_QUORUM for WAIT_FOR_BROKERS only when every voter's committed registration says"
+    " zkMigrationReady.",
+    "KIP-866 §Migration Trigger; reference §1.4",
+)
+def migration_waits_for_every_voter_registered_ready(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    # Why only once some controller registered: kip has no registrations (it reads the members), and the
+    # properties do not know the profile; a kafka-3.9 quorum always has some by the time its driver may move.
+    if not isinstance(action, WaitForControllerQuorum):
+        return True
+    c = ctrl(after, action.controller)
+    if c.driver is None or c.driver.state is not D.WAIT_FOR_BROKERS:
+        return True
+    image = controller_committed(c)
+    if not image.controllers:
+        return True
+    return all((r := image.controller_registration(o.id)) is not None and r.zk_migration_ready
+               for o in after.controllers)
 
 
 @transition(

@@ -41,6 +41,7 @@ from model.actions import (
     OpenSession,
     RecoverMigrationState,
     RegisterBroker,
+    RegisterController,
     RegisterWithKRaft,
     RequestVote,
     RestartBroker,
@@ -221,7 +222,8 @@ STAGES = ("quorum", "registered", "dual-write", "kraft-brokers")
 
 # The happy path's step kinds, in the order a canonical warm-up prefers them.
 _HAPPY_PATH: tuple[type, ...] = (
-    Deliver, RecoverMigrationState, BecomeLeader, RequestVote, Fetch, KRaftLeaderChange, WaitForControllerQuorum,
+    Deliver, RecoverMigrationState, BecomeLeader, RequestVote, Fetch, RegisterController, KRaftLeaderChange,
+    WaitForControllerQuorum,
     SessionTimeout, RegisterWithKRaft, BrokerHeartbeat, FetchMetadata, WaitForZkBrokers, BecomeZkController,
     MigrateMetadata, CompleteMigration, MigrationCommitted, SyncKRaftToZk, SendRPCsToBrokers, DualWrite,
     RestartBroker,
@@ -686,3 +688,17 @@ BROKER_FAILOVER = small_migration_scope(
     max_depth=8,
 )
 SCOPES[BROKER_FAILOVER.name] = BROKER_FAILOVER
+
+# Controller registrations (KIP-919) happen only under kafka-3.9 from metadata.version 3.7-IV0, which no scope
+# above is at. The warm start (under kip) registers no controller, so the kafka-3.9 search registers them, and a
+# voter may be restarted without the migration flag and with it again (its registration then lags its flag).
+CONTROLLER_REGISTRATION = at_metadata_version(small_migration_scope(
+    name="controller-registration",
+    summary="1 ZK broker, 2 migrating controllers at metadata.version 3.7-IV0: under kafka-3.9 they register, and"
+            " a voter is restarted without the migration flag and with it",
+    stage="quorum",
+    budget=Budget(migrations=4),
+    controller_flag_choices=(False, True),
+    max_depth=10,
+), Ibp.IBP_3_7_IV0)
+SCOPES[CONTROLLER_REGISTRATION.name] = CONTROLLER_REGISTRATION

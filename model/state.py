@@ -325,7 +325,17 @@ class BrokerHeartbeatRequest(Record):
     metadata_offset: int | None  # CurrentMetadataOffset; None: a ZK broker, which replays no log
 
 
-KRaftRequest = BrokerRegistrationRequest | BrokerHeartbeatRequest
+@record
+class ControllerRegistrationRequest(Record):
+    """KIP-919's ControllerRegistration; only a script injects one (``model.harness``): a controller's own
+    registration is the ``RegisterController`` action."""
+
+    controller_id: ControllerId  # ControllerId: the one registering
+    controller: ControllerId  # the controller it is sent to
+    zk_migration_ready: bool  # ZkMigrationReady
+
+
+KRaftRequest = BrokerRegistrationRequest | BrokerHeartbeatRequest | ControllerRegistrationRequest
 
 _MESSAGE_ORDER = {LeaderAndIsr: 0, UpdateMetadata: 1, StopReplica: 2, ControlledShutdown: 3}
 

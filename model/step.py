@@ -53,6 +53,7 @@ from model.actions import (
     Redeliver,
     RefreshFeatureCache,
     RegisterBroker,
+    RegisterController,
     RegisterWithKRaft,
     RequestVote,
     ResignController,
@@ -219,6 +220,7 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
             ]
         actions += [CrashController(i), ShutdownController(i), RestartController(i)]
         actions += [ReconfigureController(i, enabled) for enabled in scope.controller_flag_choices]
+        actions += [RegisterController(i, leader) for leader in leaders]
         if c.id in leaders:
             actions += [AlterConfigs(i)]
             actions += [UpdateMetadataVersion(i, level, kind) for level, kind in scope.metadata_version_choices]

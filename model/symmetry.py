@@ -5,9 +5,9 @@ state with the same verdicts (no property names a particular controller id), so 
 search needs to visit only one state of each class. ``canonical(state)`` picks that
 representative: the permutation of interchangeable controllers whose renamed state has the
 smallest ``repr``. Ids occur in the controllers themselves (position, id, vote, leader, votes
-granted, the leader's per-voter fetch offsets), in LeaderChange records, in the history (terms won,
-crashed controllers), in /controller and /migration, and in the controller id of requests a
-KRaft controller sent to ZK brokers.
+granted, the leader's per-voter fetch offsets), in LeaderChange and RegisterControllerRecord records, in
+the history (terms won, crashed controllers), in /controller and /migration, and in the controller id of
+requests a KRaft controller sent to ZK brokers.
 
 Brokers are not permuted: every scope gives them distinct roles (partition assignment order,
 supported ranges, IBPs), so renaming them would change the scope.
@@ -19,7 +19,14 @@ from collections.abc import Callable, Hashable
 from functools import lru_cache
 from itertools import permutations
 
-from model.kraft import FIRST_CONTROLLER_ID, ControllerConfig, ControllerId, LeaderChangeMessage, LogEntry
+from model.kraft import (
+    FIRST_CONTROLLER_ID,
+    ControllerConfig,
+    ControllerId,
+    LeaderChangeMessage,
+    LogEntry,
+    RegisterControllerRecord,
+)
 from model.migration import KRaftControllerZNode, MigrationZNode
 from model.state import ClusterState, KRaftController, LeaderAndIsr, Message, StopReplica, UpdateMetadata
 from model.types import BrokerId
@@ -99,6 +106,8 @@ def rename_controllers(state: ClusterState, mapping: tuple[int, ...]) -> Cluster
     def entry(e: LogEntry) -> LogEntry:
         if isinstance(e.record, LeaderChangeMessage):
             return e.replace(record=LeaderChangeMessage(cid(e.record.leader)))
+        if isinstance(e.record, RegisterControllerRecord):
+            return e.replace(record=e.record.replace(controller=cid(e.record.controller)))
         return e
 
     controllers: list[KRaftController | None] = [None] * len(state.controllers)

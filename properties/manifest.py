@@ -50,6 +50,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "kraft-metadata-version": None,
     "dual-write-outage": 8,
     "broker-failover": 8,
+    "controller-registration": 7,
 }
 
 

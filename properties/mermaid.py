@@ -164,6 +164,8 @@ def view(action) -> StepView:
             return StepView(node(c), zk, "driver: dual write")
         case act.RegisterWithKRaft(broker=b, controller=c):
             return StepView(node(b), node(c), "BrokerRegistration")
+        case act.RegisterController(controller=c, leader=leader):
+            return StepView(node(c), node(leader), "ControllerRegistration")
         case act.BrokerHeartbeat(broker=b, controller=c):
             return StepView(node(b), node(c), "BrokerHeartbeat")
         case act.FetchMetadata(broker=b, controller=c):

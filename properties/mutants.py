@@ -68,7 +68,7 @@ def _bounded_search(bug: SeededBug) -> tuple[str, list[Action]] | None:
     if BY_NAME[bug.invariant].kind is Kind.EVENTUALLY:
         return None
     scope = SCOPES[bug.scope]
-    found = explore(scope, Variant(frozenset({bug.bug})), max_depth=scope.max_depth, stop_at=bug.invariant)
+    found = explore(scope, bug.variant, max_depth=scope.max_depth, stop_at=bug.invariant)
     trace = found.violations.get(bug.invariant)
     return None if trace is None else (f"explore:{scope.name}", trace.actions)
 
@@ -80,7 +80,7 @@ def _liveness_search(bug: SeededBug) -> tuple[str, list[Action]] | None:
         return None
     from properties.liveness import VIOLATED, check_liveness
 
-    result = check_liveness(bug.scope, Variant(frozenset({bug.bug})), props=[bug.invariant])
+    result = check_liveness(bug.scope, bug.variant, props=[bug.invariant])
     verdict = result.verdicts[0]
     if verdict.result != VIOLATED:
         return None
@@ -101,7 +101,7 @@ def _hypothesis_machine(bug: SeededBug) -> tuple[str, list[Action]] | None:
     from properties.machines import InvariantViolation, machine_class, run_machine
 
     with tempfile.TemporaryDirectory() as traces_dir:
-        machine = machine_class(bug.scope, Variant(frozenset({bug.bug})), trace_dir=traces_dir)
+        machine = machine_class(bug.scope, bug.variant, trace_dir=traces_dir)
         try:
             run_machine(
                 machine, max_examples=HYPOTHESIS_EXAMPLES, derandomize=True, database=None, deadline=None,
@@ -132,7 +132,7 @@ def _z3_bmc(bug: SeededBug) -> tuple[str, list[Action]] | None:
         if bug.bug not in core.ENCODED_BUGS or bug.invariant not in core.PROPERTY_NAMES:
             continue
         try:
-            result = core.bmc(20, Variant(frozenset({bug.bug})), scope=bug.scope, properties=(bug.invariant,))
+            result = core.bmc(20, bug.variant, scope=bug.scope, properties=(bug.invariant,))
         except OutsideProjection:
             return None  # the bug's scope has states this core does not model
         for p in result.properties:

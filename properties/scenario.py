@@ -32,7 +32,8 @@ Commands (a comment before a command stays with it through ``--rewrite``):
   ``ControlledShutdown``, every field given), delivered at once as ``Deliver`` delivers it or, with
   ``deliver=false``, put in flight; or a request to a KRaft controller (``BrokerRegistrationRequest``,
   ``BrokerHeartbeatRequest``), ``broker`` and ``controller`` given and each other field, when
-  omitted, what the broker's process would send. Its output is a step's.
+  omitted, what the broker's process would send; a ``ControllerRegistrationRequest`` with every
+  field given. Its output is a step's.
 - ``show PATH``: a part of the state (``controllers[0].driver.state``, ``zk``, ``brokers[1].epoch``).
 - ``enabled``: every action the model would take now, in its fixed order.
 
@@ -59,7 +60,13 @@ from model.harness import HARNESS_ACTION_TYPES, Inject
 from model.kraft import ControllerId
 from model.kraft_quorum import heartbeat_request, registration_request
 from model.migration import Profile
-from model.state import BrokerHeartbeatRequest, BrokerRegistrationRequest, KRaftRequest, Message
+from model.state import (
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    ControllerRegistrationRequest,
+    KRaftRequest,
+    Message,
+)
 from model.zookeeper import ZkState
 from properties.differential import Differential, Disagreement
 from properties.files import write_text
@@ -68,7 +75,7 @@ from properties.traces import TraceError, decode, describe, encode
 
 SEPARATOR = "----"
 IMPL_BUG_NAMES = {b.value: b for b in ImplBug}
-KRAFT_REQUEST_TYPES = (BrokerRegistrationRequest, BrokerHeartbeatRequest)
+KRAFT_REQUEST_TYPES = (BrokerRegistrationRequest, BrokerHeartbeatRequest, ControllerRegistrationRequest)
 KRAFT_REQUESTS = {cls.__name__: cls for cls in KRAFT_REQUEST_TYPES}
 # What a step's output leaves out: scratch of the checks (ghost), what was spent (budget), and the
 # history the invariants keep (their own bookkeeping, not the cluster's).
@@ -220,7 +227,7 @@ class Session:
         if not isinstance(deliver, bool):
             raise ScenarioError(f"{here}: deliver= takes true or false")
         assert self.script is not None
-        if kind in KRAFT_REQUESTS:
+        if kind in KRAFT_REQUESTS and kind != ControllerRegistrationRequest.__name__:  # a script gives all its fields
             options = self._as_sent(kind, options, here)
         try:
             request = decode({"kind": kind, **options}, Message | KRaftRequest, "inject")

@@ -309,6 +309,12 @@ def _claim_before_broker_registered(obs):
     obs.metadata[3000][6]["time"] = 9500
 
 
+def _controller_registered_not_ready(obs):
+    # the controller's RegisterControllerRecord (offset 5 in a real 3.9.2 run) says it lacks the flag
+    obs.metadata[3000].insert(5, rec(5, 1, "REGISTER_CONTROLLER_RECORD", 2002, controllerId=3000,
+                                     incarnationId="fpl_V1etSrO9Kdz_WlultQ", zkMigrationReady=False))
+
+
 def _kraft_broker_takes_live_id(obs):
     obs.metadata[3000] += [
         rec(
@@ -411,6 +417,7 @@ SEEDED = {
     "KRaftEpochInZkOnlyIncreases": _older_kraft_claim,
     "NoZkWriteAfterPostMigration": _zk_write_after_finalize,
     "MigrationStartsOnlyWithEveryKnownZkBroker": _claim_before_broker_registered,
+    "MigrationWaitsForEveryVoterRegisteredReady": _controller_registered_not_ready,
     "NoKRaftBrokerTakesALiveZkBrokersId": _kraft_broker_takes_live_id,
     "MigrationReachesDualWriteWithoutFaults": _never_dual_write,
     "LiveFencedBrokerEventuallyUnfenced": _kraft_broker_never_running,

@@ -315,3 +315,42 @@ def test_validation_lets_a_killed_stops_old_session_expire_before_its_restart_re
     names = [str(a) for a in result.path]
     crashed = names.index("CrashBroker(broker=0)")
     assert "ExpireSession" in " ".join(names[crashed:]) and "RegisterBroker(broker=0)" in names[crashed:]
+
+
+def test_validation_compares_controller_registrations():
+    """KIP-866 §Migration Trigger (reference §1.4): from metadata.version 3.7-IV0 Kafka reads each voter's
+    RegisterControllerRecord. A real 3.9.2 finalize run's log holds the controller's registration with the
+    migration flag, then, after the controller restarted without it, one without: each is explained by the
+    model's RegisterController."""
+    obs, plan = recorded("kafka-3.9-controller-registrations-run.json")
+    shown = [(o.key, o.value) for o in observations(obs, 3) if o.key[0] == "controller-registered"]
+    assert shown == [(("controller-registered", 3000), True), (("controller-registered", 3000), False)]
+    result = validate(obs, plan)
+    assert result.ok, result.report()
+    assert [repr(a) for a in result.path].count("RegisterController(controller=3000, leader=3000)") == 2
+
+
+def test_validation_names_a_controller_registered_without_its_migration_flag():
+    """A controller started with zookeeper.metadata.migration.enable registers zkMigrationReady=true
+    (ControllerRegistrationManager): a first registration made to say false is no path of the model."""
+    obs, plan = recorded("kafka-3.9-controller-registrations-run.json")
+    records = next(iter(obs.metadata.values()))
+    first = next(r for r in records if r["type"] == "REGISTER_CONTROLLER_RECORD")
+    first["data"]["zkMigrationReady"] = False
+    result = validate(obs, plan)
+    assert result.unexplained is not None and result.unexplained.event is first
+
+
+def test_real_run_check_holds_the_driver_to_ready_registrations():
+    """KIP-866 §Migration Trigger (reference §1.4): on the real 3.9.2 run the driver left
+    WAIT_FOR_CONTROLLER_QUORUM with the controller registered ready; made to say not ready, the check
+    MigrationWaitsForEveryVoterRegisteredReady names it."""
+    from properties.kafka.checks import CHECKS
+
+    check = CHECKS["MigrationWaitsForEveryVoterRegisteredReady"]
+    obs, _ = recorded("kafka-3.9-controller-registrations-run.json")
+    assert check(obs) == []
+    records = next(iter(obs.metadata.values()))
+    next(r for r in records if r["type"] == "REGISTER_CONTROLLER_RECORD")["data"]["zkMigrationReady"] = False
+    (violation,) = check(obs)
+    assert "controller 3000" in violation.message

@@ -24,7 +24,7 @@ def test_seeded_bug_is_caught_by_its_invariant_and_replays(bug):
     """The shortest counterexample the search returns replays step by step and ends in the violation."""
     result = run_mutant(bug)
     assert result.caught_by == f"explore:{bug.scope}", f"{bug.name} escaped the bounded search of {bug.scope}"
-    variant = Variant(frozenset({bug.bug}))
+    variant = bug.variant
     state = initial_state(SCOPES[bug.scope])
     for i, action in enumerate(result.counterexample):
         nxt = step(state, action, variant)
@@ -41,12 +41,12 @@ def test_liveness_seeded_bug_is_caught_by_a_lasso_that_replays(bug):
     """A liveness bug comes back as a lasso; replayed through the model, its loop never reaches the goal."""
     from properties.liveness import VIOLATED, check_liveness, replay_lasso
 
-    result = check_liveness(bug.scope, Variant(frozenset({bug.bug})), props=[bug.invariant])
+    result = check_liveness(bug.scope, bug.variant, props=[bug.invariant])
     (verdict,) = result.verdicts
     assert verdict.result == VIOLATED, f"{bug.name} escaped the liveness check of {bug.scope}"
-    replayed = replay_lasso(bug.scope, Variant(frozenset({bug.bug})), verdict.lasso, BY_NAME[bug.invariant])
+    replayed = replay_lasso(bug.scope, bug.variant, verdict.lasso, BY_NAME[bug.invariant])
     assert replayed.ok, replayed.problem
-    assert check_liveness(bug.scope, props=[bug.invariant]).verdicts[0].result != VIOLATED
+    assert check_liveness(bug.scope, Variant(profile=bug.profile), props=[bug.invariant]).verdicts[0].result != VIOLATED
 
 
 @pytest.mark.parametrize("bug", SAFETY_BUGS, ids=lambda b: b.name)
@@ -54,8 +54,9 @@ def test_seeded_bug_counterexample_is_harmless_without_the_bug(bug):
     """The same actions under the correct model break nothing: the bug, not the scope, is to blame."""
     result = run_mutant(bug)
     state = initial_state(SCOPES[bug.scope])
+    correct = Variant(profile=bug.profile)
     for action in result.counterexample:
-        nxt = step(state, action)
+        nxt = step(state, action, correct)
         if nxt is None:
             break  # the correct model does not even allow this path
         assert not violations(state, action, nxt)

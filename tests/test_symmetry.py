@@ -15,6 +15,7 @@ from model import SCOPES, Variant, initial_state, step
 from model.bugs import Bug
 from model.invariants import violations
 from model.symmetry import canonical, interchangeable_groups, rename_controllers
+from model.types import Ibp
 from properties import manifest
 from properties.explore import explore
 from properties.simulate import random_path
@@ -74,3 +75,25 @@ def test_symmetry_reduced_counts_do_not_depend_on_the_hash_seed():
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         counts.add(out.stdout.strip())
     assert len(counts) == 1
+
+
+def test_renaming_controllers_renames_their_registrations():
+    """Under kafka-3.9 from metadata.version 3.7-IV0 a controller's id is in its RegisterControllerRecord
+    too (reference §1.4): renaming the controllers renames the registrations, so a state and its renaming
+    have the same readiness."""
+    from model.actions import Fetch, RegisterController
+    from model.kraft import ControllerId, image_of
+    from model.migration import Profile
+    from model.scopes import at_metadata_version
+
+    variant = Variant(profile=Profile.KAFKA_3_9)
+    state = initial_state(at_metadata_version(SCOPES["pre-migration"], Ibp.IBP_3_7_IV0))
+    leader, other = ControllerId(3000), ControllerId(3001)
+    for action in (RegisterController(other, leader), Fetch(other, leader)):
+        nxt = step(state, action, variant)
+        assert nxt is not None
+        state = nxt
+    renamed = rename_controllers(state, (1, 0))
+    registered = [r.controller for r in image_of(renamed.controllers[0].log).controllers]
+    assert registered == [3000]
+    assert canonical(renamed) == canonical(state)

@@ -13,6 +13,7 @@ import pytest
 from model import SCOPES, Variant, initial_state, successors
 from model.actions import ACTION_TYPES, ChangeIbp, CrashBroker, Deliver, ExpireSession, RestartBroker
 from model.bugs import Bug
+from model.migration import Profile
 from model.state import LeaderAndIsr
 from model.types import Ibp
 from properties import traces
@@ -28,9 +29,15 @@ def walk_actions(seed_count: int = 25, steps: int = 60) -> dict[type, list]:
             for _, choices, _ in random_path(scope, seed, steps):
                 for action, _ in choices:
                     seen.setdefault(type(action), []).append(action)
+    # controller registrations happen only under kafka-3.9 (from metadata.version 3.7-IV0)
+    for seed in range(3):
+        for _, choices, _ in random_path(SCOPES["controller-registration"], seed, steps, KAFKA_3_9):
+            for action, _ in choices:
+                seen.setdefault(type(action), []).append(action)
     return seen
 
 
+KAFKA_3_9 = Variant(profile=Profile.KAFKA_3_9)
 ACTIONS_BY_TYPE = walk_actions()
 
 

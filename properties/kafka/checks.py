@@ -852,6 +852,35 @@ def migration_starts_with_every_broker(obs: Observed) -> list[Violation]:
     return out
 
 
+@check("MigrationWaitsForEveryVoterRegisteredReady")
+def migration_waits_for_ready_registrations(obs: Observed) -> list[Violation]:
+    """When the driver left WAIT_FOR_CONTROLLER_QUORUM for WAIT_FOR_BROKERS, every voter's last
+    RegisterControllerRecord said zkMigrationReady (QuorumFeatures.reasonAllControllersZkMigrationNotReady).
+    As the model keeps it: only a log that holds controller registrations (3.7-IV0 on) is judged."""
+    final = max(obs.metadata.values(), key=len, default=[])
+    registrations = [r for r in _live_records(final) if r["type"] == "REGISTER_CONTROLLER_RECORD"]
+    if not registrations:
+        return []
+    out = []
+    for t in obs.log_events("driver-transition"):
+        if (t["old"], t["new"]) != ("WAIT_FOR_CONTROLLER_QUORUM", "WAIT_FOR_BROKERS"):
+            continue
+        last: dict[int, dict] = {}
+        for r in registrations:
+            if r["time"] <= t["time"] + CROSS_CHANNEL_SLACK_MS:
+                last[int(r["data"]["controllerId"])] = r
+        for voter in sorted(obs.metadata):
+            r = last.get(voter)
+            if r is None or not r["data"].get("zkMigrationReady"):
+                said = "no registration" if r is None else f"a registration at offset {r['offset']} not ready"
+                out.append(Violation(
+                    "MigrationWaitsForEveryVoterRegisteredReady",
+                    f"{t['process']}'s driver left WAIT_FOR_CONTROLLER_QUORUM while controller {voter} had {said}",
+                    (t,) if r is None else (t, r),
+                ))
+    return out
+
+
 @check("NoKRaftBrokerTakesALiveZkBrokersId")
 def no_kraft_broker_takes_live_id(obs: Observed) -> list[Violation]:
     """As the model keeps it: KRaft's own registration of the ZK broker, not its ephemeral in ZooKeeper.

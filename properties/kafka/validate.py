@@ -71,6 +71,7 @@ from model.actions import (
     RecoverMigrationState,
     RefreshFeatureCache,
     RegisterBroker,
+    RegisterController,
     RegisterWithKRaft,
     RequestVote,
     ResignController,
@@ -119,8 +120,8 @@ HIDDEN = (
     InitializeController, ProcessBrokerChange, RefreshFeatureCache, ElectPartitionLeader, SendControlledShutdown,
     StartElection, RequestVote, BecomeLeader, Fetch, RecoverMigrationState, KRaftLeaderChange,
     WaitForControllerQuorum, WaitForZkBrokers, BecomeZkController, MigrateMetadata, CompleteMigration,
-    MigrationCommitted, SyncKRaftToZk, SendRPCsToBrokers, DualWrite, RegisterWithKRaft, BrokerHeartbeat,
-    FetchMetadata, BeginControlledShutdown,
+    MigrationCommitted, SyncKRaftToZk, SendRPCsToBrokers, DualWrite, RegisterWithKRaft, RegisterController,
+    BrokerHeartbeat, FetchMetadata, BeginControlledShutdown,
 )
 ANY_NEW = "any new value"
 # What a paused process or a ZooKeeper outage may cause besides: sessions lost, brokers timed out.
@@ -322,7 +323,8 @@ def window_budget(controllers: int, faulty: bool) -> Budget:
     )
 
 
-def view(state: ClusterState, version: tuple[int, int, int] = (3, 9, 0)) -> dict[tuple, object]:
+def view(state: ClusterState, version: tuple[int, int, int] = (3, 9, 0),
+         controller_registrations: bool = False) -> dict[tuple, object]:
     """The visible part of ``state``, as Kafka ``version`` shows it.
 
     Differs: Kafka 3.4's driver went from ZK_MIGRATION straight to KRAFT_CONTROLLER_TO_BROKER_COMM
@@ -364,6 +366,10 @@ def view(state: ClusterState, version: tuple[int, int, int] = (3, 9, 0)) -> dict
     for b in state.brokers:
         registration = image.registration(b.id)
         out[("kraft-registered", b.id)] = None if registration is None else registration.epoch
+    if controller_registrations:  # each controller's committed RegisterControllerRecord: its zkMigrationReady
+        for c in state.controllers:
+            reg = image.controller_registration(c.id)
+            out[("controller-registered", c.id)] = None if reg is None else reg.zk_migration_ready
     return out
 
 
@@ -392,7 +398,7 @@ def _as_release_writes(
 
 # Facts read from the committed metadata log: the real log is read once, at the end, so each
 # value shows once, however often a controller that restarts commits the same prefix again.
-FROM_THE_LOG = ("migration", "kraft-registered", "metadata.version")
+FROM_THE_LOG = ("migration", "kraft-registered", "metadata.version", "controller-registered")
 
 
 def _direction(old: object, new: object) -> str:
@@ -413,6 +419,16 @@ def visible(key: tuple, old: object, new: object, shown: frozenset) -> bool:
     return True
 
 
+def shows_controller_registrations(obs: Observed) -> bool:
+    """Whether the run's controller registrations are compared: when its log holds RegisterControllerRecords
+    and the release is a 3.x one. A recorded run cut down to what validation read before they were compared
+    holds none, and its registrations stay hidden steps. Differs: a 4.x run's levels are played as 3.6-IV1 to
+    3.7-IV0 (``kraft_born_levels_as_model``), so its controllers register at 3.9-IV0 and the model's only
+    after the upgrade: its registrations stay hidden too."""
+    final = max(obs.metadata.values(), key=len, default=[])
+    return obs.version < (4, 0, 0) and any(e["type"] == "REGISTER_CONTROLLER_RECORD" for e in _live_records(final))
+
+
 # ---- the run's side: observations and the environment ----------------------------------------
 
 
@@ -427,8 +443,18 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
     seen: set[ZkMigrationState] = set()
     records = []
     previous_level = None
+    ready: dict[int, bool] = {}  # each controller's last registered zkMigrationReady
+    registrations = shows_controller_registrations(obs)
     for e in _live_records(final):
         if e["type"] == "REGISTER_BROKER_RECORD":
+            records.append(e)
+        elif e["type"] == "REGISTER_CONTROLLER_RECORD" and registrations:
+            cid, flag = int(e["data"]["controllerId"]), bool(e["data"].get("zkMigrationReady", False))
+            if ready.get(cid) == flag:
+                # Differs: Kafka registers every new incarnation of a controller; the model has no controller
+                # incarnations and registers again only when the flag changed (model.kraft.RegisterControllerRecord)
+                continue
+            ready[cid] = flag
             records.append(e)
         elif e["type"] == "FEATURE_LEVEL_RECORD" and e["data"].get("name") == "metadata.version":
             level = e["data"]["featureLevel"]
@@ -478,6 +504,9 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
             out.append(Observation(("zk-controller",), "kraft-claim", e))
         elif e["channel"] == "metadata" and e["type"] == "REGISTER_BROKER_RECORD":
             out.append(Observation(("kraft-registered", int(e["data"]["brokerId"])), ANY_NEW, e))
+        elif e["channel"] == "metadata" and e["type"] == "REGISTER_CONTROLLER_RECORD":
+            out.append(Observation(("controller-registered", int(e["data"]["controllerId"])),
+                                   bool(e["data"].get("zkMigrationReady", False)), e))
         elif e["channel"] == "metadata":
             out.append(Observation(("migration",), by_byte[e["data"]["zkMigrationState"]], e))
         elif e["channel"] == "operator":
@@ -758,7 +787,7 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
         return result
     start = Node(shape.initial())
     trail: Trail = {start: (None, ())}
-    see = partial(view, version=obs.version)
+    see = partial(view, version=obs.version, controller_registrations=shows_controller_registrations(obs))
     search = Search(shape.scope(), Variant(profile=obs.profile), trail, see)
     frontier = [start]
     faulty = 0  # faults striking now: they open the window for session losses
