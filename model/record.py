@@ -94,8 +94,8 @@ def _caching_hash(cls: type) -> Any:
     in its seen-set. A successor shares all but a few sub-records with its parent; with each record's
     hash kept, hashing it recomputes only the new records on the path to the root, where dataclass's
     hash walks the whole tree (hashing was a third of the migration scope's search time). The slot
-    is not pickled (dataclass pickles the fields only), so a record unpickled in another process,
-    whose strings hash differently, computes its own.
+    is not pickled (a record pickles as its class and fields), so a record unpickled in another
+    process, whose strings hash differently, computes its own.
 
     Why salted: dataclass hashes the fields' tuple alone, so records of two classes with equal
     fields (``A(1)``, ``B(1)``) hash alike, and so do sets of them. With the class's name mixed in,

@@ -69,8 +69,8 @@ class ExploreResult:
     witnesses: dict[str, Trace] = field(default_factory=dict)
     action_counts: dict[str, int] = field(default_factory=dict)
     workers: int = 1  # processes the search ran on (1: the serial engine)
-    # The parallel engine's seen-sets hold 64-bit fingerprints: the chance that two states shared one
-    # (and one was lost); None for the serial engine, which compares whole states.
+    # The parallel (64-bit) and Spark (128-bit) engines keep fingerprints in their seen-sets: the chance
+    # that two states shared one (and one was lost); None for the serial engine, which compares states.
     collision_chance: float | None = None
 
 
