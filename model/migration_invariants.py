@@ -47,6 +47,7 @@ from model.state import (
     CONTROLLER_EPOCH,
     TOPIC,
     ClusterState,
+    KRaftController,
     LeaderAndIsr,
     UpdateMetadata,
     controller_index,
@@ -301,6 +302,17 @@ def rollback_loses_nothing_committed(before: ClusterState, action: Action, after
     return _zk_projection(before) == _image_projection(image)
 
 
+def _driver_entered(
+    after: ClusterState, action: Action, kind: type[WaitForZkBrokers] | type[WaitForControllerQuorum],
+    target: MigrationDriverState,
+) -> KRaftController | None:
+    """The controller whose driver ``action``, of type ``kind``, took to ``target``; None for any other step."""
+    if not isinstance(action, kind):
+        return None
+    c = ctrl(after, action.controller)
+    return c if c.driver is not None and c.driver.state is target else None
+
+
 @transition(
     "MigrationStartsOnlyWithEveryKnownZkBroker",
     "The driver goes to claim ZooKeeper only once every live ZK broker and every broker named in an assignment"
@@ -308,10 +320,8 @@ def rollback_loses_nothing_committed(before: ClusterState, action: Action, after
     "KIP-866 §ZK Broker Presence, §Migration Trigger 4",
 )
 def migration_starts_only_with_every_known_zk_broker(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if not isinstance(action, WaitForZkBrokers):
-        return True
-    c = ctrl(after, action.controller)
-    if c.driver is None or c.driver.state is not D.BECOME_CONTROLLER:
+    c = _driver_entered(after, action, WaitForZkBrokers, D.BECOME_CONTROLLER)
+    if c is None:
         return True
 
     known = {BrokerId(int(name)) for name, _ in zkm.children(before.zk, BROKER_IDS)}
@@ -330,10 +340,8 @@ def migration_starts_only_with_every_known_zk_broker(before: ClusterState, actio
 def migration_waits_for_every_voter_registered_ready(before: ClusterState, action: Action, after: ClusterState) -> bool:
     # Why only once some controller registered: kip has no registrations (it reads the members), and the
     # properties do not know the profile; a kafka-3.9 quorum always has some by the time its driver may move.
-    if not isinstance(action, WaitForControllerQuorum):
-        return True
-    c = ctrl(after, action.controller)
-    if c.driver is None or c.driver.state is not D.WAIT_FOR_BROKERS:
+    c = _driver_entered(after, action, WaitForControllerQuorum, D.WAIT_FOR_BROKERS)
+    if c is None:
         return True
     image = controller_committed(c)
     if not image.controllers:
