@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -79,3 +80,18 @@ def spark_cluster(tmp_path_factory):
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@contextlib.contextmanager
+def cluster_session(spark_cluster, app_name: str):
+    """A Spark session on ``spark_cluster``, once the worker has registered (else jobs would wait for
+    executors forever); stopped at the end."""
+    from properties.campaign import spark
+
+    url, processes = spark_cluster
+    s = spark.session(url, app_name=app_name)
+    try:
+        wait_for_log("Registering worker", *processes["master"])
+        yield s
+    finally:
+        s.stop()

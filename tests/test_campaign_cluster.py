@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from properties.campaign import spark
 from properties.campaign.driver import run_campaign
 from properties.campaign.options import make_plan
-from tests.spark_cluster import wait_for_log
+from tests.spark_cluster import cluster_session
 from tests.test_campaign import tables
 
 pytestmark = pytest.mark.spark_cluster
@@ -49,13 +48,8 @@ def local_submit(tmp_path_factory):
 @pytest.fixture(scope="module")
 def session(local_submit, spark_cluster):
     """A session on the cluster; the spark-submit run is started first, so that it runs while the cluster starts."""
-    url, processes = spark_cluster
-    s = spark.session(url, app_name="kraftcheck cluster test")
-    try:
-        wait_for_log("Registering worker", *processes["master"])  # else jobs would wait for executors forever
+    with cluster_session(spark_cluster, "kraftcheck cluster test") as s:
         yield s
-    finally:
-        s.stop()
 
 
 def test_campaign_on_a_standalone_cluster_matches_local_mode(session, local_submit, tmp_path):

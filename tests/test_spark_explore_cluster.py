@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from properties.campaign import spark
 from properties.spark_explore import SpecRef, spark_search
-from tests.spark_cluster import wait_for_log
+from tests.spark_cluster import cluster_session
 from tests.test_parallel_explore import answers
 from tests.test_spark_explore import serial
 
@@ -21,13 +20,8 @@ pytestmark = pytest.mark.spark_cluster
 
 @pytest.fixture(scope="module")
 def session(spark_cluster):
-    url, processes = spark_cluster
-    s = spark.session(url, app_name="kraftcheck explore cluster test")
-    try:
-        wait_for_log("Registering worker", *processes["master"])  # else jobs would wait for executors forever
+    with cluster_session(spark_cluster, "kraftcheck explore cluster test") as s:
         yield s
-    finally:
-        s.stop()
 
 
 def test_spark_search_on_a_standalone_cluster_answers_as_the_serial_engine(session, tmp_path):
