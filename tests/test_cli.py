@@ -211,25 +211,20 @@ def test_mutants_z3_does_not_claim_bugs_it_cannot_encode(capsys):
     assert code == 1 and json.loads(out)[0]["caught_by"] is None
 
 
-def test_explore_writes_each_counterexample_as_a_trace_replay_takes(tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("scope", "bug", "depth", "symmetry", "invariant"),
+    [("bounce", "broker_change_ignores_czxid", "6", [], "ControllerSeesEveryBounce"),
+     # With --symmetry the search explores the first state it reaches of each class, by real steps from the
+     # initial state, so its counterexample is a trace file like any other (and still a shortest one).
+     ("kraft-quorum", "vote_twice_in_epoch", "8", ["--symmetry"], "AtMostOneKRaftLeaderPerEpoch")],
+)
+def test_explore_writes_each_counterexample_as_a_trace_replay_takes(scope, bug, depth, symmetry, invariant,
+                                                                    tmp_path, capsys):
     """explore --traces DIR: the shortest counterexample as a model trace file, which replays to the same
     violation (exit 1) and which pin could take (issue 19: explore's counterexamples as trace files)."""
-    code = main(["explore", "--scope", "bounce", "--bug", "broker_change_ignores_czxid", "--depth", "6",
-                 "--traces", str(tmp_path)])
+    code = main(["explore", "--scope", scope, "--bug", bug, "--depth", depth, *symmetry, "--traces", str(tmp_path)])
     assert code == 1
-    path = tmp_path / "bounce--ControllerSeesEveryBounce.json"
+    path = tmp_path / f"{scope}--{invariant}.json"
     assert f"trace file: {path}" in capsys.readouterr().out
     assert main(["replay", str(path)]) == 1
-    assert "ControllerSeesEveryBounce" in capsys.readouterr().out
-
-
-def test_explore_with_symmetry_writes_traces_that_replay(tmp_path, capsys):
-    """With --symmetry the search explores the first state it reaches of each class, by real steps from the
-    initial state, so its counterexample is a trace file like any other (and still a shortest one)."""
-    code = main(["explore", "--scope", "kraft-quorum", "--bug", "vote_twice_in_epoch", "--depth", "8", "--symmetry",
-                 "--traces", str(tmp_path)])
-    assert code == 1
-    path = tmp_path / "kraft-quorum--AtMostOneKRaftLeaderPerEpoch.json"
-    assert f"trace file: {path}" in capsys.readouterr().out
-    assert main(["replay", str(path)]) == 1
-    assert "AtMostOneKRaftLeaderPerEpoch" in capsys.readouterr().out
+    assert invariant in capsys.readouterr().out
