@@ -7,6 +7,7 @@ minute; tests/test_kafka_real.py runs real ones), so what is tested is the campa
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow.parquet as pq
 
@@ -14,17 +15,17 @@ from properties.kafka import campaign as campaign_module
 from properties.kafka.install import Installation
 from properties.kafka.run import RealRunPlan
 
-KAFKA = Installation("3.9.2", __import__("pathlib").Path("/nonexistent"))
+KAFKA = Installation("3.9.2", Path("/nonexistent"))
 
 
 def _fake_execute(started: list[int]):
-    def execute(run) -> str:
-        started.append(run.plan.seed)
-        run.folder.mkdir(parents=True, exist_ok=True)
-        (run.folder / "run.json").write_text(
-            json.dumps({"plan": {"seed": run.plan.seed, "runbook": run.plan.runbook}, "kafka": "3.9.2", "faults": []})
+    def execute(plan: RealRunPlan, kafka: Installation, folder: Path) -> str:
+        started.append(plan.seed)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "run.json").write_text(
+            json.dumps({"plan": {"seed": plan.seed, "runbook": plan.runbook}, "kafka": "3.9.2", "faults": []})
         )
-        stuck = run.plan.seed == 2  # seed 2 gets stuck: a progress violation
+        stuck = plan.seed == 2  # seed 2 gets stuck: a progress violation
         lines = [{"channel": "operator", "kind": "stuck", "goal": "dual-write", "time": 5}] if stuck else []
         lines.append(
             {
@@ -35,18 +36,20 @@ def _fake_execute(started: list[int]):
                 "time": 6,
             }
         )
-        (run.folder / "operator.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+        (folder / "operator.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
         return "completed"
 
     return execute
 
 
-def test_kafka_campaign_tables_report_and_resume(tmp_path, monkeypatch):
+def test_kafka_campaign_tables_report_and_resume(tmp_path):
     """Three seeds give three rows and seed 2's violation; a killed run's half folder is run again, alone."""
     started: list[int] = []
-    monkeypatch.setattr(campaign_module.Run, "execute", _fake_execute(started))
+    execute = _fake_execute(started)
     plan = RealRunPlan(seed=0, runbook="dual-write")
-    runs, violations = campaign_module.campaign(plan, KAFKA, tmp_path, 3, None, None, say=lambda line: None)
+    runs, violations = campaign_module.campaign(
+        plan, KAFKA, tmp_path, 3, None, None, say=lambda line: None, execute=execute
+    )
     assert started == [0, 1, 2]
     assert [r["seed"] for r in runs] == [0, 1, 2]
     assert [(v["seed"], v["invariant"]) for v in violations] == [(2, "RunbookReachesItsEnd")]
@@ -59,7 +62,7 @@ def test_kafka_campaign_tables_report_and_resume(tmp_path, monkeypatch):
 
     (tmp_path / "runs" / "seed-1" / "violations.json").unlink()  # seed 1 was killed before it was checked
     started.clear()
-    runs, _ = campaign_module.campaign(plan, KAFKA, tmp_path, 4, None, None, say=lambda line: None)
+    runs, _ = campaign_module.campaign(plan, KAFKA, tmp_path, 4, None, None, say=lambda line: None, execute=execute)
     assert started == [1, 3]
     assert [r["seed"] for r in runs] == [0, 1, 2, 3]
     assert pq.read_table(tmp_path / "runs.parquet").num_rows == 4

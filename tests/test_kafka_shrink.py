@@ -262,29 +262,32 @@ def test_kafka_run_plan_bad_input_is_one_line_and_exit_2(content, extra, complai
     assert not out.exists()
 
 
-def _fake_execute(run) -> str:
+def fake_real_run(plan: RealRunPlan, kafka, folder: Path) -> str:
     """A stand-in for a real run: a lost write whenever a broker is killed (the campaign test's way of faking)."""
-    from properties.kafka.run import plan_json, schedule_faults
+    from properties.kafka.run import Run, plan_json, schedule_faults
 
-    run.folder.mkdir(parents=True, exist_ok=True)
-    faults = schedule_faults(run.plan, [n for n, _ in run.steps()])
-    (run.folder / "run.json").write_text(json.dumps(plan_json(replace(run.plan, schedule=tuple(faults)), "3.9.2")))
+    folder.mkdir(parents=True, exist_ok=True)
+    faults = schedule_faults(plan, [n for n, _ in Run(plan, kafka, folder).steps()])
+    (folder / "run.json").write_text(json.dumps(plan_json(replace(plan, schedule=tuple(faults)), "3.9.2")))
     lines = [{"channel": "operator", "kind": "end", "outcome": "completed", "seconds": 1.0, "time": 6}]
     if any(f.kind == "kill-broker" for f in faults):
         lines.insert(0, {"channel": "operator", "kind": "stuck", "goal": "dual-write", "time": 5})
-    (run.folder / "operator.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (folder / "operator.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     return "completed"
 
 
-def test_kafka_campaign_shrinks_its_violations_and_reports_both_plans(tmp_path, monkeypatch):
-    """A campaign whose run broke a check shrinks it on that run and shows the shrunk plan next to the original."""
-    monkeypatch.setattr(campaign_module.Run, "execute", _fake_execute)
+@pytest.mark.parametrize("master", [None, "local[2]"])
+def test_kafka_campaign_shrinks_its_violations_and_reports_both_plans(master, tmp_path):
+    """A campaign whose run broke a check shrinks it on that run and shows the shrunk plan next to the original:
+    on one machine, and with runs and shrinks as Spark tasks."""
     plan = RealRunPlan(seed=0, runbook="finalize", faults="process", fault_count=2)
     # seed 1 draws a broker pause while broker 0 rolls to KRaft and a kill of broker 0 while broker 2 does
+    said: list[str] = []
     runs, violations = campaign_module.campaign(
-        plan, KAFKA, tmp_path, 2, None, None, say=lambda line: None, shrink_minutes=5, tries=2
+        plan, KAFKA, tmp_path, 2, None, master, say=said.append, shrink_minutes=5, tries=2, execute=fake_real_run
     )
     assert [(v["seed"], v["invariant"]) for v in violations] == [(1, "RunbookReachesItsEnd")]
+    assert any(line.startswith("seed-1 RunbookReachesItsEnd shrunk: faults 2 -> 1") for line in said), said
     folder = tmp_path / "runs" / "seed-1"
     shrunk = plan_from_json(json.loads((folder / SHRUNK_PLAN).read_text()))
     assert [f.kind for f in shrunk.schedule] == ["kill-broker"]
@@ -293,7 +296,9 @@ def test_kafka_campaign_shrinks_its_violations_and_reports_both_plans(tmp_path, 
     assert "original plan" in report and "shrunk plan" in report and "--plan" in report
     # resumed: the check shrunk before is not shrunk again
     before = (folder / SHRINK_LOG).read_text()
-    campaign_module.campaign(plan, KAFKA, tmp_path, 2, None, None, say=lambda line: None, shrink_minutes=5)
+    campaign_module.campaign(
+        plan, KAFKA, tmp_path, 2, None, master, say=lambda line: None, shrink_minutes=5, execute=fake_real_run
+    )
     assert (folder / SHRINK_LOG).read_text() == before
 
 

@@ -13,7 +13,9 @@ Rules:
 - Once the runs are done, each check a run broke is shrunk once (``properties.kafka.shrink``), on
   the first run that broke it, while the shrinking budget lasts: its folder gets ``shrunk-plan.json``
   and ``shrink.json``, and the report shows the shrunk plan next to the original. A resumed
-  campaign does not shrink a check again that a run's folder already holds a shrink of.
+  campaign does not shrink a check again that a run's folder already holds a shrink of. On one
+  machine the shrinks run one after another within the budget; with ``--master`` each is a Spark
+  task of its own, run beside the others on its executor's host, each within the whole budget.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from pathlib import Path
 from properties.files import replace_atomically, write_text
 from properties.kafka.install import Installation
 from properties.kafka.observe import describe
-from properties.kafka.run import RealRunPlan, Run, check_folder, timeline
-from properties.kafka.shrink import SHRINK_LOG, SHRUNK_PLAN, shrink_folder, step_names, summary
+from properties.kafka.run import Execute, RealRunPlan, check_folder, execute_run, timeline
+from properties.kafka.shrink import SHRINK_LOG, SHRUNK_PLAN, real_runner, shrink_folder, step_names, summary
 
 
 def run_folder(out: Path, seed: int) -> Path:
@@ -44,12 +46,12 @@ def finished(folder: Path) -> bool:
     return (folder / "violations.json").is_file()
 
 
-def run_one(plan: RealRunPlan, kafka: Installation, out: Path, say: Callable[[str], None] = lambda line: None) -> dict:
+def run_one(plan: RealRunPlan, kafka: Installation, out: Path, execute: Execute = execute_run) -> dict:
     """Seed ``plan.seed``'s run, or the one a previous campaign finished; its row."""
     folder = run_folder(out, plan.seed)
     if not finished(folder):
         shutil.rmtree(folder, ignore_errors=True)  # a killed run's half: run it again whole
-        Run(plan, kafka, folder, say=say).execute()
+        execute(plan, kafka, folder)
     check_folder(folder)  # a finished run is checked again: the checks may have changed since
     return row(folder)
 
@@ -136,22 +138,46 @@ def shrunk_text(folder: Path, invariant: str) -> str | None:
     return None if log is None else summary(None, log=log)
 
 
-def shrink_violations(out: Path, kafka: Installation, minutes: float, tries: int, say: Callable[[str], None]) -> None:
-    """Each check some run broke, shrunk on the first run that broke it, while ``minutes`` last."""
-    began = time.monotonic()
+def _shrink_targets(out: Path) -> list[tuple[str, Path]]:
+    """Each check some run broke, with the first run that broke it, unless a run's folder holds its shrink."""
     _, violations = write_tables(out)
     first: dict[str, Path] = {}
     for v in violations:
         first.setdefault(v["invariant"], out / v["folder"])
-    for invariant, folder in first.items():
-        if shrink_log(folder, invariant) is not None:
-            continue  # a resumed campaign: shrunk before
+    return [(invariant, folder) for invariant, folder in first.items() if shrink_log(folder, invariant) is None]
+
+
+def shrink_one(
+    folder: Path,
+    invariant: str,
+    kafka: Installation,
+    budget_s: float,
+    tries: int,
+    execute: Execute = execute_run,
+    say: Callable[[str], None] = lambda line: None,
+) -> str:
+    """``invariant`` shrunk on the run in ``folder`` within ``budget_s``; the line that says how it went."""
+    runner = real_runner(folder, kafka, say, execute)
+    state = shrink_folder(folder, invariant, tries=tries, budget_s=budget_s, say=say, runner=runner, kafka=kafka)
+    return f"{folder.name} {invariant} shrunk: {summary(state, step_names(kafka))}"
+
+
+def shrink_violations(
+    out: Path,
+    kafka: Installation,
+    minutes: float,
+    tries: int,
+    say: Callable[[str], None],
+    execute: Execute = execute_run,
+) -> None:
+    """Each check some run broke, shrunk on the first run that broke it, one after another while ``minutes`` last."""
+    began = time.monotonic()
+    for invariant, folder in _shrink_targets(out):
         left = minutes * 60 - (time.monotonic() - began)
         if left <= 0:
             say(f"shrinking budget spent: {invariant} ({folder.name}) not shrunk")
             continue
-        state = shrink_folder(folder, invariant, tries=tries, budget_s=left, say=say, kafka=kafka)
-        say(f"{folder.name} {invariant} shrunk: {summary(state, step_names(kafka))}")
+        say(shrink_one(folder, invariant, kafka, left, tries, execute, say))
 
 
 def campaign(
@@ -164,9 +190,11 @@ def campaign(
     say: Callable[[str], None],
     shrink_minutes: float | None = None,
     tries: int = 2,
+    execute: Execute = execute_run,
 ) -> tuple[list[dict], list[dict]]:
     """Seeds 0.. while the budget lasts (``seeds`` runs, or ``minutes`` of wall time), then, with
-    ``shrink_minutes``, each broken check shrunk; the tables."""
+    ``shrink_minutes``, each broken check shrunk; the tables. ``execute`` carries a plan out (a real
+    cluster; tests give a stand-in)."""
     out.mkdir(parents=True, exist_ok=True)
     write_text(
         out / "campaign.json",
@@ -177,33 +205,62 @@ def campaign(
         + "\n",
     )
     if master:
-        _on_spark(plan, kafka, out, seeds or 1, master)
+        _on_spark(plan, kafka, out, seeds or 1, master, shrink_minutes, tries, execute, say)
     else:
         began = time.monotonic()
         seed = 0
         while (seeds is None or seed < seeds) and (minutes is None or time.monotonic() - began < minutes * 60):
             done = finished(run_folder(out, seed))
-            result = run_one(replace(plan, seed=seed), kafka, out)
+            result = run_one(replace(plan, seed=seed), kafka, out, execute)
             say(
                 f"seed {seed}: {result['outcome']}, {result['violations']} violations"
                 + (" (finished before)" if done else f", {result['seconds']:.0f} s")
             )
             write_tables(out)
             seed += 1
-    if shrink_minutes:
-        shrink_violations(out, kafka, shrink_minutes, tries, say)
+        if shrink_minutes:
+            shrink_violations(out, kafka, shrink_minutes, tries, say, execute)
     runs, violations = write_tables(out)
     write_text(out / "report.html", render(out, runs, violations))
     return runs, violations
 
 
-def _on_spark(plan: RealRunPlan, kafka: Installation, out: Path, seeds: int, master: str) -> None:
+def _on_spark(
+    plan: RealRunPlan,
+    kafka: Installation,
+    out: Path,
+    seeds: int,
+    master: str,
+    shrink_minutes: float | None,
+    tries: int,
+    execute: Execute,
+    say: Callable[[str], None],
+) -> None:
+    """The runs as Spark tasks, then each broken check's shrink as a task of its own: every task runs its
+    clusters on its executor's host, so the shrinks run side by side, each within the whole budget."""
     from properties.campaign.spark import session
 
     spark = session(master, "kraftcheck kafka campaign")
     try:
-        jobs = [(replace(plan, seed=s), kafka, str(out.resolve())) for s in range(seeds)]
-        spark.sparkContext.parallelize(jobs, len(jobs)).map(lambda job: run_one(job[0], job[1], Path(job[2]))).collect()
+        where = str(out.resolve())
+        jobs = [(replace(plan, seed=s), kafka, where) for s in range(seeds)]
+        rows = (
+            spark.sparkContext.parallelize(jobs, len(jobs))
+            .map(lambda job: run_one(job[0], job[1], Path(job[2]), execute))
+            .collect()
+        )
+        for r in rows:
+            say(f"seed {r['seed']}: {r['outcome']}, {r['violations']} violations")
+        targets = _shrink_targets(out) if shrink_minutes else []
+        if targets:
+            budget_s = shrink_minutes * 60
+            tasks = [(invariant, str(folder)) for invariant, folder in targets]
+            for line in (
+                spark.sparkContext.parallelize(tasks, len(tasks))
+                .map(lambda task: shrink_one(Path(task[1]), task[0], kafka, budget_s, tries, execute))
+                .collect()
+            ):
+                say(line)
     finally:
         spark.stop()
 

@@ -906,6 +906,15 @@ class Run:
         return outcome
 
 
+Execute = Callable[[RealRunPlan, Installation, Path], str]  # a plan carried out into a folder -> how it ended
+
+
+def execute_run(plan: RealRunPlan, kafka: Installation, folder: Path) -> str:
+    """``plan`` carried out on a real cluster into ``folder`` (what campaigns and shrinks run, unless a test
+    gives them a stand-in), quietly: "completed", "stuck: ..." or "failed: ..."."""
+    return Run(plan, kafka, folder, say=lambda line: None).execute()
+
+
 def kafka_answered(tool_output: str) -> bool:
     """Whether a failed FeatureCommand carries Kafka's answer: every release's tool ends a refused
     update with "N out of M operation(s) failed.", after one "Could not ..." line per feature with

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from properties.files import write_text
 from properties.kafka.install import Installation
-from properties.kafka.run import OPTIONAL_STEPS, RealRunPlan, plan_from_json, plan_json
+from properties.kafka.run import OPTIONAL_STEPS, Execute, RealRunPlan, execute_run, plan_from_json, plan_json
 
 # Shorter runbooks to try in place of each, shortest first: a candidate is only tried when it still
 # has every step a fault strikes during (a rollback may lose its rollback: the check decides).
@@ -304,9 +304,11 @@ def step_names(kafka: Installation) -> Steps:
     return names
 
 
-def real_runner(folder: Path, kafka: Installation, say: Callable[[str], None]) -> Runner:
+def real_runner(
+    folder: Path, kafka: Installation, say: Callable[[str], None], execute: Execute = execute_run
+) -> Runner:
     """Each candidate a real run in ``folder/shrink/LABEL``, checked; only the latest reproduction's folder is kept."""
-    from properties.kafka.run import Run, check_folder
+    from properties.kafka.run import check_folder
 
     root = folder / "shrink"
     kept: list[Path] = []
@@ -314,7 +316,7 @@ def real_runner(folder: Path, kafka: Installation, say: Callable[[str], None]) -
     def run(plan: RealRunPlan, label: str) -> Outcome:
         where = root / label
         shutil.rmtree(where, ignore_errors=True)
-        outcome = Run(plan, kafka, where, say=lambda line: None).execute()
+        outcome = execute(plan, kafka, where)
         if outcome.startswith("failed"):
             say(f"    {label}: not carried out ({outcome})")
             shutil.rmtree(where, ignore_errors=True)
