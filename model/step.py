@@ -78,6 +78,7 @@ from model.actions import (
     is_zk_era_action,
 )
 from model.bugs import CORRECT, Variant
+from model.guards import GUARDS
 from model.harness import HarnessAction, Inject, is_harness_action
 from model.kraft import QuorumRole
 from model.observations import observe
@@ -159,6 +160,9 @@ def successors(state: ClusterState, scope: Scope, variant: Variant = CORRECT) ->
     out = []
     cleared = _without_step_ghosts(state)  # once, not once per candidate (most candidates are refused)
     for action in candidate_actions(state, scope):
+        guard = GUARDS.get(type(action))
+        if guard is not None and not guard(state, action, variant):
+            continue  # its handler's first checks refuse it (model.guards)
         result = _handle_from(cleared, action, variant)
         nxt = result if isinstance(result, ClusterState) else result.after
         if nxt is not None:
