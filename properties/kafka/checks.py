@@ -719,8 +719,10 @@ def _migration_znodes(obs: Observed) -> list[tuple[dict, dict]]:
 
 @check("ZkWritesFollowKRaftCommits")
 def zk_writes_follow_commits(obs: Observed) -> list[Violation]:
-    """/migration names an offset and epoch of the KRaft log: that record must be in the log."""
-    out = []
+    """/migration names an offset and epoch of the KRaft log: that record must be in the log; and every
+    topic, partition state and topic config KRaft writes to ZooKeeper in dual write is a state the log
+    had committed (``dual_writes_follow_commits``)."""
+    out = dual_writes_follow_commits(obs)
     logs = list(obs.metadata.values())
     if not logs:
         return out
@@ -1184,10 +1186,13 @@ class TopicImage(Topics):
 
 def _at(events: list[dict], zxid: int) -> tuple[dict | None, bool]:
     """A znode's last observation at or before ``zxid`` (None: none), and whether it is known to be
-    the znode as it was at ``zxid``: no version between it and the next observation went unseen."""
+    the znode as it was at ``zxid``: no version between it and the next observation went unseen, and
+    its data was kept (a recording cut down to what other checks read may leave it out)."""
     before = [e for e in events if e["zxid"] <= zxid]
     after = [e for e in events if e["zxid"] > zxid]
     last = before[-1] if before else None
+    if last is not None and last["exists"] and not last.get("data"):
+        return last, False
     if not after or not after[0]["exists"]:
         return last, True
     nxt = after[0]
@@ -1305,6 +1310,60 @@ def migration_copies_zk_exactly(obs: Observed) -> list[Violation]:
 
 
 CHECKS[MIGRATION_COPIES_ZK] = migration_copies_zk_exactly
+
+
+def _zk_entity(path: str, e: dict) -> tuple[tuple, object] | None:
+    """A topic znode as an entity of ``Topics.entities`` (a partition by the model's record alone)."""
+    parts = path.split("/")
+    if not e.get("data"):
+        return None  # left out of a cut-down recording
+    if path.startswith("/brokers/topics/") and len(parts) == 4:
+        return ("topic", parts[3]), _json(e).get("topic_id")
+    if path.startswith("/brokers/topics/") and len(parts) == 7 and parts[6] == "state":
+        s = _json(e)
+        state = PartitionState(s.get("leader"), s.get("leader_epoch"), tuple(s.get("isr", ())), -1)
+        return ("partition", parts[3], int(parts[5])), migrated_partition(int(parts[5]), state)
+    if path.startswith("/config/topics/") and len(parts) == 4:
+        return ("config", parts[3]), tuple(sorted(_json(e).get("config", {}).items()))
+    return None
+
+
+def dual_writes_follow_commits(obs: Observed) -> list[Violation]:
+    """KIP-866 §Dual Metadata Writes (write-behind): each topic, partition state and topic config znode
+    written after the migration, before dual write ends, holds a state of it that the log had appended
+    by then (``CROSS_CHANNEL_SLACK_MS`` allowed between the clocks): a partition's leader, ISR and
+    leader epoch, a topic's id, a config (or none yet: ZooKeeper creates a topic's config empty)."""
+    log = max(obs.metadata.values(), key=len, default=[])
+    migration = _migration(obs, log)
+    if migration is None:
+        return []
+    end = min(_dual_write_ends(obs), log[-1]["time"])
+    image, states = TopicImage(), []  # (append time, the entities then)
+    for r in _live_records(log):
+        if r["type"] in TOPIC_RECORDS:
+            image.apply(r)
+            entities = image.entities(epochs=True)
+            for key, value in list(entities.items()):
+                if isinstance(value, Partition):
+                    entities[key] = value.record
+            states.append((r["time"], entities))
+    out = []
+    for path, events in obs.zk.items():
+        for e in events:
+            entity = _zk_entity(path, e) if e["exists"] and migration.claim["mzxid"] < e["mzxid"] else None
+            if entity is None or e["time"] > end or entity[1] == ():
+                continue
+            key, value = entity
+            if not any(t <= e["time"] + CROSS_CHANNEL_SLACK_MS and values.get(key) == value for t, values in states):
+                out.append(
+                    Violation(
+                        "ZkWritesFollowKRaftCommits",
+                        f"{path} written in dual write (mzxid {e['mzxid']}) with {e['data']}, which the log had not "
+                        "committed by then",
+                        (e,),
+                    )
+                )
+    return out
 
 
 def _dual_write_ends(obs: Observed) -> int:
