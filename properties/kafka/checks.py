@@ -1109,7 +1109,7 @@ class Topics:
             if key[0] == "topic" and (key not in zk or key not in kraft[0]):
                 reported.add(key[1])
             what = {"topic": f"topic {key[1]}", "partition": f"partition {key[1]}-{key[-1]}"}.get(
-                key[0], f"topic {key[1]}'s config"
+                key[0], f"the config of topic {key[1]}"
             )
             later = "" if len(images) == 1 else " (nor any later committed state)"
             out.append(
