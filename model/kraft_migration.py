@@ -460,7 +460,7 @@ def _claim(state: ClusterState, c: KRaftController, d: Driver, variant: Variant)
 
 def migrated_partition(partition: int, s: PartitionState) -> PartitionRecord:
     """What the migration copies of a partition's state znode: leader, ISR and leader epoch; not the
-    controller epoch of its last writer, which KRaft has no use for (KIP-866 §Metadata Migration)."""
+    controller epoch of its last writer, which KRaft has no use for (KIP-866 §Controller Migration)."""
     return PartitionRecord(partition, s.leader, s.isr, s.leader_epoch)
 
 

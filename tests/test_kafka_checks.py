@@ -358,7 +358,7 @@ def _rollback_loses_a_topic(obs):
 
 
 def _migration_copies_a_wrong_topic_id(obs):
-    obs.metadata[3000][8]["data"]["topicId"] = "y"  # KIP-866 §Metadata Migration: ZooKeeper's topic id is kept
+    obs.metadata[3000][8]["data"]["topicId"] = "y"  # KIP-866 §Controller Migration: ZooKeeper's topic id is kept
 
 
 def _kraft_deletion_not_mirrored(obs):

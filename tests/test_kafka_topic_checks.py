@@ -71,7 +71,7 @@ def migrated(obs: Observed, kind: str, topic: str, partition: int | None = None)
 
 def test_recorded_run_creates_and_deletes_topics_during_dual_write():
     """The recording has what the checks need: a topic created and another deleted in dual write, and
-    the migration and the dual writes agree with ZooKeeper (KIP-866 §Metadata Migration, §Dual Metadata Writes)."""
+    the migration and the dual writes agree with ZooKeeper (KIP-866 §Controller Migration, §Dual Metadata Writes)."""
     obs = recorded()
     kinds = [r["type"] for r in log(obs)]
     assert "REMOVE_TOPIC_RECORD" in kinds
@@ -90,7 +90,7 @@ def test_every_recorded_run_passes_the_topic_checks(name):
 
 
 def test_migration_with_an_isr_copied_wrong_is_named():
-    """KIP-866 §Metadata Migration: a partition's ISR is copied as ZooKeeper holds it."""
+    """KIP-866 §Controller Migration: a partition's ISR is copied as ZooKeeper holds it."""
     obs = recorded()
     record = migrated(obs, "PARTITION_RECORD", "orders", 0)[0]
     assert record["data"]["isr"] == [0]
@@ -103,7 +103,7 @@ def test_migration_with_an_isr_copied_wrong_is_named():
 
 
 def test_migration_with_a_leader_epoch_copied_wrong_is_named():
-    """KIP-866 §Metadata Migration: the leader epoch (and the partition epoch, the znode's version) are kept."""
+    """KIP-866 §Controller Migration: the leader epoch (and the partition epoch, the znode's version) are kept."""
     obs = recorded()
     record = migrated(obs, "PARTITION_RECORD", "ledger", 2)[0]
     record["data"]["leaderEpoch"] += 1
@@ -116,7 +116,7 @@ def test_migration_with_a_leader_epoch_copied_wrong_is_named():
 
 
 def test_migration_missing_a_topic_is_named():
-    """KIP-866 §Metadata Migration: every topic ZooKeeper holds at the claim is in the migration."""
+    """KIP-866 §Controller Migration: every topic ZooKeeper holds at the claim is in the migration."""
     obs = recorded()
     kinds = ("TOPIC_RECORD", "PARTITION_RECORD", "CONFIG_RECORD")
     gone = {id(r) for kind in kinds for r in migrated(obs, kind, "orders")}
@@ -126,7 +126,7 @@ def test_migration_missing_a_topic_is_named():
 
 
 def test_migration_copying_a_topic_zookeeper_lacks_is_named():
-    """KIP-866 §Metadata Migration: nothing but ZooKeeper's topics is copied."""
+    """KIP-866 §Controller Migration: nothing but ZooKeeper's topics is copied."""
     obs = recorded()
     extra = copy.deepcopy(migrated(obs, "TOPIC_RECORD", "orders")[0])
     extra["data"] |= {"name": "ghost", "topicId": "AAAAAAAAAAAAAAAAAAAAAQ"}

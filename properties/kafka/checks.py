@@ -1032,7 +1032,7 @@ def rollback_loses_nothing(obs: Observed) -> list[Violation]:
     return out
 
 
-# ---- topics, partitions and topic configs (KIP-866 §Metadata Migration, §Dual Metadata Writes) -------
+# ---- topics, partitions and topic configs (KIP-866 §Controller Migration, §Dual Metadata Writes) -----
 #
 # The model has one topic whose partitions carry a leader, an ISR and a leader epoch, and one dynamic
 # config value. Its migration copies each partition's state znode as ``migrated_partition`` says (the
@@ -1291,11 +1291,12 @@ def _migration(obs: Observed, log: list[dict]) -> Migration | None:
 
 
 def migration_copies_zk_exactly(obs: Observed) -> list[Violation]:
-    """KIP-866 §Metadata Migration ("read all of the metadata from ZK ... and write it to the metadata
-    log", in one transaction): the migration's topic, partition and topic-config records are exactly
-    ZooKeeper's as of the KRaft claim it ran under (nothing but that controller writes topics once it
-    has claimed ZooKeeper): every topic with its id, every partition with its replicas, leader, ISR,
-    leader epoch and partition epoch, every topic config; nothing missing and nothing else."""
+    """KIP-866 §Controller Migration ("copy the existing metadata from ZK and write it into the KRaft
+    metadata log", in a single transaction), §Initial Data Migration: the migration's topic, partition
+    and topic-config records are exactly ZooKeeper's as of the KRaft claim it ran under (nothing but
+    that controller writes topics once it has claimed ZooKeeper): every topic with its id, every
+    partition with its replicas, leader, ISR, leader epoch and partition epoch, every topic config;
+    nothing missing and nothing else."""
     log = max(obs.metadata.values(), key=len, default=[])
     migration = _migration(obs, log)
     if migration is None:
@@ -1686,7 +1687,10 @@ NOT_OBSERVABLE: dict[str, str] = {
     "CommittedRecordsOnMajority": "followers' logs are dumped only at the end of a run, not at each commit",
     "FencedBrokersNeverServed": "what a broker serves to clients is not sampled",
     "UnfencedOnlyWhenCaughtUp": "a broker's replay position is " + _MEMORY,
-    "TopicDeletionsCompletedByMigration": "the runbook deletes no topic during the migration",
+    "TopicDeletionsCompletedByMigration": (
+        "the runbooks delete no topic in ZooKeeper mode (the deletion in dual write goes through KRaft): "
+        "/admin/delete_topics is watched, but no deletion is ever pending there"
+    ),
     "WriteBehindLagBounded": (
         "Kafka's ZkWriteBehindLag gauge is sampled (jmx.jsonl), but Kafka sets no bound to check it against "
         "(KIP-866 §Dual Metadata Writes: 'We may also determine a bound'); the model's bound is its own"
