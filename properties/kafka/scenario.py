@@ -571,9 +571,14 @@ class KafkaSide(Side):
         self.run.note("fault", fault="expire-broker", process=f"broker-{b}", session=registration.ephemeralOwner)
 
     def _zk_recover(self) -> None:
+        """ZooKeeper started, serving again once kraftcheck's own session is back (the view reads it): a
+        client that tried while the server was starting waits out its connect timeout first."""
         zookeeper = self.run.cluster.processes["zookeeper"]
         zookeeper.start()
         self.run.cluster.wait_zookeeper()
+        client = self.run.observer.client if self.run.observer is not None else None
+        if client is not None:
+            self.run.wait("ZooKeeper serving kraftcheck's session again", lambda: client.connected)
 
 
 class NotEnabled(Exception):
