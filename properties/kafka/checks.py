@@ -1403,9 +1403,10 @@ def zk_equals_image_at_migration_offset(obs: Observed) -> list[Violation]:
     earlier): ZooKeeper's topics, partition states and topic configs, as its last write before then
     left them, are the committed image's at /migration's offset, deletions included; and every topic
     change committed ``DUAL_WRITE_SLACK_MS`` before the end has reached ZooKeeper by then, unless a
-    fault held the driver back (``_fault_near``). A later committed state is accepted too, entity by entity: Kafka writes a
-    change's znodes before it moves /migration's offset past it (and 3.4 never moves it during dual
-    write), so ZooKeeper may be ahead of the offset, never behind it or beside the log."""
+    fault held the driver back (``_fault_near``). A later committed state is accepted too, entity by
+    entity: Kafka writes a change's znodes before it moves /migration's offset past it (and 3.4 never
+    moves it during dual write), so ZooKeeper may be ahead of the offset, never behind it or beside
+    the log."""
     log = max(obs.metadata.values(), key=len, default=[])
     migration = _migration(obs, log)
     if migration is None:
