@@ -3,8 +3,9 @@
 The recorded run is a real Kafka 3.9.2 finalize run (ZooKeeper, three brokers, one controller, no
 fault): orders, payments and ledger created in ZooKeeper mode, refunds created and payments deleted
 during dual write (tests/data/kafka-3.9-topics-dual-write-run.json says how it was cut down). Each
-corrupted variant changes the recording the way a Kafka bug would show in it (KIP-866 §Metadata
-Migration, §Dual Metadata Writes); the check must name it. Every other recorded run passes too.
+corrupted variant changes the recording the way a Kafka bug would show in it (KIP-866 §Controller
+Migration, §Dual Metadata Writes); the check must name it. Every other recorded run passes too, but
+one: Kafka 3.4.1 leaving a deleted topic in ZooKeeper, a finding.
 """
 
 from __future__ import annotations
