@@ -458,14 +458,19 @@ def _claim(state: ClusterState, c: KRaftController, d: Driver, variant: Variant)
     return put_ctrl(state, c)
 
 
+def migrated_partition(partition: int, s: PartitionState) -> PartitionRecord:
+    """What the migration copies of a partition's state znode: leader, ISR and leader epoch; not the
+    controller epoch of its last writer, which KRaft has no use for (KIP-866 §Controller Migration)."""
+    return PartitionRecord(partition, s.leader, s.isr, s.leader_epoch)
+
+
 def zk_metadata(state: ClusterState) -> list[MetadataRecord]:
     """What the migration copies from ZooKeeper: partitions of live topics and the dynamic config."""
     records: list[MetadataRecord] = []
     assignment = znode_data(state, TOPIC)
     if assignment is not None:
         for p in range(len(assignment)):
-            s = zkm.get_existing(state.zk, partition_state_path(PartitionId(p))).data
-            records.append(PartitionRecord(p, s.leader, s.isr, s.leader_epoch))
+            records.append(migrated_partition(p, zkm.get_existing(state.zk, partition_state_path(PartitionId(p))).data))
     config = znode_data(state, CONFIG)
     if config is not None:
         records.append(ConfigRecord(config))

@@ -18,6 +18,7 @@ from properties.kafka.checks import (
     BROKER_GAUGES,
     CHECKS,
     GAUGES_FOLLOW_THE_LOG,
+    MIGRATION_COPIES_ZK,
     NO_METADATA_ERRORS,
     NOT_OBSERVABLE,
     ONE_ACTIVE_CONTROLLER,
@@ -115,7 +116,7 @@ def clean() -> Observed:
             zk("/brokers/ids/0", "{}", 134, 134, 0, 6000, owner=9),
         ],
         "/brokers/ids/1": [zk("/brokers/ids/1", "{}", 62, 62, 0, 950, owner=8)],
-        "/brokers/topics/orders": [zk("/brokers/topics/orders", "{}", 80, 80, 0, 2000)],
+        "/brokers/topics/orders": [zk("/brokers/topics/orders", '{"partitions":{},"topic_id":"x"}', 80, 80, 0, 2000)],
         "/migration": [
             zk("/migration", migration_znode(-1, -1), 96, 96, 0, 3000),
             zk("/migration", migration_znode(75, 1), 96, 197, 1, 9100),
@@ -356,6 +357,15 @@ def _rollback_loses_a_topic(obs):
     obs.zk["/brokers/topics/orders"].append(gone("/brokers/topics/orders", 9800, 300))
 
 
+def _migration_copies_a_wrong_topic_id(obs):
+    obs.metadata[3000][8]["data"]["topicId"] = "y"  # KIP-866 §Controller Migration: ZooKeeper's topic id is kept
+
+
+def _kraft_deletion_not_mirrored(obs):
+    # KIP-866 §Dual Metadata Writes: KRaft deletes orders at offset 76, /migration moves there, the znode stays
+    obs.metadata[3000][-1:] = [rec(76, 1, "REMOVE_TOPIC_RECORD", 9150, topicId="x"), rec(77, 1, "NO_OP_RECORD", 9300)]
+
+
 def _feature_outside_a_broker(obs):
     obs.metadata[3000].append(rec(77, 1, "FEATURE_LEVEL_RECORD", 9300, name="metadata.version", featureLevel=22))
     obs.logs["controller-3000"].clear()  # (the migration's own check of metadata.version aside)
@@ -427,6 +437,8 @@ SEEDED = {
     ACKNOWLEDGED_WRITES: _acknowledged_write_lost,
     "AdmittedBrokersSupportFinalizedFeatures": _feature_outside_a_broker,
     "RollbackLosesNothingCommitted": _rollback_loses_a_topic,
+    MIGRATION_COPIES_ZK: _migration_copies_a_wrong_topic_id,
+    "ZkEqualsImageAtMigrationOffset": _kraft_deletion_not_mirrored,
 }
 
 
@@ -447,7 +459,7 @@ def test_kafka_check_catches_its_seeded_bug(name):
 def test_kafka_checks_cover_the_model_registry():
     """Every model property is either checked on real runs or listed with the reason it cannot be."""
     own = {RUNBOOK_PROGRESS, ACKNOWLEDGED_WRITES, GAUGES_FOLLOW_THE_LOG, ONE_ACTIVE_CONTROLLER, BROKER_GAUGES,
-           NO_METADATA_ERRORS}
+           NO_METADATA_ERRORS, MIGRATION_COPIES_ZK}
     names = {p.name for p in PROPERTIES} | own
     assert set(CHECKS) | set(NOT_OBSERVABLE) == names
     assert not set(CHECKS) & set(NOT_OBSERVABLE)

@@ -91,6 +91,23 @@ def test_kafka_run_observes_every_channel(migrated):
     assert offsets == sorted(offsets)  # the merged timeline keeps the log's own order
 
 
+def test_kafka_run_mirrors_topics_changed_in_dual_write(migrated):
+    """KIP-866 §Dual Metadata Writes: refunds, created in dual write, and payments, deleted then, reach
+    ZooKeeper, and the topic checks had both to judge (they are among the checks that found nothing)."""
+    from properties.kafka.checks import TopicImage, _live_records
+    from properties.kafka.run import load
+
+    _, folder = migrated
+    obs = load(folder)
+    log = max(obs.metadata.values(), key=len)
+    assert "REMOVE_TOPIC_RECORD" in {r["type"] for r in log}
+    assert {"ledger", "orders", "refunds"} <= set(TopicImage.of(_live_records(log)).ids) and "payments" not in set(
+        TopicImage.of(_live_records(log)).ids
+    )
+    assert not obs.zk["/brokers/topics/payments"][-1]["exists"]
+    assert obs.zk["/brokers/topics/refunds"][-1]["exists"]
+
+
 def test_kafka_run_samples_every_process_over_jmx(migrated):
     """KIP-866 §Metrics from outside: the controller's gauges followed the migration to MIGRATION, the
     killed controller was seen unreachable, and every process was sampled once more at rest."""

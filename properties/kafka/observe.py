@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 
 WATCHED = ("/controller", "/controller_epoch", "/migration", "/feature", "/cluster/id")
-WATCHED_CHILDREN = ("/brokers/ids", "/brokers/topics", "/config/topics")
+WATCHED_CHILDREN = ("/brokers/ids", "/brokers/topics", "/config/topics", "/admin/delete_topics")
 
 
 # ---- the ZooKeeper channel ------------------------------------------------------------------

@@ -693,6 +693,27 @@ class Run:
         self.wait(f"topics {', '.join(t[0] for t in topics)} created", done)
         self.note("step", action="admin", topics=[t[0] for t in topics], config=config)
 
+    def delete_topics(self, topics: list[str]) -> None:
+        """Topics deleted as an operator deletes them, retried until the cluster no longer lists them."""
+        from confluent_kafka import KafkaException
+
+        def done() -> bool:
+            admin = self.admin()
+            try:
+                for future in admin.delete_topics(topics, operation_timeout=30, request_timeout=20).values():
+                    try:
+                        future.result(30)
+                    except KafkaException as e:
+                        if e.args[0].name() != "UNKNOWN_TOPIC_OR_PART":  # deleted by an earlier try
+                            raise
+                return not set(topics) & set(admin.list_topics(timeout=20).topics)
+            except KafkaException as e:
+                self.note("admin-retry", topics=topics, error=str(e.args[0]))
+                return False
+
+        self.wait(f"topics {', '.join(topics)} deleted", done)
+        self.note("step", action="delete-topics", topics=topics)
+
     def create_data(self) -> None:
         self.create_topics([("orders", 3, 2), ("payments", 2, 2)], {"retention.ms": "3600000"})
         self.create_topics([(TOPIC, 3, 3)], {"min.insync.replicas": str(min(2, self.plan.brokers))})
@@ -796,7 +817,10 @@ class Run:
         self.dump_metadata("dual-write")
 
     def write_during_dual_write(self) -> None:
+        """A topic created and another deleted while KRaft writes ZooKeeper behind it (KIP-866 §Dual
+        Metadata Writes): both must reach ZooKeeper (``ZkEqualsImageAtMigrationOffset``)."""
         self.create_topics([("refunds", 2, 2)], {"retention.ms": "7200000"})
+        self.delete_topics(["payments"])
 
     def roll_kraft_broker(self, b: int) -> None:
         self.stop(self.broker(b), "zk-broker", b)

@@ -52,6 +52,7 @@ from model.actions import (
     ReconfigureController,
     RestartBroker,
     RestartController,
+    SessionTimeout,
     ShutdownController,
     StopBroker,
     UpdateMetadataVersion,
@@ -292,7 +293,7 @@ class ModelSide(Side):
         self.scope = self.shape.scope()
         self.variant = Variant(profile=Profile.KAFKA_3_9)
         self.state = self.shape.initial().replace(budget=window_budget(controllers, faulty=True))
-        self.paused: set[str] = set()
+        self.paused: set[str] = set()  # processes SIGSTOPped: their sessions may be lost meanwhile
 
     def view(self, keys: tuple[str, ...] = ()) -> dict[str, str]:
         s = self.state
@@ -329,6 +330,13 @@ class ModelSide(Side):
             return True
         return self._search(lambda v: v[key] == value)
 
+    def _paused_fault(self, state: ClusterState, action: Any) -> bool:
+        """What a pause lets happen to the paused broker meanwhile, as trace validation allows it
+        (``DURING_FAULTS``): its ZooKeeper session expires, the KRaft controller times it out."""
+        if isinstance(action, ExpireSession):
+            return any(f"broker-{b.id}" in self.paused and b.session == action.session for b in state.brokers)
+        return isinstance(action, SessionTimeout) and f"broker-{action.broker}" in self.paused
+
     def _search(self, goal: Callable[[dict[str, str]], bool]) -> bool:
         from properties.kafka.validate import HIDDEN
 
@@ -338,7 +346,7 @@ class ModelSide(Side):
         while queue and len(seen) < self.SEARCH_BOUND:
             state = queue.popleft()
             for action in candidate_actions(state, self.scope):
-                if not isinstance(action, HIDDEN):
+                if not isinstance(action, HIDDEN) and not self._paused_fault(state, action):
                     continue
                 nxt = step(state, action, self.variant)
                 if nxt is None or nxt in seen:
@@ -397,6 +405,11 @@ class ModelSide(Side):
             "ExpireSession": (ExpireSession(self.state.brokers[broker].session),) if broker is not None else (),
             "ZkOutage": (ZkOutage(),), "ZkRecover": (ZkRecover(),),
         }.get(name, ())  # a pause or a resume: no model action
+        process = f"broker-{broker}" if broker is not None else f"controller-{c}"
+        if name.startswith("Pause"):
+            self.paused.add(process)
+        elif name.startswith("Resume"):
+            self.paused.discard(process)
         return "accepted" if self._do(*actions) else "refused: not enabled"
 
 
@@ -558,9 +571,14 @@ class KafkaSide(Side):
         self.run.note("fault", fault="expire-broker", process=f"broker-{b}", session=registration.ephemeralOwner)
 
     def _zk_recover(self) -> None:
+        """ZooKeeper started, serving again once kraftcheck's own session is back (the view reads it): a
+        client that tried while the server was starting waits out its connect timeout first."""
         zookeeper = self.run.cluster.processes["zookeeper"]
         zookeeper.start()
         self.run.cluster.wait_zookeeper()
+        client = self.run.observer.client if self.run.observer is not None else None
+        if client is not None:
+            self.run.wait("ZooKeeper serving kraftcheck's session again", lambda: client.connected)
 
 
 class NotEnabled(Exception):

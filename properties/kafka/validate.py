@@ -23,7 +23,15 @@ the model that agrees with the trace, hidden steps allowed):
 
 What is abstracted, and why:
 - The model's cluster has the run's brokers and controllers, ids and all, but no partitions (the
-  topics an admin creates never change the control-plane decisions the view shows). Rolling a
+  topics an admin creates never change the control-plane decisions the view shows). Giving it the
+  run's partitions would make every ISR change a visible step, and the model has no action for
+  the cause of most (a follower falling behind or catching up on the data it fetches, which it
+  does not model), so each would be an unexplained observation. Topics, partitions and topic
+  configs are checked against the log instead (``properties.kafka.checks``):
+  ``MigrationCopiesZkExactly`` (the migration's records are ZooKeeper's at the claim, partition by
+  partition, read as the model's ``migrated_partition`` reads a state znode),
+  ``ZkEqualsImageAtMigrationOffset`` (ZooKeeper equals the committed image at the end of dual
+  write) and ``ZkWritesFollowKRaftCommits`` (each dual write holds a committed state). Rolling a
   ZooKeeper broker into migration mode is a stop, ``ConfigureMigration`` (an edit of the
   environment: the model's scopes fix each broker's settings at the start) and a restart.
 - A pause (SIGSTOP) is no model action: while one lasts, the model may expire sessions, time

@@ -1,0 +1,187 @@
+"""The topic checks on a recorded real run: the migration copies ZooKeeper exactly, dual writes mirror KRaft.
+
+The recorded run is a real Kafka 3.9.2 finalize run (ZooKeeper, three brokers, one controller, no
+fault): orders, payments and ledger created in ZooKeeper mode, refunds created and payments deleted
+during dual write (tests/data/kafka-3.9-topics-dual-write-run.json says how it was cut down). Each
+corrupted variant changes the recording the way a Kafka bug would show in it (KIP-866 §Controller
+Migration, §Dual Metadata Writes); the check must name it. Every other recorded run passes too, but
+one: Kafka 3.4.1 leaving a deleted topic in ZooKeeper, a finding.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from properties.kafka.checks import (
+    MIGRATION_COPIES_ZK,
+    Observed,
+    dual_writes_follow_commits,
+    migration_copies_zk_exactly,
+    zk_equals_image_at_migration_offset,
+)
+
+DATA = Path(__file__).parent / "data"
+RUN = "kafka-3.9-topics-dual-write-run.json"
+EQUAL = "ZkEqualsImageAtMigrationOffset"
+FOLLOW = "ZkWritesFollowKRaftCommits"
+
+
+def recorded(name: str = RUN) -> Observed:
+    """A recorded real run, as ``properties.kafka.run.load`` gives it (what the topic checks read)."""
+    run = json.loads((DATA / name).read_text())
+    obs = Observed(version=tuple(run["version"]))
+    obs.operator = run.get("operator", [])
+    obs.metadata = {int(c): records for c, records in run.get("metadata", {}).items()}
+    obs.zk = run.get("zk", {})
+    for events in obs.zk.values():  # the older recordings kept no zxid on a znode's observations
+        for e in events:
+            e.setdefault("zxid", e.get("mzxid", 0))
+    return obs
+
+
+def topic_violations(obs: Observed) -> list[tuple[str, str]]:
+    checks = (migration_copies_zk_exactly, zk_equals_image_at_migration_offset, dual_writes_follow_commits)
+    return [(v.invariant, v.message) for check in checks for v in check(obs)]
+
+
+def found_messages(found: list[tuple[str, str]]) -> list[str]:
+    return [m for _, m in found]
+
+
+def log(obs: Observed) -> list[dict]:
+    return obs.metadata[3000]
+
+
+def migrated(obs: Observed, kind: str, topic: str, partition: int | None = None) -> list[dict]:
+    """The migration transaction's records of ``kind`` for ``topic`` (and ``partition``)."""
+    names = {r["data"]["topicId"]: r["data"]["name"] for r in log(obs) if r["type"] == "TOPIC_RECORD"}
+    end = next(r["offset"] for r in log(obs) if r["type"] == "END_TRANSACTION_RECORD" and r["offset"] > 10)
+    return [
+        r
+        for r in log(obs)
+        if r["type"] == kind
+        and r["offset"] < end
+        and topic in (r["data"].get("name"), r["data"].get("resourceName"), names.get(r["data"].get("topicId")))
+        and (partition is None or r["data"].get("partitionId") == partition)
+    ]
+
+
+def test_recorded_run_creates_and_deletes_topics_during_dual_write():
+    """The recording has what the checks need: a topic created and another deleted in dual write, and
+    the migration and the dual writes agree with ZooKeeper (KIP-866 §Controller Migration, §Dual Metadata Writes)."""
+    obs = recorded()
+    kinds = [r["type"] for r in log(obs)]
+    assert "REMOVE_TOPIC_RECORD" in kinds
+    # and __consumer_offsets, which the ledger's read-back creates
+    assert [r["data"]["name"] for r in log(obs) if r["type"] == "TOPIC_RECORD"] == [
+        "ledger", "orders", "payments", "refunds", "__consumer_offsets"
+    ]
+    assert not obs.zk["/brokers/topics/payments"][-1]["exists"]
+    assert topic_violations(obs) == []
+
+
+FINDING_34 = "kafka-3.4-deletion-not-mirrored-run.json"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("kafka-*-run.json") if p.name != FINDING_34))
+def test_every_recorded_run_passes_the_topic_checks(name):
+    """Kafka 3.4 to 4.1, faults and rollbacks included: no other recorded run breaks a topic check."""
+    assert topic_violations(recorded(name)) == []
+
+
+def test_kafka_34_does_not_mirror_a_topic_deletion_in_dual_write():
+    """A finding about Kafka 3.4.1 (KIP-866 §Dual Metadata Writes): payments, deleted in KRaft during dual
+    write, stays in ZooKeeper; 3.4's KRaftMigrationDriver writes topic creations and partition changes to
+    ZooKeeper, not deletions (KAFKA-14840 added them in 3.5.0). A rollback would bring the topic back."""
+    obs = recorded(FINDING_34)
+    assert "REMOVE_TOPIC_RECORD" in {r["type"] for r in log(obs)}
+    assert obs.zk["/brokers/topics/payments"][-1]["exists"]
+    found = topic_violations(obs)
+    assert [i for i, _ in found] == [EQUAL]
+    assert found[0][1].startswith("at the end of dual write, topic payments: ZooKeeper has id ")
+    assert "has none" in found[0][1]
+
+
+def test_migration_with_an_isr_copied_wrong_is_named():
+    """KIP-866 §Controller Migration: a partition's ISR is copied as ZooKeeper holds it."""
+    obs = recorded()
+    record = migrated(obs, "PARTITION_RECORD", "orders", 0)[0]
+    assert record["data"]["isr"] == [0]
+    record["data"]["isr"] = [2]
+    found = topic_violations(obs)
+    assert [m for i, m in found if i == MIGRATION_COPIES_ZK] == [
+        next(m for m in found_messages(found) if m.startswith("partition orders-0: ZooKeeper has replicas [0, 2], "
+                                                              "leader 0, ISR [0],") and "ISR [2]" in m)
+    ]
+
+
+def test_migration_with_a_leader_epoch_copied_wrong_is_named():
+    """KIP-866 §Controller Migration: the leader epoch (and the partition epoch, the znode's version) are kept."""
+    obs = recorded()
+    record = migrated(obs, "PARTITION_RECORD", "ledger", 2)[0]
+    record["data"]["leaderEpoch"] += 1
+    found = topic_violations(obs)
+    assert [m for i, m in found if i == MIGRATION_COPIES_ZK] == [
+        next(m for m in found_messages(found) if m.startswith("partition ledger-2: ZooKeeper has"))
+    ]
+    # every later state of ledger-2 in KRaft inherits the wrong epoch, so the dual writes disagree too
+    assert all("ledger-2" in m or "ledger/partitions/2" in m for _, m in found)
+
+
+def test_migration_missing_a_topic_is_named():
+    """KIP-866 §Controller Migration: every topic ZooKeeper holds at the claim is in the migration."""
+    obs = recorded()
+    kinds = ("TOPIC_RECORD", "PARTITION_RECORD", "CONFIG_RECORD")
+    gone = {id(r) for kind in kinds for r in migrated(obs, kind, "orders")}
+    obs.metadata[3000] = [r for r in log(obs) if id(r) not in gone]
+    found = [m for i, m in topic_violations(obs) if i == MIGRATION_COPIES_ZK]
+    assert found == [next(m for m in found if m.startswith("topic orders: ZooKeeper has id"))]
+
+
+def test_migration_copying_a_topic_zookeeper_lacks_is_named():
+    """KIP-866 §Controller Migration: nothing but ZooKeeper's topics is copied."""
+    obs = recorded()
+    extra = copy.deepcopy(migrated(obs, "TOPIC_RECORD", "orders")[0])
+    extra["data"] |= {"name": "ghost", "topicId": "AAAAAAAAAAAAAAAAAAAAAQ"}
+    log(obs).insert(log(obs).index(migrated(obs, "TOPIC_RECORD", "orders")[0]), extra)
+    assert [m for i, m in topic_violations(obs) if i == MIGRATION_COPIES_ZK] == [
+        "topic ghost: ZooKeeper has none; the migration (up to offset 88) has id AAAAAAAAAAAAAAAAAAAAAQ "
+        f"(ZooKeeper as of the claim, zxid {obs.existing('/controller')[-1]['mzxid']})"
+    ]
+
+
+def test_dual_write_that_does_not_write_a_config_back_is_named():
+    """KIP-866 §Dual Metadata Writes: refunds' retention.ms, set in KRaft during dual write, reaches ZooKeeper."""
+    obs = recorded()
+    config = obs.zk["/config/topics/refunds"]
+    obs.zk["/config/topics/refunds"] = [e for e in config if "7200000" not in (e.get("data") or "")]
+    found = topic_violations(obs)
+    assert [i for i, _ in found] == [EQUAL]
+    assert "the config of topic refunds: ZooKeeper has none" in found[0][1]
+
+
+def test_dual_write_that_does_not_mirror_a_kraft_deletion_is_named():
+    """KIP-866 §Dual Metadata Writes: payments, deleted in KRaft during dual write, is deleted in ZooKeeper."""
+    obs = recorded()
+    for path in [p for p in obs.zk if p.startswith(("/brokers/topics/payments", "/config/topics/payments"))]:
+        obs.zk[path] = [e for e in obs.zk[path] if e["exists"]]
+    found = topic_violations(obs)
+    assert [i for i, _ in found] == [EQUAL]
+    assert found[0][1].startswith("at the end of dual write, topic payments: ZooKeeper has id")
+
+
+def test_dual_write_of_a_state_kraft_never_committed_is_named():
+    """KIP-866 §Dual Metadata Writes (write-behind): ZooKeeper gets only what KRaft committed; an ISR written
+    wrong in the middle of dual write (and corrected later) is named, though ZooKeeper ends right."""
+    obs = recorded()
+    claim = obs.existing("/controller")[-1]["mzxid"]
+    states = [e for e in obs.zk["/brokers/topics/orders/partitions/1/state"] if e["mzxid"] > claim]
+    assert len(states) > 1
+    states[0]["data"] = states[0]["data"].replace('"isr":[', '"isr":[9,')
+    found = topic_violations(obs)
+    assert [i for i, _ in found] == [FOLLOW]
+    assert "/brokers/topics/orders/partitions/1/state written in dual write" in found[0][1]
