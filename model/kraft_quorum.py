@@ -20,8 +20,8 @@ and ends in ``assert_never``):
   (``BrokerRegistrationRequest``, ``BrokerHeartbeatRequest``), the controller's side decides and
   appends (``handle_registration``, ``handle_heartbeat``), and the broker's side takes the answer.
   A script's injected request (``model.harness``) meets the same controller's side. A response lost
-  after its request took effect (``_registration_response_lost``, ``_heartbeat_response_lost``) is the
-  controller's side alone; the broker, unchanged, sends the same request again later.
+  after its request took effect (``_response_lost``) is the controller's side alone; the broker,
+  unchanged, sends the same request again later.
 
 Seeds: KIP-500 §Controller Quorum, §Broker States; KIP-866 (sections cited at each rule).
 """
@@ -167,9 +167,9 @@ def handle(state: ClusterState, action: KRaftQuorumAction, variant: Variant) -> 
         case BrokerHeartbeat(broker=b, controller=c):
             return _heartbeat(state, b, c, variant)
         case RegistrationResponseLost(broker=b, controller=c):
-            return _registration_response_lost(state, b, c, variant)
+            return _response_lost(state, b, c, variant, registration=True)
         case HeartbeatResponseLost(broker=b, controller=c):
-            return _heartbeat_response_lost(state, b, c, variant)
+            return _response_lost(state, b, c, variant, registration=False)
         case FetchMetadata(broker=b, controller=c):
             return _fetch_metadata(state, b, c, variant)
         case SessionTimeout(broker=b, controller=c):
@@ -875,47 +875,31 @@ def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: V
 _NO_EFFECT = Refused(None, "the request took no effect on the controller: a lost answer is one never sent")
 
 
-def _registration_response_lost(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
-    """The controller appends a broker's registration; the response is lost, so the broker still has no epoch and
-    registers again with the same incarnation (BrokerLifecycleManager's retry after a timeout), which the
-    controller must answer with the epoch it gave (KIP-500 §Broker Metadata Management; registerBroker, reference
-    §3.1)."""
+def _response_lost(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant,
+                   registration: bool) -> Result:
+    """The controller's side of broker ``bid``'s registration (``registration``) or heartbeat, whose response is
+    lost: enabled only when it appended records. The broker learned nothing and sends the same request again
+    (BrokerLifecycleManager's retry after a timeout): a registration with the same incarnation, which the
+    controller must answer with the epoch it gave (KIP-500 §Broker Metadata Management; registerBroker,
+    reference §3.1); a heartbeat that must find what the first one did (an unfencing, a controlled shutdown's
+    step: KIP-500 §Broker States)."""
     if state.budget.lost_responses <= 0:
         return BUDGET_SPENT
     b = state.brokers[bid]
-    refused = _may_register(b)
+    refused = _may_register(b) if registration else _may_heartbeat(b)
     if refused is not None:
         return refused
-    answer = handle_registration(state, registration_request(b, cid), variant)
+    answer = (handle_registration(state, registration_request(b, cid), variant) if registration
+              else handle_heartbeat(state, heartbeat_request(b, cid), variant))
     if isinstance(answer, Refused):
         return answer
-    after, _ = answer
-    if after is state:
+    if answer[0] is state:  # nothing appended
         return _NO_EFFECT
-    after = spend_checked(after, lost_responses=1)
-    if variant.has(Bug.LOST_REGISTRATION_GUESSES_EPOCH):
+    after = spend_checked(answer[0], lost_responses=1)
+    if registration and variant.has(Bug.LOST_REGISTRATION_GUESSES_EPOCH):
         # the mistake: with no answer, the broker takes the offset it has replayed to as the epoch it was given
         after = put_broker(after, b.replace(kraft_epoch=BrokerEpoch(b.image.offset), lifecycle=_fenced_state(b)))
     return after
-
-
-def _heartbeat_response_lost(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
-    """The controller appends a heartbeat's records (unfencing the broker, or its controlled shutdown); the response
-    is lost, so the broker keeps its state and heartbeats again, and that heartbeat must find what the first did
-    (KIP-500 §Broker States)."""
-    if state.budget.lost_responses <= 0:
-        return BUDGET_SPENT
-    b = state.brokers[bid]
-    refused = _may_heartbeat(b)
-    if refused is not None:
-        return refused
-    answer = handle_heartbeat(state, heartbeat_request(b, cid), variant)
-    if isinstance(answer, Refused):
-        return answer
-    after, _, wrote = answer
-    if not wrote:
-        return _NO_EFFECT
-    return spend_checked(after, lost_responses=1)
 
 
 def heartbeat_unchanged(answer: HeartbeatAnswer) -> Unchanged:
