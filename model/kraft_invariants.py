@@ -194,7 +194,7 @@ def one_broker_epoch_per_incarnation(state: ClusterState) -> bool:
 @transition(
     "BrokerEpochGivenByController",
     "A broker takes on only a broker epoch a controller gave its incarnation: when a running broker's KRaft epoch "
-    "changes to a known one, a controller's log holds that incarnation's RegisterBrokerRecord at that offset.",
+    "changes to a known one, a controller's log holds that incarnation's RegisterBrokerRecord with that epoch.",
     "KIP-866 §Broker Registration; KIP-500 §Broker Metadata Management (a broker whose registration response was "
     "lost has no epoch until a retry answers it)",
 )
@@ -210,9 +210,6 @@ def broker_epoch_given_by_controller(before: ClusterState, action: Action, after
 
 
 def _gave(log: Log, broker: BrokerId, incarnation: Incarnation, epoch: BrokerEpoch) -> bool:
-    """``log`` holds ``incarnation``'s RegisterBrokerRecord with ``epoch``, at offset ``epoch``."""
-    if len(log) <= epoch:
-        return False
-    rec = log[epoch].record
-    return isinstance(rec, RegisterBrokerRecord) and (rec.broker, rec.incarnation, rec.epoch) == (
-        broker, incarnation, epoch)
+    """``log`` holds ``incarnation``'s RegisterBrokerRecord with ``epoch`` (where: BrokerEpochIsRegistrationOffset)."""
+    return any(isinstance(rec := e.record, RegisterBrokerRecord)
+               and (rec.broker, rec.incarnation, rec.epoch) == (broker, incarnation, epoch) for e in log)

@@ -1279,6 +1279,11 @@ NOT_OBSERVABLE: dict[str, str] = {
     "CommittedRecordsOnMajority": "followers' logs are dumped only at the end of a run, not at each commit",
     "FencedBrokersNeverServed": "what a broker serves to clients is not sampled",
     "UnfencedOnlyWhenCaughtUp": "a broker's replay position is " + _MEMORY,
+    "BrokerEpochGivenByController": "the broker epoch a broker holds is " + _MEMORY,
+    "OneBrokerEpochPerIncarnation": (
+        "not built for real runs yet: the metadata log's RegisterBrokerRecords would show it, but the runbooks lose "
+        "no response, so no registration is retried"
+    ),
     "TopicDeletionsCompletedByMigration": "the runbook deletes no topic during the migration",
     "WriteBehindLagBounded": (
         "Kafka's ZkWriteBehindLag gauge is sampled (jmx.jsonl), but Kafka sets no bound to check it against "
