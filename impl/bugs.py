@@ -35,6 +35,8 @@ class ImplBug(Enum):
     LEADER_AND_ISR_BEFORE_UPDATE_METADATA = "impl_leader_and_isr_before_update_metadata"
     MIGRATION_EVENT_IN_WRONG_DRIVER_STATE = "impl_migration_event_in_wrong_driver_state"
     HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH = "impl_heartbeat_accepts_older_broker_epoch"
+    RETRIED_REGISTRATION_NEW_EPOCH = "impl_retried_registration_new_epoch"
+    LOST_REGISTRATION_GUESSES_EPOCH = "impl_lost_registration_guesses_epoch"
     VOTE_IGNORES_LOG = "impl_vote_ignores_log"
     CLAIM_WITHOUT_EPOCH_CAS = "impl_claim_without_epoch_cas"
     # Reached only by a campaign's drawn configurations and admin requests (impl.sim.scenarios)
@@ -96,6 +98,11 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   " state, not only from INACTIVE"),
     ImplSeededBug(ImplBug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH, "NoStaleControlRequestApplied", "pre-migration",
                   "a heartbeat whose broker epoch is older than the broker's registration is served, not STALE"),
+    ImplSeededBug(ImplBug.RETRIED_REGISTRATION_NEW_EPOCH, "OneBrokerEpochPerIncarnation", "lost-responses",
+                  "the controller takes a registration retried with the same incarnation for a new broker: a new"
+                  " epoch, fenced again"),
+    ImplSeededBug(ImplBug.LOST_REGISTRATION_GUESSES_EPOCH, "BrokerEpochGivenByController", "lost-responses",
+                  "a broker whose registration timed out takes the offset it has replayed to as its epoch"),
     ImplSeededBug(ImplBug.VOTE_IGNORES_LOG, "CommittedRecordsNeverChange", "kraft-quorum",
                   "a voter grants its vote without comparing the candidate's log with its own"),
     ImplSeededBug(ImplBug.CLAIM_WITHOUT_EPOCH_CAS, "ZkControllerEpochsIncreaseAcrossHandOver", "migration",

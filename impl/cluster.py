@@ -10,7 +10,11 @@ Rules:
   outage, a session expiry, a crash, a restart, an operator's reconfiguration or znode
   deletion). It returns the model actions the implementation says it took: usually
   ``[action]``, ``[]`` for a refusal, or something else when the world decided otherwise (a
-  clean stop whose session could not be closed is a crash). A request the test harness injects
+  clean stop whose session could not be closed is a crash). A response lost after its request took effect
+  (``RegistrationResponseLost``, ``HeartbeatResponseLost``) is the broker's request performed with its
+  answer withheld: the controller's handler runs, the broker sees a timeout (``Unreachable(timed_out=True)``);
+  the step is named so when the controller's log grew, and is no step otherwise (nothing the model counts
+  happened). A request the test harness injects
   (``model.harness.Inject``, a control request or controlled shutdown with any epochs) is
   delivered by ``deliver``, as any message is, or put in flight (``inject``).
 - Time and randomness come from outside: ``now`` is set by the simulator, incarnation ids are
@@ -32,6 +36,7 @@ from typing import Any, assert_never
 
 from impl.bugs import ImplBug
 from impl.codec import IBP_NAMES, PERSISTENT_PATHS, encode
+from impl.kraft import rpc as kraft_rpc
 from impl.protocol import (
     DEFER,
     Crash,
@@ -65,6 +70,7 @@ from impl.zk.port import (
 )
 from model.actions import (
     Action,
+    BrokerHeartbeat,
     ChangeIbp,
     CrashBroker,
     CrashController,
@@ -72,9 +78,12 @@ from model.actions import (
     Deliver,
     Drop,
     ExpireSession,
+    HeartbeatResponseLost,
     MigrateBrokerToKRaft,
     ReconfigureController,
     Redeliver,
+    RegisterWithKRaft,
+    RegistrationResponseLost,
     RestartBroker,
     RestartController,
     RollbackBrokerToZk,
@@ -91,6 +100,9 @@ from model.state import CONTROLLER, CONTROLLER_EPOCH, BrokerHeartbeatRequest, Br
 SESSION_TIMEOUT_MS = 6_000  # zookeeper.session.timeout.ms (Kafka's default is 18 s; shorter to keep runs short)
 ZOOKEEPER_CONNECT = "zookeeper:2181"
 
+
+# The requests whose response a ``RegistrationResponseLost`` or ``HeartbeatResponseLost`` loses.
+ANSWERED_REQUESTS = (kraft_rpc.BrokerRegistrationRequest, kraft_rpc.BrokerHeartbeatRequest)
 
 # The action types ``Cluster.perform`` hands to a node as ``Perform``, as its match found them (the
 # case is decided by the type alone: the patterns only bind fields).
@@ -165,6 +177,8 @@ class Cluster:
         # ... and the checks: every round trip, as (time, caller, callee, request, response), the way an
         # observer of the wire would see it (properties.differential's clock for the model-independent checks).
         self.on_rpc: Callable[[int, int, int, Any, Any], None] | None = None
+        # A response to lose (``_lose_response``), and whether the request it answered took effect.
+        self._losing = self._lost = False
 
     # ---- construction ---------------------------------------------------------------------------
 
@@ -281,9 +295,15 @@ class Cluster:
         if dest is None or not dest.alive or not self.reachable(node.node_id, rpc.dest):
             return Unreachable(rpc.dest)
         request = RpcRequest(event.now, event.stimulus_id, node.node_id, rpc.request)
+        losing = self._losing and isinstance(rpc.request, ANSWERED_REQUESTS)
+        if losing:
+            self._losing, log_end = False, len(dest.raft.log)  # one response lost, the step's first
         response, _ = self.run(dest, request, traces)
         if self.on_rpc is not None:
             self.on_rpc(event.now, node.node_id, rpc.dest, rpc.request, response)
+        if losing:
+            self._lost = len(dest.raft.log) > log_end
+            return Unreachable(rpc.dest, timed_out=True)
         return response
 
     # ---- the network ----------------------------------------------------------------------------
@@ -370,6 +390,10 @@ class Cluster:
                 return self._env(action)
             case DeleteControllerZNodes():
                 return self._delete_controller_znodes(action)
+            case RegistrationResponseLost(broker=b, controller=c):
+                return self._lose_response(action, RegisterWithKRaft(b, c))
+            case HeartbeatResponseLost(broker=b, controller=c):
+                return self._lose_response(action, BrokerHeartbeat(b, c))
             case Inject():
                 return self.inject(action)
             case CrashBroker(broker=n) | CrashController(controller=n):
@@ -406,6 +430,16 @@ class Cluster:
             self.network.append(InFlight(self._seq, message, self.now))
             return self._env(action)
         return self.deliver(InFlight(0, message, self.now), keep=True, label=action)
+
+    def _lose_response(self, action: Action, request: Action) -> list[Action]:
+        """The broker takes step ``request`` and the response to its RPC is lost: ``action`` when the controller's
+        log grew, else nothing the model counts (the broker saw a timeout, as for a request never delivered)."""
+        self._losing, self._lost = True, False
+        try:
+            traces = self._node_step(request)
+        finally:
+            self._losing = False
+        return traces + self._env(action) if self._lost else traces
 
     def _node_step(self, action: Action) -> list[Action]:
         _, traces = self.run(self.node(self.actor(action)), Perform(action=action, **self.event_fields()))

@@ -72,7 +72,7 @@ from impl.pacing import (
     POLL_MS,
     Gates,
 )
-from impl.protocol import Handler, Perform, Rpc, RpcRequest, Trace
+from impl.protocol import Handler, Perform, Rpc, RpcRequest, Trace, Unreachable
 from model.actions import Action, BeginControlledShutdown, BrokerHeartbeat, FetchMetadata, RegisterWithKRaft
 from model.kraft import BrokerState, ControllerId, ZkMigrationState
 from model.types import BrokerId, Ibp
@@ -229,7 +229,15 @@ class KRaftBrokerClient:
             return
         request = BrokerRegistrationRequest(self.broker_id, self.incarnation, not kraft, int(ibp_of(config)))
         response = yield Rpc(controller, request)
+        if isinstance(response, Unreachable) and response.timed_out \
+                and ImplBug.LOST_REGISTRATION_GUESSES_EPOCH in node.bugs:
+            # the mistake: with no answer, it takes the offset it has replayed to as the epoch it was given
+            self.kraft_epoch = self.metadata.offset
+            if kraft:
+                self.lifecycle = BrokerState.FENCED
         if not isinstance(response, BrokerRegistrationResponse) or response.error is not ApiError.NONE:
+            # No answer (a timeout too: the registration may have taken effect): the same request again later,
+            # with the same incarnation, as BrokerLifecycleManager does.
             self._unanswered(RegisterWithKRaft, controller, now, response)
             return  # Differs (as the model): a refused broker retries instead of terminating
         self._answered(RegisterWithKRaft, controller, now)

@@ -219,7 +219,10 @@ def decide_broker_registration(
     # (the mistake: a ZK broker's advertised [IBP, IBP] is not compared with the finalized metadata.version)
     if is_zk and request.ibp != image.metadata_version and ImplBug.ADMIT_ZK_BROKER_WITH_OTHER_IBP not in bugs:
         return ApiError.UNSUPPORTED_VERSION, None  # ZK brokers advertise metadata.version as [IBP, IBP]
-    if existing is not None and existing.incarnation_id == request.incarnation_id:
+    if existing is not None and existing.incarnation_id == request.incarnation_id \
+            and ImplBug.RETRIED_REGISTRATION_NEW_EPOCH not in bugs:
+        # A retry whose first response was lost: the same registration, epoch and all.
+        # Differs (as the model): Kafka 3.9 appends an amending RegisterBrokerRecord with the same epoch.
         return ApiError.NONE, None
     epoch = BrokerEpoch(log_end)  # the offset of the record (reference §3.1)
     return ApiError.NONE, RegisterBrokerRecord(BrokerId(request.broker_id), request.incarnation_id, epoch,

@@ -118,9 +118,14 @@ class Rpc:
 
 @dataclass(frozen=True)
 class Unreachable:
-    """The RPC got no answer: the peer is down, partitioned away, or the request or response was lost."""
+    """The RPC got no answer: the peer is down, partitioned away, or the request or response was lost.
+
+    ``timed_out``: the request went out and no answer came within the request timeout (NetworkClient's
+    request timeout, as against a disconnection), which is all a sender sees of a response lost after
+    its request took effect."""
 
     dest: int
+    timed_out: bool = False
 
 
 @dataclass(frozen=True)

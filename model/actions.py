@@ -348,6 +348,25 @@ class BrokerHeartbeat(Record):
 
 
 @record
+class RegistrationResponseLost(Record):
+    """A BrokerRegistration the active controller accepted, whose response is lost: the controller's side
+    happened (its RegisterBrokerRecord appended), the broker's did not; it registers again with the same
+    incarnation, as BrokerLifecycleManager does on a timeout. (perturbation)"""
+
+    broker: BrokerId
+    controller: ControllerId
+
+
+@record
+class HeartbeatResponseLost(Record):
+    """A BrokerHeartbeat whose records the active controller appended (an unfencing, a controlled shutdown),
+    whose response is lost: the broker keeps the state it had and heartbeats again. (perturbation)"""
+
+    broker: BrokerId
+    controller: ControllerId
+
+
+@record
 class FetchMetadata(Record):
     """A KRaft broker replays the committed metadata the leader has."""
 
@@ -457,6 +476,8 @@ KRaftAction = (
     | RegisterWithKRaft
     | RegisterController
     | BrokerHeartbeat
+    | RegistrationResponseLost
+    | HeartbeatResponseLost
     | FetchMetadata
     | SessionTimeout
     | BeginControlledShutdown
@@ -480,6 +501,8 @@ KRaftQuorumAction = (
     | RegisterWithKRaft
     | RegisterController
     | BrokerHeartbeat
+    | RegistrationResponseLost
+    | HeartbeatResponseLost
     | FetchMetadata
     | SessionTimeout
     | BeginControlledShutdown
@@ -550,6 +573,8 @@ PERTURBATIONS: frozenset[type] = frozenset(
         ShutdownController,
         ReconfigureController,
         SessionTimeout,
+        RegistrationResponseLost,
+        HeartbeatResponseLost,
         BeginControlledShutdown,
         MigrateBrokerToKRaft,
         RollbackBrokerToZk,

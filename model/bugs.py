@@ -64,6 +64,9 @@ class Bug(Enum):
     SERVE_FENCED_BROKERS = "serve_fenced_brokers"
     KRAFT_BROKER_TAKES_LIVE_ZK_ID = "kraft_broker_takes_live_zk_id"
     ADMIT_ZK_BROKER_WITH_OTHER_IBP = "admit_zk_broker_with_other_ibp"
+    # A response lost after its request took effect (the ``lost-responses`` scope)
+    RETRIED_REGISTRATION_NEW_EPOCH = "retried_registration_new_epoch"
+    LOST_REGISTRATION_GUESSES_EPOCH = "lost_registration_guesses_epoch"
     # The migration (KIP-866)
     DRIVER_SKIPS_TO_DUAL_WRITE = "driver_skips_to_dual_write"
     DUAL_WRITE_BEFORE_SYNC = "dual_write_before_sync"
@@ -203,6 +206,11 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "a heartbeat unfences a KRaft broker that has not replayed its own registration yet"),
     SeededBug(Bug.CAUGHT_UP_OFF_BY_ONE, "LiveFencedBrokerEventuallyUnfenced", "kraft-broker-restart",
               "a broker counts as caught up only past the record after its registration, which may never come"),
+    SeededBug(Bug.RETRIED_REGISTRATION_NEW_EPOCH, "OneBrokerEpochPerIncarnation", "lost-responses",
+              "the controller takes a registration retried with the same incarnation for a new broker: a new epoch,"
+              " fenced again"),
+    SeededBug(Bug.LOST_REGISTRATION_GUESSES_EPOCH, "BrokerEpochGivenByController", "lost-responses",
+              "a broker whose registration response was lost takes the offset it has replayed to as its epoch"),
     SeededBug(Bug.SERVE_FENCED_BROKERS, "FencedBrokersNeverServed", "broker-migration",
               "metadata responses list every registered broker, fenced ones too"),
     SeededBug(Bug.KRAFT_BROKER_TAKES_LIVE_ZK_ID, "NoKRaftBrokerTakesALiveZkBrokersId", "broker-migration",

@@ -15,10 +15,11 @@ covered (Raft's committed log); ``committed_image`` is what that prefix replays 
 from __future__ import annotations
 
 from model.actions import Action, BrokerHeartbeat, RegisterWithKRaft
-from model.kraft import MetadataImage, RegisterBrokerRecord, image_of, majority
+from model.kraft import Incarnation, Log, MetadataImage, RegisterBrokerRecord, image_of, majority
 from model.kraft_quorum import ctrl, own_image
 from model.registry import always, section, transition
 from model.state import ClusterState
+from model.types import UNKNOWN_BROKER_EPOCH, BrokerEpoch, BrokerId
 
 
 def committed_image(state: ClusterState) -> MetadataImage:
@@ -166,3 +167,49 @@ def no_kraft_broker_takes_live_zk_id(before: ClusterState, action: Action, after
         return True
     old = own_image(c_before).registration(action.broker)
     return old is None or old.fenced or not old.is_migrating_zk_broker
+
+
+# ---- responses lost after their requests took effect --------------------------------------------
+
+section("Lost responses and retries (KIP-500 §Broker Metadata Management)")
+
+
+@always(
+    "OneBrokerEpochPerIncarnation",
+    "Every committed registration of one broker incarnation carries the same broker epoch: a registration retried "
+    "after its response was lost is the same registration, never a second one.",
+    "KIP-500 §Broker Metadata Management (brokers register with the controller quorum); reference §3.1 "
+    "(registerBroker: the same incarnation keeps its epoch)",
+)
+def one_broker_epoch_per_incarnation(state: ClusterState) -> bool:
+    epochs: dict[tuple[int, int], int] = {}
+    for entry in state.history.committed:
+        rec = entry.record
+        if isinstance(rec, RegisterBrokerRecord) and epochs.setdefault((rec.broker, rec.incarnation), rec.epoch) \
+                != rec.epoch:
+            return False
+    return True
+
+
+@transition(
+    "BrokerEpochGivenByController",
+    "A broker takes on only a broker epoch a controller gave its incarnation: when a running broker's KRaft epoch "
+    "changes to a known one, a controller's log holds that incarnation's RegisterBrokerRecord with that epoch.",
+    "KIP-866 §Broker Registration; KIP-500 §Broker Metadata Management (a broker whose registration response was "
+    "lost has no epoch until a retry answers it)",
+)
+def broker_epoch_given_by_controller(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.brokers is before.brokers:
+        return True
+    for was, b in zip(before.brokers, after.brokers):
+        if b is was or not b.alive or b.kraft_epoch == was.kraft_epoch or b.kraft_epoch == UNKNOWN_BROKER_EPOCH:
+            continue
+        if not any(_gave(c.log, b.id, b.incarnation, b.kraft_epoch) for c in after.controllers):
+            return False
+    return True
+
+
+def _gave(log: Log, broker: BrokerId, incarnation: Incarnation, epoch: BrokerEpoch) -> bool:
+    """``log`` holds ``incarnation``'s RegisterBrokerRecord with ``epoch`` (where: BrokerEpochIsRegistrationOffset)."""
+    return any(isinstance(rec := e.record, RegisterBrokerRecord)
+               and (rec.broker, rec.incarnation, rec.epoch) == (broker, incarnation, epoch) for e in log)

@@ -19,7 +19,9 @@ and ends in ``assert_never``):
 - A broker's request to the controller is one exchange: the broker's side builds the request
   (``BrokerRegistrationRequest``, ``BrokerHeartbeatRequest``), the controller's side decides and
   appends (``handle_registration``, ``handle_heartbeat``), and the broker's side takes the answer.
-  A script's injected request (``model.harness``) meets the same controller's side.
+  A script's injected request (``model.harness``) meets the same controller's side. A response lost
+  after its request took effect (``_response_lost``) is the controller's side alone; the broker,
+  unchanged, sends the same request again later.
 
 Seeds: KIP-500 §Controller Quorum, §Broker States; KIP-866 (sections cited at each rule).
 """
@@ -37,9 +39,11 @@ from model.actions import (
     CrashController,
     Fetch,
     FetchMetadata,
+    HeartbeatResponseLost,
     KRaftQuorumAction,
     RegisterController,
     RegisterWithKRaft,
+    RegistrationResponseLost,
     RequestVote,
     RestartController,
     SessionTimeout,
@@ -93,7 +97,7 @@ from model.state import (
     controller_index,
     znode_data,
 )
-from model.transitions import process_dies, put_broker, spend
+from model.transitions import process_dies, put_broker, spend, spend_checked
 from model.types import (
     NO_LEADER,
     UNKNOWN_BROKER_EPOCH,
@@ -162,6 +166,10 @@ def handle(state: ClusterState, action: KRaftQuorumAction, variant: Variant) -> 
             return _register_controller(state, c, leader, variant)
         case BrokerHeartbeat(broker=b, controller=c):
             return _heartbeat(state, b, c, variant)
+        case RegistrationResponseLost(broker=b, controller=c):
+            return _response_lost(state, b, c, variant, registration=True)
+        case HeartbeatResponseLost(broker=b, controller=c):
+            return _response_lost(state, b, c, variant, registration=False)
         case FetchMetadata(broker=b, controller=c):
             return _fetch_metadata(state, b, c, variant)
         case SessionTimeout(broker=b, controller=c):
@@ -595,8 +603,12 @@ def decide_broker_registration(
         level = image.metadata_version.name if image.metadata_version is not None else None
         return Refused(Errors.UNSUPPORTED_VERSION, "the broker supports metadata.version {} only, not the finalized {}",
                        (request.ibp.name, level)), None
-    if existing is not None and existing.incarnation == request.incarnation:
-        return None, None  # the same incarnation keeps its epoch and state
+    if existing is not None and existing.incarnation == request.incarnation \
+            and not variant.has(Bug.RETRIED_REGISTRATION_NEW_EPOCH):
+        # A retry (its response was lost): the same incarnation keeps its epoch and state.
+        # Differs: Kafka 3.9 appends an amending RegisterBrokerRecord with the same epoch, fenced and shutdown
+        # state (registerBroker, "Amending registration"); the model appends none: the image is the same.
+        return None, None
     epoch = BrokerEpoch(request.incarnation if variant.has(Bug.BROKER_EPOCH_FROM_INCARNATION) else len(c.log))
     return None, RegisterBrokerRecord(request.broker, request.incarnation, epoch, is_zk, request.ibp)
 
@@ -622,8 +634,8 @@ def handle_registration(
     return append(state, c, [rec], variant), rec.epoch
 
 
-def _register_with_kraft(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
-    b = state.brokers[bid]
+def _may_register(b: Broker) -> Refused | None:
+    """Why broker ``b``'s process sends no BrokerRegistration now, or None when it sends one."""
     if not b.alive:
         return _BROKER_NOT_RUNNING
     if b.kraft_epoch != UNKNOWN_BROKER_EPOCH:
@@ -635,6 +647,14 @@ def _register_with_kraft(state: ClusterState, bid: BrokerId, cid: ControllerId, 
             return _NOT_MIGRATING
         if not b.registered:
             return _NOT_IN_ZK
+    return None
+
+
+def _register_with_kraft(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
+    b = state.brokers[bid]
+    refused = _may_register(b)
+    if refused is not None:
+        return refused
     answer = handle_registration(state, registration_request(b, cid), variant)
     if isinstance(answer, Refused):
         # Differs: KIP-866 §Broker Registration says a refused broker terminates; the model lets it retry
@@ -818,13 +838,21 @@ def handle_heartbeat(
     return state, answer, bool(records)
 
 
-def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
-    """A broker's heartbeat: the controller's side (``handle_heartbeat``), then the broker takes the answer."""
-    b = state.brokers[bid]
+def _may_heartbeat(b: Broker) -> Refused | None:
+    """Why broker ``b``'s process sends no BrokerHeartbeat now, or None when it sends one."""
     if not b.alive:
         return _BROKER_NOT_RUNNING
     if b.kraft_epoch == UNKNOWN_BROKER_EPOCH:
         return _UNREGISTERED
+    return None
+
+
+def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
+    """A broker's heartbeat: the controller's side (``handle_heartbeat``), then the broker takes the answer."""
+    b = state.brokers[bid]
+    refused = _may_heartbeat(b)
+    if refused is not None:
+        return refused
     answer = handle_heartbeat(state, heartbeat_request(b, cid), variant)
     if isinstance(answer, Refused):
         if answer.error is Errors.STALE_BROKER_EPOCH:  # the broker registers again
@@ -840,6 +868,38 @@ def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: V
     if not wrote and lifecycle == b.lifecycle:
         return heartbeat_unchanged(response)
     return put_broker(state, state.brokers[bid].replace(lifecycle=lifecycle))
+
+
+# ---- responses lost after their requests took effect ---------------------------------------------
+
+_NO_EFFECT = Refused(None, "the request took no effect on the controller: a lost answer is one never sent")
+
+
+def _response_lost(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant,
+                   registration: bool) -> Result:
+    """The controller's side of broker ``bid``'s registration (``registration``) or heartbeat, whose response is
+    lost: enabled only when it appended records. The broker learned nothing and sends the same request again
+    (BrokerLifecycleManager's retry after a timeout): a registration with the same incarnation, which the
+    controller must answer with the epoch it gave (KIP-500 §Broker Metadata Management; registerBroker,
+    reference §3.1); a heartbeat that must find what the first one did (an unfencing, a controlled shutdown's
+    step: KIP-500 §Broker States)."""
+    if state.budget.lost_responses <= 0:
+        return BUDGET_SPENT
+    b = state.brokers[bid]
+    refused = _may_register(b) if registration else _may_heartbeat(b)
+    if refused is not None:
+        return refused
+    answer = (handle_registration(state, registration_request(b, cid), variant) if registration
+              else handle_heartbeat(state, heartbeat_request(b, cid), variant))
+    if isinstance(answer, Refused):
+        return answer
+    if answer[0] is state:  # nothing appended
+        return _NO_EFFECT
+    after = spend_checked(answer[0], lost_responses=1)
+    if registration and variant.has(Bug.LOST_REGISTRATION_GUESSES_EPOCH):
+        # the mistake: with no answer, the broker takes the offset it has replayed to as the epoch it was given
+        after = put_broker(after, b.replace(kraft_epoch=BrokerEpoch(b.image.offset), lifecycle=_fenced_state(b)))
+    return after
 
 
 def heartbeat_unchanged(answer: HeartbeatAnswer) -> Unchanged:

@@ -647,6 +647,20 @@ KRAFT_BROKER_RESTART = small_migration_scope(
 )
 SCOPES[KRAFT_BROKER_RESTART.name] = KRAFT_BROKER_RESTART
 
+# Responses lost after their requests took effect (issue #17): the KRaft broker restarts and registers, is
+# unfenced, shuts down in a controlled way, and any of those answers may be lost after the controller wrote its
+# records; the broker, which learned nothing, sends the same request again.
+LOST_RESPONSES = small_migration_scope(
+    name="lost-responses",
+    summary="1 KRaft broker and 1 controller in dual write; the broker restarts and shuts down, and registration"
+            " and heartbeat responses are lost after the controller wrote their records",
+    controllers=(MIGRATING,),
+    stage="kraft-brokers",
+    budget=Budget(restarts=1, shutdowns=1, lost_responses=2, max_in_flight=6),
+    max_depth=14,
+)
+SCOPES[LOST_RESPONSES.name] = LOST_RESPONSES
+
 # For the model-independent properties' seeded bugs (model.end_to_end_invariants), three situations no scope
 # above has. A KRaft-born quorum of two whose metadata.version an operator moves up, then asks to move down
 # (every downgrade between the modelled levels loses metadata), across an election.

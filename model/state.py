@@ -305,7 +305,11 @@ Message = ControlRequest | ControlledShutdown
 
 
 # ---- requests to a KRaft controller (KIP-500 §New Controller APIs) --------------------------------
-# Exchanges, not messages in flight: the model handles each in one step (``model.kraft_quorum``).
+# Exchanges, not messages in flight: the model handles each in one step (``model.kraft_quorum``). What a
+# network can do to one is an exchange too: a request that never arrives, or whose answer is refused, is
+# no step; one that took effect on the controller and whose response was lost is a step of its own
+# (``RegistrationResponseLost``, ``HeartbeatResponseLost``: the controller's side only), after which the
+# broker, which learned nothing, sends it again as BrokerLifecycleManager does.
 
 @record
 class BrokerRegistrationRequest(Record):
@@ -366,6 +370,8 @@ class Budget(Record):
     timeouts: int = 0  # a live broker's heartbeats lost long enough to time its session out
     migrations: int = 0  # operator steps of the migration and its rollback (restarts with new configs)
     max_lag: int = 4  # KIP-866 §Unavailable ZooKeeper: the bound on records not yet written to ZooKeeper
+    # a broker's registration or heartbeat took effect on the controller and its response was lost (it retries)
+    lost_responses: int = 0
 
 
 @record

@@ -40,6 +40,7 @@ from model.actions import (
     ExpireSession,
     Fetch,
     FetchMetadata,
+    HeartbeatResponseLost,
     InitializeController,
     KRaftLeaderChange,
     MigrateBrokerToKRaft,
@@ -55,6 +56,7 @@ from model.actions import (
     RegisterBroker,
     RegisterController,
     RegisterWithKRaft,
+    RegistrationResponseLost,
     RequestVote,
     ResignController,
     RestartBroker,
@@ -232,6 +234,8 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
         for leader in leaders:
             actions += [RegisterWithKRaft(b.id, leader), BrokerHeartbeat(b.id, leader), FetchMetadata(b.id, leader),
                         SessionTimeout(b.id, leader)]
+            if state.budget.lost_responses:
+                actions += [RegistrationResponseLost(b.id, leader), HeartbeatResponseLost(b.id, leader)]
         actions += [BeginControlledShutdown(b.id), MigrateBrokerToKRaft(b.id), RollbackBrokerToZk(b.id)]
     actions.append(DeleteControllerZNodes())
     return actions

@@ -168,6 +168,10 @@ def view(action) -> StepView:
             return StepView(node(c), node(leader), "ControllerRegistration")
         case act.BrokerHeartbeat(broker=b, controller=c):
             return StepView(node(b), node(c), "BrokerHeartbeat")
+        case act.RegistrationResponseLost(broker=b, controller=c):
+            return StepView(node(b), node(c), "BrokerRegistration: response lost")
+        case act.HeartbeatResponseLost(broker=b, controller=c):
+            return StepView(node(b), node(c), "BrokerHeartbeat: response lost")
         case act.FetchMetadata(broker=b, controller=c):
             return StepView(node(b), node(c), "Fetch metadata")
         case act.SessionTimeout(broker=b, controller=c):

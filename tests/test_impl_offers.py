@@ -22,7 +22,7 @@ from impl.cluster import Cluster
 from impl.pacing import BROKER_HEARTBEAT_INTERVAL_MS, BROKER_SESSION_TIMEOUT_MS, Gates
 from impl.sim.faults import parse
 from impl.sim.scenarios import MIGRATION
-from impl.sim.simulator import Simulation
+from impl.sim.simulator import LOST_RESPONSE, Simulation
 from model.actions import (
     BrokerHeartbeat,
     ChangeIbp,
@@ -69,12 +69,15 @@ WALK_STEPS = 60
 
 
 def _unoffered(diff: Differential, action) -> str | None:
-    """Apply ``action``; if a node took it without having offered it (at LATE), say so."""
+    """Apply ``action``; if a node took it without having offered it (at LATE), say so. A lost response is its
+    request, offered by the broker, whose answer the runner withholds."""
     offered = None
     if not isinstance(action, ENVIRONMENT + CLIENT_REQUESTS):
         offered = diff.cluster.node(Cluster.actor(action)).offers(LATE)
+    request = next((kind(action.broker, action.controller) for kind, lost in LOST_RESPONSE.items()
+                    if isinstance(action, lost)), action)
     traces = diff.apply(action)
-    if offered is not None and action in traces and action not in offered:
+    if offered is not None and action in traces and request not in offered:
         return f"{action} was taken but not offered; offers: {offered}"
     return None
 

@@ -2,7 +2,7 @@
 
 A mix is a set of weights relative to one protocol step (a node's offered action or a message
 delivery, each weight 1). ``parse`` reads a mix from the command line: a name
-(``none``, ``network``, ``process``, ``zookeeper``, ``all``), names joined with ``+``, ``swarm``
+(``none``, ``network``, ``process``, ``zookeeper``, ``all``, ``responses``), names joined with ``+``, ``swarm``
 joined to them, and ``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else is a one-line
 ``ValueError`` naming the bad part.
 
@@ -29,6 +29,10 @@ class FaultMix:
     drop: float = 0.0  # a deliverable message is lost
     duplicate: float = 0.0  # a deliverable message is delivered and stays in flight (a resend)
     partition: float = 0.0  # two nodes stop reaching each other for a while
+    # a broker's BrokerRegistration or BrokerHeartbeat is handled by the controller and its response is lost (the
+    # broker times out and sends it again): a probability per such request. Not in any mix but ``responses``, and
+    # not reweighed by a swarm, so that the runs of the other mixes, and the runs pinned for them, stay as they were.
+    lose_response: float = 0.0
     # processes
     crash: float = 0.0  # a running node dies without closing anything
     stop: float = 0.0  # the operator stops a running node cleanly
@@ -82,6 +86,7 @@ NONE = FaultMix(restart=0.5, recover=1.0)
 NETWORK = FaultMix(delay_ms=50, drop=0.03, duplicate=0.03, partition=0.01, restart=0.5, recover=1.0)
 PROCESS = FaultMix(crash=0.01, stop=0.01, pause=0.002, leader_event_lag=0.5, restart=0.5, recover=1.0)
 ZOOKEEPER = FaultMix(expire=0.01, outage=0.005, restart=0.5, recover=0.3)
+RESPONSES = FaultMix(lose_response=0.5, restart=0.5, recover=1.0)
 MIXES = {"none": NONE, "network": NETWORK, "process": PROCESS, "zookeeper": ZOOKEEPER}
 
 
@@ -90,6 +95,7 @@ def _combine(a: FaultMix, b: FaultMix) -> FaultMix:
 
 
 MIXES["all"] = _combine(_combine(NETWORK, PROCESS), ZOOKEEPER)
+MIXES["responses"] = RESPONSES  # after "all", which it is not part of: ``all+responses`` has both
 SWARM = "swarm"  # not a mix but a way to run one: ``swarm+network`` swarms over the network's faults
 
 

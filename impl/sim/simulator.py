@@ -27,6 +27,9 @@ Rules:
   no ``KRaftLeaderChange`` for a drawn time (``LEADER_EVENT_LAG_MS``) once it becomes due, and all
   its other steps as usual. The model needs no action for it either: ``KRaftLeaderChange`` is one
   of its own, and a lag only changes which actions are offered (a trace records those performed).
+- A lost response (``FaultMix.lose_response``): a broker's drawn ``RegisterWithKRaft`` or ``BrokerHeartbeat`` is
+  performed as ``RegistrationResponseLost`` or ``HeartbeatResponseLost`` (one more draw, only in a mix that has
+  the fault): the controller handles the request and the broker gets no answer (``impl.cluster``).
 - A simulation is handed its checker, or none (``impl.sim.check``): with one, every event is
   performed through it, and the run stops at the first ``CheckFailed``. The checks build it
   (``properties.differential.checked_simulation``: the model takes the implementation's traces,
@@ -74,6 +77,7 @@ from impl.sim.scenarios import is_drawn
 from model.actions import (
     PERTURBATIONS,
     Action,
+    BrokerHeartbeat,
     ChangeIbp,
     CrashBroker,
     CrashController,
@@ -82,10 +86,13 @@ from model.actions import (
     Drop,
     ExpireSession,
     Fetch,
+    HeartbeatResponseLost,
     KRaftLeaderChange,
     MigrateBrokerToKRaft,
     ReconfigureController,
     Redeliver,
+    RegisterWithKRaft,
+    RegistrationResponseLost,
     RestartBroker,
     RestartController,
     RollbackBrokerToZk,
@@ -123,6 +130,9 @@ PAUSE_MS = (SESSION_TIMEOUT_MS // 2, 4 * SESSION_TIMEOUT_MS)
 # wait (the deposed leader hears of the new epoch in a Fetch) to three driver polls, time enough, at the
 # upper end, for the new leader to be elected, activate and claim ZooKeeper (BecomeZkController) first.
 LEADER_EVENT_LAG_MS = (FETCH_WAIT_MS, 3 * POLL_MS)
+
+# A broker's request whose response ``FaultMix.lose_response`` may lose, and the step that names the loss.
+LOST_RESPONSE: dict[type, type] = {RegisterWithKRaft: RegistrationResponseLost, BrokerHeartbeat: HeartbeatResponseLost}
 
 RARE = PERTURBATIONS - TIMED  # the offered steps weighed SPONTANEOUS, the others 1
 # ... but an admin's requests come as often as the operator's steps, each kind at most once a poll
@@ -678,6 +688,9 @@ class Simulation:
         if not actions:
             return None
         action = (self.aims and self._aimed(actions)) or self._draw(actions, weights)
+        lost = LOST_RESPONSE.get(type(action))
+        if lost is not None and self.faults.lose_response and self.rng.random() < self.faults.lose_response:
+            action = lost(action.broker, action.controller)  # type: ignore[attr-defined]
         self.record.append(SimStep(c.now, self._active_cuts() if self.cuts else (), action))  # (before: a
         # disagreement raises)
         traces = self.checker.apply(action) if self.checker is not None else c.perform(action)

@@ -1692,6 +1692,11 @@ NOT_OBSERVABLE: dict[str, str] = {
     "CommittedRecordsOnMajority": "followers' logs are dumped only at the end of a run, not at each commit",
     "FencedBrokersNeverServed": "what a broker serves to clients is not sampled",
     "UnfencedOnlyWhenCaughtUp": "a broker's replay position is " + _MEMORY,
+    "BrokerEpochGivenByController": "the broker epoch a broker holds is " + _MEMORY,
+    "OneBrokerEpochPerIncarnation": (
+        "not built for real runs yet: the metadata log's RegisterBrokerRecords would show it, but the runbooks lose "
+        "no response, so no registration is retried"
+    ),
     "TopicDeletionsCompletedByMigration": (
         "the runbooks delete no topic in ZooKeeper mode (the deletion in dual write goes through KRaft): "
         "/admin/delete_topics is watched, but no deletion is ever pending there"
