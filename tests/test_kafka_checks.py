@@ -66,7 +66,7 @@ def zk_broker_registers(offset, time, broker):
     """A migrating ZK broker's RegisterBrokerRecord: its epoch its offset, its IBP 3.9 (level 21) as its range."""
     mv = {"name": "metadata.version", "minSupportedVersion": 21, "maxSupportedVersion": 21}
     return rec(offset, 1, "REGISTER_BROKER_RECORD", time, brokerId=broker, brokerEpoch=offset,
-               isMigratingZkBroker=True, features=[mv])
+               isMigratingZkBroker=True, features=[mv], incarnationId=f"incarnation-{broker}")
 
 
 def line(process, kind, number, time, **fields):
@@ -259,6 +259,12 @@ def _epoch_not_offset(obs):
     obs.metadata[3000][5]["data"]["brokerEpoch"] = 9
 
 
+def _retry_renews_epoch(obs):
+    """Broker 0's registration retried by the same incarnation (its answer lost) gets a new epoch."""
+    retried = zk_broker_registers(21, 7100, broker=0)
+    obs.metadata[3000].insert(6, retried)
+
+
 def _mixed_ibp(obs):
     obs.metadata[3000][6]["data"]["features"][0]["minSupportedVersion"] = 20
 
@@ -415,6 +421,7 @@ SEEDED = {
     "KRaftEpochNeverDecreases": _log_epoch_goes_back,
     "CommittedRecordsNeverChange": _committed_record_changes,
     "BrokerEpochIsRegistrationOffset": _epoch_not_offset,
+    "OneBrokerEpochPerIncarnation": _retry_renews_epoch,
     "ZkBrokersAdmittedAtMetadataVersion": _mixed_ibp,
     "MigrationStateOnlyMovesForward": _migration_state_back,
     "MetadataVersionFixedDuringMigration": _mv_changes_in_migration,
@@ -511,6 +518,26 @@ def test_kafka_checks_registration_after_cleanup_records_keeps_the_batch_offset(
         ),
     ]
     assert CHECKS["BrokerEpochIsRegistrationOffset"](obs) == []
+
+
+def test_kafka_checks_amended_registration_keeps_its_epoch():
+    """A registration retried by the same incarnation, amended as Kafka 3.9 amends it (the record again, later,
+    with the epoch the incarnation has: ClusterControlManager's "Amending registration"), breaks no check."""
+    obs = clean()
+    amended = zk_broker_registers(21, 7100, broker=0)
+    amended["data"]["brokerEpoch"] = 10
+    obs.metadata[3000].insert(6, amended)
+    assert run_checks(obs) == []
+
+
+def test_kafka_checks_a_new_incarnation_with_an_older_epoch_is_caught():
+    """The KRaft half of BrokerEpochGrowsWithEachRegistration: a new incarnation of broker 0 registered with an
+    epoch below its last one (the amendment above is exempt, a new incarnation is not)."""
+    obs = clean()
+    bounced = zk_broker_registers(21, 7100, broker=0)
+    bounced["data"] |= {"brokerEpoch": 5, "incarnationId": "incarnation-0-restarted"}
+    obs.metadata[3000].insert(6, bounced)
+    assert "BrokerEpochGrowsWithEachRegistration" in {v.invariant for v in run_checks(obs)}
 
 
 def test_kafka_checks_aborted_transaction_is_not_replayed():

@@ -312,7 +312,12 @@ def broker_epoch_grows(obs: Observed) -> list[Violation]:
         for r in _live_records(records):
             if r["type"] == "REGISTER_BROKER_RECORD":
                 broker = r["data"]["brokerId"]
-                if broker in last and r["data"]["brokerEpoch"] <= last[broker]["data"]["brokerEpoch"]:
+                # an amended registration (the same incarnation retried) keeps its epoch: OneBrokerEpochPerIncarnation
+                incarnation = r["data"].get("incarnationId")
+                earlier = last.get(broker)
+                amended = incarnation is not None and earlier is not None
+                amended = amended and earlier["data"].get("incarnationId") == incarnation
+                if earlier is not None and not amended and r["data"]["brokerEpoch"] <= earlier["data"]["brokerEpoch"]:
                     out.append(
                         Violation(
                             "BrokerEpochGrowsWithEachRegistration",
@@ -443,14 +448,22 @@ def broker_epoch_is_offset(obs: Observed) -> list[Violation]:
 
     Kafka writes the records that clean up an unclean earlier incarnation (KIP-966's partition
     changes) before the RegisterBrokerRecord, so the record can sit a few offsets after the epoch
-    it carries, with nothing but such cleanup records between.
+    it carries, with nothing but such cleanup records between. A registration retried by the same
+    incarnation (its answer lost) is amended, not renewed: Kafka 3.9 writes the record again with the
+    epoch the incarnation has (ClusterControlManager.registerBroker, "Amending registration"), which
+    ``OneBrokerEpochPerIncarnation`` checks instead.
     """
     out = []
     for records in obs.metadata.values():
         by_offset = {r["offset"]: r for r in records}
+        incarnations: set[tuple[int, str]] = set()
         for r in records:
             if r["type"] != "REGISTER_BROKER_RECORD":
                 continue
+            incarnation = (r["data"]["brokerId"], r["data"].get("incarnationId", ""))
+            if incarnation in incarnations:
+                continue  # an amended registration
+            incarnations.add(incarnation)
             epoch = r["data"].get("brokerEpoch", -1)
             between = [by_offset.get(o) for o in range(epoch, r["offset"])]
             if epoch > r["offset"] or any(x is None or x["type"] not in CLEANUP_RECORDS for x in between):
@@ -465,6 +478,31 @@ def broker_epoch_is_offset(obs: Observed) -> list[Violation]:
                             else ""
                         ),
                         (r,),
+                    )
+                )
+    return out
+
+
+@check("OneBrokerEpochPerIncarnation")
+def one_broker_epoch_per_incarnation(obs: Observed) -> list[Violation]:
+    """Every RegisterBrokerRecord of one incarnation (broker id and incarnation id) carries one epoch: a
+    retried registration is the same registration (KIP-500 §Broker Metadata Management; Kafka amends it)."""
+    out = []
+    for controller, records in obs.metadata.items():
+        first: dict[tuple[int, str], dict] = {}
+        for r in _live_records(records):
+            if r["type"] != "REGISTER_BROKER_RECORD":
+                continue
+            key = (r["data"]["brokerId"], r["data"].get("incarnationId", ""))
+            earlier = first.setdefault(key, r)
+            if earlier["data"].get("brokerEpoch") != r["data"].get("brokerEpoch"):
+                out.append(
+                    Violation(
+                        "OneBrokerEpochPerIncarnation",
+                        f"broker {key[0]}'s incarnation {key[1]} registered with epoch "
+                        f"{earlier['data'].get('brokerEpoch')} at offset {earlier['offset']} and with epoch "
+                        f"{r['data'].get('brokerEpoch')} at offset {r['offset']} of controller {controller}'s log",
+                        (earlier, r),
                     )
                 )
     return out
@@ -1693,10 +1731,6 @@ NOT_OBSERVABLE: dict[str, str] = {
     "FencedBrokersNeverServed": "what a broker serves to clients is not sampled",
     "UnfencedOnlyWhenCaughtUp": "a broker's replay position is " + _MEMORY,
     "BrokerEpochGivenByController": "the broker epoch a broker holds is " + _MEMORY,
-    "OneBrokerEpochPerIncarnation": (
-        "not built for real runs yet: the metadata log's RegisterBrokerRecords would show it, but the runbooks lose "
-        "no response, so no registration is retried"
-    ),
     "TopicDeletionsCompletedByMigration": (
         "the runbooks delete no topic in ZooKeeper mode (the deletion in dual write goes through KRaft): "
         "/admin/delete_topics is watched, but no deletion is ever pending there"
