@@ -38,7 +38,7 @@ from typing import Any
 from impl.bugs import ImplBug
 from impl.codec import decode
 from impl.decisions import decision
-from impl.kraft.driver import KRaftMigrationDriver, MigrationController
+from impl.kraft.driver import MIGRATION_BATCH_SIZE, KRaftMigrationDriver, MigrationController
 from impl.kraft.image import NO_LEADER, Image, Partition, image_at, rename_record
 from impl.kraft.raft import QuorumState, diverging_point
 from impl.kraft.rpc import (
@@ -117,6 +117,7 @@ from model.actions import (
     WaitForZkBrokers,
 )
 from model.kraft import (
+    DEFAULT_MIGRATION_BATCH_SIZE,
     METADATA_VERSION,
     AbortTransactionRecord,
     BeginTransactionRecord,
@@ -364,6 +365,18 @@ class ControllerNode(Node):
                 return i + 2 if ends else i + 1
         return None
 
+    @property
+    def migration_batch_size(self) -> int:
+        return int(self.config.get(MIGRATION_BATCH_SIZE, DEFAULT_MIGRATION_BATCH_SIZE))
+
+    def migration_copied(self) -> tuple[int, int]:
+        """How many of ZooKeeper's records this leadership has appended, and the log end past the last (0: none)."""
+        copied, end = 0, 0
+        for i, e in enumerate(self.raft.log):
+            if e.epoch == self.raft.epoch and isinstance(e.record, (PartitionRecord, ConfigRecord)):
+                copied, end = copied + 1, i + 1
+        return copied, end
+
     def migration_begun(self) -> bool:
         """This leadership has begun copying ZooKeeper's data into the log."""
         return any(
@@ -497,7 +510,12 @@ class ControllerNode(Node):
             case MigrationDriverState.ZK_MIGRATION:
                 end = self.migration_end()
                 if end is None and self.is_active():
-                    due.append(CompleteMigration if self.migration_begun() else MigrateMetadata)
+                    if not self.migration_begun():
+                        due.append(MigrateMetadata)
+                    elif not d.batches_remain():
+                        due.append(CompleteMigration)
+                    elif raft.high_watermark >= self.migration_copied()[1]:  # the last batch has committed
+                        due.append(MigrateMetadata)
                 if end is not None and raft.high_watermark >= end:
                     due.append(MigrationCommitted)
             case MigrationDriverState.SYNC_KRAFT_TO_ZK:
@@ -880,7 +898,8 @@ class ControllerNode(Node):
         log = tuple(LogEntry(e.epoch, rename_record(e.record, rename)) for e in raft.log)
         return KRaftController(
             id=ControllerId(self.node_id),
-            config=ControllerConfig(self.migration_enabled, self.bootstrap_metadata_version, self.zk_configured),
+            config=ControllerConfig(self.migration_enabled, self.bootstrap_metadata_version, self.zk_configured,
+                                    self.migration_batch_size),
             alive=self._alive,
             epoch=KRaftEpoch(raft.epoch),
             voted_for=None if raft.voted_for is None else ControllerId(raft.voted_for),
