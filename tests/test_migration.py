@@ -90,7 +90,7 @@ from model.migration import (
     topic_path,
 )
 from model.outcome import error_of
-from model.scopes import SCOPES, initial_state
+from model.scopes import SCOPES, at_metadata_version, initial_state
 from model.state import CONTROLLER, CONTROLLER_EPOCH, LeaderAndIsr, UpdateMetadata, partition_state_path
 from model.step import outcome, step
 from model.types import (
@@ -154,9 +154,11 @@ def test_migration_full_path_from_zookeeper_to_post_migration(variant):
     Migration, §Dual Metadata Writes, §Broker Migration, §Finalizing the Migration, §Meta.Properties;
     KIP-500 §Bridge Release. With a single controller both profiles finalize (kip asks every voter
     to have dropped the flag; Kafka 3.9 finalizes at once). The profiles differ in the controller
-    epoch written into partition state: the claimed ZK epoch (kip) or the Raft epoch (kafka-3.9).
+    epoch written into partition state: the claimed ZK epoch (kip) or the Raft epoch (kafka-3.9). At metadata.version
+    3.6-IV1, from which Kafka migrates in a metadata transaction (below it, see
+    test_kafka_3_9_migrates_without_a_transaction_below_3_6_iv1).
     """
-    state = initial_state(with_budget("handover", restarts=2, migrations=4))
+    state = initial_state(at_metadata_version(with_budget("handover", restarts=2, migrations=4), Ibp.IBP_3_6_IV1))
     assert committed(state).migration is M.PRE_MIGRATION
     assert driver_state(state, C0) is D.WAIT_FOR_CONTROLLER_QUORUM
 
@@ -235,7 +237,7 @@ def test_migration_full_path_from_zookeeper_to_post_migration(variant):
     before = state
     state = drive(state, RegisterWithKRaft(B0, C0), FetchMetadata(B0, C0), variant=variant)
     assert appended(before, state, C0) == [
-        RegisterBrokerRecord(B0, Incarnation(1), BrokerEpoch(12), False, Ibp.IBP_3_4_IV0)
+        RegisterBrokerRecord(B0, Incarnation(1), BrokerEpoch(12), False, Ibp.IBP_3_6_IV1)
     ]
     assert (state.brokers[0].image.migration, state.brokers[0].meta_properties) == (M.MIGRATION, 0)
     before = state
