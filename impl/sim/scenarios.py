@@ -16,12 +16,12 @@ which admin requests the run's admin sends (``ADMIN``: metadata.version updates 
 type, KIP-584 feature updates to the ZooKeeper controller), and the initial migration's batch size
 (``zookeeper.metadata.migration.min.batch.size``: its transaction then stays open across the cluster's
 steps). Every dimension is a field of the model's ``Scope``, so the model expresses whatever is drawn and
-differential testing stays exact. The drawn
-scope is named by its configuration (``sim-migration@controllers=1,mv=3.6-IV1,...``), and ``scenario``
-builds the same scope from that name: a trace file, ``kraftcheck replay`` and ``kraftcheck pin`` carry
-the configuration in the scope's name. The simulator's operator sets a misconfigured cluster right
-before the migration (``impl.sim.simulator``: a broker rolled to the quorum's metadata.version, a
-controller restarted with the flag), as KIP-866's runbook has an operator do.
+differential testing stays exact. The drawn scope is named by its configuration
+(``sim-migration@controllers=1,mv=3.6-IV1,...``), and ``scenario`` builds the same scope from that name: a
+trace file, ``kraftcheck replay`` and ``kraftcheck pin`` carry the configuration in the scope's name. The
+simulator's operator sets a misconfigured cluster right before the migration (``impl.sim.simulator``: a
+broker rolled to the quorum's metadata.version, a controller restarted with the flag), as KIP-866's runbook
+has an operator do.
 
 Rules:
 - ``draw(seed)`` is a function of the seed alone; ``configured(base, configuration)`` of its arguments;
