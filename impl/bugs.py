@@ -107,7 +107,7 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
     # reached only by a campaign's drawn configurations (mixed IBPs, batch sizes) and admin requests
     ImplSeededBug(ImplBug.ADMIT_ZK_BROKER_WITH_OTHER_IBP, "ZkBrokersAdmittedAtMetadataVersion", "sim-migration",
                   "the KRaft controller registers a ZK broker whose IBP is not the finalized metadata.version"),
-    ImplSeededBug(ImplBug.COMPLETE_BEFORE_LAST_BATCH, "InitialMigrationCopiesAllOfZk", "sim-migration",
+    ImplSeededBug(ImplBug.COMPLETE_BEFORE_LAST_BATCH, "InitialMigrationAllOrNothing", "sim-migration",
                   "the driver takes its first batch for the whole of ZooKeeper and completes the migration after it"
                   " (a drawn batch size below ZooKeeper's records reaches it)"),
     ImplSeededBug(ImplBug.MV_CHANGE_DURING_MIGRATION, "MetadataVersionFixedDuringMigration", "finalize",

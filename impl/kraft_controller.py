@@ -369,20 +369,18 @@ class ControllerNode(Node):
     def migration_batch_size(self) -> int:
         return int(self.config.get(MIGRATION_BATCH_SIZE, DEFAULT_MIGRATION_BATCH_SIZE))
 
-    def migration_copied(self) -> tuple[int, int]:
-        """How many of ZooKeeper's records this leadership has appended, and the log end past the last (0: none)."""
-        copied, end = 0, 0
+    def migration_progress(self) -> tuple[int, int] | None:
+        """None if this leadership has not begun copying ZooKeeper's data into the log; else how many of
+        ZooKeeper's records it has appended, and the log end past the last of them (0: none)."""
+        begun, copied, end = False, 0, 0
         for i, e in enumerate(self.raft.log):
-            if e.epoch == self.raft.epoch and isinstance(e.record, (PartitionRecord, ConfigRecord)):
-                copied, end = copied + 1, i + 1
-        return copied, end
-
-    def migration_begun(self) -> bool:
-        """This leadership has begun copying ZooKeeper's data into the log."""
-        return any(
-            e.epoch == self.raft.epoch and isinstance(e.record, (BeginTransactionRecord, PartitionRecord, ConfigRecord))
-            for e in self.raft.log
-        )
+            if e.epoch != self.raft.epoch:
+                continue
+            if isinstance(e.record, (PartitionRecord, ConfigRecord)):
+                begun, copied, end = True, copied + 1, i + 1
+            elif isinstance(e.record, BeginTransactionRecord):
+                begun = True
+        return (copied, end) if begun else None
 
     def writes_blocked(self, adding: int = 1) -> bool:
         """KIP-866 §Unavailable ZooKeeper: no metadata write may take the write-behind lag past its bound."""
@@ -399,7 +397,9 @@ class ControllerNode(Node):
     def _new_driver(self) -> KRaftMigrationDriver | None:
         """A new process's driver, if its configuration asks for the migration."""
         controller: MigrationController = self
-        return KRaftMigrationDriver(self.node_id, controller, self.bugs) if self.migration_enabled else None
+        if not self.migration_enabled:
+            return None
+        return KRaftMigrationDriver(self.node_id, controller, self.bugs, self.migration_batch_size)
 
     def quorum_epoch(self) -> int:
         return self.raft.epoch
@@ -509,12 +509,13 @@ class ControllerNode(Node):
                 due.append(BecomeZkController)
             case MigrationDriverState.ZK_MIGRATION:
                 end = self.migration_end()
+                progress = self.migration_progress()
                 if end is None and self.is_active():
-                    if not self.migration_begun():
+                    if progress is None:
                         due.append(MigrateMetadata)
                     elif not d.batches_remain():
                         due.append(CompleteMigration)
-                    elif raft.high_watermark >= self.migration_copied()[1]:  # the last batch has committed
+                    elif raft.high_watermark >= progress[1]:  # the last batch has committed
                         due.append(MigrateMetadata)
                 if end is not None and raft.high_watermark >= end:
                     due.append(MigrationCommitted)

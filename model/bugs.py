@@ -234,7 +234,7 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "the initial migration writes its records without a metadata transaction"),
     SeededBug(Bug.NO_ABORT_ON_FAILOVER, "FailoverAbortsMigrationTransaction", "migration",
               "a new leader leaves its predecessor's migration transaction open"),
-    SeededBug(Bug.COMPLETE_BEFORE_LAST_BATCH, "InitialMigrationCopiesAllOfZk", "batched-migration",
+    SeededBug(Bug.COMPLETE_BEFORE_LAST_BATCH, "InitialMigrationAllOrNothing", "batched-migration",
               "the driver completes the migration after its first batch, leaving the others uncopied"),
     SeededBug(Bug.BATCH_ENDS_TRANSACTION, "InitialMigrationAllOrNothing", "batched-migration",
               "each batch of the migration is its own metadata transaction, so a committed batch is applied at once"),

@@ -130,25 +130,15 @@ def dual_writes_only_in_dual_write_states(before: ClusterState, action: Action, 
 )
 def initial_migration_all_or_nothing(state: ClusterState) -> bool:
     image = committed_image(state)
+    if image.migration is ZkMigrationState.MIGRATION and kraft_claim(state) is not None:
+        # All: while KRaft owns ZooKeeper, every partition ZooKeeper assigns and its config were copied (a
+        # migration completed before its last batch lacks some).
+        assignment = znode_data(state, TOPIC) or ()
+        return len(image.partitions) >= len(assignment) and (znode_data(state, CONFIG) is None or
+                                                             image.config is not None)
     if image.bootstrapped_migration not in (None, ZkMigrationState.PRE_MIGRATION):
-        return True  # migrated, or a KRaft-born cluster whose metadata never came from ZooKeeper
-    return not image.partitions and image.config is None
-
-
-@always(
-    "InitialMigrationCopiesAllOfZk",
-    "While KRaft owns ZooKeeper and the committed state is MIGRATION, the committed image holds every partition"
-    " ZooKeeper assigns and ZooKeeper's config.",
-    "KIP-866 §Initial Data Migration (all of the ZK metadata in a single transaction)",
-)
-def initial_migration_copies_all_of_zk(state: ClusterState) -> bool:
-    if kraft_claim(state) is None:
-        return True  # ZooKeeper's own era, or handed back by a rollback
-    image = committed_image(state)
-    if image.migration is not ZkMigrationState.MIGRATION:
-        return True
-    assignment = znode_data(state, TOPIC) or ()
-    return len(image.partitions) >= len(assignment) and (znode_data(state, CONFIG) is None or image.config is not None)
+        return True  # finalized, handed back, or a KRaft-born cluster whose metadata never came from ZooKeeper
+    return not image.partitions and image.config is None  # nothing
 
 
 @always(

@@ -52,6 +52,7 @@ from impl.zk.port import (
     ZkCode,
 )
 from model.kraft import (
+    DEFAULT_MIGRATION_BATCH_SIZE,
     BeginTransactionRecord,
     ConfigRecord,
     EndTransactionRecord,
@@ -144,12 +145,9 @@ class MigrationController(Protocol):
         ...
 
     # ZkRecordConsumer: the migration's records go into the log through the controller.
-    migration_batch_size: int  # zookeeper.metadata.migration.min.batch.size
-
-    def migration_begun(self) -> bool: ...
-
-    def migration_copied(self) -> tuple[int, int]:
-        """How many of ZooKeeper's records this leadership has appended, and the log end past the last (0: none)."""
+    def migration_progress(self) -> tuple[int, int] | None:
+        """None if this leadership has not begun copying ZooKeeper's data into the log; else how many of
+        ZooKeeper's records it has appended, and the log end past the last of them (0: none)."""
         ...
 
     def migration_end(self) -> int | None: ...
@@ -170,10 +168,12 @@ def is_valid_state_change(old: MigrationDriverState, new: MigrationDriverState) 
 
 
 class KRaftMigrationDriver:
-    def __init__(self, node_id: int, controller: MigrationController, bugs: frozenset[ImplBug] = frozenset()) -> None:
+    def __init__(self, node_id: int, controller: MigrationController, bugs: frozenset[ImplBug] = frozenset(),
+                 batch_size: int = DEFAULT_MIGRATION_BATCH_SIZE) -> None:
         self.node_id = node_id
         self.controller = controller
         self.bugs = bugs
+        self.batch_size = max(batch_size, 1)  # zookeeper.metadata.migration.min.batch.size (minBatchSize)
         self.state = D.UNINITIALIZED
         # ZkMigrationLeadershipState
         self.kraft_epoch = -1  # the leadership it last heard of (KRaftLeaderEvent)
@@ -372,12 +372,12 @@ class KRaftMigrationDriver:
         if config is not None:
             records.append(ConfigRecord(config))
         # A topic pending deletion is not copied (KIP-866 §Topic Deletions); the sync removes it from ZooKeeper.
-        size = max(controller.migration_batch_size, 1)
-        copied, end = controller.migration_copied()
-        first = not controller.migration_begun()
+        progress = controller.migration_progress()
+        first = progress is None
+        copied, end = progress or (0, 0)
         if not first and (copied >= len(records) or controller.committed_image().offset < end):
             return False  # every batch copied, or the last one not committed yet
-        batch: list = records[copied:copied + size] if not first else records[:size]
+        batch: list = records[copied:copied + self.batch_size]
         if ImplBug.BATCH_ENDS_TRANSACTION in self.bugs:  # (the mistake: each batch a transaction of its own)
             batch = [BeginTransactionRecord("ZK Migration"), *batch, EndTransactionRecord()]
         elif first:
@@ -391,7 +391,8 @@ class KRaftMigrationDriver:
         if ImplBug.COMPLETE_BEFORE_LAST_BATCH in self.bugs:
             return False  # (the mistake: the first batch taken for the whole of ZooKeeper)
         epoch, records = self.zk_records
-        return epoch == self.controller.quorum_epoch() and self.controller.migration_copied()[0] < records
+        progress = self.controller.migration_progress()
+        return epoch == self.controller.quorum_epoch() and progress is not None and progress[0] < records
 
     def complete_migration(self, now: int) -> Handler:
         """The last records of the migration, once every batch is copied: ZkMigrationStateRecord(MIGRATION), and
@@ -399,7 +400,7 @@ class KRaftMigrationDriver:
         controller = self.controller
         if not self._in(D.ZK_MIGRATION) or not controller.is_active():
             return False
-        if not controller.migration_begun() or controller.migration_end() is not None:
+        if controller.migration_progress() is None or controller.migration_end() is not None:
             return False
         if self.batches_remain():
             return False
