@@ -39,6 +39,8 @@ class ImplBug(Enum):
     LOST_REGISTRATION_GUESSES_EPOCH = "impl_lost_registration_guesses_epoch"
     VOTE_IGNORES_LOG = "impl_vote_ignores_log"
     CLAIM_WITHOUT_EPOCH_CAS = "impl_claim_without_epoch_cas"
+    COMPLETE_BEFORE_LAST_BATCH = "impl_complete_before_last_batch"
+    BATCH_ENDS_TRANSACTION = "impl_batch_ends_transaction"
     # Reached only by a campaign's drawn configurations and admin requests (impl.sim.scenarios)
     ADMIT_ZK_BROKER_WITH_OTHER_IBP = "impl_admit_zk_broker_with_other_ibp"
     MV_CHANGE_DURING_MIGRATION = "impl_mv_change_during_migration"
@@ -107,9 +109,14 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   "a voter grants its vote without comparing the candidate's log with its own"),
     ImplSeededBug(ImplBug.CLAIM_WITHOUT_EPOCH_CAS, "ZkControllerEpochsIncreaseAcrossHandOver", "migration",
                   "the claim sets /controller_epoch with version -1 to the value its driver read at recovery + 1"),
-    # reached only by a campaign's drawn configurations (mixed IBPs) and admin requests (impl.sim.scenarios)
+    ImplSeededBug(ImplBug.BATCH_ENDS_TRANSACTION, "InitialMigrationAllOrNothing", "batched-migration",
+                  "each batch of the migration is a metadata transaction of its own, applied once it commits"),
+    # reached only by a campaign's drawn configurations (mixed IBPs, batch sizes) and admin requests
     ImplSeededBug(ImplBug.ADMIT_ZK_BROKER_WITH_OTHER_IBP, "ZkBrokersAdmittedAtMetadataVersion", "sim-migration",
                   "the KRaft controller registers a ZK broker whose IBP is not the finalized metadata.version"),
+    ImplSeededBug(ImplBug.COMPLETE_BEFORE_LAST_BATCH, "InitialMigrationAllOrNothing", "sim-migration",
+                  "the driver takes its first batch for the whole of ZooKeeper and completes the migration after it"
+                  " (a drawn batch size below ZooKeeper's records reaches it)"),
     ImplSeededBug(ImplBug.MV_CHANGE_DURING_MIGRATION, "MetadataVersionFixedDuringMigration", "finalize",
                   "the active controller changes metadata.version while the migration is in progress"),
     ImplSeededBug(ImplBug.FINALIZE_LEVEL_ZERO, "FinalizedFeaturesWellFormed", "features",

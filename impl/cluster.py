@@ -37,6 +37,7 @@ from typing import Any, assert_never
 from impl.bugs import ImplBug
 from impl.codec import IBP_NAMES, PERSISTENT_PATHS, encode
 from impl.kraft import rpc as kraft_rpc
+from impl.kraft.driver import MIGRATION_BATCH_SIZE
 from impl.protocol import (
     DEFER,
     Crash,
@@ -94,7 +95,7 @@ from model.actions import (
     ZkRecover,
 )
 from model.harness import Inject
-from model.kraft import FIRST_CONTROLLER_ID
+from model.kraft import DEFAULT_MIGRATION_BATCH_SIZE, FIRST_CONTROLLER_ID
 from model.state import CONTROLLER, CONTROLLER_EPOCH, BrokerHeartbeatRequest, BrokerRegistrationRequest, Message
 
 SESSION_TIMEOUT_MS = 6_000  # zookeeper.session.timeout.ms (Kafka's default is 18 s; shorter to keep runs short)
@@ -150,6 +151,8 @@ def controller_properties(controller_id: int, config, voters: str) -> dict[str, 
     }
     if config.zk_configured:
         props["zookeeper.connect"] = ZOOKEEPER_CONNECT
+    if config.migration_batch_size != DEFAULT_MIGRATION_BATCH_SIZE:
+        props[MIGRATION_BATCH_SIZE] = str(config.migration_batch_size)
     return props
 
 

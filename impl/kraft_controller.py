@@ -38,7 +38,7 @@ from typing import Any
 from impl.bugs import ImplBug
 from impl.codec import decode
 from impl.decisions import decision
-from impl.kraft.driver import KRaftMigrationDriver, MigrationController
+from impl.kraft.driver import MIGRATION_BATCH_SIZE, KRaftMigrationDriver, MigrationController
 from impl.kraft.image import NO_LEADER, Image, Partition, image_at, rename_record
 from impl.kraft.raft import QuorumState, diverging_point
 from impl.kraft.rpc import (
@@ -117,6 +117,7 @@ from model.actions import (
     WaitForZkBrokers,
 )
 from model.kraft import (
+    DEFAULT_MIGRATION_BATCH_SIZE,
     METADATA_VERSION,
     AbortTransactionRecord,
     BeginTransactionRecord,
@@ -367,12 +368,22 @@ class ControllerNode(Node):
                 return i + 2 if ends else i + 1
         return None
 
-    def migration_begun(self) -> bool:
-        """This leadership has begun copying ZooKeeper's data into the log."""
-        return any(
-            e.epoch == self.raft.epoch and isinstance(e.record, (BeginTransactionRecord, PartitionRecord, ConfigRecord))
-            for e in self.raft.log
-        )
+    @property
+    def migration_batch_size(self) -> int:
+        return int(self.config.get(MIGRATION_BATCH_SIZE, DEFAULT_MIGRATION_BATCH_SIZE))
+
+    def migration_progress(self) -> tuple[int, int] | None:
+        """None if this leadership has not begun copying ZooKeeper's data into the log; else how many of
+        ZooKeeper's records it has appended, and the log end past the last of them (0: none)."""
+        begun, copied, end = False, 0, 0
+        for i, e in enumerate(self.raft.log):
+            if e.epoch != self.raft.epoch:
+                continue
+            if isinstance(e.record, (PartitionRecord, ConfigRecord)):
+                begun, copied, end = True, copied + 1, i + 1
+            elif isinstance(e.record, BeginTransactionRecord):
+                begun = True
+        return (copied, end) if begun else None
 
     def writes_blocked(self, adding: int = 1) -> bool:
         """KIP-866 §Unavailable ZooKeeper: no metadata write may take the write-behind lag past its bound."""
@@ -389,7 +400,9 @@ class ControllerNode(Node):
     def _new_driver(self) -> KRaftMigrationDriver | None:
         """A new process's driver, if its configuration asks for the migration."""
         controller: MigrationController = self
-        return KRaftMigrationDriver(self.node_id, controller, self.bugs) if self.migration_enabled else None
+        if not self.migration_enabled:
+            return None
+        return KRaftMigrationDriver(self.node_id, controller, self.bugs, self.migration_batch_size)
 
     def quorum_epoch(self) -> int:
         return self.raft.epoch
@@ -499,8 +512,14 @@ class ControllerNode(Node):
                 due.append(BecomeZkController)
             case MigrationDriverState.ZK_MIGRATION:
                 end = self.migration_end()
+                progress = self.migration_progress()
                 if end is None and self.is_active():
-                    due.append(CompleteMigration if self.migration_begun() else MigrateMetadata)
+                    if progress is None:
+                        due.append(MigrateMetadata)
+                    elif not d.batches_remain():
+                        due.append(CompleteMigration)
+                    elif raft.high_watermark >= progress[1]:  # the last batch has committed
+                        due.append(MigrateMetadata)
                 if end is not None and raft.high_watermark >= end:
                     due.append(MigrationCommitted)
             case MigrationDriverState.SYNC_KRAFT_TO_ZK:
@@ -883,7 +902,8 @@ class ControllerNode(Node):
         log = tuple(LogEntry(e.epoch, rename_record(e.record, rename)) for e in raft.log)
         return KRaftController(
             id=ControllerId(self.node_id),
-            config=ControllerConfig(self.migration_enabled, self.bootstrap_metadata_version, self.zk_configured),
+            config=ControllerConfig(self.migration_enabled, self.bootstrap_metadata_version, self.zk_configured,
+                                    self.migration_batch_size),
             alive=self._alive,
             epoch=KRaftEpoch(raft.epoch),
             voted_for=None if raft.voted_for is None else ControllerId(raft.voted_for),

@@ -79,6 +79,8 @@ class Bug(Enum):
     RPCS_WAIT_FOR_NEWER_OFFSET = "rpcs_wait_for_newer_offset"
     MIGRATION_OUTSIDE_TRANSACTION = "migration_outside_transaction"
     NO_ABORT_ON_FAILOVER = "no_abort_on_failover"
+    COMPLETE_BEFORE_LAST_BATCH = "complete_before_last_batch"
+    BATCH_ENDS_TRANSACTION = "batch_ends_transaction"
     PRE_MIGRATION_ACCEPTS_WRITES = "pre_migration_accepts_writes"
     IGNORE_LAG_BOUND = "ignore_lag_bound"
     REENTER_MIGRATION_AFTER_FINALIZE = "reenter_migration_after_finalize"
@@ -240,6 +242,10 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "the initial migration writes its records without a metadata transaction"),
     SeededBug(Bug.NO_ABORT_ON_FAILOVER, "FailoverAbortsMigrationTransaction", "migration",
               "a new leader leaves its predecessor's migration transaction open"),
+    SeededBug(Bug.COMPLETE_BEFORE_LAST_BATCH, "InitialMigrationAllOrNothing", "batched-migration",
+              "the driver completes the migration after its first batch, leaving the others uncopied"),
+    SeededBug(Bug.BATCH_ENDS_TRANSACTION, "InitialMigrationAllOrNothing", "batched-migration",
+              "each batch of the migration is its own metadata transaction, so a committed batch is applied at once"),
     SeededBug(Bug.PRE_MIGRATION_ACCEPTS_WRITES, "OnlyAllowedWritesInPreMigration", "pre-migration",
               "the controller in pre-migration accepts an admin write"),
     SeededBug(Bug.IGNORE_LAG_BOUND, "WriteBehindLagBounded", "dual-write",

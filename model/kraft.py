@@ -380,6 +380,9 @@ def _image_of_prefix(entries: Log) -> MetadataImage:
 
 # ---- the quorum ------------------------------------------------------------------------------
 
+DEFAULT_MIGRATION_BATCH_SIZE = 200  # Kafka's zookeeper.metadata.migration.min.batch.size
+
+
 @record
 class ControllerConfig(Record):
     """A KRaft controller's configuration (KIP-866 §Configuration, §Additional KRaft Broker Configs)."""
@@ -387,6 +390,10 @@ class ControllerConfig(Record):
     migration_enabled: bool  # zookeeper.metadata.migration.enable
     metadata_version: Ibp = Ibp.IBP_3_4_IV0  # what the quorum was formatted with (its bootstrap metadata.version)
     zk_configured: bool = True  # zookeeper.connect and the other ZooKeeper configs
+    # zookeeper.metadata.migration.min.batch.size: the initial migration's records per batch (Kafka's default,
+    # 200, copies a model's ZooKeeper in one batch; 1 writes one record a batch, KRaftMigrationDriver's
+    # BufferingBatchConsumer flushing at that size).
+    migration_batch_size: int = DEFAULT_MIGRATION_BATCH_SIZE
 
 
 def last_epoch(log: Log) -> KRaftEpoch:

@@ -479,7 +479,14 @@ def zk_metadata(state: ClusterState) -> list[MetadataRecord]:
 
 
 def _migrate_metadata(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
-    """MigrateMetadataEvent: beginMigration, then the batches of ZooKeeper data."""
+    """MigrateMetadataEvent: beginMigration with the first batch of ZooKeeper's data, then one batch a step.
+
+    A batch is ``zookeeper.metadata.migration.min.batch.size`` records (KRaftMigrationDriver's
+    BufferingBatchConsumer); the driver waits for each batch to commit before the next (acceptBatch's
+    future), so the transaction stays open while the rest of the cluster steps (KIP-866 §Initial Data
+    Migration: one transaction however many batches). The begin marker travels with the first batch, where
+    Kafka waits for it alone, and ``CompleteMigration`` does not wait for the last batch to commit, where Kafka
+    does (as the one-batch migration always had it): the orders allowed are a superset of Kafka's."""
     c = ctrl(state, cid)
     refused = _driver_event(state, c, D.ZK_MIGRATION)
     if refused is not None:
@@ -487,22 +494,57 @@ def _migrate_metadata(state: ClusterState, cid: ControllerId, variant: Variant) 
     # Appending needs the Raft leadership, not just the driver's belief (NotControllerException otherwise).
     if not is_active(c):
         return _NOT_ACTIVE
+    records = zk_metadata(state)
+    # Differs: Kafka's readAllMetadata hands its BufferingBatchConsumer a topic's records at once, and it flushes
+    # once it holds the batch size or more; the model cuts ZooKeeper's records into batches of exactly that size.
+    size = max(c.config.migration_batch_size, 1)
     if _migration_begun(c):
-        return _BEGUN
+        copied, end = migration_copied(c)
+        if copied >= len(records) or _migration_appended(c):
+            return _BEGUN
+        if c.high_watermark < end:
+            return Refused(None, "the last batch is not committed: high watermark {} < {}", (c.high_watermark, end))
+        return append(state, c, _batch(c, records[copied:copied + size], False, variant), variant)
     if _migration_appended(c):
         return _MIGRATION_APPENDED
-    records = zk_metadata(state)
-    if not variant.has(Bug.MIGRATION_OUTSIDE_TRANSACTION):
-        records = [MIGRATION_BEGINS] + records
-    return append(state, c, records, variant)
+    return append(state, c, _batch(c, records[:size], True, variant), variant)
+
+
+def migrates_in_transaction(c: KRaftController, variant: Variant) -> bool:
+    """Whether the initial migration is one metadata transaction (KIP-866 §Initial Data Migration)."""
+    mv = own_image(c).metadata_version
+    # Differs: Kafka (3.6 to 3.9, MigrationRecordConsumer.beginMigration; 3.4 and 3.5 always) migrates without a
+    # transaction at a metadata.version below 3.6-IV1 ("not safe since a controller failover ... may lead to
+    # partially migrated metadata"); the KIP has one transaction always.
+    return variant.profile is Profile.KIP or mv is None or mv >= Ibp.IBP_3_6_IV1
+
+
+def _batch(c: KRaftController, records: list[MetadataRecord], first: bool, variant: Variant) -> list[MetadataRecord]:
+    """A batch as appended: the first opens the migration's transaction (unless a seeded bug leaves it out)."""
+    if variant.has(Bug.BATCH_ENDS_TRANSACTION):
+        return [MIGRATION_BEGINS, *records, EndTransactionRecord()]
+    if first and migrates_in_transaction(c, variant) and not variant.has(Bug.MIGRATION_OUTSIDE_TRANSACTION):
+        return [MIGRATION_BEGINS, *records]
+    return records
 
 
 def _migration_begun(c: KRaftController) -> bool:
     """This leadership has begun copying ZooKeeper's data into the log (a bootstrap's transaction is not it)."""
-    return any(
-        e.epoch == c.epoch and (isinstance(e.record, (PartitionRecord, ConfigRecord)) or e.record == MIGRATION_BEGINS)
-        for e in c.log
-    )
+    return any(e.epoch == c.epoch and (isinstance(e.record, MIGRATED_RECORDS) or e.record == MIGRATION_BEGINS)
+               for e in c.log)
+
+
+MIGRATED_RECORDS = (PartitionRecord, ConfigRecord)  # what the initial migration copies (zk_metadata)
+
+
+def migration_copied(c: KRaftController) -> tuple[int, int]:
+    """How many of ZooKeeper's records this leadership's migration has appended, and the log end just past
+    the last of them (0 when none)."""
+    copied, end = 0, 0
+    for i, e in enumerate(c.log):
+        if e.epoch == c.epoch and isinstance(e.record, MIGRATED_RECORDS):
+            copied, end = copied + 1, i + 1
+    return copied, end
 
 
 def _migration_appended(c: KRaftController) -> bool:
@@ -526,6 +568,10 @@ def _complete_migration(state: ClusterState, cid: ControllerId, variant: Variant
         return _NOT_BEGUN
     if _migration_appended(c):
         return _MIGRATION_APPENDED
+    copied, _ = migration_copied(c)
+    remaining = len(zk_metadata(state)) - copied
+    if remaining > 0 and not variant.has(Bug.COMPLETE_BEFORE_LAST_BATCH):
+        return Refused(None, "{} of ZooKeeper's records are not copied yet", (remaining,))
     records: list[MetadataRecord] = [ZkMigrationStateRecord(ZkMigrationState.MIGRATION)]
     if image_of(c.log).open_transaction is not None:
         records.append(EndTransactionRecord())

@@ -30,7 +30,7 @@ from model.kraft import (
     is_metadata,
 )
 from model.kraft_invariants import committed_image
-from model.kraft_migration import zk_brokers_ready
+from model.kraft_migration import MIGRATED_RECORDS, zk_brokers_ready, zk_metadata
 from model.kraft_quorum import committed_image as controller_committed
 from model.kraft_quorum import ctrl, is_active, writes_blocked
 from model.migration import (
@@ -130,9 +130,15 @@ def dual_writes_only_in_dual_write_states(before: ClusterState, action: Action, 
 )
 def initial_migration_all_or_nothing(state: ClusterState) -> bool:
     image = committed_image(state)
+    if image.migration is ZkMigrationState.MIGRATION and kraft_claim(state) is not None:
+        # All: while KRaft owns ZooKeeper, every partition ZooKeeper assigns and its config were copied (a
+        # migration completed before its last batch lacks some).
+        assignment = znode_data(state, TOPIC) or ()
+        return len(image.partitions) >= len(assignment) and (znode_data(state, CONFIG) is None or
+                                                             image.config is not None)
     if image.bootstrapped_migration not in (None, ZkMigrationState.PRE_MIGRATION):
-        return True  # migrated, or a KRaft-born cluster whose metadata never came from ZooKeeper
-    return not image.partitions and image.config is None
+        return True  # finalized, handed back, or a KRaft-born cluster whose metadata never came from ZooKeeper
+    return not image.partitions and image.config is None  # nothing
 
 
 @always(
@@ -417,6 +423,24 @@ def failover_aborts_migration(before: ClusterState, action: Action, after: Clust
         and any(isinstance(e.record, AbortTransactionRecord) and e.epoch == c.epoch for e in c.log)
         for b, c in zip(before.controllers, after.controllers)
     )
+
+
+@sometimes(
+    "FailoverBetweenMigrationBatches",
+    "A new leader aborts a migration transaction its predecessor left open between two batches.",
+    "KIP-866 §Initial Data Migration",
+)
+def failover_between_migration_batches(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    copies = len(zk_metadata(after))
+    for b, c in zip(before.controllers, after.controllers):
+        if not is_active(c) or is_active(b):
+            continue
+        for i, e in enumerate(c.log):
+            if isinstance(e.record, AbortTransactionRecord) and e.epoch == c.epoch:
+                aborted = image_of(c.log, i).open_transaction or ()
+                if 0 < sum(isinstance(r, MIGRATED_RECORDS) for r in aborted) < copies:
+                    return True
+    return False
 
 
 @sometimes(

@@ -437,6 +437,16 @@ ROLLBACK_REUSES_ZK_EPOCH = (
 )
 
 
+# Differs: Kafka migrates without a metadata transaction below metadata.version 3.6-IV1 (model.kraft_migration,
+# migrates_in_transaction): each batch commits and shows in the image while the state is still PRE_MIGRATION, and a
+# failover leaves the partial copy in the log (the next leader copies ZooKeeper again over it). The warm starts
+# the checks take are kip's, at 3.4-IV0: under kafka-3.9 such a quorum was formatted by Kafka 3.4 or 3.5.
+MIGRATION_WITHOUT_TRANSACTION = (
+    ("kafka-3.9", "InitialMigrationAllOrNothing"),
+    ("kafka-3.9", "OnlyAllowedWritesInPreMigration"),
+)
+
+
 def rollback_findings(profile: Profile) -> tuple[str, ...]:
     """The properties the rollback's deletion of /controller_epoch breaks under ``profile``."""
     return tuple(prop for p, prop in ROLLBACK_REUSES_ZK_EPOCH if p == profile.value)
@@ -551,6 +561,7 @@ MIGRATION_SCOPES = (
         summary="the claim and the initial migration with a pending topic deletion, and a failover in the middle",
         stage="registered",
         pending_deletion=True,
+        findings=MIGRATION_WITHOUT_TRANSACTION,
         budget=Budget(kraft_elections=1, controller_crashes=1, max_in_flight=8),
         max_depth=14,
     ),
@@ -589,6 +600,7 @@ MIGRATION_SCOPES = (
         summary="1 ZK broker, 2 controllers: the leader stops with its MIGRATION record uncommitted and the"
                 " quorum restarts without the flag",
         stage="registered",
+        findings=MIGRATION_WITHOUT_TRANSACTION,
         budget=Budget(migrations=4),
         controller_flag_choices=(False,),
         max_depth=15,
@@ -614,6 +626,7 @@ LIVENESS_SCOPES = (
         summary="1 ZK broker, 1 controller: the whole migration to DUAL_WRITE with a controller crash and a ZK outage",
         controllers=(MIGRATING,),
         stage="quorum",
+        findings=MIGRATION_WITHOUT_TRANSACTION,
         budget=Budget(controller_crashes=1, outages=1, max_in_flight=6),
         max_depth=20,
     ),
@@ -702,6 +715,22 @@ BROKER_FAILOVER = small_migration_scope(
     max_depth=8,
 )
 SCOPES[BROKER_FAILOVER.name] = BROKER_FAILOVER
+
+# The initial migration in batches (zookeeper.metadata.migration.min.batch.size 1: the partition, then the config),
+# its transaction open across the steps between them; a leadership change or a ZooKeeper outage may come between
+# two batches, and the next leader must abort the transaction and copy ZooKeeper again (KIP-866 §Initial Data
+# Migration). At metadata.version 3.6-IV1, so that Kafka 3.9 (kafka-3.9) migrates in a transaction too.
+BATCHED = ControllerConfig(migration_enabled=True, migration_batch_size=1)
+BATCHED_MIGRATION = at_metadata_version(migration_scope(
+    name="batched-migration",
+    summary="2 ZK brokers, 2 controllers; the initial migration in 2 batches, a KRaft failover or a ZooKeeper"
+            " outage between them",
+    controllers=(BATCHED,) * 2,
+    stage="registered",
+    budget=Budget(kraft_elections=1, outages=1, max_in_flight=8),
+    max_depth=14,
+), Ibp.IBP_3_6_IV1)  # metadata transactions under kafka-3.9 too (KIP-868)
+SCOPES[BATCHED_MIGRATION.name] = BATCHED_MIGRATION
 
 # Controller registrations (KIP-919) happen only under kafka-3.9 from metadata.version 3.7-IV0, which no scope
 # above is at. The warm start (under kip) registers no controller, so the kafka-3.9 search registers them, and a

@@ -52,6 +52,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "broker-failover": 8,
     "controller-registration": 7,
     "lost-responses": None,
+    "batched-migration": 14,
 }
 
 

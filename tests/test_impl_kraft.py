@@ -74,7 +74,7 @@ from properties.differential import Differential, Disagreement
 from properties.regressions import DEPOSED_DUAL_WRITE, OLDER_EPOCH_HEARTBEAT, three_voter_pre_migration
 
 PART2_SCOPES = ("kraft-quorum", "kraft-born", "pre-migration", "migration", "dual-write", "broker-migration",
-                "finalize", "rollback", "handover", "lifecycle", "kraft-broker-restart")
+                "finalize", "rollback", "handover", "lifecycle", "kraft-broker-restart", "batched-migration")
 WALK_SEEDS = 30
 WALK_STEPS = 60
 SLOW_WALK_SEEDS = 300
@@ -483,6 +483,7 @@ OWN_BUGS = {
     ImplBug.DUAL_WRITE_WITHOUT_EPOCH_CHECK, ImplBug.STALE_MIGRATION_VERSION_AFTER_CLAIM,
     ImplBug.LEADER_AND_ISR_BEFORE_UPDATE_METADATA, ImplBug.MIGRATION_EVENT_IN_WRONG_DRIVER_STATE,
     ImplBug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH, ImplBug.VOTE_IGNORES_LOG, ImplBug.CLAIM_WITHOUT_EPOCH_CAS,
+    ImplBug.BATCH_ENDS_TRANSACTION,
 }
 # Walks find these within the seeds given (measured: the first catching seed is well inside).
 WALK_CAUGHT = {
@@ -491,6 +492,7 @@ WALK_CAUGHT = {
     ImplBug.LEADER_AND_ISR_BEFORE_UPDATE_METADATA: 5,
     ImplBug.MIGRATION_EVENT_IN_WRONG_DRIVER_STATE: 100,
     ImplBug.CLAIM_WITHOUT_EPOCH_CAS: 20,
+    ImplBug.BATCH_ENDS_TRANSACTION: 5,
 }
 # These need a race random walks of these scopes almost never take: a scripted run catches them.
 SCRIPT_CAUGHT = {

@@ -90,7 +90,7 @@ from model.migration import (
     topic_path,
 )
 from model.outcome import error_of
-from model.scopes import SCOPES, initial_state
+from model.scopes import SCOPES, at_metadata_version, initial_state
 from model.state import CONTROLLER, CONTROLLER_EPOCH, LeaderAndIsr, UpdateMetadata, partition_state_path
 from model.step import outcome, step
 from model.types import (
@@ -154,9 +154,11 @@ def test_migration_full_path_from_zookeeper_to_post_migration(variant):
     Migration, §Dual Metadata Writes, §Broker Migration, §Finalizing the Migration, §Meta.Properties;
     KIP-500 §Bridge Release. With a single controller both profiles finalize (kip asks every voter
     to have dropped the flag; Kafka 3.9 finalizes at once). The profiles differ in the controller
-    epoch written into partition state: the claimed ZK epoch (kip) or the Raft epoch (kafka-3.9).
+    epoch written into partition state: the claimed ZK epoch (kip) or the Raft epoch (kafka-3.9). At metadata.version
+    3.6-IV1, from which Kafka migrates in a metadata transaction (below it, see
+    test_kafka_3_9_migrates_without_a_transaction_below_3_6_iv1).
     """
-    state = initial_state(with_budget("handover", restarts=2, migrations=4))
+    state = initial_state(at_metadata_version(with_budget("handover", restarts=2, migrations=4), Ibp.IBP_3_6_IV1))
     assert committed(state).migration is M.PRE_MIGRATION
     assert driver_state(state, C0) is D.WAIT_FOR_CONTROLLER_QUORUM
 
@@ -235,7 +237,7 @@ def test_migration_full_path_from_zookeeper_to_post_migration(variant):
     before = state
     state = drive(state, RegisterWithKRaft(B0, C0), FetchMetadata(B0, C0), variant=variant)
     assert appended(before, state, C0) == [
-        RegisterBrokerRecord(B0, Incarnation(1), BrokerEpoch(12), False, Ibp.IBP_3_4_IV0)
+        RegisterBrokerRecord(B0, Incarnation(1), BrokerEpoch(12), False, Ibp.IBP_3_6_IV1)
     ]
     assert (state.brokers[0].image.migration, state.brokers[0].meta_properties) == (M.MIGRATION, 0)
     before = state
@@ -361,6 +363,86 @@ def test_migration_failover_mid_transaction_aborts_and_migrates_again():
     assert (image.migration, image.partitions, image.config) == (
         M.MIGRATION, (PartitionImage(B0, (0, 1), LeaderEpoch(0)),), 1,
     )
+
+
+def _first_batch_committed(variant: Variant = CORRECT):
+    """``batched-migration`` (batches of 1 record) with its first batch appended and committed."""
+    state = initial_state(SCOPES["batched-migration"])
+    state = drive(state, WaitForZkBrokers(C0), BecomeZkController(C0), BecomeZkController(C0), variant=variant)
+    before = state
+    state = drive(state, MigrateMetadata(C0), variant=variant)
+    assert appended(before, state, C0) == [BeginTransactionRecord("ZK Migration"),
+                                           PartitionRecord(0, B0, (0, 1), LeaderEpoch(0))]
+    assert step(state, MigrateMetadata(C0), variant) is None  # the first batch has not committed
+    state = drive(state, Fetch(C1, C0), variant=variant)
+    image = committed(state)
+    assert image.open_transaction == (PartitionRecord(0, B0, (0, 1), LeaderEpoch(0)),)
+    assert (image.migration, image.partitions, image.config) == (M.PRE_MIGRATION, (), None)
+    return state
+
+
+@PROFILES
+def test_batched_migration_keeps_its_transaction_open_while_the_cluster_steps(variant):
+    """zookeeper.metadata.migration.min.batch.size 1: the partition, then the config, each batch waiting for the one
+    before to commit; a ZooKeeper outage comes between them. KIP-866 §Controller Migration ("a single metadata
+    transaction"), §Initial Data Migration: nothing of it shows until the MIGRATION record ends it."""
+    state = _first_batch_committed(variant)
+    assert step(state, CompleteMigration(C0), variant) is None  # the config is not copied yet
+    state = drive(state, ZkOutage(), variant=variant)
+    assert step(state, MigrateMetadata(C0), variant) is None  # the next batch is read from ZooKeeper
+    state = drive(state, ZkRecover(), variant=variant)
+    before = state
+    state = drive(state, MigrateMetadata(C0), variant=variant)
+    assert appended(before, state, C0) == [ConfigRecord(1)]
+    assert step(state, MigrateMetadata(C0), variant) is None  # every batch is in
+    state = drive(state, Fetch(C1, C0), CompleteMigration(C0), variant=variant)
+    assert committed(state).partitions == ()  # the end is not committed yet
+    state = drive(state, Fetch(C1, C0), MigrationCommitted(C0), variant=variant)
+    image = committed(state)
+    assert (image.migration, image.partitions, image.config, image.open_transaction) == (
+        M.MIGRATION, (PartitionImage(B0, (0, 1), LeaderEpoch(0)),), 1, None,
+    )
+
+
+def test_batched_migration_failover_between_batches_aborts_and_copies_again():
+    """The leader loses the quorum after its first batch committed: the next leader aborts the open transaction at
+    activation and copies ZooKeeper again, batch by batch (KIP-866 §Initial Data Migration, "the next active
+    controller will abort the transaction and restart the migration process")."""
+    state = _first_batch_committed()
+    before = run(state, StartElection(C1), RequestVote(C1, C0), BecomeLeader(C1))
+    state = run(before, Fetch(C0, C1))
+    seen = set(witnessed(before, Fetch(C0, C1), state))
+    assert {"FailoverAbortsMigration", "FailoverBetweenMigrationBatches"} <= seen
+    assert [e.record for e in ctrl(state, C1).log[-2:]] == [LeaderChangeMessage(C1), AbortTransactionRecord()]
+    state = run(state, KRaftLeaderChange(C0), KRaftLeaderChange(C1), WaitForControllerQuorum(C1),
+                WaitForZkBrokers(C1), BecomeZkController(C1), BecomeZkController(C1))
+    mark = state
+    state = run(state, MigrateMetadata(C1), Fetch(C0, C1), MigrateMetadata(C1), Fetch(C0, C1), CompleteMigration(C1),
+                Fetch(C0, C1))
+    assert appended(mark, state, C1) == [
+        BeginTransactionRecord("ZK Migration"), PartitionRecord(0, B0, (0, 1), LeaderEpoch(0)), ConfigRecord(1),
+        ZkMigrationStateRecord(M.MIGRATION), EndTransactionRecord(),
+    ]
+    image = committed(state)
+    assert (image.migration, image.partitions, image.config) == (
+        M.MIGRATION, (PartitionImage(B0, (0, 1), LeaderEpoch(0)),), 1,
+    )
+
+
+def test_kafka_3_9_migrates_without_a_transaction_below_3_6_iv1():
+    """A finding under kafka-3.9 (docs/model.md): at metadata.version 3.4-IV0 (a quorum Kafka 3.4 or 3.5 formatted)
+    Kafka migrates with no metadata transaction, so the copy shows in the committed image while the state is still
+    PRE_MIGRATION: InitialMigrationAllOrNothing and OnlyAllowedWritesInPreMigration break, as ``migration``'s
+    findings list. From 3.6-IV1 (``batched-migration``) it begins one."""
+    state = initial_state(SCOPES["migration"])
+    state = drive(state, WaitForZkBrokers(C0), BecomeZkController(C0), BecomeZkController(C0), variant=KAFKA_3_9)
+    after = step(state, MigrateMetadata(C0), KAFKA_3_9)
+    assert appended(state, after, C0) == [PartitionRecord(0, B0, (0, 1), LeaderEpoch(0)), ConfigRecord(1)]
+    committing = step(after, Fetch(C1, C0), KAFKA_3_9)
+    broken = set(violations(after, Fetch(C1, C0), committing))
+    assert broken == {"InitialMigrationAllOrNothing", "OnlyAllowedWritesInPreMigration"}
+    assert broken == SCOPES["migration"].expected_findings(Profile.KAFKA_3_9)
+    assert _first_batch_committed(KAFKA_3_9) is not None  # at 3.6-IV1: begun in a transaction, as under kip
 
 
 # ---- 3. ZooKeeper unavailable during dual writes -------------------------------------------------

@@ -14,8 +14,8 @@ from collections import Counter
 
 import pytest
 
-from impl.sim.scenarios import ADMIN, MIGRATION_LEVELS, Configuration, draw, parse, scenario
-from model.kraft import UpgradeType
+from impl.sim.scenarios import ADMIN, BATCH_SIZES, MIGRATION_LEVELS, Configuration, draw, parse, scenario
+from model.kraft import DEFAULT_MIGRATION_BATCH_SIZE, UpgradeType
 from properties.campaign.tasks import run_partition
 from properties.plan import Plan
 from properties.runs import run_seed
@@ -27,7 +27,8 @@ SEEDS = range(64)  # the draws of the first 64 seeds: four default campaigns
 def test_draw_reaches_every_dimension_within_64_seeds():
     """KIP-866 §Migration Trigger: quorums of 1 and 3, every metadata.version a migration starts from, a ZK broker
     at another IBP than the quorum's level, a controller started without the flag, each admin request and each
-    upgrade type of UpdateFeatures for metadata.version (KIP-778)."""
+    upgrade type of UpdateFeatures for metadata.version (KIP-778); the initial migration in 1, 2 or 3 batches
+    (KIP-866 §Initial Data Migration)."""
     drawn = [draw(seed) for seed in SEEDS]
     assert {c.controllers for c in drawn} == {1, 3}
     assert {c.metadata_version for c in drawn} == set(MIGRATION_LEVELS)
@@ -35,6 +36,7 @@ def test_draw_reaches_every_dimension_within_64_seeds():
     assert any(c.unflagged for c in drawn)
     assert {kind for c in drawn for kind in c.admin} == set(ADMIN)
     assert {kind for c in drawn for _, kind in c.updates} == set(UpgradeType)
+    assert {c.batch for c in drawn} == {*BATCH_SIZES, DEFAULT_MIGRATION_BATCH_SIZE}
     assert any(not c.admin and len(set(c.ibps)) == 1 and not c.unflagged for c in drawn)  # the plain cluster too
 
 
@@ -56,7 +58,8 @@ def test_configuration_is_a_function_of_plan_and_seed_and_its_name_builds_it_aga
                                    "controllers=3,mv=3.3-IV0,ibps=3.3-IV0/3.3-IV0/3.3-IV0",
                                    "controllers=3,mv=3.4-IV0,ibps=3.4-IV0",
                                    "controllers=1,mv=3.4-IV0,ibps=3.4-IV0/3.4-IV0/3.4-IV0,unflagged=2",
-                                   "controllers=3,mv=3.4-IV0,mv=3.5-IV2,ibps=3.4-IV0/3.4-IV0/3.4-IV0"])
+                                   "controllers=3,mv=3.4-IV0,mv=3.5-IV2,ibps=3.4-IV0/3.4-IV0/3.4-IV0",
+                                   "controllers=1,mv=3.4-IV0,ibps=3.4-IV0/3.4-IV0/3.4-IV0,batch=0"])
 def test_a_bad_configuration_is_one_line(label):
     with pytest.raises(ValueError) as e:
         scenario(f"sim-migration@{label}")
@@ -88,14 +91,29 @@ def test_runs_table_and_counterexample_carry_the_configuration():
     assert trace.scope == f"sim-migration@{draw(0).label}"
 
 
-@pytest.mark.parametrize(("bug", "seed"), [("impl_admit_zk_broker_with_other_ibp", 2), ("impl_finalize_level_zero", 7)])
+@pytest.mark.parametrize(("bug", "seed"), [("impl_admit_zk_broker_with_other_ibp", 2), ("impl_finalize_level_zero", 7),
+                                         ("impl_complete_before_last_batch", 0)])
 def test_default_campaign_catches_bugs_only_its_drawn_inputs_reach(bug, seed):
-    """A ZK broker at another IBP than metadata.version admitted by the quorum (KIP-866 §Migration Trigger), and a
-    feature deletion finalized as level 0 (KIP-584 §Changes to Kafka Controller): the scope as named never reaches
-    either."""
+    """A ZK broker at another IBP than metadata.version admitted by the quorum (KIP-866 §Migration Trigger), a
+    feature deletion finalized as level 0 (KIP-584 §Changes to Kafka Controller), and a migration completed after
+    its first batch (KIP-866 §Initial Data Migration; seed 0 draws batches of 1 record): the scope as named never
+    reaches any."""
     assert run_seed(Plan(mutant=bug), seed).disagreement is not None
     assert run_seed(Plan(mutant=bug, configs="fixed", steps=600), seed).disagreement is None
 
 
 def test_configuration_draws_nothing_from_the_simulation():
     assert isinstance(draw(0), Configuration) and draw(0) == draw(0) and draw(0) != draw(1)
+
+
+def test_drawn_batch_size_runs_the_migration_in_batches_and_its_name_builds_it_again():
+    """A seed that draws batches of 1 record migrates ZooKeeper's 3 (2 partitions, the config) in 3 MigrateMetadata
+    steps, the transaction open across the cluster's steps between them, checked against the model at every event;
+    the label carries the size, and the default size is left out of it."""
+    assert draw(0).batch == 1 and draw(0).label.endswith(",batch=1")
+    assert draw(5).batch == DEFAULT_MIGRATION_BATCH_SIZE and "batch=" not in draw(5).label
+    scope = scenario(Plan().scope_of(0))
+    assert {c.migration_batch_size for c in scope.controllers} == {1}
+    run = run_seed(Plan(), 0)
+    assert run.disagreement is None
+    assert _actions(run)["MigrateMetadata"] >= 3 and _actions(run)["CompleteMigration"] >= 1

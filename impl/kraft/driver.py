@@ -52,6 +52,7 @@ from impl.zk.port import (
     ZkCode,
 )
 from model.kraft import (
+    DEFAULT_MIGRATION_BATCH_SIZE,
     BeginTransactionRecord,
     ConfigRecord,
     EndTransactionRecord,
@@ -85,6 +86,9 @@ from model.state import (
 from model.types import BrokerId, ControllerEpoch, Errors, LeaderEpoch, PartitionId
 
 D = MigrationDriverState
+
+
+MIGRATION_BATCH_SIZE = "zookeeper.metadata.migration.min.batch.size"  # records a batch of the initial migration
 
 
 @decision("NONE", "STALE_CONTROLLER_EPOCH")
@@ -141,7 +145,10 @@ class MigrationController(Protocol):
         ...
 
     # ZkRecordConsumer: the migration's records go into the log through the controller.
-    def migration_begun(self) -> bool: ...
+    def migration_progress(self) -> tuple[int, int] | None:
+        """None if this leadership has not begun copying ZooKeeper's data into the log; else how many of
+        ZooKeeper's records it has appended, and the log end past the last of them (0: none)."""
+        ...
 
     def migration_end(self) -> int | None: ...
 
@@ -161,10 +168,12 @@ def is_valid_state_change(old: MigrationDriverState, new: MigrationDriverState) 
 
 
 class KRaftMigrationDriver:
-    def __init__(self, node_id: int, controller: MigrationController, bugs: frozenset[ImplBug] = frozenset()) -> None:
+    def __init__(self, node_id: int, controller: MigrationController, bugs: frozenset[ImplBug] = frozenset(),
+                 batch_size: int = DEFAULT_MIGRATION_BATCH_SIZE) -> None:
         self.node_id = node_id
         self.controller = controller
         self.bugs = bugs
+        self.batch_size = max(batch_size, 1)  # zookeeper.metadata.migration.min.batch.size (minBatchSize)
         self.state = D.UNINITIALIZED
         # ZkMigrationLeadershipState
         self.kraft_epoch = -1  # the leadership it last heard of (KRaftLeaderEvent)
@@ -177,6 +186,9 @@ class KRaftMigrationDriver:
         # /controller_epoch as read when it recovered its state (only the seeded bug CLAIM_WITHOUT_EPOCH_CAS uses it)
         self.seen_zk_epoch: tuple[int, int] | None = None
         self.led = False  # its node has led while it ran (only the seeded bug INACTIVE_IGNORES_LEADERSHIP reads it)
+        # How many records ZooKeeper's metadata made at the migration's last read (readAllMetadata), in the Raft
+        # epoch of that read: whether a batch remains, which the controller asks without reading ZooKeeper again.
+        self.zk_records: tuple[int, int] = (-1, 0)
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -343,13 +355,14 @@ class KRaftMigrationDriver:
         return True
 
     def migrate_metadata(self, now: int) -> Handler:
-        """MigrateMetadataEvent: beginMigration, then ZooKeeper's data as records (KIP-866 §Initial Data Migration)."""
+        """MigrateMetadataEvent: beginMigration with the first batch of ZooKeeper's data as records, then one batch
+        an event, each once the one before has committed (acceptBatch's future; KIP-866 §Initial Data Migration)."""
         controller = self.controller
         if not self._in(D.ZK_MIGRATION) or not controller.is_active():
             return False  # appending needs the Raft leadership, not only the driver's belief
-        if controller.migration_begun() or controller.migration_end() is not None:
+        if controller.migration_end() is not None:
             return False
-        records: list = [BeginTransactionRecord("ZK Migration")]
+        records: list = []
         assignment, _ = yield from self._read(TOPIC)
         if assignment is not None:
             for p in range(len(assignment)):
@@ -359,15 +372,37 @@ class KRaftMigrationDriver:
         if config is not None:
             records.append(ConfigRecord(config))
         # A topic pending deletion is not copied (KIP-866 §Topic Deletions); the sync removes it from ZooKeeper.
-        controller.append(records)
+        progress = controller.migration_progress()
+        first = progress is None
+        copied, end = progress or (0, 0)
+        if not first and (copied >= len(records) or controller.committed_image().offset < end):
+            return False  # every batch copied, or the last one not committed yet
+        batch: list = records[copied:copied + self.batch_size]
+        if ImplBug.BATCH_ENDS_TRANSACTION in self.bugs:  # (the mistake: each batch a transaction of its own)
+            batch = [BeginTransactionRecord("ZK Migration"), *batch, EndTransactionRecord()]
+        elif first:
+            batch = [BeginTransactionRecord("ZK Migration"), *batch]
+        self.zk_records = (controller.quorum_epoch(), len(records))
+        controller.append(batch)
         return True
 
+    def batches_remain(self) -> bool:
+        """This leadership's migration has records of ZooKeeper's last read still to copy."""
+        if ImplBug.COMPLETE_BEFORE_LAST_BATCH in self.bugs:
+            return False  # (the mistake: the first batch taken for the whole of ZooKeeper)
+        epoch, records = self.zk_records
+        progress = self.controller.migration_progress()
+        return epoch == self.controller.quorum_epoch() and progress is not None and progress[0] < records
+
     def complete_migration(self, now: int) -> Handler:
-        """The last records of the migration: ZkMigrationStateRecord(MIGRATION), and the transaction's end."""
+        """The last records of the migration, once every batch is copied: ZkMigrationStateRecord(MIGRATION), and
+        the transaction's end."""
         controller = self.controller
         if not self._in(D.ZK_MIGRATION) or not controller.is_active():
             return False
-        if not controller.migration_begun() or controller.migration_end() is not None:
+        if controller.migration_progress() is None or controller.migration_end() is not None:
+            return False
+        if self.batches_remain():
             return False
         records: list = [ZkMigrationStateRecord(ZkMigrationState.MIGRATION)]
         if controller.image_at().open_transaction is not None:

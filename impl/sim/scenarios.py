@@ -12,14 +12,16 @@ cluster drawn from that seed alone (its own stream, not the simulation's): a quo
 controllers, the metadata.version the quorum is formatted with (3.4-IV0 .. 3.9-IV0, every level the
 implementation's ``kip`` rules can migrate from), ZooKeeper brokers at mixed IBPs (one a level off, as
 in the middle of a rolling IBP upgrade), one controller of three started without the migration flag,
-and which admin requests the run's admin sends (``ADMIN``: metadata.version updates of every upgrade
-type, KIP-584 feature updates to the ZooKeeper controller). Every dimension is a field of the model's
-``Scope``, so the model expresses whatever is drawn and differential testing stays exact. The drawn
-scope is named by its configuration (``sim-migration@controllers=1,mv=3.6-IV1,...``), and ``scenario``
-builds the same scope from that name: a trace file, ``kraftcheck replay`` and ``kraftcheck pin`` carry
-the configuration in the scope's name. The simulator's operator sets a misconfigured cluster right
-before the migration (``impl.sim.simulator``: a broker rolled to the quorum's metadata.version, a
-controller restarted with the flag), as KIP-866's runbook has an operator do.
+which admin requests the run's admin sends (``ADMIN``: metadata.version updates of every upgrade
+type, KIP-584 feature updates to the ZooKeeper controller), and the initial migration's batch size
+(``zookeeper.metadata.migration.min.batch.size``: its transaction then stays open across the cluster's
+steps). Every dimension is a field of the model's ``Scope``, so the model expresses whatever is drawn and
+differential testing stays exact. The drawn scope is named by its configuration
+(``sim-migration@controllers=1,mv=3.6-IV1,...``), and ``scenario`` builds the same scope from that name: a
+trace file, ``kraftcheck replay`` and ``kraftcheck pin`` carry the configuration in the scope's name. The
+simulator's operator sets a misconfigured cluster right before the migration (``impl.sim.simulator``: a
+broker rolled to the quorum's metadata.version, a controller restarted with the flag), as KIP-866's runbook
+has an operator do.
 
 Rules:
 - ``draw(seed)`` is a function of the seed alone; ``configured(base, configuration)`` of its arguments;
@@ -33,7 +35,7 @@ import random
 from dataclasses import dataclass
 
 from impl.codec import IBP_BY_NAME, IBP_NAMES
-from model.kraft import ControllerConfig, UpgradeType
+from model.kraft import DEFAULT_MIGRATION_BATCH_SIZE, ControllerConfig, UpgradeType
 from model.scopes import GROUP_COORDINATOR, SAME_RANGE, SCOPES, Scope
 from model.state import Budget
 from model.types import BrokerId, Ibp
@@ -62,6 +64,7 @@ KRAFT_LEVELS = tuple(level for level in Ibp if level >= Ibp.IBP_3_3_IV0)  # what
 ADMIN = ("metadata-version", "features")  # the admin requests a run may send (AlterConfigs: every run's)
 # KIP-584's feature in every scope's supported ranges (1..3): levels to finalize, and deletions (level 0)
 FEATURE_UPDATES = ((GROUP_COORDINATOR, 3, False), (GROUP_COORDINATOR, 2, True), (GROUP_COORDINATOR, 0, True))
+BATCH_SIZES = (1, 2)  # the initial migration's batch sizes drawn besides Kafka's default
 CONFIGS = ("drawn", "fixed")  # ``Plan.configs``: a configuration drawn per seed, or the scope as named
 
 
@@ -77,11 +80,13 @@ class Configuration:
     unflagged: tuple[int, ...] = ()
     admin: tuple[str, ...] = ()
     updates: tuple[tuple[Ibp, UpgradeType], ...] = ()
+    batch: int = DEFAULT_MIGRATION_BATCH_SIZE  # zookeeper.metadata.migration.min.batch.size of every controller
 
     @property
     def label(self) -> str:
         """``controllers=3,mv=3.6-IV1,ibps=3.6-IV1/3.4-IV0/3.6-IV1,unflagged=1,admin=metadata-version/features,
-        updates=3.7-IV0:upgrade/3.5-IV2:safe/3.5-IV2:unsafe`` (empty parts left out)."""
+        updates=3.7-IV0:upgrade/3.5-IV2:safe/3.5-IV2:unsafe,batch=1`` (empty parts and Kafka's default batch size
+        left out)."""
         parts = [f"controllers={self.controllers}", f"mv={IBP_NAMES[self.metadata_version]}",
                  "ibps=" + "/".join(IBP_NAMES[i] for i in self.ibps)]
         if self.unflagged:
@@ -91,6 +96,8 @@ class Configuration:
         if self.updates:
             parts.append("updates=" + "/".join(f"{IBP_NAMES[lvl]}:{_UPGRADE_NAMES[kind]}"
                                                for lvl, kind in self.updates))
+        if self.batch != DEFAULT_MIGRATION_BATCH_SIZE:
+            parts.append(f"batch={self.batch}")
         return ",".join(parts)
 
 
@@ -106,7 +113,9 @@ def draw(seed: int, brokers: int = 3) -> Configuration:
     3 controllers two runs in three, 1 otherwise; the quorum's metadata.version uniformly; one ZK broker
     a level off (older or newer) one run in two; one controller of three without the flag one run in four;
     each admin request one run in two, and the metadata.version updates an admin asks for (an upgrade to
-    a newer level, a safe and an unsafe downgrade to an older one)."""
+    a newer level, a safe and an unsafe downgrade to an older one); the initial migration in batches of 1 or 2
+    records (ZooKeeper's 3 in 3 or 2 batches, the transaction open across the cluster's steps between them) one
+    run in two, else in one batch (Kafka's default size)."""
     rng = random.Random(f"configuration:{seed}")
     controllers = 3 if rng.random() < 2 / 3 else 1
     mv = rng.choice(MIGRATION_LEVELS)
@@ -124,7 +133,9 @@ def draw(seed: int, brokers: int = 3) -> Configuration:
     if "metadata-version" in admin:
         updates = ((() if up is None else ((up, UpgradeType.UPGRADE),))
                    + ((down, UpgradeType.SAFE_DOWNGRADE), (down, UpgradeType.UNSAFE_DOWNGRADE)))
-    return Configuration(controllers, mv, ibps, unflagged, admin, updates)
+    batched, size = rng.random() < 0.5, rng.choice(BATCH_SIZES)
+    return Configuration(controllers, mv, ibps, unflagged, admin, updates, size if batched else
+                         DEFAULT_MIGRATION_BATCH_SIZE)
 
 
 def configured(base: Scope, configuration: Configuration) -> Scope:
@@ -134,7 +145,8 @@ def configured(base: Scope, configuration: Configuration) -> Scope:
         name=f"{base.name}@{c.label}",
         summary=f"{base.summary}; drawn: {c.label}",
         ibps=c.ibps,
-        controllers=tuple(ControllerConfig(migration_enabled=i not in c.unflagged, metadata_version=c.metadata_version)
+        controllers=tuple(ControllerConfig(migration_enabled=i not in c.unflagged, metadata_version=c.metadata_version,
+                                           migration_batch_size=c.batch)
                           for i in range(c.controllers)),
         metadata_version_choices=c.updates,
         feature_updates=FEATURE_UPDATES if "features" in c.admin else (),
@@ -146,9 +158,10 @@ def parse(label: str, brokers: int = 3) -> Configuration:
     fields: dict[str, str] = {}
     for part in label.split(","):
         key, sep, value = part.partition("=")
-        if not sep or key in fields or key not in ("controllers", "mv", "ibps", "unflagged", "admin", "updates"):
+        if not sep or key in fields or key not in ("controllers", "mv", "ibps", "unflagged", "admin", "updates",
+                                                                   "batch"):
             raise ValueError(f"bad configuration part {part!r}; expected controllers=, mv=, ibps=, unflagged=, admin=, "
-                             "updates=, each once")
+                             "updates=, batch=, each once")
         fields[key] = value
     try:
         controllers = int(fields["controllers"])
@@ -158,15 +171,16 @@ def parse(label: str, brokers: int = 3) -> Configuration:
         admin = tuple(fields["admin"].split("/")) if "admin" in fields else ()
         updates = tuple((IBP_BY_NAME[lvl], _UPGRADE_BY_NAME[kind]) for lvl, _, kind in
                         (u.partition(":") for u in fields["updates"].split("/"))) if "updates" in fields else ()
+        batch = int(fields["batch"]) if "batch" in fields else DEFAULT_MIGRATION_BATCH_SIZE
     except (KeyError, ValueError) as e:
         raise ValueError(f"bad configuration {label!r}: {e.args[0] if e.args else e} is missing or not valid") from None
     if controllers not in (1, 3) or len(ibps) != brokers or mv not in MIGRATION_LEVELS \
             or any(i not in KRAFT_LEVELS for i in ibps) or any(not 0 <= i < controllers for i in unflagged) \
-            or any(a not in ADMIN for a in admin) or any(lvl not in KRAFT_LEVELS for lvl, _ in updates):
+            or any(a not in ADMIN for a in admin) or any(lvl not in KRAFT_LEVELS for lvl, _ in updates) or batch < 1:
         raise ValueError(f"bad configuration {label!r}: expected 1 or 3 controllers, mv one of "
                          f"{'/'.join(IBP_NAMES[i] for i in MIGRATION_LEVELS)}, {brokers} broker IBPs from 3.3-IV0, "
-                         f"unflagged controller indexes, admin from {'/'.join(ADMIN)}")
-    return Configuration(controllers, mv, ibps, unflagged, admin, updates)
+                         f"unflagged controller indexes, admin from {'/'.join(ADMIN)}, a batch size from 1")
+    return Configuration(controllers, mv, ibps, unflagged, admin, updates, batch)
 
 
 def is_drawn(scope: Scope) -> bool:
