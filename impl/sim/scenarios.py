@@ -115,7 +115,9 @@ def draw(seed: int, brokers: int = 3) -> Configuration:
     each admin request one run in two, and the metadata.version updates an admin asks for (an upgrade to
     a newer level, a safe and an unsafe downgrade to an older one); the initial migration in batches of 1 or 2
     records (ZooKeeper's 3 in 3 or 2 batches, the transaction open across the cluster's steps between them) one
-    run in two, else in one batch (Kafka's default size)."""
+    run in four, else in one batch (Kafka's default size): a batched migration takes more of a run's events, so
+    one run in two left too few runs the time to stall on the bugs of later phases (impl_inactive_ignores_leadership
+    first stalled at seed 44 instead of 2)."""
     rng = random.Random(f"configuration:{seed}")
     controllers = 3 if rng.random() < 2 / 3 else 1
     mv = rng.choice(MIGRATION_LEVELS)
@@ -133,7 +135,7 @@ def draw(seed: int, brokers: int = 3) -> Configuration:
     if "metadata-version" in admin:
         updates = ((() if up is None else ((up, UpgradeType.UPGRADE),))
                    + ((down, UpgradeType.SAFE_DOWNGRADE), (down, UpgradeType.UNSAFE_DOWNGRADE)))
-    batched, size = rng.random() < 0.5, rng.choice(BATCH_SIZES)
+    batched, size = rng.random() < 0.25, rng.choice(BATCH_SIZES)
     return Configuration(controllers, mv, ibps, unflagged, admin, updates, size if batched else
                          DEFAULT_MIGRATION_BATCH_SIZE)
 
