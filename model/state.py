@@ -366,6 +366,7 @@ class Budget(Record):
     timeouts: int = 0  # a live broker's heartbeats lost long enough to time its session out
     migrations: int = 0  # operator steps of the migration and its rollback (restarts with new configs)
     max_lag: int = 4  # KIP-866 §Unavailable ZooKeeper: the bound on records not yet written to ZooKeeper
+    stale_reads: int = 0  # a KRaft controller's ZooKeeper server falling behind the leader (model.zookeeper views)
 
 
 @record
@@ -467,6 +468,13 @@ def znode_data(state: ClusterState, path: str) -> Hashable | None:
     """The data of the znode at ``path``, or None when there is none."""
     node = zkm.get(state.zk, path)
     return None if node is None else node.data
+
+
+def seen_by(state: ClusterState, client: int) -> ClusterState:
+    """``state`` with ZooKeeper as ``client`` reads it (``model.zookeeper.seen_by``): for reads only, never
+    a next state. The very ``state`` when its server does not lag."""
+    zk = zkm.seen_by(state.zk, client)
+    return state if zk is state.zk else state.replace(zk=zk)
 
 
 def kraft_claim(state: ClusterState) -> KRaftControllerZNode | None:
