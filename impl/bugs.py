@@ -37,6 +37,7 @@ class ImplBug(Enum):
     HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH = "impl_heartbeat_accepts_older_broker_epoch"
     VOTE_IGNORES_LOG = "impl_vote_ignores_log"
     CLAIM_WITHOUT_EPOCH_CAS = "impl_claim_without_epoch_cas"
+    CLAIM_TRUSTS_STALE_READ = "impl_claim_trusts_stale_read"
     # Reached only by a campaign's drawn configurations and admin requests (impl.sim.scenarios)
     ADMIT_ZK_BROKER_WITH_OTHER_IBP = "impl_admit_zk_broker_with_other_ibp"
     MV_CHANGE_DURING_MIGRATION = "impl_mv_change_during_migration"
@@ -100,6 +101,9 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   "a voter grants its vote without comparing the candidate's log with its own"),
     ImplSeededBug(ImplBug.CLAIM_WITHOUT_EPOCH_CAS, "ZkControllerEpochsIncreaseAcrossHandOver", "migration",
                   "the claim sets /controller_epoch with version -1 to the value its driver read at recovery + 1"),
+    ImplSeededBug(ImplBug.CLAIM_TRUSTS_STALE_READ, "ZkControllerEpochsIncreaseAcrossHandOver", "stale-reads",
+                  "the claim's multi sets /controller_epoch and replaces /controller with version -1, trusting what"
+                  " it read from a ZooKeeper server that may lag"),
     # reached only by a campaign's drawn configurations (mixed IBPs) and admin requests (impl.sim.scenarios)
     ImplSeededBug(ImplBug.ADMIT_ZK_BROKER_WITH_OTHER_IBP, "ZkBrokersAdmittedAtMetadataVersion", "sim-migration",
                   "the KRaft controller registers a ZK broker whose IBP is not the finalized metadata.version"),

@@ -455,13 +455,12 @@ def _claim(state: ClusterState, c: KRaftController, d: Driver, variant: Variant)
         ops.append(Delete(CONTROLLER, ANY_VERSION if trusts else current.version))
     ops.append(Create(CONTROLLER, KRaftControllerZNode(c.id, d.kraft_epoch)))
     state = _record_attempt(state, c)
-    lagged = seen is not state
     zk, results = zkm.multi(state.zk, NO_SESSION, tuple(ops), reader=c.id)
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
     if not zkm.succeeded(results):
-        if lagged:  # FailedRegistrationResult after a stale read: the retry reads from a server caught up
-            return state
-        return Refused(None, "the claim's multi failed: {}", (", ".join(r.name for r in results),))
+        # FailedRegistrationResult: only a stale read fails it (the multi runs against what was read); the driver
+        # stays in BECOME_CONTROLLER and retries, reading from a server that has caught up with this write.
+        return state
     history = state.history.replace(max_controller_epoch=max(state.history.max_controller_epoch, new_epoch))
     state = _note_kraft_write(state.replace(history=history), c, "claim", -1)
     c = c.replace(driver=d.replace(zk_epoch=new_epoch, zk_epoch_version=zkm.get_existing(zk, CONTROLLER_EPOCH).version))

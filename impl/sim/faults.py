@@ -47,6 +47,10 @@ class FaultMix:
     expire: float = 0.0  # the server expires a live broker session
     outage: float = 0.0  # ZooKeeper loses its quorum
     recover: float = 0.0  # ... and gets it back (weight while it is down)
+    # a KRaft controller's ZooKeeper server falls behind the leader: its reads show the tree as it was (model.zookeeper
+    # views) until the server catches up or the controller writes
+    stale_read: float = 0.0
+    catch_up: float = 0.0  # ... and that server catches up (weight per lagging controller)
     # timers of crashed clients: the server expires a dead process's session after its timeout
     expire_dead: float = 2.0
     # each run draws its own mix from this one (swarm testing, see the module's docstring)
@@ -73,7 +77,7 @@ class FaultMix:
 
 # The faults that break something, which a swarm leaves out or reweighs; the rest heal and stay.
 BREAKING = ("delay_ms", "drop", "duplicate", "partition", "crash", "stop", "expire", "outage", "pause",
-            "leader_event_lag")
+            "leader_event_lag", "stale_read")
 # Weights the simulator reads as a probability per chance rather than against the other options.
 PROBABILITIES = ("partition", "pause", "leader_event_lag")
 
@@ -81,7 +85,7 @@ PROBABILITIES = ("partition", "pause", "leader_event_lag")
 NONE = FaultMix(restart=0.5, recover=1.0)
 NETWORK = FaultMix(delay_ms=50, drop=0.03, duplicate=0.03, partition=0.01, restart=0.5, recover=1.0)
 PROCESS = FaultMix(crash=0.01, stop=0.01, pause=0.002, leader_event_lag=0.5, restart=0.5, recover=1.0)
-ZOOKEEPER = FaultMix(expire=0.01, outage=0.005, restart=0.5, recover=0.3)
+ZOOKEEPER = FaultMix(expire=0.01, outage=0.005, stale_read=0.01, catch_up=0.05, restart=0.5, recover=0.3)
 MIXES = {"none": NONE, "network": NETWORK, "process": PROCESS, "zookeeper": ZOOKEEPER}
 
 
