@@ -2,7 +2,7 @@
 
 A mix is a set of weights relative to one protocol step (a node's offered action or a message
 delivery, each weight 1). ``parse`` reads a mix from the command line: a name
-(``none``, ``network``, ``process``, ``zookeeper``, ``all``), names joined with ``+``, ``swarm``
+(``none``, ``network``, ``process``, ``zookeeper``, ``lagging``, ``all``), names joined with ``+``, ``swarm``
 joined to them, and ``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else is a one-line
 ``ValueError`` naming the bad part.
 
@@ -85,15 +85,17 @@ PROBABILITIES = ("partition", "pause", "leader_event_lag")
 NONE = FaultMix(restart=0.5, recover=1.0)
 NETWORK = FaultMix(delay_ms=50, drop=0.03, duplicate=0.03, partition=0.01, restart=0.5, recover=1.0)
 PROCESS = FaultMix(crash=0.01, stop=0.01, pause=0.002, leader_event_lag=0.5, restart=0.5, recover=1.0)
-ZOOKEEPER = FaultMix(expire=0.01, outage=0.005, stale_read=0.01, catch_up=0.05, restart=0.5, recover=0.3)
-MIXES = {"none": NONE, "network": NETWORK, "process": PROCESS, "zookeeper": ZOOKEEPER}
+ZOOKEEPER = FaultMix(expire=0.01, outage=0.005, stale_read=0.05, catch_up=0.005, restart=0.5, recover=0.3)
+# ZooKeeper servers that lag often and long: ``all+lagging`` makes a lag span a KRaft failover's claim in some runs.
+LAGGING = FaultMix(stale_read=0.2, catch_up=0.005, restart=0.5, recover=1.0)
+MIXES = {"none": NONE, "network": NETWORK, "process": PROCESS, "zookeeper": ZOOKEEPER, "lagging": LAGGING}
 
 
 def _combine(a: FaultMix, b: FaultMix) -> FaultMix:
     return FaultMix(**{f.name: max(getattr(a, f.name), getattr(b, f.name)) for f in fields(FaultMix)})
 
 
-MIXES["all"] = _combine(_combine(NETWORK, PROCESS), ZOOKEEPER)
+MIXES["all"] = _combine(_combine(NETWORK, PROCESS), ZOOKEEPER)  # (not ``lagging``'s weights: ZOOKEEPER's)
 SWARM = "swarm"  # not a mix but a way to run one: ``swarm+network`` swarms over the network's faults
 
 
