@@ -335,8 +335,8 @@ def test_leader_event_lag_lets_a_campaign_catch_the_driver_regaining_leadership_
 def test_stale_reads_let_a_campaign_catch_the_claim_that_trusts_them():
     """A KRaft controller whose ZooKeeper server lagged through another's claim claims from what it read
     (scope stale-reads' seeded bug, in the implementation): seed 6 of ``sim-migration`` under ``all+lagging``
-    catches the claim without versions (seeds 6, 12 and 19 of the first 20 do); the same seed with no lagging server does
-    not."""
+    catches the claim without versions (seeds 6, 12 and 19 of the first 20 do); the same seed with no lagging
+    server does not."""
     from properties.campaign.options import make_plan
     from properties.runs import run_seed
 
