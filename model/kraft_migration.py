@@ -99,7 +99,17 @@ from model.state import (
     znode_data,
 )
 from model.transitions import put_broker, send, spend
-from model.types import ANY_VERSION, NO_SESSION, BrokerEpoch, BrokerId, ControllerEpoch, Ibp, PartitionId, ZkVersion
+from model.types import (
+    ANY_VERSION,
+    NO_SESSION,
+    BrokerEpoch,
+    BrokerId,
+    ControllerEpoch,
+    Ibp,
+    PartitionId,
+    ZkCode,
+    ZkVersion,
+)
 from model.zookeeper import Check, Create, Delete, Op, SetData
 
 D = MigrationDriverState
@@ -602,6 +612,11 @@ def _kraft_zk_write(
         if adopted is not None:  # the mistake: write again under the newer claim
             once = variant.replace(bugs=variant.bugs - {Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM})
             return _kraft_zk_write(put_ctrl(state, adopted), adopted, kind, ops, offset, once)
+    failed_at = next((i for i, r in enumerate(results) if r not in (ZkCode.OK, ZkCode.RUNTIME_INCONSISTENCY)), -1)
+    if len(head) <= failed_at < len(head) + len(ops):
+        # The fencing held and a metadata op failed: it was made from a stale read (a lagging server). Kafka retries
+        # the event on its next poll, which reads from the server this write brought up to date.
+        return state, False
     if not zkm.succeeded(results):
         # Differs: Kafka's driver retries the event on its next poll; every retry fails the same way until a
         # KRaftLeaderEvent, so the model parks the driver in INACTIVE (a valid move from every state).

@@ -51,7 +51,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "dual-write-outage": 8,
     "broker-failover": 8,
     "controller-registration": 7,
-    "stale-reads": 10,
+    "stale-reads": None,
 }
 
 

@@ -125,21 +125,18 @@ def test_simulation_handed_a_checker_runs_the_checkers_cluster_step_for_step():
 # They were re-pinned again when the driver's late leader event (``leader_event_lag``) joined ``process``: its
 # draw, each time a controller's KRaftLeaderChange becomes due, changes their random stream (the cluster run,
 # whose 1,500 events see no such chance, and the none, network and zookeeper runs did not change).
-# The runs whose mix holds ``zookeeper`` (so ``all``) were re-pinned when lagging ZooKeeper servers
-# (``stale_read``, ``catch_up``) joined it: their options each event change (the cluster run, which has no KRaft
-# controller, and the none, network and process runs did not change).
 PINNED = [
-    ("sim-migration", 100, "all", "finalize", False, "b0af3f64b036909f"),
-    ("sim-migration", 107, "all", "rollback", True, "f392d33fab089c5f"),
-    ("sim-migration", 114, "all", "none", False, "5e704fa98a9ef8c8"),
+    ("sim-migration", 100, "all", "finalize", False, "500517150fd68b71"),
+    ("sim-migration", 107, "all", "rollback", True, "e066f204294385de"),
+    ("sim-migration", 114, "all", "none", False, "212595be0f9d3ec1"),
     ("sim-migration", 121, "none", "finalize", False, "f07995df70eea407"),
     ("sim-migration", 149, "network", "rollback", False, "57d9173c357d6f5e"),
     ("sim-migration", 170, "process", "rollback", False, "0158dbc272fdeb36"),
-    ("sim-migration", 184, "zookeeper", "finalize", False, "7c5caff2365b3d53"),
-    ("sim-migration", 205, "all,partition=0.1", "finalize", False, "deca3630a9ab59fa"),
+    ("sim-migration", 184, "zookeeper", "finalize", False, "0eb33843bc8bdd79"),
+    ("sim-migration", 205, "all,partition=0.1", "finalize", False, "14cf105f5ef9937b"),
     ("sim-migration", 240, "network+process,drop=0.2,duplicate=0.2", "none", False, "b1a93f9d3a0730bb"),
-    ("sim-migration", 268, "all,partition=0.3,restart=2", "finalize", False, "609c63f361b01c16"),
-    ("sim-migration", 275, "all,partition=0.3,restart=2", "rollback", True, "804a62fe72e1cb69"),
+    ("sim-migration", 268, "all,partition=0.3,restart=2", "finalize", False, "2e2285fc97ac3d38"),
+    ("sim-migration", 275, "all,partition=0.3,restart=2", "rollback", True, "7f233fedb3b697cd"),
     ("cluster", 5, "all", "none", False, "413adab23ca40442"),
 ]
 

@@ -481,6 +481,10 @@ class KRaftMigrationDriver:
         if not _succeeded(results) and retry and ImplBug.FENCED_WRITE_ADOPTS_NEWER_CLAIM in self.bugs:
             if (yield from self._adopt_claim()):
                 return (yield from self._fenced_write(ops, offset, now, dual_write, retry=False))
+        if not _succeeded(results) and _failed_at(results) in range(len(head), len(head) + len(ops)):
+            # The fencing held and a metadata op failed: it was made from a stale read (a lagging server). Kafka
+            # retries the event on its next poll, which reads from the server this write brought up to date.
+            return False
         if not _succeeded(results):
             # Differs (as the model): Kafka retries on its next poll and fails the same way until a
             # KRaftLeaderEvent; the driver parks in INACTIVE instead.
@@ -554,6 +558,12 @@ def zk_broker_targets(image: Image) -> list[tuple[BrokerId, int]]:
     """ZK brokers the KRaft controller sends RPCs to: registered as migrating and not fenced."""
     return [(BrokerId(b), r.epoch) for b, r in sorted(image.brokers.items())
             if r.is_migrating_zk_broker and not r.fenced]
+
+
+def _failed_at(results: list) -> int:
+    """The index of the op a failed multi failed at (the ops before it report OK, those after it
+    RUNTIME_INCONSISTENCY)."""
+    return next(i for i, r in enumerate(results) if r.code not in (ZkCode.OK, ZkCode.RUNTIME_INCONSISTENCY))
 
 
 def _succeeded(results) -> bool:
