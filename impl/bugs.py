@@ -41,6 +41,7 @@ class ImplBug(Enum):
     CLAIM_WITHOUT_EPOCH_CAS = "impl_claim_without_epoch_cas"
     COMPLETE_BEFORE_LAST_BATCH = "impl_complete_before_last_batch"
     BATCH_ENDS_TRANSACTION = "impl_batch_ends_transaction"
+    CLAIM_TRUSTS_STALE_READ = "impl_claim_trusts_stale_read"
     # Reached only by a campaign's drawn configurations and admin requests (impl.sim.scenarios)
     ADMIT_ZK_BROKER_WITH_OTHER_IBP = "impl_admit_zk_broker_with_other_ibp"
     MV_CHANGE_DURING_MIGRATION = "impl_mv_change_during_migration"
@@ -111,6 +112,9 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   "the claim sets /controller_epoch with version -1 to the value its driver read at recovery + 1"),
     ImplSeededBug(ImplBug.BATCH_ENDS_TRANSACTION, "InitialMigrationAllOrNothing", "batched-migration",
                   "each batch of the migration is a metadata transaction of its own, applied once it commits"),
+    ImplSeededBug(ImplBug.CLAIM_TRUSTS_STALE_READ, "ZkControllerEpochsIncreaseAcrossHandOver", "stale-reads",
+                  "the claim's multi sets /controller_epoch and replaces /controller with version -1, trusting what"
+                  " it read from a ZooKeeper server that may lag"),
     # reached only by a campaign's drawn configurations (mixed IBPs, batch sizes) and admin requests
     ImplSeededBug(ImplBug.ADMIT_ZK_BROKER_WITH_OTHER_IBP, "ZkBrokersAdmittedAtMetadataVersion", "sim-migration",
                   "the KRaft controller registers a ZK broker whose IBP is not the finalized metadata.version"),

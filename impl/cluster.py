@@ -93,6 +93,8 @@ from model.actions import (
     StopBroker,
     ZkOutage,
     ZkRecover,
+    ZkServerCatchesUp,
+    ZkServerLags,
 )
 from model.harness import Inject
 from model.kraft import DEFAULT_MIGRATION_BATCH_SIZE, FIRST_CONTROLLER_ID
@@ -383,6 +385,8 @@ class Cluster:
                 self.zk_available = True
                 self.port.set_available(True)
                 return self._env(action)
+            case ZkServerLags(controller=cid) | ZkServerCatchesUp(controller=cid):
+                return self._lagging_server(action, cid)
             case ExpireSession(session=s):
                 session = self.view.impl_session(s)
                 if session is None or not self.zk_available or not self.port.session_alive(session):
@@ -416,6 +420,24 @@ class Cluster:
             case _:
                 _NODE_STEPS.add(type(action))
                 return self._node_step(action)
+
+    def _lagging_server(self, action: ZkServerLags | ZkServerCatchesUp, cid: int) -> list[Action]:
+        """A controller's ZooKeeper server falls behind or catches up: what the embedded store's ``lag`` and
+        ``catch_up`` do (model.zookeeper views). A real server lags on its own: nothing to do."""
+        node = self.controllers.get(cid)
+        lag = getattr(self.port, "lag", None)
+        if node is None or lag is None:
+            return []
+        session = node.zk_session
+        if isinstance(action, ZkServerLags):
+            if not self.zk_available or self.port.lagging(session):
+                return []
+            lag(session)
+        else:
+            if not self.port.lagging(session):
+                return []
+            self.port.catch_up(session)
+        return self._env(action)
 
     def inject(self, action: Inject) -> list[Action]:
         """A request the test harness sends (``model.harness``), written as the model writes it: delivered

@@ -25,7 +25,7 @@ from impl.codec import ZNode, decode, kind_of
 from model.kraft import Incarnation
 from model.state import ClusterState
 from model.types import NO_SESSION, SessionId, Zxid
-from model.zookeeper import WatchKind, ZkState, Znode
+from model.zookeeper import WatchKind, ZkState, ZkView, Znode
 
 if TYPE_CHECKING:
     from impl.cluster import Cluster
@@ -138,15 +138,37 @@ def armed_watches(port) -> list[tuple[int, str, str]]:
     return inspect()
 
 
-def abstract_zk(cluster: Cluster) -> ZkState:
-    port, view = cluster.port, cluster.view
+def _tree(cluster: Cluster, snapshot: dict) -> tuple[tuple[str, ...], tuple[Znode, ...]]:
+    """The model's paths and znodes of a port's ``snapshot()`` (parents left out, ids renamed)."""
+    view = cluster.view
     paths, nodes = [], []
-    for path, (data, stat) in sorted(cluster.port.snapshot().items()):
+    for path, (data, stat) in sorted(snapshot.items()):
         if kind_of(path) is ZNode.PARENT:
             continue
         owner = view.session(stat.ephemeral_owner) if stat.ephemeral_owner else NO_SESSION
         paths.append(path)
         nodes.append(Znode(decode(path, data), stat.version, view.zxid(stat.czxid), view.zxid(stat.mzxid), owner))
+    return tuple(paths), tuple(nodes)
+
+
+def _views(cluster: Cluster) -> tuple[tuple[int, ZkView], ...]:
+    """Each KRaft controller whose session reads from a lagging server, with that server's tree."""
+    port = cluster.port
+    lagging = getattr(port, "lagging", None)
+    if lagging is None:
+        return ()
+    out = []
+    for cid in sorted(cluster.controllers):
+        session = cluster.controllers[cid].zk_session
+        if lagging(session):
+            zxid, snapshot = port.view_snapshot(session)
+            out.append((cid, ZkView(cluster.view.zxid(zxid), *_tree(cluster, snapshot))))
+    return tuple(out)
+
+
+def abstract_zk(cluster: Cluster) -> ZkState:
+    port, view = cluster.port, cluster.view
+    paths, nodes = _tree(cluster, port.snapshot())
     brokers = cluster.brokers
     sessions = tuple(sorted(
         (view.session(s), owner) for s, owner in cluster.session_owner.items()
@@ -159,8 +181,8 @@ def abstract_zk(cluster: Cluster) -> ZkState:
     notifications = frozenset(
         (b, path, _WATCH_KINDS[kind]) for b, node in brokers.items() for path, kind in node.notifications.pending
     )
-    return ZkState(view.zxid(port.last_zxid()), tuple(paths), tuple(nodes), sessions, watches, notifications,
-                   cluster.zk_available)
+    return ZkState(view.zxid(port.last_zxid()), paths, nodes, sessions, watches, notifications,
+                   cluster.zk_available, _views(cluster))
 
 
 def abstract(cluster: Cluster, aux: ClusterState) -> ClusterState:
@@ -201,7 +223,7 @@ def _diff(where: str, a: Any, b: Any, out: list[str]) -> None:
         pa, pb = dict(zip(a.paths, a.nodes)), dict(zip(b.paths, b.nodes))
         for path in sorted(set(pa) | set(pb)):
             _diff(f"zk[{path}]", pa.get(path), pb.get(path), out)
-        for f in ("zxid", "sessions", "watches", "notifications", "available"):
+        for f in ("zxid", "sessions", "watches", "notifications", "available", "views"):
             _diff(f"zk.{f}", getattr(a, f), getattr(b, f), out)
         return
     if isinstance(a, frozenset) and isinstance(b, frozenset):

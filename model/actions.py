@@ -32,6 +32,21 @@ class ZkRecover(Record):
 
 
 @record
+class ZkServerLags(Record):
+    """The ZooKeeper server a KRaft controller's client reads from stops applying transactions: its reads
+    show the tree as it is now until its server catches up or it writes. (perturbation)"""
+
+    controller: ControllerId
+
+
+@record
+class ZkServerCatchesUp(Record):
+    """That server has applied every transaction: the controller reads the leader's tree again."""
+
+    controller: ControllerId
+
+
+@record
 class ExpireSession(Record):
     """ZooKeeper expires a session: its ephemerals and watches are gone. (perturbation)"""
 
@@ -429,6 +444,8 @@ class DeleteControllerZNodes(Record):
 ZkEraAction = (
     ZkOutage
     | ZkRecover
+    | ZkServerLags
+    | ZkServerCatchesUp
     | ExpireSession
     | Drop
     | Redeliver
@@ -560,6 +577,7 @@ ACTION_TYPES: tuple[type, ...] = Action.__args__
 PERTURBATIONS: frozenset[type] = frozenset(
     {
         ZkOutage,
+        ZkServerLags,
         ExpireSession,
         Drop,
         Redeliver,

@@ -76,6 +76,7 @@ class Bug(Enum):
     DUAL_WRITE_SKIPS_EPOCH_CHECK = "dual_write_skips_epoch_check"
     CLAIM_REUSES_ZK_EPOCH = "claim_reuses_zk_epoch"
     CLAIM_IGNORES_NEWER_KRAFT_EPOCH = "claim_ignores_newer_kraft_epoch"
+    CLAIM_TRUSTS_STALE_READ = "claim_trusts_stale_read"
     RPCS_WAIT_FOR_NEWER_OFFSET = "rpcs_wait_for_newer_offset"
     MIGRATION_OUTSIDE_TRANSACTION = "migration_outside_transaction"
     NO_ABORT_ON_FAILOVER = "no_abort_on_failover"
@@ -236,6 +237,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "the KRaft claim writes /controller_epoch back unchanged instead of + 1"),
     SeededBug(Bug.CLAIM_IGNORES_NEWER_KRAFT_EPOCH, "KRaftEpochInZkOnlyIncreases", "migration",
               "the claim overwrites a /controller that holds a newer Raft epoch"),
+    SeededBug(Bug.CLAIM_TRUSTS_STALE_READ, "ZkControllerEpochsIncreaseAcrossHandOver", "stale-reads",
+              "the claim's multi sets /controller_epoch and replaces /controller with version -1, trusting what its"
+              " driver read from a server that may lag"),
     SeededBug(Bug.RPCS_WAIT_FOR_NEWER_OFFSET, "MigrationReachesDualWriteWithoutFaults", "handover",
               "SendRPCsToBrokers waits for an image newer than /migration's offset instead of as new (off by one)"),
     SeededBug(Bug.MIGRATION_OUTSIDE_TRANSACTION, "InitialMigrationAllOrNothing", "migration",

@@ -95,10 +95,21 @@ from model.state import (
     UpdateMetadata,
     kraft_claim,
     partition_state_path,
+    seen_by,
     znode_data,
 )
 from model.transitions import put_broker, send, spend
-from model.types import NO_SESSION, BrokerEpoch, BrokerId, ControllerEpoch, Ibp, PartitionId, ZkVersion
+from model.types import (
+    ANY_VERSION,
+    NO_SESSION,
+    BrokerEpoch,
+    BrokerId,
+    ControllerEpoch,
+    Ibp,
+    PartitionId,
+    ZkCode,
+    ZkVersion,
+)
 from model.zookeeper import Check, Create, Delete, Op, SetData
 
 D = MigrationDriverState
@@ -248,11 +259,15 @@ def _recover_migration_state(state: ClusterState, cid: ControllerId) -> Result:
         return d
     if not state.zk.available:
         return _ZK_UNAVAILABLE
-    node = zkm.get(state.zk, MIGRATION)
+    node = zkm.get(seen_by(state, cid).zk, MIGRATION)
     if node is None:
         empty = MigrationZNode(ControllerId(-1), KRaftEpoch(-1), Offset(-1))
-        zk, results = zkm.multi(state.zk, NO_SESSION, (Create(MIGRATION, empty),))
+        zk, results = zkm.multi(state.zk, NO_SESSION, (Create(MIGRATION, empty),), reader=cid)
         state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
+        if not zkm.succeeded(results):
+            # A lagging read showed no /migration: the create fails with NodeExists (createInitialMigrationState's
+            # maybeThrow), the event fails and is retried from UNINITIALIZED, its server now caught up.
+            return state
         node = zkm.get_existing(zk, MIGRATION)
     c = c.replace(driver=d.replace(state=D.INACTIVE, migration_offset=node.data.kraft_metadata_offset,
                                    migration_version=node.version))
@@ -284,7 +299,7 @@ def _kraft_leader_change(state: ClusterState, cid: ControllerId, variant: Varian
                                        umr_sent=frozenset()))
     # A driver past UNINITIALIZED has read or created /migration; only DeleteControllerZNodes deletes it,
     # with every controller down, and a controller that starts again starts with a new driver.
-    node = zkm.get_existing(state.zk, MIGRATION)
+    node = zkm.get_existing(seen_by(state, cid).zk, MIGRATION)
     c = _drive(c, D.WAIT_FOR_CONTROLLER_QUORUM, variant, kraft_epoch=c.epoch, leader=True, zk_epoch=-1,
                zk_epoch_version=-2, umr_sent=frozenset(), migration_offset=node.data.kraft_metadata_offset,
                migration_version=node.version)
@@ -395,7 +410,7 @@ def _wait_for_zk_brokers(state: ClusterState, cid: ControllerId, variant: Varian
     refused = _driver_event(state, c, D.WAIT_FOR_BROKERS)
     if refused is not None:
         return refused
-    if not zk_brokers_ready(state, c, variant):
+    if not zk_brokers_ready(seen_by(state, cid), c, variant):
         return _BROKERS_NOT_READY
     return put_ctrl(state, _drive(c, D.BECOME_CONTROLLER, variant))
 
@@ -417,9 +432,9 @@ def _become_zk_controller(state: ClusterState, cid: ControllerId, variant: Varia
         return refused
     if d.zk_epoch_version < 0:
         return _claim(state, c, d, variant)
-    node = zkm.get_existing(state.zk, MIGRATION)  # the driver read it in KRaftLeaderChange
+    node = zkm.get_existing(seen_by(state, cid).zk, MIGRATION)  # the driver read it in KRaftLeaderChange
     data = node.data.replace(kraft_controller_id=c.id, kraft_controller_epoch=d.kraft_epoch)
-    zk, results = zkm.multi(state.zk, NO_SESSION, (SetData(MIGRATION, data, ZkVersion(-1)),))
+    zk, results = zkm.multi(state.zk, NO_SESSION, (SetData(MIGRATION, data, ZkVersion(-1)),), reader=cid)
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
     version = zkm.get_existing(zk, MIGRATION).version
     done = data.kraft_metadata_offset > 0
@@ -431,9 +446,10 @@ def _become_zk_controller(state: ClusterState, cid: ControllerId, variant: Varia
 
 
 def _claim(state: ClusterState, c: KRaftController, d: Driver, variant: Variant) -> Result:
-    epoch_node = zkm.get(state.zk, CONTROLLER_EPOCH)
-    current = zkm.get(state.zk, CONTROLLER)
-    claimed = kraft_claim(state)
+    seen = seen_by(state, c.id)  # its reads may lag; the multi's versions are checked at the leader
+    epoch_node = zkm.get(seen.zk, CONTROLLER_EPOCH)
+    current = zkm.get(seen.zk, CONTROLLER)
+    claimed = kraft_claim(seen)
     newer = claimed is not None and claimed.kraft_epoch >= d.kraft_epoch
     # IllegalStateException / ControllerMovedException: wait for a newer leadership.
     if epoch_node is None:
@@ -443,15 +459,18 @@ def _claim(state: ClusterState, c: KRaftController, d: Driver, variant: Variant)
         return Refused(None, "/controller holds KRaft epoch {}, not older than the driver's {}",
                        (claimed.kraft_epoch, d.kraft_epoch))
     new_epoch = ControllerEpoch(epoch_node.data + (0 if variant.has(Bug.CLAIM_REUSES_ZK_EPOCH) else 1))
-    ops: list[Op] = [SetData(CONTROLLER_EPOCH, new_epoch, epoch_node.version)]
+    trusts = variant.has(Bug.CLAIM_TRUSTS_STALE_READ)  # the mistake: no versions, trusting what it read
+    ops: list[Op] = [SetData(CONTROLLER_EPOCH, new_epoch, ANY_VERSION if trusts else epoch_node.version)]
     if current is not None:
-        ops.append(Delete(CONTROLLER, current.version))
+        ops.append(Delete(CONTROLLER, ANY_VERSION if trusts else current.version))
     ops.append(Create(CONTROLLER, KRaftControllerZNode(c.id, d.kraft_epoch)))
     state = _record_attempt(state, c)
-    zk, results = zkm.multi(state.zk, NO_SESSION, tuple(ops))
+    zk, results = zkm.multi(state.zk, NO_SESSION, tuple(ops), reader=c.id)
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
     if not zkm.succeeded(results):
-        return Refused(None, "the claim's multi failed: {}", (", ".join(r.name for r in results),))
+        # FailedRegistrationResult: only a stale read fails it (the multi runs against what was read); the driver
+        # stays in BECOME_CONTROLLER and retries, reading from a server that has caught up with this write.
+        return state
     history = state.history.replace(max_controller_epoch=max(state.history.max_controller_epoch, new_epoch))
     state = _note_kraft_write(state.replace(history=history), c, "claim", -1)
     c = c.replace(driver=d.replace(zk_epoch=new_epoch, zk_epoch_version=zkm.get_existing(zk, CONTROLLER_EPOCH).version))
@@ -494,7 +513,7 @@ def _migrate_metadata(state: ClusterState, cid: ControllerId, variant: Variant) 
     # Appending needs the Raft leadership, not just the driver's belief (NotControllerException otherwise).
     if not is_active(c):
         return _NOT_ACTIVE
-    records = zk_metadata(state)
+    records = zk_metadata(seen_by(state, cid))
     # Differs: Kafka's readAllMetadata hands its BufferingBatchConsumer a topic's records at once, and it flushes
     # once it holds the batch size or more; the model cuts ZooKeeper's records into batches of exactly that size.
     size = max(c.config.migration_batch_size, 1)
@@ -637,13 +656,18 @@ def _kraft_zk_write(
     head: list[Op] = [Check(CONTROLLER_EPOCH, ZkVersion(d.zk_epoch_version))] if fenced else []
     update = SetData(MIGRATION, MigrationZNode(c.id, d.kraft_epoch, offset), ZkVersion(d.migration_version))
     state = _record_attempt(state, c)
-    zk, results = zkm.multi(state.zk, NO_SESSION, tuple(head + ops + [update]))
+    zk, results = zkm.multi(state.zk, NO_SESSION, tuple(head + ops + [update]), reader=c.id)
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
     if not zkm.succeeded(results) and variant.has(Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM):
         adopted = _adopt_claim(state, c)
         if adopted is not None:  # the mistake: write again under the newer claim
             once = variant.replace(bugs=variant.bugs - {Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM})
             return _kraft_zk_write(put_ctrl(state, adopted), adopted, kind, ops, offset, once)
+    failed_at = next((i for i, r in enumerate(results) if r not in (ZkCode.OK, ZkCode.RUNTIME_INCONSISTENCY)), -1)
+    if len(head) <= failed_at < len(head) + len(ops):
+        # The fencing held and a metadata op failed: it was made from a stale read (a lagging server). Kafka retries
+        # the event on its next poll, which reads from the server this write brought up to date.
+        return state, False
     if not zkm.succeeded(results):
         # Differs: Kafka's driver retries the event on its next poll; every retry fails the same way until a
         # KRaftLeaderEvent, so the model parks the driver in INACTIVE (a valid move from every state).
@@ -697,7 +721,8 @@ def _sync_kraft_to_zk(state: ClusterState, cid: ControllerId, variant: Variant) 
     image = driver_image(c)
     if image.offset < d.migration_offset:
         return _behind(image, d)
-    state, ok = _kraft_zk_write(state, c, "sync", zk_reconcile_ops(state, image, c, variant), image.offset, variant)
+    ops = zk_reconcile_ops(seen_by(state, cid), image, c, variant)
+    state, ok = _kraft_zk_write(state, c, "sync", ops, image.offset, variant)
     if not ok:
         return state
     return put_ctrl(state, _drive(ctrl(state, cid), D.KRAFT_CONTROLLER_TO_BROKER_COMM, variant))
@@ -780,7 +805,7 @@ def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> Res
         return _ZK_CAUGHT_UP
     before = image_of(c.log, d.migration_offset) if d.migration_offset > 0 else None
     if zk_first:
-        ops = zk_reconcile_ops(state, image, c, variant)
+        ops = zk_reconcile_ops(seen_by(state, cid), image, c, variant)
         state, ok = _kraft_zk_write(state, c, "dual-write", ops, image.offset, variant)
         if not ok:
             return state

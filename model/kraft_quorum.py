@@ -95,6 +95,7 @@ from model.state import (
     ControllerRegistrationRequest,
     KRaftController,
     controller_index,
+    seen_by,
     znode_data,
 )
 from model.transitions import process_dies, put_broker, spend, spend_checked
@@ -547,7 +548,7 @@ def _shutdown_controller(state: ClusterState, cid: ControllerId, variant: Varian
     if is_active(c) and c.driver is not None and not variant.has(Bug.SHUTDOWN_WITHOUT_ZK_CATCH_UP):
         image = committed_image(c)
         if image.migration_state is ZkMigrationState.MIGRATION:
-            node = znode_data(state, MIGRATION)
+            node = znode_data(seen_by(state, cid), MIGRATION)  # a lagging read only makes it wait longer
             if node is None or node.kraft_metadata_offset < c.high_watermark:
                 return Refused(None, "the leader waits until ZooKeeper has every committed record (KIP-866 §Rollback "
                                      "to ZK)")

@@ -54,7 +54,7 @@ from model.state import (
     kraft_claim,
     znode_data,
 )
-from model.types import UNKNOWN_BROKER_EPOCH, BrokerId, LeaderEpoch
+from model.types import UNKNOWN_BROKER_EPOCH, BrokerId, LeaderEpoch, ZkCode
 from model.zk_era import partition_states
 
 D = MigrationDriverState
@@ -408,6 +408,18 @@ def deposed_kraft_leader_attempts_zk_write(before: ClusterState, action: Action,
     attempt = after.ghost.attempted_kraft_write
     claimed = kraft_claim(before)
     return len(attempt) == 2 and claimed is not None and attempt[1] < claimed.kraft_epoch
+
+
+@sometimes(
+    "StaleReadRefusedAtLeader",
+    "A KRaft controller that read ZooKeeper from a lagging server writes, and its write's versions refuse it.",
+    "KIP-866 §Controller Leadership (the claim's conditional multi), §Dual Metadata Writes",
+)
+def stale_read_refused_at_leader(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    who = getattr(action, "controller", None)
+    results = after.ghost.last_multi
+    return (who is not None and zkm.lagging(before.zk, who) and bool(results)
+            and any(r is not ZkCode.OK and r is not ZkCode.RUNTIME_INCONSISTENCY for r in results))
 
 
 @sometimes(

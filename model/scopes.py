@@ -745,3 +745,16 @@ CONTROLLER_REGISTRATION = at_metadata_version(small_migration_scope(
     max_depth=10,
 ), Ibp.IBP_3_7_IV0)
 SCOPES[CONTROLLER_REGISTRATION.name] = CONTROLLER_REGISTRATION
+
+# A KRaft controller whose ZooKeeper server lags (model.zookeeper views): its driver's reads of /migration,
+# /controller_epoch, /controller and the metadata may be as old as the last time it looked, across a failover.
+# Only the versions its writes carry, checked at ZooKeeper's leader, keep a stale read from doing harm.
+STALE_READS = small_migration_scope(
+    name="stale-reads",
+    summary="1 ZK broker, 2 migrating controllers: a controller's ZooKeeper server lags through the claim and a"
+            " KRaft failover",
+    stage="registered",
+    budget=Budget(stale_reads=1, kraft_elections=1, max_in_flight=6),
+    max_depth=16,
+)
+SCOPES[STALE_READS.name] = STALE_READS

@@ -372,6 +372,7 @@ class Budget(Record):
     max_lag: int = 4  # KIP-866 §Unavailable ZooKeeper: the bound on records not yet written to ZooKeeper
     # a broker's registration or heartbeat took effect on the controller and its response was lost (it retries)
     lost_responses: int = 0
+    stale_reads: int = 0  # a KRaft controller's ZooKeeper server falling behind the leader (model.zookeeper views)
 
 
 @record
@@ -473,6 +474,13 @@ def znode_data(state: ClusterState, path: str) -> Hashable | None:
     """The data of the znode at ``path``, or None when there is none."""
     node = zkm.get(state.zk, path)
     return None if node is None else node.data
+
+
+def seen_by(state: ClusterState, client: int) -> ClusterState:
+    """``state`` with ZooKeeper as ``client`` reads it (``model.zookeeper.seen_by``): for reads only, never
+    a next state. The very ``state`` when its server does not lag."""
+    zk = zkm.seen_by(state.zk, client)
+    return state if zk is state.zk else state.replace(zk=zk)
 
 
 def kraft_claim(state: ClusterState) -> KRaftControllerZNode | None:

@@ -75,6 +75,8 @@ from model.actions import (
     WaitForZkBrokers,
     ZkOutage,
     ZkRecover,
+    ZkServerCatchesUp,
+    ZkServerLags,
     is_kraft_quorum_action,
     is_migration_action,
     is_zk_era_action,
@@ -215,6 +217,8 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
     leaders = [c.id for c in state.controllers if c.alive and c.role is QuorumRole.LEADER]
     for c in state.controllers:
         i = c.id
+        if state.budget.stale_reads or state.zk.views:  # never in a scope without stale reads
+            actions += [ZkServerLags(i), ZkServerCatchesUp(i)]
         actions += [StartElection(i), BecomeLeader(i)]
         actions += [RequestVote(i, v) for v in ids if v != i]
         actions += [Fetch(i, leader) for leader in leaders if leader != i]

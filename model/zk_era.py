@@ -46,6 +46,8 @@ from model.actions import (
     ZkEraAction,
     ZkOutage,
     ZkRecover,
+    ZkServerCatchesUp,
+    ZkServerLags,
 )
 from model.bugs import CORRECT, Bug, Variant
 from model.kraft_quorum import fresh_kraft_process
@@ -133,6 +135,9 @@ _STILL_CONTROLLER = Refused(None, "ZooKeeper says the broker is the controller")
 _INITIALIZED = Refused(None, "the controller is initialized")
 _LEADER_LIVE = Refused(None, "the partition's leader is live")
 _ZK_AVAILABLE = Refused(None, "ZooKeeper is available")
+_NO_SUCH_CONTROLLER = Refused(None, "no such KRaft controller")
+_LAGGING = Refused(None, "the controller's ZooKeeper server lags already")
+_NOT_LAGGING = Refused(None, "the controller's ZooKeeper server is up to date")
 _NO_LIVE_SESSION = Refused(None, "no such live session")
 _NODE_EXISTS = Refused(None, "its /brokers/ids znode exists (NodeExists): another session's registration")
 _NO_CANDIDATE = Refused(None, "no replica of the ISR is live")
@@ -145,6 +150,10 @@ def handle(state: ClusterState, action: ZkEraAction, variant: Variant) -> Result
             return _zk_outage(state)
         case ZkRecover():
             return _zk_recover(state)
+        case ZkServerLags(controller=c):
+            return _zk_server_lags(state, c)
+        case ZkServerCatchesUp(controller=c):
+            return _zk_server_catches_up(state, c)
         case ExpireSession(session=session):
             return _expire_session(state, session, variant)
         case Redeliver(message=message):
@@ -436,6 +445,27 @@ def _zk_recover(state: ClusterState) -> Result:
     if state.zk.available:
         return _ZK_AVAILABLE
     return state.replace(zk=state.zk.replace(available=True))
+
+
+def _zk_server_lags(state: ClusterState, controller: int) -> Result:
+    """A KRaft controller's server falls behind (``model.zookeeper`` views); while ZooKeeper has no quorum
+    nothing is served, so a lag starts only while it is available."""
+    if not state.zk.available:
+        return _ZK_UNAVAILABLE
+    if state.budget.stale_reads <= 0:
+        return BUDGET_SPENT
+    if not any(c.id == controller for c in state.controllers):
+        return _NO_SUCH_CONTROLLER
+    if zkm.lagging(state.zk, controller):
+        return _LAGGING
+    state = spend_checked(state, stale_reads=1)
+    return state.replace(zk=zkm.lag(state.zk, controller))
+
+
+def _zk_server_catches_up(state: ClusterState, controller: int) -> Result:
+    if not zkm.lagging(state.zk, controller):
+        return _NOT_LAGGING
+    return state.replace(zk=zkm.catch_up(state.zk, controller))
 
 
 def _expire_session(state: ClusterState, session: SessionId, variant: Variant) -> Result:

@@ -17,6 +17,13 @@ Rules (ZooKeeper's own, as its PrepRequestProcessor and DataTree implement them)
 - Watches are one-shot. A fired watch becomes a notification addressed to the session's client;
   the client consumes it when it processes the event, which may be much later.
 - While ZooKeeper is unavailable (quorum lost), nothing is read, written, opened or expired.
+- A client's reads come from the server it is connected to, which may lag the leader (``views``: the
+  tree as of an older zxid, per client). ZooKeeper promises only that a client never reads older
+  state than it has seen: a view is frozen at the current tree when its server falls behind
+  (``lag``), so it starts at what the client saw, and it only catches up (``catch_up``), to the
+  leader's tree. A write is decided at the leader, never against a view, and its server has applied
+  it before answering, so a client's own write (``multi`` with ``reader``) ends its lag. Kafka 3.9's
+  ZooKeeperClient has no sync request, so a view ends only then or when its server catches up.
 
 Abstraction: only the znodes the control plane reads exist; parents are implicit (no NoNode for
 a missing parent, no NotEmpty on delete). Data is any hashable value. Seeded bugs
@@ -55,6 +62,15 @@ class Znode(Record, Generic[D_co]):
 
 
 @record
+class ZkView(Record):
+    """The tree as a lagging server holds it: as of ``zxid``, older than the leader's."""
+
+    zxid: Zxid
+    paths: tuple[str, ...]
+    nodes: tuple[Znode[Hashable], ...]
+
+
+@record
 class ZkState(Record):
     zxid: Zxid  # the last zxid handed out
     paths: tuple[str, ...]  # sorted; nodes[i] is the znode at paths[i]
@@ -63,6 +79,7 @@ class ZkState(Record):
     watches: frozenset[tuple[SessionId, str, WatchKind]]
     notifications: frozenset[tuple[int, str, WatchKind]]  # fired, not yet consumed: (client, path, kind)
     available: bool
+    views: tuple[tuple[int, ZkView], ...] = ()  # sorted by client: the lagging server each reads from
 
 
 # ---- multi ops ---------------------------------------------------------------------------
@@ -162,6 +179,35 @@ def session_client(zk: ZkState, session: SessionId) -> int | None:
     return None
 
 
+def seen_by(zk: ZkState, client: int) -> ZkState:
+    """ZooKeeper as ``client`` reads it: the tree of its server's view when it lags, else the leader's.
+
+    Pass the result to ``get`` and ``children`` only; watches, sessions and writes are the leader's."""
+    for c, view in zk.views:
+        if c == client:
+            return zk.replace(zxid=view.zxid, paths=view.paths, nodes=view.nodes)
+        if c > client:
+            break
+    return zk
+
+
+def lagging(zk: ZkState, client: int) -> bool:
+    return any(c == client for c, _ in zk.views)
+
+
+def lag(zk: ZkState, client: int) -> ZkState:
+    """``client``'s server stops applying transactions: from now on it reads the tree as it is now."""
+    view = ZkView(zk.zxid, zk.paths, zk.nodes)
+    return zk.replace(views=tuple(sorted(zk.views + ((client, view),), key=lambda cv: cv[0])))
+
+
+def catch_up(zk: ZkState, client: int) -> ZkState:
+    """``client``'s server has applied every transaction: it reads the leader's tree again."""
+    if not zk.views:
+        return zk
+    return zk.replace(views=tuple(cv for cv in zk.views if cv[0] != client))
+
+
 # ---- sessions ----------------------------------------------------------------------------
 
 def open_session(zk: ZkState, client: int) -> tuple[ZkState, SessionId]:
@@ -230,15 +276,18 @@ def _fire(zk: ZkState, events: list[tuple[str, str]]) -> ZkState:
 # ---- writes ------------------------------------------------------------------------------
 
 def multi(
-    zk: ZkState, session: SessionId, ops: tuple[Op, ...], bugs: frozenset[Bug] = NO_BUGS
+    zk: ZkState, session: SessionId, ops: tuple[Op, ...], bugs: frozenset[Bug] = NO_BUGS, reader: int | None = None
 ) -> tuple[ZkState, tuple[ZkCode, ...]]:
     """Run ``ops`` as one ZooKeeper transaction on behalf of ``session``.
 
     Returns the new state and one result code per op. The zxid advances even when the
-    multi fails; the tree changes only when every op succeeds.
+    multi fails; the tree changes only when every op succeeds. ``reader``: the client whose
+    server answers, which has applied everything up to this transaction when it does.
     """
     if not zk.available:
         return zk, (ZkCode.CONNECTION_LOSS,) * len(ops)
+    if reader is not None:
+        zk = catch_up(zk, reader)
     # NO_SESSION: a client that creates no ephemerals (a KRaft controller writes persistent znodes only).
     if session != NO_SESSION and not session_alive(zk, session):
         return zk, (ZkCode.SESSION_EXPIRED,) * len(ops)

@@ -53,6 +53,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "controller-registration": 7,
     "lost-responses": None,
     "batched-migration": 14,
+    "stale-reads": None,
 }
 
 

@@ -92,6 +92,10 @@ def view(action) -> StepView:
             return StepView(zk, None, "outage: ZooKeeper loses its quorum", "note")
         case act.ZkRecover():
             return StepView(zk, None, "ZooKeeper serves again", "note")
+        case act.ZkServerLags(controller=n):
+            return StepView(zk, None, f"the server {node(n)} reads from falls behind", "note")
+        case act.ZkServerCatchesUp(controller=n):
+            return StepView(zk, None, f"the server {node(n)} reads from catches up", "note")
         case act.ExpireSession(session=s):
             return StepView(zk, None, f"expires session {s}", "note")
         case act.DeleteControllerZNodes():

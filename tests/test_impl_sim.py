@@ -325,3 +325,20 @@ def test_leader_event_lag_lets_a_campaign_catch_the_driver_regaining_leadership_
     assert run_seed(caught, 18, coverage=False).disagreement is not None
     unlagged = make_plan(seeds=19, scope="migration", faults="all,leader_event_lag=0", mutant=mutant, out="unused")
     assert run_seed(unlagged, 18, coverage=False).disagreement is None
+
+
+# ---- ZooKeeper servers that lag ----------------------------------------------------------------------
+
+def test_stale_reads_let_a_campaign_catch_the_claim_that_trusts_them():
+    """A KRaft controller whose ZooKeeper server lagged through another's claim claims from what it read
+    (scope stale-reads' seeded bug, in the implementation): seed 6 of ``sim-migration`` under ``all+lagging``
+    catches the claim without versions (seeds 6, 12 and 19 of the first 20 do); the same seed with no lagging
+    server does not."""
+    from properties.campaign.options import make_plan
+    from properties.runs import run_seed
+
+    mutant = "impl_claim_trusts_stale_read"
+    caught = make_plan(seeds=7, faults="all+lagging", mutant=mutant, out="unused")
+    assert run_seed(caught, 6, coverage=False).disagreement is not None
+    unlagged = make_plan(seeds=7, faults="all+lagging,stale_read=0", mutant=mutant, out="unused")
+    assert run_seed(unlagged, 6, coverage=False).disagreement is None

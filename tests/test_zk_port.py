@@ -754,3 +754,26 @@ def test_twin_random_sequence_agrees_op_by_op(twin: _Twin, root: str, seed: int)
     for seen in ("BadVersion", "NodeExists", "NoNode", "NotEmpty", "SessionExpired", "RUNTIME_INCONSISTENCY",
                  "stat=None, path='", "'created'", "'deleted'", "'changed'", "'child'"):
         assert seen in outcomes, f"seed {seed} never produced {seen}: the mix no longer covers it"
+
+
+def test_embedded_lagging_server_serves_old_reads_until_caught_up_or_the_session_writes() -> None:
+    """A session on a lagging server (model.zookeeper views) reads the tree as it was when its server fell behind:
+    getData, exists and getChildren; another session reads the leader's. A write is decided at the leader
+    (its version check sees the newest znode) and ends the lag; so does catching up."""
+    zk = EmbeddedZk()
+    behind, other = zk.open_session(TIMEOUT_MS), zk.open_session(TIMEOUT_MS)
+    zk.create(other, "/a", b"1")
+    zk.lag(behind)
+    zk.set_data(other, "/a", b"2")
+    zk.create(other, "/a/c", b"")
+    assert zk.get_data(behind, "/a")[0] == b"1" and zk.get_children(behind, "/a") == []
+    assert zk.exists(behind, "/a/c") is None and zk.get_data(other, "/a")[0] == b"2"
+    stale_version = zk.get_data(behind, "/a")[1].version
+    results = zk.multi(behind, [SetDataOp("/a", b"3", stale_version)])
+    assert results[0].code is ZkCode.BAD_VERSION and not zk.lagging(behind)
+    assert zk.get_data(behind, "/a")[0] == b"2" and zk.get_children(behind, "/a") == ["c"]
+    zk.lag(behind)
+    zk.delete(other, "/a/c")
+    assert zk.get_children(behind, "/a") == ["c"]
+    zk.catch_up(behind)
+    assert zk.get_children(behind, "/a") == []

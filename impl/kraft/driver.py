@@ -238,7 +238,11 @@ class KRaftMigrationDriver:
         value, stat = yield from self._read(MIGRATION)
         zk_epoch, zk_epoch_stat = yield from self._read(CONTROLLER_EPOCH)
         if value is None:
-            yield from self._multi([CreateOp(MIGRATION, encode(MIGRATION, EMPTY_MIGRATION, now))])
+            results = yield from self._multi([CreateOp(MIGRATION, encode(MIGRATION, EMPTY_MIGRATION, now))])
+            if not _succeeded(results):
+                # A lagging server showed no /migration: createInitialMigrationState throws NodeExists and the
+                # event is retried from UNINITIALIZED; the write brought the server up to date.
+                return True
             value, stat = yield from self._read(MIGRATION)
         self._transition(D.INACTIVE, migration_offset=value.kraft_metadata_offset, migration_version=stat.version,
                          seen_zk_epoch=None if zk_epoch is None else (zk_epoch, zk_epoch_stat.version))
@@ -342,15 +346,18 @@ class KRaftMigrationDriver:
         if ImplBug.CLAIM_WITHOUT_EPOCH_CAS in self.bugs and self.seen_zk_epoch is not None:
             # The mistake: bump what it read when it recovered its state, and set it whatever is there now.
             new_epoch, version = self.seen_zk_epoch[0] + 1, -1
+        trusts = ImplBug.CLAIM_TRUSTS_STALE_READ in self.bugs  # the mistake: no versions, trusting its reads
         bump = encode(CONTROLLER_EPOCH, ControllerEpoch(new_epoch), now)
-        ops: list[Op] = [SetDataOp(CONTROLLER_EPOCH, bump, version)]
+        ops: list[Op] = [SetDataOp(CONTROLLER_EPOCH, bump, ANY_VERSION if trusts else version)]
         if current is not None:
-            ops.append(DeleteOp(CONTROLLER, current_stat.version))
+            ops.append(DeleteOp(CONTROLLER, ANY_VERSION if trusts else current_stat.version))
         claim = KRaftControllerZNode(self.node_id, self.kraft_epoch)
         ops.append(CreateOp(CONTROLLER, encode(CONTROLLER, claim, now)))
         results = yield from self._multi(ops)
         if not _succeeded(results):
-            return False
+            # FailedRegistrationResult: only a stale read fails it; the driver stays in BECOME_CONTROLLER and
+            # retries, reading from a server this write brought up to date.
+            return True
         self.zk_epoch, self.zk_epoch_version = new_epoch, results[0].stat.version
         return True
 
@@ -509,6 +516,10 @@ class KRaftMigrationDriver:
         if not _succeeded(results) and retry and ImplBug.FENCED_WRITE_ADOPTS_NEWER_CLAIM in self.bugs:
             if (yield from self._adopt_claim()):
                 return (yield from self._fenced_write(ops, offset, now, dual_write, retry=False))
+        if not _succeeded(results) and _failed_at(results) in range(len(head), len(head) + len(ops)):
+            # The fencing held and a metadata op failed: it was made from a stale read (a lagging server). Kafka
+            # retries the event on its next poll, which reads from the server this write brought up to date.
+            return False
         if not _succeeded(results):
             # Differs (as the model): Kafka retries on its next poll and fails the same way until a
             # KRaftLeaderEvent; the driver parks in INACTIVE instead.
@@ -582,6 +593,12 @@ def zk_broker_targets(image: Image) -> list[tuple[BrokerId, int]]:
     """ZK brokers the KRaft controller sends RPCs to: registered as migrating and not fenced."""
     return [(BrokerId(b), r.epoch) for b, r in sorted(image.brokers.items())
             if r.is_migrating_zk_broker and not r.fenced]
+
+
+def _failed_at(results: list) -> int:
+    """The index of the op a failed multi failed at (the ops before it report OK, those after it
+    RUNTIME_INCONSISTENCY)."""
+    return next(i for i, r in enumerate(results) if r.code not in (ZkCode.OK, ZkCode.RUNTIME_INCONSISTENCY))
 
 
 def _succeeded(results) -> bool:

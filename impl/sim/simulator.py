@@ -104,6 +104,8 @@ from model.actions import (
     UpdateMetadataVersion,
     ZkOutage,
     ZkRecover,
+    ZkServerCatchesUp,
+    ZkServerLags,
 )
 from model.kraft import BrokerState, ZkMigrationState
 from model.migration import MigrationDriverState
@@ -601,6 +603,8 @@ class Simulation:
         if f.outage:
             broken.append(self._outage)
             broken_weights.append(f.outage)
+        if f.stale_read or f.catch_up:
+            self._lagging_servers(broken, broken_weights, actions, weights)
         if not (f.expire or f.expire_dead):
             return
         owners = c.session_owner
@@ -633,6 +637,22 @@ class Simulation:
         if ended:
             self._ended.update(ended)
             self._open_sessions = [s for s in self._open_sessions if s not in self._ended]
+
+    def _lagging_servers(self, broken: list[Action], broken_weights: list[float], actions: list[Action],
+                         weights: list[float]) -> None:
+        """A KRaft controller's ZooKeeper server falling behind (breaking), or one behind catching up (healing)."""
+        c, f = self.cluster, self.faults
+        lagging = getattr(c.port, "lagging", None)
+        if lagging is None:  # a real server: its lag is its own
+            return
+        for cid in sorted(c.controllers):
+            if lagging(c.controllers[cid].zk_session):
+                if f.catch_up:
+                    actions.append(ZkServerCatchesUp(cid))
+                    weights.append(f.catch_up)
+            elif f.stale_read:
+                broken.append(ZkServerLags(cid))
+                broken_weights.append(f.stale_read)
 
     def _partition(self) -> None:
         ids = sorted(self.cluster.brokers) + sorted(self.cluster.controllers)

@@ -26,6 +26,11 @@ How it works, and which ZooKeeper code each part follows:
   notified again through its child watch on the same path (DataTree.deleteNode).
 - Sessions: ids ``SESSION_ID_BASE + n``, n counting up from 0, never reused. No clock, no
   threads, no randomness: the same calls give the same results, zxids and ids.
+- Lagging servers (an inspection and fault beyond the port, as ``set_available``): ``lag(session)``
+  connects a session to a server that stops applying transactions, so its reads (getData, exists,
+  getChildren) see the tree as it was then; ``catch_up(session)`` brings that server up to the
+  leader. A write is decided against the leader's tree, and the server applies it before it
+  answers, so any write request of the session ends its lag (model.zookeeper's views).
 """
 
 from __future__ import annotations
@@ -132,6 +137,8 @@ class EmbeddedZk:
         self._child_watches: dict[str, set[int]] = {}
         self._fired: list[tuple[int, int, str, WatchKind]] = []
         self._available = True
+        # session -> (zxid, path -> (data, stat, children)): the tree its lagging server holds
+        self._views: dict[int, tuple[int, dict[str, tuple[bytes, Stat, tuple[str, ...]]]]] = {}
 
     # ---- sessions ----------------------------------------------------------------------
 
@@ -204,6 +211,7 @@ class EmbeddedZk:
         validate_path(path)
         validate_data(data)
         self._live(session)
+        self._views.pop(session, None)
         self._zxid += 1
         owner = session if ephemeral else 0
         code = self._prep_create(path, owner, None)
@@ -215,6 +223,7 @@ class EmbeddedZk:
         validate_path(path)
         validate_data(data)
         self._live(session)
+        self._views.pop(session, None)
         self._zxid += 1
         code = self._prep_version(path, version, None)
         if code is not _OK:
@@ -224,6 +233,7 @@ class EmbeddedZk:
     def delete(self, session: int, path: str, version: int = ANY_VERSION) -> None:
         validate_deletable(path)
         self._live(session)
+        self._views.pop(session, None)
         self._zxid += 1
         code = self._prep_delete(path, version, None)
         if code is not _OK:
@@ -233,6 +243,7 @@ class EmbeddedZk:
     def multi(self, session: int, ops: Sequence[Op]) -> list[OpResult]:
         ops = [validate_op(op) for op in ops]
         self._live(session)
+        self._views.pop(session, None)
         self._zxid += 1
         zxid = self._zxid
         overlay: dict[str, _Pending | None] = {}
@@ -384,6 +395,9 @@ class EmbeddedZk:
     def get_data(self, session: int, path: str, watch: bool = False) -> tuple[bytes, Stat]:
         validate_path(path)
         state = self._live(session)
+        if session in self._views:
+            data, stat, _ = self._seen(session, path)
+            return data, stat
         node = self._nodes.get(path)
         if node is None:
             raise NoNode(path)
@@ -394,6 +408,11 @@ class EmbeddedZk:
     def exists(self, session: int, path: str, watch: bool = False) -> Stat | None:
         validate_path(path)
         state = self._live(session)
+        if session in self._views:
+            try:
+                return self._seen(session, path)[1]
+            except NoNode:
+                return None
         if watch:
             self._watch(self._data_watches, state, session, False, path)
         node = self._nodes.get(path)
@@ -402,12 +421,22 @@ class EmbeddedZk:
     def get_children(self, session: int, path: str, watch: bool = False) -> list[str]:
         validate_path(path)
         state = self._live(session)
+        if session in self._views:
+            return list(self._seen(session, path)[2])
         node = self._nodes.get(path)
         if node is None:
             raise NoNode(path)
         if watch:
             self._watch(self._child_watches, state, session, True, path)
         return sorted(node.children)
+
+    def _seen(self, session: int, path: str) -> tuple[bytes, Stat, tuple[str, ...]]:
+        """``path`` as the session's lagging server holds it. Only KRaft controllers' sessions lag, and they set
+        no watches, so a read from a view sets none."""
+        found = self._views[session][1].get(path)
+        if found is None:
+            raise NoNode(path)
+        return found
 
     @staticmethod
     def _watch(table: dict[str, set[int]], state: _Session, session: int, is_child: bool, path: str) -> None:
@@ -434,6 +463,24 @@ class EmbeddedZk:
     def set_available(self, flag: bool) -> None:
         self._available = bool(flag)
 
+    def lag(self, session: int) -> None:
+        """The session's server stops applying transactions: its reads show the tree as it is now."""
+        self._known(session)
+        tree = {path: (node.data, node.stat(), tuple(sorted(node.children))) for path, node in self._nodes.items()}
+        self._views[session] = (self._zxid, tree)
+
+    def catch_up(self, session: int) -> None:
+        """The session's server has applied every transaction: its reads show the leader's tree again."""
+        self._views.pop(session, None)
+
+    def lagging(self, session: int) -> bool:
+        return session in self._views
+
+    def view_snapshot(self, session: int) -> tuple[int, dict[str, tuple[bytes, Stat]]]:
+        """(zxid, ``snapshot()``) of the tree the session's lagging server holds, for the refinement map."""
+        zxid, tree = self._views[session]
+        return zxid, {path: (data, stat) for path, (data, stat, _) in sorted(tree.items()) if not _is_built_in(path)}
+
     def last_zxid(self) -> int:
         return self._zxid
 
@@ -451,6 +498,7 @@ class EmbeddedZk:
         self._data_watches.clear()
         self._child_watches.clear()
         self._fired.clear()
+        self._views.clear()
 
 
 def _is_built_in(path: str) -> bool:
