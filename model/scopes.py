@@ -756,5 +756,6 @@ STALE_READS = small_migration_scope(
     stage="registered",
     budget=Budget(stale_reads=1, kraft_elections=1, max_in_flight=6),
     max_depth=16,
+    findings=MIGRATION_WITHOUT_TRANSACTION,  # kafka-3.9 migrates at 3.4-IV0 with no transaction
 )
 SCOPES[STALE_READS.name] = STALE_READS
