@@ -252,9 +252,9 @@ def _on_spark(
         for r in rows:
             say(f"seed {r['seed']}: {r['outcome']}, {r['violations']} violations")
         targets = _shrink_targets(out) if shrink_minutes else []
-        if targets:
+        if shrink_minutes and targets:
             budget_s = shrink_minutes * 60
-            tasks = [(invariant, str(folder)) for invariant, folder in targets]
+            tasks = [(invariant, str(folder.resolve())) for invariant, folder in targets]  # as the executors see it
             for line in (
                 spark.sparkContext.parallelize(tasks, len(tasks))
                 .map(lambda task: shrink_one(Path(task[1]), task[0], kafka, budget_s, tries, execute))
