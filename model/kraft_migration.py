@@ -432,7 +432,10 @@ def _become_zk_controller(state: ClusterState, cid: ControllerId, variant: Varia
         return refused
     if d.zk_epoch_version < 0:
         return _claim(state, c, d, variant)
-    node = zkm.get_existing(seen_by(state, cid).zk, MIGRATION)  # the driver read it in KRaftLeaderChange
+    # Differs: Kafka writes back the /migration it read at the leader change (KRaftLeaderChange); the model reads
+    # it here, through the controller's view, which its claim (a write) has just brought up to date. Under a lagging
+    # server (scope stale-reads) Kafka may write back an older offset than the model does.
+    node = zkm.get_existing(seen_by(state, cid).zk, MIGRATION)
     data = node.data.replace(kraft_controller_id=c.id, kraft_controller_epoch=d.kraft_epoch)
     zk, results = zkm.multi(state.zk, NO_SESSION, (SetData(MIGRATION, data, ZkVersion(-1)),), reader=cid)
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
