@@ -71,10 +71,10 @@ from model.actions import (
 )
 from model.bugs import Variant
 from model.kraft import BrokerState, QuorumRole
+from model.kraft_quorum import may_heartbeat, may_register
 from model.migration import MigrationDriverState as D
 from model.migration import Profile
 from model.state import ClusterState, controller_index
-from model.types import UNKNOWN_BROKER_EPOCH
 
 Guard = Callable[[ClusterState, Any, Variant], bool]
 
@@ -206,13 +206,11 @@ def _register_controller(s: ClusterState, a: RegisterController, v: Variant) -> 
 
 
 def _register_with_kraft(s: ClusterState, a: RegisterWithKRaft, v: Variant) -> bool:
-    b = s.brokers[a.broker]
-    return b.alive and b.kraft_epoch == UNKNOWN_BROKER_EPOCH
+    return may_register(s.brokers[a.broker]) is None  # the handler's own first checks
 
 
 def _broker_heartbeat(s: ClusterState, a: BrokerHeartbeat, v: Variant) -> bool:
-    b = s.brokers[a.broker]
-    return b.alive and b.kraft_epoch != UNKNOWN_BROKER_EPOCH
+    return may_heartbeat(s.brokers[a.broker]) is None  # the handler's own first checks
 
 
 def _fetch_metadata(s: ClusterState, a: FetchMetadata, v: Variant) -> bool:

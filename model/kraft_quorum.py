@@ -635,7 +635,7 @@ def handle_registration(
     return append(state, c, [rec], variant), rec.epoch
 
 
-def _may_register(b: Broker) -> Refused | None:
+def may_register(b: Broker) -> Refused | None:
     """Why broker ``b``'s process sends no BrokerRegistration now, or None when it sends one."""
     if not b.alive:
         return _BROKER_NOT_RUNNING
@@ -653,7 +653,7 @@ def _may_register(b: Broker) -> Refused | None:
 
 def _register_with_kraft(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
     b = state.brokers[bid]
-    refused = _may_register(b)
+    refused = may_register(b)
     if refused is not None:
         return refused
     answer = handle_registration(state, registration_request(b, cid), variant)
@@ -839,7 +839,7 @@ def handle_heartbeat(
     return state, answer, bool(records)
 
 
-def _may_heartbeat(b: Broker) -> Refused | None:
+def may_heartbeat(b: Broker) -> Refused | None:
     """Why broker ``b``'s process sends no BrokerHeartbeat now, or None when it sends one."""
     if not b.alive:
         return _BROKER_NOT_RUNNING
@@ -851,7 +851,7 @@ def _may_heartbeat(b: Broker) -> Refused | None:
 def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
     """A broker's heartbeat: the controller's side (``handle_heartbeat``), then the broker takes the answer."""
     b = state.brokers[bid]
-    refused = _may_heartbeat(b)
+    refused = may_heartbeat(b)
     if refused is not None:
         return refused
     answer = handle_heartbeat(state, heartbeat_request(b, cid), variant)
@@ -887,7 +887,7 @@ def _response_lost(state: ClusterState, bid: BrokerId, cid: ControllerId, varian
     if state.budget.lost_responses <= 0:
         return BUDGET_SPENT
     b = state.brokers[bid]
-    refused = _may_register(b) if registration else _may_heartbeat(b)
+    refused = may_register(b) if registration else may_heartbeat(b)
     if refused is not None:
         return refused
     answer = (handle_registration(state, registration_request(b, cid), variant) if registration
