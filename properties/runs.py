@@ -81,6 +81,8 @@ FAULTS = {
     "StopBroker": "stop broker (roll or fault)", "ShutdownController": "stop controller (roll or fault)",
     "ExpireSession": "expire session",
     "ZkOutage": "ZooKeeper outage", "SessionTimeout": "broker timed out",
+    "RegistrationResponseLost": "registration response lost", "HeartbeatResponseLost": "heartbeat response lost",
+    "ZkServerLags": "ZooKeeper server lags",
 }
 NO_DRIVER = "no active driver"  # the ZooKeeper era, or no KRaft controller active
 # The fault grid's rows (the driver's states, in the migration's order) and columns (the faults by their names).

@@ -33,7 +33,9 @@ from properties.runs import FAULTS, GRID_FAULTS, GRID_STATES, NO_DRIVER
 # Each fault's name in the grid, and the fault mix weight that makes the simulator offer it.
 _ACTION = {label: action for action, label in FAULTS.items()}
 _WEIGHT = {"Drop": "drop", "Redeliver": "duplicate", "CrashBroker": "crash", "CrashController": "crash",
-           "StopBroker": "stop", "ShutdownController": "stop", "ExpireSession": "expire", "ZkOutage": "outage"}
+           "StopBroker": "stop", "ShutdownController": "stop", "ExpireSession": "expire", "ZkOutage": "outage",
+           "RegistrationResponseLost": "lose_response", "HeartbeatResponseLost": "lose_response",
+           "ZkServerLags": "stale_read"}
 
 
 def cell(state: str, fault: str) -> str:

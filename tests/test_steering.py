@@ -67,3 +67,15 @@ def test_a_steered_campaign_fills_more_of_the_grid_than_the_same_seeds_unsteered
     first = {r["key"] for r in coverage if r["kind"] == "fault_at" and r["seed"] < 4}
     later = {a for r in runs if r["seed"] >= 4 for a in r["aims"]}
     assert all(r["aims"] for r in runs) and later and not later & first
+
+
+@pytest.mark.parametrize("cell", ["DUAL_WRITE|heartbeat response lost", "WAIT_FOR_BROKERS|registration response lost",
+                                  "DUAL_WRITE|ZooKeeper server lags"])
+def test_lost_responses_and_lagging_servers_are_cells_an_aim_strikes(cell):
+    """The grid has a column for each new timing fault of the default mix, and an aim strikes it. A lost response is
+    aimed at the request it answers: the next such request loses its response, and the aim stays until a loss took
+    effect on the controller's side (a heartbeat that changed nothing broke nothing)."""
+    plan = Plan(steps=2_000)
+    aimed = run_seed(plan, 1, aims=(cell,))
+    assert aimed.coverage["fault_at", cell] >= 1 and aimed.disagreement is None
+    assert cell in aimable(plan) and cell not in aimable(replace(plan, faults="none,crash=0.01"))

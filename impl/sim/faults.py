@@ -30,8 +30,8 @@ class FaultMix:
     duplicate: float = 0.0  # a deliverable message is delivered and stays in flight (a resend)
     partition: float = 0.0  # two nodes stop reaching each other for a while
     # a broker's BrokerRegistration or BrokerHeartbeat is handled by the controller and its response is lost (the
-    # broker times out and sends it again): a probability per such request. Not in any mix but ``responses``, and
-    # not reweighed by a swarm, so that the runs of the other mixes, and the runs pinned for them, stay as they were.
+    # broker times out and sends it again): a probability per such request. Often in ``responses``, now and then in
+    # ``all``; not reweighed by a swarm, so that a swarm's draws (and the swarm runs pinned) stay as they were.
     lose_response: float = 0.0
     # processes
     crash: float = 0.0  # a running node dies without closing anything
@@ -91,9 +91,9 @@ NETWORK = FaultMix(delay_ms=50, drop=0.03, duplicate=0.03, partition=0.01, resta
 PROCESS = FaultMix(crash=0.01, stop=0.01, pause=0.002, leader_event_lag=0.5, restart=0.5, recover=1.0)
 ZOOKEEPER = FaultMix(expire=0.01, outage=0.005, restart=0.5, recover=0.3)
 RESPONSES = FaultMix(lose_response=0.5, restart=0.5, recover=1.0)
-# ZooKeeper servers that lag often and long: ``all+lagging`` makes a lag span a KRaft failover's claim in some runs.
-# Not part of ``zookeeper`` (nor ``all``, nor swarm's reweighing): there it changed every run's random stream and
-# left the default campaign's first 64 seeds without a driver parked INACTIVE for the progress check to see.
+# ZooKeeper servers that lag often: ``all+lagging`` makes a lag span a KRaft failover's claim in some runs. Not part
+# of ``zookeeper`` nor of swarm's reweighing (there it changed every run's random stream and left the default
+# campaign's first 64 seeds without a driver parked INACTIVE for the progress check to see); ``all`` has a tenth of it.
 LAGGING = FaultMix(stale_read=0.2, catch_up=0.005, restart=0.5, recover=1.0)
 MIXES = {"none": NONE, "network": NETWORK, "process": PROCESS, "zookeeper": ZOOKEEPER, "lagging": LAGGING}
 
@@ -102,8 +102,12 @@ def _combine(a: FaultMix, b: FaultMix) -> FaultMix:
     return FaultMix(**{f.name: max(getattr(a, f.name), getattr(b, f.name)) for f in fields(FaultMix)})
 
 
-MIXES["all"] = _combine(_combine(NETWORK, PROCESS), ZOOKEEPER)
-MIXES["responses"] = RESPONSES  # after "all", which it is not part of: ``all+responses`` has both
+# The default mix has some of every fault: a lost response now and then, and now and then a KRaft controller's
+# ZooKeeper server that lags (as long as under ``lagging``, ten times less often). ``responses`` and ``lagging``
+# turn those up.
+MIXES["all"] = _combine(_combine(NETWORK, PROCESS), _combine(ZOOKEEPER, FaultMix(lose_response=0.05, stale_read=0.01,
+                                                                                   catch_up=0.005)))
+MIXES["responses"] = RESPONSES
 SWARM = "swarm"  # not a mix but a way to run one: ``swarm+network`` swarms over the network's faults
 
 

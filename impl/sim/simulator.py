@@ -135,6 +135,7 @@ LEADER_EVENT_LAG_MS = (FETCH_WAIT_MS, 3 * POLL_MS)
 
 # A broker's request whose response ``FaultMix.lose_response`` may lose, and the step that names the loss.
 LOST_RESPONSE: dict[type, type] = {RegisterWithKRaft: RegistrationResponseLost, BrokerHeartbeat: HeartbeatResponseLost}
+_LOST_BY_NAME = {loss.__name__: (request, loss) for request, loss in LOST_RESPONSE.items()}
 
 RARE = PERTURBATIONS - TIMED  # the offered steps weighed SPONTANEOUS, the others 1
 # ... but an admin's requests come as often as the operator's steps, each kind at most once a poll
@@ -219,8 +220,9 @@ class Aim:
 
 # The faults an aim can name, and how to tell them among the options: a session's expiry breaks something
 # only while its process is alive (``_breaking_expiries``).
+# A lost response is aimed at the request it answers: the next such request among the options, its response lost.
 AIMABLE = ("Drop", "Redeliver", "CrashBroker", "CrashController", "StopBroker", "ShutdownController",
-           "ExpireSession", "ZkOutage")
+           "ExpireSession", "ZkOutage", "RegistrationResponseLost", "HeartbeatResponseLost", "ZkServerLags")
 
 
 class Simulation:
@@ -240,6 +242,8 @@ class Simulation:
         self.aims = list(aims)  # those not struck yet
         self.spontaneous = spontaneous
         self._breaking_expiries: set[Action] = set()  # the expiries among the options that end a live session
+        # an aimed lost response, kept until the request it answered took effect (else the loss broke nothing)
+        self._aim_to_renew: tuple[int, Aim] | None = None
         self.rng = random.Random(seed)
         # Under swarm testing the run's own mix is the first thing drawn (``FaultMix.drawn``).
         self.faults = faults.drawn(self.rng) if faults.swarm else faults
@@ -720,6 +724,11 @@ class Simulation:
             # the message is no change of its memory, so the message waits for one.
             c.touched.discard(entry.message.dest)
             self.deferred[entry.seq] = self.changes.get(entry.message.dest, 0)
+        if self._aim_to_renew is not None:
+            index, aim = self._aim_to_renew
+            if type(action) not in map(type, traces):  # the controller's side changed nothing: aim again
+                self.aims.insert(index, aim)
+            self._aim_to_renew = None
         if DeleteControllerZNodes in map(type, traces):
             self.rolled_back = True
             self.maintenance |= set(c.controllers)  # the quorum's life ended with the rollback
@@ -738,11 +747,17 @@ class Simulation:
         for index, aim in enumerate(self.aims):
             if aim.driver is not state:
                 continue
+            lost = _LOST_BY_NAME.get(aim.fault)
             candidates = [a for a in actions if type(a).__name__ == aim.fault
-                          and (aim.fault != "ExpireSession" or a in self._breaking_expiries)]
+                          and (aim.fault != "ExpireSession" or a in self._breaking_expiries)
+                          or lost is not None and type(a) is lost[0]]
             if candidates:
                 del self.aims[index]
-                return candidates[self.rng.randrange(len(candidates))]
+                struck = candidates[self.rng.randrange(len(candidates))]
+                if lost is None:
+                    return struck
+                self._aim_to_renew = (index, aim)
+                return lost[1](struck.broker, struck.controller)  # type: ignore[attr-defined]
         return None
 
     def driver_state(self) -> MigrationDriverState | None:
