@@ -92,8 +92,9 @@ def test_kafka_run_observes_every_channel(migrated):
 
 
 def test_kafka_run_mirrors_topics_changed_in_dual_write(migrated):
-    """KIP-866 §Dual Metadata Writes: refunds, created in dual write, and payments, deleted then, reach
-    ZooKeeper, and the topic checks had both to judge (they are among the checks that found nothing)."""
+    """KIP-866 §Dual Metadata Writes: refunds, created in dual write, orders' fourth partition, added then, and
+    payments, deleted then, reach ZooKeeper, and the topic checks had them to judge (they are among the checks
+    that found nothing)."""
     from properties.kafka.checks import TopicImage, _live_records
     from properties.kafka.run import load
 
@@ -106,6 +107,9 @@ def test_kafka_run_mirrors_topics_changed_in_dual_write(migrated):
     )
     assert not obs.zk["/brokers/topics/payments"][-1]["exists"]
     assert obs.zk["/brokers/topics/refunds"][-1]["exists"]
+    # orders, grown from 3 partitions to 4 in dual write: the new partition's state znode is written too
+    assert sorted(p for t, p in TopicImage.of(_live_records(log)).partitions if t == "orders") == [0, 1, 2, 3]
+    assert obs.zk["/brokers/topics/orders/partitions/3/state"][-1]["exists"]
 
 
 def test_kafka_run_samples_every_process_over_jmx(migrated):

@@ -714,6 +714,29 @@ class Run:
         self.wait(f"topics {', '.join(topics)} deleted", done)
         self.note("step", action="delete-topics", topics=topics)
 
+    def add_partitions(self, topic: str, total: int) -> None:
+        """A topic grown to ``total`` partitions as an operator grows it (CreatePartitions), retried until the
+        cluster lists them all."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import NewPartitions
+
+        def done() -> bool:
+            admin = self.admin()
+            try:
+                for future in admin.create_partitions([NewPartitions(topic, total)], request_timeout=20).values():
+                    try:
+                        future.result(30)
+                    except KafkaException as e:
+                        if e.args[0].name() != "INVALID_PARTITIONS":  # grown by an earlier try
+                            raise
+                return len(admin.list_topics(topic, timeout=20).topics[topic].partitions) == total
+            except KafkaException as e:
+                self.note("admin-retry", topics=[topic], error=str(e.args[0]))
+                return False
+
+        self.wait(f"topic {topic} grown to {total} partitions", done)
+        self.note("step", action="add-partitions", topic=topic, partitions=total)
+
     def create_data(self) -> None:
         self.create_topics([("orders", 3, 2), ("payments", 2, 2)], {"retention.ms": "3600000"})
         self.create_topics([(TOPIC, 3, 3)], {"min.insync.replicas": str(min(2, self.plan.brokers))})
@@ -817,9 +840,10 @@ class Run:
         self.dump_metadata("dual-write")
 
     def write_during_dual_write(self) -> None:
-        """A topic created and another deleted while KRaft writes ZooKeeper behind it (KIP-866 §Dual
-        Metadata Writes): both must reach ZooKeeper (``ZkEqualsImageAtMigrationOffset``)."""
+        """A topic created, another grown by a partition and a third deleted while KRaft writes ZooKeeper
+        behind it (KIP-866 §Dual Metadata Writes): all must reach ZooKeeper (``ZkEqualsImageAtMigrationOffset``)."""
         self.create_topics([("refunds", 2, 2)], {"retention.ms": "7200000"})
+        self.add_partitions("orders", 4)
         self.delete_topics(["payments"])
 
     def roll_kraft_broker(self, b: int) -> None:
