@@ -110,6 +110,10 @@ def test_kafka_run_mirrors_topics_changed_in_dual_write(migrated):
     # orders, grown from 3 partitions to 4 in dual write: the new partition's state znode is written too
     assert sorted(p for t, p in TopicImage.of(_live_records(log)).partitions if t == "orders") == [0, 1, 2, 3]
     assert obs.zk["/brokers/topics/orders/partitions/3/state"][-1]["exists"]
+    # orders-0, moved in dual write by Kafka's ReassignPartitionsCommand: ZooKeeper's assignment is the new one
+    moved = next(e for e in _operator(folder) if e.get("action") == "reassign")
+    assert json.loads(obs.zk["/brokers/topics/orders"][-1]["data"])["partitions"]["0"] == moved["replicas"]
+    assert TopicImage.of(_live_records(log)).partitions[("orders", 0)].replicas == tuple(moved["replicas"])
 
 
 def test_kafka_run_samples_every_process_over_jmx(migrated):

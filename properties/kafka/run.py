@@ -737,6 +737,40 @@ class Run:
         self.wait(f"topic {topic} grown to {total} partitions", done)
         self.note("step", action="add-partitions", topic=topic, partitions=total)
 
+    def reassign_partition(self, topic: str, partition: int) -> None:
+        """One partition moved as an operator moves it, with Kafka's ReassignPartitionsCommand: its first replica
+        swapped for a broker outside its replica set (or moved last when there is none), retried until the
+        cluster lists exactly the new replicas. A reassignment in dual write is KRaft's: each step of it reaches
+        ZooKeeper through the dual write (KIP-866 §Dual Metadata Writes)."""
+        from confluent_kafka import KafkaException
+
+        replicas = self.admin().list_topics(topic, timeout=20).topics[topic].partitions[partition].replicas
+        spare = [b for b in sorted(self.cluster.broker_ports) if b not in replicas]
+        target = [*replicas[1:], spare[0] if spare else replicas[0]]
+        plan = self.folder / f"reassign-{topic}-{partition}.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": partition, "replicas": target}]}))
+        tool = ("org.apache.kafka.tools.reassign.ReassignPartitionsCommand" if self.install.release >= (3, 7, 0)
+                else "kafka.admin.ReassignPartitionsCommand")
+        servers = ",".join(f"127.0.0.1:{p}" for p in self.cluster.broker_ports.values())
+        submitted: list[bool] = []
+
+        def done() -> bool:
+            try:
+                if list(self.admin().list_topics(topic, timeout=20).topics[topic].partitions[partition].replicas) \
+                        == target:
+                    return True
+                if not submitted:
+                    self.cluster.tool([tool, "--bootstrap-server", servers, "--reassignment-json-file", str(plan),
+                                       "--execute"])
+                    submitted.append(True)
+            except (KafkaException, ClusterError) as e:
+                self.note("admin-retry", topics=[topic], error=str(e.args[0]))
+            return False
+
+        self.wait(f"{topic}-{partition} reassigned to {target}", done)
+        self.note("step", action="reassign", topic=topic, partition=partition, replicas=target)
+
     def create_data(self) -> None:
         self.create_topics([("orders", 3, 2), ("payments", 2, 2)], {"retention.ms": "3600000"})
         self.create_topics([(TOPIC, 3, 3)], {"min.insync.replicas": str(min(2, self.plan.brokers))})
@@ -840,10 +874,12 @@ class Run:
         self.dump_metadata("dual-write")
 
     def write_during_dual_write(self) -> None:
-        """A topic created, another grown by a partition and a third deleted while KRaft writes ZooKeeper
-        behind it (KIP-866 §Dual Metadata Writes): all must reach ZooKeeper (``ZkEqualsImageAtMigrationOffset``)."""
+        """A topic created, another grown by a partition and one of its partitions moved, and a third deleted, while
+        KRaft writes ZooKeeper behind it (KIP-866 §Dual Metadata Writes): all must reach ZooKeeper
+        (``ZkEqualsImageAtMigrationOffset``)."""
         self.create_topics([("refunds", 2, 2)], {"retention.ms": "7200000"})
         self.add_partitions("orders", 4)
+        self.reassign_partition("orders", 0)
         self.delete_topics(["payments"])
 
     def roll_kraft_broker(self, b: int) -> None:
