@@ -878,9 +878,9 @@ class Run:
         KRaft writes ZooKeeper behind it (KIP-866 §Dual Metadata Writes): all must reach ZooKeeper
         (``ZkEqualsImageAtMigrationOffset``)."""
         self.create_topics([("refunds", 2, 2)], {"retention.ms": "7200000"})
+        self.delete_topics(["payments"])
         self.add_partitions("orders", 4)
         self.reassign_partition("orders", 0)
-        self.delete_topics(["payments"])
 
     def roll_kraft_broker(self, b: int) -> None:
         self.stop(self.broker(b), "zk-broker", b)
