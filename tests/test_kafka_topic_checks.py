@@ -124,6 +124,21 @@ def test_kafka_34_does_not_mirror_a_partition_added_in_dual_write():
     assert found[1].startswith("at the end of dual write, topic payments: ZooKeeper has id ")
 
 
+def test_kafka_35_reassignment_in_dual_write_never_completes():
+    """A finding about Kafka 3.5.2 (KIP-866 §Dual Metadata Writes, §ZK Broker RPCs): orders-0, moved in dual write,
+    gets its new replica set in KRaft and in ZooKeeper, but the change carries no leader (so no leader-epoch bump),
+    and a ZooKeeper-mode broker applies a LeaderAndIsr only with a newer leader epoch: the leader never learns of
+    the new replica, which never joins the ISR. The progress check names the stuck step; KAFKA-16120 (3.8.0) made
+    ZooKeeper-mode brokers take a KRaft controller's LeaderAndIsr at the same leader epoch."""
+    obs = recorded("kafka-3.5-reassignment-stuck-run.json")
+    orders = next(r["data"]["topicId"] for r in log(obs) if r["type"] == "TOPIC_RECORD" and r["data"]["name"] == "orders")
+    moves = [r["data"] for r in log(obs) if r["type"] == "PARTITION_CHANGE_RECORD" and r["data"]["topicId"] == orders
+             and r["data"]["partitionId"] == 0]
+    assert [(m.get("addingReplicas"), "leader" in m) for m in moves] == [([2], False)]
+    assert [e["goal"] for e in obs.operator if e["kind"] == "stuck"] == ["orders-0 reassigned to [0, 2]"]
+    assert topic_violations(obs) == []  # ZooKeeper has what KRaft committed: the brokers are what is stuck
+
+
 def test_migration_with_an_isr_copied_wrong_is_named():
     """KIP-866 §Controller Migration: a partition's ISR is copied as ZooKeeper holds it."""
     obs = recorded()
