@@ -659,7 +659,8 @@ def zk_delta_ops(before: MetadataImage, image: MetadataImage, c: KRaftController
             ops.append(_partition_write(p, part, c, variant))
     if image.config is not None and image.config != before.config and not variant.has(Bug.DUAL_WRITE_DROPS_CONFIG):
         # ZooKeeper holds ``before``: its config znode exists exactly when ``before`` has a config.
-        ops.append(Create(CONFIG, image.config) if before.config is None else SetData(CONFIG, image.config, ANY_VERSION))
+        write = Create(CONFIG, image.config) if before.config is None else SetData(CONFIG, image.config, ANY_VERSION)
+        ops.append(write)
     return ops
 
 
