@@ -839,6 +839,9 @@ def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> Res
         # MetadataChangeEvent's), though every record since /migration's offset is unwritten.
         last = variant.has(Bug.DUAL_WRITE_DELTA_OF_LAST_RECORD)
         base = image_of(c.log, max(d.migration_offset, image.offset - 1 if last else 0))
+        # Differs: Kafka's handleDelta writes the delta the metadata loader handed the driver (since the image it
+        # was handed before, written or not), one multi per change; the model writes the change since /migration's
+        # offset in one multi, so what a failed write left out the next one writes (KIP-866 only says "changes").
         ops = zk_delta_ops(base, image, c, variant)
         state, ok = _kraft_zk_write(state, c, "dual-write", ops, image.offset, variant)
         if not ok:

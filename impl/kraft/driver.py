@@ -469,6 +469,7 @@ class KRaftMigrationDriver:
         before = self.controller.image_at(self.migration_offset) if self.migration_offset > 0 else None
         # The delta since /migration's offset, which ZooKeeper holds (KRaftMigrationZkWriter.handleDelta); the
         # seeded bug DUAL_WRITE_DELTA_OF_LAST_RECORD takes the newest committed record's change alone.
+        # Differs (as the model): Kafka's delta is the loader's since the image handed before, one multi per change.
         last = ImplBug.DUAL_WRITE_DELTA_OF_LAST_RECORD in self.bugs
         base = self.controller.image_at(max(self.migration_offset, image.offset - 1 if last else 0))
         try:
