@@ -314,7 +314,8 @@ class MigrationCommitted(Record):
 
 @record
 class SyncKRaftToZk(Record):
-    """Reconcile ZooKeeper with the whole committed image (after any failover), fenced as a dual write."""
+    """Reconcile ZooKeeper with the whole committed image, read and compared (after any failover), fenced as a
+    dual write."""
 
     controller: ControllerId
 
@@ -328,7 +329,8 @@ class SendRPCsToBrokers(Record):
 
 @record
 class DualWrite(Record):
-    """Write the committed records not yet in ZooKeeper, with /migration's new offset, in one fenced multi."""
+    """Write the change since /migration's offset (the delta, ZooKeeper unread), with its new offset, in one fenced
+    multi."""
 
     controller: ControllerId
 

@@ -72,6 +72,7 @@ class Bug(Enum):
     DUAL_WRITE_BEFORE_SYNC = "dual_write_before_sync"
     DUAL_WRITE_UNCOMMITTED = "dual_write_uncommitted"
     DUAL_WRITE_DROPS_CONFIG = "dual_write_drops_config"
+    DUAL_WRITE_DELTA_OF_LAST_RECORD = "dual_write_delta_of_last_record"
     LEADER_AND_ISR_BEFORE_UPDATE_METADATA = "leader_and_isr_before_update_metadata"
     DUAL_WRITE_SKIPS_EPOCH_CHECK = "dual_write_skips_epoch_check"
     CLAIM_REUSES_ZK_EPOCH = "claim_reuses_zk_epoch"
@@ -231,6 +232,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "the KRaft controller queues LeaderAndIsr to a ZK broker before its UpdateMetadata"),
     SeededBug(Bug.DUAL_WRITE_DROPS_CONFIG, "ZkEqualsImageAtMigrationOffset", "dual-write",
               "a dual write advances /migration past a config change it did not write"),
+    SeededBug(Bug.DUAL_WRITE_DELTA_OF_LAST_RECORD, "ZkEqualsImageAtMigrationOffset", "broker-migration",
+              "a dual write writes the change of the newest committed record only, not every change since"
+              " /migration's offset"),
     SeededBug(Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK, "OnlyCurrentKRaftLeaderWritesApply", "dual-write",
               "a dual-write multi leaves out the /controller_epoch check"),
     SeededBug(Bug.CLAIM_REUSES_ZK_EPOCH, "ZkControllerEpochsIncreaseAcrossHandOver", "migration",

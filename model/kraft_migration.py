@@ -52,6 +52,7 @@ from model.kraft import (
     MetadataImage,
     MetadataRecord,
     Offset,
+    PartitionImage,
     PartitionRecord,
     ZkMigrationState,
     ZkMigrationStateRecord,
@@ -620,17 +621,15 @@ def _migration_committed(state: ClusterState, cid: ControllerId, variant: Varian
 
 
 def zk_reconcile_ops(state: ClusterState, image: MetadataImage, c: KRaftController, variant: Variant) -> list[Op]:
-    """The writes that make ZooKeeper's projection equal the image's (KRaftMigrationZkWriter)."""
+    """KRaftMigrationZkWriter.handleSnapshot: read ZooKeeper's metadata, write whatever differs from the image.
+
+    The full reconciliation of a SyncKRaftToZk (every leadership's first write): it heals any divergence
+    between ZooKeeper and the image, whatever made it. ``state`` is ZooKeeper as the driver reads it."""
     ops: list[Op] = []
-    d = _known_driver(c)
     for p, part in enumerate(image.partitions):
-        path = partition_state_path(PartitionId(p))
-        s: PartitionState | None = znode_data(state, path)
+        s: PartitionState | None = znode_data(state, partition_state_path(PartitionId(p)))
         if s is None or (s.leader, s.isr, s.leader_epoch) != (part.leader, part.isr, part.leader_epoch):
-            # Differs: Kafka writes the Raft epoch as the partition's controller_epoch (reference §2.4); the
-            # KIP treats the KRaft controller as a ZK controller, so the model writes the claimed ZK epoch.
-            epoch = ControllerEpoch(c.epoch if variant.profile is Profile.KAFKA_3_9 else d.zk_epoch)
-            ops.append(SetData(path, PartitionState(part.leader, part.leader_epoch, part.isr, epoch), ZkVersion(-1)))
+            ops.append(_partition_write(p, part, c, variant))
     if image.config is not None and znode_data(state, CONFIG) != image.config and not variant.has(
         Bug.DUAL_WRITE_DROPS_CONFIG
     ):
@@ -644,6 +643,34 @@ def zk_reconcile_ops(state: ClusterState, image: MetadataImage, c: KRaftControll
         ops.append(Delete(topic_path(DELETED_TOPIC)))
         ops.append(Delete(pending_deletion_path(DELETED_TOPIC)))
     return ops
+
+
+def zk_delta_ops(before: MetadataImage, image: MetadataImage, c: KRaftController, variant: Variant) -> list[Op]:
+    """KRaftMigrationZkWriter.handleDelta: write what changed from ``before`` (the image at /migration's offset,
+    which ZooKeeper holds) to ``image``, without reading ZooKeeper (KIP-866 §Dual Metadata Writes: "writing
+    metadata changes to ZK"). Both profiles: the KIP and Kafka 3.9 write the changes. A divergence between
+    ZooKeeper and ``before`` is therefore never healed here, only by the next leadership's SyncKRaftToZk.
+
+    No action removes a KRaft topic (nothing appends a RemoveTopicRecord), so no delta deletes one; the topic
+    pending deletion in ZooKeeper is the sync's (``zk_reconcile_ops``)."""
+    ops: list[Op] = []
+    for p, part in enumerate(image.partitions):
+        if p >= len(before.partitions) or before.partitions[p] != part:
+            ops.append(_partition_write(p, part, c, variant))
+    if image.config is not None and image.config != before.config and not variant.has(Bug.DUAL_WRITE_DROPS_CONFIG):
+        # ZooKeeper holds ``before``: its config znode exists exactly when ``before`` has a config.
+        write = Create(CONFIG, image.config) if before.config is None else SetData(CONFIG, image.config, ANY_VERSION)
+        ops.append(write)
+    return ops
+
+
+def _partition_write(p: int, part: PartitionImage, c: KRaftController, variant: Variant) -> Op:
+    """The partition's state znode set to the image's leader, ISR and leader epoch."""
+    # Differs: Kafka writes the Raft epoch as the partition's controller_epoch (reference §2.4); the
+    # KIP treats the KRaft controller as a ZK controller, so the model writes the claimed ZK epoch.
+    epoch = ControllerEpoch(c.epoch if variant.profile is Profile.KAFKA_3_9 else _known_driver(c).zk_epoch)
+    state = PartitionState(part.leader, part.leader_epoch, part.isr, epoch)
+    return SetData(partition_state_path(PartitionId(p)), state, ZkVersion(-1))
 
 
 def _kraft_zk_write(
@@ -808,7 +835,14 @@ def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> Res
         return _ZK_CAUGHT_UP
     before = image_of(c.log, d.migration_offset) if d.migration_offset > 0 else None
     if zk_first:
-        ops = zk_reconcile_ops(seen_by(state, cid), image, c, variant)
+        # The mistake DUAL_WRITE_DELTA_OF_LAST_RECORD: the delta of the newest committed record alone (the last
+        # MetadataChangeEvent's), though every record since /migration's offset is unwritten.
+        last = variant.has(Bug.DUAL_WRITE_DELTA_OF_LAST_RECORD)
+        base = image_of(c.log, max(d.migration_offset, image.offset - 1 if last else 0))
+        # Differs: Kafka's handleDelta writes the delta the metadata loader handed the driver (since the image it
+        # was handed before, written or not), one multi per change; the model writes the change since /migration's
+        # offset in one multi, so what a failed write left out the next one writes (KIP-866 only says "changes").
+        ops = zk_delta_ops(base, image, c, variant)
         state, ok = _kraft_zk_write(state, c, "dual-write", ops, image.offset, variant)
         if not ok:
             return state

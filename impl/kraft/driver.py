@@ -467,9 +467,13 @@ class KRaftMigrationDriver:
         if image.offset <= self.migration_offset:
             return False
         before = self.controller.image_at(self.migration_offset) if self.migration_offset > 0 else None
+        # The delta since /migration's offset, which ZooKeeper holds (KRaftMigrationZkWriter.handleDelta); the
+        # seeded bug DUAL_WRITE_DELTA_OF_LAST_RECORD takes the newest committed record's change alone.
+        # Differs (as the model): Kafka's delta is the loader's since the image handed before, one multi per change.
+        last = ImplBug.DUAL_WRITE_DELTA_OF_LAST_RECORD in self.bugs
+        base = self.controller.image_at(max(self.migration_offset, image.offset - 1 if last else 0))
         try:
-            ops = yield from self._reconcile_ops(image, now)
-            ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True)
+            ok = yield from self._fenced_write(self._delta_ops(base, image, now), image.offset, now, dual_write=True)
         except ConnectionLoss:
             if ImplBug.DUAL_WRITE_RPCS_BEFORE_ZK not in self.bugs:
                 raise
@@ -529,16 +533,12 @@ class KRaftMigrationDriver:
         return True
 
     def _reconcile_ops(self, image: Image, now: int) -> Handler:
-        """KRaftMigrationZkWriter: the writes that make ZooKeeper's projection equal ``image``."""
+        """KRaftMigrationZkWriter.handleSnapshot: read ZooKeeper, write whatever differs from ``image``."""
         ops: list[Op] = []
         for p, part in enumerate(image.partitions):
-            path = partition_state_path(PartitionId(p))
-            s, _ = yield from self._read(path)
+            s, _ = yield from self._read(partition_state_path(PartitionId(p)))
             if s is None or (s.leader, s.isr, s.leader_epoch) != (part.leader, part.isr, part.leader_epoch):
-                # KIP profile: the KRaft controller writes as a ZK controller of the epoch it claimed.
-                new = PartitionState(BrokerId(part.leader), LeaderEpoch(part.leader_epoch), part.isr,
-                                     ControllerEpoch(self.zk_epoch))
-                ops.append(SetDataOp(path, encode(path, new, now), ANY_VERSION))
+                ops.append(self._partition_write(p, image, now))
         if image.config is not None:
             config, _ = yield from self._read(CONFIG)
             if config != image.config:
@@ -548,6 +548,26 @@ class KRaftMigrationDriver:
             ops.append(DeleteOp(topic_path(DELETED_TOPIC), ANY_VERSION))
             ops.append(DeleteOp(pending_deletion_path(DELETED_TOPIC), ANY_VERSION))
         return ops
+
+    def _delta_ops(self, before: Image, image: Image, now: int) -> list[Op]:
+        """KRaftMigrationZkWriter.handleDelta: write what changed from ``before`` (what ZooKeeper holds) to
+        ``image``, reading nothing; a divergence in ZooKeeper waits for the next leadership's full sync."""
+        ops: list[Op] = [
+            self._partition_write(p, image, now) for p, part in enumerate(image.partitions)
+            if p >= len(before.partitions) or before.partitions[p] != part
+        ]
+        if image.config is not None and image.config != before.config:
+            data = encode(CONFIG, image.config, now)
+            ops.append(CreateOp(CONFIG, data) if before.config is None else SetDataOp(CONFIG, data, ANY_VERSION))
+        return ops
+
+    def _partition_write(self, p: int, image: Image, now: int) -> Op:
+        """The partition's state znode set to the image's; KIP profile: the KRaft controller writes as a ZK
+        controller of the epoch it claimed."""
+        part, path = image.partitions[p], partition_state_path(PartitionId(p))
+        new = PartitionState(BrokerId(part.leader), LeaderEpoch(part.leader_epoch), part.isr,
+                             ControllerEpoch(self.zk_epoch))
+        return SetDataOp(path, encode(path, new, now), ANY_VERSION)
 
     # ---- RPCs to ZK brokers ----------------------------------------------------------------------
 
