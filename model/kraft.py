@@ -124,6 +124,9 @@ class PartitionRecord(Record):
     leader: BrokerId
     isr: tuple[BrokerId, ...]
     leader_epoch: LeaderEpoch
+    # The assignment of a partition an admin created on KRaft; () for one copied from ZooKeeper, whose assignment
+    # stays in /brokers/topics/t (no scope moves replicas, so the model copies only the state znode's fields).
+    replicas: tuple[BrokerId, ...] = ()
 
 
 @record
@@ -225,6 +228,7 @@ class PartitionImage(Record):
     leader: BrokerId
     isr: tuple[BrokerId, ...]
     leader_epoch: LeaderEpoch
+    replicas: tuple[BrokerId, ...] = ()  # as its PartitionRecord gave it (a change keeps it)
 
 
 @record
@@ -321,7 +325,8 @@ def _apply(image: MetadataImage, rec: MetadataRecord) -> MetadataImage:
             parts = list(image.partitions)
             while len(parts) <= p:
                 parts.append(PartitionImage(BrokerId(-1), (), LeaderEpoch(-1)))
-            parts[p] = PartitionImage(rec.leader, rec.isr, rec.leader_epoch)
+            replicas = rec.replicas if isinstance(rec, PartitionRecord) else parts[p].replicas
+            parts[p] = PartitionImage(rec.leader, rec.isr, rec.leader_epoch, replicas)
             return image.replace(partitions=tuple(parts))
         case ConfigRecord(value=value):
             return image.replace(config=value)

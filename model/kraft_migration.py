@@ -42,7 +42,7 @@ from model.actions import (
     WaitForControllerQuorum,
     WaitForZkBrokers,
 )
-from model.bugs import Bug, Variant
+from model.bugs import CORRECT, Bug, Variant
 from model.kraft import (
     BeginTransactionRecord,
     ConfigRecord,
@@ -106,6 +106,7 @@ from model.types import (
     BrokerId,
     ControllerEpoch,
     Ibp,
+    LeaderEpoch,
     PartitionId,
     ZkCode,
     ZkVersion,
@@ -486,13 +487,20 @@ def migrated_partition(partition: int, s: PartitionState) -> PartitionRecord:
     return PartitionRecord(partition, s.leader, s.isr, s.leader_epoch)
 
 
-def zk_metadata(state: ClusterState) -> list[MetadataRecord]:
-    """What the migration copies from ZooKeeper: partitions of live topics and the dynamic config."""
+def zk_metadata(state: ClusterState, variant: Variant = CORRECT) -> list[MetadataRecord]:
+    """What the migration copies from ZooKeeper: partitions of live topics and the dynamic config.
+
+    A partition assigned with no state znode yet (added by an admin, not yet started by a ZK controller) is
+    copied as ZkTopicMigrationClient does: its replicas as ISR, the first as leader, leader epoch 0."""
     records: list[MetadataRecord] = []
     assignment = znode_data(state, TOPIC)
     if assignment is not None:
-        for p in range(len(assignment)):
-            records.append(migrated_partition(p, zkm.get_existing(state.zk, partition_state_path(PartitionId(p))).data))
+        for p, replicas in enumerate(assignment):
+            s = znode_data(state, partition_state_path(PartitionId(p)))
+            if s is not None:
+                records.append(migrated_partition(p, s))
+            elif not variant.has(Bug.MIGRATION_SKIPS_UNSTARTED_PARTITION):
+                records.append(PartitionRecord(p, replicas[0], replicas, LeaderEpoch(0)))
     config = znode_data(state, CONFIG)
     if config is not None:
         records.append(ConfigRecord(config))
@@ -516,7 +524,7 @@ def _migrate_metadata(state: ClusterState, cid: ControllerId, variant: Variant) 
     # Appending needs the Raft leadership, not just the driver's belief (NotControllerException otherwise).
     if not is_active(c):
         return _NOT_ACTIVE
-    records = zk_metadata(seen_by(state, cid))
+    records = zk_metadata(seen_by(state, cid), variant)
     # Differs: Kafka's readAllMetadata hands its BufferingBatchConsumer a topic's records at once, and it flushes
     # once it holds the batch size or more; the model cuts ZooKeeper's records into batches of exactly that size.
     size = max(c.config.migration_batch_size, 1)
@@ -591,7 +599,7 @@ def _complete_migration(state: ClusterState, cid: ControllerId, variant: Variant
     if _migration_appended(c):
         return _MIGRATION_APPENDED
     copied, _ = migration_copied(c)
-    remaining = len(zk_metadata(state)) - copied
+    remaining = len(zk_metadata(state, variant)) - copied
     if remaining > 0 and not variant.has(Bug.COMPLETE_BEFORE_LAST_BATCH):
         return Refused(None, "{} of ZooKeeper's records are not copied yet", (remaining,))
     records: list[MetadataRecord] = [ZkMigrationStateRecord(ZkMigrationState.MIGRATION)]
@@ -623,6 +631,14 @@ def zk_reconcile_ops(state: ClusterState, image: MetadataImage, c: KRaftControll
     """The writes that make ZooKeeper's projection equal the image's (KRaftMigrationZkWriter)."""
     ops: list[Op] = []
     d = _known_driver(c)
+    # A partition created on KRaft since: updateTopic writes the grown assignment (KRaftMigrationZkWriter's
+    # handleTopicsDelta), then createTopicPartitions creates its state znode below.
+    assignment = znode_data(state, TOPIC)
+    if assignment is not None and len(image.partitions) > len(assignment) and not variant.has(
+        Bug.DUAL_WRITE_KEEPS_ASSIGNMENT
+    ):
+        grown = assignment + tuple(part.replicas for part in image.partitions[len(assignment):])
+        ops.append(SetData(TOPIC, grown, ZkVersion(-1)))
     for p, part in enumerate(image.partitions):
         path = partition_state_path(PartitionId(p))
         s: PartitionState | None = znode_data(state, path)
@@ -630,7 +646,11 @@ def zk_reconcile_ops(state: ClusterState, image: MetadataImage, c: KRaftControll
             # Differs: Kafka writes the Raft epoch as the partition's controller_epoch (reference §2.4); the
             # KIP treats the KRaft controller as a ZK controller, so the model writes the claimed ZK epoch.
             epoch = ControllerEpoch(c.epoch if variant.profile is Profile.KAFKA_3_9 else d.zk_epoch)
-            ops.append(SetData(path, PartitionState(part.leader, part.leader_epoch, part.isr, epoch), ZkVersion(-1)))
+            data = PartitionState(part.leader, part.leader_epoch, part.isr, epoch)
+            if s is None and not variant.has(Bug.DUAL_WRITE_SETS_NEW_PARTITION):
+                ops.append(Create(path, data))  # createTopicPartitions: a partition ZooKeeper has no znode for
+            else:
+                ops.append(SetData(path, data, ZkVersion(-1)))
     if image.config is not None and znode_data(state, CONFIG) != image.config and not variant.has(
         Bug.DUAL_WRITE_DROPS_CONFIG
     ):
