@@ -372,9 +372,14 @@ class KRaftMigrationDriver:
         records: list = []
         assignment, _ = yield from self._read(TOPIC)
         if assignment is not None:
-            for p in range(len(assignment)):
+            for p, replicas in enumerate(assignment):
                 s, _ = yield from self._read(partition_state_path(PartitionId(p)))
-                records.append(PartitionRecord(p, s.leader, s.isr, s.leader_epoch))
+                if s is not None:
+                    records.append(PartitionRecord(p, s.leader, s.isr, s.leader_epoch))
+                elif ImplBug.MIGRATION_SKIPS_UNSTARTED_PARTITION not in self.bugs:
+                    # No state znode yet (an admin added it, no ZK controller started it): ZkTopicMigrationClient
+                    # copies it as its replicas for ISR, the first leading, at leader epoch 0.
+                    records.append(PartitionRecord(p, replicas[0], tuple(replicas), LeaderEpoch(0)))
         config, _ = yield from self._read(CONFIG)
         if config is not None:
             records.append(ConfigRecord(config))
@@ -531,6 +536,12 @@ class KRaftMigrationDriver:
     def _reconcile_ops(self, image: Image, now: int) -> Handler:
         """KRaftMigrationZkWriter: the writes that make ZooKeeper's projection equal ``image``."""
         ops: list[Op] = []
+        assignment, _ = yield from self._read(TOPIC)
+        if assignment is not None and len(image.partitions) > len(assignment):
+            # A partition created on KRaft: updateTopic writes the grown assignment, createTopicPartitions its state.
+            grown = tuple(assignment) + tuple(tuple(BrokerId(r) for r in part.replicas)
+                                              for part in image.partitions[len(assignment):])
+            ops.append(SetDataOp(TOPIC, encode(TOPIC, grown, now), ANY_VERSION))
         for p, part in enumerate(image.partitions):
             path = partition_state_path(PartitionId(p))
             s, _ = yield from self._read(path)
@@ -538,7 +549,11 @@ class KRaftMigrationDriver:
                 # KIP profile: the KRaft controller writes as a ZK controller of the epoch it claimed.
                 new = PartitionState(BrokerId(part.leader), LeaderEpoch(part.leader_epoch), part.isr,
                                      ControllerEpoch(self.zk_epoch))
-                ops.append(SetDataOp(path, encode(path, new, now), ANY_VERSION))
+                data = encode(path, new, now)
+                if s is None and ImplBug.DUAL_WRITE_SETS_NEW_PARTITION not in self.bugs:
+                    ops += [CreateOp(path.rsplit("/", 1)[0], b""), CreateOp(path, data)]  # createTopicPartitions
+                else:
+                    ops.append(SetDataOp(path, data, ANY_VERSION))
         if image.config is not None:
             config, _ = yield from self._read(CONFIG)
             if config != image.config:
