@@ -950,15 +950,14 @@ def _add_partitions(state: ClusterState, b: BrokerId, replicas: tuple[BrokerId, 
 def _process_partition_modifications(state: ClusterState, c: BrokerId, variant: Variant) -> Result:
     """processPartitionModifications, then onNewPartitionCreation: each new partition's live replicas (in
     assignment order) make its ISR, the first its leader at leader epoch 0; its state znode is created in the
-    controller's fenced write; LeaderAndIsr goes to those replicas and UpdateMetadata to every live broker.
-
-    Differs: Kafka's controller finds the new partitions by comparing the assignment with its context's (on the
-    topic's data watch, and at failover); the model's controller keeps no assignment, so a partition with no
-    state znode is one it has not started. One without a live replica stays new, as NewPartition does."""
+    controller's fenced write; LeaderAndIsr goes to those replicas and UpdateMetadata to every live broker. One
+    without a live replica stays new, as NewPartition does."""
     acting = _acting_controller(state, c)
     if acting is None:
         return _NOT_ACTING
     broker, role = acting
+    # Differs: Kafka's controller finds new partitions by comparing the assignment with its context's, on the topic's
+    # data watch and at failover; the model's keeps no assignment: a partition without a state znode is not started.
     new = unstarted_partitions(state)
     if not new:
         return _NO_NEW_PARTITION
