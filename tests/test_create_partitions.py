@@ -196,3 +196,28 @@ def test_impl_correct_campaign_runs_of_the_scope_agree_and_create():
     for seed in range(4):
         result = run_seed(plan, seed, coverage=False)
         assert result.disagreement is None, str(result.disagreement)
+
+
+def test_drawn_partitions_mix_draws_creations_and_leaves_the_drawn_configurations_as_they_were():
+    """``--configs drawn+partitions`` adds an admin's partition creation to one drawn run in two, drawn after every
+    other dimension, so each seed's configuration is otherwise the one ``drawn`` gives it."""
+    from impl.sim.scenarios import scope_for
+
+    drawn = [scope_for("sim-migration", seed, "drawn") for seed in range(16)]
+    creating = [scope_for("sim-migration", seed, "drawn+partitions") for seed in range(16)]
+    assert all("partitions" not in name for name in drawn)
+    assert 0 < sum("partitions" in name for name in creating) < 16
+    assert [n.replace(",admin=partitions", "").replace("/partitions", "") for n in creating] == drawn
+
+
+def test_campaign_with_drawn_partitions_agrees_and_catches_the_dual_write_bug():
+    """Seeded campaign runs of sim-migration under ``drawn+partitions``: the correct implementation agrees with the
+    model; the writer that sets a new partition's state znode disagrees (seed 6: a KRaft creation in dual write)."""
+    from properties.plan import Plan
+    from properties.runs import run_seed
+
+    for seed in (1, 3):
+        run = run_seed(Plan(scope="sim-migration", configs="drawn+partitions"), seed, coverage=False)
+        assert run.disagreement is None, str(run.disagreement)
+    plan = Plan(scope="sim-migration", configs="drawn+partitions", mutant=ImplBug.DUAL_WRITE_SETS_NEW_PARTITION.value)
+    assert run_seed(plan, 6, coverage=False).disagreement is not None
