@@ -1091,10 +1091,7 @@ def _create_partitions(
     if isinstance(request, Refused):
         return request
     state, c, image = request
-    refused = decide_write(image, variant)
-    if refused is not None:
-        return refused.delivered(state)
-    decided = decide_create_partitions(image, replicas)
+    decided = decide_write(image, variant) or decide_create_partitions(image, replicas)
     if isinstance(decided, Refused):
         return decided.delivered(state)
     return append(state, c, [decided], variant)
