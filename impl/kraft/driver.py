@@ -536,7 +536,8 @@ class KRaftMigrationDriver:
     def _reconcile_ops(self, image: Image, now: int) -> Handler:
         """KRaftMigrationZkWriter: the writes that make ZooKeeper's projection equal ``image``."""
         ops: list[Op] = []
-        assignment, _ = yield from self._read(TOPIC)
+        # Only a partition created on KRaft carries its replicas, and only one may be missing from the assignment.
+        assignment = (yield from self._read(TOPIC))[0] if any(part.replicas for part in image.partitions) else None
         if assignment is not None and len(image.partitions) > len(assignment):
             # A partition created on KRaft: updateTopic writes the grown assignment, createTopicPartitions its state.
             grown = tuple(assignment) + tuple(tuple(BrokerId(r) for r in part.replicas)
