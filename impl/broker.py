@@ -225,6 +225,7 @@ class BrokerNode(Node):
         self.feature_updates: tuple[tuple[str, int, bool], ...] = ()
         # an admin's CreatePartitions assignment (the scope's), sent through this broker once in its life
         self.created_replicas: tuple[BrokerId, ...] = ()
+        self.creates_partitions = False  # the cluster's admin may add partitions (the scope's created_replicas)
         self.notifications = Notifications()
         # persisted: survives the process
         self.meta_properties = 0  # meta.properties version in the log dirs (KIP-866 §Meta.Properties)
@@ -345,7 +346,8 @@ class BrokerNode(Node):
                     out.append(ProcessBrokerChange(b))
                 out += [ElectPartitionLeader(b, PartitionId(p)) for p in range(role.partitions)
                         if self._due((ElectPartitionLeader, p), now, known=role.may_elect(p))]
-                if self._due(ProcessPartitionModifications, now):  # the model arms no data watch on the topic
+                # (polled: the model arms no data watch on the topic; only where an admin may add partitions)
+                if self.creates_partitions and self._due(ProcessPartitionModifications, now):
                     out.append(ProcessPartitionModifications(b))
                 # an admin's UpdateFeatures requests (the scope's ``feature_updates``), each at most once a poll
                 out += [UpdateFeatures(b, f, FeatureLevel(level), allow) for f, level, allow in self.feature_updates

@@ -215,6 +215,7 @@ class Cluster:
                                                    bugs)
                 cluster.brokers[b.id].feature_updates = scope.feature_updates
                 cluster.brokers[b.id].created_replicas = scope.created_replicas
+                cluster.brokers[b.id].creates_partitions = bool(scope.created_replicas)
         if cold.controllers:
             from impl.kraft_controller import ControllerNode
 
