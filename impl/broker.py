@@ -63,11 +63,13 @@ from impl.protocol import (
     nothing,
 )
 from impl.zk.port import (
+    ANY_VERSION,
     CloseSession,
     ConnectionLoss,
     CreateOp,
     CreateSession,
     Exists,
+    GetChildren,
     GetData,
     Multi,
     NoNode,
@@ -84,6 +86,7 @@ from impl.zk_controller import (
 )
 from model.actions import (
     Action,
+    AddPartitions,
     BeginControlledShutdown,
     BrokerHeartbeat,
     ChangeIbp,
@@ -96,6 +99,7 @@ from model.actions import (
     ObserveControllerEpoch,
     OpenSession,
     ProcessBrokerChange,
+    ProcessPartitionModifications,
     RefreshFeatureCache,
     RegisterBroker,
     RegisterWithKRaft,
@@ -111,6 +115,7 @@ from model.state import (
     BROKER_IDS,
     CONTROLLER,
     CONTROLLER_EPOCH,
+    TOPIC,
     Broker,
     BrokerConfig,
     BrokerRegistration,
@@ -218,9 +223,15 @@ class BrokerNode(Node):
         # the UpdateFeatures requests an admin sends while this broker is the controller (feature, level,
         # allow_downgrade): an admin client's, offered as the controller's; the runner sets them from the scope
         self.feature_updates: tuple[tuple[str, int, bool], ...] = ()
+        # an admin's CreatePartitions assignment (the scope's), sent through this broker once in its life
+        self.created_replicas: tuple[BrokerId, ...] = ()
+        self.creates_partitions = False  # the cluster's admin may add partitions (the scope's created_replicas)
         self.notifications = Notifications()
         # persisted: survives the process
         self.meta_properties = 0  # meta.properties version in the log dirs (KIP-866 §Meta.Properties)
+        # Partitions it has been told of, past the scope's: the model's per-partition tuple grows with a partition
+        # created since (model.state.with_replica) and keeps its length across restarts, so the abstraction does.
+        self.replica_slots = 0
         self.incarnation = 0  # the id of the current process, when it talks to KRaft
         self._probe_session: int | None = None  # the last session this host opened: asks ZooKeeper if it serves
         self._alive = True
@@ -313,6 +324,8 @@ class BrokerNode(Node):
                 out.append(RefreshFeatureCache(b))
             if self.registered and not self.shutdown_sent and self._due(SendControlledShutdown, now, known=True):
                 out.append(SendControlledShutdown(b))
+            if self.registered and self.created_replicas and g.open(AddPartitions, now):
+                out.append(AddPartitions(b, self.created_replicas))
             if self.registered and self.controller is None:
                 if self.observed_epoch is None and self._due(ObserveControllerEpoch, now):
                     out.append(ObserveControllerEpoch(b))
@@ -333,6 +346,9 @@ class BrokerNode(Node):
                     out.append(ProcessBrokerChange(b))
                 out += [ElectPartitionLeader(b, PartitionId(p)) for p in range(role.partitions)
                         if self._due((ElectPartitionLeader, p), now, known=role.may_elect(p))]
+                # (polled: the model arms no data watch on the topic; only where an admin may add partitions)
+                if self.creates_partitions and self._due(ProcessPartitionModifications, now):
+                    out.append(ProcessPartitionModifications(b))
                 # an admin's UpdateFeatures requests (the scope's ``feature_updates``), each at most once a poll
                 out += [UpdateFeatures(b, f, FeatureLevel(level), allow) for f, level, allow in self.feature_updates
                         if g.open(("admin", f, level, allow), now)]
@@ -349,7 +365,7 @@ class BrokerNode(Node):
     def _polled(self) -> dict[type, int]:
         ping = int(self.config.get("zookeeper.session.timeout.ms", SESSION_TIMEOUT_MS)) // 3
         return {OpenSession: ping, RefreshFeatureCache: POLL_MS, ObserveControllerEpoch: POLL_MS,
-                ResignController: POLL_MS, ElectPartitionLeader: POLL_MS}
+                ResignController: POLL_MS, ElectPartitionLeader: POLL_MS, ProcessPartitionModifications: POLL_MS}
 
     def _due(self, key, now: int, known: bool = False) -> bool:
         """Offer the step: no retry backoff pending, and it is known to be due or its poll is."""
@@ -372,6 +388,10 @@ class BrokerNode(Node):
             g.fail(("poll", key), now, poll, 4 * poll)
         if isinstance(action, UpdateFeatures):
             g.close(("admin", action.feature, action.level, action.allow_downgrade), now + POLL_MS)
+        if isinstance(action, AddPartitions):
+            g.close(AddPartitions, now + POLL_MS)
+            if traced:
+                self.created_replicas = ()  # the admin's one request: a run's partitions stay few
         if not traced:
             return
         match action:
@@ -442,6 +462,10 @@ class BrokerNode(Node):
                 yield from self._elect_partition_leader(b, p)
             case UpdateFeatures(feature=f, level=level, allow_downgrade=allow):
                 yield from self._update_features(b, f, level, allow, event.now)
+            case AddPartitions(replicas=replicas):
+                yield from self._add_partitions(b, replicas, event.now)
+            case ProcessPartitionModifications():
+                yield from self._process_partition_modifications(b)
         return None
 
     # ---- sessions and registration (KIP-380 §Broker Registration) --------------------------------
@@ -646,6 +670,38 @@ class BrokerNode(Node):
         yield Trace(UpdateFeatures(b, feature, level, allow))
         self._after_controller_write()
 
+    # ---- partition creation ----------------------------------------------------------------------
+
+    def _add_partitions(self, b: BrokerId, replicas: tuple[BrokerId, ...], now: int) -> Handler:
+        """ZkAdminManager.createPartitions (AdminZkClient.addPartitions): the manual assignment checked against the
+        registered brokers, the grown assignment written with any version. Once KRaft has claimed /controller, a
+        migrating broker forwards the request to the KRaft controller instead: nothing here."""
+        if not (yield from self._session_alive()):
+            return
+        try:
+            controller = yield Exists(self.session, CONTROLLER)
+            if controller is not None:
+                data, _ = yield GetData(self.session, CONTROLLER)
+                if not isinstance(decode(CONTROLLER, data), int):
+                    return  # a KRaft controller owns the metadata: forwarded
+            registered = {int(n) for n in (yield GetChildren(self.session, BROKER_IDS))}
+            if all(r in registered for r in replicas):  # else INVALID_REPLICA_ASSIGNMENT, nothing written
+                data, _ = yield GetData(self.session, TOPIC)
+                grown = decode(TOPIC, data) + (tuple(replicas),)
+                yield Multi(self.session, (SetDataOp(TOPIC, encode(TOPIC, grown, now), ANY_VERSION),))
+        except (NoNode, SessionExpired, ConnectionLoss):  # pragma: no cover - nothing changes inside one event
+            return
+        yield Trace(AddPartitions(b, replicas))
+
+    def _process_partition_modifications(self, b: BrokerId) -> Handler:
+        role = yield from self._acting_controller()
+        if role is None:
+            return
+        if not (yield from role.process_partition_modifications(self.session)):
+            return
+        yield Trace(ProcessPartitionModifications(b))
+        self._after_controller_write()
+
     # ---- the network -----------------------------------------------------------------------------
 
     def _receive(self, event: Receive, m) -> Handler:
@@ -673,6 +729,7 @@ class BrokerNode(Node):
                 if local is None or leader_epoch > local[0]:
                     role = ReplicaRole.LEADER if leader == self.broker_id else ReplicaRole.FOLLOWER
                     self.replicas[p] = (leader_epoch, role)
+                    self.replica_slots = max(self.replica_slots, p + 1)
             case UpdateMetadata(partitions=partitions, kraft=kraft, live=live):
                 self.metadata = partitions
                 if kraft and ImplBug.ZK_BROKER_KEEPS_REMOVED_BROKERS in self.bugs:
@@ -792,7 +849,7 @@ class BrokerNode(Node):
             )
         replicas = tuple(
             LocalReplica(LeaderEpoch(self.replicas[p][0]), self.replicas[p][1]) if p in self.replicas else None
-            for p in range(view.partitions)
+            for p in range(max(view.partitions, self.replica_slots))
         )
         epoch, status, finalized = self.features
         features = FeatureCache(FeatureEpoch(epoch), status, finalized)

@@ -43,6 +43,8 @@ class ImplBug(Enum):
     BATCH_ENDS_TRANSACTION = "impl_batch_ends_transaction"
     CLAIM_TRUSTS_STALE_READ = "impl_claim_trusts_stale_read"
     DUAL_WRITE_DELTA_OF_LAST_RECORD = "impl_dual_write_delta_of_last_record"
+    DUAL_WRITE_SETS_NEW_PARTITION = "impl_dual_write_sets_new_partition"
+    MIGRATION_SKIPS_UNSTARTED_PARTITION = "impl_migration_skips_unstarted_partition"
     # Reached only by a campaign's drawn configurations and admin requests (impl.sim.scenarios)
     ADMIT_ZK_BROKER_WITH_OTHER_IBP = "impl_admit_zk_broker_with_other_ibp"
     MV_CHANGE_DURING_MIGRATION = "impl_mv_change_during_migration"
@@ -119,6 +121,11 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
     ImplSeededBug(ImplBug.DUAL_WRITE_DELTA_OF_LAST_RECORD, "ZkEqualsImageAtMigrationOffset", "broker-migration",
                   "the dual write writes the change of the newest committed record only, not every change since"
                   " /migration's offset"),
+    ImplSeededBug(ImplBug.DUAL_WRITE_SETS_NEW_PARTITION, "KRaftZkWritesFailOnlyOnStaleReads", "create-partitions",
+                  "the KRaft-to-ZooKeeper writer sets a new partition's state znode instead of creating it (and its"
+                  " parent): NoNode on every retry"),
+    ImplSeededBug(ImplBug.MIGRATION_SKIPS_UNSTARTED_PARTITION, "InitialMigrationAllOrNothing", "create-partitions",
+                  "the initial migration skips a partition the assignment holds with no state znode yet"),
     # reached only by a campaign's drawn configurations (mixed IBPs, batch sizes) and admin requests
     ImplSeededBug(ImplBug.ADMIT_ZK_BROKER_WITH_OTHER_IBP, "ZkBrokersAdmittedAtMetadataVersion", "sim-migration",
                   "the KRaft controller registers a ZK broker whose IBP is not the finalized metadata.version"),

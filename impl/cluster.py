@@ -214,6 +214,8 @@ class Cluster:
                 cluster.brokers[b.id] = BrokerNode(b.id, broker_properties(b.id, b.config, voters), b.config.supported,
                                                    bugs)
                 cluster.brokers[b.id].feature_updates = scope.feature_updates
+                cluster.brokers[b.id].created_replicas = scope.created_replicas
+                cluster.brokers[b.id].creates_partitions = bool(scope.created_replicas)
         if cold.controllers:
             from impl.kraft_controller import ControllerNode
 
@@ -221,6 +223,7 @@ class Cluster:
                 node = ControllerNode(c.id, controller_properties(c.id, c.config, voters), c.config.metadata_version,
                                       scope.budget.max_lag, bugs)
                 node.metadata_version_updates = scope.metadata_version_choices
+                node.created_replicas = scope.created_replicas
                 node.zk_session = port.open_session(SESSION_TIMEOUT_MS)
                 cluster.session_owner[node.zk_session] = c.id
                 cluster.controllers[c.id] = node

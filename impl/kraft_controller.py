@@ -98,6 +98,7 @@ from model.actions import (
     BecomeZkController,
     CompleteMigration,
     CrashController,
+    CreatePartitions,
     DualWrite,
     Fetch,
     KRaftLeaderChange,
@@ -156,6 +157,19 @@ def decide_write(image: Image) -> ApiError:
     Trigger: the KRaft controllers wait for the ZK brokers; reference §6)."""
     if image.migration_state is ZkMigrationState.PRE_MIGRATION:
         return ApiError.NOT_CONTROLLER
+    return ApiError.NONE
+
+
+@decision("NONE", "NOT_CONTROLLER", "INVALID_REPLICA_ASSIGNMENT")
+def decide_create_partitions(image: Image, replicas: tuple[int, ...]) -> ApiError:
+    """ReplicationControlManager.createPartitions with a manual assignment, after the pre-migration gate: every
+    replica registered, and one of them active (unfenced, not shutting down) to lead."""
+    if decide_write(image) is not ApiError.NONE:
+        return ApiError.NOT_CONTROLLER
+    if any(r not in image.brokers for r in replicas):
+        return ApiError.INVALID_REPLICA_ASSIGNMENT
+    if not any(not image.brokers[r].fenced and not image.brokers[r].in_controlled_shutdown for r in replicas):
+        return ApiError.INVALID_REPLICA_ASSIGNMENT
     return ApiError.NONE
 
 
@@ -309,6 +323,7 @@ class ControllerNode(Node):
         # the (level, upgrade type) an admin asks metadata.version updates for (an admin client's requests: the
         # node offers them while active, as AlterConfigs; the runner sets them from the scope)
         self.metadata_version_updates: tuple[tuple[Ibp, UpgradeType], ...] = ()
+        self.created_replicas: tuple[BrokerId, ...] = ()  # an admin's CreatePartitions assignment (the scope's)
         self.notifications = Notifications()
         self.zk_session: int = 0  # opened by the runner at bootstrap
         self._alive = True
@@ -478,6 +493,8 @@ class ControllerNode(Node):
             # an admin's metadata.version updates (the scope's ``metadata_version_choices``), each at most once a poll
             out += [UpdateMetadataVersion(c, level, kind) for level, kind in self.metadata_version_updates
                     if g.open((UpdateMetadataVersion, level, kind), now)]
+            if self.created_replicas and g.open(CreatePartitions, now):
+                out.append(CreatePartitions(c, self.created_replicas))
             image = self.own_image()
             # BrokerHeartbeatManager: a broker is fenced once broker.session.timeout.ms passed without a heartbeat.
             out += [SessionTimeout(BrokerId(b), c) for b in sorted(image.brokers)
@@ -570,6 +587,10 @@ class ControllerNode(Node):
                 g.close(AlterConfigs, now + POLL_MS)
             case UpdateMetadataVersion(level=level, upgrade_type=kind):
                 g.close((UpdateMetadataVersion, level, kind), now + POLL_MS)
+            case CreatePartitions():
+                g.close(CreatePartitions, now + POLL_MS)
+                if done:
+                    self.created_replicas = ()  # the admin's one request: a run's partitions stay few
             case _ if done:
                 g.succeed(type(action))
             case _:
@@ -812,6 +833,18 @@ class ControllerNode(Node):
         return True  # answered, refused or not
         yield  # pragma: no cover - makes this a generator
 
+    def _create_partitions(self, event: Perform, action: CreatePartitions) -> Handler:
+        """A new partition with the admin's assignment: its active replicas the ISR, the first the leader."""
+        if not self.is_active() or self.writes_blocked():
+            return False
+        image = self.own_image()
+        if decide_create_partitions(image, action.replicas) is ApiError.NONE:
+            reg = image.brokers
+            isr = tuple(r for r in action.replicas if not reg[r].fenced and not reg[r].in_controlled_shutdown)
+            self.raft.append([PartitionRecord(len(image.partitions), isr[0], isr, LeaderEpoch(0), action.replicas)])
+        return True  # answered, refused or not
+        yield  # pragma: no cover - makes this a generator
+
     def _update_metadata_version(self, event: Perform, action: UpdateMetadataVersion) -> Handler:
         if not self.is_active() or self.writes_blocked():
             return False
@@ -937,6 +970,7 @@ ControllerNode._ACTIONS = {
     SessionTimeout: ControllerNode._session_timeout,
     AlterConfigs: ControllerNode._alter_configs,
     UpdateMetadataVersion: ControllerNode._update_metadata_version,
+    CreatePartitions: ControllerNode._create_partitions,
     **{
         action: _driver_event(handler)
         for action, handler in (

@@ -113,7 +113,10 @@ def read_partition_states(session: int) -> Handler:
     states = []
     for p in range(len(assignment)):
         path = partition_state_path(PartitionId(p))
-        sdata, stat = yield GetData(session, path)
+        try:
+            sdata, stat = yield GetData(session, path)
+        except NoNode:
+            continue  # an admin added it and no controller has started it yet (no state znode)
         states.append((PartitionId(p), decode(path, sdata), stat.version))
     return assignment, states
 
@@ -392,7 +395,10 @@ class KafkaController:
         """
         live = self.epochs()
         assignment, states = yield from self._read_partitions(session)
-        _, current, version = states[p]
+        found = [(current, version) for q, current, version in states if q == p]
+        if not found:
+            return False  # not started yet: no state znode
+        current, version = found[0]
         new = elect_offline_leader(assignment[p], current, live, self.epoch)
         if new is None:
             return False
@@ -401,6 +407,39 @@ class KafkaController:
         if ok:
             self._remember(p, new)
             yield from self._send_all(self._tell_replicas(live, assignment[p], p, new))
+        return True
+
+    # ---- new partitions (processPartitionModifications, onNewPartitionCreation) ----------------------------
+
+    def process_partition_modifications(self, session: int) -> Handler:
+        """The partitions the assignment holds with no state znode: each one's live replicas its ISR, the first its
+        leader at leader epoch 0, its znodes created in one fenced multi; LeaderAndIsr to those replicas and
+        UpdateMetadata to every live broker. False (refused) when there is none, or none with a live replica."""
+        live = self.epochs()
+        assignment, states = yield from self._read_partitions(session)
+        self.partitions = len(assignment)
+        started_ids = {p for p, _, _ in states}
+        started: list[tuple[PartitionId, PartitionState]] = []
+        for p in range(len(assignment)):
+            isr = tuple(BrokerId(r) for r in assignment[p] if r in live)
+            if p not in started_ids and isr:
+                started.append((PartitionId(p), PartitionState(isr[0], LeaderEpoch(0), isr, self.epoch)))
+        if not started:
+            return False
+        ops: list[Op] = []
+        for p, new in started:
+            path = partition_state_path(p)
+            ops += [CreateOp(path.rsplit("/", 1)[0], b""), CreateOp(path, encode(path, new))]
+        if not (yield from self._write(session, ops)):
+            return True
+        requests: list = []
+        for p, new in started:
+            requests += self._tell_replicas(live, new.isr, p, new)
+        _, states = yield from self._read_partitions(session)
+        leaders = tuple((s.leader, s.leader_epoch) for _, s, _ in states)
+        requests += [UpdateMetadata(BrokerId(self.broker_id), self.epoch, BrokerEpoch(e), BrokerId(b), leaders)
+                     for b, e in sorted(live.items())]
+        yield from self._send_all(requests)
         return True
 
     # ---- UpdateFeatures (KIP-584 §Changes to Kafka Controller) -----------------------------------------

@@ -182,6 +182,24 @@ class ElectPartitionLeader(Record):
 
 
 @record
+class AddPartitions(Record):
+    """An admin's CreatePartitions served by a ZooKeeper-mode broker (ZkAdminManager, AdminZkClient.addPartitions):
+    a new partition with ``replicas`` appended to /brokers/topics/t. Its state znode is the controller's to create
+    (``ProcessPartitionModifications``). (perturbation)"""
+
+    broker: BrokerId
+    replicas: tuple[BrokerId, ...]
+
+
+@record
+class ProcessPartitionModifications(Record):
+    """KafkaController.processPartitionModifications: the ZK controller starts the partitions /brokers/topics/t
+    assigns that have no state znode yet (onNewPartitionCreation): state znodes, LeaderAndIsr, UpdateMetadata."""
+
+    controller: BrokerId
+
+
+@record
 class UpdateFeatures(Record):
     """An operator's UpdateFeatures request, handled by whoever believes it is the controller. (perturbation)"""
 
@@ -428,6 +446,15 @@ class AlterConfigs(Record):
 
 
 @record
+class CreatePartitions(Record):
+    """An admin's CreatePartitions on the active controller with a manual assignment: a PartitionRecord for a new
+    partition with ``replicas`` (refused in pre-migration). (perturbation)"""
+
+    controller: ControllerId
+    replicas: tuple[BrokerId, ...]
+
+
+@record
 class UpdateMetadataVersion(Record):
     """An admin's UpdateFeatures for metadata.version on the active controller. (perturbation)"""
 
@@ -467,6 +494,8 @@ ZkEraAction = (
     | ProcessBrokerChange
     | ElectPartitionLeader
     | UpdateFeatures
+    | AddPartitions
+    | ProcessPartitionModifications
 )
 
 # The actions of the KRaft side, in the catalogue's order: the quorum, its migration driver, brokers on KRaft,
@@ -505,6 +534,7 @@ KRaftAction = (
     | AlterConfigs
     | UpdateMetadataVersion
     | DeleteControllerZNodes
+    | CreatePartitions
 )
 
 # The KRaft quorum and what its active controller decides: Raft, brokers on KRaft, admin writes
@@ -527,6 +557,7 @@ KRaftQuorumAction = (
     | BeginControlledShutdown
     | AlterConfigs
     | UpdateMetadataVersion
+    | CreatePartitions
 )
 
 # The ZooKeeper-to-KRaft migration: the driver's events and the operator's runbook steps (``model.kraft_migration``).
@@ -601,6 +632,8 @@ PERTURBATIONS: frozenset[type] = frozenset(
         AlterConfigs,
         UpdateMetadataVersion,
         DeleteControllerZNodes,
+        AddPartitions,
+        CreatePartitions,
     }
 )
 

@@ -78,6 +78,10 @@ class Bug(Enum):
     CLAIM_REUSES_ZK_EPOCH = "claim_reuses_zk_epoch"
     CLAIM_IGNORES_NEWER_KRAFT_EPOCH = "claim_ignores_newer_kraft_epoch"
     CLAIM_TRUSTS_STALE_READ = "claim_trusts_stale_read"
+    # Partitions created during the migration (the ``create-partitions`` scope)
+    DUAL_WRITE_SETS_NEW_PARTITION = "dual_write_sets_new_partition"
+    DUAL_WRITE_KEEPS_ASSIGNMENT = "dual_write_keeps_assignment"
+    MIGRATION_SKIPS_UNSTARTED_PARTITION = "migration_skips_unstarted_partition"
     RPCS_WAIT_FOR_NEWER_OFFSET = "rpcs_wait_for_newer_offset"
     MIGRATION_OUTSIDE_TRANSACTION = "migration_outside_transaction"
     NO_ABORT_ON_FAILOVER = "no_abort_on_failover"
@@ -244,6 +248,14 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug(Bug.CLAIM_TRUSTS_STALE_READ, "ZkControllerEpochsIncreaseAcrossHandOver", "stale-reads",
               "the claim's multi sets /controller_epoch and replaces /controller with version -1, trusting what its"
               " driver read from a server that may lag"),
+    SeededBug(Bug.DUAL_WRITE_SETS_NEW_PARTITION, "KRaftZkWritesFailOnlyOnStaleReads", "create-partitions",
+              "the dual write sets the state znode of a partition created on KRaft instead of creating it (NoNode:"
+              " the write fails on every retry)"),
+    SeededBug(Bug.DUAL_WRITE_KEEPS_ASSIGNMENT, "ZkEqualsImageAtMigrationOffset", "create-partitions",
+              "the dual write creates a new partition's state znode but leaves /brokers/topics/t without it"),
+    SeededBug(Bug.MIGRATION_SKIPS_UNSTARTED_PARTITION, "InitialMigrationAllOrNothing", "create-partitions",
+              "the initial migration copies only partitions with a state znode, not one an admin added that no"
+              " ZK controller has started yet"),
     SeededBug(Bug.RPCS_WAIT_FOR_NEWER_OFFSET, "MigrationReachesDualWriteWithoutFaults", "handover",
               "SendRPCsToBrokers waits for an image newer than /migration's offset instead of as new (off by one)"),
     SeededBug(Bug.MIGRATION_OUTSIDE_TRANSACTION, "InitialMigrationAllOrNothing", "migration",

@@ -33,17 +33,15 @@ from model.migration import CONFIG, MIGRATION
 from model.registry import always, section, sometimes, transition
 from model.state import (
     CONTROLLER_EPOCH,
-    TOPIC,
     ClusterState,
     KRaftController,
     LeaderAndIsr,
-    PartitionState,
     UpdateMetadata,
     kraft_claim,
-    partition_state_path,
+    zk_partitions,
     znode_data,
 )
-from model.types import BrokerId, LeaderEpoch, PartitionId, metadata_changed_between
+from model.types import BrokerId, LeaderEpoch, metadata_changed_between
 
 # Znodes holding the cluster's metadata (topics, partition states, configs, pending deletions), as
 # opposed to the controllers' own (/controller, /controller_epoch, /migration) and the brokers'.
@@ -64,16 +62,9 @@ def _newest_leader(state: ClusterState) -> KRaftController | None:
     return None
 
 
-def _zk_partition_states(state: ClusterState) -> list[PartitionState]:
-    """Each partition's state znode, as ZooKeeper holds it."""
-    count = len(znode_data(state, TOPIC) or ())
-    found = [znode_data(state, partition_state_path(PartitionId(p))) for p in range(count)]
-    return [s for s in found if s is not None]
-
-
 def _zk_partitions(state: ClusterState) -> tuple[tuple[BrokerId, LeaderEpoch], ...]:
     """(leader, leader epoch) of each partition, as ZooKeeper's state znodes hold them."""
-    return tuple((s.leader, s.leader_epoch) for s in _zk_partition_states(state))
+    return tuple((s.leader, s.leader_epoch) for s in zk_partitions(state))
 
 
 def _zk_metadata(state: ClusterState) -> tuple[tuple[str, zkm.Znode[object]], ...]:
@@ -86,7 +77,7 @@ def _leaders(image: MetadataImage) -> tuple[tuple[BrokerId, LeaderEpoch], ...]:
 
 def _zk_view(state: ClusterState) -> tuple[object, ...]:
     """ZooKeeper's metadata as an image shows it: each partition's leader, ISR and leader epoch; the config."""
-    return tuple((s.leader, s.isr, s.leader_epoch) for s in _zk_partition_states(state)), znode_data(state, CONFIG)
+    return tuple((s.leader, s.isr, s.leader_epoch) for s in zk_partitions(state)), znode_data(state, CONFIG)
 
 
 def _image_view(image: MetadataImage) -> tuple[object, ...]:

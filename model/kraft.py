@@ -116,6 +116,17 @@ class BrokerRegistrationChangeRecord(Record):
     in_controlled_shutdown: bool = False
 
 
+def _repr_without_empty_replicas(r: Record) -> str:
+    """A partition's repr, its ``replicas`` left out when empty (``QUIET_WHEN_EMPTY``): the partitions of every
+    scope without creations print as they did before the field existed (pinned scenario outputs show them)."""
+    names: tuple[str, ...] = r.__slots__
+    shown = ", ".join(f"{n}={getattr(r, n)!r}" for n in names if n not in QUIET_WHEN_EMPTY or getattr(r, n))
+    return f"{type(r).__name__}({shown})"
+
+
+QUIET_WHEN_EMPTY = frozenset({"replicas"})  # fields of PartitionRecord and PartitionImage shown only when set
+
+
 @record
 class PartitionRecord(Record):
     """A partition as the migration copies it from ZooKeeper, or a later change of it."""
@@ -124,6 +135,12 @@ class PartitionRecord(Record):
     leader: BrokerId
     isr: tuple[BrokerId, ...]
     leader_epoch: LeaderEpoch
+    # The assignment of a partition an admin created on KRaft; () for one copied from ZooKeeper, whose assignment
+    # stays in /brokers/topics/t (no scope moves replicas, so the model copies only the state znode's fields).
+    replicas: tuple[BrokerId, ...] = ()
+
+    def __repr__(self) -> str:
+        return _repr_without_empty_replicas(self)
 
 
 @record
@@ -225,6 +242,10 @@ class PartitionImage(Record):
     leader: BrokerId
     isr: tuple[BrokerId, ...]
     leader_epoch: LeaderEpoch
+    replicas: tuple[BrokerId, ...] = ()  # as its PartitionRecord gave it (a change keeps it)
+
+    def __repr__(self) -> str:
+        return _repr_without_empty_replicas(self)
 
 
 @record
@@ -321,7 +342,8 @@ def _apply(image: MetadataImage, rec: MetadataRecord) -> MetadataImage:
             parts = list(image.partitions)
             while len(parts) <= p:
                 parts.append(PartitionImage(BrokerId(-1), (), LeaderEpoch(-1)))
-            parts[p] = PartitionImage(rec.leader, rec.isr, rec.leader_epoch)
+            replicas = rec.replicas if isinstance(rec, PartitionRecord) else parts[p].replicas
+            parts[p] = PartitionImage(rec.leader, rec.isr, rec.leader_epoch, replicas)
             return image.replace(partitions=tuple(parts))
         case ConfigRecord(value=value):
             return image.replace(config=value)

@@ -42,7 +42,7 @@ from model.actions import (
     WaitForControllerQuorum,
     WaitForZkBrokers,
 )
-from model.bugs import Bug, Variant
+from model.bugs import CORRECT, Bug, Variant
 from model.kraft import (
     BeginTransactionRecord,
     ConfigRecord,
@@ -107,6 +107,7 @@ from model.types import (
     BrokerId,
     ControllerEpoch,
     Ibp,
+    LeaderEpoch,
     PartitionId,
     ZkCode,
     ZkVersion,
@@ -487,13 +488,20 @@ def migrated_partition(partition: int, s: PartitionState) -> PartitionRecord:
     return PartitionRecord(partition, s.leader, s.isr, s.leader_epoch)
 
 
-def zk_metadata(state: ClusterState) -> list[MetadataRecord]:
-    """What the migration copies from ZooKeeper: partitions of live topics and the dynamic config."""
+def zk_metadata(state: ClusterState, variant: Variant = CORRECT) -> list[MetadataRecord]:
+    """What the migration copies from ZooKeeper: partitions of live topics and the dynamic config.
+
+    A partition assigned with no state znode yet (added by an admin, not yet started by a ZK controller) is
+    copied as ZkTopicMigrationClient does: its replicas as ISR, the first as leader, leader epoch 0."""
     records: list[MetadataRecord] = []
     assignment = znode_data(state, TOPIC)
     if assignment is not None:
-        for p in range(len(assignment)):
-            records.append(migrated_partition(p, zkm.get_existing(state.zk, partition_state_path(PartitionId(p))).data))
+        for p, replicas in enumerate(assignment):
+            s = znode_data(state, partition_state_path(PartitionId(p)))
+            if s is not None:
+                records.append(migrated_partition(p, s))
+            elif not variant.has(Bug.MIGRATION_SKIPS_UNSTARTED_PARTITION):
+                records.append(PartitionRecord(p, replicas[0], replicas, LeaderEpoch(0)))
     config = znode_data(state, CONFIG)
     if config is not None:
         records.append(ConfigRecord(config))
@@ -517,7 +525,7 @@ def _migrate_metadata(state: ClusterState, cid: ControllerId, variant: Variant) 
     # Appending needs the Raft leadership, not just the driver's belief (NotControllerException otherwise).
     if not is_active(c):
         return _NOT_ACTIVE
-    records = zk_metadata(seen_by(state, cid))
+    records = zk_metadata(seen_by(state, cid), variant)
     # Differs: Kafka's readAllMetadata hands its BufferingBatchConsumer a topic's records at once, and it flushes
     # once it holds the batch size or more; the model cuts ZooKeeper's records into batches of exactly that size.
     size = max(c.config.migration_batch_size, 1)
@@ -592,7 +600,7 @@ def _complete_migration(state: ClusterState, cid: ControllerId, variant: Variant
     if _migration_appended(c):
         return _MIGRATION_APPENDED
     copied, _ = migration_copied(c)
-    remaining = len(zk_metadata(state)) - copied
+    remaining = len(zk_metadata(state, variant)) - copied
     if remaining > 0 and not variant.has(Bug.COMPLETE_BEFORE_LAST_BATCH):
         return Refused(None, "{} of ZooKeeper's records are not copied yet", (remaining,))
     records: list[MetadataRecord] = [ZkMigrationStateRecord(ZkMigrationState.MIGRATION)]
@@ -625,11 +633,11 @@ def zk_reconcile_ops(state: ClusterState, image: MetadataImage, c: KRaftControll
 
     The full reconciliation of a SyncKRaftToZk (every leadership's first write): it heals any divergence
     between ZooKeeper and the image, whatever made it. ``state`` is ZooKeeper as the driver reads it."""
-    ops: list[Op] = []
+    ops = _grown_assignment(state, image, variant)
     for p, part in enumerate(image.partitions):
         s: PartitionState | None = znode_data(state, partition_state_path(PartitionId(p)))
         if s is None or (s.leader, s.isr, s.leader_epoch) != (part.leader, part.isr, part.leader_epoch):
-            ops.append(_partition_write(p, part, c, variant))
+            ops.append(_partition_write(p, part, c, variant, new=s is None))
     if image.config is not None and znode_data(state, CONFIG) != image.config and not variant.has(
         Bug.DUAL_WRITE_DROPS_CONFIG
     ):
@@ -645,18 +653,26 @@ def zk_reconcile_ops(state: ClusterState, image: MetadataImage, c: KRaftControll
     return ops
 
 
-def zk_delta_ops(before: MetadataImage, image: MetadataImage, c: KRaftController, variant: Variant) -> list[Op]:
+def zk_delta_ops(
+    state: ClusterState, before: MetadataImage, image: MetadataImage, c: KRaftController, variant: Variant
+) -> list[Op]:
     """KRaftMigrationZkWriter.handleDelta: write what changed from ``before`` (the image at /migration's offset,
-    which ZooKeeper holds) to ``image``, without reading ZooKeeper (KIP-866 §Dual Metadata Writes: "writing
-    metadata changes to ZK"). Both profiles: the KIP and Kafka 3.9 write the changes. A divergence between
-    ZooKeeper and ``before`` is therefore never healed here, only by the next leadership's SyncKRaftToZk.
+    which ZooKeeper holds) to ``image`` (KIP-866 §Dual Metadata Writes: "writing metadata changes to ZK"). Both
+    profiles: the KIP and Kafka 3.9 write the changes. A divergence between ZooKeeper and ``before`` is therefore
+    never healed here, only by the next leadership's SyncKRaftToZk.
+
+    It reads nothing, but for a partition created on KRaft since ``before``: then it reads the topic's assignment
+    from ``state`` (ZooKeeper as the driver reads it) to grow it.
 
     No action removes a KRaft topic (nothing appends a RemoveTopicRecord), so no delta deletes one; the topic
     pending deletion in ZooKeeper is the sync's (``zk_reconcile_ops``)."""
-    ops: list[Op] = []
+    created = len(image.partitions) > len(before.partitions)
+    # Differs: Kafka's updateTopic writes the whole assignment from its image; the model's image holds no replicas
+    # for the partitions copied from ZooKeeper, so it grows the assignment ZooKeeper has.
+    ops = _grown_assignment(state, image, variant) if created else []
     for p, part in enumerate(image.partitions):
         if p >= len(before.partitions) or before.partitions[p] != part:
-            ops.append(_partition_write(p, part, c, variant))
+            ops.append(_partition_write(p, part, c, variant, new=p >= len(before.partitions)))
     if image.config is not None and image.config != before.config and not variant.has(Bug.DUAL_WRITE_DROPS_CONFIG):
         # ZooKeeper holds ``before``: its config znode exists exactly when ``before`` has a config.
         write = Create(CONFIG, image.config) if before.config is None else SetData(CONFIG, image.config, ANY_VERSION)
@@ -664,13 +680,27 @@ def zk_delta_ops(before: MetadataImage, image: MetadataImage, c: KRaftController
     return ops
 
 
-def _partition_write(p: int, part: PartitionImage, c: KRaftController, variant: Variant) -> Op:
-    """The partition's state znode set to the image's leader, ISR and leader epoch."""
+def _grown_assignment(state: ClusterState, image: MetadataImage, variant: Variant) -> list[Op]:
+    """updateTopic (KRaftMigrationZkWriter.handleTopicsDelta): /brokers/topics/t grown by the partitions created
+    on KRaft since, before createTopicPartitions creates their state znodes."""
+    assignment = znode_data(state, TOPIC)
+    if assignment is None or len(image.partitions) <= len(assignment) or variant.has(Bug.DUAL_WRITE_KEEPS_ASSIGNMENT):
+        return []
+    grown = assignment + tuple(part.replicas for part in image.partitions[len(assignment):])
+    return [SetData(TOPIC, grown, ZkVersion(-1))]
+
+
+def _partition_write(p: int, part: PartitionImage, c: KRaftController, variant: Variant, new: bool) -> Op:
+    """The partition's state znode set to the image's leader, ISR and leader epoch; created when ``new``
+    (createTopicPartitions: a partition ZooKeeper has no znode for)."""
     # Differs: Kafka writes the Raft epoch as the partition's controller_epoch (reference §2.4); the
     # KIP treats the KRaft controller as a ZK controller, so the model writes the claimed ZK epoch.
     epoch = ControllerEpoch(c.epoch if variant.profile is Profile.KAFKA_3_9 else _known_driver(c).zk_epoch)
-    state = PartitionState(part.leader, part.leader_epoch, part.isr, epoch)
-    return SetData(partition_state_path(PartitionId(p)), state, ZkVersion(-1))
+    data = PartitionState(part.leader, part.leader_epoch, part.isr, epoch)
+    path = partition_state_path(PartitionId(p))
+    if new and not variant.has(Bug.DUAL_WRITE_SETS_NEW_PARTITION):
+        return Create(path, data)
+    return SetData(path, data, ZkVersion(-1))
 
 
 def _kraft_zk_write(
@@ -842,7 +872,7 @@ def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> Res
         # Differs: Kafka's handleDelta writes the delta the metadata loader handed the driver (since the image it
         # was handed before, written or not), one multi per change; the model writes the change since /migration's
         # offset in one multi, so what a failed write left out the next one writes (KIP-866 only says "changes").
-        ops = zk_delta_ops(base, image, c, variant)
+        ops = zk_delta_ops(seen_by(state, cid), base, image, c, variant)
         state, ok = _kraft_zk_write(state, c, "dual-write", ops, image.offset, variant)
         if not ok:
             return state

@@ -37,6 +37,7 @@ from model.actions import (
     BeginControlledShutdown,
     BrokerHeartbeat,
     CrashController,
+    CreatePartitions,
     Fetch,
     FetchMetadata,
     HeartbeatResponseLost,
@@ -70,6 +71,7 @@ from model.kraft import (
     MetadataImage,
     MetadataRecord,
     PartitionChangeRecord,
+    PartitionRecord,
     QuorumRole,
     RegisterBrokerRecord,
     RegisterControllerRecord,
@@ -181,6 +183,8 @@ def handle(state: ClusterState, action: KRaftQuorumAction, variant: Variant) -> 
             return _alter_configs(state, c, variant)
         case UpdateMetadataVersion(controller=c, level=level, upgrade_type=upgrade_type):
             return _update_metadata_version(state, c, level, upgrade_type, variant)
+        case CreatePartitions(controller=c, replicas=replicas):
+            return _create_partitions(state, c, replicas, variant)
         case _:
             assert_never(action)
 
@@ -1038,16 +1042,16 @@ _PRE_MIGRATION = Refused(Errors.NOT_CONTROLLER, "pre-migration: no write but reg
 
 
 def _admin_request(
-    state: ClusterState, cid: ControllerId, variant: Variant
+    state: ClusterState, cid: ControllerId, variant: Variant, budget: str = "operator"
 ) -> Refused | tuple[ClusterState, KRaftController, MetadataImage]:
-    """An operator's admin request reaching the active controller: the state with the request spent,
-    the controller and the image it decides from; why not, when no active controller may write now."""
+    """An operator's admin request reaching the active controller: the state with the request spent (from
+    ``budget``), the controller and the image it decides from; why not, when no active controller may write now."""
     c = ctrl(state, cid)
     if not is_active(c):
         return _NOT_ACTIVE
     if writes_blocked(state, c, variant):
         return _LAG_BOUND
-    spent = spend(state, operator=1)
+    spent = spend(state, **{budget: 1})
     if spent is None:
         return BUDGET_SPENT
     return spent, c, own_image(c)
@@ -1062,6 +1066,35 @@ def _alter_configs(state: ClusterState, cid: ControllerId, variant: Variant) -> 
     if refused is not None:
         return refused.delivered(state)
     return append(state, c, [ConfigRecord((image.config or 0) + 1)], variant)
+
+
+def decide_create_partitions(image: MetadataImage, replicas: tuple[BrokerId, ...]) -> Refused | PartitionRecord:
+    """ReplicationControlManager.createPartitions with a manual assignment, after the pre-migration gate: every
+    replica registered (validateManualPartitionAssignment), the ISR its active replicas (unfenced, not shutting
+    down), the first its leader at leader epoch 0; the next partition id. Each refusal INVALID_REPLICA_ASSIGNMENT."""
+    for r in replicas:
+        if image.registration(r) is None:
+            return Refused(Errors.INVALID_REPLICA_ASSIGNMENT, "the assignment includes broker {}, but no such broker is"
+                           " registered", (r,))
+    isr = tuple(r for r in replicas if (reg := image.registration(r)) is not None and not reg.fenced
+                and not reg.in_controlled_shutdown)
+    if not isr:
+        return Refused(Errors.INVALID_REPLICA_ASSIGNMENT, "every broker of the assignment is fenced or in controlled"
+                       " shutdown")
+    return PartitionRecord(len(image.partitions), isr[0], isr, LeaderEpoch(0), replicas)
+
+
+def _create_partitions(
+    state: ClusterState, cid: ControllerId, replicas: tuple[BrokerId, ...], variant: Variant
+) -> Result:
+    request = _admin_request(state, cid, variant, "partition_creations")
+    if isinstance(request, Refused):
+        return request
+    state, c, image = request
+    decided = decide_write(image, variant) or decide_create_partitions(image, replicas)
+    if isinstance(decided, Refused):
+        return decided.delivered(state)
+    return append(state, c, [decided], variant)
 
 
 def decide_metadata_version(

@@ -16,7 +16,16 @@ safety properties, and its order is the registration order.
 from __future__ import annotations
 
 from model import zookeeper as zkm
-from model.actions import Action, ElectController, Fetch, RestartController, WaitForControllerQuorum, WaitForZkBrokers
+from model.actions import (
+    Action,
+    DualWrite,
+    ElectController,
+    Fetch,
+    RestartController,
+    SyncKRaftToZk,
+    WaitForControllerQuorum,
+    WaitForZkBrokers,
+)
 from model.bugs import CORRECT
 from model.kraft import (
     AbortTransactionRecord,
@@ -52,6 +61,7 @@ from model.state import (
     UpdateMetadata,
     controller_index,
     kraft_claim,
+    zk_partitions,
     znode_data,
 )
 from model.types import UNKNOWN_BROKER_EPOCH, BrokerId, LeaderEpoch, ZkCode
@@ -66,13 +76,8 @@ Projection = tuple[tuple[tuple[BrokerId, tuple[BrokerId, ...], LeaderEpoch], ...
 
 def _zk_projection(state: ClusterState) -> Projection:
     """What dual writes keep equal in ZooKeeper: partitions, the dynamic config, live topics."""
-    parts = tuple((s.leader, s.isr, s.leader_epoch) for _, s, _ in partition_states(state)) if _has_topic(state) else ()
+    parts = tuple((s.leader, s.isr, s.leader_epoch) for s in zk_partitions(state))
     return parts, znode_data(state, CONFIG)
-
-
-def _has_topic(state: ClusterState) -> bool:
-
-    return zkm.get(state.zk, TOPIC) is not None
 
 
 def _image_projection(image: MetadataImage) -> Projection:
@@ -180,6 +185,22 @@ def zk_equals_image_at_migration_offset(state: ClusterState) -> bool:
     if node.kraft_metadata_offset > len(committed):
         return True  # ZkWritesFollowKRaftCommits reports that
     return _zk_projection(state) == _image_projection(image_of(committed, node.kraft_metadata_offset))
+
+
+@transition(
+    "KRaftZkWritesFailOnlyOnStaleReads",
+    "A KRaft controller's sync or dual write fails on a metadata znode (NoNode, NodeExists) only when it read"
+    " ZooKeeper from a lagging server: writes made from an up-to-date read apply, new partitions included.",
+    "KIP-866 §Dual Metadata Writes, §Controller Migration (the sync of KRaft's metadata to ZooKeeper)",
+)
+def kraft_zk_writes_fail_only_on_stale_reads(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, (DualWrite, SyncKRaftToZk)) or zkm.lagging(before.zk, action.controller):
+        return True
+    # The multi: the /controller_epoch check, the metadata ops, /migration's update. The first failure is the
+    # one that failed it (the ops after it answer RUNTIME_INCONSISTENCY).
+    results = after.ghost.last_multi
+    failed = [r for r in results if r not in (ZkCode.OK, ZkCode.RUNTIME_INCONSISTENCY)]
+    return not failed or failed[0] not in (ZkCode.NO_NODE, ZkCode.NODE_EXISTS) or results.index(failed[0]) == 0
 
 
 @always(
@@ -420,6 +441,16 @@ def stale_read_refused_at_leader(before: ClusterState, action: Action, after: Cl
     results = after.ghost.last_multi
     return (who is not None and zkm.lagging(before.zk, who) and bool(results)
             and any(r is not ZkCode.OK and r is not ZkCode.RUNTIME_INCONSISTENCY for r in results))
+
+
+@sometimes(
+    "PartitionCreatedByDualWrite",
+    "A KRaft controller's write to ZooKeeper creates the state znode of a partition created since the migration.",
+    "KIP-866 §Dual Metadata Writes",
+)
+def partition_created_by_dual_write(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    return (isinstance(action, (DualWrite, SyncKRaftToZk)) and bool(after.ghost.kraft_writes)
+            and len(partition_states(after)) > len(partition_states(before)))
 
 
 @sometimes(

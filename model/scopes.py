@@ -129,6 +129,7 @@ class Scope(Record):
     stage: str | None = None  # how far a canonical prefix takes the KRaft side (see STAGES)
     controller_flag_choices: tuple[bool, ...] = ()  # values ReconfigureController may set
     metadata_version_choices: tuple[tuple[Ibp, UpgradeType], ...] = ()  # what UpdateMetadataVersion may ask for
+    created_replicas: tuple[BrokerId, ...] = ()  # the assignment of a partition an admin's CreatePartitions adds
     # Properties the correct model breaks here under a profile: findings about the seeds, reported, not bugs.
     findings: tuple[tuple[str, str], ...] = ()  # (profile, property)
 
@@ -759,3 +760,21 @@ STALE_READS = small_migration_scope(
     findings=MIGRATION_WITHOUT_TRANSACTION,  # kafka-3.9 migrates at 3.4-IV0 with no transaction
 )
 SCOPES[STALE_READS.name] = STALE_READS
+
+# Partitions created during the migration (issue #17): an admin's CreatePartitions, served in ZooKeeper mode
+# (AddPartitions, then the ZK controller's ProcessPartitionModifications) or, once KRaft has claimed ZooKeeper, by
+# the active KRaft controller, whose dual write must create the new partition in ZooKeeper. The creation may come
+# before the claim with its state znode not yet written (the migration copies it as Kafka does), during the copy
+# (refused in pre-migration), or in dual write.
+CREATE_PARTITIONS = small_migration_scope(
+    name="create-partitions",
+    summary="1 ZK broker, 1 controller: an admin adds a partition in ZooKeeper mode, during the migration or in"
+            " dual write",
+    controllers=(MIGRATING,),
+    stage="registered",
+    budget=Budget(partition_creations=1, max_in_flight=6),
+    created_replicas=(BrokerId(0),),
+    findings=MIGRATION_WITHOUT_TRANSACTION,
+    max_depth=16,
+)
+SCOPES[CREATE_PARTITIONS.name] = CREATE_PARTITIONS

@@ -181,7 +181,8 @@ class Broker(Record):
     registered: bool  # /brokers/ids/<id> was created in ``session``
     epoch: BrokerEpoch  # own broker epoch (czxid of its registration); -1 before the first
     controller_epoch: ControllerEpoch  # the newest controller epoch it has accepted a request from
-    replicas: tuple[LocalReplica | None, ...]  # per partition; None: not hosted in this process
+    # per partition; None: not hosted in this process (a partition created later grows it, ``with_replica``)
+    replicas: tuple[LocalReplica | None, ...]
     metadata: tuple[tuple[BrokerId, LeaderEpoch], ...]  # per partition, from the last UpdateMetadata
     features: FeatureCache
     shutdown_sent: bool  # a ControlledShutdown was sent in this generation
@@ -195,6 +196,13 @@ class Broker(Record):
     metadata_live: tuple[BrokerId, ...] = ()  # ZK brokers: live brokers of the last KRaft UpdateMetadata
     meta_properties: int = 0  # meta.properties version in its log dirs (KIP-866 §Meta.Properties)
     want_shutdown: bool = False  # SIGINT received: controlled shutdown under way
+
+
+def with_replica(b: Broker, p: PartitionId, replica: LocalReplica | None) -> Broker:
+    """``b`` holding ``replica`` for partition ``p``, its per-partition tuple grown for a partition created since."""
+    replicas = list(b.replicas) + [None] * (p + 1 - len(b.replicas))
+    replicas[p] = replica
+    return b.replace(replicas=tuple(replicas))
 
 
 class InMemory(TypedDict):
@@ -373,6 +381,7 @@ class Budget(Record):
     # a broker's registration or heartbeat took effect on the controller and its response was lost (it retries)
     lost_responses: int = 0
     stale_reads: int = 0  # a KRaft controller's ZooKeeper server falling behind the leader (model.zookeeper views)
+    partition_creations: int = 0  # an admin's CreatePartitions, in ZooKeeper mode (AddPartitions) or on KRaft
 
 
 @record
@@ -474,6 +483,17 @@ def znode_data(state: ClusterState, path: str) -> Hashable | None:
     """The data of the znode at ``path``, or None when there is none."""
     node = zkm.get(state.zk, path)
     return None if node is None else node.data
+
+
+def zk_partitions(state: ClusterState) -> tuple[PartitionState, ...]:
+    """Each partition /brokers/topics/t assigns, as ZooKeeper holds it and the migration reads it
+    (ZkTopicMigrationClient): one an admin added whose state znode no controller has created yet reads as its
+    replicas for ISR, the first leading, at leader epoch 0 (its controller epoch, which nothing compares, 0)."""
+    found = []
+    for p, replicas in enumerate(znode_data(state, TOPIC) or ()):
+        s = znode_data(state, partition_state_path(PartitionId(p)))
+        found.append(s if s is not None else PartitionState(replicas[0], LeaderEpoch(0), replicas, ControllerEpoch(0)))
+    return tuple(found)
 
 
 def seen_by(state: ClusterState, client: int) -> ClusterState:

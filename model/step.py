@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from model import harness, kraft_migration, kraft_quorum, zk_era
 from model.actions import (
     Action,
+    AddPartitions,
     AlterConfigs,
     BecomeLeader,
     BecomeZkController,
@@ -31,6 +32,7 @@ from model.actions import (
     CompleteMigration,
     CrashBroker,
     CrashController,
+    CreatePartitions,
     DeleteControllerZNodes,
     Deliver,
     Drop,
@@ -49,6 +51,7 @@ from model.actions import (
     ObserveControllerEpoch,
     OpenSession,
     ProcessBrokerChange,
+    ProcessPartitionModifications,
     ReconfigureController,
     RecoverMigrationState,
     Redeliver,
@@ -87,7 +90,7 @@ from model.harness import HarnessAction, Inject, is_harness_action
 from model.kraft import QuorumRole
 from model.observations import observe
 from model.outcome import Outcome, Result, Unchanged, Verdict
-from model.state import ClusterState, message_sort_key
+from model.state import TOPIC, ClusterState, message_sort_key, znode_data
 from model.types import FeatureLevel, PartitionId
 
 if TYPE_CHECKING:
@@ -183,6 +186,9 @@ def candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
     """Actions that might be enabled; ``step`` decides. The order is fixed by the scope and the state."""
     actions: list[Action] = [ZkOutage(), ZkRecover()]
     actions += [ExpireSession(s) for s, _ in state.zk.sessions]
+    creating = state.budget.partition_creations > 0
+    # The topic's partitions: the scope's, and those an admin added since.
+    partitions = len(znode_data(state, TOPIC) or ()) if scope.created_replicas else len(scope.partitions)
     for b in state.brokers:
         i = b.id
         actions += [
@@ -200,9 +206,13 @@ def candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
             StopBroker(i),
         ]
         actions += [ChangeIbp(i, ibp) for ibp in scope.ibp_choices]
+        if creating:  # never in a scope without partition creations
+            actions.append(AddPartitions(i, scope.created_replicas))
         if b.controller is not None:
-            actions += [ElectPartitionLeader(i, PartitionId(p)) for p in range(len(scope.partitions))]
+            actions += [ElectPartitionLeader(i, PartitionId(p)) for p in range(partitions)]
             actions += [UpdateFeatures(i, f, FeatureLevel(lvl), allow) for f, lvl, allow in scope.feature_updates]
+            if creating or partitions > len(scope.partitions):
+                actions.append(ProcessPartitionModifications(i))
     for m in sorted(state.network, key=message_sort_key):
         actions += [Deliver(m), Drop(m), Redeliver(m)]
     if state.controllers:
@@ -234,6 +244,8 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
         if c.id in leaders:
             actions += [AlterConfigs(i)]
             actions += [UpdateMetadataVersion(i, level, kind) for level, kind in scope.metadata_version_choices]
+            if state.budget.partition_creations:  # never in a scope without partition creations
+                actions.append(CreatePartitions(i, scope.created_replicas))
     for b in state.brokers:
         for leader in leaders:
             actions += [RegisterWithKRaft(b.id, leader), BrokerHeartbeat(b.id, leader), FetchMetadata(b.id, leader),

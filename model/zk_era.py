@@ -24,6 +24,7 @@ from typing import assert_never
 
 from model import zookeeper as zkm
 from model.actions import (
+    AddPartitions,
     ChangeIbp,
     CrashBroker,
     Deliver,
@@ -35,6 +36,7 @@ from model.actions import (
     ObserveControllerEpoch,
     OpenSession,
     ProcessBrokerChange,
+    ProcessPartitionModifications,
     Redeliver,
     RefreshFeatureCache,
     RegisterBroker,
@@ -76,10 +78,12 @@ from model.state import (
     StopReplica,
     UpdateMetadata,
     broker_path,
+    kraft_claim,
     partition_state_path,
+    with_replica,
     znode_data,
 )
-from model.transitions import forget_notifications, process_dies, put_broker, send, spend_checked
+from model.transitions import forget_notifications, process_dies, put_broker, send, spend, spend_checked
 from model.types import (
     NO_LEADER,
     UNKNOWN_BROKER_EPOCH,
@@ -98,7 +102,7 @@ from model.types import (
     ZkCode,
     ZkVersion,
 )
-from model.zookeeper import Check, Create, Delete, Op, SetData, WatchKind
+from model.zookeeper import Check, Create, Delete, Op, SetData, WatchKind, children
 
 # /controller_epoch read as absent: the election creates it instead of setting it.
 ABSENT = ZkVersion(-2)
@@ -141,6 +145,10 @@ _NOT_LAGGING = Refused(None, "the controller's ZooKeeper server is up to date")
 _NO_LIVE_SESSION = Refused(None, "no such live session")
 _NODE_EXISTS = Refused(None, "its /brokers/ids znode exists (NodeExists): another session's registration")
 _NO_CANDIDATE = Refused(None, "no replica of the ISR is live")
+_NOT_STARTED = Refused(None, "the partition has no state znode yet")
+_NO_NEW_PARTITION = Refused(None, "every partition /brokers/topics/t assigns has its state znode")
+_NO_LIVE_REPLICA = Refused(None, "no replica of a new partition is live")
+_FORWARDED = Refused(None, "a KRaft controller owns the metadata: the request is forwarded to it (CreatePartitions)")
 
 
 def handle(state: ClusterState, action: ZkEraAction, variant: Variant) -> Result:
@@ -192,6 +200,10 @@ def handle(state: ClusterState, action: ZkEraAction, variant: Variant) -> Result
             return _elect_partition_leader(state, c, p, variant)
         case UpdateFeatures(controller=c, feature=f, level=level, allow_downgrade=allow):
             return _update_features(state, c, f, level, allow, variant)
+        case AddPartitions(broker=b, replicas=replicas):
+            return _add_partitions(state, b, replicas)
+        case ProcessPartitionModifications(controller=c):
+            return _process_partition_modifications(state, c, variant)
         case _:
             assert_never(action)
 
@@ -743,12 +755,20 @@ def topic_assignment(state: ClusterState) -> Assignment:
 
 
 def partition_states(state: ClusterState) -> list[tuple[PartitionId, PartitionState, ZkVersion]]:
-    """Each partition with its state znode's data and version (each exists as long as the topic)."""
+    """Each started partition with its state znode's data and version: a partition an admin added to the
+    assignment has none until the controller starts it (``ProcessPartitionModifications``)."""
     found = []
     for p in range(len(topic_assignment(state))):
-        node = zkm.get_existing(state.zk, partition_state_path(PartitionId(p)))
-        found.append((PartitionId(p), node.data, node.version))
+        node = zkm.get(state.zk, partition_state_path(PartitionId(p)))
+        if node is not None:
+            found.append((PartitionId(p), node.data, node.version))
     return found
+
+
+def unstarted_partitions(state: ClusterState) -> list[PartitionId]:
+    """Partitions /brokers/topics/t assigns whose state znode does not exist yet."""
+    return [PartitionId(p) for p in range(len(topic_assignment(state)))
+            if zkm.get(state.zk, partition_state_path(PartitionId(p))) is None]
 
 
 def _tell_replicas(
@@ -881,7 +901,9 @@ def _elect_partition_leader(state: ClusterState, c: BrokerId, p: PartitionId, va
     broker, role = acting
     live = role.epochs()
     path = partition_state_path(p)
-    node = zkm.get_existing(state.zk, path)
+    node = zkm.get(state.zk, path)
+    if node is None:
+        return _NOT_STARTED
     current = node.data
     if current.leader in live:
         return _LEADER_LIVE
@@ -895,6 +917,69 @@ def _elect_partition_leader(state: ClusterState, c: BrokerId, p: PartitionId, va
     if not ok:
         return state
     sent = send(state, _tell_replicas(broker, live, assignment, p, new))
+    return IN_FLIGHT_CAP if sent is None else sent
+
+
+# ---- partition creation (AdminZkClient.addPartitions, KafkaController.onNewPartitionCreation) --------------
+
+def _add_partitions(state: ClusterState, b: BrokerId, replicas: tuple[BrokerId, ...]) -> Result:
+    """ZkAdminManager.createPartitions: AdminZkClient.addPartitions validates the manual assignment against the
+    registered brokers and writes the grown assignment to /brokers/topics/t (any version, no controller epoch:
+    an admin is no controller). Once a KRaft controller has claimed ZooKeeper, a migrating ZK broker forwards the
+    request to it instead (``CreatePartitions``)."""
+    broker = state.brokers[b]
+    if broker.config.kraft_mode:
+        return _KRAFT_BROKER
+    why = _unconnected(state, broker)
+    if why is not None:
+        return why
+    if kraft_claim(state) is not None:
+        return _FORWARDED
+    spent = spend(state, partition_creations=1)
+    if spent is None:
+        return BUDGET_SPENT
+    registered = {BrokerId(int(n)) for n, _ in children(state.zk, BROKER_IDS)}
+    missing = [r for r in replicas if r not in registered]
+    if missing:
+        return Refused(Errors.INVALID_REPLICA_ASSIGNMENT, "unknown broker {} in the assignment", (missing[0],), spent)
+    zk, results = zkm.multi(spent.zk, broker.session, (SetData(TOPIC, topic_assignment(spent) + (replicas,),
+                                                               ZkVersion(-1)),))
+    return spent.replace(zk=zk, ghost=spent.ghost.replace(last_multi=results))
+
+
+def _process_partition_modifications(state: ClusterState, c: BrokerId, variant: Variant) -> Result:
+    """processPartitionModifications, then onNewPartitionCreation: each new partition's live replicas (in
+    assignment order) make its ISR, the first its leader at leader epoch 0; its state znode is created in the
+    controller's fenced write; LeaderAndIsr goes to those replicas and UpdateMetadata to every live broker. One
+    without a live replica stays new, as NewPartition does."""
+    acting = _acting_controller(state, c)
+    if acting is None:
+        return _NOT_ACTING
+    broker, role = acting
+    # Differs: Kafka's controller finds new partitions by comparing the assignment with its context's, on the topic's
+    # data watch and at failover; the model's keeps no assignment: a partition without a state znode is not started.
+    new = unstarted_partitions(state)
+    if not new:
+        return _NO_NEW_PARTITION
+    live = role.epochs()
+    assignment = topic_assignment(state)
+    started: list[tuple[PartitionId, PartitionState]] = []
+    for p in new:
+        isr = tuple(r for r in assignment[p] if r in live)
+        if isr:
+            started.append((p, PartitionState(isr[0], LeaderEpoch(0), isr, role.epoch)))
+    if not started:
+        return _NO_LIVE_REPLICA
+    creates = tuple(Create(partition_state_path(p), s) for p, s in started)
+    state, ok = _controller_write(state, broker, creates, variant)
+    if not ok:
+        return state
+    requests: list[Message] = []
+    for p, s in started:
+        requests += _tell_replicas(broker, live, s.isr, p, s)
+    leaders = tuple((s.leader, s.leader_epoch) for _, s, _ in partition_states(state))
+    requests += [UpdateMetadata(c, role.epoch, b.epoch, b.id, leaders) for b in role.live]
+    sent = send(state, requests)
     return IN_FLIGHT_CAP if sent is None else sent
 
 
@@ -943,7 +1028,7 @@ def deliver_message(state: ClusterState, m: Message, variant: Variant) -> Result
     dest = dest.replace(controller_epoch=max(dest.controller_epoch, m.controller_epoch))
     match m:
         case LeaderAndIsr(partition=p, leader=leader, leader_epoch=leader_epoch):
-            local = dest.replicas[p]
+            local = dest.replicas[p] if p < len(dest.replicas) else None
             if local is not None and leader_epoch <= local.leader_epoch and not variant.has(
                 Bug.ACCEPT_OLDER_LEADER_EPOCH
             ):
@@ -952,9 +1037,7 @@ def deliver_message(state: ClusterState, m: Message, variant: Variant) -> Result
                 return Refused(Errors.STALE_CONTROLLER_EPOCH, "leader epoch {} of partition {} is not newer than {}",
                                (leader_epoch, p, local.leader_epoch), put_broker(state, dest))
             role = ReplicaRole.LEADER if leader == dest.id else ReplicaRole.FOLLOWER
-            replicas = list(dest.replicas)
-            replicas[p] = LocalReplica(leader_epoch, role)
-            dest = dest.replace(replicas=tuple(replicas))
+            dest = with_replica(dest, p, LocalReplica(leader_epoch, role))
             if role is ReplicaRole.LEADER:
                 term = (p, leader_epoch, dest.id, dest.epoch, m.controller_epoch)
                 terms = state.history.leader_terms | {term}
@@ -966,13 +1049,11 @@ def deliver_message(state: ClusterState, m: Message, variant: Variant) -> Result
             elif kraft:
                 dest = dest.replace(metadata_live=live)
         case StopReplica(partition=p, delete_partition=delete):
-            local = dest.replicas[p]
+            local = dest.replicas[p] if p < len(dest.replicas) else None
             if local is not None:
                 # KIP-380 §Public Interfaces (StopReplicaRequest's delete_partitions): ReplicaManager.stopReplicas
                 # removes a deleted partition from the broker (it hosts it no more); otherwise it stops fetching.
-                replicas = list(dest.replicas)
-                replicas[p] = None if delete else local.replace(role=ReplicaRole.STOPPED)
-                dest = dest.replace(replicas=tuple(replicas))
+                dest = with_replica(dest, p, None if delete else local.replace(role=ReplicaRole.STOPPED))
     return put_broker(state, dest)
 
 

@@ -916,7 +916,8 @@ def _add_campaign_arguments(p: argparse.ArgumentParser, positive) -> None:
                    help=f"partitions per wave of a steered campaign (default {WAVE_PARTITIONS})")
     p.add_argument("--configs", default=DEFAULT_CONFIGS,
                    help="drawn: each seed of sim-migration runs a cluster configuration drawn from it (quorum size, "
-                        "metadata.version, IBPs, flags, admin requests); fixed: the scope as named (default drawn)")
+                        "metadata.version, IBPs, flags, admin requests); drawn+partitions: and partition creations "
+                        "one run in two; fixed: the scope as named (default drawn)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (and no progress bar)")
 
 

@@ -81,7 +81,10 @@ from model.actions import (
     ACTION_TYPES,
     PERTURBATIONS,
     Action,
+    AddPartitions,
+    CreatePartitions,
     HeartbeatResponseLost,
+    ProcessPartitionModifications,
     RegistrationResponseLost,
     ZkServerLags,
 )
@@ -96,10 +99,13 @@ TRACE_DIR_ENV = "KRAFTCHECK_TRACE_DIR"
 CLEAN_RUN_SCOPES = ("fencing", "bounce", "leader-bounce", "features", "cluster", "migration", "lifecycle")
 DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 
-# Lost responses (``RegistrationResponseLost``, ``HeartbeatResponseLost``) get no rule: only scope ``lost-responses``
-# budgets them, which exploration covers whole, and leaving them out keeps every other scope's examples as they were.
-MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in (RegistrationResponseLost,
-                                                                                 HeartbeatResponseLost))
+# Lost responses (``RegistrationResponseLost``, ``HeartbeatResponseLost``) and partition creations (``AddPartitions``,
+# ``ProcessPartitionModifications``, ``CreatePartitions``) get no rule: only scopes ``lost-responses`` and
+# ``create-partitions`` budget them, which exploration covers whole, and leaving them out keeps every other scope's
+# examples as they were.
+NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
+                                            ProcessPartitionModifications, CreatePartitions})
+MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)
 # (Not ZkServerLags: its own budget, 0 outside scope stale-reads, switches it off, and the machines draw as before.)
 SWITCHABLE_KINDS: tuple[type, ...] = tuple(k for k in MACHINE_KINDS if k in PERTURBATIONS and k is not ZkServerLags)
 CALM_CHOICES = (0, 1, 2, 4, 8)  # shrinks towards 0: perturb whenever enabled

@@ -134,6 +134,10 @@ def view(action) -> StepView:
             return StepView(node(b), zk, "read /brokers/ids (broker change)")
         case act.ElectPartitionLeader(controller=b, partition=p):
             return StepView(node(b), zk, f"elect a leader of p{p}")
+        case act.AddPartitions(broker=b, replicas=replicas):
+            return StepView(node(b), zk, f"admin: CreatePartitions, set /brokers/topics/t (+ {list(replicas)})")
+        case act.ProcessPartitionModifications(controller=b):
+            return StepView(node(b), zk, "new partitions: create their state znodes")
         case act.UpdateFeatures(controller=b, feature=f, level=level, allow_downgrade=down):
             return StepView(node(b), zk, f"UpdateFeatures {f}={level}{' allow downgrade' if down else ''}")
         case act.StartElection(controller=c):
@@ -184,6 +188,8 @@ def view(action) -> StepView:
             return StepView(node(b), None, "SIGINT: controlled shutdown", "note")
         case act.AlterConfigs(controller=c):
             return StepView(node(c), None, "admin: IncrementalAlterConfigs", "note")
+        case act.CreatePartitions(controller=c, replicas=replicas):
+            return StepView(node(c), None, f"admin: CreatePartitions {list(replicas)}", "note")
         case act.UpdateMetadataVersion(controller=c, level=level, upgrade_type=kind):
             return StepView(node(c), None, f"admin: metadata.version {level.name} ({kind.name.lower()})", "note")
     actor = getattr(action, "broker", getattr(action, "controller", None))

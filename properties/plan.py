@@ -82,7 +82,9 @@ class Plan:
     quiet_steps: int = -1  # events of quiet continuation after the fault window; -1: ``default_quiet_steps``
     steer: bool = True  # aim later seeds' faults at the driver states no run struck yet (``properties.steering``)
     wave: int = WAVE_PARTITIONS  # partitions per wave of a steered campaign
-    configs: str = DEFAULT_CONFIGS  # "drawn": each seed's cluster drawn from it; "fixed": the scope as named
+    # "drawn": each seed's cluster drawn from it ("drawn+partitions": and partitions created one run in two);
+    # "fixed": the scope as named
+    configs: str = DEFAULT_CONFIGS
     started_at: float | None = None  # the campaign's start, wall clock: in the tasks' plan only
     struck: tuple[str, ...] | None = None  # the fault grid's struck cells before this wave: in the tasks' plan only
 

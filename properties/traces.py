@@ -96,6 +96,7 @@ from model.actions import ACTION_TYPES, Action
 from model.bugs import Bug
 from model.harness import HARNESS_ACTION_TYPES
 from model.invariants import BY_NAME, Kind, violations
+from model.kraft import QUIET_WHEN_EMPTY, PartitionImage, PartitionRecord
 from model.migration import Profile
 from model.state import KRaftRequest, Message
 
@@ -775,7 +776,9 @@ def replay(trace: Trace) -> ReplayResult:
 def describe(value: Any) -> str:
     """A record as ``Kind(field=value, ...)``, enums as ``Ibp.IBP_2_7_IV0``: like repr, but readable."""
     if is_dataclass(value) and not isinstance(value, type):
-        inner = ", ".join(f"{f.name}={describe(getattr(value, f.name))}" for f in fields(value))
+        quiet = QUIET_WHEN_EMPTY if isinstance(value, (PartitionRecord, PartitionImage)) else frozenset()
+        inner = ", ".join(f"{f.name}={describe(getattr(value, f.name))}" for f in fields(value)
+                          if f.name not in quiet or getattr(value, f.name))
         return f"{type(value).__name__}({inner})"
     if isinstance(value, Enum):
         return f"{type(value).__name__}.{value.name}"

@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from impl.sim.scenarios import ADMIN, BATCH_SIZES, MIGRATION_LEVELS, Configuration, draw, parse, scenario
+from impl.sim.scenarios import BATCH_SIZES, DRAWN_ADMIN, MIGRATION_LEVELS, Configuration, draw, parse, scenario
 from model.kraft import DEFAULT_MIGRATION_BATCH_SIZE, UpgradeType
 from properties.campaign.tasks import run_partition
 from properties.plan import Plan
@@ -34,7 +34,7 @@ def test_draw_reaches_every_dimension_within_64_seeds():
     assert {c.metadata_version for c in drawn} == set(MIGRATION_LEVELS)
     assert any(len(set(c.ibps)) > 1 for c in drawn)
     assert any(c.unflagged for c in drawn)
-    assert {kind for c in drawn for kind in c.admin} == set(ADMIN)
+    assert {kind for c in drawn for kind in c.admin} == set(DRAWN_ADMIN)  # partitions: drawn+partitions only
     assert {kind for c in drawn for _, kind in c.updates} == set(UpgradeType)
     assert {c.batch for c in drawn} == {*BATCH_SIZES, DEFAULT_MIGRATION_BATCH_SIZE}
     assert any(not c.admin and len(set(c.ibps)) == 1 and not c.unflagged for c in drawn)  # the plain cluster too

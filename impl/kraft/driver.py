@@ -372,9 +372,14 @@ class KRaftMigrationDriver:
         records: list = []
         assignment, _ = yield from self._read(TOPIC)
         if assignment is not None:
-            for p in range(len(assignment)):
+            for p, replicas in enumerate(assignment):
                 s, _ = yield from self._read(partition_state_path(PartitionId(p)))
-                records.append(PartitionRecord(p, s.leader, s.isr, s.leader_epoch))
+                if s is not None:
+                    records.append(PartitionRecord(p, s.leader, s.isr, s.leader_epoch))
+                elif ImplBug.MIGRATION_SKIPS_UNSTARTED_PARTITION not in self.bugs:
+                    # No state znode yet (an admin added it, no ZK controller started it): ZkTopicMigrationClient
+                    # copies it as its replicas for ISR, the first leading, at leader epoch 0.
+                    records.append(PartitionRecord(p, replicas[0], tuple(replicas), LeaderEpoch(0)))
         config, _ = yield from self._read(CONFIG)
         if config is not None:
             records.append(ConfigRecord(config))
@@ -473,7 +478,8 @@ class KRaftMigrationDriver:
         last = ImplBug.DUAL_WRITE_DELTA_OF_LAST_RECORD in self.bugs
         base = self.controller.image_at(max(self.migration_offset, image.offset - 1 if last else 0))
         try:
-            ok = yield from self._fenced_write(self._delta_ops(base, image, now), image.offset, now, dual_write=True)
+            ops = yield from self._delta_ops(base, image, now)
+            ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True)
         except ConnectionLoss:
             if ImplBug.DUAL_WRITE_RPCS_BEFORE_ZK not in self.bugs:
                 raise
@@ -534,11 +540,11 @@ class KRaftMigrationDriver:
 
     def _reconcile_ops(self, image: Image, now: int) -> Handler:
         """KRaftMigrationZkWriter.handleSnapshot: read ZooKeeper, write whatever differs from ``image``."""
-        ops: list[Op] = []
+        ops: list[Op] = yield from self._grown_assignment(image, now)
         for p, part in enumerate(image.partitions):
             s, _ = yield from self._read(partition_state_path(PartitionId(p)))
             if s is None or (s.leader, s.isr, s.leader_epoch) != (part.leader, part.isr, part.leader_epoch):
-                ops.append(self._partition_write(p, image, now))
+                ops += self._partition_write(p, image, now, new=s is None)
         if image.config is not None:
             config, _ = yield from self._read(CONFIG)
             if config != image.config:
@@ -549,25 +555,43 @@ class KRaftMigrationDriver:
             ops.append(DeleteOp(pending_deletion_path(DELETED_TOPIC), ANY_VERSION))
         return ops
 
-    def _delta_ops(self, before: Image, image: Image, now: int) -> list[Op]:
+    def _delta_ops(self, before: Image, image: Image, now: int) -> Handler:
         """KRaftMigrationZkWriter.handleDelta: write what changed from ``before`` (what ZooKeeper holds) to
-        ``image``, reading nothing; a divergence in ZooKeeper waits for the next leadership's full sync."""
-        ops: list[Op] = [
-            self._partition_write(p, image, now) for p, part in enumerate(image.partitions)
-            if p >= len(before.partitions) or before.partitions[p] != part
-        ]
+        ``image``, reading nothing but, for a partition created on KRaft since, the assignment it grows; a
+        divergence in ZooKeeper waits for the next leadership's full sync."""
+        created = len(image.partitions) > len(before.partitions)
+        ops: list[Op] = (yield from self._grown_assignment(image, now)) if created else []
+        for p, part in enumerate(image.partitions):
+            if p >= len(before.partitions) or before.partitions[p] != part:
+                ops += self._partition_write(p, image, now, new=p >= len(before.partitions))
         if image.config is not None and image.config != before.config:
             data = encode(CONFIG, image.config, now)
             ops.append(CreateOp(CONFIG, data) if before.config is None else SetDataOp(CONFIG, data, ANY_VERSION))
         return ops
 
-    def _partition_write(self, p: int, image: Image, now: int) -> Op:
-        """The partition's state znode set to the image's; KIP profile: the KRaft controller writes as a ZK
-        controller of the epoch it claimed."""
+    def _grown_assignment(self, image: Image, now: int) -> Handler:
+        """updateTopic: the assignment grown by the partitions created on KRaft since (only those carry their
+        replicas), before createTopicPartitions creates their state znodes."""
+        if not any(part.replicas for part in image.partitions):
+            return []
+        assignment, _ = yield from self._read(TOPIC)
+        if assignment is None or len(image.partitions) <= len(assignment):
+            return []
+        grown = tuple(assignment) + tuple(tuple(BrokerId(r) for r in part.replicas)
+                                          for part in image.partitions[len(assignment):])
+        return [SetDataOp(TOPIC, encode(TOPIC, grown, now), ANY_VERSION)]
+
+    def _partition_write(self, p: int, image: Image, now: int, new: bool) -> list[Op]:
+        """The partition's state znode set to the image's, or created with its parent when ``new``
+        (createTopicPartitions); KIP profile: the KRaft controller writes as a ZK controller of the epoch it
+        claimed."""
         part, path = image.partitions[p], partition_state_path(PartitionId(p))
-        new = PartitionState(BrokerId(part.leader), LeaderEpoch(part.leader_epoch), part.isr,
-                             ControllerEpoch(self.zk_epoch))
-        return SetDataOp(path, encode(path, new, now), ANY_VERSION)
+        state = PartitionState(BrokerId(part.leader), LeaderEpoch(part.leader_epoch), part.isr,
+                               ControllerEpoch(self.zk_epoch))
+        data = encode(path, state, now)
+        if new and ImplBug.DUAL_WRITE_SETS_NEW_PARTITION not in self.bugs:
+            return [CreateOp(path.rsplit("/", 1)[0], b""), CreateOp(path, data)]
+        return [SetDataOp(path, data, ANY_VERSION)]
 
     # ---- RPCs to ZK brokers ----------------------------------------------------------------------
 

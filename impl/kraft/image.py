@@ -62,6 +62,7 @@ class Partition:
     leader: int
     isr: tuple[int, ...]
     leader_epoch: int
+    replicas: tuple[int, ...] = ()  # the assignment of one created on KRaft; () for one copied from ZooKeeper
 
 
 @dataclass
@@ -147,7 +148,9 @@ class Image:
             case PartitionRecord() | PartitionChangeRecord():
                 while len(self.partitions) <= rec.partition:
                     self.partitions.append(Partition(NO_LEADER, (), -1))
-                self.partitions[rec.partition] = Partition(rec.leader, tuple(rec.isr), rec.leader_epoch)
+                replicas = rec.replicas if isinstance(rec, PartitionRecord) else self.partitions[rec.partition].replicas
+                self.partitions[rec.partition] = Partition(rec.leader, tuple(rec.isr), rec.leader_epoch,
+                                                           tuple(replicas))
             case ConfigRecord():
                 self.config = rec.value
             case RemoveTopicRecord():
@@ -168,7 +171,8 @@ class Image:
             )
             for _, r in sorted(self.brokers.items())
         )
-        partitions = tuple(PartitionImage(BrokerId(p.leader), p.isr, LeaderEpoch(p.leader_epoch))
+        partitions = tuple(PartitionImage(BrokerId(p.leader), p.isr, LeaderEpoch(p.leader_epoch),
+                                          tuple(BrokerId(r) for r in p.replicas))
                            for p in self.partitions)
         return MetadataImage(
             offset=self.offset,

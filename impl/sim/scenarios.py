@@ -61,11 +61,18 @@ SCENARIOS: dict[str, Scope] = {MIGRATION.name: MIGRATION}
 # bridge release, on); 3.3-IV0 refuses the migration, so a run on it would check none of it.
 MIGRATION_LEVELS = tuple(level for level in Ibp if level >= Ibp.IBP_3_4_IV0)
 KRAFT_LEVELS = tuple(level for level in Ibp if level >= Ibp.IBP_3_3_IV0)  # what an admin may ask for
-ADMIN = ("metadata-version", "features")  # the admin requests a run may send (AlterConfigs: every run's)
+ADMIN = ("metadata-version", "features", "partitions")  # the admin requests a run may send (AlterConfigs: every run's)
+# Drawn under every plan that draws configurations: partition creations only under ``drawn+partitions``, so that the
+# configurations (and the runs pinned for them) of the plans before them stay as they were.
+DRAWN_ADMIN = ADMIN[:2]
 # KIP-584's feature in every scope's supported ranges (1..3): levels to finalize, and deletions (level 0)
 FEATURE_UPDATES = ((GROUP_COORDINATOR, 3, False), (GROUP_COORDINATOR, 2, True), (GROUP_COORDINATOR, 0, True))
 BATCH_SIZES = (1, 2)  # the initial migration's batch sizes drawn besides Kafka's default
-CONFIGS = ("drawn", "fixed")  # ``Plan.configs``: a configuration drawn per seed, or the scope as named
+# ``Plan.configs``: a configuration drawn per seed, the same with an admin's partition creation drawn one run in two
+# (a ZK broker's AddPartitions and the KRaft controller's CreatePartitions, each node's admin once), or the scope as
+# named.
+CONFIGS = ("drawn", "drawn+partitions", "fixed")
+NEW_PARTITION = (BrokerId(2), BrokerId(0), BrokerId(1))  # the assignment of a partition the admin creates
 
 
 @dataclass(frozen=True)
@@ -106,7 +113,7 @@ _UPGRADE_NAMES = {UpgradeType.UPGRADE: "upgrade", UpgradeType.SAFE_DOWNGRADE: "s
 _UPGRADE_BY_NAME = {name: kind for kind, name in _UPGRADE_NAMES.items()}
 
 
-def draw(seed: int, brokers: int = 3) -> Configuration:
+def draw(seed: int, brokers: int = 3, partitions: bool = False) -> Configuration:
     """The configuration ``seed`` runs (its own stream: the simulation's draws are not moved by it).
 
     Every dimension is drawn, each with a fixed number of draws, so adding one never moves another's:
@@ -127,7 +134,7 @@ def draw(seed: int, brokers: int = 3) -> Configuration:
     ibps = tuple(other if off and b == odd else mv for b in range(brokers))
     unflag, which = rng.random() < 0.25, rng.randrange(3)
     unflagged = (which,) if unflag and controllers == 3 else ()
-    admin = tuple(kind for kind in ADMIN if rng.random() < 0.5)
+    admin = tuple(kind for kind in DRAWN_ADMIN if rng.random() < 0.5)
     newer = [lvl for lvl in KRAFT_LEVELS if lvl > mv]
     older = [lvl for lvl in KRAFT_LEVELS if lvl < mv]
     up, down = rng.choice(newer) if newer else None, rng.choice(older)
@@ -136,6 +143,8 @@ def draw(seed: int, brokers: int = 3) -> Configuration:
         updates = ((() if up is None else ((up, UpgradeType.UPGRADE),))
                    + ((down, UpgradeType.SAFE_DOWNGRADE), (down, UpgradeType.UNSAFE_DOWNGRADE)))
     batched, size = rng.random() < 0.25, rng.choice(BATCH_SIZES)
+    if partitions and rng.random() < 0.5:  # drawn last: the draws before it stay the seed's under ``drawn``
+        admin += ("partitions",)
     return Configuration(controllers, mv, ibps, unflagged, admin, updates, size if batched else
                          DEFAULT_MIGRATION_BATCH_SIZE)
 
@@ -152,6 +161,7 @@ def configured(base: Scope, configuration: Configuration) -> Scope:
                           for i in range(c.controllers)),
         metadata_version_choices=c.updates,
         feature_updates=FEATURE_UPDATES if "features" in c.admin else (),
+        created_replicas=NEW_PARTITION if "partitions" in c.admin else (),
     )
 
 
@@ -193,9 +203,10 @@ def is_drawn(scope: Scope) -> bool:
 
 def scope_for(name: str, seed: int, configs: str) -> str:
     """The scope a seed of a plan runs: a drawn configuration of a scenario that draws them (``sim-migration``)
-    under ``configs == "drawn"``; otherwise ``name`` itself."""
-    if configs == "drawn" and name == MIGRATION.name:
-        return configured(MIGRATION, draw(seed, MIGRATION.brokers)).name
+    under ``configs == "drawn"`` (``"drawn+partitions"``: with an admin's partition creation one run in two);
+    otherwise ``name`` itself."""
+    if configs in ("drawn", "drawn+partitions") and name == MIGRATION.name:
+        return configured(MIGRATION, draw(seed, MIGRATION.brokers, configs == "drawn+partitions")).name
     return name
 
 
