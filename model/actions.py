@@ -333,6 +333,22 @@ class DualWrite(Record):
     controller: ControllerId
 
 
+@record
+class PublishMetadataChange(Record):
+    """The metadata publisher hands the driver the committed image: a MetadataChangeEvent is queued, carrying the
+    image and the leader and epoch Raft last reported (KAFKA-16667). (perturbation: the event waits in the queue)"""
+
+    controller: ControllerId
+
+
+@record
+class RunMetadataChange(Record):
+    """The driver runs the MetadataChangeEvent at its queue's head: dropped if raised under another leadership
+    (Kafka 3.9), else the dual write of the image it carries."""
+
+    controller: ControllerId
+
+
 # ---- brokers talking to the KRaft controller ------------------------------------------------
 
 
@@ -490,6 +506,8 @@ KRaftAction = (
     | SyncKRaftToZk
     | SendRPCsToBrokers
     | DualWrite
+    | PublishMetadataChange
+    | RunMetadataChange
     | RegisterWithKRaft
     | RegisterController
     | BrokerHeartbeat
@@ -541,6 +559,8 @@ MigrationAction = (
     | SyncKRaftToZk
     | SendRPCsToBrokers
     | DualWrite
+    | PublishMetadataChange
+    | RunMetadataChange
     | MigrateBrokerToKRaft
     | RollbackBrokerToZk
     | DeleteControllerZNodes
@@ -578,6 +598,7 @@ PERTURBATIONS: frozenset[type] = frozenset(
     {
         ZkOutage,
         ZkServerLags,
+        PublishMetadataChange,
         ExpireSession,
         Drop,
         Redeliver,

@@ -77,6 +77,7 @@ class Bug(Enum):
     CLAIM_REUSES_ZK_EPOCH = "claim_reuses_zk_epoch"
     CLAIM_IGNORES_NEWER_KRAFT_EPOCH = "claim_ignores_newer_kraft_epoch"
     CLAIM_TRUSTS_STALE_READ = "claim_trusts_stale_read"
+    STALE_EVENT_RUNS = "stale_event_runs"
     RPCS_WAIT_FOR_NEWER_OFFSET = "rpcs_wait_for_newer_offset"
     MIGRATION_OUTSIDE_TRANSACTION = "migration_outside_transaction"
     NO_ABORT_ON_FAILOVER = "no_abort_on_failover"
@@ -240,6 +241,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug(Bug.CLAIM_TRUSTS_STALE_READ, "ZkControllerEpochsIncreaseAcrossHandOver", "stale-reads",
               "the claim's multi sets /controller_epoch and replaces /controller with version -1, trusting what its"
               " driver read from a server that may lag"),
+    SeededBug(Bug.STALE_EVENT_RUNS, "MigrationOffsetNeverGoesBack", "event-queue",
+              "a queued MetadataChangeEvent raised under another leader and epoch runs (no KAFKA-16667 check), its"
+              " image taken as the newest: ZooKeeper and /migration go back to it under the current claim"),
     SeededBug(Bug.RPCS_WAIT_FOR_NEWER_OFFSET, "MigrationReachesDualWriteWithoutFaults", "handover",
               "SendRPCsToBrokers waits for an image newer than /migration's offset instead of as new (off by one)"),
     SeededBug(Bug.MIGRATION_OUTSIDE_TRANSACTION, "InitialMigrationAllOrNothing", "migration",

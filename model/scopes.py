@@ -759,3 +759,16 @@ STALE_READS = small_migration_scope(
     findings=MIGRATION_WITHOUT_TRANSACTION,  # kafka-3.9 migrates at 3.4-IV0 with no transaction
 )
 SCOPES[STALE_READS.name] = STALE_READS
+
+# The migration driver's event queue (KAFKA-16667): a MetadataChangeEvent queued in dual write runs later, perhaps
+# after a KRaft failover has made it stale (raised under another leader and epoch). Kafka 3.8+ drops it; the seeded
+# bug stale_event_runs runs it, and ZooKeeper goes back to its image.
+EVENT_QUEUE = small_migration_scope(
+    name="event-queue",
+    summary="1 ZK broker, 2 migrating controllers in dual write: MetadataChangeEvents queued under one leadership run"
+            " under the next",
+    stage="dual-write",
+    budget=Budget(queued_events=1, kraft_elections=1, operator=2, max_in_flight=6),
+    max_depth=12,
+)
+SCOPES[EVENT_QUEUE.name] = EVENT_QUEUE

@@ -373,6 +373,7 @@ class Budget(Record):
     # a broker's registration or heartbeat took effect on the controller and its response was lost (it retries)
     lost_responses: int = 0
     stale_reads: int = 0  # a KRaft controller's ZooKeeper server falling behind the leader (model.zookeeper views)
+    queued_events: int = 0  # MetadataChangeEvents queued to run later, maybe under a newer leadership (KAFKA-16667)
 
 
 @record

@@ -82,6 +82,7 @@ from model.actions import (
     PERTURBATIONS,
     Action,
     HeartbeatResponseLost,
+    PublishMetadataChange,
     RegistrationResponseLost,
     ZkServerLags,
 )
@@ -100,8 +101,10 @@ DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 # budgets them, which exploration covers whole, and leaving them out keeps every other scope's examples as they were.
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in (RegistrationResponseLost,
                                                                                  HeartbeatResponseLost))
-# (Not ZkServerLags: its own budget, 0 outside scope stale-reads, switches it off, and the machines draw as before.)
-SWITCHABLE_KINDS: tuple[type, ...] = tuple(k for k in MACHINE_KINDS if k in PERTURBATIONS and k is not ZkServerLags)
+# (Not ZkServerLags nor PublishMetadataChange: their own budgets, 0 outside scopes stale-reads and event-queue, switch
+# them off, and the machines draw as before.)
+SWITCHABLE_KINDS: tuple[type, ...] = tuple(k for k in MACHINE_KINDS if k in PERTURBATIONS
+                                           and k not in (ZkServerLags, PublishMetadataChange))
 CALM_CHOICES = (0, 1, 2, 4, 8)  # shrinks towards 0: perturb whenever enabled
 _OPTIONS_CACHE_SIZE = 50_000  # states per machine class; cleared when full
 

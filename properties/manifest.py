@@ -54,6 +54,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "lost-responses": None,
     "batched-migration": 14,
     "stale-reads": None,
+    "event-queue": None,
 }
 
 
