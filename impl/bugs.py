@@ -42,6 +42,7 @@ class ImplBug(Enum):
     COMPLETE_BEFORE_LAST_BATCH = "impl_complete_before_last_batch"
     BATCH_ENDS_TRANSACTION = "impl_batch_ends_transaction"
     CLAIM_TRUSTS_STALE_READ = "impl_claim_trusts_stale_read"
+    STALE_EVENT_RUNS = "impl_stale_event_runs"
     # Reached only by a campaign's drawn configurations and admin requests (impl.sim.scenarios)
     ADMIT_ZK_BROKER_WITH_OTHER_IBP = "impl_admit_zk_broker_with_other_ibp"
     MV_CHANGE_DURING_MIGRATION = "impl_mv_change_during_migration"
@@ -115,6 +116,9 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
     ImplSeededBug(ImplBug.CLAIM_TRUSTS_STALE_READ, "ZkControllerEpochsIncreaseAcrossHandOver", "stale-reads",
                   "the claim's multi sets /controller_epoch and replaces /controller with version -1, trusting what"
                   " it read from a ZooKeeper server that may lag"),
+    ImplSeededBug(ImplBug.STALE_EVENT_RUNS, "MigrationOffsetNeverGoesBack", "event-queue",
+                  "a queued MetadataChangeEvent raised under another leader and epoch runs (no KAFKA-16667 check), its"
+                  " image taken as the newest: ZooKeeper and /migration go back to it"),
     # reached only by a campaign's drawn configurations (mixed IBPs, batch sizes) and admin requests
     ImplSeededBug(ImplBug.ADMIT_ZK_BROKER_WITH_OTHER_IBP, "ZkBrokersAdmittedAtMetadataVersion", "sim-migration",
                   "the KRaft controller registers a ZK broker whose IBP is not the finalized metadata.version"),

@@ -908,10 +908,10 @@ def _run_metadata_change(state: ClusterState, cid: ControllerId, variant: Varian
         return dropped
     if d.state is not D.DUAL_WRITE or not _leading(c):
         return dropped  # allowDualWrite: the event only wakes the poll
-    if not state.zk.available:
-        return _ZK_UNAVAILABLE  # its ZooKeeper reads throw: the event waits
     if event.offset <= d.migration_offset and not as_current:
         return dropped  # "Ignoring ... metadata that has already been written to ZK"
+    if not state.zk.available:
+        return _ZK_UNAVAILABLE  # its ZooKeeper reads throw: the event waits
     return _dual_write_image(dropped, popped, image_of(c.log, event.offset), True, variant)
 
 
