@@ -335,16 +335,18 @@ class DualWrite(Record):
 
 @record
 class PublishMetadataChange(Record):
-    """The metadata publisher hands the driver the committed image: a MetadataChangeEvent is queued, carrying the
-    image and the leader and epoch Raft last reported (KAFKA-16667). (perturbation: the event waits in the queue)"""
+    """Queue a MetadataChangeEvent with the committed image and Raft's current leader and epoch (KAFKA-16667).
+
+    The metadata publisher hands the driver the image; the event waits in the driver's queue. (perturbation)"""
 
     controller: ControllerId
 
 
 @record
 class RunMetadataChange(Record):
-    """The driver runs the MetadataChangeEvent at its queue's head: dropped if raised under another leadership
-    (Kafka 3.9), else the dual write of the image it carries."""
+    """Run the queue's head MetadataChangeEvent: dropped if stale (Kafka 3.8+), else a dual write of its image.
+
+    Stale: raised under a leader and epoch other than Raft's current ones."""
 
     controller: ControllerId
 

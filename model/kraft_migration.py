@@ -10,6 +10,9 @@ and ends in ``assert_never``):
   one multi with the /controller_epoch check, the metadata ops and the compare-and-set of
   /migration (KIP-866 §Dual Metadata Writes). A write that fails its fencing sends the driver
   to INACTIVE until the next leadership event (``# Differs:`` below).
+- A MetadataChangeEvent may wait in the driver's queue (``PublishMetadataChange``, ``RunMetadataChange``; only
+  where ``Budget.queued_events`` allows, scope event-queue) carrying the leader and epoch it was raised in; it
+  runs only if Raft still reports them (KAFKA-16667), else it is dropped.
 - The operator's steps (a controller's migration flag, a broker moved to KRaft and back, the
   KRaft znodes deleted at the end of a rollback) spend the scope's ``migrations`` budget.
 - What the quorum does (appending, activating, brokers, the lag bound) is ``model.kraft_quorum``'s,
@@ -847,12 +850,6 @@ def _dual_write_image(
 
 
 # ---- the driver's event queue (KAFKA-16667) ------------------------------------------------------
-#
-# Differs: KIP-866 has no event queue; both profiles follow Kafka 3.8+ (KAFKA-16667): a MetadataChangeEvent carries
-# the leader and epoch Raft had reported when it was queued, and runs only if they are still the current ones.
-# Differs: Kafka's queue is FIFO, so a KRaftLeaderEvent queued after a MetadataChangeEvent runs after it; here
-# KRaftLeaderChange is not queued and may run first, a superset of Kafka's orders (the stale event then meets the
-# driver of the newer leadership, the situation the brief's epoch-5 event at epoch 7 describes).
 
 _QUEUE_FULL = Refused(None, "the driver's queue holds QUEUE_BOUND events")
 _QUEUE_EMPTY = Refused(None, "the driver's queue is empty")
@@ -874,6 +871,9 @@ def _publish_metadata_change(state: ClusterState, cid: ControllerId) -> Result:
     image = committed_image(c)
     if image.offset <= d.migration_offset:
         return _ZK_CAUGHT_UP
+    # Differs: Kafka's queue is FIFO, so a KRaftLeaderEvent queued after this event runs after it; KRaftLeaderChange
+    # is not queued and may run first, a superset of Kafka's orders (the stale event then meets the driver of a newer
+    # leadership, which it may have lost and regained).
     event = QueuedEvent(Offset(image.offset), c.epoch, is_active(c))
     if event in d.queue:
         return _QUEUED_ALREADY
@@ -905,6 +905,8 @@ def _run_metadata_change(state: ClusterState, cid: ControllerId, variant: Varian
     # The seeded bug STALE_EVENT_RUNS: no leader-epoch check, and the event's image taken as the newest.
     as_current = stale and variant.has(Bug.STALE_EVENT_RUNS)
     if stale and not as_current:
+        # Differs: KIP-866 has no event queue; both profiles follow Kafka 3.8+ (KAFKA-16667): an event runs only under
+        # the leader and epoch it was raised in.
         return dropped
     if d.state is not D.DUAL_WRITE or not _leading(c):
         return dropped  # allowDualWrite: the event only wakes the poll

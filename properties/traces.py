@@ -772,11 +772,18 @@ def replay(trace: Trace) -> ReplayResult:
 # ---- reading a trace -------------------------------------------------------------------------
 
 
+# Fields left out of ``describe`` while empty: the driver's queue, empty in every scope but event-queue, so that
+# states read (and scenario files' expected outputs stay) as before it existed.
+QUIET_WHEN_EMPTY = frozenset({("Driver", "queue")})
+
+
 def describe(value: Any) -> str:
     """A record as ``Kind(field=value, ...)``, enums as ``Ibp.IBP_2_7_IV0``: like repr, but readable."""
     if is_dataclass(value) and not isinstance(value, type):
-        inner = ", ".join(f"{f.name}={describe(getattr(value, f.name))}" for f in fields(value))
-        return f"{type(value).__name__}({inner})"
+        kind = type(value).__name__
+        inner = ", ".join(f"{f.name}={describe(getattr(value, f.name))}" for f in fields(value)
+                          if (kind, f.name) not in QUIET_WHEN_EMPTY or getattr(value, f.name))
+        return f"{kind}({inner})"
     if isinstance(value, Enum):
         return f"{type(value).__name__}.{value.name}"
     if isinstance(value, tuple):

@@ -164,6 +164,20 @@ def _weight(kind: type) -> float:
 _NEVER = float("inf")  # the due time of offers no timer changes
 
 
+def _held_back(holds: dict[int, int], node_id: int, kind: type, offered: list[Action], deadline: int | None,
+               now: int) -> tuple[list[Action], int | None]:
+    """A node's offers without ``kind`` and its deadline brought forward while ``holds[node_id]`` has not come;
+    once it has, the hold ends and the offers are as they were."""
+    until = holds.get(node_id)
+    if until is None:
+        return offered, deadline
+    if now >= until:
+        del holds[node_id]
+        return offered, deadline
+    held = [a for a in offered if type(a) is not kind]
+    return held, until if deadline is None else min(deadline, until)
+
+
 def _joiner(count: int) -> Callable[[list[list]], list]:
     """``lambda parts: [*parts[0], ..., *parts[count - 1]]``: the nodes' parts joined in one list display
     (several times faster than ``itertools.chain`` for a few short lists)."""
@@ -463,8 +477,8 @@ class Simulation:
         offered, deadline = node.offers(now), node.next_deadline()
         if self.faults.leader_event_lag and node_id in self.cluster.controllers:
             offered, deadline = self._lag_leader_event(node_id, offered, deadline, now)
-        if self.queued_until:
-            offered, deadline = self._hold_queued_event(node_id, offered, deadline, now)
+        if self.queued_until:  # a queued MetadataChangeEvent waits its drawn time (QUEUED_EVENT_WAIT_MS)
+            offered, deadline = _held_back(self.queued_until, node_id, RunMetadataChange, offered, deadline, now)
         self.offered[node_id] = offered
         if RARE.isdisjoint(map(type, offered)):  # the usual case
             self._steps[i] = list(offered)
@@ -491,27 +505,7 @@ class Simulation:
             self._leader_event_due.add(node_id)
             if self.rng.random() < self.faults.leader_event_lag:
                 self.lagging[node_id] = now + self.rng.randint(*LEADER_EVENT_LAG_MS)
-        until = self.lagging.get(node_id)
-        if until is None:
-            return offered, deadline
-        if now >= until:
-            del self.lagging[node_id]
-            return offered, deadline
-        held = [a for a in offered if type(a) is not KRaftLeaderChange]
-        return held, until if deadline is None else min(deadline, until)
-
-    def _hold_queued_event(self, node_id: int, offered: list[Action], deadline: int | None,
-                           now: int) -> tuple[list[Action], int | None]:
-        """A controller's offers and deadline with its RunMetadataChange held back until its queued event's
-        drawn wait is over (``QUEUED_EVENT_WAIT_MS``)."""
-        until = self.queued_until.get(node_id)
-        if until is None:
-            return offered, deadline
-        if now >= until:
-            del self.queued_until[node_id]
-            return offered, deadline
-        held = [a for a in offered if type(a) is not RunMetadataChange]
-        return held, until if deadline is None else min(deadline, until)
+        return _held_back(self.lagging, node_id, KRaftLeaderChange, offered, deadline, now)
 
     def _restart(self, i: int) -> None:
         """A dead node's part: its restart, unless the operator keeps it down."""
