@@ -45,6 +45,7 @@ class ImplBug(Enum):
     DUAL_WRITE_DELTA_OF_LAST_RECORD = "impl_dual_write_delta_of_last_record"
     DUAL_WRITE_SETS_NEW_PARTITION = "impl_dual_write_sets_new_partition"
     MIGRATION_SKIPS_UNSTARTED_PARTITION = "impl_migration_skips_unstarted_partition"
+    STALE_EVENT_RUNS = "impl_stale_event_runs"
     # Reached only by a campaign's drawn configurations and admin requests (impl.sim.scenarios)
     ADMIT_ZK_BROKER_WITH_OTHER_IBP = "impl_admit_zk_broker_with_other_ibp"
     MV_CHANGE_DURING_MIGRATION = "impl_mv_change_during_migration"
@@ -126,6 +127,9 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   " parent): NoNode on every retry"),
     ImplSeededBug(ImplBug.MIGRATION_SKIPS_UNSTARTED_PARTITION, "InitialMigrationAllOrNothing", "create-partitions",
                   "the initial migration skips a partition the assignment holds with no state znode yet"),
+    ImplSeededBug(ImplBug.STALE_EVENT_RUNS, "MigrationOffsetNeverGoesBack", "event-queue",
+                  "a queued MetadataChangeEvent raised under another leader and epoch runs (no KAFKA-16667 check), its"
+                  " image taken as the newest: ZooKeeper and /migration go back to it"),
     # reached only by a campaign's drawn configurations (mixed IBPs, batch sizes) and admin requests
     ImplSeededBug(ImplBug.ADMIT_ZK_BROKER_WITH_OTHER_IBP, "ZkBrokersAdmittedAtMetadataVersion", "sim-migration",
                   "the KRaft controller registers a ZK broker whose IBP is not the finalized metadata.version"),

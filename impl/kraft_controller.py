@@ -104,10 +104,12 @@ from model.actions import (
     KRaftLeaderChange,
     MigrateMetadata,
     MigrationCommitted,
+    PublishMetadataChange,
     ReconfigureController,
     RecoverMigrationState,
     RequestVote,
     RestartController,
+    RunMetadataChange,
     SendRPCsToBrokers,
     SessionTimeout,
     ShutdownController,
@@ -510,7 +512,7 @@ class ControllerNode(Node):
         d, raft = self.driver, self.raft
         if d.state is MigrationDriverState.UNINITIALIZED:
             return [RecoverMigrationState]
-        due: list[type] = []
+        due: list[type] = [RunMetadataChange] if d.queue else []  # queued only under FaultMix.queue_event
         if (d.kraft_epoch, d.leader) != (raft.epoch, self.is_active()):
             # (the mistake: an INACTIVE driver whose node led before takes its leading again for old news)
             deaf = ImplBug.INACTIVE_IGNORES_LEADERSHIP in self.bugs and d.state is MigrationDriverState.INACTIVE \
@@ -985,6 +987,8 @@ ControllerNode._ACTIONS = {
             (SyncKRaftToZk, KRaftMigrationDriver.sync_kraft_to_zk),
             (SendRPCsToBrokers, KRaftMigrationDriver.send_rpcs_to_brokers),
             (DualWrite, KRaftMigrationDriver.dual_write),
+            (PublishMetadataChange, KRaftMigrationDriver.publish_metadata_change),
+            (RunMetadataChange, KRaftMigrationDriver.run_metadata_change),
         )
     },
 }

@@ -353,6 +353,24 @@ class DualWrite(Record):
     controller: ControllerId
 
 
+@record
+class PublishMetadataChange(Record):
+    """Queue a MetadataChangeEvent with the committed image and Raft's current leader and epoch (KAFKA-16667).
+
+    The metadata publisher hands the driver the image; the event waits in the driver's queue. (perturbation)"""
+
+    controller: ControllerId
+
+
+@record
+class RunMetadataChange(Record):
+    """Run the queue's head MetadataChangeEvent: dropped if stale (Kafka 3.8+), else a dual write of its image.
+
+    Stale: raised under a leader and epoch other than Raft's current ones."""
+
+    controller: ControllerId
+
+
 # ---- brokers talking to the KRaft controller ------------------------------------------------
 
 
@@ -521,6 +539,8 @@ KRaftAction = (
     | SyncKRaftToZk
     | SendRPCsToBrokers
     | DualWrite
+    | PublishMetadataChange
+    | RunMetadataChange
     | RegisterWithKRaft
     | RegisterController
     | BrokerHeartbeat
@@ -574,6 +594,8 @@ MigrationAction = (
     | SyncKRaftToZk
     | SendRPCsToBrokers
     | DualWrite
+    | PublishMetadataChange
+    | RunMetadataChange
     | MigrateBrokerToKRaft
     | RollbackBrokerToZk
     | DeleteControllerZNodes
@@ -611,6 +633,7 @@ PERTURBATIONS: frozenset[type] = frozenset(
     {
         ZkOutage,
         ZkServerLags,
+        PublishMetadataChange,
         ExpireSession,
         Drop,
         Redeliver,

@@ -82,6 +82,7 @@ class Bug(Enum):
     DUAL_WRITE_SETS_NEW_PARTITION = "dual_write_sets_new_partition"
     DUAL_WRITE_KEEPS_ASSIGNMENT = "dual_write_keeps_assignment"
     MIGRATION_SKIPS_UNSTARTED_PARTITION = "migration_skips_unstarted_partition"
+    STALE_EVENT_RUNS = "stale_event_runs"
     RPCS_WAIT_FOR_NEWER_OFFSET = "rpcs_wait_for_newer_offset"
     MIGRATION_OUTSIDE_TRANSACTION = "migration_outside_transaction"
     NO_ABORT_ON_FAILOVER = "no_abort_on_failover"
@@ -256,6 +257,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug(Bug.MIGRATION_SKIPS_UNSTARTED_PARTITION, "InitialMigrationAllOrNothing", "create-partitions",
               "the initial migration copies only partitions with a state znode, not one an admin added that no"
               " ZK controller has started yet"),
+    SeededBug(Bug.STALE_EVENT_RUNS, "MigrationOffsetNeverGoesBack", "event-queue",
+              "a queued MetadataChangeEvent raised under another leader and epoch runs (no KAFKA-16667 check), its"
+              " image taken as the newest: ZooKeeper and /migration go back to it under the current claim"),
     SeededBug(Bug.RPCS_WAIT_FOR_NEWER_OFFSET, "MigrationReachesDualWriteWithoutFaults", "handover",
               "SendRPCsToBrokers waits for an image newer than /migration's offset instead of as new (off by one)"),
     SeededBug(Bug.MIGRATION_OUTSIDE_TRANSACTION, "InitialMigrationAllOrNothing", "migration",

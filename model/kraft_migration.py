@@ -10,6 +10,9 @@ and ends in ``assert_never``):
   one multi with the /controller_epoch check, the metadata ops and the compare-and-set of
   /migration (KIP-866 §Dual Metadata Writes). A write that fails its fencing sends the driver
   to INACTIVE until the next leadership event (``# Differs:`` below).
+- A MetadataChangeEvent may wait in the driver's queue (``PublishMetadataChange``, ``RunMetadataChange``; only
+  where ``Budget.queued_events`` allows, scope event-queue) carrying the leader and epoch it was raised in; it
+  runs only if Raft still reports them (KAFKA-16667), else it is dropped.
 - The operator's steps (a controller's migration flag, a broker moved to KRaft and back, the
   KRaft znodes deleted at the end of a rollback) spend the scope's ``migrations`` budget.
 - What the quorum does (appending, activating, brokers, the lag bound) is ``model.kraft_quorum``'s,
@@ -34,9 +37,11 @@ from model.actions import (
     MigrateMetadata,
     MigrationAction,
     MigrationCommitted,
+    PublishMetadataChange,
     ReconfigureController,
     RecoverMigrationState,
     RollbackBrokerToZk,
+    RunMetadataChange,
     SendRPCsToBrokers,
     SyncKRaftToZk,
     WaitForControllerQuorum,
@@ -72,11 +77,13 @@ from model.migration import (
     CONFIG,
     DELETED_TOPIC,
     MIGRATION,
+    QUEUE_BOUND,
     Driver,
     KRaftControllerZNode,
     MigrationDriverState,
     MigrationZNode,
     Profile,
+    QueuedEvent,
     is_valid_transition,
     pending_deletion_path,
     topic_path,
@@ -170,6 +177,10 @@ def handle(state: ClusterState, action: MigrationAction, variant: Variant) -> Re
             return _send_rpcs_to_brokers(state, c, variant)
         case DualWrite(controller=c):
             return _dual_write(state, c, variant)
+        case PublishMetadataChange(controller=c):
+            return _publish_metadata_change(state, c)
+        case RunMetadataChange(controller=c):
+            return _run_metadata_change(state, c, variant)
         case MigrateBrokerToKRaft(broker=b):
             return _migrate_broker(state, b)
         case RollbackBrokerToZk(broker=b):
@@ -863,6 +874,15 @@ def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> Res
     image = image_of(c.log) if variant.has(Bug.DUAL_WRITE_UNCOMMITTED) else driver_image(c)
     if image.offset <= d.migration_offset:
         return _ZK_CAUGHT_UP
+    return _dual_write_image(state, c, image, zk_first, variant)
+
+
+def _dual_write_image(
+    state: ClusterState, c: KRaftController, image: MetadataImage, zk_first: bool, variant: Variant
+) -> Result:
+    """What a MetadataChangeEvent does in DUAL_WRITE with ``image``: ZooKeeper made equal to it in one fenced multi
+    (/migration to its offset), then the changed partitions' RPCs to the ZK brokers."""
+    cid, d = c.id, _known_driver(c)
     before = image_of(c.log, d.migration_offset) if d.migration_offset > 0 else None
     if zk_first:
         # The mistake DUAL_WRITE_DELTA_OF_LAST_RECORD: the delta of the newest committed record alone (the last
@@ -891,6 +911,74 @@ def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> Res
         return state
     sent = send(state, rpcs)
     return IN_FLIGHT_CAP if sent is None else sent
+
+
+# ---- the driver's event queue (KAFKA-16667) ------------------------------------------------------
+
+_QUEUE_FULL = Refused(None, "the driver's queue holds QUEUE_BOUND events")
+_QUEUE_EMPTY = Refused(None, "the driver's queue is empty")
+_QUEUED_ALREADY = Unchanged("an event with this image and leadership is queued already")
+
+
+def _publish_metadata_change(state: ClusterState, cid: ControllerId) -> Result:
+    """MetadataPublisher.onMetadataUpdate: a MetadataChangeEvent with the committed image ZooKeeper lacks, queued
+    with Raft's current leader and epoch (curLeaderAndEpoch). Raised only in DUAL_WRITE, the one state where it
+    writes (elsewhere it only wakes the poll); it spends ``Budget.queued_events``, 0 outside scope event-queue."""
+    c = ctrl(state, cid)
+    d = _driver(c, D.DUAL_WRITE)
+    if isinstance(d, Refused):
+        return d
+    if state.budget.queued_events <= 0:
+        return BUDGET_SPENT
+    if len(d.queue) >= QUEUE_BOUND:
+        return _QUEUE_FULL
+    image = committed_image(c)
+    if image.offset <= d.migration_offset:
+        return _ZK_CAUGHT_UP
+    # Differs: Kafka's queue is FIFO, so a KRaftLeaderEvent queued after this event runs after it; KRaftLeaderChange
+    # is not queued and may run first, a superset of Kafka's orders (the stale event then meets the driver of a newer
+    # leadership, which it may have lost and regained).
+    event = QueuedEvent(Offset(image.offset), c.epoch, is_active(c))
+    if event in d.queue:
+        return _QUEUED_ALREADY
+    spent = spend(state, queued_events=1)
+    if spent is None:
+        return BUDGET_SPENT
+    return put_ctrl(spent, c.replace(driver=d.replace(queue=d.queue + (event,))))
+
+
+def stale_event(c: KRaftController, event: QueuedEvent) -> bool:
+    """KRaftMigrationDriver.checkDriverState / MetadataChangeEvent.run: the event was raised under a leader and
+    epoch other than the ones Raft reports now."""
+    return (event.kraft_epoch, event.leader) != (c.epoch, is_active(c))
+
+
+def _run_metadata_change(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
+    """MetadataChangeEvent.run for the queue's head: a stale event is dropped (KAFKA-16667); a current one in
+    DUAL_WRITE dual-writes the image it carries unless ZooKeeper has it already; anything else is dropped."""
+    c = ctrl(state, cid)
+    d = _driver(c)
+    if isinstance(d, Refused):
+        return d
+    if not d.queue:
+        return _QUEUE_EMPTY
+    event = d.queue[0]
+    popped = c.replace(driver=d.replace(queue=d.queue[1:]))
+    dropped = put_ctrl(state, popped)
+    stale = stale_event(c, event)
+    # The seeded bug STALE_EVENT_RUNS: no leader-epoch check, and the event's image taken as the newest.
+    as_current = stale and variant.has(Bug.STALE_EVENT_RUNS)
+    if stale and not as_current:
+        # Differs: KIP-866 has no event queue; both profiles follow Kafka 3.8+ (KAFKA-16667): an event runs only under
+        # the leader and epoch it was raised in.
+        return dropped
+    if d.state is not D.DUAL_WRITE or not _leading(c):
+        return dropped  # allowDualWrite: the event only wakes the poll
+    if event.offset <= d.migration_offset and not as_current:
+        return dropped  # "Ignoring ... metadata that has already been written to ZK"
+    if not state.zk.available:
+        return _ZK_UNAVAILABLE  # its ZooKeeper reads throw: the event waits
+    return _dual_write_image(dropped, popped, image_of(c.log, event.offset), True, variant)
 
 
 # ---- the operator's steps of KIP-866's runbooks -------------------------------------------------

@@ -127,6 +127,21 @@ class KRaftControllerZNode(Record):
     kraft_epoch: KRaftEpoch
 
 
+# KRaftMigrationDriver's event queue holds MetadataChangeEvents for at most this many published images (the model's
+# bound, which keeps the state finite; Kafka's KafkaEventQueue is unbounded).
+QUEUE_BOUND = 2
+
+
+@record
+class QueuedEvent(Record):
+    """A MetadataChangeEvent waiting in the driver's queue: the committed image it carries (the log's first
+    ``offset`` entries) and the leader and epoch Raft had reported when it was raised (KAFKA-16667)."""
+
+    offset: Offset
+    kraft_epoch: KRaftEpoch
+    leader: bool  # that leadership was this node's
+
+
 @record
 class Driver(Record):
     """KRaftMigrationDriver's in-memory state with its ZkMigrationLeadershipState (reference §2.1)."""
@@ -139,3 +154,4 @@ class Driver(Record):
     zk_epoch: int = -1  # the /controller_epoch value it claimed
     zk_epoch_version: int = -2  # /controller_epoch's version after its claim; -2: unknown
     umr_sent: frozenset[BrokerId] = frozenset()  # ZK brokers sent a full UpdateMetadata in this leadership
+    queue: tuple[QueuedEvent, ...] = ()  # MetadataChangeEvents raised, not yet run, oldest first (QUEUE_BOUND)

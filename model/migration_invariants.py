@@ -22,6 +22,7 @@ from model.actions import (
     ElectController,
     Fetch,
     RestartController,
+    RunMetadataChange,
     SyncKRaftToZk,
     WaitForControllerQuorum,
     WaitForZkBrokers,
@@ -39,7 +40,7 @@ from model.kraft import (
     is_metadata,
 )
 from model.kraft_invariants import committed_image
-from model.kraft_migration import MIGRATED_RECORDS, zk_brokers_ready, zk_metadata
+from model.kraft_migration import MIGRATED_RECORDS, stale_event, zk_brokers_ready, zk_metadata
 from model.kraft_quorum import committed_image as controller_committed
 from model.kraft_quorum import ctrl, is_active, writes_blocked
 from model.migration import (
@@ -242,6 +243,16 @@ def only_current_kraft_leader_writes_apply(before: ClusterState, action: Action,
     if claimed is None:
         return True
     return all(w.writer_epoch >= claimed.kraft_epoch for w in after.ghost.kraft_writes)
+
+
+@transition(
+    "MigrationOffsetNeverGoesBack",
+    "/migration's KRaft offset never decreases: what ZooKeeper has caught up with is never undone.",
+    "KIP-866 §Migration State ZNode (which KRaft record offset has been written back to ZK)",
+)
+def migration_offset_never_goes_back(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    old, new = znode_data(before, MIGRATION), znode_data(after, MIGRATION)
+    return old is None or new is None or new.kraft_metadata_offset >= old.kraft_metadata_offset
 
 
 @transition(
@@ -451,6 +462,20 @@ def stale_read_refused_at_leader(before: ClusterState, action: Action, after: Cl
 def partition_created_by_dual_write(before: ClusterState, action: Action, after: ClusterState) -> bool:
     return (isinstance(action, (DualWrite, SyncKRaftToZk)) and bool(after.ghost.kraft_writes)
             and len(partition_states(after)) > len(partition_states(before)))
+
+
+@sometimes(
+    "StaleMetadataChangeEventDropped",
+    "A MetadataChangeEvent queued under another leader and epoch reaches the head of the driver's queue and is"
+    " dropped.",
+    "KIP-866 §Dual Metadata Writes; KAFKA-16667 (Kafka 3.8: events check the leadership they were raised in)",
+)
+def stale_metadata_change_event_dropped(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, RunMetadataChange):
+        return False
+    c = next(c for c in before.controllers if c.id == action.controller)
+    return c.driver is not None and bool(c.driver.queue) and stale_event(c, c.driver.queue[0]) \
+        and after.zk == before.zk and after.network == before.network
 
 
 @sometimes(

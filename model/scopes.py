@@ -757,7 +757,12 @@ STALE_READS = small_migration_scope(
     stage="registered",
     budget=Budget(stale_reads=1, kraft_elections=1, max_in_flight=6),
     max_depth=16,
-    findings=MIGRATION_WITHOUT_TRANSACTION,  # kafka-3.9 migrates at 3.4-IV0 with no transaction
+    # kafka-3.9 migrates at 3.4-IV0 with no transaction. MigrationOffsetNeverGoesBack: a gap of the model, not of
+    # Kafka, found by that property (17 steps): a deposed driver's post-claim write of /migration (BecomeZkController,
+    # version -1) carries no /controller_epoch check, so from a lagging read it undoes the new leader's
+    # MigrationCommitted; Kafka's setMigrationRecoveryState is fenced by the check. To fix: fence that write.
+    findings=MIGRATION_WITHOUT_TRANSACTION + (("kip", "MigrationOffsetNeverGoesBack"),
+                                              ("kafka-3.9", "MigrationOffsetNeverGoesBack")),
 )
 SCOPES[STALE_READS.name] = STALE_READS
 
@@ -778,3 +783,15 @@ CREATE_PARTITIONS = small_migration_scope(
     max_depth=16,
 )
 SCOPES[CREATE_PARTITIONS.name] = CREATE_PARTITIONS
+# The migration driver's event queue (KAFKA-16667): a MetadataChangeEvent queued in dual write runs later, perhaps
+# after a KRaft failover has made it stale (raised under another leader and epoch). Kafka 3.8+ drops it; the seeded
+# bug stale_event_runs runs it, and ZooKeeper goes back to its image.
+EVENT_QUEUE = small_migration_scope(
+    name="event-queue",
+    summary="1 ZK broker, 2 migrating controllers in dual write: MetadataChangeEvents queued under one leadership run"
+            " under the next",
+    stage="dual-write",
+    budget=Budget(queued_events=1, kraft_elections=1, operator=2, max_in_flight=6),
+    max_depth=12,
+)
+SCOPES[EVENT_QUEUE.name] = EVENT_QUEUE

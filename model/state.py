@@ -382,6 +382,7 @@ class Budget(Record):
     lost_responses: int = 0
     stale_reads: int = 0  # a KRaft controller's ZooKeeper server falling behind the leader (model.zookeeper views)
     partition_creations: int = 0  # an admin's CreatePartitions, in ZooKeeper mode (AddPartitions) or on KRaft
+    queued_events: int = 0  # MetadataChangeEvents queued to run later, maybe under a newer leadership (KAFKA-16667)
 
 
 @record

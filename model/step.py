@@ -52,6 +52,7 @@ from model.actions import (
     OpenSession,
     ProcessBrokerChange,
     ProcessPartitionModifications,
+    PublishMetadataChange,
     ReconfigureController,
     RecoverMigrationState,
     Redeliver,
@@ -65,6 +66,7 @@ from model.actions import (
     RestartBroker,
     RestartController,
     RollbackBrokerToZk,
+    RunMetadataChange,
     SendControlledShutdown,
     SendRPCsToBrokers,
     SessionTimeout,
@@ -238,6 +240,8 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
                 BecomeZkController(i), MigrateMetadata(i), CompleteMigration(i), MigrationCommitted(i),
                 SyncKRaftToZk(i), SendRPCsToBrokers(i), DualWrite(i),
             ]
+            if state.budget.queued_events or c.driver.queue:  # never in a scope without queued events
+                actions += [PublishMetadataChange(i), RunMetadataChange(i)]
         actions += [CrashController(i), ShutdownController(i), RestartController(i)]
         actions += [ReconfigureController(i, enabled) for enabled in scope.controller_flag_choices]
         actions += [RegisterController(i, leader) for leader in leaders]

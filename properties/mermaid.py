@@ -170,6 +170,10 @@ def view(action) -> StepView:
             return StepView(node(c), None, "driver: queue UpdateMetadata, LeaderAndIsr to ZK brokers", "note")
         case act.DualWrite(controller=c):
             return StepView(node(c), zk, "driver: dual write")
+        case act.PublishMetadataChange(controller=c):
+            return StepView(node(c), None, "publisher: MetadataChangeEvent queued", "note")
+        case act.RunMetadataChange(controller=c):
+            return StepView(node(c), zk, "driver: queued MetadataChangeEvent runs")
         case act.RegisterWithKRaft(broker=b, controller=c):
             return StepView(node(b), node(c), "BrokerRegistration")
         case act.RegisterController(controller=c, leader=leader):

@@ -20,8 +20,10 @@ from model.actions import (
     DualWrite,
     Fetch,
     KRaftLeaderChange,
+    PublishMetadataChange,
     RegisterWithKRaft,
     RequestVote,
+    RunMetadataChange,
     StartElection,
     WaitForControllerQuorum,
     WaitForZkBrokers,
@@ -80,10 +82,25 @@ def stale_reads_scope() -> Scope:
     return SCOPES["stale-reads"]
 
 
+# The leader publishes a committed image to its driver's queue (a MetadataChangeEvent), commits another change and
+# dual-writes it; the other voter is elected; the queued event, raised under the older leader and epoch, reaches the
+# head of the queue before the driver has handled the new leadership. Kafka 3.8+ drops it (KAFKA-16667); run, it
+# takes ZooKeeper back to its image. (the model's shortest counterexample of stale_event_runs in scope event-queue)
+STALE_EVENT: tuple[Action, ...] = (
+    AlterConfigs(A), Fetch(B, A), PublishMetadataChange(A), AlterConfigs(A), Fetch(B, A), DualWrite(A),
+    StartElection(B), RequestVote(B, A), RunMetadataChange(A),
+)
+
+
+def event_queue_scope() -> Scope:
+    return SCOPES["event-queue"]
+
+
 SCRIPTS: dict[str, tuple[Callable[[], Scope], tuple[Action, ...]]] = {
     "deposed-dual-write": (dual_write_scope, DEPOSED_DUAL_WRITE),
     "older-epoch-heartbeat": (three_voter_pre_migration, OLDER_EPOCH_HEARTBEAT),
     "stale-claim": (stale_reads_scope, STALE_CLAIM),
+    "stale-event": (event_queue_scope, STALE_EVENT),
 }
 
 # The implementation bugs only a script reaches, and the script that catches each.
@@ -91,6 +108,7 @@ CATCHING_SCRIPT: dict[ImplBug, str] = {
     ImplBug.DUAL_WRITE_WITHOUT_EPOCH_CHECK: "deposed-dual-write",
     ImplBug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH: "older-epoch-heartbeat",
     ImplBug.CLAIM_TRUSTS_STALE_READ: "stale-claim",
+    ImplBug.STALE_EVENT_RUNS: "stale-event",
 }
 
 

@@ -304,6 +304,11 @@ def _migration_epoch_goes_back(obs):
     obs.zk["/migration"].append(zk("/migration", migration_znode(76, 1, controller_epoch=0), 96, 199, 3, 9300))
 
 
+def _migration_offset_goes_back(obs):
+    # a stale MetadataChangeEvent run under a newer claim (KAFKA-16667): ZooKeeper back to an older image
+    obs.zk["/migration"].append(zk("/migration", migration_znode(75, 1, controller_epoch=2), 96, 199, 3, 9300))
+
+
 def _older_kraft_claim(obs):
     obs.zk["/controller"].append(zk("/controller", controller_znode(3000, 0), 200, 200, 0, 9500))
 
@@ -431,6 +436,7 @@ SEEDED = {
     "DualWritesOnlyInDualWriteStates": _dual_write_too_early,
     "ZkWritesFollowKRaftCommits": _migration_names_unwritten_offset,
     "OnlyCurrentKRaftLeaderWritesApply": _migration_epoch_goes_back,
+    "MigrationOffsetNeverGoesBack": _migration_offset_goes_back,
     "KRaftEpochInZkOnlyIncreases": _older_kraft_claim,
     "NoZkWriteAfterPostMigration": _zk_write_after_finalize,
     "MigrationStartsOnlyWithEveryKnownZkBroker": _claim_before_broker_registered,

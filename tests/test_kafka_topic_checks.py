@@ -131,7 +131,8 @@ def test_kafka_35_reassignment_in_dual_write_never_completes():
     the new replica, which never joins the ISR. The progress check names the stuck step; KAFKA-16120 (3.8.0) made
     ZooKeeper-mode brokers take a KRaft controller's LeaderAndIsr at the same leader epoch."""
     obs = recorded("kafka-3.5-reassignment-stuck-run.json")
-    orders = next(r["data"]["topicId"] for r in log(obs) if r["type"] == "TOPIC_RECORD" and r["data"]["name"] == "orders")
+    orders = next(r["data"]["topicId"] for r in log(obs)
+                  if r["type"] == "TOPIC_RECORD" and r["data"]["name"] == "orders")
     moves = [r["data"] for r in log(obs) if r["type"] == "PARTITION_CHANGE_RECORD" and r["data"]["topicId"] == orders
              and r["data"]["partitionId"] == 0]
     assert [(m.get("addingReplicas"), "leader" in m) for m in moves] == [([2], False)]

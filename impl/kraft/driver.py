@@ -23,6 +23,9 @@ Rules:
   controller drops it at a crash or a stop and makes a new one at a start.
 - The rules the driver decides by are named pure functions (``decide_claim``,
   ``zk_brokers_registered``, ``is_valid_state_change``); its event methods carry them out.
+- MetadataChangeEvents may wait in the driver's queue (``queue``; filled only when a fault mix queues
+  them, ``FaultMix.queue_event``): each carries the committed image's offset and the leader and epoch
+  Raft reported when it was queued, and runs only if they are still current (KAFKA-16667, Kafka 3.8+).
 - Only the ``kip`` profile's rules are implemented (Profile.KIP).
 """
 
@@ -66,6 +69,7 @@ from model.migration import (
     DELETED_TOPIC,
     EMPTY_MIGRATION,
     MIGRATION,
+    QUEUE_BOUND,
     VALID_TRANSITIONS,
     KRaftControllerZNode,
     MigrationDriverState,
@@ -189,6 +193,8 @@ class KRaftMigrationDriver:
         # How many records ZooKeeper's metadata made at the migration's last read (readAllMetadata), in the Raft
         # epoch of that read: whether a batch remains, which the controller asks without reading ZooKeeper again.
         self.zk_records: tuple[int, int] = (-1, 0)
+        # MetadataChangeEvents queued, oldest first: (the image's offset, Raft's epoch, its node led) at queueing
+        self.queue: list[tuple[int, int, bool]] = []
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -471,6 +477,45 @@ class KRaftMigrationDriver:
         image = self.driver_image()
         if image.offset <= self.migration_offset:
             return False
+        return (yield from self._write_image(image, now, ImplBug.DUAL_WRITE_RPCS_BEFORE_ZK in self.bugs))
+
+    def publish_metadata_change(self, now: int) -> Handler:
+        """MetadataPublisher.onMetadataUpdate in DUAL_WRITE: a MetadataChangeEvent with the committed image ZooKeeper
+        lacks, queued with the leader and epoch Raft reports now (curLeaderAndEpoch)."""
+        if self.state is not D.DUAL_WRITE or len(self.queue) >= QUEUE_BOUND:
+            return False
+        offset = self.controller.committed_image().offset
+        event = (offset, self.controller.quorum_epoch(), self.controller.is_active())
+        if offset <= self.migration_offset or event in self.queue:
+            return False
+        self.queue.append(event)
+        return True
+        yield  # pragma: no cover - makes this a generator
+
+    def run_metadata_change(self, now: int) -> Handler:
+        """The queue's head MetadataChangeEvent: dropped when raised under another leader and epoch (KAFKA-16667),
+        or outside DUAL_WRITE, or when ZooKeeper has its image; else the dual write of the image it carries."""
+        if not self.queue:
+            return False
+        event = self.queue[0]
+        offset, epoch, leader = event
+        stale = (epoch, leader) != (self.controller.quorum_epoch(), self.controller.is_active())
+        as_current = stale and ImplBug.STALE_EVENT_RUNS in self.bugs  # the mistake: no leader-epoch check
+        if (stale and not as_current) or not self._in(D.DUAL_WRITE) or (
+                offset <= self.migration_offset and not as_current):
+            self.queue.pop(0)
+            return True
+        image = self.controller.image_at(offset)
+        self.queue.pop(0)
+        try:
+            return (yield from self._write_image(image, now))
+        except ConnectionLoss:
+            self.queue.insert(0, event)  # its reads failed before it changed anything: the event waits
+            raise
+
+    def _write_image(self, image: Image, now: int, rpcs_before_zk: bool = False) -> Handler:
+        """ZooKeeper made equal to ``image`` in one fenced multi (/migration to its offset), then the changed
+        partitions' RPCs to the ZK brokers."""
         before = self.controller.image_at(self.migration_offset) if self.migration_offset > 0 else None
         # The delta since /migration's offset, which ZooKeeper holds (KRaftMigrationZkWriter.handleDelta); the
         # seeded bug DUAL_WRITE_DELTA_OF_LAST_RECORD takes the newest committed record's change alone.
@@ -481,7 +526,7 @@ class KRaftMigrationDriver:
             ops = yield from self._delta_ops(base, image, now)
             ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True)
         except ConnectionLoss:
-            if ImplBug.DUAL_WRITE_RPCS_BEFORE_ZK not in self.bugs:
+            if not rpcs_before_zk:
                 raise
             ok = True  # the mistake: ZooKeeper is down, so the brokers are told first and ZooKeeper later
         if not ok:
@@ -623,13 +668,14 @@ class KRaftMigrationDriver:
 
     def abstract(self):
         from model.kraft import KRaftEpoch, Offset
-        from model.migration import Driver
+        from model.migration import Driver, QueuedEvent
 
         return Driver(
             state=self.state, kraft_epoch=KRaftEpoch(self.kraft_epoch), leader=self.leader,
             migration_offset=Offset(self.migration_offset), migration_version=self.migration_version,
             zk_epoch=self.zk_epoch, zk_epoch_version=self.zk_epoch_version,
             umr_sent=frozenset(BrokerId(b) for b in self.umr_sent),
+            queue=tuple(QueuedEvent(Offset(o), KRaftEpoch(e), leader) for o, e, leader in self.queue),
         )
 
 

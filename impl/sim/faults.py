@@ -2,7 +2,7 @@
 
 A mix is a set of weights relative to one protocol step (a node's offered action or a message
 delivery, each weight 1). ``parse`` reads a mix from the command line: a name (``none``, ``network``,
-``process``, ``zookeeper``, ``lagging``, ``all``, ``responses``), names joined with ``+``, ``swarm``
+``process``, ``zookeeper``, ``lagging``, ``all``, ``responses``, ``queue``), names joined with ``+``, ``swarm``
 joined to them, and ``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else is a one-line
 ``ValueError`` naming the bad part.
 
@@ -47,6 +47,11 @@ class FaultMix:
     # queued before it, while the node's Raft layer, and the driver's other events, go on (``LEADER_EVENT_LAG_MS``).
     # A probability per chance: each time a controller's KRaftLeaderChange becomes due after a leadership change.
     leader_event_lag: float = 0.0
+    # a KRaft controller's MetadataChangeEvent waits in its driver's queue: a drawn DualWrite becomes the event's
+    # queueing (PublishMetadataChange), and it runs later, maybe stale (KAFKA-16667). A probability per drawn
+    # DualWrite of a controller with no queued event waiting. Only in mix ``queue`` and not reweighed by a swarm,
+    # so that the other mixes' runs stay as they were.
+    queue_event: float = 0.0
     # ZooKeeper
     expire: float = 0.0  # the server expires a live broker session
     outage: float = 0.0  # ZooKeeper loses its quorum
@@ -108,6 +113,8 @@ def _combine(a: FaultMix, b: FaultMix) -> FaultMix:
 MIXES["all"] = _combine(_combine(NETWORK, PROCESS), _combine(ZOOKEEPER, FaultMix(lose_response=0.05, stale_read=0.01,
                                                                                    catch_up=0.005)))
 MIXES["responses"] = RESPONSES
+# Driver events queued and run later: ``all+queue`` has the leader-event lags (process) that make a queued one stale.
+MIXES["queue"] = FaultMix(queue_event=1.0, restart=0.5, recover=1.0)
 SWARM = "swarm"  # not a mix but a way to run one: ``swarm+network`` swarms over the network's faults
 
 

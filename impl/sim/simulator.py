@@ -30,6 +30,10 @@ Rules:
 - A lost response (``FaultMix.lose_response``): a broker's drawn ``RegisterWithKRaft`` or ``BrokerHeartbeat`` is
   performed as ``RegistrationResponseLost`` or ``HeartbeatResponseLost`` (one more draw, only in a mix that has
   the fault): the controller handles the request and the broker gets no answer (``impl.cluster``).
+- A queued driver event (``FaultMix.queue_event``): a drawn ``DualWrite`` is performed as ``PublishMetadataChange``
+  (one more draw, only in a mix that has the fault): the MetadataChangeEvent waits in the driver's queue, and the
+  controller's ``RunMetadataChange`` is held back for a drawn time (``QUEUED_EVENT_WAIT_MS``), then offered until
+  the queue is empty; it may run after a leadership change, stale (KAFKA-16667).
 - A simulation is handed its checker, or none (``impl.sim.check``): with one, every event is
   performed through it, and the run stops at the first ``CheckFailed``. The checks build it
   (``properties.differential.checked_simulation``: the model takes the implementation's traces,
@@ -84,11 +88,13 @@ from model.actions import (
     DeleteControllerZNodes,
     Deliver,
     Drop,
+    DualWrite,
     ExpireSession,
     Fetch,
     HeartbeatResponseLost,
     KRaftLeaderChange,
     MigrateBrokerToKRaft,
+    PublishMetadataChange,
     ReconfigureController,
     Redeliver,
     RegisterWithKRaft,
@@ -96,6 +102,7 @@ from model.actions import (
     RestartBroker,
     RestartController,
     RollbackBrokerToZk,
+    RunMetadataChange,
     SessionTimeout,
     ShutdownController,
     StartElection,
@@ -132,6 +139,10 @@ PAUSE_MS = (SESSION_TIMEOUT_MS // 2, 4 * SESSION_TIMEOUT_MS)
 # wait (the deposed leader hears of the new epoch in a Fetch) to three driver polls, time enough, at the
 # upper end, for the new leader to be elected, activate and claim ZooKeeper (BecomeZkController) first.
 LEADER_EVENT_LAG_MS = (FETCH_WAIT_MS, 3 * POLL_MS)
+# How long a queued MetadataChangeEvent (``FaultMix.queue_event``) waits behind the driver's other events: up to
+# the long events of a rapid failover (a full sync to ZooKeeper, full UpdateMetadata to every broker: KAFKA-16667's
+# commit message), time enough at the upper end for the node to lose its leadership while it waits.
+QUEUED_EVENT_WAIT_MS = (POLL_MS, 10 * POLL_MS)
 
 # A broker's request whose response ``FaultMix.lose_response`` may lose, and the step that names the loss.
 LOST_RESPONSE: dict[type, type] = {RegisterWithKRaft: RegistrationResponseLost, BrokerHeartbeat: HeartbeatResponseLost}
@@ -152,6 +163,20 @@ def _weight(kind: type) -> float:
 
 
 _NEVER = float("inf")  # the due time of offers no timer changes
+
+
+def _held_back(holds: dict[int, int], node_id: int, kind: type, offered: list[Action], deadline: int | None,
+               now: int) -> tuple[list[Action], int | None]:
+    """A node's offers without ``kind`` and its deadline brought forward while ``holds[node_id]`` has not come;
+    once it has, the hold ends and the offers are as they were."""
+    until = holds.get(node_id)
+    if until is None:
+        return offered, deadline
+    if now >= until:
+        del holds[node_id]
+        return offered, deadline
+    held = [a for a in offered if type(a) is not kind]
+    return held, until if deadline is None else min(deadline, until)
 
 
 def _joiner(count: int) -> Callable[[list[list]], list]:
@@ -262,6 +287,7 @@ class Simulation:
         self.paused: dict[int, int] = {}  # a paused node -> when it resumes
         # a controller whose driver hears of its leadership change late -> when its KRaftLeaderChange is offered
         self.lagging: dict[int, int] = {}
+        self.queued_until: dict[int, int] = {}  # controller -> until when its queued MetadataChangeEvent waits
         self._leader_event_due: set[int] = set()  # controllers whose last offers held their KRaftLeaderChange
         self._outage, self._recover = ZkOutage(), ZkRecover()
         self.changes: dict[int, int] = {}  # how often each node's memory changed (its offers were recomputed)
@@ -455,6 +481,8 @@ class Simulation:
         offered, deadline = node.offers(now), node.next_deadline()
         if self.faults.leader_event_lag and node_id in self.cluster.controllers:
             offered, deadline = self._lag_leader_event(node_id, offered, deadline, now)
+        if self.queued_until:  # a queued MetadataChangeEvent waits its drawn time (QUEUED_EVENT_WAIT_MS)
+            offered, deadline = _held_back(self.queued_until, node_id, RunMetadataChange, offered, deadline, now)
         self.offered[node_id] = offered
         if RARE.isdisjoint(map(type, offered)):  # the usual case
             self._steps[i] = list(offered)
@@ -481,14 +509,7 @@ class Simulation:
             self._leader_event_due.add(node_id)
             if self.rng.random() < self.faults.leader_event_lag:
                 self.lagging[node_id] = now + self.rng.randint(*LEADER_EVENT_LAG_MS)
-        until = self.lagging.get(node_id)
-        if until is None:
-            return offered, deadline
-        if now >= until:
-            del self.lagging[node_id]
-            return offered, deadline
-        held = [a for a in offered if type(a) is not KRaftLeaderChange]
-        return held, until if deadline is None else min(deadline, until)
+        return _held_back(self.lagging, node_id, KRaftLeaderChange, offered, deadline, now)
 
     def _restart(self, i: int) -> None:
         """A dead node's part: its restart, unless the operator keeps it down."""
@@ -715,9 +736,14 @@ class Simulation:
         lost = LOST_RESPONSE.get(type(action))
         if lost is not None and self.faults.lose_response and self.rng.random() < self.faults.lose_response:
             action = lost(action.broker, action.controller)  # type: ignore[attr-defined]
+        if isinstance(action, DualWrite) and self.faults.queue_event and action.controller not in self.queued_until \
+                and self.rng.random() < self.faults.queue_event:
+            action = PublishMetadataChange(action.controller)  # the event waits in the driver's queue
         self.record.append(SimStep(c.now, self._active_cuts() if self.cuts else (), action))  # (before: a
         # disagreement raises)
         traces = self.checker.apply(action) if self.checker is not None else c.perform(action)
+        if traces and isinstance(action, PublishMetadataChange) and action.controller not in self.queued_until:
+            self.queued_until[action.controller] = c.now + self.rng.randint(*QUEUED_EVENT_WAIT_MS)
         entry = self._deliveries.get(action) if self._deliveries else None
         if entry is not None and not traces and entry in c.network:
             # Deferred: the destination did nothing (it does not serve requests yet); its handling of

@@ -817,6 +817,23 @@ def only_current_kraft_leader_writes(obs: Observed) -> list[Violation]:
     return out
 
 
+@check("MigrationOffsetNeverGoesBack")
+def migration_offset_never_goes_back(obs: Observed) -> list[Violation]:
+    """/migration's offset never decreases while the znode lives (a rollback deletes it; a new one starts again)."""
+    out = []
+    for (a, ea), (b, eb) in _pairs(_migration_znodes(obs)):
+        if ea["czxid"] == eb["czxid"] and b.get("kraft_metadata_offset", -1) < a.get("kraft_metadata_offset", -1):
+            out.append(
+                Violation(
+                    "MigrationOffsetNeverGoesBack",
+                    f"/migration's offset went back from {a.get('kraft_metadata_offset')} to "
+                    f"{b.get('kraft_metadata_offset')} (mzxid {eb['mzxid']})",
+                    (ea, eb),
+                )
+            )
+    return out
+
+
 @check("KRaftEpochInZkOnlyIncreases")
 def kraft_epoch_in_zk_increases(obs: Observed) -> list[Violation]:
     out = []
