@@ -757,10 +757,10 @@ STALE_READS = small_migration_scope(
     stage="registered",
     budget=Budget(stale_reads=1, kraft_elections=1, max_in_flight=6),
     max_depth=16,
-    # kafka-3.9 migrates at 3.4-IV0 with no transaction. MigrationOffsetNeverGoesBack: a gap of the model, not of
-    # Kafka, found by that property (17 steps): a deposed driver's post-claim write of /migration (BecomeZkController,
-    # version -1) carries no /controller_epoch check, so from a lagging read it undoes the new leader's
-    # MigrationCommitted; Kafka's setMigrationRecoveryState is fenced by the check. To fix: fence that write.
+    # kafka-3.9 migrates at 3.4-IV0 with no transaction. MigrationOffsetNeverGoesBack (17 steps): a deposed driver's
+    # post-claim write of /migration (BecomeZkController, KAFKA-16171) is unconditional, with no /controller_epoch
+    # check, as Kafka 3.9's KafkaZkClient.updateMigrationState is (a plain setData at version -1); from a lagging read
+    # it undoes the new leader's MigrationCommitted (docs/model.md, Findings).
     findings=MIGRATION_WITHOUT_TRANSACTION + (("kip", "MigrationOffsetNeverGoesBack"),
                                               ("kafka-3.9", "MigrationOffsetNeverGoesBack")),
 )
