@@ -111,4 +111,7 @@ def test_report_grid_marks_the_faults_no_run_aimed_at_a_step():
     row = page.split("<tr><th>ZK_MIGRATION</th>")[1].split("</tr>")[0]
     assert '<td class="n">2</td>' in row  # two runs struck there
     assert row.count('class="n unreached"') == row.count("<td") - 1
-    assert "89 of 90 cells are empty" in page
+    from properties.runs import GRID_FAULTS, GRID_STATES
+
+    cells = len(GRID_STATES) * len(GRID_FAULTS)  # 10 states by 12 faults, lost responses and lagging servers included
+    assert cells == 120 and f"{cells - 1} of {cells} cells are empty" in page
