@@ -128,8 +128,8 @@ def test_kafka_35_reassignment_in_dual_write_never_completes():
     """A finding about Kafka 3.5.2 (KIP-866 §Dual Metadata Writes, §ZK Broker RPCs): orders-0, moved in dual write,
     gets its new replica set in KRaft and in ZooKeeper, but the change carries no leader (so no leader-epoch bump),
     and a ZooKeeper-mode broker applies a LeaderAndIsr only with a newer leader epoch: the leader never learns of
-    the new replica, which never joins the ISR. The progress check names the stuck step; KAFKA-16120 (3.6.2, 3.7.0, 3.8.0) made
-    ZooKeeper-mode brokers take a KRaft controller's LeaderAndIsr at the same leader epoch."""
+    the new replica, which never joins the ISR. The progress check names the stuck step; KAFKA-16120 (3.6.2, 3.7.0,
+    3.8.0) made ZooKeeper-mode brokers take a KRaft controller's LeaderAndIsr at the same leader epoch."""
     obs = recorded("kafka-3.5-reassignment-stuck-run.json")
     orders = next(r["data"]["topicId"] for r in log(obs)
                   if r["type"] == "TOPIC_RECORD" and r["data"]["name"] == "orders")
