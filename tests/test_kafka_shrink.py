@@ -168,6 +168,22 @@ def test_a_plan_file_round_trips_and_fixes_the_faults():
     assert plan_from_json(old).schedule == (KILL_BROKER,)
 
 
+def test_the_zookeeper_stall_is_drawn_and_strikes_the_server():
+    """--faults all draws a stall of ZooKeeper's server (seed 2: at the dual-write step, where it loses a dual write
+    on 3.9.2, docs/guide/real-kafka.md Findings); like an outage it strikes the one server, whatever its target."""
+    from properties.kafka.run import Run, plan_problem, schedule_faults
+
+    plan = RealRunPlan(seed=2, runbook="dual-write", faults="all")
+    steps = [n for n, _ in Run(plan, KAFKA, Path("/nonexistent")).steps()]
+    (stall,) = schedule_faults(plan, steps)
+    assert (stall.kind, stall.step) == ("pause-zookeeper", "write-during-dual-write")
+    assert stall.duration_s > 6.0  # past the session timeout: every session expires when it resumes
+    assert plan_problem(replace(plan, schedule=(replace(stall, target=9),)), steps) is None
+    assert "targets 9" in plan_problem(replace(plan, schedule=(replace(stall, kind="pause-broker", target=9),)), steps)
+    assert "pause-zookeeper" not in {f.kind for s in range(40) for f in schedule_faults(replace(plan, seed=s,
+                                                                                              faults="process"), steps)}
+
+
 def _failing_folder(folder: Path, plan: RealRunPlan = FAILING, invariant: str = "AcknowledgedWritesSurvive") -> Path:
     folder.mkdir(parents=True)
     (folder / "run.json").write_text(json.dumps({**plan_json(plan, "3.9.2"), "lib": "/nonexistent"}))

@@ -5,7 +5,8 @@ fault): orders, payments and ledger created in ZooKeeper mode, refunds created a
 during dual write (tests/data/kafka-3.9-topics-dual-write-run.json says how it was cut down). Each
 corrupted variant changes the recording the way a Kafka bug would show in it (KIP-866 §Controller
 Migration, §Dual Metadata Writes); the check must name it. Every other recorded run passes too, but
-one: Kafka 3.4.1 leaving a deleted topic in ZooKeeper, a finding.
+the findings: Kafka 3.4.1 leaving a deleted topic and a new partition out of ZooKeeper, and Kafka 3.9.2 losing a
+dual write that a ZooKeeper stall failed, or every dual write after a resent one failed.
 """
 
 from __future__ import annotations
@@ -85,11 +86,14 @@ def test_recorded_run_creates_and_deletes_topics_during_dual_write():
 
 
 FINDING_34 = "kafka-3.4-deletion-not-mirrored-run.json"
+FINDING_39_STALL = "kafka-3.9-stalled-zookeeper-dual-write-lost-run.json"
+FINDING_39_WEDGED = "kafka-3.9-stalled-zookeeper-dual-write-wedged-run.json"
 FINDING_34_PARTITION = "kafka-3.4-new-partition-not-mirrored-run.json"
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("kafka-*-run.json")
-                                        if p.name not in (FINDING_34, FINDING_34_PARTITION)))
+                                        if p.name not in (FINDING_34, FINDING_34_PARTITION, FINDING_39_STALL,
+                                                          FINDING_39_WEDGED)))
 def test_every_recorded_run_passes_the_topic_checks(name):
     """Kafka 3.4 to 4.1, faults and rollbacks included: no other recorded run breaks a topic check."""
     assert topic_violations(recorded(name)) == []
@@ -122,6 +126,56 @@ def test_kafka_34_does_not_mirror_a_partition_added_in_dual_write():
     assert [i for i, _ in topic_violations(obs)] == [EQUAL, EQUAL]  # and payments, deleted before, stays too
     assert found[0].startswith("at the end of dual write, partition orders-3: ZooKeeper has none; the image at offset")
     assert found[1].startswith("at the end of dual write, topic payments: ZooKeeper has id ")
+
+
+def test_kafka_39_loses_a_dual_write_that_a_zookeeper_stall_failed():
+    """A finding about Kafka 3.9.2 (KIP-866 §Failure Modes, "ZK Write Failures": a failed write is to hold the log
+    back within a lag bound, not to be dropped): ZooKeeper paused past the KRaft controller's session timeout while
+    the dual write of orders-3 (a partition added in KRaft) waited on it. The write failed with the expired session;
+    KRaftMigrationDriver logged "Will retry", but nothing runs a MetadataChangeEvent again (PollEvent does nothing in
+    DUAL_WRITE) and the event had already taken its image as the driver's own, so the next event wrote only its own
+    delta and moved /migration past the lost one. Neither ZooKeeper nor the ZooKeeper-mode brokers learn of orders-3
+    until a controller failover's full reconciliation."""
+    run = json.loads((DATA / FINDING_39_STALL).read_text())
+    obs = recorded(FINDING_39_STALL)
+    failed = [line for line in run["controller_log"] if "Encountered ZooKeeper error during event MetadataChangeEvent"
+              in line]
+    assert len(failed) == 1 and "Will retry" in failed[0]
+    lost_offset = int(failed[0].split("lastContainedOffset=")[1].split(",")[0])
+    added = [r for r in log(obs) if r["type"] == "PARTITION_RECORD" and r["data"]["partitionId"] == 3]
+    assert [r["offset"] for r in added] == [lost_offset]
+    written = [json.loads(e["data"])["kraft_metadata_offset"] for e in obs.zk["/migration"] if e.get("data")]
+    assert written[-1] > lost_offset and "/brokers/topics/orders/partitions/3/state" not in obs.zk
+    assert [e["fault"] for e in obs.operator if e["kind"] == "fault"] == ["pause-zookeeper"]
+    found = topic_violations(obs)
+    assert [i for i, _ in found] == [EQUAL]
+    assert found[0][1].startswith("at the end of dual write, partition orders-3: ZooKeeper has none; the image at")
+
+
+def test_kafka_39_dual_write_stops_for_good_after_a_resent_write_fails():
+    """A finding about Kafka 3.9.2 (KIP-866 §Dual Metadata Writes, §Failure Modes): ZooKeeper paused while a dual
+    write waited on it; the KRaft controller's client timed the connection out and, reconnected to the same session,
+    sent the multi again (KafkaZkClient.retryRequestsUntilConnected). ZooKeeper had applied the first when it
+    resumed (/migration at offset 131), so the second failed its /migration check, and the driver kept the version
+    it had sent: every later dual write failed with BadVersion, and ZooKeeper stayed at offset 131 while the log
+    went on (the deletion of payments and refunds-0's ISR change never reached it)."""
+    run = json.loads((DATA / FINDING_39_WEDGED).read_text())
+    obs = recorded(FINDING_39_WEDGED)
+    assert any("Client session timed out" in line for line in run["controller_log"])
+    resent = [line for line in run["controller_log"] if "Conditional update on KRaft Migration ZNode failed" in line]
+    assert len(resent) == 1 and "Sent zkVersion = 17" in resent[0] and "kraftMetadataOffset=131" in resent[0]
+    failed = [line for line in run["controller_log"] if "Encountered ZooKeeper error during event" in line]
+    offsets = [int(line.split("lastContainedOffset=")[1].split(",")[0]) for line in failed]
+    assert offsets[0] == 134 and offsets[-1] > 131 + 200 and run["controller_log"][-1].endswith("for /migration")
+    last = obs.zk["/migration"][-1]
+    assert (last["version"], json.loads(last["data"])["kraft_metadata_offset"]) == (18, 131)
+    assert log(obs)[-1]["offset"] > 131 + 100  # the log went on for two minutes
+    found = sorted(m for _, m in topic_violations(obs))
+    assert [i for i, _ in topic_violations(obs)] == [EQUAL, EQUAL]
+    assert found[0].startswith("at the end of dual write, partition refunds-0: ZooKeeper has replicas [0, 1], leader 0,"
+                               " ISR [0, 1], leader epoch 0; the image at offset")
+    assert found[1].startswith("at the end of dual write, topic payments: ZooKeeper has id ")
+    assert all("(/migration says 131)" in m for m in found)
 
 
 def test_kafka_35_reassignment_in_dual_write_never_completes():

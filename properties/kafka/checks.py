@@ -1112,9 +1112,9 @@ TOPIC_RECORDS = ("TOPIC_RECORD", "PARTITION_RECORD", "PARTITION_CHANGE_RECORD", 
 # A change committed this long before dual write ends must be in ZooKeeper by then: 3.9.2's dual writes
 # reached ZooKeeper within 141 ms of the record's append (557 changes over nine runs with faults).
 DUAL_WRITE_SLACK_MS = 1000
-# A controller killed or paused, or ZooKeeper down, holds dual writes back until the driver is in
+# A controller killed or paused, or ZooKeeper down or stalled, holds dual writes back until the driver is in
 # DUAL_WRITE again and has written what it missed: no coverage is asked of a run that healed so lately.
-DRIVER_FAULTS = ("kill-controller", "pause-controller", "zk-outage")
+DRIVER_FAULTS = ("kill-controller", "pause-controller", "zk-outage", "pause-zookeeper")
 DRIVER_CATCH_UP_MS = 30_000
 
 

@@ -61,9 +61,16 @@ FAULT_MIXES = ("none", "process", "all")
 FAULT_KINDS = {
     "none": (),
     "process": ("kill-controller", "kill-broker", "pause-controller", "pause-broker"),
-    "all": ("kill-controller", "kill-broker", "pause-controller", "pause-broker", "zk-outage", "expire-broker"),
+    "all": (
+        "kill-controller", "kill-broker", "pause-controller", "pause-broker", "zk-outage", "expire-broker",
+        "pause-zookeeper",
+    ),
 }
-ZOOKEEPER_FAULTS = ("zk-outage", "expire-broker")
+ZOOKEEPER_FAULTS = ("zk-outage", "expire-broker", "pause-zookeeper")
+# Faults on the ZooKeeper server itself: an outage (killed, started again) and a stall (paused past the session
+# timeout, as a long GC or disk stall does: every session expires when it resumes, the KRaft controller's included,
+# while its writes wait).
+ZOOKEEPER_SERVER_FAULTS = ("zk-outage", "pause-zookeeper")
 HEAP_MB = {"zk-broker": 320, "kraft-broker": 320, "controller": 256}
 
 
@@ -154,7 +161,7 @@ def plan_problem(plan: RealRunPlan, steps: list[str]) -> str | None:
         if f.step not in steps:
             return f"fault {f.kind} strikes during {f.step!r}, a step runbook {plan.runbook} lacks here"
         count = plan.brokers if f.kind.endswith("broker") else plan.controllers
-        if f.kind != "zk-outage" and not 0 <= f.target < count:
+        if f.kind not in ZOOKEEPER_SERVER_FAULTS and not 0 <= f.target < count:
             return f"fault {f.kind} targets {f.target}, which a cluster of {count} lacks"
     return None
 
@@ -260,7 +267,7 @@ class Run:
             (self._strike if what == "fault" else self._heal)(fault)
 
     def _victim(self, fault: FaultPlan) -> Process:
-        if fault.kind == "zk-outage":
+        if fault.kind in ZOOKEEPER_SERVER_FAULTS:
             return self.cluster.processes["zookeeper"]
         if fault.kind.endswith("broker"):
             return self.broker(fault.target)
@@ -319,7 +326,7 @@ class Run:
         if victim.name in {f"controller-{c}" for c in self.deprovisioned}:
             self.note("heal-skipped", fault=fault.kind, process=victim.name, why="deprovisioned by the rollback")
             return
-        if fault.kind == "zk-outage":
+        if fault.kind in ZOOKEEPER_SERVER_FAULTS:
             self.outage_ended = time.monotonic()
         if fault.kind.startswith("pause"):
             victim.resume()
@@ -430,7 +437,8 @@ class Run:
         recent = (
             self.outage_ended is not None and time.monotonic() - self.outage_ended < ZK_SESSION_TIMEOUT_MS / 1000 + 30
         )
-        down = not self.cluster.processes["zookeeper"].running if "zookeeper" in self.cluster.processes else False
+        zookeeper = self.cluster.processes.get("zookeeper")
+        down = zookeeper is not None and (not zookeeper.running or zookeeper.paused)
         return restarts < 2 and (down or recent)
 
     def ready(self, process: Process, marker: str) -> Callable[[], bool]:
@@ -876,10 +884,15 @@ class Run:
     def write_during_dual_write(self) -> None:
         """A topic created, another grown by a partition and one of its partitions moved, and a third deleted, while
         KRaft writes ZooKeeper behind it (KIP-866 §Dual Metadata Writes): all must reach ZooKeeper
-        (``ZkEqualsImageAtMigrationOffset``)."""
+        (``ZkEqualsImageAtMigrationOffset``). A fault drawn for this step strikes between the writes, when due, so
+        that a write can meet it (a ZooKeeper stall with a write waiting on it, say)."""
+        self.tick()
         self.create_topics([("refunds", 2, 2)], {"retention.ms": "7200000"})
+        self.tick()
         self.delete_topics(["payments"])
+        self.tick()
         self.add_partitions("orders", 4)
+        self.tick()
         self.reassign_partition("orders", 0)
 
     def roll_kraft_broker(self, b: int) -> None:

@@ -639,7 +639,7 @@ class Environment:
                 return (ZkOutage(),)
             if fault == "expire-broker":
                 return (ExpireSession(-1),)  # the session is the broker's own: resolved on the state
-            return ()  # a pause: no model action; the window opens
+            return ()  # a pause (ZooKeeper's too): no model action; the window opens
         if kind == "heal-skipped":  # the runbook had started it again itself (a roll), or deprovisioned it
             self.faults.pop(process, None)
             self.skipped_heals.add(process)
@@ -811,8 +811,9 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
             e = ob.event
             if e["kind"] in ("fault", "heal", "heal-skipped"):
                 faulty = max(0, faulty + (1 if e["kind"] == "fault" else -1))
-                if e["kind"] != "fault" and e["process"].startswith("broker-"):
-                    healed[e["process"]] = e["time"]  # a broker paused or killed: its sessions lost late
+                if e["kind"] != "fault" and (e["process"].startswith("broker-") or e["fault"] == "pause-zookeeper"):
+                    # a broker paused or killed: its sessions lost late; ZooKeeper stalled: anyone's, on resuming
+                    healed[e["process"]] = e["time"]
             elif e["kind"] == "step" and e.get("action") == "stop" and not e.get("clean", True):
                 killed.add(e["process"])  # its ZooKeeper session expires later, as a killed process's does
             elif e["kind"] == "step" and e.get("action") == "start" and e["process"] in killed:
