@@ -5,7 +5,8 @@ fault): orders, payments and ledger created in ZooKeeper mode, refunds created a
 during dual write (tests/data/kafka-3.9-topics-dual-write-run.json says how it was cut down). Each
 corrupted variant changes the recording the way a Kafka bug would show in it (KIP-866 §Controller
 Migration, §Dual Metadata Writes); the check must name it. Every other recorded run passes too, but
-one: Kafka 3.4.1 leaving a deleted topic in ZooKeeper, a finding.
+the findings: Kafka 3.4.1 leaving a deleted topic and a new partition out of ZooKeeper, and Kafka 3.5.2 and
+3.6.1 moving a partition without the leader-epoch bump ZooKeeper-mode brokers need (KIP-866 §ZK Broker RPCs).
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ def test_kafka_34_does_not_mirror_a_partition_added_in_dual_write():
 
 
 FINDING_35 = "kafka-3.5-reassignment-stuck-run.json"
+FINDING_361 = "kafka-3.6.1-reassignment-stuck-run.json"
 STUCK_MOVE_35 = (
     "the PARTITION_CHANGE_RECORD at offset 131 adds replica 2 of orders-0 (replicas [1, 0] -> [0, 2, 1]) at leader "
     "epoch 3, which it does not bump; ZooKeeper-mode brokers 0, 1, 2 apply a LeaderAndIsr only at a newer leader epoch"
@@ -157,7 +159,21 @@ def test_kafka_35_reassignment_in_dual_write_never_completes():
     assert epoch_violations(obs) == [STUCK_MOVE_35]
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("kafka-*-run.json") if p.name != FINDING_35))
+def test_kafka_361_reassignment_in_dual_write_never_completes():
+    """The same finding on Kafka 3.6.1, the last release before KAFKA-16120 (KIP-866 §ZK Broker RPCs): the move of
+    orders-0 adds replica 1 at leader epoch 2, which no ZooKeeper-mode broker applies, and the runbook is stuck."""
+    obs = recorded(FINDING_361)
+    assert [e["goal"] for e in obs.operator if e["kind"] == "stuck"] == ["orders-0 reassigned to [0, 1]"]
+    assert topic_violations(obs) == []
+    assert epoch_violations(obs) == [
+        "the PARTITION_CHANGE_RECORD at offset 130 adds replica 1 of orders-0 (replicas [2, 0] -> [0, 1, 2]) at leader "
+        "epoch 2, which it does not bump; ZooKeeper-mode brokers 0, 1, 2 apply a LeaderAndIsr only at a newer leader "
+        "epoch"
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("kafka-*-run.json")
+                                        if p.name not in (FINDING_35, FINDING_361)))
 def test_every_other_recorded_run_bumps_the_leader_epoch_for_zk_brokers(name):
     """Kafka 3.4 to 4.1: every other recorded change that ZooKeeper-mode brokers act on moves the leader epoch
     (3.4.1 and 3.9.2 drop brokers from ISRs in dual write, each with a bump; 3.6.2 adds a replica without one,
