@@ -1571,13 +1571,14 @@ def zk_broker_partition_changes_bump_leader_epoch(obs: Observed) -> list[Violati
             zk_mode = [b for b in sorted({*replicas, *before}) if _may_run_in_zk_mode(brokers, b)]
             what = _changes_zk_brokers_act_on(obs, old, data) if old and zk_mode else []
             if old and what and data.get("leader", NO_LEADER_CHANGE) == NO_LEADER_CHANGE:
-                brokers_named = f"broker{'s' * (len(zk_mode) > 1)} {', '.join(map(str, zk_mode))}"
+                several = len(zk_mode) > 1
+                brokers_named = f"broker{'s' * several} {', '.join(map(str, zk_mode))} appl{'y' if several else 'ies'}"
                 out.append(
                     Violation(
                         ZK_BROKER_EPOCH_BUMP,
                         f"the PARTITION_CHANGE_RECORD at offset {r['offset']} {' and '.join(what)} of "
                         f"{topic}-{data['partitionId']} (replicas {list(old.replicas)} -> {replicas}) at leader epoch "
-                        f"{old.record.leader_epoch}, which it does not bump; ZooKeeper-mode {brokers_named} apply a "
+                        f"{old.record.leader_epoch}, which it does not bump; ZooKeeper-mode {brokers_named} a "
                         "LeaderAndIsr only at a newer leader epoch",
                         (r,),
                     )
