@@ -23,6 +23,7 @@ from properties.kafka.checks import (
     NOT_OBSERVABLE,
     ONE_ACTIVE_CONTROLLER,
     RUNBOOK_PROGRESS,
+    ZK_BROKER_EPOCH_BUMP,
     Observed,
     run_checks,
 )
@@ -377,6 +378,15 @@ def _kraft_deletion_not_mirrored(obs):
     obs.metadata[3000][-1:] = [rec(76, 1, "REMOVE_TOPIC_RECORD", 9150, topicId="x"), rec(77, 1, "NO_OP_RECORD", 9300)]
 
 
+def _replica_removed_without_epoch_bump(obs):
+    # KIP-866 §ZK Broker RPCs: orders-0, migrated on ZK brokers 0 and 1, loses replica 1 in dual write by a
+    # PARTITION_CHANGE_RECORD with no leader, so at the same leader epoch, which ZK broker 0 (the leader) ignores
+    obs.metadata[3000].insert(9, rec(72, 1, "PARTITION_RECORD", 9050, topicId="x", partitionId=0, replicas=[0, 1],
+                                     isr=[0, 1], leader=0, leaderEpoch=4, partitionEpoch=6))
+    obs.metadata[3000].append(rec(77, 1, "PARTITION_CHANGE_RECORD", 9300, topicId="x", partitionId=0, replicas=[0],
+                                  isr=[0]))
+
+
 def _feature_outside_a_broker(obs):
     obs.metadata[3000].append(rec(77, 1, "FEATURE_LEVEL_RECORD", 9300, name="metadata.version", featureLevel=22))
     obs.logs["controller-3000"].clear()  # (the migration's own check of metadata.version aside)
@@ -452,6 +462,7 @@ SEEDED = {
     "RollbackLosesNothingCommitted": _rollback_loses_a_topic,
     MIGRATION_COPIES_ZK: _migration_copies_a_wrong_topic_id,
     "ZkEqualsImageAtMigrationOffset": _kraft_deletion_not_mirrored,
+    ZK_BROKER_EPOCH_BUMP: _replica_removed_without_epoch_bump,
 }
 
 
@@ -472,7 +483,7 @@ def test_kafka_check_catches_its_seeded_bug(name):
 def test_kafka_checks_cover_the_model_registry():
     """Every model property is either checked on real runs or listed with the reason it cannot be."""
     own = {RUNBOOK_PROGRESS, ACKNOWLEDGED_WRITES, GAUGES_FOLLOW_THE_LOG, ONE_ACTIVE_CONTROLLER, BROKER_GAUGES,
-           NO_METADATA_ERRORS, MIGRATION_COPIES_ZK}
+           NO_METADATA_ERRORS, MIGRATION_COPIES_ZK, ZK_BROKER_EPOCH_BUMP}
     names = {p.name for p in PROPERTIES} | own
     assert set(CHECKS) | set(NOT_OBSERVABLE) == names
     assert not set(CHECKS) & set(NOT_OBSERVABLE)

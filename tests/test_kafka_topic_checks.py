@@ -5,8 +5,9 @@ fault): orders, payments and ledger created in ZooKeeper mode, refunds created a
 during dual write (tests/data/kafka-3.9-topics-dual-write-run.json says how it was cut down). Each
 corrupted variant changes the recording the way a Kafka bug would show in it (KIP-866 §Controller
 Migration, §Dual Metadata Writes); the check must name it. Every other recorded run passes too, but
-the findings: Kafka 3.4.1 leaving a deleted topic and a new partition out of ZooKeeper, and Kafka 3.9.2 losing a
-dual write that a ZooKeeper stall failed, or every dual write after a resent one failed.
+the findings: Kafka 3.4.1 leaving a deleted topic and a new partition out of ZooKeeper, Kafka 3.5.2 and 3.6.1
+moving a partition without the leader-epoch bump ZooKeeper-mode brokers need (KIP-866 §ZK Broker RPCs), and Kafka
+3.9.2 losing a dual write that a ZooKeeper stall failed, or every dual write after a resent one failed.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ import pytest
 
 from properties.kafka.checks import (
     MIGRATION_COPIES_ZK,
+    ZK_BROKER_EPOCH_BUMP,
     Observed,
     dual_writes_follow_commits,
     migration_copies_zk_exactly,
+    zk_broker_partition_changes_bump_leader_epoch,
     zk_equals_image_at_migration_offset,
 )
 
@@ -178,13 +181,28 @@ def test_kafka_39_dual_write_stops_for_good_after_a_resent_write_fails():
     assert all("(/migration says 131)" in m for m in found)
 
 
+FINDING_35 = "kafka-3.5-reassignment-stuck-run.json"
+FINDING_361 = "kafka-3.6.1-reassignment-stuck-run.json"
+STUCK_MOVE_35 = (
+    "the PARTITION_CHANGE_RECORD at offset 131 adds replica 2 of orders-0 (replicas [1, 0] -> [0, 2, 1]) at leader "
+    "epoch 3, which it does not bump; ZooKeeper-mode brokers 0, 1, 2 apply a LeaderAndIsr only at a newer leader epoch"
+)
+
+
+def epoch_violations(obs: Observed) -> list[str]:
+    found = zk_broker_partition_changes_bump_leader_epoch(obs)
+    assert {v.invariant for v in found} <= {ZK_BROKER_EPOCH_BUMP}
+    return [v.message for v in found]
+
+
 def test_kafka_35_reassignment_in_dual_write_never_completes():
     """A finding about Kafka 3.5.2 (KIP-866 §Dual Metadata Writes, §ZK Broker RPCs): orders-0, moved in dual write,
     gets its new replica set in KRaft and in ZooKeeper, but the change carries no leader (so no leader-epoch bump),
     and a ZooKeeper-mode broker applies a LeaderAndIsr only with a newer leader epoch: the leader never learns of
-    the new replica, which never joins the ISR. The progress check names the stuck step; KAFKA-16120 (3.6.2, 3.7.0,
-    3.8.0) made ZooKeeper-mode brokers take a KRaft controller's LeaderAndIsr at the same leader epoch."""
-    obs = recorded("kafka-3.5-reassignment-stuck-run.json")
+    the new replica, which never joins the ISR. The leader-epoch check names the change itself, the progress check
+    the stuck step; KAFKA-16120 (3.6.2, 3.7.0, 3.8.0) made ZooKeeper-mode brokers take a KRaft controller's
+    LeaderAndIsr at the same leader epoch."""
+    obs = recorded(FINDING_35)
     orders = next(r["data"]["topicId"] for r in log(obs)
                   if r["type"] == "TOPIC_RECORD" and r["data"]["name"] == "orders")
     moves = [r["data"] for r in log(obs) if r["type"] == "PARTITION_CHANGE_RECORD" and r["data"]["topicId"] == orders
@@ -192,6 +210,94 @@ def test_kafka_35_reassignment_in_dual_write_never_completes():
     assert [(m.get("addingReplicas"), "leader" in m) for m in moves] == [([2], False)]
     assert [e["goal"] for e in obs.operator if e["kind"] == "stuck"] == ["orders-0 reassigned to [0, 2]"]
     assert topic_violations(obs) == []  # ZooKeeper has what KRaft committed: the brokers are what is stuck
+    assert epoch_violations(obs) == [STUCK_MOVE_35]
+
+
+def test_kafka_361_reassignment_in_dual_write_never_completes():
+    """The same finding on Kafka 3.6.1, the last release before KAFKA-16120 (KIP-866 §ZK Broker RPCs): the move of
+    orders-0 adds replica 1 at leader epoch 2, which no ZooKeeper-mode broker applies, and the runbook is stuck."""
+    obs = recorded(FINDING_361)
+    assert [e["goal"] for e in obs.operator if e["kind"] == "stuck"] == ["orders-0 reassigned to [0, 1]"]
+    assert topic_violations(obs) == []
+    assert epoch_violations(obs) == [
+        "the PARTITION_CHANGE_RECORD at offset 130 adds replica 1 of orders-0 (replicas [2, 0] -> [0, 1, 2]) at leader "
+        "epoch 2, which it does not bump; ZooKeeper-mode brokers 0, 1, 2 apply a LeaderAndIsr only at a newer leader "
+        "epoch"
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("kafka-*-run.json")
+                                        if p.name not in (FINDING_35, FINDING_361)))
+def test_every_other_recorded_run_bumps_the_leader_epoch_for_zk_brokers(name):
+    """Kafka 3.4 to 4.1: every other recorded change that ZooKeeper-mode brokers act on moves the leader epoch
+    (3.4.1 and 3.9.2 drop brokers from ISRs in dual write, each with a bump; 3.6.2 adds a replica without one,
+    which its brokers take)."""
+    assert epoch_violations(recorded(name)) == []
+
+
+def test_kafka_39_isr_shrink_without_a_leader_epoch_bump_is_named():
+    """KIP-866 §ZK Broker RPCs: in migration Kafka 3.9's PartitionChangeBuilder bumps the leader epoch on every ISR
+    shrink "to maintain compatibility with migrating brokers that are still in ZK mode"; a recorded shrink of
+    ledger-2 that keeps its leader sets the leader field only for that bump, and without it the check names it."""
+    obs = recorded()
+    shrink = next(r for r in log(obs) if r["offset"] == 135)
+    assert shrink["data"]["isr"] == [2] and shrink["data"].pop("leader") == 2
+    assert epoch_violations(obs) == [
+        "the PARTITION_CHANGE_RECORD at offset 135 drops 1 from the ISR of ledger-2 (replicas [2, 0, 1] -> [2, 0, 1]) "
+        "at leader epoch 4, which it does not bump; ZooKeeper-mode brokers 0, 1, 2 apply a LeaderAndIsr only at a "
+        "newer leader epoch"
+    ]
+
+
+def kraft_registration(offset: int, broker: int) -> dict:
+    data = {"brokerId": broker, "isMigratingZkBroker": False, "brokerEpoch": offset, "fenced": True}
+    return {"channel": "metadata", "controller": 3000, "offset": offset, "epoch": 1, "batch": 0,
+            "type": "REGISTER_BROKER_RECORD", "data": data, "time": 0}
+
+
+def before_offset(obs: Observed, offset: int, *records: dict) -> None:
+    at = next(i for i, r in enumerate(log(obs)) if r["offset"] == offset)
+    log(obs)[at:at] = list(records)
+
+
+def test_a_change_among_kraft_brokers_needs_no_leader_epoch_bump():
+    """KIP-866 §Broker Migration: once every replica of orders-0 has registered as a KRaft broker, no ZooKeeper-mode
+    broker is told of the change, and the same move needs no bump; while one replica is left in ZooKeeper mode, it
+    does."""
+    obs = recorded(FINDING_35)
+    before_offset(obs, 131, kraft_registration(130, 1))
+    assert epoch_violations(obs) == [STUCK_MOVE_35.replace("brokers 0, 1, 2", "brokers 0, 2")]
+    before_offset(obs, 131, kraft_registration(130, 0))
+    assert epoch_violations(obs) == [STUCK_MOVE_35.replace("brokers 0, 1, 2 apply", "broker 2 applies")]
+    before_offset(obs, 131, kraft_registration(130, 2))
+    assert epoch_violations(obs) == []
+
+
+def test_a_change_after_post_migration_needs_no_leader_epoch_bump():
+    """KIP-866 §Finalizing the Migration: once POST_MIGRATION is committed the controller "will also disable its
+    special handling of ZK RPCs": what it writes after is no ZooKeeper-mode broker's concern."""
+    obs = recorded(FINDING_35)
+    post = {"channel": "metadata", "controller": 3000, "offset": 130, "epoch": 1, "batch": 0,
+            "type": "ZK_MIGRATION_STATE_RECORD", "data": {"zkMigrationState": 3}, "time": 0}
+    before_offset(obs, 131, post)
+    assert epoch_violations(obs) == []
+
+
+def test_kafka_362_takes_an_added_replica_at_the_same_leader_epoch():
+    """Differs: Kafka 3.6.2 (KAFKA-16120, also 3.7.0 on) moves orders-0 in dual write with the same change as 3.5.2,
+    an added replica and no leader-epoch bump, and completes the move: its ZooKeeper-mode brokers apply a KRaft
+    controller's LeaderAndIsr at an equal leader epoch. Read as 3.6.1, whose brokers do not, the change is named."""
+    obs = recorded("kafka-3.6.2-reassignment-run.json")
+    assert [e["goal"] for e in obs.operator if e["kind"] == "reached" and "reassigned" in e["goal"]] == [
+        "orders-0 reassigned to [2, 1]"
+    ]
+    assert epoch_violations(obs) == []
+    obs.version = (3, 6, 1)
+    assert epoch_violations(obs) == [
+        "the PARTITION_CHANGE_RECORD at offset 100 adds replica 1 of orders-0 (replicas [0, 2] -> [2, 1, 0]) at leader "
+        "epoch 2, which it does not bump; ZooKeeper-mode brokers 0, 1, 2 apply a LeaderAndIsr only at a newer leader "
+        "epoch"
+    ]
 
 
 def test_migration_with_an_isr_copied_wrong_is_named():

@@ -92,6 +92,14 @@ class Observed:
             )
         return frozenset()
 
+    @property
+    def zk_brokers_take_equal_leader_epoch(self) -> bool:
+        """Whether a ZooKeeper-mode broker applies a KRaft controller's LeaderAndIsr at the leader epoch it
+        has, not only at a newer one: so a partition change that adds replicas needs no leader-epoch bump."""
+        # Differs: KAFKA-16120 (3.6.2, 3.7.0 on) has ReplicaManager.becomeLeaderOrFollower take an equal leader
+        # epoch from a KRaft controller (IsKRaftController); before, as in ZooKeeper mode, only a newer one
+        return self.version >= (3, 6, 2)
+
     def existing(self, path: str) -> list[dict]:
         return [e for e in self.zk.get(path, ()) if e["exists"]]
 
@@ -1096,10 +1104,11 @@ def rollback_loses_nothing(obs: Observed) -> list[Violation]:
 # real run's znodes and records in that vocabulary (``model.kraft.PartitionRecord``) and compare also
 # what Kafka has and the model does not: each topic's name and id, each partition's replicas (the
 # topic znode's assignment), the partition epoch (KRaft's; in ZooKeeper the state znode's version,
-# which ZkTopicMigrationClient copies) and every topic config by name. Not compared: adding and
-# removing replicas (the runbooks reassign nothing), the leader recovery state, KRaft's log
-# directories and eligible leader replicas (KRaft only), and what the migration also copies but no
-# observer watches (broker configs, quotas, ACLs, producer ids, delegation tokens).
+# which ZkTopicMigrationClient copies) and every topic config by name. Not compared: the adding and
+# removing replicas of a reassignment in flight (``ZkBrokerPartitionChangesBumpLeaderEpoch`` reads how
+# the replica set moves), the leader recovery state, KRaft's log directories and eligible leader
+# replicas (KRaft only), and what the migration also copies but no observer watches (broker configs,
+# quotas, ACLs, producer ids, delegation tokens).
 #
 # ZooKeeper "as of zxid Z" is each znode's last observation at or before Z. A watch can skip
 # versions: a znode whose next observation skips a version may have changed unseen before Z, and is
@@ -1494,6 +1503,92 @@ def zk_equals_image_at_migration_offset(obs: Observed) -> list[Violation]:
         Violation("ZkEqualsImageAtMigrationOffset", f"at the end of dual write, {d} (ZooKeeper as of zxid {zxid})")
         for d in zk_topics(obs, zxid, migrating=False).differences(images, name, epochs=False)
     ]
+
+
+# ---- what ZooKeeper-mode brokers are told (KIP-866 §ZK Broker RPCs) --------------------------------
+#
+# From the migration's end until it is finalized, the KRaft controller tells ZooKeeper-mode brokers of
+# every partition change with a LeaderAndIsr (MigrationPropagator sends one to each replica of a changed
+# partition), and a ZooKeeper-mode broker applies a LeaderAndIsr only at a newer leader epoch than its
+# own (ReplicaManager.becomeLeaderOrFollower). ZooKeeper's controller bumps the leader epoch with every
+# change a broker did not make itself (a new leader, replicas added or removed, the ISR shrunk); the
+# KRaft controller bumps it only where PartitionChangeBuilder says (a leader change, replicas removed,
+# in migration an ISR shrink), never when replicas are added. An ISR expansion comes from the leader's
+# own AlterPartition, which it has applied already: it needs no bump.
+
+ZK_BROKER_EPOCH_BUMP = "ZkBrokerPartitionChangesBumpLeaderEpoch"
+
+
+def _may_run_in_zk_mode(brokers: BrokerRegistrations, broker: int) -> bool:
+    """Whether ``broker`` may still run in ZooKeeper mode as the log stands: every broker of a migrating
+    cluster began in ZooKeeper mode (KIP-866 §Broker Migration), and only a registration of a KRaft
+    broker (``isMigratingZkBroker`` false) shows it restarted in KRaft mode. A broker rolled back to
+    ZooKeeper mode registers as a migrating ZK broker again; one the log shows no registration of (a
+    recording cut down to the topic records) is taken as in ZooKeeper mode."""
+    last = brokers.last.get(broker)
+    return last is None or bool(last["data"].get("isMigratingZkBroker"))
+
+
+def _changes_zk_brokers_act_on(obs: Observed, old: Partition, data: dict) -> list[str]:
+    """What in a PARTITION_CHANGE_RECORD a ZooKeeper-mode replica must apply from a LeaderAndIsr."""
+    replicas, isr = data.get("replicas", old.replicas), data.get("isr", old.record.isr)
+    removed = [b for b in old.replicas if b not in replicas]
+    added = [b for b in replicas if b not in old.replicas]
+    dropped = [b for b in old.record.isr if b not in isr]
+    what = []
+    if added and not obs.zk_brokers_take_equal_leader_epoch:
+        what.append(f"adds replica{'s' * (len(added) > 1)} {', '.join(map(str, added))}")
+    if removed:
+        what.append(f"removes replica{'s' * (len(removed) > 1)} {', '.join(map(str, removed))}")
+    if dropped:
+        what.append(f"drops {', '.join(map(str, dropped))} from the ISR")
+    return what
+
+
+def zk_broker_partition_changes_bump_leader_epoch(obs: Observed) -> list[Violation]:
+    """KIP-866 §ZK Broker RPCs ("when the KRaft controller handles AlterPartitions or performs a leader
+    election, we will need to send LeaderAndIsr requests to ZK brokers") and §Rejected Alternatives,
+    Online Broker Migration (the ZK brokers' code left "mostly unchanged"): from the end of the initial
+    migration until POST_MIGRATION is committed, every PARTITION_CHANGE_RECORD that a ZooKeeper-mode
+    replica must act on (replicas removed or added, the ISR shrunk) sets the leader, so that the leader
+    epoch moves, if a replica before or after the change may still run in ZooKeeper mode
+    (``_may_run_in_zk_mode``). A leader change always moves it (PartitionRegistration.merge)."""
+    log = max(obs.metadata.values(), key=len, default=[])
+    migration = _migration(obs, log)
+    if migration is None:
+        return []
+    image, brokers, out = TopicImage(), BrokerRegistrations(), []
+    for r in _live_records(log):
+        data = r["data"]
+        if r["type"] == "ZK_MIGRATION_STATE_RECORD":
+            if obs.migration_states.get(data.get("zkMigrationState")) is ZkMigrationState.POST_MIGRATION:
+                break  # finalized: the controller sends ZooKeeper-mode brokers nothing more
+        elif r["type"] == "PARTITION_CHANGE_RECORD" and r["offset"] > migration.end:
+            topic = image.names.get(data["topicId"])
+            old = image.partitions.get((topic, data["partitionId"]))
+            before = old.replicas if old else ()
+            replicas = list(data.get("replicas", before))
+            zk_mode = [b for b in sorted({*replicas, *before}) if _may_run_in_zk_mode(brokers, b)]
+            what = _changes_zk_brokers_act_on(obs, old, data) if old and zk_mode else []
+            if old and what and data.get("leader", NO_LEADER_CHANGE) == NO_LEADER_CHANGE:
+                several = len(zk_mode) > 1
+                brokers_named = f"broker{'s' * several} {', '.join(map(str, zk_mode))} appl{'y' if several else 'ies'}"
+                out.append(
+                    Violation(
+                        ZK_BROKER_EPOCH_BUMP,
+                        f"the PARTITION_CHANGE_RECORD at offset {r['offset']} {' and '.join(what)} of "
+                        f"{topic}-{data['partitionId']} (replicas {list(old.replicas)} -> {replicas}) at leader epoch "
+                        f"{old.record.leader_epoch}, which it does not bump; ZooKeeper-mode {brokers_named} a "
+                        "LeaderAndIsr only at a newer leader epoch",
+                        (r,),
+                    )
+                )
+        image.apply(r)
+        brokers.apply(r)
+    return out
+
+
+CHECKS[ZK_BROKER_EPOCH_BUMP] = zk_broker_partition_changes_bump_leader_epoch
 
 
 RUNBOOK_PROGRESS = "RunbookReachesItsEnd"  # the real run's own liveness property: no model state names it

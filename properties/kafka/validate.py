@@ -31,9 +31,11 @@ What is abstracted, and why:
   ``MigrationCopiesZkExactly`` (the migration's records are ZooKeeper's at the claim, partition by
   partition, read as the model's ``migrated_partition`` reads a state znode),
   ``ZkEqualsImageAtMigrationOffset`` (ZooKeeper equals the committed image at the end of dual
-  write) and ``ZkWritesFollowKRaftCommits`` (each dual write holds a committed state). Rolling a
-  ZooKeeper broker into migration mode is a stop, ``ConfigureMigration`` (an edit of the
-  environment: the model's scopes fix each broker's settings at the start) and a restart.
+  write), ``ZkWritesFollowKRaftCommits`` (each dual write holds a committed state) and
+  ``ZkBrokerPartitionChangesBumpLeaderEpoch`` (each change ZooKeeper-mode brokers act on moves the
+  leader epoch). Rolling a ZooKeeper broker into migration mode is a stop, ``ConfigureMigration``
+  (an edit of the environment: the model's scopes fix each broker's settings at the start) and a
+  restart.
 - A pause (SIGSTOP) is no model action: while one lasts, the model may expire sessions, time
   brokers out and hold elections that the paused process would have caused.
 - Runbooks and releases the mapping does not cover yet are reported as not validated, with the
