@@ -447,12 +447,17 @@ class KafkaController:
         requests: list = []
         for p, new in started:
             requests += self._tell_replicas(live, new.isr, p, new)
+        yield from self._send_with_update_metadata(session, live, requests)
+        return True
+
+    def _send_with_update_metadata(self, session: int, live: dict[int, int], requests: list) -> Handler:
+        """``requests`` (LeaderAndIsr), then UpdateMetadata with every partition's leader as ZooKeeper now holds it
+        to every live broker, in one batch."""
         _, states = yield from self._read_partitions(session)
         leaders = tuple((s.leader, s.leader_epoch) for _, s, _ in states)
-        requests += [UpdateMetadata(BrokerId(self.broker_id), self.epoch, BrokerEpoch(e), BrokerId(b), leaders)
-                     for b, e in sorted(live.items())]
+        requests = requests + [UpdateMetadata(BrokerId(self.broker_id), self.epoch, BrokerEpoch(e), BrokerId(b),
+                                              leaders) for b, e in sorted(live.items())]
         yield from self._send_all(requests)
-        return True
 
     # ---- reassignment (onApiPartitionReassignment, onPartitionReassignment) -------------------------------
 
@@ -478,12 +483,7 @@ class KafkaController:
         if not (yield from self._write(session, ops)):
             return True
         self._remember(p, new)
-        requests = self._tell_replicas(live, replicas, p, new)
-        _, states = yield from self._read_partitions(session)
-        leaders = tuple((s.leader, s.leader_epoch) for _, s, _ in states)
-        requests += [UpdateMetadata(BrokerId(self.broker_id), self.epoch, BrokerEpoch(e), BrokerId(b), leaders)
-                     for b, e in sorted(live.items())]
-        yield from self._send_all(requests)
+        yield from self._send_with_update_metadata(session, live, self._tell_replicas(live, replicas, p, new))
         return True
 
     # ---- UpdateFeatures (KIP-584 §Changes to Kafka Controller) -----------------------------------------
