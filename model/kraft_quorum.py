@@ -88,7 +88,7 @@ from model.kraft import (
     majority,
 )
 from model.migration import MIGRATION, Driver, Profile
-from model.outcome import BUDGET_SPENT, Refused, Result, Unchanged
+from model.outcome import BUDGET_SPENT, MOVES_LEADER, Refused, Result, Unchanged
 from model.record import Record, record
 from model.state import (
     Broker,
@@ -1134,16 +1134,12 @@ def _alter_partition_reassignments(
         return request
     state, c, image = request
     if p < len(image.partitions) and image.partitions[p].leader not in replicas:
-        return _MOVES_LEADER
+        return MOVES_LEADER
     decided = decide_write(image, variant) or decide_alter_partition_reassignments(
         image, p, replicas, c.config.migration_enabled, variant)
     if isinstance(decided, Refused):
         return decided.delivered(state)
     return append(state, c, [decided], variant)
-
-
-_MOVES_LEADER = Refused(None, "the target leaves out the leader: a move off it needs the completion the model leaves"
-                              " out")
 
 
 def decide_metadata_version(

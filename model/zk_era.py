@@ -54,7 +54,7 @@ from model.actions import (
 )
 from model.bugs import CORRECT, Bug, Variant
 from model.kraft_quorum import fresh_kraft_process
-from model.outcome import BUDGET_SPENT, IN_FLIGHT_CAP, Refused, Result, Unchanged
+from model.outcome import BUDGET_SPENT, IN_FLIGHT_CAP, MOVES_LEADER, Refused, Result, Unchanged
 from model.state import (
     BROKER_IDS,
     CONTROLLER,
@@ -149,8 +149,6 @@ _NO_CANDIDATE = Refused(None, "no replica of the ISR is live")
 _NOT_STARTED = Refused(None, "the partition has no state znode yet")
 _NO_NEW_PARTITION = Refused(None, "every partition /brokers/topics/t assigns has its state znode")
 _NO_LIVE_REPLICA = Refused(None, "no replica of a new partition is live")
-_MOVES_LEADER = Refused(None, "the target leaves out the leader: a move off it needs the completion the model"
-                                " leaves out")
 _FORWARDED = Refused(None, "a KRaft controller owns the metadata: the request is forwarded to it (CreatePartitions)")
 
 
@@ -1009,7 +1007,7 @@ def _api_partition_reassignment(
     if node is None:
         return _NOT_STARTED
     if node.data.leader not in replicas:
-        return _MOVES_LEADER
+        return MOVES_LEADER
     spent = spend(state, reassignments=1)
     if spent is None:
         return BUDGET_SPENT
