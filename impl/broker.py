@@ -87,6 +87,7 @@ from impl.zk_controller import (
 from model.actions import (
     Action,
     AddPartitions,
+    ApiPartitionReassignment,
     BeginControlledShutdown,
     BrokerHeartbeat,
     ChangeIbp,
@@ -226,6 +227,9 @@ class BrokerNode(Node):
         # an admin's CreatePartitions assignment (the scope's), sent through this broker once in its life
         self.created_replicas: tuple[BrokerId, ...] = ()
         self.creates_partitions = False  # the cluster's admin may add partitions (the scope's created_replicas)
+        # an admin's AlterPartitionReassignments (partition, target replicas: the scope's), sent to this broker's
+        # ZK controller once in its life
+        self.reassignment: tuple[PartitionId, tuple[BrokerId, ...]] | None = None
         self.notifications = Notifications()
         # persisted: survives the process
         self.meta_properties = 0  # meta.properties version in the log dirs (KIP-866 §Meta.Properties)
@@ -273,7 +277,8 @@ class BrokerNode(Node):
         self.registered = False
         self.epoch = UNKNOWN_BROKER_EPOCH  # czxid of our registration (impl zxid)
         self.controller_epoch = 0
-        self.replicas: dict[int, tuple[int, ReplicaRole]] = {}  # partition -> (leader epoch, role)
+        # partition -> (leader epoch, role, replicas: what its last LeaderAndIsr carried, () when it carried none)
+        self.replicas: dict[int, tuple[int, ReplicaRole, tuple[BrokerId, ...]]] = {}
         self.metadata: tuple = ()
         self.features = (-1, FeatureStatus.DISABLED, ())  # (epoch, status, finalized)
         self.shutdown_sent = False
@@ -349,6 +354,8 @@ class BrokerNode(Node):
                 # (polled: the model arms no data watch on the topic; only where an admin may add partitions)
                 if self.creates_partitions and self._due(ProcessPartitionModifications, now):
                     out.append(ProcessPartitionModifications(b))
+                if self.reassignment is not None and g.open(ApiPartitionReassignment, now):
+                    out.append(ApiPartitionReassignment(b, *self.reassignment))
                 # an admin's UpdateFeatures requests (the scope's ``feature_updates``), each at most once a poll
                 out += [UpdateFeatures(b, f, FeatureLevel(level), allow) for f, level, allow in self.feature_updates
                         if g.open(("admin", f, level, allow), now)]
@@ -392,6 +399,10 @@ class BrokerNode(Node):
             g.close(AddPartitions, now + POLL_MS)
             if traced:
                 self.created_replicas = ()  # the admin's one request: a run's partitions stay few
+        if isinstance(action, ApiPartitionReassignment):
+            g.close(ApiPartitionReassignment, now + POLL_MS)
+            if traced:
+                self.reassignment = None  # the admin's one request
         if not traced:
             return
         match action:
@@ -466,6 +477,8 @@ class BrokerNode(Node):
                 yield from self._add_partitions(b, replicas, event.now)
             case ProcessPartitionModifications():
                 yield from self._process_partition_modifications(b)
+            case ApiPartitionReassignment(partition=p, replicas=replicas):
+                yield from self._reassign_partition(b, p, replicas)
         return None
 
     # ---- sessions and registration (KIP-380 §Broker Registration) --------------------------------
@@ -702,6 +715,15 @@ class BrokerNode(Node):
         yield Trace(ProcessPartitionModifications(b))
         self._after_controller_write()
 
+    def _reassign_partition(self, b: BrokerId, p: PartitionId, replicas: tuple[BrokerId, ...]) -> Handler:
+        role = yield from self._acting_controller()
+        if role is None:
+            return
+        if (yield from role.reassign_partition(self.session, p, replicas)) is None:
+            return
+        yield Trace(ApiPartitionReassignment(b, p, replicas))
+        self._after_controller_write()
+
     # ---- the network -----------------------------------------------------------------------------
 
     def _receive(self, event: Receive, m) -> Handler:
@@ -724,11 +746,11 @@ class BrokerNode(Node):
             return None  # refused: the one-way request is dropped, the broker unchanged
         self.controller_epoch = m.controller_epoch  # ReplicaManager: the request's epoch, checked above
         match m:
-            case LeaderAndIsr(partition=p, leader=leader, leader_epoch=leader_epoch):
+            case LeaderAndIsr(partition=p, leader=leader, leader_epoch=leader_epoch, replicas=replicas):
                 local = self.replicas.get(p)
                 if local is None or leader_epoch > local[0]:
                     role = ReplicaRole.LEADER if leader == self.broker_id else ReplicaRole.FOLLOWER
-                    self.replicas[p] = (leader_epoch, role)
+                    self.replicas[p] = (leader_epoch, role, replicas)
                     self.replica_slots = max(self.replica_slots, p + 1)
             case UpdateMetadata(partitions=partitions, kraft=kraft, live=live):
                 self.metadata = partitions
@@ -741,7 +763,7 @@ class BrokerNode(Node):
                 if local is not None and delete:
                     del self.replicas[p]  # ReplicaManager.stopReplicas: the partition is no longer hosted
                 elif local is not None:
-                    self.replicas[p] = (local[0], ReplicaRole.STOPPED)
+                    self.replicas[p] = (local[0], ReplicaRole.STOPPED, local[2])
         return None
 
     def _kraft_epoch(self) -> int:
@@ -848,7 +870,8 @@ class BrokerNode(Node):
                 frozenset((BrokerId(b), self._epoch_of(view, z)) for b, z in c.refused),
             )
         replicas = tuple(
-            LocalReplica(LeaderEpoch(self.replicas[p][0]), self.replicas[p][1]) if p in self.replicas else None
+            LocalReplica(LeaderEpoch(self.replicas[p][0]), self.replicas[p][1], self.replicas[p][2])
+            if p in self.replicas else None
             for p in range(max(view.partitions, self.replica_slots))
         )
         epoch, status, finalized = self.features

@@ -63,6 +63,7 @@ class ImplBug(Enum):
     ZK_BROKER_KEEPS_REMOVED_BROKERS = "impl_zk_broker_keeps_removed_brokers"
     TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS = "impl_timeout_ignores_zk_broker_heartbeats"
     SAFE_DOWNGRADE_LOSES_METADATA = "impl_safe_downgrade_loses_metadata"
+    REASSIGNMENT_KEEPS_LEADER_EPOCH = "impl_reassignment_keeps_leader_epoch"
     FENCED_WRITE_ADOPTS_NEWER_CLAIM = "impl_fenced_write_adopts_newer_claim"
     METADATA_FETCH_PAST_HIGH_WATERMARK = "impl_metadata_fetch_past_high_watermark"
 
@@ -203,5 +204,6 @@ SHARED_SEEDED_BUGS: tuple[SharedSeededBug, ...] = tuple(
         (Bug.SAFE_DOWNGRADE_LOSES_METADATA, ImplBug.SAFE_DOWNGRADE_LOSES_METADATA),
         (Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM, ImplBug.FENCED_WRITE_ADOPTS_NEWER_CLAIM),
         (Bug.METADATA_FETCH_PAST_HIGH_WATERMARK, ImplBug.METADATA_FETCH_PAST_HIGH_WATERMARK),
+        (Bug.REASSIGNMENT_KEEPS_LEADER_EPOCH, ImplBug.REASSIGNMENT_KEEPS_LEADER_EPOCH),
     )
 )

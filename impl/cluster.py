@@ -216,6 +216,7 @@ class Cluster:
                 cluster.brokers[b.id].feature_updates = scope.feature_updates
                 cluster.brokers[b.id].created_replicas = scope.created_replicas
                 cluster.brokers[b.id].creates_partitions = bool(scope.created_replicas)
+                cluster.brokers[b.id].reassignment = scope.reassignment
         if cold.controllers:
             from impl.kraft_controller import ControllerNode
 
@@ -224,6 +225,7 @@ class Cluster:
                                       scope.budget.max_lag, bugs)
                 node.metadata_version_updates = scope.metadata_version_choices
                 node.created_replicas = scope.created_replicas
+                node.reassignment = scope.reassignment
                 node.zk_session = port.open_session(SESSION_TIMEOUT_MS)
                 cluster.session_owner[node.zk_session] = c.id
                 cluster.controllers[c.id] = node

@@ -94,6 +94,7 @@ from impl.protocol import (
 from impl.zk.port import ConnectionLoss, GetData, NoNode, ZkError
 from model.actions import (
     AlterConfigs,
+    AlterPartitionReassignments,
     BecomeLeader,
     BecomeZkController,
     CompleteMigration,
@@ -144,7 +145,7 @@ from model.kraft import (
 )
 from model.migration import MIGRATION, STATE_BYTES, MigrationDriverState, Profile
 from model.state import KRaftController
-from model.types import CHANGED_METADATA, BrokerEpoch, BrokerId, Ibp, LeaderEpoch
+from model.types import CHANGED_METADATA, BrokerEpoch, BrokerId, Ibp, LeaderEpoch, PartitionId
 
 MIGRATION_FLAG = "zookeeper.metadata.migration.enable"
 
@@ -171,6 +172,19 @@ def decide_create_partitions(image: Image, replicas: tuple[int, ...]) -> ApiErro
     if any(r not in image.brokers for r in replicas):
         return ApiError.INVALID_REPLICA_ASSIGNMENT
     if not any(not image.brokers[r].fenced and not image.brokers[r].in_controlled_shutdown for r in replicas):
+        return ApiError.INVALID_REPLICA_ASSIGNMENT
+    return ApiError.NONE
+
+
+@decision("NONE", "NOT_CONTROLLER", "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_REPLICA_ASSIGNMENT")
+def decide_alter_partition_reassignments(image: Image, p: int, replicas: tuple[int, ...]) -> ApiError:
+    """ReplicationControlManager.alterPartitionReassignments for one partition, after the pre-migration gate: the
+    partition known, every target replica registered."""
+    if decide_write(image) is not ApiError.NONE:
+        return ApiError.NOT_CONTROLLER
+    if p >= len(image.partitions):
+        return ApiError.UNKNOWN_TOPIC_OR_PARTITION
+    if any(r not in image.brokers for r in replicas):
         return ApiError.INVALID_REPLICA_ASSIGNMENT
     return ApiError.NONE
 
@@ -326,6 +340,8 @@ class ControllerNode(Node):
         # node offers them while active, as AlterConfigs; the runner sets them from the scope)
         self.metadata_version_updates: tuple[tuple[Ibp, UpgradeType], ...] = ()
         self.created_replicas: tuple[BrokerId, ...] = ()  # an admin's CreatePartitions assignment (the scope's)
+        # an admin's AlterPartitionReassignments (partition, target replicas: the scope's)
+        self.reassignment: tuple[PartitionId, tuple[BrokerId, ...]] | None = None
         self.notifications = Notifications()
         self.zk_session: int = 0  # opened by the runner at bootstrap
         self._alive = True
@@ -497,6 +513,8 @@ class ControllerNode(Node):
                     if g.open((UpdateMetadataVersion, level, kind), now)]
             if self.created_replicas and g.open(CreatePartitions, now):
                 out.append(CreatePartitions(c, self.created_replicas))
+            if self.reassignment is not None and g.open(AlterPartitionReassignments, now):
+                out.append(AlterPartitionReassignments(c, *self.reassignment))
             image = self.own_image()
             # BrokerHeartbeatManager: a broker is fenced once broker.session.timeout.ms passed without a heartbeat.
             out += [SessionTimeout(BrokerId(b), c) for b in sorted(image.brokers)
@@ -593,6 +611,10 @@ class ControllerNode(Node):
                 g.close(CreatePartitions, now + POLL_MS)
                 if done:
                     self.created_replicas = ()  # the admin's one request: a run's partitions stay few
+            case AlterPartitionReassignments():
+                g.close(AlterPartitionReassignments, now + POLL_MS)
+                if done:
+                    self.reassignment = None  # the admin's one request
             case _ if done:
                 g.succeed(type(action))
             case _:
@@ -847,6 +869,26 @@ class ControllerNode(Node):
         return True  # answered, refused or not
         yield  # pragma: no cover - makes this a generator
 
+    def _alter_partition_reassignments(self, event: Perform, action: AlterPartitionReassignments) -> Handler:
+        """A PartitionChangeRecord with the admin's replicas, leader and ISR kept (a target without the leader is not
+        taken: the move is one step, model.zk_era says why); the leader epoch bumped while the migration is enabled,
+        so that a ZK broker, which takes a LeaderAndIsr only at a newer leader epoch, learns the new replicas."""
+        if not self.is_active() or self.writes_blocked():
+            return False
+        image = self.own_image()
+        p = action.partition
+        if p < len(image.partitions) and image.partitions[p].leader not in action.replicas:
+            return False
+        if decide_alter_partition_reassignments(image, p, action.replicas) is ApiError.NONE:
+            part = image.partitions[p]
+            isr = tuple(r for r in part.isr if r in action.replicas)
+            # (the mistake: Kafka 3.5's PartitionChangeBuilder, no bump when a reassignment only adds replicas)
+            bump = self.migration_enabled and ImplBug.REASSIGNMENT_KEEPS_LEADER_EPOCH not in self.bugs
+            self.raft.append([PartitionChangeRecord(p, BrokerId(part.leader), isr,
+                                                    LeaderEpoch(part.leader_epoch + bump), action.replicas)])
+        return True  # answered, refused or not
+        yield  # pragma: no cover - makes this a generator
+
     def _update_metadata_version(self, event: Perform, action: UpdateMetadataVersion) -> Handler:
         if not self.is_active() or self.writes_blocked():
             return False
@@ -973,6 +1015,7 @@ ControllerNode._ACTIONS = {
     AlterConfigs: ControllerNode._alter_configs,
     UpdateMetadataVersion: ControllerNode._update_metadata_version,
     CreatePartitions: ControllerNode._create_partitions,
+    AlterPartitionReassignments: ControllerNode._alter_partition_reassignments,
     **{
         action: _driver_event(handler)
         for action, handler in (

@@ -31,7 +31,19 @@ from impl.bugs import ImplBug
 from impl.codec import decode, encode
 from impl.decisions import decision
 from impl.protocol import Handler, Send
-from impl.zk.port import CheckOp, CreateOp, GetChildren, GetData, Multi, NoNode, Op, OpResult, SetDataOp, ZkCode
+from impl.zk.port import (
+    ANY_VERSION,
+    CheckOp,
+    CreateOp,
+    GetChildren,
+    GetData,
+    Multi,
+    NoNode,
+    Op,
+    OpResult,
+    SetDataOp,
+    ZkCode,
+)
 from model.state import (
     BROKER_IDS,
     CONTROLLER,
@@ -435,11 +447,43 @@ class KafkaController:
         requests: list = []
         for p, new in started:
             requests += self._tell_replicas(live, new.isr, p, new)
+        yield from self._send_with_update_metadata(session, live, requests)
+        return True
+
+    def _send_with_update_metadata(self, session: int, live: dict[int, int], requests: list) -> Handler:
+        """``requests`` (LeaderAndIsr), then UpdateMetadata with every partition's leader as ZooKeeper now holds it
+        to every live broker, in one batch."""
         _, states = yield from self._read_partitions(session)
         leaders = tuple((s.leader, s.leader_epoch) for _, s, _ in states)
-        requests += [UpdateMetadata(BrokerId(self.broker_id), self.epoch, BrokerEpoch(e), BrokerId(b), leaders)
-                     for b, e in sorted(live.items())]
+        requests = requests + [UpdateMetadata(BrokerId(self.broker_id), self.epoch, BrokerEpoch(e), BrokerId(b),
+                                              leaders) for b, e in sorted(live.items())]
         yield from self._send_all(requests)
+
+    # ---- reassignment (onApiPartitionReassignment, onPartitionReassignment) -------------------------------
+
+    def reassign_partition(self, session: int, p: PartitionId, replicas: tuple[BrokerId, ...]) -> Handler:
+        """Partition ``p`` moved to ``replicas`` in one step (model.zk_era says why): the new assignment and the
+        leader epoch bumped, in one fenced multi; LeaderAndIsr to its live replicas, UpdateMetadata to every live
+        broker. None (refused, nothing answered) when ``p`` is not started or the target leaves out its leader;
+        True once answered: INVALID_REPLICA_ASSIGNMENT when a target replica is not live, or done."""
+        live = self.epochs()
+        assignment, states = yield from self._read_partitions(session)
+        found = [(current, version) for q, current, version in states if q == p]
+        if not found or found[0][0].leader not in replicas:
+            return None
+        if any(r not in live for r in replicas):
+            return True
+        current, version = found[0]
+        new = PartitionState(current.leader, LeaderEpoch(current.leader_epoch + 1), current.isr, self.epoch)
+        moved = [tuple(r) for r in assignment]
+        moved[p] = tuple(replicas)
+        path = partition_state_path(p)
+        ops: list[Op] = [SetDataOp(TOPIC, encode(TOPIC, tuple(moved)), ANY_VERSION),
+                         SetDataOp(path, encode(path, new), version)]
+        if not (yield from self._write(session, ops)):
+            return True
+        self._remember(p, new)
+        yield from self._send_with_update_metadata(session, live, self._tell_replicas(live, replicas, p, new))
         return True
 
     # ---- UpdateFeatures (KIP-584 §Changes to Kafka Controller) -----------------------------------------

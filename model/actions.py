@@ -200,6 +200,17 @@ class ProcessPartitionModifications(Record):
 
 
 @record
+class ApiPartitionReassignment(Record):
+    """An admin's AlterPartitionReassignments on the ZK controller (KafkaController's ApiPartitionReassignment
+    event, onPartitionReassignment): partition ``partition`` moved to ``replicas``, its assignment written to
+    /brokers/topics/t and its leader epoch bumped, LeaderAndIsr to its replicas. (perturbation)"""
+
+    controller: BrokerId
+    partition: PartitionId
+    replicas: tuple[BrokerId, ...]
+
+
+@record
 class UpdateFeatures(Record):
     """An operator's UpdateFeatures request, handled by whoever believes it is the controller. (perturbation)"""
 
@@ -473,6 +484,16 @@ class CreatePartitions(Record):
 
 
 @record
+class AlterPartitionReassignments(Record):
+    """An admin's AlterPartitionReassignments on the active controller (ReplicationControlManager): a
+    PartitionChangeRecord giving ``partition`` the replicas ``replicas`` (refused in pre-migration). (perturbation)"""
+
+    controller: ControllerId
+    partition: PartitionId
+    replicas: tuple[BrokerId, ...]
+
+
+@record
 class UpdateMetadataVersion(Record):
     """An admin's UpdateFeatures for metadata.version on the active controller. (perturbation)"""
 
@@ -514,6 +535,7 @@ ZkEraAction = (
     | UpdateFeatures
     | AddPartitions
     | ProcessPartitionModifications
+    | ApiPartitionReassignment
 )
 
 # The actions of the KRaft side, in the catalogue's order: the quorum, its migration driver, brokers on KRaft,
@@ -555,6 +577,7 @@ KRaftAction = (
     | UpdateMetadataVersion
     | DeleteControllerZNodes
     | CreatePartitions
+    | AlterPartitionReassignments
 )
 
 # The KRaft quorum and what its active controller decides: Raft, brokers on KRaft, admin writes
@@ -578,6 +601,7 @@ KRaftQuorumAction = (
     | AlterConfigs
     | UpdateMetadataVersion
     | CreatePartitions
+    | AlterPartitionReassignments
 )
 
 # The ZooKeeper-to-KRaft migration: the driver's events and the operator's runbook steps (``model.kraft_migration``).
@@ -657,6 +681,8 @@ PERTURBATIONS: frozenset[type] = frozenset(
         DeleteControllerZNodes,
         AddPartitions,
         CreatePartitions,
+        ApiPartitionReassignment,
+        AlterPartitionReassignments,
     }
 )
 

@@ -82,6 +82,8 @@ class Bug(Enum):
     DUAL_WRITE_SETS_NEW_PARTITION = "dual_write_sets_new_partition"
     DUAL_WRITE_KEEPS_ASSIGNMENT = "dual_write_keeps_assignment"
     MIGRATION_SKIPS_UNSTARTED_PARTITION = "migration_skips_unstarted_partition"
+    # Reassignments during the migration (the ``reassignment`` scope)
+    REASSIGNMENT_KEEPS_LEADER_EPOCH = "reassignment_keeps_leader_epoch"
     STALE_EVENT_RUNS = "stale_event_runs"
     RPCS_WAIT_FOR_NEWER_OFFSET = "rpcs_wait_for_newer_offset"
     MIGRATION_OUTSIDE_TRANSACTION = "migration_outside_transaction"
@@ -260,6 +262,10 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug(Bug.STALE_EVENT_RUNS, "MigrationOffsetNeverGoesBack", "event-queue",
               "a queued MetadataChangeEvent raised under another leader and epoch runs (no KAFKA-16667 check), its"
               " image taken as the newest: ZooKeeper and /migration go back to it under the current claim"),
+    SeededBug(Bug.REASSIGNMENT_KEEPS_LEADER_EPOCH, "ZkBrokersConvergeToCommittedImage", "reassignment",
+              "a KRaft controller's reassignment adds replicas without bumping the leader epoch (Kafka 3.5's"
+              " PartitionChangeBuilder, KAFKA-16120): the ZK broker leading the partition ignores the LeaderAndIsr"
+              " and never learns the new replicas"),
     SeededBug(Bug.RPCS_WAIT_FOR_NEWER_OFFSET, "MigrationReachesDualWriteWithoutFaults", "handover",
               "SendRPCsToBrokers waits for an image newer than /migration's offset instead of as new (off by one)"),
     SeededBug(Bug.MIGRATION_OUTSIDE_TRANSACTION, "InitialMigrationAllOrNothing", "migration",

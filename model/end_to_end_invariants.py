@@ -36,12 +36,13 @@ from model.state import (
     ClusterState,
     KRaftController,
     LeaderAndIsr,
+    LocalReplica,
     UpdateMetadata,
     kraft_claim,
     zk_partitions,
     znode_data,
 )
-from model.types import BrokerId, LeaderEpoch, metadata_changed_between
+from model.types import BrokerId, LeaderEpoch, PartitionId, metadata_changed_between
 
 # Znodes holding the cluster's metadata (topics, partition states, configs, pending deletions), as
 # opposed to the controllers' own (/controller, /controller_epoch, /migration) and the brokers'.
@@ -161,9 +162,10 @@ def zk_brokers_at_quiescence(state: ClusterState) -> tuple[MetadataImage, tuple[
     "ZkBrokersConvergeToCommittedImage",
     "Once the cluster quiesces (ZooKeeper caught up with the newest leader, nothing in flight), every"
     " ZK broker registered with KRaft caches exactly the committed image's live brokers and partition"
-    " leaders: deletions (fenced brokers) included.",
-    "KIP-866 §ZK Broker RPCs (UpdateMetadata keeps the ZK brokers' metadata up to date);"
-    " KIP-500 §Fenced (a fenced broker is left out of the metadata)",
+    " leaders: deletions (fenced brokers) included; and each partition it hosts, it hosts with the image's"
+    " replicas (a reassignment's new replicas included).",
+    "KIP-866 §ZK Broker RPCs (UpdateMetadata keeps the ZK brokers' metadata up to date, LeaderAndIsr their"
+    " replicas); KIP-500 §Fenced (a fenced broker is left out of the metadata)",
     independent=True,
 )
 def zk_brokers_converge_to_committed_image(before: ClusterState, action: Action, after: ClusterState) -> bool:
@@ -172,7 +174,20 @@ def zk_brokers_converge_to_committed_image(before: ClusterState, action: Action,
         return True
     image, due = quiet
     live, leaders = image.unfenced(), _leaders(image)
-    return all(after.brokers[b].metadata_live == live and after.brokers[b].metadata == leaders for b in due)
+    lost = {(b, p) for b, p, _ in after.ghost.observed.lost}
+    return all(after.brokers[b].metadata_live == live and after.brokers[b].metadata == leaders
+               and _hosts_image_replicas(b, after.brokers[b].replicas, image, lost) for b in due)
+
+
+def _hosts_image_replicas(
+    b: BrokerId, hosted: tuple[LocalReplica | None, ...], image: MetadataImage, lost: set[tuple[BrokerId, PartitionId]]
+) -> bool:
+    """Each partition a ZK broker hosts carries the replica set the image gives it (KAFKA-16120: a leader that
+    ignored its reassignment's LeaderAndIsr never learns the new replicas, which then never join the ISR). A
+    LeaderAndIsr lost on the way (``ghost.observed.lost``) leaves its partition behind without any rule broken: a
+    change is resent only with the next one."""
+    return all(local is None or p >= len(image.partitions) or (b, p) in lost
+               or local.replicas == image.partitions[p].replicas for p, local in enumerate(hosted))
 
 
 @transition(
@@ -276,9 +291,9 @@ READS: dict[str, str] = {
     "ZkHoldsWhatZkBrokersAreTold": "the LeaderAndIsr and UpdateMetadata requests the step sent (the cluster's"
     " own list of sent messages); ZooKeeper's partition-state znodes after it",
     "ZkBrokersConvergeToCommittedImage": "the controllers' Raft logs, high watermarks, roles and epochs;"
-    " /controller, /controller_epoch and /migration; each ZK broker's metadata cache, controller epoch and"
-    " registration epoch; the messages in flight; which UpdateMetadata was sent and delivered last (its"
-    " run's observations)",
+    " /controller, /controller_epoch and /migration; each ZK broker's metadata cache, the replicas it hosts,"
+    " controller epoch and registration epoch; the messages in flight; which UpdateMetadata was sent and"
+    " delivered last and which LeaderAndIsr were lost (its run's observations)",
     "HeartbeatingBrokerNeverFenced": "the active controllers' logs before and after the step; each broker's"
     " process (alive, incarnation, epoch); whose heartbeats went unheard for a session timeout (in a"
     " simulation, the heartbeats its controllers answered and its clock)",

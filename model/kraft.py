@@ -24,7 +24,7 @@ from enum import Enum
 from functools import lru_cache
 from typing import NewType
 
-from model.record import Record, record
+from model.record import Record, record, repr_quiet_when_empty
 from model.types import BrokerEpoch, BrokerId, Ibp, LeaderEpoch
 
 ControllerId = NewType("ControllerId", int)
@@ -119,12 +119,10 @@ class BrokerRegistrationChangeRecord(Record):
 def _repr_without_empty_replicas(r: Record) -> str:
     """A partition's repr, its ``replicas`` left out when empty (``QUIET_WHEN_EMPTY``): the partitions of every
     scope without creations print as they did before the field existed (pinned scenario outputs show them)."""
-    names: tuple[str, ...] = r.__slots__
-    shown = ", ".join(f"{n}={getattr(r, n)!r}" for n in names if n not in QUIET_WHEN_EMPTY or getattr(r, n))
-    return f"{type(r).__name__}({shown})"
+    return repr_quiet_when_empty(r, QUIET_WHEN_EMPTY)
 
 
-QUIET_WHEN_EMPTY = frozenset({"replicas"})  # fields of PartitionRecord and PartitionImage shown only when set
+QUIET_WHEN_EMPTY = frozenset({"replicas"})  # fields of the partition records and images shown only when set
 
 
 @record
@@ -136,7 +134,7 @@ class PartitionRecord(Record):
     isr: tuple[BrokerId, ...]
     leader_epoch: LeaderEpoch
     # The assignment of a partition an admin created on KRaft; () for one copied from ZooKeeper, whose assignment
-    # stays in /brokers/topics/t (no scope moves replicas, so the model copies only the state znode's fields).
+    # stays in /brokers/topics/t (the model copies only the state znode's fields; a reassignment on KRaft sets it).
     replicas: tuple[BrokerId, ...] = ()
 
     def __repr__(self) -> str:
@@ -149,6 +147,11 @@ class PartitionChangeRecord(Record):
     leader: BrokerId
     isr: tuple[BrokerId, ...]
     leader_epoch: LeaderEpoch
+    # A reassignment's new replica set (AlterPartitionReassignments); () for a change that keeps the replicas.
+    replicas: tuple[BrokerId, ...] = ()
+
+    def __repr__(self) -> str:
+        return _repr_without_empty_replicas(self)
 
 
 @record
@@ -242,7 +245,7 @@ class PartitionImage(Record):
     leader: BrokerId
     isr: tuple[BrokerId, ...]
     leader_epoch: LeaderEpoch
-    replicas: tuple[BrokerId, ...] = ()  # as its PartitionRecord gave it (a change keeps it)
+    replicas: tuple[BrokerId, ...] = ()  # as its PartitionRecord gave it (a change keeps it, a reassignment sets it)
 
     def __repr__(self) -> str:
         return _repr_without_empty_replicas(self)
@@ -342,7 +345,7 @@ def _apply(image: MetadataImage, rec: MetadataRecord) -> MetadataImage:
             parts = list(image.partitions)
             while len(parts) <= p:
                 parts.append(PartitionImage(BrokerId(-1), (), LeaderEpoch(-1)))
-            replicas = rec.replicas if isinstance(rec, PartitionRecord) else parts[p].replicas
+            replicas = rec.replicas if isinstance(rec, PartitionRecord) else rec.replicas or parts[p].replicas
             parts[p] = PartitionImage(rec.leader, rec.isr, rec.leader_epoch, replicas)
             return image.replace(partitions=tuple(parts))
         case ConfigRecord(value=value):

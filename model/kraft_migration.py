@@ -644,7 +644,7 @@ def zk_reconcile_ops(state: ClusterState, image: MetadataImage, c: KRaftControll
 
     The full reconciliation of a SyncKRaftToZk (every leadership's first write): it heals any divergence
     between ZooKeeper and the image, whatever made it. ``state`` is ZooKeeper as the driver reads it."""
-    ops = _grown_assignment(state, image, variant)
+    ops = _assignment_write(state, image, variant)
     for p, part in enumerate(image.partitions):
         s: PartitionState | None = znode_data(state, partition_state_path(PartitionId(p)))
         if s is None or (s.leader, s.isr, s.leader_epoch) != (part.leader, part.isr, part.leader_epoch):
@@ -672,15 +672,15 @@ def zk_delta_ops(
     profiles: the KIP and Kafka 3.9 write the changes. A divergence between ZooKeeper and ``before`` is therefore
     never healed here, only by the next leadership's SyncKRaftToZk.
 
-    It reads nothing, but for a partition created on KRaft since ``before``: then it reads the topic's assignment
-    from ``state`` (ZooKeeper as the driver reads it) to grow it.
+    It reads nothing, but for a partition created or reassigned on KRaft since ``before``: then it reads the
+    topic's assignment from ``state`` (ZooKeeper as the driver reads it) to grow or change it.
 
     No action removes a KRaft topic (nothing appends a RemoveTopicRecord), so no delta deletes one; the topic
     pending deletion in ZooKeeper is the sync's (``zk_reconcile_ops``)."""
-    created = len(image.partitions) > len(before.partitions)
+    moved = tuple(part.replicas for part in image.partitions) != tuple(part.replicas for part in before.partitions)
     # Differs: Kafka's updateTopic writes the whole assignment from its image; the model's image holds no replicas
-    # for the partitions copied from ZooKeeper, so it grows the assignment ZooKeeper has.
-    ops = _grown_assignment(state, image, variant) if created else []
+    # for the partitions copied from ZooKeeper, so it writes the assignment ZooKeeper has, grown or changed.
+    ops = _assignment_write(state, image, variant) if moved else []
     for p, part in enumerate(image.partitions):
         if p >= len(before.partitions) or before.partitions[p] != part:
             ops.append(_partition_write(p, part, c, variant, new=p >= len(before.partitions)))
@@ -691,14 +691,16 @@ def zk_delta_ops(
     return ops
 
 
-def _grown_assignment(state: ClusterState, image: MetadataImage, variant: Variant) -> list[Op]:
-    """updateTopic (KRaftMigrationZkWriter.handleTopicsDelta): /brokers/topics/t grown by the partitions created
-    on KRaft since, before createTopicPartitions creates their state znodes."""
+def _assignment_write(state: ClusterState, image: MetadataImage, variant: Variant) -> list[Op]:
+    """updateTopic (KRaftMigrationZkWriter.handleTopicsDelta): /brokers/topics/t as the image assigns it, grown by
+    the partitions created on KRaft since and with the new replicas of a partition reassigned on KRaft, before the
+    state znodes are written. A partition copied from ZooKeeper and never moved keeps ZooKeeper's replicas."""
     assignment = znode_data(state, TOPIC)
-    if assignment is None or len(image.partitions) <= len(assignment) or variant.has(Bug.DUAL_WRITE_KEEPS_ASSIGNMENT):
+    if assignment is None or variant.has(Bug.DUAL_WRITE_KEEPS_ASSIGNMENT):
         return []
-    grown = assignment + tuple(part.replicas for part in image.partitions[len(assignment):])
-    return [SetData(TOPIC, grown, ZkVersion(-1))]
+    kept = tuple(assignment[p] for p in range(len(image.partitions), len(assignment)))
+    wanted = tuple(part.replicas or assignment[p] for p, part in enumerate(image.partitions)) + kept
+    return [] if wanted == assignment else [SetData(TOPIC, wanted, ZkVersion(-1))]
 
 
 def _partition_write(p: int, part: PartitionImage, c: KRaftController, variant: Variant, new: bool) -> Op:
@@ -821,9 +823,10 @@ def _controller_rpcs(
             update = []
         leaderships: list[Message] = [
             LeaderAndIsr(cid, epoch, broker_epoch, b, PartitionId(p), image.partitions[p].leader,
-                         image.partitions[p].leader_epoch, image.partitions[p].isr, kraft=True)
+                         image.partitions[p].leader_epoch, image.partitions[p].isr, True, image.partitions[p].replicas)
             for p in partitions
             if full or b in image.partitions[p].isr or b == image.partitions[p].leader
+            or b in image.partitions[p].replicas
         ]
         # KIP-866 §ZK Broker RPCs: a broker learns of the KRaft controller (and of live brokers) from the
         # UpdateMetadata, so it must be queued first.

@@ -33,6 +33,7 @@ from typing import assert_never
 
 from model.actions import (
     AlterConfigs,
+    AlterPartitionReassignments,
     BecomeLeader,
     BeginControlledShutdown,
     BrokerHeartbeat,
@@ -87,7 +88,7 @@ from model.kraft import (
     majority,
 )
 from model.migration import MIGRATION, Driver, Profile
-from model.outcome import BUDGET_SPENT, Refused, Result, Unchanged
+from model.outcome import BUDGET_SPENT, MOVES_LEADER, Refused, Result, Unchanged
 from model.record import Record, record
 from model.state import (
     Broker,
@@ -185,6 +186,8 @@ def handle(state: ClusterState, action: KRaftQuorumAction, variant: Variant) -> 
             return _update_metadata_version(state, c, level, upgrade_type, variant)
         case CreatePartitions(controller=c, replicas=replicas):
             return _create_partitions(state, c, replicas, variant)
+        case AlterPartitionReassignments(controller=c, partition=p, replicas=replicas):
+            return _alter_partition_reassignments(state, c, p, replicas, variant)
         case _:
             assert_never(action)
 
@@ -1092,6 +1095,48 @@ def _create_partitions(
         return request
     state, c, image = request
     decided = decide_write(image, variant) or decide_create_partitions(image, replicas)
+    if isinstance(decided, Refused):
+        return decided.delivered(state)
+    return append(state, c, [decided], variant)
+
+
+def decide_alter_partition_reassignments(
+    image: MetadataImage, p: PartitionId, replicas: tuple[BrokerId, ...], migrating: bool, variant: Variant
+) -> Refused | PartitionChangeRecord:
+    """ReplicationControlManager.alterPartitionReassignments for one partition, after the pre-migration gate: every
+    target replica registered (INVALID_REPLICA_ASSIGNMENT), a PartitionChangeRecord with the new replicas, leader
+    and ISR kept (the target keeps the leader: ``model.zk_era._api_partition_reassignment`` says why the move is
+    one step), the leader epoch bumped while the migration is enabled.
+
+    KIP-866 §ZK Broker RPCs has the KRaft controller stand for a ZK controller toward ZK brokers, which bumps the
+    leader epoch of every reassignment, so that a ZK broker (which takes a LeaderAndIsr only at a newer leader
+    epoch) learns the new replicas."""
+    if p >= len(image.partitions):
+        return Refused(Errors.UNKNOWN_TOPIC_OR_PARTITION, "no partition {}", (p,))
+    for r in replicas:
+        if image.registration(r) is None:
+            return Refused(Errors.INVALID_REPLICA_ASSIGNMENT, "the assignment includes broker {}, but no such broker is"
+                           " registered", (r,))
+    part = image.partitions[p]
+    isr = tuple(r for r in part.isr if r in replicas)
+    # Differs: Kafka's PartitionChangeBuilder bumps the leader epoch of a reassignment only when replicas leave it
+    # (not when it only adds some), and since KAFKA-16120's fix (3.7.0, 3.6.2) a ZK broker takes an equal leader
+    # epoch from a KRaft controller instead; the model bumps it on the controller in both profiles.
+    bump = migrating and not variant.has(Bug.REASSIGNMENT_KEEPS_LEADER_EPOCH)
+    return PartitionChangeRecord(p, part.leader, isr, LeaderEpoch(part.leader_epoch + bump), replicas)
+
+
+def _alter_partition_reassignments(
+    state: ClusterState, cid: ControllerId, p: PartitionId, replicas: tuple[BrokerId, ...], variant: Variant
+) -> Result:
+    request = _admin_request(state, cid, variant, "reassignments")
+    if isinstance(request, Refused):
+        return request
+    state, c, image = request
+    if p < len(image.partitions) and image.partitions[p].leader not in replicas:
+        return MOVES_LEADER
+    decided = decide_write(image, variant) or decide_alter_partition_reassignments(
+        image, p, replicas, c.config.migration_enabled, variant)
     if isinstance(decided, Refused):
         return decided.delivered(state)
     return append(state, c, [decided], variant)

@@ -479,6 +479,18 @@ def stale_metadata_change_event_dropped(before: ClusterState, action: Action, af
 
 
 @sometimes(
+    "PartitionReassignedByDualWrite",
+    "A KRaft controller's write to ZooKeeper gives a partition the new replicas of a reassignment made on KRaft.",
+    "KIP-866 §Dual Metadata Writes",
+)
+def partition_reassigned_by_dual_write(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, (DualWrite, SyncKRaftToZk)) or not after.ghost.kraft_writes:
+        return False
+    was, now = znode_data(before, TOPIC) or (), znode_data(after, TOPIC) or ()
+    return any(old != new for old, new in zip(was, now))
+
+
+@sometimes(
     "FailoverAbortsMigration",
     "A new leader aborts the migration transaction its predecessor left open.",
     "KIP-866 §Initial Data Migration",

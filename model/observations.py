@@ -9,7 +9,8 @@ Rules:
 - What it keeps (``model.end_to_end_invariants`` reads it): per ZK broker, the last KRaft
   UpdateMetadata sent to it and whether that one was the last delivered (a lost or overtaken one
   leaves a broker's cache behind, which says nothing about the protocol); the metadata.version
-  levels an operator forced a downgrade to; and, for this step only, the brokers whose heartbeats
+  levels an operator forced a downgrade to; the KRaft LeaderAndIsr requests lost and not yet overtaken
+  by one at least as new for the same broker and partition; and, for this step only, the brokers whose heartbeats
   the environment kept from the controller for a whole session timeout (``silenced``).
 - The model has no clock: there, a live broker's heartbeats going unheard for a session timeout is
   a fault the environment injects, and spends ``Budget.timeouts`` on, in the step that times the
@@ -23,9 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from model.actions import Action, Deliver, Redeliver, SessionTimeout, UpdateMetadataVersion
+from model.actions import Action, Deliver, Drop, Redeliver, SessionTimeout, UpdateMetadataVersion
 from model.kraft import UpgradeType
-from model.state import ClusterState, Observations, UpdateMetadata
+from model.state import ClusterState, LeaderAndIsr, Observations, UpdateMetadata
 from model.types import BrokerId
 
 
@@ -36,9 +37,13 @@ def observe(
     """The observations after a step of ``actions`` from ``before`` to ``after``; ``silenced``: the
     brokers a clock says went unheard (None: the model's fault record, ``Budget.timeouts``)."""
     obs = before.ghost.observed
-    told, settled, unsafe = obs.told, obs.settled, obs.unsafe_downgrades
+    told, settled, unsafe, lost = obs.told, obs.settled, obs.unsafe_downgrades, obs.lost
     for action in actions:
         match action:
+            case Drop(message=LeaderAndIsr(kraft=True) as m):
+                lost = lost | {(m.dest, m.partition, m.leader_epoch)}
+            case Deliver(message=LeaderAndIsr(kraft=True) as m) | Redeliver(message=LeaderAndIsr(kraft=True) as m):
+                lost = frozenset(x for x in lost if x[:2] != (m.dest, m.partition) or x[2] > m.leader_epoch)
             case Deliver(message=UpdateMetadata(kraft=True) as m) | Redeliver(message=UpdateMetadata(kraft=True) as m):
                 if m == _told_to(obs.told, m.dest):
                     settled = settled | {m.dest}
@@ -55,9 +60,10 @@ def observe(
                 told = tuple(sorted([(b, u) for b, u in told if b != sent.dest] + [(sent.dest, sent)], key=_broker))
                 settled = settled - {sent.dest}
     silenced = silenced or frozenset()
-    if (told, settled, unsafe, silenced) == (obs.told, obs.settled, obs.unsafe_downgrades, obs.silenced):
+    if (told, settled, unsafe, silenced, lost) == (obs.told, obs.settled, obs.unsafe_downgrades, obs.silenced,
+                                                   obs.lost):
         return obs
-    return Observations(told, settled, unsafe, silenced)
+    return Observations(told, settled, unsafe, silenced, lost)
 
 
 def _broker(entry: tuple[BrokerId, UpdateMetadata]) -> BrokerId:

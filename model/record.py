@@ -140,3 +140,11 @@ def _init_source(cls: type[Record], namespace: dict[str, object]) -> str | None:
             params.append(f"{f.name}=_default_{f.name}")
         stores.append(f"    _set_{f.name}(self, {f.name})\n")
     return f"def __init__(self, {', '.join(params)}):\n" + "".join(stores)
+
+
+def repr_quiet_when_empty(r: Record, quiet: frozenset[str]) -> str:
+    """``r``'s repr with the fields named in ``quiet`` left out while empty: a field added for a scope's new
+    freedom (a partition's replicas) leaves every other scope's records printing as before it existed."""
+    names: tuple[str, ...] = r.__slots__
+    shown = ", ".join(f"{n}={getattr(r, n)!r}" for n in names if n not in quiet or getattr(r, n))
+    return f"{type(r).__name__}({shown})"

@@ -130,6 +130,8 @@ class Scope(Record):
     controller_flag_choices: tuple[bool, ...] = ()  # values ReconfigureController may set
     metadata_version_choices: tuple[tuple[Ibp, UpgradeType], ...] = ()  # what UpdateMetadataVersion may ask for
     created_replicas: tuple[BrokerId, ...] = ()  # the assignment of a partition an admin's CreatePartitions adds
+    # (partition, target replicas) of an admin's AlterPartitionReassignments; None: nothing is ever reassigned
+    reassignment: tuple[PartitionId, tuple[BrokerId, ...]] | None = None
     # Properties the correct model breaks here under a profile: findings about the seeds, reported, not bugs.
     findings: tuple[tuple[str, str], ...] = ()  # (profile, property)
 
@@ -795,3 +797,22 @@ EVENT_QUEUE = small_migration_scope(
     max_depth=12,
 )
 SCOPES[EVENT_QUEUE.name] = EVENT_QUEUE
+
+# Reassignments during the migration (issue #17, KAFKA-16120): an admin's AlterPartitionReassignments adds broker 1
+# to partition 0's replicas, served by the ZK controller in ZooKeeper mode, refused in pre-migration, or by the
+# active KRaft controller in dual write, whose LeaderAndIsr must reach the ZK broker leading the partition at a
+# newer leader epoch for it to learn the new replica.
+REASSIGNMENT = small_migration_scope(
+    name="reassignment",
+    summary="2 ZK brokers, 1 controller: an admin adds a replica to a partition in ZooKeeper mode, during the"
+            " migration or in dual write",
+    ibps=(Ibp.IBP_3_4_IV0,) * 2,
+    supported=(SAME_RANGE,) * 2,
+    broker_flags=(READY, READY),
+    controllers=(MIGRATING,),
+    stage="registered",
+    budget=Budget(reassignments=1, max_in_flight=8),
+    reassignment=(PartitionId(0), (BrokerId(0), BrokerId(1))),
+    findings=MIGRATION_WITHOUT_TRANSACTION,
+)
+SCOPES[REASSIGNMENT.name] = REASSIGNMENT

@@ -28,6 +28,7 @@ from model import zookeeper as zkm
 from model.kraft import (
     EMPTY_IMAGE,
     FIRST_CONTROLLER_ID,
+    QUIET_WHEN_EMPTY,
     BrokerState,
     ControllerConfig,
     ControllerId,
@@ -38,7 +39,7 @@ from model.kraft import (
     QuorumRole,
 )
 from model.migration import Driver, KRaftControllerZNode, MigrationDriverState
-from model.record import Record, record
+from model.record import Record, record, repr_quiet_when_empty
 from model.types import (
     NO_SESSION,
     UNKNOWN_BROKER_EPOCH,
@@ -128,6 +129,10 @@ class BrokerConfig(Record):
 class LocalReplica(Record):
     leader_epoch: LeaderEpoch
     role: ReplicaRole
+    replicas: tuple[BrokerId, ...] = ()  # the replica set its last accepted LeaderAndIsr carried (see there)
+
+    def __repr__(self) -> str:
+        return repr_quiet_when_empty(self, QUIET_WHEN_EMPTY)
 
 
 @record
@@ -277,6 +282,12 @@ class LeaderAndIsr(Record):
     leader_epoch: LeaderEpoch
     isr: tuple[BrokerId, ...]
     kraft: bool = False  # IsKRaftController (KIP-866 §Controller RPCs)
+    # The partition's replica set as a KRaft controller's image holds it for a partition created or reassigned on
+    # KRaft; () otherwise: the model leaves an assignment ZooKeeper holds implicit, as its PartitionImage does.
+    replicas: tuple[BrokerId, ...] = ()
+
+    def __repr__(self) -> str:
+        return repr_quiet_when_empty(self, QUIET_WHEN_EMPTY)
 
 
 @record
@@ -382,6 +393,7 @@ class Budget(Record):
     lost_responses: int = 0
     stale_reads: int = 0  # a KRaft controller's ZooKeeper server falling behind the leader (model.zookeeper views)
     partition_creations: int = 0  # an admin's CreatePartitions, in ZooKeeper mode (AddPartitions) or on KRaft
+    reassignments: int = 0  # an admin's AlterPartitionReassignments, on the ZK controller or on KRaft
     queued_events: int = 0  # MetadataChangeEvents queued to run later, maybe under a newer leadership (KAFKA-16667)
 
 
@@ -424,6 +436,8 @@ class Observations(Record):
     unsafe_downgrades: frozenset[Ibp] = frozenset()  # metadata.version levels an operator forced a downgrade to
     # This step: brokers whose heartbeats the environment kept from the controller for a whole session timeout.
     silenced: frozenset[BrokerId] = frozenset()
+    # (broker, partition, leader epoch) of each KRaft LeaderAndIsr lost, until one as new reaches that broker.
+    lost: frozenset[tuple[BrokerId, PartitionId, LeaderEpoch]] = frozenset()
 
 
 NOTHING_OBSERVED = Observations()

@@ -24,6 +24,8 @@ from model.actions import (
     Action,
     AddPartitions,
     AlterConfigs,
+    AlterPartitionReassignments,
+    ApiPartitionReassignment,
     BecomeLeader,
     BecomeZkController,
     BeginControlledShutdown,
@@ -215,6 +217,8 @@ def candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
             actions += [UpdateFeatures(i, f, FeatureLevel(lvl), allow) for f, lvl, allow in scope.feature_updates]
             if creating or partitions > len(scope.partitions):
                 actions.append(ProcessPartitionModifications(i))
+            if state.budget.reassignments and scope.reassignment is not None:  # never in a scope without them
+                actions.append(ApiPartitionReassignment(i, *scope.reassignment))
     for m in sorted(state.network, key=message_sort_key):
         actions += [Deliver(m), Drop(m), Redeliver(m)]
     if state.controllers:
@@ -250,6 +254,8 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
             actions += [UpdateMetadataVersion(i, level, kind) for level, kind in scope.metadata_version_choices]
             if state.budget.partition_creations:  # never in a scope without partition creations
                 actions.append(CreatePartitions(i, scope.created_replicas))
+            if state.budget.reassignments and scope.reassignment is not None:  # never in a scope without them
+                actions.append(AlterPartitionReassignments(i, *scope.reassignment))
     for b in state.brokers:
         for leader in leaders:
             actions += [RegisterWithKRaft(b.id, leader), BrokerHeartbeat(b.id, leader), FetchMetadata(b.id, leader),

@@ -56,6 +56,7 @@ class Errors(IntEnum):
     """Kafka error codes the model returns from its decisions (clients/.../Errors.java)."""
 
     NONE = 0
+    UNKNOWN_TOPIC_OR_PARTITION = 3
     NOT_LEADER_OR_FOLLOWER = 6
     BROKER_NOT_AVAILABLE = 8
     STALE_CONTROLLER_EPOCH = 11

@@ -25,6 +25,7 @@ from typing import assert_never
 from model import zookeeper as zkm
 from model.actions import (
     AddPartitions,
+    ApiPartitionReassignment,
     ChangeIbp,
     CrashBroker,
     Deliver,
@@ -53,7 +54,7 @@ from model.actions import (
 )
 from model.bugs import CORRECT, Bug, Variant
 from model.kraft_quorum import fresh_kraft_process
-from model.outcome import BUDGET_SPENT, IN_FLIGHT_CAP, Refused, Result, Unchanged
+from model.outcome import BUDGET_SPENT, IN_FLIGHT_CAP, MOVES_LEADER, Refused, Result, Unchanged
 from model.state import (
     BROKER_IDS,
     CONTROLLER,
@@ -204,6 +205,8 @@ def handle(state: ClusterState, action: ZkEraAction, variant: Variant) -> Result
             return _add_partitions(state, b, replicas)
         case ProcessPartitionModifications(controller=c):
             return _process_partition_modifications(state, c, variant)
+        case ApiPartitionReassignment(controller=c, partition=p, replicas=replicas):
+            return _api_partition_reassignment(state, c, p, replicas, variant)
         case _:
             assert_never(action)
 
@@ -983,6 +986,50 @@ def _process_partition_modifications(state: ClusterState, c: BrokerId, variant: 
     return IN_FLIGHT_CAP if sent is None else sent
 
 
+# ---- reassignment (KafkaController.onApiPartitionReassignment, onPartitionReassignment) --------------------
+
+def _api_partition_reassignment(
+    state: ClusterState, c: BrokerId, p: PartitionId, replicas: tuple[BrokerId, ...], variant: Variant
+) -> Result:
+    """The ZK controller moves partition ``p`` to ``replicas``: the new assignment in /brokers/topics/t and the
+    leader epoch bumped in its state znode, in one fenced write (updateLeaderEpochAndSendRequest), then
+    LeaderAndIsr to its live replicas and UpdateMetadata to every live broker.
+
+    Kafka moves in two phases: RS=ORS+TRS (the adding replicas started), then, once every new replica has joined
+    the ISR, RS=TRS. The model has no ISR expansion, so the move is one step to the target, and a target must keep
+    the leader (moving off it needs the completion): what the checks see of a reassignment, the assignment
+    ZooKeeper and the image hold and what the replicas are told, is the first phase's."""
+    acting = _acting_controller(state, c)
+    if acting is None:
+        return _NOT_ACTING
+    broker, role = acting
+    node = zkm.get(state.zk, partition_state_path(p))
+    if node is None:
+        return _NOT_STARTED
+    if node.data.leader not in replicas:
+        return MOVES_LEADER
+    spent = spend(state, reassignments=1)
+    if spent is None:
+        return BUDGET_SPENT
+    live = role.epochs()
+    missing = [r for r in replicas if r not in live]
+    if missing:  # validateReplicas: every target replica live (or shutting down) in the controller's context
+        return Refused(Errors.INVALID_REPLICA_ASSIGNMENT, "unknown broker {} in the assignment", (missing[0],), spent)
+    s = node.data
+    new = PartitionState(s.leader, LeaderEpoch(s.leader_epoch + 1), s.isr, role.epoch)
+    assignment = list(topic_assignment(spent))
+    assignment[p] = replicas
+    writes = (SetData(TOPIC, tuple(assignment), ZkVersion(-1)), SetData(partition_state_path(p), new, node.version))
+    state, ok = _controller_write(spent, broker, writes, variant)
+    if not ok:
+        return state
+    leaders = tuple((ps.leader, ps.leader_epoch) for _, ps, _ in partition_states(state))
+    requests = _tell_replicas(broker, live, replicas, p, new)
+    requests += [UpdateMetadata(c, role.epoch, b.epoch, b.id, leaders) for b in role.live]
+    sent = send(state, requests)
+    return IN_FLIGHT_CAP if sent is None else sent
+
+
 def _update_features(
     state: ClusterState, c: BrokerId, feature: str, level: FeatureLevel, allow: bool, variant: Variant
 ) -> Result:
@@ -1027,17 +1074,18 @@ def deliver_message(state: ClusterState, m: Message, variant: Variant) -> Result
         return refused.delivered(state)
     dest = dest.replace(controller_epoch=max(dest.controller_epoch, m.controller_epoch))
     match m:
-        case LeaderAndIsr(partition=p, leader=leader, leader_epoch=leader_epoch):
+        case LeaderAndIsr(partition=p, leader=leader, leader_epoch=leader_epoch, replicas=replicas):
             local = dest.replicas[p] if p < len(dest.replicas) else None
             if local is not None and leader_epoch <= local.leader_epoch and not variant.has(
                 Bug.ACCEPT_OLDER_LEADER_EPOCH
             ):
                 # ReplicaManager.becomeLeaderOrFollower: the partition's error, the request's controller epoch kept.
-                # Differs: Kafka 3.9 takes an equal leader epoch from a KRaft controller; the model does not.
+                # Differs: Kafka 3.7+ (KAFKA-16120's fix, KAFKA-16121) takes an equal leader epoch from a KRaft
+                # controller; the model does not, and its KRaft controller bumps the epoch of a reassignment instead.
                 return Refused(Errors.STALE_CONTROLLER_EPOCH, "leader epoch {} of partition {} is not newer than {}",
                                (leader_epoch, p, local.leader_epoch), put_broker(state, dest))
             role = ReplicaRole.LEADER if leader == dest.id else ReplicaRole.FOLLOWER
-            dest = with_replica(dest, p, LocalReplica(leader_epoch, role))
+            dest = with_replica(dest, p, LocalReplica(leader_epoch, role, replicas))
             if role is ReplicaRole.LEADER:
                 term = (p, leader_epoch, dest.id, dest.epoch, m.controller_epoch)
                 terms = state.history.leader_terms | {term}

@@ -82,6 +82,8 @@ from model.actions import (
     PERTURBATIONS,
     Action,
     AddPartitions,
+    AlterPartitionReassignments,
+    ApiPartitionReassignment,
     CreatePartitions,
     HeartbeatResponseLost,
     ProcessPartitionModifications,
@@ -100,12 +102,14 @@ TRACE_DIR_ENV = "KRAFTCHECK_TRACE_DIR"
 CLEAN_RUN_SCOPES = ("fencing", "bounce", "leader-bounce", "features", "cluster", "migration", "lifecycle")
 DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 
-# Lost responses (``RegistrationResponseLost``, ``HeartbeatResponseLost``) and partition creations (``AddPartitions``,
-# ``ProcessPartitionModifications``, ``CreatePartitions``) get no rule: only scopes ``lost-responses`` and
-# ``create-partitions`` budget them, which exploration covers whole, and leaving them out keeps every other scope's
+# Lost responses (``RegistrationResponseLost``, ``HeartbeatResponseLost``), partition creations (``AddPartitions``,
+# ``ProcessPartitionModifications``, ``CreatePartitions``) and reassignments (``ApiPartitionReassignment``,
+# ``AlterPartitionReassignments``) get no rule: only scopes ``lost-responses``, ``create-partitions`` and
+# ``reassignment`` budget them, which exploration covers whole, and leaving them out keeps every other scope's
 # examples as they were.
 NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
-                                            ProcessPartitionModifications, CreatePartitions})
+                                            ProcessPartitionModifications, CreatePartitions,
+                                            ApiPartitionReassignment, AlterPartitionReassignments})
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)
 # (Not ZkServerLags nor PublishMetadataChange: their own budgets, 0 outside scopes stale-reads and event-queue, switch
 # them off, and the machines draw as before.)

@@ -55,6 +55,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "batched-migration": 14,
     "stale-reads": None,
     "create-partitions": None,
+    "reassignment": None,
     "event-queue": None,
 }
 

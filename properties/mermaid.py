@@ -138,6 +138,8 @@ def view(action) -> StepView:
             return StepView(node(b), zk, f"admin: CreatePartitions, set /brokers/topics/t (+ {list(replicas)})")
         case act.ProcessPartitionModifications(controller=b):
             return StepView(node(b), zk, "new partitions: create their state znodes")
+        case act.ApiPartitionReassignment(controller=b, partition=p, replicas=replicas):
+            return StepView(node(b), zk, f"admin: AlterPartitionReassignments p{p} to {list(replicas)}, epoch + 1")
         case act.UpdateFeatures(controller=b, feature=f, level=level, allow_downgrade=down):
             return StepView(node(b), zk, f"UpdateFeatures {f}={level}{' allow downgrade' if down else ''}")
         case act.StartElection(controller=c):
@@ -194,6 +196,8 @@ def view(action) -> StepView:
             return StepView(node(c), None, "admin: IncrementalAlterConfigs", "note")
         case act.CreatePartitions(controller=c, replicas=replicas):
             return StepView(node(c), None, f"admin: CreatePartitions {list(replicas)}", "note")
+        case act.AlterPartitionReassignments(controller=c, partition=p, replicas=replicas):
+            return StepView(node(c), None, f"admin: AlterPartitionReassignments p{p} to {list(replicas)}", "note")
         case act.UpdateMetadataVersion(controller=c, level=level, upgrade_type=kind):
             return StepView(node(c), None, f"admin: metadata.version {level.name} ({kind.name.lower()})", "note")
     actor = getattr(action, "broker", getattr(action, "controller", None))

@@ -97,7 +97,7 @@ from model.bugs import Bug
 from model.harness import HARNESS_ACTION_TYPES
 from model.invariants import BY_NAME, Kind, violations
 from model.kraft import QUIET_WHEN_EMPTY as PARTITION_QUIET
-from model.kraft import PartitionImage, PartitionRecord
+from model.kraft import PartitionChangeRecord, PartitionImage, PartitionRecord
 from model.migration import Profile
 from model.state import KRaftRequest, Message
 
@@ -774,16 +774,18 @@ def replay(trace: Trace) -> ReplayResult:
 # ---- reading a trace -------------------------------------------------------------------------
 
 
-# Fields left out of ``describe`` while empty: the driver's queue, empty in every scope but event-queue, so that
-# states read (and scenario files' expected outputs stay) as before it existed.
-QUIET_WHEN_EMPTY = frozenset({("Driver", "queue")})
+# Fields left out of ``describe`` while empty: the driver's queue, empty in every scope but event-queue, and the
+# replicas a LeaderAndIsr carries and a broker keeps, empty but for a partition created or reassigned on KRaft, so
+# that states read (and scenario files' expected outputs stay) as before they existed.
+QUIET_WHEN_EMPTY = frozenset({("Driver", "queue"), ("LeaderAndIsr", "replicas"), ("LocalReplica", "replicas")})
 
 
 def describe(value: Any) -> str:
     """A record as ``Kind(field=value, ...)``, enums as ``Ibp.IBP_2_7_IV0``: like repr, but readable."""
     if is_dataclass(value) and not isinstance(value, type):
         kind = type(value).__name__
-        quiet = PARTITION_QUIET if isinstance(value, (PartitionRecord, PartitionImage)) else frozenset()
+        quiet = PARTITION_QUIET if isinstance(value, (PartitionRecord, PartitionChangeRecord, PartitionImage)) \
+            else frozenset()
         inner = ", ".join(f"{f.name}={describe(getattr(value, f.name))}" for f in fields(value)
                           if (f.name not in quiet and (kind, f.name) not in QUIET_WHEN_EMPTY) or getattr(value, f.name))
         return f"{kind}({inner})"

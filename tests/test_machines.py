@@ -158,6 +158,8 @@ def test_machine_has_one_rule_per_action_type():
     the only other rule."""
     from model.actions import (
         AddPartitions,
+        AlterPartitionReassignments,
+        ApiPartitionReassignment,
         CreatePartitions,
         HeartbeatResponseLost,
         ProcessPartitionModifications,
@@ -168,7 +170,8 @@ def test_machine_has_one_rule_per_action_type():
     rules = {r.function.__name__ for r in machine_class("fencing").setup_state().rules}
     assert rules == {rule_name(kind) for kind in MACHINE_KINDS} | {"wait"}
     assert set(ACTION_TYPES) - set(MACHINE_KINDS) == {RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
-                                                      ProcessPartitionModifications, CreatePartitions}
+                                                      ProcessPartitionModifications, CreatePartitions,
+                                                      ApiPartitionReassignment, AlterPartitionReassignments}
 
 
 def walk(scope: str, seed: int, steps: int = 30):

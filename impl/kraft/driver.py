@@ -585,7 +585,7 @@ class KRaftMigrationDriver:
 
     def _reconcile_ops(self, image: Image, now: int) -> Handler:
         """KRaftMigrationZkWriter.handleSnapshot: read ZooKeeper, write whatever differs from ``image``."""
-        ops: list[Op] = yield from self._grown_assignment(image, now)
+        ops: list[Op] = yield from self._assignment_write(image, now)
         for p, part in enumerate(image.partitions):
             s, _ = yield from self._read(partition_state_path(PartitionId(p)))
             if s is None or (s.leader, s.isr, s.leader_epoch) != (part.leader, part.isr, part.leader_epoch):
@@ -602,10 +602,10 @@ class KRaftMigrationDriver:
 
     def _delta_ops(self, before: Image, image: Image, now: int) -> Handler:
         """KRaftMigrationZkWriter.handleDelta: write what changed from ``before`` (what ZooKeeper holds) to
-        ``image``, reading nothing but, for a partition created on KRaft since, the assignment it grows; a
-        divergence in ZooKeeper waits for the next leadership's full sync."""
-        created = len(image.partitions) > len(before.partitions)
-        ops: list[Op] = (yield from self._grown_assignment(image, now)) if created else []
+        ``image``, reading nothing but, for a partition created or reassigned on KRaft since, the assignment it
+        grows or changes; a divergence in ZooKeeper waits for the next leadership's full sync."""
+        moved = [part.replicas for part in image.partitions] != [part.replicas for part in before.partitions]
+        ops: list[Op] = (yield from self._assignment_write(image, now)) if moved else []
         for p, part in enumerate(image.partitions):
             if p >= len(before.partitions) or before.partitions[p] != part:
                 ops += self._partition_write(p, image, now, new=p >= len(before.partitions))
@@ -614,17 +614,19 @@ class KRaftMigrationDriver:
             ops.append(CreateOp(CONFIG, data) if before.config is None else SetDataOp(CONFIG, data, ANY_VERSION))
         return ops
 
-    def _grown_assignment(self, image: Image, now: int) -> Handler:
-        """updateTopic: the assignment grown by the partitions created on KRaft since (only those carry their
-        replicas), before createTopicPartitions creates their state znodes."""
+    def _assignment_write(self, image: Image, now: int) -> Handler:
+        """updateTopic: the assignment as the image has it, grown by the partitions created on KRaft since and with
+        the replicas of one reassigned on KRaft (only those carry their replicas), before createTopicPartitions
+        creates the new state znodes."""
         if not any(part.replicas for part in image.partitions):
             return []
         assignment, _ = yield from self._read(TOPIC)
-        if assignment is None or len(image.partitions) <= len(assignment):
+        if assignment is None:
             return []
-        grown = tuple(assignment) + tuple(tuple(BrokerId(r) for r in part.replicas)
-                                          for part in image.partitions[len(assignment):])
-        return [SetDataOp(TOPIC, encode(TOPIC, grown, now), ANY_VERSION)]
+        current = tuple(tuple(BrokerId(r) for r in replicas) for replicas in assignment)
+        wanted = tuple(tuple(BrokerId(r) for r in part.replicas) or current[p]
+                       for p, part in enumerate(image.partitions)) + current[len(image.partitions):]
+        return [] if wanted == current else [SetDataOp(TOPIC, encode(TOPIC, wanted, now), ANY_VERSION)]
 
     def _partition_write(self, p: int, image: Image, now: int, new: bool) -> list[Op]:
         """The partition's state znode set to the image's, or created with its parent when ``new``
@@ -653,9 +655,11 @@ class KRaftMigrationDriver:
                 update = []
             leaderships = [
                 LeaderAndIsr(cid, epoch, broker_epoch, b, PartitionId(p), BrokerId(image.partitions[p].leader),
-                             LeaderEpoch(image.partitions[p].leader_epoch), image.partitions[p].isr, kraft=True)
+                             LeaderEpoch(image.partitions[p].leader_epoch), image.partitions[p].isr, True,
+                             tuple(BrokerId(r) for r in image.partitions[p].replicas))
                 for p in partitions
                 if full or b in image.partitions[p].isr or b == image.partitions[p].leader
+                or b in image.partitions[p].replicas
             ]
             # KIP-866 §ZK Broker RPCs: the broker learns of the KRaft controller from the UpdateMetadata first.
             if ImplBug.LEADER_AND_ISR_BEFORE_UPDATE_METADATA in self.bugs:

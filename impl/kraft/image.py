@@ -62,7 +62,8 @@ class Partition:
     leader: int
     isr: tuple[int, ...]
     leader_epoch: int
-    replicas: tuple[int, ...] = ()  # the assignment of one created on KRaft; () for one copied from ZooKeeper
+    # the assignment of one created or reassigned on KRaft; () for one copied from ZooKeeper and never moved
+    replicas: tuple[int, ...] = ()
 
 
 @dataclass
@@ -148,7 +149,8 @@ class Image:
             case PartitionRecord() | PartitionChangeRecord():
                 while len(self.partitions) <= rec.partition:
                     self.partitions.append(Partition(NO_LEADER, (), -1))
-                replicas = rec.replicas if isinstance(rec, PartitionRecord) else self.partitions[rec.partition].replicas
+                replicas = rec.replicas if isinstance(rec, PartitionRecord) else (
+                    rec.replicas or self.partitions[rec.partition].replicas)  # a reassignment's, or kept
                 self.partitions[rec.partition] = Partition(rec.leader, tuple(rec.isr), rec.leader_epoch,
                                                            tuple(replicas))
             case ConfigRecord():

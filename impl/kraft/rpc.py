@@ -21,6 +21,7 @@ class ApiError(IntEnum):
     """The Kafka error codes these RPCs answer with (clients/.../protocol/Errors.java)."""
 
     NONE = 0
+    UNKNOWN_TOPIC_OR_PARTITION = 3
     NOT_LEADER_OR_FOLLOWER = 6
     BROKER_NOT_AVAILABLE = 8
     UNSUPPORTED_VERSION = 35

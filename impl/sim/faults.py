@@ -52,6 +52,10 @@ class FaultMix:
     # DualWrite of a controller with no queued event waiting. Only in mix ``queue`` and not reweighed by a swarm,
     # so that the other mixes' runs stay as they were.
     queue_event: float = 0.0
+    # an admin's AlterPartitionReassignments adds a replica to partition 0 (``impl.sim.simulator``): any non-zero
+    # weight has every node's admin send it once (to the ZK controller, or to the active KRaft controller). An
+    # admin's input, not a fault: only in mix ``reassign``, not reweighed by a swarm, so other mixes' runs stay.
+    reassign: float = 0.0
     # ZooKeeper
     expire: float = 0.0  # the server expires a live broker session
     outage: float = 0.0  # ZooKeeper loses its quorum
@@ -115,6 +119,8 @@ MIXES["all"] = _combine(_combine(NETWORK, PROCESS), _combine(ZOOKEEPER, FaultMix
 MIXES["responses"] = RESPONSES
 # Driver events queued and run later: ``all+queue`` has the leader-event lags (process) that make a queued one stale.
 MIXES["queue"] = FaultMix(queue_event=1.0, restart=0.5, recover=1.0)
+# A partition reassigned during the migration (KAFKA-16120): ``all+reassign`` moves it under every fault.
+MIXES["reassign"] = FaultMix(reassign=1.0, restart=0.5, recover=1.0)
 SWARM = "swarm"  # not a mix but a way to run one: ``swarm+network`` swarms over the network's faults
 
 

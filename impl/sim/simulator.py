@@ -117,7 +117,7 @@ from model.actions import (
 from model.kraft import BrokerState, ZkMigrationState
 from model.migration import MigrationDriverState
 from model.scopes import Scope
-from model.types import Ibp
+from model.types import BrokerId, Ibp, PartitionId
 
 # Steps a node takes on its own that the model counts as perturbations (an admin request, an
 # operator's controlled shutdown) are rare next to the protocol's own steps (weighed, as faults
@@ -139,6 +139,19 @@ PAUSE_MS = (SESSION_TIMEOUT_MS // 2, 4 * SESSION_TIMEOUT_MS)
 # wait (the deposed leader hears of the new epoch in a Fetch) to three driver polls, time enough, at the
 # upper end, for the new leader to be elected, activate and claim ZooKeeper (BecomeZkController) first.
 LEADER_EVENT_LAG_MS = (FETCH_WAIT_MS, 3 * POLL_MS)
+def reassignment_target(scope: Scope) -> tuple[PartitionId, tuple[BrokerId, ...]] | None:
+    """The scope's own move, if it has one; else partition 0 with the lowest broker it lacks added to its replicas,
+    or, on every broker already, its replicas in reverse order (a move of the preferred leader, which keeps the
+    leader: either is a change of replicas that keeps every old one, where Kafka 3.5 bumped no leader epoch)."""
+    if scope.reassignment is not None:
+        return scope.reassignment
+    replicas = tuple(BrokerId(r) for r in scope.partitions[0]) if scope.partitions else ()
+    spare = [BrokerId(b) for b in range(scope.brokers) if b not in replicas]
+    if spare and replicas:
+        return PartitionId(0), replicas + (spare[0],)
+    return (PartitionId(0), replicas[::-1]) if len(replicas) > 1 else None
+
+
 # How long a queued MetadataChangeEvent (``FaultMix.queue_event``) waits behind the driver's other events: up to
 # the long events of a rapid failover (a full sync to ZooKeeper, full UpdateMetadata to every broker: KAFKA-16667's
 # commit message), time enough at the upper end for the node to lose its leadership while it waits.
@@ -282,6 +295,10 @@ class Simulation:
                 broker.feature_updates = ()
             for controller in self.cluster.controllers.values():
                 controller.metadata_version_updates = ()
+        target = reassignment_target(scope) if self.faults.reassign else None
+        if target is not None:  # mix ``reassign``: every node's admin asks for partition 0's move once
+            for node in (*self.cluster.brokers.values(), *self.cluster.controllers.values()):
+                node.reassignment = target
         self.cuts: dict[frozenset[int], int] = {}  # a partitioned pair -> when it heals
         self.crashed_at: dict[int, int] = {}  # a dead (or paused) broker's ZooKeeper session -> when it went silent
         self.paused: dict[int, int] = {}  # a paused node -> when it resumes
