@@ -83,6 +83,7 @@ class Bug(Enum):
     DUAL_WRITE_KEEPS_ASSIGNMENT = "dual_write_keeps_assignment"
     MIGRATION_SKIPS_UNSTARTED_PARTITION = "migration_skips_unstarted_partition"
     STALE_EVENT_RUNS = "stale_event_runs"
+    FAILED_WRITE_DROPS_DELTA = "failed_write_drops_delta"
     RPCS_WAIT_FOR_NEWER_OFFSET = "rpcs_wait_for_newer_offset"
     MIGRATION_OUTSIDE_TRANSACTION = "migration_outside_transaction"
     NO_ABORT_ON_FAILOVER = "no_abort_on_failover"
@@ -260,6 +261,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug(Bug.STALE_EVENT_RUNS, "MigrationOffsetNeverGoesBack", "event-queue",
               "a queued MetadataChangeEvent raised under another leader and epoch runs (no KAFKA-16667 check), its"
               " image taken as the newest: ZooKeeper and /migration go back to it under the current claim"),
+    SeededBug(Bug.FAILED_WRITE_DROPS_DELTA, "ZkEqualsImageAtMigrationOffset", "dual-write-failure",
+              "kafka-3.9's rule under kip: a dual write that failed (its session expired) has handed the driver its"
+              " image, and the next dual write writes only the delta since that image, /migration past the lost one"),
     SeededBug(Bug.RPCS_WAIT_FOR_NEWER_OFFSET, "MigrationReachesDualWriteWithoutFaults", "handover",
               "SendRPCsToBrokers waits for an image newer than /migration's offset instead of as new (off by one)"),
     SeededBug(Bug.MIGRATION_OUTSIDE_TRANSACTION, "InitialMigrationAllOrNothing", "migration",
