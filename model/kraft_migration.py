@@ -891,12 +891,6 @@ def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> Res
 _HANDED_ALREADY = Refused(None, "a failed dual write was handed this image: no new event until a newer commit")
 
 
-def drops_failed_delta(variant: Variant) -> bool:
-    """Kafka 3.9's rule for a dual write that failed: the image it was handed stays the driver's, and the next delta
-    starts there; the seeded bug FAILED_WRITE_DROPS_DELTA puts it into kip."""
-    return variant.profile is Profile.KAFKA_3_9 or variant.has(Bug.FAILED_WRITE_DROPS_DELTA)
-
-
 def _dual_write_session_expired(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     """A MetadataChangeEvent in DUAL_WRITE whose ZooKeeper write fails: ZooKeeper stalled past the session timeout
     while the write waited (so it is enabled whether ZooKeeper answers now or not), and the session had expired
@@ -915,13 +909,14 @@ def _dual_write_session_expired(state: ClusterState, cid: ControllerId, variant:
     spent = spend(state, write_failures=1)
     if spent is None:
         return BUDGET_SPENT
-    if not drops_failed_delta(variant):
-        return spent
-    # Differs: Kafka 3.9's MetadataChangeEvent.run sets KRaftMigrationDriver.image before it writes, its
-    # handleException only logs "Will retry." and the PollEvent does nothing in DUAL_WRITE: the next event writes
-    # only its own delta (since this image) and moves /migration past the lost one, whose RPCs are never sent;
-    # only the next leadership's SyncKRaftToZk heals it. The KIP retries the change (a finding, docs/model.md).
-    return put_ctrl(spent, c.replace(driver=d.replace(handed_offset=Offset(image.offset))))
+    # The seeded bug FAILED_WRITE_DROPS_DELTA: kafka-3.9's rule under kip.
+    if variant.profile is Profile.KAFKA_3_9 or variant.has(Bug.FAILED_WRITE_DROPS_DELTA):
+        # Differs: Kafka 3.9's MetadataChangeEvent.run sets KRaftMigrationDriver.image before it writes, its
+        # handleException only logs "Will retry." and the PollEvent does nothing in DUAL_WRITE: the next event writes
+        # only its own delta (since this image) and moves /migration past the lost one, whose RPCs are never sent;
+        # only the next leadership's SyncKRaftToZk heals it. The KIP retries the change (a finding, docs/model.md).
+        return put_ctrl(spent, c.replace(driver=d.replace(handed_offset=Offset(image.offset))))
+    return spent  # the change stays unwritten: the next DualWrite writes everything since /migration's offset
 
 
 def _dual_write_image(
