@@ -744,8 +744,10 @@ def _kraft_zk_write(
     if len(head) <= failed_at < len(head) + len(ops):
         # The fencing held and a metadata op failed: it was made from a stale read (a lagging server). The claim's
         # and the sync's events are retried by the driver's next poll, which reads from the server this write brought
-        # up to date; a dual write is retried by the next DualWrite (the next MetadataChangeEvent: Kafka's poll does
-        # nothing in DUAL_WRITE), which writes the change since /migration's offset again.
+        # up to date. Kafka's poll does nothing in DUAL_WRITE: a dual write is the failed MetadataChangeEvent's
+        # (``after_failed_dual_write``: kip's next DualWrite writes the change again, kafka-3.9's does not).
+        if kind == "dual-write":
+            state = put_ctrl(state, after_failed_dual_write(c, offset, variant))
         return state, False
     if not zkm.succeeded(results):
         # Differs: Kafka's driver retries the event on its next poll; every retry fails the same way until a
@@ -909,14 +911,21 @@ def _dual_write_session_expired(state: ClusterState, cid: ControllerId, variant:
     spent = spend(state, write_failures=1)
     if spent is None:
         return BUDGET_SPENT
+    return put_ctrl(spent, after_failed_dual_write(c, image.offset, variant))
+
+
+def after_failed_dual_write(c: KRaftController, offset: int, variant: Variant) -> KRaftController:
+    """The controller after a MetadataChangeEvent whose dual write of the image at ``offset`` failed (its session
+    expired, or a metadata op failed on a stale read: a MigrationClientException either way). KIP-866 §Failure
+    Modes: the change stays unwritten, and the next DualWrite writes everything since /migration's offset."""
     # The seeded bug FAILED_WRITE_DROPS_DELTA: kafka-3.9's rule under kip.
     if variant.profile is Profile.KAFKA_3_9 or variant.has(Bug.FAILED_WRITE_DROPS_DELTA):
         # Differs: Kafka 3.9's MetadataChangeEvent.run sets KRaftMigrationDriver.image before it writes, its
         # handleException only logs "Will retry." and the PollEvent does nothing in DUAL_WRITE: the next event writes
         # only its own delta (since this image) and moves /migration past the lost one, whose RPCs are never sent;
         # only the next leadership's SyncKRaftToZk heals it. The KIP retries the change (a finding, docs/model.md).
-        return put_ctrl(spent, c.replace(driver=d.replace(handed_offset=Offset(image.offset))))
-    return spent  # the change stays unwritten: the next DualWrite writes everything since /migration's offset
+        return c.replace(driver=_known_driver(c).replace(handed_offset=Offset(offset)))
+    return c
 
 
 def _dual_write_image(

@@ -18,13 +18,15 @@ import pytest
 from impl.bugs import ImplBug
 from impl.sim.faults import parse
 from model import zookeeper as zkm
-from model.actions import DualWrite, DualWriteSessionExpired
+from model.actions import AlterConfigs, DualWrite, DualWriteSessionExpired
 from model.bugs import Bug, Variant
 from model.invariants import violations
 from model.kraft import ControllerId, image_of
-from model.migration import MIGRATION, Profile
+from model.migration import CONFIG, MIGRATION, Profile
 from model.scopes import SCOPES, initial_state
 from model.step import candidate_actions, step
+from model.types import NO_SESSION
+from model.zookeeper import Delete
 from properties.differential import Differential, Disagreement, walk
 from properties.explore import explore
 from properties.regressions import FAILED_WRITE
@@ -164,3 +166,20 @@ def test_failed_writes_let_a_campaign_catch_the_lost_delta():
     assert run_seed(unfailed, 1, coverage=False).disagreement is None
     correct = make_plan(seeds=2, faults="all+write-failure", out="unused")
     assert run_seed(correct, 1, coverage=False).disagreement is None
+
+
+@pytest.mark.parametrize("variant", [Variant(), KAFKA], ids=["kip", "kafka-3.9"])
+def test_dual_write_failing_on_a_metadata_op_is_a_failed_write_too(variant):
+    """A dual write whose metadata op fails (here: the config znode deleted behind KRaft's back, so its SetData
+    answers NoNode; in Kafka a MigrationClientException, handled as the session's expiry is) leaves its change for
+    the next dual write under kip, and under kafka-3.9 keeps the image it was handed, as a session expiry does."""
+    scope = SCOPES[SCOPE]
+    state = initial_state(scope.replace(budget=scope.budget.replace(operator=2)))
+    state = run(state, AlterConfigs(A), DualWrite(A), AlterConfigs(A), variant=variant)
+    zk, results = zkm.multi(state.zk, NO_SESSION, (Delete(CONFIG),), reader=-1)
+    assert zkm.succeeded(results)
+    failed = step(state.replace(zk=zk), DualWrite(A), variant)
+    assert failed is not None and zkm.get(failed.zk, CONFIG) is None
+    c = failed.controllers[0]
+    assert c.driver.migration_offset < c.high_watermark
+    assert c.driver.handed_offset == (c.high_watermark if variant == KAFKA else 0)
