@@ -46,6 +46,7 @@ class ImplBug(Enum):
     DUAL_WRITE_SETS_NEW_PARTITION = "impl_dual_write_sets_new_partition"
     MIGRATION_SKIPS_UNSTARTED_PARTITION = "impl_migration_skips_unstarted_partition"
     STALE_EVENT_RUNS = "impl_stale_event_runs"
+    FAILED_WRITE_DROPS_DELTA = "impl_failed_write_drops_delta"
     # Reached only by a campaign's drawn configurations and admin requests (impl.sim.scenarios)
     ADMIT_ZK_BROKER_WITH_OTHER_IBP = "impl_admit_zk_broker_with_other_ibp"
     MV_CHANGE_DURING_MIGRATION = "impl_mv_change_during_migration"
@@ -131,6 +132,10 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
     ImplSeededBug(ImplBug.STALE_EVENT_RUNS, "MigrationOffsetNeverGoesBack", "event-queue",
                   "a queued MetadataChangeEvent raised under another leader and epoch runs (no KAFKA-16667 check), its"
                   " image taken as the newest: ZooKeeper and /migration go back to it"),
+    ImplSeededBug(ImplBug.FAILED_WRITE_DROPS_DELTA, "ZkEqualsImageAtMigrationOffset", "dual-write-failure",
+                  "a dual write that failed (its session expired) has handed the driver its image, and the next dual"
+                  " write writes only the delta since that image (Kafka 3.9's rule): /migration moves past the lost"
+                  " change"),
     # reached only by a campaign's drawn configurations (mixed IBPs, batch sizes) and admin requests
     ImplSeededBug(ImplBug.ADMIT_ZK_BROKER_WITH_OTHER_IBP, "ZkBrokersAdmittedAtMetadataVersion", "sim-migration",
                   "the KRaft controller registers a ZK broker whose IBP is not the finalized metadata.version"),

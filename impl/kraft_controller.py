@@ -101,6 +101,7 @@ from model.actions import (
     CrashController,
     CreatePartitions,
     DualWrite,
+    DualWriteSessionExpired,
     Fetch,
     KRaftLeaderChange,
     MigrateMetadata,
@@ -1030,6 +1031,7 @@ ControllerNode._ACTIONS = {
             (SyncKRaftToZk, KRaftMigrationDriver.sync_kraft_to_zk),
             (SendRPCsToBrokers, KRaftMigrationDriver.send_rpcs_to_brokers),
             (DualWrite, KRaftMigrationDriver.dual_write),
+            (DualWriteSessionExpired, KRaftMigrationDriver.dual_write_session_expired),
             (PublishMetadataChange, KRaftMigrationDriver.publish_metadata_change),
             (RunMetadataChange, KRaftMigrationDriver.run_metadata_change),
         )

@@ -374,6 +374,15 @@ class PublishMetadataChange(Record):
 
 
 @record
+class DualWriteSessionExpired(Record):
+    """A MetadataChangeEvent's dual write fails: ZooKeeper stalled past the controller's session timeout while the
+    write waited, and the session had expired when it answered (ZooKeeperClientExpiredException). Nothing is
+    written, no RPC sent. (perturbation)"""
+
+    controller: ControllerId
+
+
+@record
 class RunMetadataChange(Record):
     """Run the queue's head MetadataChangeEvent: dropped if stale (Kafka 3.8+), else a dual write of its image.
 
@@ -561,6 +570,7 @@ KRaftAction = (
     | SyncKRaftToZk
     | SendRPCsToBrokers
     | DualWrite
+    | DualWriteSessionExpired
     | PublishMetadataChange
     | RunMetadataChange
     | RegisterWithKRaft
@@ -618,6 +628,7 @@ MigrationAction = (
     | SyncKRaftToZk
     | SendRPCsToBrokers
     | DualWrite
+    | DualWriteSessionExpired
     | PublishMetadataChange
     | RunMetadataChange
     | MigrateBrokerToKRaft
@@ -658,6 +669,7 @@ PERTURBATIONS: frozenset[type] = frozenset(
         ZkOutage,
         ZkServerLags,
         PublishMetadataChange,
+        DualWriteSessionExpired,
         ExpireSession,
         Drop,
         Redeliver,

@@ -85,6 +85,7 @@ class Bug(Enum):
     # Reassignments during the migration (the ``reassignment`` scope)
     REASSIGNMENT_KEEPS_LEADER_EPOCH = "reassignment_keeps_leader_epoch"
     STALE_EVENT_RUNS = "stale_event_runs"
+    FAILED_WRITE_DROPS_DELTA = "failed_write_drops_delta"
     RPCS_WAIT_FOR_NEWER_OFFSET = "rpcs_wait_for_newer_offset"
     MIGRATION_OUTSIDE_TRANSACTION = "migration_outside_transaction"
     NO_ABORT_ON_FAILOVER = "no_abort_on_failover"
@@ -266,6 +267,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "a KRaft controller's reassignment adds replicas without bumping the leader epoch (Kafka 3.5's"
               " PartitionChangeBuilder, KAFKA-16120): the ZK broker leading the partition ignores the LeaderAndIsr"
               " and never learns the new replicas"),
+    SeededBug(Bug.FAILED_WRITE_DROPS_DELTA, "ZkEqualsImageAtMigrationOffset", "dual-write-failure",
+              "kafka-3.9's rule under kip: a dual write that failed (its session expired) has handed the driver its"
+              " image, and the next dual write writes only the delta since that image, /migration past the lost one"),
     SeededBug(Bug.RPCS_WAIT_FOR_NEWER_OFFSET, "MigrationReachesDualWriteWithoutFaults", "handover",
               "SendRPCsToBrokers waits for an image newer than /migration's offset instead of as new (off by one)"),
     SeededBug(Bug.MIGRATION_OUTSIDE_TRANSACTION, "InitialMigrationAllOrNothing", "migration",

@@ -13,6 +13,9 @@ and ends in ``assert_never``):
 - A MetadataChangeEvent may wait in the driver's queue (``PublishMetadataChange``, ``RunMetadataChange``; only
   where ``Budget.queued_events`` allows, scope event-queue) carrying the leader and epoch it was raised in; it
   runs only if Raft still reports them (KAFKA-16667), else it is dropped.
+- A dual write may fail because its ZooKeeper session expired while it waited (``DualWriteSessionExpired``; only
+  where ``Budget.write_failures`` allows, scope dual-write-failure): under kip the next dual write writes the
+  change again, under kafka-3.9 the driver keeps the image it was handed and the next delta starts there.
 - The operator's steps (a controller's migration flag, a broker moved to KRaft and back, the
   KRaft znodes deleted at the end of a rollback) spend the scope's ``migrations`` budget.
 - What the quorum does (appending, activating, brokers, the lag bound) is ``model.kraft_quorum``'s,
@@ -32,6 +35,7 @@ from model.actions import (
     CompleteMigration,
     DeleteControllerZNodes,
     DualWrite,
+    DualWriteSessionExpired,
     KRaftLeaderChange,
     MigrateBrokerToKRaft,
     MigrateMetadata,
@@ -177,6 +181,8 @@ def handle(state: ClusterState, action: MigrationAction, variant: Variant) -> Re
             return _send_rpcs_to_brokers(state, c, variant)
         case DualWrite(controller=c):
             return _dual_write(state, c, variant)
+        case DualWriteSessionExpired(controller=c):
+            return _dual_write_session_expired(state, c, variant)
         case PublishMetadataChange(controller=c):
             return _publish_metadata_change(state, c)
         case RunMetadataChange(controller=c):
@@ -738,8 +744,12 @@ def _kraft_zk_write(
             return _kraft_zk_write(put_ctrl(state, adopted), adopted, kind, ops, offset, once)
     failed_at = next((i for i, r in enumerate(results) if r not in (ZkCode.OK, ZkCode.RUNTIME_INCONSISTENCY)), -1)
     if len(head) <= failed_at < len(head) + len(ops):
-        # The fencing held and a metadata op failed: it was made from a stale read (a lagging server). Kafka retries
-        # the event on its next poll, which reads from the server this write brought up to date.
+        # The fencing held and a metadata op failed: it was made from a stale read (a lagging server). The claim's
+        # and the sync's events are retried by the driver's next poll, which reads from the server this write brought
+        # up to date. Kafka's poll does nothing in DUAL_WRITE: a dual write is the failed MetadataChangeEvent's
+        # (``after_failed_dual_write``: kip's next DualWrite writes the change again, kafka-3.9's does not).
+        if kind == "dual-write":
+            state = put_ctrl(state, after_failed_dual_write(c, offset, variant))
         return state, False
     if not zkm.succeeded(results):
         # Differs: Kafka's driver retries the event on its next poll; every retry fails the same way until a
@@ -750,7 +760,8 @@ def _kraft_zk_write(
     if state.history.crashed_controllers and offset >= len(state.history.committed):
         # ZooKeeper has caught up with everything committed: a crash before now has lost nothing.
         state = state.replace(history=state.history.replace(crashed_controllers=frozenset()))
-    c = c.replace(driver=d.replace(migration_offset=offset, migration_version=zkm.get_existing(zk, MIGRATION).version))
+    c = c.replace(driver=d.replace(migration_offset=offset, migration_version=zkm.get_existing(zk, MIGRATION).version,
+                                   handed_offset=Offset(0)))
     return put_ctrl(state, c), True
 
 
@@ -877,7 +888,47 @@ def _dual_write(state: ClusterState, cid: ControllerId, variant: Variant) -> Res
     image = image_of(c.log) if variant.has(Bug.DUAL_WRITE_UNCOMMITTED) else driver_image(c)
     if image.offset <= d.migration_offset:
         return _ZK_CAUGHT_UP
+    if image.offset <= d.handed_offset:
+        return _HANDED_ALREADY
     return _dual_write_image(state, c, image, zk_first, variant)
+
+
+_HANDED_ALREADY = Refused(None, "a failed dual write was handed this image: no new event until a newer commit")
+
+
+def _dual_write_session_expired(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
+    """A MetadataChangeEvent in DUAL_WRITE whose ZooKeeper write fails: ZooKeeper stalled past the session timeout
+    while the write waited (so it is enabled whether ZooKeeper answers now or not), and the session had expired
+    when it answered. Nothing is written, no RPC sent; it spends ``Budget.write_failures``, 0 outside scope
+    dual-write-failure. KIP-866 §Failure Modes ("ZK Write Failures"): the change stays unwritten and is retried
+    within the lag bound: the next DualWrite writes everything since /migration's offset."""
+    c = ctrl(state, cid)
+    d = _driver(c, D.DUAL_WRITE)
+    if isinstance(d, Refused):
+        return d
+    if not _leading(c):
+        return _NOT_LEADING
+    image = driver_image(c)
+    if image.offset <= max(d.migration_offset, d.handed_offset):
+        return _ZK_CAUGHT_UP
+    spent = spend(state, write_failures=1)
+    if spent is None:
+        return BUDGET_SPENT
+    return put_ctrl(spent, after_failed_dual_write(c, image.offset, variant))
+
+
+def after_failed_dual_write(c: KRaftController, offset: int, variant: Variant) -> KRaftController:
+    """The controller after a MetadataChangeEvent whose dual write of the image at ``offset`` failed (its session
+    expired, or a metadata op failed on a stale read: a MigrationClientException either way). KIP-866 §Failure
+    Modes: the change stays unwritten, and the next DualWrite writes everything since /migration's offset."""
+    # The seeded bug FAILED_WRITE_DROPS_DELTA: kafka-3.9's rule under kip.
+    if variant.profile is Profile.KAFKA_3_9 or variant.has(Bug.FAILED_WRITE_DROPS_DELTA):
+        # Differs: Kafka 3.9's MetadataChangeEvent.run sets KRaftMigrationDriver.image before it writes, its
+        # handleException only logs "Will retry." and the PollEvent does nothing in DUAL_WRITE: the next event writes
+        # only its own delta (since this image) and moves /migration past the lost one, whose RPCs are never sent;
+        # only the next leadership's SyncKRaftToZk heals it. The KIP retries the change (a finding, docs/model.md).
+        return c.replace(driver=_known_driver(c).replace(handed_offset=Offset(offset)))
+    return c
 
 
 def _dual_write_image(
@@ -886,15 +937,17 @@ def _dual_write_image(
     """What a MetadataChangeEvent does in DUAL_WRITE with ``image``: ZooKeeper made equal to it in one fenced multi
     (/migration to its offset), then the changed partitions' RPCs to the ZK brokers."""
     cid, d = c.id, _known_driver(c)
-    before = image_of(c.log, d.migration_offset) if d.migration_offset > 0 else None
+    # The delta starts at /migration's offset, or (kafka-3.9) at the image a failed write was handed past it.
+    written = d.handed_offset if d.migration_offset < d.handed_offset < image.offset else d.migration_offset
+    before = image_of(c.log, written) if written > 0 else None
     if zk_first:
         # The mistake DUAL_WRITE_DELTA_OF_LAST_RECORD: the delta of the newest committed record alone (the last
         # MetadataChangeEvent's), though every record since /migration's offset is unwritten.
         last = variant.has(Bug.DUAL_WRITE_DELTA_OF_LAST_RECORD)
-        base = image_of(c.log, max(d.migration_offset, image.offset - 1 if last else 0))
-        # Differs: Kafka's handleDelta writes the delta the metadata loader handed the driver (since the image it
-        # was handed before, written or not), one multi per change; the model writes the change since /migration's
-        # offset in one multi, so what a failed write left out the next one writes (KIP-866 only says "changes").
+        base = image_of(c.log, max(written, image.offset - 1 if last else 0))
+        # Differs: Kafka's handleDelta writes the loader's delta one multi per change; the model writes it in one
+        # multi (KIP-866 only says "changes"), from the image at /migration's offset unless a failed write moved
+        # the driver's handed image past it (kafka-3.9, ``handed_offset``).
         ops = zk_delta_ops(seen_by(state, cid), base, image, c, variant)
         state, ok = _kraft_zk_write(state, c, "dual-write", ops, image.offset, variant)
         if not ok:

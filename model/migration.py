@@ -155,3 +155,6 @@ class Driver(Record):
     zk_epoch_version: int = -2  # /controller_epoch's version after its claim; -2: unknown
     umr_sent: frozenset[BrokerId] = frozenset()  # ZK brokers sent a full UpdateMetadata in this leadership
     queue: tuple[QueuedEvent, ...] = ()  # MetadataChangeEvents raised, not yet run, oldest first (QUEUE_BOUND)
+    # kafka-3.9: the offset of the image a failed dual write had been handed (KRaftMigrationDriver.image, set before
+    # the write), past /migration's: the next delta starts there. 0: none; a successful write clears it.
+    handed_offset: Offset = Offset(0)

@@ -816,3 +816,27 @@ REASSIGNMENT = small_migration_scope(
     findings=MIGRATION_WITHOUT_TRANSACTION,
 )
 SCOPES[REASSIGNMENT.name] = REASSIGNMENT
+
+# A dual write that fails (issue #17, found on Kafka 3.9.2): ZooKeeper stalls past the KRaft controller's session
+# timeout while a MetadataChangeEvent's write waits on it, and the write fails with the session expired. KIP-866
+# §Failure Modes retries the change within the lag bound; Kafka 3.9's driver has already taken the event's image as
+# its own, and the next MetadataChangeEvent writes only its own delta: a partition created on KRaft during the stall
+# is left out of ZooKeeper, and its LeaderAndIsr never reaches the ZK brokers, until the next failover's sync.
+# The three properties that see it (4 steps): ZooKeeper is not the image at /migration's offset, nor is it for the
+# model-independent ServedMetadataSurvivesFailover, and the quiesced ZK broker never learns of the new partition.
+FAILED_WRITE_LOSES_DELTA = (
+    ("kafka-3.9", "ZkEqualsImageAtMigrationOffset"),
+    ("kafka-3.9", "ServedMetadataSurvivesFailover"),
+    ("kafka-3.9", "ZkBrokersConvergeToCommittedImage"),
+)
+DUAL_WRITE_FAILURE = small_migration_scope(
+    name="dual-write-failure",
+    summary="1 ZK broker, 1 controller in dual write: an admin adds a partition and alters a config, and one dual"
+            " write fails (its ZooKeeper session expired while it waited)",
+    controllers=(MIGRATING,),
+    stage="dual-write",
+    budget=Budget(write_failures=1, partition_creations=1, operator=1, max_in_flight=6),
+    created_replicas=(BrokerId(0),),
+    findings=FAILED_WRITE_LOSES_DELTA,
+)
+SCOPES[DUAL_WRITE_FAILURE.name] = DUAL_WRITE_FAILURE

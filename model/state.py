@@ -395,6 +395,7 @@ class Budget(Record):
     partition_creations: int = 0  # an admin's CreatePartitions, in ZooKeeper mode (AddPartitions) or on KRaft
     reassignments: int = 0  # an admin's AlterPartitionReassignments, on the ZK controller or on KRaft
     queued_events: int = 0  # MetadataChangeEvents queued to run later, maybe under a newer leadership (KAFKA-16667)
+    write_failures: int = 0  # a dual write fails: its ZooKeeper session expired as it waited (KIP-866 §Failure Modes)
 
 
 @record

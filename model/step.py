@@ -39,6 +39,7 @@ from model.actions import (
     Deliver,
     Drop,
     DualWrite,
+    DualWriteSessionExpired,
     ElectController,
     ElectPartitionLeader,
     ExpireSession,
@@ -246,6 +247,8 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
             ]
             if state.budget.queued_events or c.driver.queue:  # never in a scope without queued events
                 actions += [PublishMetadataChange(i), RunMetadataChange(i)]
+            if state.budget.write_failures:  # never in a scope without write failures
+                actions += [DualWriteSessionExpired(i)]
         actions += [CrashController(i), ShutdownController(i), RestartController(i)]
         actions += [ReconfigureController(i, enabled) for enabled in scope.controller_flag_choices]
         actions += [RegisterController(i, leader) for leader in leaders]

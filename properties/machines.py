@@ -85,6 +85,7 @@ from model.actions import (
     AlterPartitionReassignments,
     ApiPartitionReassignment,
     CreatePartitions,
+    DualWriteSessionExpired,
     HeartbeatResponseLost,
     ProcessPartitionModifications,
     PublishMetadataChange,
@@ -111,10 +112,10 @@ NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatR
                                             ProcessPartitionModifications, CreatePartitions,
                                             ApiPartitionReassignment, AlterPartitionReassignments})
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)
-# (Not ZkServerLags nor PublishMetadataChange: their own budgets, 0 outside scopes stale-reads and event-queue, switch
-# them off, and the machines draw as before.)
+# (Not ZkServerLags, PublishMetadataChange nor DualWriteSessionExpired: their own budgets, 0 outside scopes stale-reads,
+# event-queue and dual-write-failure, switch them off, and the machines draw as before.)
 SWITCHABLE_KINDS: tuple[type, ...] = tuple(k for k in MACHINE_KINDS if k in PERTURBATIONS
-                                           and k not in (ZkServerLags, PublishMetadataChange))
+                                           and k not in (ZkServerLags, PublishMetadataChange, DualWriteSessionExpired))
 CALM_CHOICES = (0, 1, 2, 4, 8)  # shrinks towards 0: perturb whenever enabled
 _OPTIONS_CACHE_SIZE = 50_000  # states per machine class; cleared when full
 

@@ -57,6 +57,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "create-partitions": None,
     "reassignment": None,
     "event-queue": None,
+    "dual-write-failure": None,
 }
 
 

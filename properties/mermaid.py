@@ -172,6 +172,8 @@ def view(action) -> StepView:
             return StepView(node(c), None, "driver: queue UpdateMetadata, LeaderAndIsr to ZK brokers", "note")
         case act.DualWrite(controller=c):
             return StepView(node(c), zk, "driver: dual write")
+        case act.DualWriteSessionExpired(controller=c):
+            return StepView(node(c), zk, "driver: dual write fails (session expired)")
         case act.PublishMetadataChange(controller=c):
             return StepView(node(c), None, "publisher: MetadataChangeEvent queued", "note")
         case act.RunMetadataChange(controller=c):

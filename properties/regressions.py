@@ -17,7 +17,9 @@ from model.actions import (
     BecomeLeader,
     BecomeZkController,
     BrokerHeartbeat,
+    CreatePartitions,
     DualWrite,
+    DualWriteSessionExpired,
     Fetch,
     KRaftLeaderChange,
     PublishMetadataChange,
@@ -96,11 +98,26 @@ def event_queue_scope() -> Scope:
     return SCOPES["event-queue"]
 
 
+# An admin adds a partition in dual write; the dual write that would write it fails, its ZooKeeper session expired
+# while it waited; an admin alters a config; the next dual write. KIP-866 §Failure Modes: it writes both changes.
+# Kafka 3.9 (and the seeded bug failed_write_drops_delta): only the config's, and /migration moves past the partition,
+# which ZooKeeper and the ZK broker never get. (the model's shortest counterexample under kafka-3.9 in scope
+# dual-write-failure, up to the order of the two admin requests)
+FAILED_WRITE: tuple[Action, ...] = (
+    CreatePartitions(A, (BrokerId(0),)), DualWriteSessionExpired(A), AlterConfigs(A), DualWrite(A),
+)
+
+
+def dual_write_failure_scope() -> Scope:
+    return SCOPES["dual-write-failure"]
+
+
 SCRIPTS: dict[str, tuple[Callable[[], Scope], tuple[Action, ...]]] = {
     "deposed-dual-write": (dual_write_scope, DEPOSED_DUAL_WRITE),
     "older-epoch-heartbeat": (three_voter_pre_migration, OLDER_EPOCH_HEARTBEAT),
     "stale-claim": (stale_reads_scope, STALE_CLAIM),
     "stale-event": (event_queue_scope, STALE_EVENT),
+    "failed-write": (dual_write_failure_scope, FAILED_WRITE),
 }
 
 # The implementation bugs only a script reaches, and the script that catches each.
@@ -109,6 +126,7 @@ CATCHING_SCRIPT: dict[ImplBug, str] = {
     ImplBug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH: "older-epoch-heartbeat",
     ImplBug.CLAIM_TRUSTS_STALE_READ: "stale-claim",
     ImplBug.STALE_EVENT_RUNS: "stale-event",
+    ImplBug.FAILED_WRITE_DROPS_DELTA: "failed-write",
 }
 
 

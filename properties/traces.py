@@ -774,10 +774,12 @@ def replay(trace: Trace) -> ReplayResult:
 # ---- reading a trace -------------------------------------------------------------------------
 
 
-# Fields left out of ``describe`` while empty: the driver's queue, empty in every scope but event-queue, and the
-# replicas a LeaderAndIsr carries and a broker keeps, empty but for a partition created or reassigned on KRaft, so
-# that states read (and scenario files' expected outputs stay) as before they existed.
-QUIET_WHEN_EMPTY = frozenset({("Driver", "queue"), ("LeaderAndIsr", "replicas"), ("LocalReplica", "replicas")})
+# Fields left out of ``describe`` while empty (or 0): the driver's queue, empty in every scope but event-queue, its
+# handed image, 0 in every scope but dual-write-failure, and the replicas a LeaderAndIsr carries and a broker keeps,
+# empty but for a partition created or reassigned on KRaft, so that states read (and scenario files' expected
+# outputs stay) as before they existed.
+QUIET_WHEN_EMPTY = frozenset({("Driver", "queue"), ("Driver", "handed_offset"), ("LeaderAndIsr", "replicas"),
+                              ("LocalReplica", "replicas")})
 
 
 def describe(value: Any) -> str:

@@ -32,6 +32,7 @@ from model.actions import (
     Deliver,
     Drop,
     DualWrite,
+    DualWriteSessionExpired,
     ExpireSession,
     KRaftLeaderChange,
     MigrateBrokerToKRaft,
@@ -61,8 +62,10 @@ from tests.conftest import EXCLUDED, OFFLINE, TWO_PARTITIONS
 
 LATE = 10**12  # a time by which every timer of every node has run out
 # What the runner does itself (the network, ZooKeeper, the operator, process lifecycles): no node offers it.
-# (PublishMetadataChange: the runner queues a drawn DualWrite's event instead of running it, FaultMix.queue_event.)
+# (PublishMetadataChange: the runner queues a drawn DualWrite's event instead of running it, FaultMix.queue_event;
+# DualWriteSessionExpired: the runner fails a drawn DualWrite, FaultMix.fail_write.)
 ENVIRONMENT = (Deliver, Redeliver, Drop, ZkOutage, ZkRecover, ZkServerLags, ZkServerCatchesUp, PublishMetadataChange,
+               DualWriteSessionExpired,
                ExpireSession, DeleteControllerZNodes, CrashBroker, CrashController, StopBroker, ShutdownController,
                RestartBroker, RestartController, ChangeIbp, MigrateBrokerToKRaft, RollbackBrokerToZk,
                ReconfigureController)

@@ -26,6 +26,9 @@ Rules:
 - MetadataChangeEvents may wait in the driver's queue (``queue``; filled only when a fault mix queues
   them, ``FaultMix.queue_event``): each carries the committed image's offset and the leader and epoch
   Raft reported when it was queued, and runs only if they are still current (KAFKA-16667, Kafka 3.8+).
+- A dual write may fail with its ZooKeeper session expired (``dual_write_session_expired``; only when a fault mix
+  fails one, ``FaultMix.fail_write``): nothing is written, and the next dual write writes the change since
+  /migration's offset again (KIP-866 §Failure Modes).
 - Only the ``kip`` profile's rules are implemented (Profile.KIP).
 """
 
@@ -195,6 +198,9 @@ class KRaftMigrationDriver:
         self.zk_records: tuple[int, int] = (-1, 0)
         # MetadataChangeEvents queued, oldest first: (the image's offset, Raft's epoch, its node led) at queueing
         self.queue: list[tuple[int, int, bool]] = []
+        # The image a failed dual write was handed, past /migration's offset, where the next delta starts: set only by
+        # the seeded bug FAILED_WRITE_DROPS_DELTA (Kafka 3.9's rule); 0: none. A successful write clears it.
+        self.handed_offset = 0
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -475,9 +481,23 @@ class KRaftMigrationDriver:
         if not self._in(D.DUAL_WRITE):
             return False
         image = self.driver_image()
-        if image.offset <= self.migration_offset:
+        if image.offset <= max(self.migration_offset, self.handed_offset):
             return False
         return (yield from self._write_image(image, now, ImplBug.DUAL_WRITE_RPCS_BEFORE_ZK in self.bugs))
+
+    def dual_write_session_expired(self, now: int) -> Handler:
+        """A MetadataChangeEvent in DUAL_WRITE whose ZooKeeper write fails with its session expired (ZooKeeper
+        stalled past the session timeout while it waited): nothing written, no RPC sent, and the change stays for the
+        next dual write (KIP-866 §Failure Modes: retried within the lag bound)."""
+        if not self._in(D.DUAL_WRITE):
+            return False
+        image = self.driver_image()
+        if image.offset <= max(self.migration_offset, self.handed_offset):
+            return False
+        if ImplBug.FAILED_WRITE_DROPS_DELTA in self.bugs:
+            self.handed_offset = image.offset  # the mistake (Kafka 3.9's): the image is the driver's, written or not
+        return True
+        yield  # pragma: no cover - makes this a generator
 
     def publish_metadata_change(self, now: int) -> Handler:
         """MetadataPublisher.onMetadataUpdate in DUAL_WRITE: a MetadataChangeEvent with the committed image ZooKeeper
@@ -516,12 +536,15 @@ class KRaftMigrationDriver:
     def _write_image(self, image: Image, now: int, rpcs_before_zk: bool = False) -> Handler:
         """ZooKeeper made equal to ``image`` in one fenced multi (/migration to its offset), then the changed
         partitions' RPCs to the ZK brokers."""
-        before = self.controller.image_at(self.migration_offset) if self.migration_offset > 0 else None
-        # The delta since /migration's offset, which ZooKeeper holds (KRaftMigrationZkWriter.handleDelta); the
-        # seeded bug DUAL_WRITE_DELTA_OF_LAST_RECORD takes the newest committed record's change alone.
-        # Differs (as the model): Kafka's delta is the loader's since the image handed before, one multi per change.
+        # The delta since /migration's offset, which ZooKeeper holds (KRaftMigrationZkWriter.handleDelta), or since
+        # the image a failed write was handed (the seeded bug FAILED_WRITE_DROPS_DELTA); the seeded bug
+        # DUAL_WRITE_DELTA_OF_LAST_RECORD takes the newest committed record's change alone.
+        # Differs (as the model): Kafka writes the delta one multi per change.
+        handed = self.migration_offset < self.handed_offset < image.offset
+        written = self.handed_offset if handed else self.migration_offset
+        before = self.controller.image_at(written) if written > 0 else None
         last = ImplBug.DUAL_WRITE_DELTA_OF_LAST_RECORD in self.bugs
-        base = self.controller.image_at(max(self.migration_offset, image.offset - 1 if last else 0))
+        base = self.controller.image_at(max(written, image.offset - 1 if last else 0))
         try:
             ops = yield from self._delta_ops(base, image, now)
             ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True)
@@ -572,15 +595,19 @@ class KRaftMigrationDriver:
             if (yield from self._adopt_claim()):
                 return (yield from self._fenced_write(ops, offset, now, dual_write, retry=False))
         if not _succeeded(results) and _failed_at(results) in range(len(head), len(head) + len(ops)):
-            # The fencing held and a metadata op failed: it was made from a stale read (a lagging server). Kafka
-            # retries the event on its next poll, which reads from the server this write brought up to date.
+            # The fencing held and a metadata op failed: it was made from a stale read (a lagging server). The
+            # driver's next poll retries a claim or a sync, reading from the server this write brought up to date; a
+            # dual write's change is written again by the next dual write (the seeded bug FAILED_WRITE_DROPS_DELTA:
+            # not, as in Kafka 3.9, whose poll does nothing in DUAL_WRITE).
+            if dual_write and ImplBug.FAILED_WRITE_DROPS_DELTA in self.bugs:
+                self.handed_offset = offset
             return False
         if not _succeeded(results):
             # Differs (as the model): Kafka retries on its next poll and fails the same way until a
             # KRaftLeaderEvent; the driver parks in INACTIVE instead.
             self._transition(D.INACTIVE, **self._forget_zk_controller())
             return False
-        self.migration_offset, self.migration_version = offset, results[-1].stat.version
+        self.migration_offset, self.migration_version, self.handed_offset = offset, results[-1].stat.version, 0
         return True
 
     def _reconcile_ops(self, image: Image, now: int) -> Handler:
@@ -680,6 +707,7 @@ class KRaftMigrationDriver:
             zk_epoch=self.zk_epoch, zk_epoch_version=self.zk_epoch_version,
             umr_sent=frozenset(BrokerId(b) for b in self.umr_sent),
             queue=tuple(QueuedEvent(Offset(o), KRaftEpoch(e), leader) for o, e, leader in self.queue),
+            handed_offset=Offset(self.handed_offset),
         )
 
 

@@ -2,9 +2,9 @@
 
 A mix is a set of weights relative to one protocol step (a node's offered action or a message
 delivery, each weight 1). ``parse`` reads a mix from the command line: a name (``none``, ``network``,
-``process``, ``zookeeper``, ``lagging``, ``all``, ``responses``, ``queue``), names joined with ``+``, ``swarm``
-joined to them, and ``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else is a one-line
-``ValueError`` naming the bad part.
+``process``, ``zookeeper``, ``lagging``, ``all``, ``responses``, ``queue``, ``write-failure``), names joined with
+``+``, ``swarm`` joined to them, and ``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else is
+a one-line ``ValueError`` naming the bad part.
 
 Swarm testing (Groce et al., ISSTA 2012): with ``swarm`` in the mix, each run draws its own mix
 from the simulator's random stream before its first event (``FaultMix.drawn``). Each fault that
@@ -56,6 +56,10 @@ class FaultMix:
     # weight has every node's admin send it once (to the ZK controller, or to the active KRaft controller). An
     # admin's input, not a fault: only in mix ``reassign``, not reweighed by a swarm, so other mixes' runs stay.
     reassign: float = 0.0
+    # a KRaft controller's dual write fails: ZooKeeper stalled past the controller's session timeout while the write
+    # waited, and the session had expired when it answered. A drawn DualWrite becomes DualWriteSessionExpired: a
+    # probability per drawn DualWrite. Only in mix ``write-failure`` and not reweighed by a swarm.
+    fail_write: float = 0.0
     # ZooKeeper
     expire: float = 0.0  # the server expires a live broker session
     outage: float = 0.0  # ZooKeeper loses its quorum
@@ -121,6 +125,8 @@ MIXES["responses"] = RESPONSES
 MIXES["queue"] = FaultMix(queue_event=1.0, restart=0.5, recover=1.0)
 # A partition reassigned during the migration (KAFKA-16120): ``all+reassign`` moves it under every fault.
 MIXES["reassign"] = FaultMix(reassign=1.0, restart=0.5, recover=1.0)
+# Dual writes that fail (their ZooKeeper session expired as they waited): ``all+write-failure``.
+MIXES["write-failure"] = FaultMix(fail_write=0.3, restart=0.5, recover=1.0)
 SWARM = "swarm"  # not a mix but a way to run one: ``swarm+network`` swarms over the network's faults
 
 

@@ -34,6 +34,9 @@ Rules:
   (one more draw, only in a mix that has the fault): the MetadataChangeEvent waits in the driver's queue, and the
   controller's ``RunMetadataChange`` is held back for a drawn time (``QUEUED_EVENT_WAIT_MS``), then offered until
   the queue is empty; it may run after a leadership change, stale (KAFKA-16667).
+- A failed dual write (``FaultMix.fail_write``): a drawn ``DualWrite`` is performed as ``DualWriteSessionExpired``
+  (one more draw, only in a mix that has the fault): the write waited through a ZooKeeper stall past the session
+  timeout and failed; the driver's next ``DualWrite`` writes the change again.
 - A simulation is handed its checker, or none (``impl.sim.check``): with one, every event is
   performed through it, and the run stops at the first ``CheckFailed``. The checks build it
   (``properties.differential.checked_simulation``: the model takes the implementation's traces,
@@ -89,6 +92,7 @@ from model.actions import (
     Deliver,
     Drop,
     DualWrite,
+    DualWriteSessionExpired,
     ExpireSession,
     Fetch,
     HeartbeatResponseLost,
@@ -756,6 +760,8 @@ class Simulation:
         if isinstance(action, DualWrite) and self.faults.queue_event and action.controller not in self.queued_until \
                 and self.rng.random() < self.faults.queue_event:
             action = PublishMetadataChange(action.controller)  # the event waits in the driver's queue
+        elif isinstance(action, DualWrite) and self.faults.fail_write and self.rng.random() < self.faults.fail_write:
+            action = DualWriteSessionExpired(action.controller)  # its session expired while it waited
         self.record.append(SimStep(c.now, self._active_cuts() if self.cuts else (), action))  # (before: a
         # disagreement raises)
         traces = self.checker.apply(action) if self.checker is not None else c.perform(action)
