@@ -72,6 +72,8 @@ from impl.zk.port import (
 from model.actions import (
     Action,
     BrokerHeartbeat,
+    BrokerZkServerCatchesUp,
+    BrokerZkServerLags,
     ChangeIbp,
     CrashBroker,
     CrashController,
@@ -390,6 +392,8 @@ class Cluster:
                 return self._env(action)
             case ZkServerLags(controller=cid) | ZkServerCatchesUp(controller=cid):
                 return self._lagging_server(action, cid)
+            case BrokerZkServerLags(broker=b) | BrokerZkServerCatchesUp(broker=b):
+                return self._broker_lagging_server(action, b)
             case ExpireSession(session=s):
                 session = self.view.impl_session(s)
                 if session is None or not self.zk_available or not self.port.session_alive(session):
@@ -434,6 +438,25 @@ class Cluster:
         session = node.zk_session
         if isinstance(action, ZkServerLags):
             if not self.zk_available or self.port.lagging(session):
+                return []
+            lag(session)
+        else:
+            if not self.port.lagging(session):
+                return []
+            self.port.catch_up(session)
+        return self._env(action)
+
+    def _broker_lagging_server(self, action: BrokerZkServerLags | BrokerZkServerCatchesUp, b: int) -> list[Action]:
+        """A ZooKeeper-mode broker's server falls behind, while the broker is not the controller, or catches up
+        (model.zk_era: a controller's reads set watches, which a lagging server would deliver late)."""
+        node = self.brokers.get(b)
+        lag = getattr(self.port, "lag", None)
+        if node is None or lag is None or node.session is None or not node.alive:
+            return []
+        session = node.session
+        if isinstance(action, BrokerZkServerLags):
+            if not self.zk_available or node.controller is not None or self.port.lagging(session) \
+                    or not self.port.session_alive(session):
                 return []
             lag(session)
         else:

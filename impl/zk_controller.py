@@ -141,6 +141,10 @@ def register_controller_and_increment_controller_epoch(
     epoch = ControllerEpoch(seen + 1)
     if version == ABSENT:
         bump = CreateOp(CONTROLLER_EPOCH, encode(CONTROLLER_EPOCH, epoch, now))
+    elif ImplBug.ELECTION_CHECKS_EPOCH_BY_READ in bugs:
+        if (yield from read_controller_epoch(session)) != (seen, version):
+            return None
+        bump = SetDataOp(CONTROLLER_EPOCH, encode(CONTROLLER_EPOCH, epoch, now), -1)
     else:
         cas = -1 if ImplBug.ELECTION_SETS_EPOCH_WITHOUT_VERSION in bugs else version
         bump = SetDataOp(CONTROLLER_EPOCH, encode(CONTROLLER_EPOCH, epoch, now), cas)

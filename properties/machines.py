@@ -82,6 +82,7 @@ from model.actions import (
     PERTURBATIONS,
     Action,
     AddPartitions,
+    BrokerZkServerLags,
     CreatePartitions,
     HeartbeatResponseLost,
     ProcessPartitionModifications,
@@ -107,10 +108,10 @@ DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
                                             ProcessPartitionModifications, CreatePartitions})
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)
-# (Not ZkServerLags nor PublishMetadataChange: their own budgets, 0 outside scopes stale-reads and event-queue, switch
-# them off, and the machines draw as before.)
+# (Not ZkServerLags, BrokerZkServerLags nor PublishMetadataChange: their own budgets, 0 outside scopes stale-reads,
+# zk-lag and event-queue, switch them off, and the machines draw as before.)
 SWITCHABLE_KINDS: tuple[type, ...] = tuple(k for k in MACHINE_KINDS if k in PERTURBATIONS
-                                           and k not in (ZkServerLags, PublishMetadataChange))
+                                           and k not in (ZkServerLags, BrokerZkServerLags, PublishMetadataChange))
 CALM_CHOICES = (0, 1, 2, 4, 8)  # shrinks towards 0: perturb whenever enabled
 _OPTIONS_CACHE_SIZE = 50_000  # states per machine class; cleared when full
 
