@@ -91,7 +91,7 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
     ImplSeededBug(ImplBug.ELECTION_SETS_EPOCH_WITHOUT_VERSION, "AtMostOneControllerPerEpoch", "fencing",
                   "the election multi sets /controller_epoch with version -1 instead of the version read"),
     ImplSeededBug(ImplBug.ELECTION_CHECKS_EPOCH_BY_READ, "AtMostOneControllerPerEpoch", "zk-lag",
-                  "the election reads /controller_epoch again and sets it with version -1 when it still holds what"
+                  "the election reads /controller_epoch again and sets it with version -1 when it still shows what"
                   " the broker observed: safe only when its ZooKeeper server does not lag"),
     ImplSeededBug(ImplBug.BROKER_EPOCH_FROM_SESSION_ID, "BrokerEpochIsRegistrationCzxid", "bounce",
                   "the broker takes its ZooKeeper session id as its epoch (KIP-380's rejected alternative)"),

@@ -141,12 +141,11 @@ def register_controller_and_increment_controller_epoch(
     epoch = ControllerEpoch(seen + 1)
     if version == ABSENT:
         bump = CreateOp(CONTROLLER_EPOCH, encode(CONTROLLER_EPOCH, epoch, now))
-    elif ImplBug.ELECTION_CHECKS_EPOCH_BY_READ in bugs:
-        if (yield from read_controller_epoch(session)) != (seen, version):
-            return None
-        bump = SetDataOp(CONTROLLER_EPOCH, encode(CONTROLLER_EPOCH, epoch, now), -1)
     else:
         cas = -1 if ImplBug.ELECTION_SETS_EPOCH_WITHOUT_VERSION in bugs else version
+        # (the mistake: a read that still shows what was observed taken for the version check)
+        if ImplBug.ELECTION_CHECKS_EPOCH_BY_READ in bugs and (yield from read_controller_epoch(session)) == observed:
+            cas = -1
         bump = SetDataOp(CONTROLLER_EPOCH, encode(CONTROLLER_EPOCH, epoch, now), cas)
     ops = (CreateOp(CONTROLLER, encode(CONTROLLER, BrokerId(broker_id), now), ephemeral=True), bump)
     results = yield Multi(session, ops)

@@ -156,7 +156,7 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug(Bug.ELECTION_REUSES_EPOCH, "EveryElectionBumpsControllerEpoch", "election",
               "the new controller writes back the epoch it read instead of epoch + 1"),
     SeededBug(Bug.ELECTION_CHECKS_EPOCH_BY_READ, "AtMostOneControllerPerEpoch", "zk-lag",
-              "the election reads /controller_epoch again and, when it still holds what the broker observed, sets it"
+              "the election reads /controller_epoch again and, when it still shows what the broker observed, sets it"
               " with version -1: a read-then-write that only a read from an up-to-date server makes safe"),
     SeededBug(Bug.STOP_DELETES_CONTROLLER_EPOCH, "ControllerEpochNeverDecreases", "election",
               "a controller stopping cleanly deletes /controller_epoch with /controller, so epochs restart"),

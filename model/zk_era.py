@@ -734,15 +734,11 @@ def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> Res
     epoch = seen if variant.has(Bug.ELECTION_REUSES_EPOCH) else ControllerEpoch(seen + 1)
     if version == ABSENT:
         bump: Op = Create(CONTROLLER_EPOCH, epoch)
-    elif variant.has(Bug.ELECTION_CHECKS_EPOCH_BY_READ):
-        again = zkm.get(zkm.seen_by(state.zk, b), CONTROLLER_EPOCH)
-        if again is None or (again.data, again.version) != (seen, version):
-            return put_broker(state, broker.replace(observed_epoch=None))  # it moved: ControllerMovedException
-        bump = SetData(CONTROLLER_EPOCH, epoch, ZkVersion(-1))
     else:
         # A stale observed version is harmless: the set fails at the leader (BADVERSION), as KafkaZkClient's does.
-        cas = ZkVersion(-1) if variant.has(Bug.ELECTION_WITHOUT_EPOCH_CAS) else version
-        bump = SetData(CONTROLLER_EPOCH, epoch, cas)
+        unchecked = variant.has(Bug.ELECTION_WITHOUT_EPOCH_CAS) or (
+            variant.has(Bug.ELECTION_CHECKS_EPOCH_BY_READ) and _reads_as_observed(state, b, seen, version))
+        bump = SetData(CONTROLLER_EPOCH, epoch, ZkVersion(-1) if unchecked else version)
     ops = (Create(CONTROLLER, b, ephemeral=True), bump)
     zk, results = zkm.multi(state.zk, broker.session, ops, variant.bugs, reader=b)
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
@@ -755,6 +751,14 @@ def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> Res
         state = state.replace(history=state.history.replace(zk_elected_since_hand_back=True))
     role = ControllerRole(epoch, zkm.get_existing(zk, CONTROLLER_EPOCH).version, (), False)
     return put_broker(state, broker.replace(observed_epoch=None, controller=role))
+
+
+def _reads_as_observed(state: ClusterState, b: BrokerId, seen: ControllerEpoch, version: ZkVersion) -> bool:
+    """The seeded bug election_checks_epoch_by_read: /controller_epoch read again, through the broker's server,
+    still shows what it observed, which the bug takes for the version check: the same from an up-to-date server
+    (the read and the multi are one step), not from a lagging one."""
+    again = zkm.get(zkm.seen_by(state.zk, b), CONTROLLER_EPOCH)
+    return again is not None and (again.data, again.version) == (seen, version)
 
 
 def _resign(state: ClusterState, b: BrokerId) -> Result:
