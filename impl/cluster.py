@@ -432,31 +432,26 @@ class Cluster:
         """A controller's ZooKeeper server falls behind or catches up: what the embedded store's ``lag`` and
         ``catch_up`` do (model.zookeeper views). A real server lags on its own: nothing to do."""
         node = self.controllers.get(cid)
-        lag = getattr(self.port, "lag", None)
-        if node is None or lag is None:
+        if node is None:
             return []
-        session = node.zk_session
-        if isinstance(action, ZkServerLags):
-            if not self.zk_available or self.port.lagging(session):
-                return []
-            lag(session)
-        else:
-            if not self.port.lagging(session):
-                return []
-            self.port.catch_up(session)
-        return self._env(action)
+        return self._lag_or_catch_up(action, node.zk_session, isinstance(action, ZkServerLags), lambda: True)
 
     def _broker_lagging_server(self, action: BrokerZkServerLags | BrokerZkServerCatchesUp, b: int) -> list[Action]:
         """A ZooKeeper-mode broker's server falls behind, while the broker is not the controller, or catches up
         (model.zk_era: a controller's reads set watches, which a lagging server would deliver late)."""
         node = self.brokers.get(b)
-        lag = getattr(self.port, "lag", None)
-        if node is None or lag is None or node.session is None or not node.alive:
+        if node is None or node.session is None or not node.alive:
             return []
         session = node.session
-        if isinstance(action, BrokerZkServerLags):
-            if not self.zk_available or node.controller is not None or self.port.lagging(session) \
-                    or not self.port.session_alive(session):
+        return self._lag_or_catch_up(action, session, isinstance(action, BrokerZkServerLags),
+                                     lambda: node.controller is None and self.port.session_alive(session))
+
+    def _lag_or_catch_up(self, action: Action, session: int, lags: bool, may_lag: Callable[[], bool]) -> list[Action]:
+        lag = getattr(self.port, "lag", None)
+        if lag is None:
+            return []
+        if lags:
+            if not self.zk_available or self.port.lagging(session) or not may_lag():
                 return []
             lag(session)
         else:

@@ -170,7 +170,7 @@ def handle(state: ClusterState, action: ZkEraAction, variant: Variant) -> Result
         case BrokerZkServerLags(broker=b):
             return _broker_zk_server_lags(state, b)
         case BrokerZkServerCatchesUp(broker=b):
-            return _broker_zk_server_catches_up(state, b)
+            return _zk_server_catches_up(state, b, _BROKER_NOT_LAGGING)
         case ExpireSession(session=session):
             return _expire_session(state, session, variant)
         case Redeliver(message=message):
@@ -477,16 +477,7 @@ def _zk_server_lags(state: ClusterState, controller: int) -> Result:
         return BUDGET_SPENT
     if not any(c.id == controller for c in state.controllers):
         return _NO_SUCH_CONTROLLER
-    if zkm.lagging(state.zk, controller):
-        return _LAGGING
-    state = spend_checked(state, stale_reads=1)
-    return state.replace(zk=zkm.lag(state.zk, controller))
-
-
-def _zk_server_catches_up(state: ClusterState, controller: int) -> Result:
-    if not zkm.lagging(state.zk, controller):
-        return _NOT_LAGGING
-    return state.replace(zk=zkm.catch_up(state.zk, controller))
+    return _server_lags(state, controller, _LAGGING, "stale_reads")
 
 
 def _broker_zk_server_lags(state: ClusterState, b: BrokerId) -> Result:
@@ -502,16 +493,20 @@ def _broker_zk_server_lags(state: ClusterState, b: BrokerId) -> Result:
         return _IS_CONTROLLER
     if state.budget.broker_stale_reads <= 0:
         return BUDGET_SPENT
-    if zkm.lagging(state.zk, b):
-        return _BROKER_LAGGING
-    state = spend_checked(state, broker_stale_reads=1)
-    return state.replace(zk=zkm.lag(state.zk, b))
+    return _server_lags(state, b, _BROKER_LAGGING, "broker_stale_reads")
 
 
-def _broker_zk_server_catches_up(state: ClusterState, b: BrokerId) -> Result:
-    if not zkm.lagging(state.zk, b):
-        return _BROKER_NOT_LAGGING
-    return state.replace(zk=zkm.catch_up(state.zk, b))
+def _server_lags(state: ClusterState, client: int, lagging: Refused, budget: str) -> Result:
+    if zkm.lagging(state.zk, client):
+        return lagging
+    state = spend_checked(state, **{budget: 1})
+    return state.replace(zk=zkm.lag(state.zk, client))
+
+
+def _zk_server_catches_up(state: ClusterState, client: int, not_lagging: Refused = _NOT_LAGGING) -> Result:
+    if not zkm.lagging(state.zk, client):
+        return not_lagging
+    return state.replace(zk=zkm.catch_up(state.zk, client))
 
 
 def _expire_session(state: ClusterState, session: SessionId, variant: Variant) -> Result:
