@@ -82,6 +82,7 @@ from model.actions import (
     PERTURBATIONS,
     Action,
     AddPartitions,
+    BrokerZkServerCatchesUp,
     BrokerZkServerLags,
     CreatePartitions,
     HeartbeatResponseLost,
@@ -101,17 +102,18 @@ TRACE_DIR_ENV = "KRAFTCHECK_TRACE_DIR"
 CLEAN_RUN_SCOPES = ("fencing", "bounce", "leader-bounce", "features", "cluster", "migration", "lifecycle")
 DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 
-# Lost responses (``RegistrationResponseLost``, ``HeartbeatResponseLost``) and partition creations (``AddPartitions``,
-# ``ProcessPartitionModifications``, ``CreatePartitions``) get no rule: only scopes ``lost-responses`` and
-# ``create-partitions`` budget them, which exploration covers whole, and leaving them out keeps every other scope's
-# examples as they were.
+# Lost responses (``RegistrationResponseLost``, ``HeartbeatResponseLost``), partition creations (``AddPartitions``,
+# ``ProcessPartitionModifications``, ``CreatePartitions``) and brokers' lagging servers (``BrokerZkServerLags``,
+# ``BrokerZkServerCatchesUp``) get no rule: only scopes ``lost-responses``, ``create-partitions`` and ``zk-lag``
+# budget them, which exploration covers whole, and leaving them out keeps every other scope's examples as they were.
 NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
-                                            ProcessPartitionModifications, CreatePartitions})
+                                            ProcessPartitionModifications, CreatePartitions, BrokerZkServerLags,
+                                            BrokerZkServerCatchesUp})
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)
-# (Not ZkServerLags, BrokerZkServerLags nor PublishMetadataChange: their own budgets, 0 outside scopes stale-reads,
-# zk-lag and event-queue, switch them off, and the machines draw as before.)
+# (Not ZkServerLags nor PublishMetadataChange: their own budgets, 0 outside scopes stale-reads and event-queue, switch
+# them off, and the machines draw as before.)
 SWITCHABLE_KINDS: tuple[type, ...] = tuple(k for k in MACHINE_KINDS if k in PERTURBATIONS
-                                           and k not in (ZkServerLags, BrokerZkServerLags, PublishMetadataChange))
+                                           and k not in (ZkServerLags, PublishMetadataChange))
 CALM_CHOICES = (0, 1, 2, 4, 8)  # shrinks towards 0: perturb whenever enabled
 _OPTIONS_CACHE_SIZE = 50_000  # states per machine class; cleared when full
 
