@@ -27,6 +27,7 @@ class ImplBug(Enum):
     ACCEPT_STALE_CONTROLLER_EPOCH = "impl_accept_stale_controller_epoch"
     CONTROLLER_WRITE_WITHOUT_EPOCH_CHECK = "impl_controller_write_without_epoch_check"
     ELECTION_SETS_EPOCH_WITHOUT_VERSION = "impl_election_sets_epoch_without_version"
+    ELECTION_CHECKS_EPOCH_BY_READ = "impl_election_checks_epoch_by_read"
     BROKER_EPOCH_FROM_SESSION_ID = "impl_broker_epoch_from_session_id"
     FEATURE_CACHE_GOES_BACK = "impl_feature_cache_goes_back"
     # KRaft controllers and the migration driver (impl.kraft_controller)
@@ -91,6 +92,9 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   "the controller's ZooKeeper multis leave out the check of /controller_epoch's version"),
     ImplSeededBug(ImplBug.ELECTION_SETS_EPOCH_WITHOUT_VERSION, "AtMostOneControllerPerEpoch", "fencing",
                   "the election multi sets /controller_epoch with version -1 instead of the version read"),
+    ImplSeededBug(ImplBug.ELECTION_CHECKS_EPOCH_BY_READ, "AtMostOneControllerPerEpoch", "zk-lag",
+                  "the election reads /controller_epoch again and sets it with version -1 when it still shows what"
+                  " the broker observed: safe only when its ZooKeeper server does not lag"),
     ImplSeededBug(ImplBug.BROKER_EPOCH_FROM_SESSION_ID, "BrokerEpochIsRegistrationCzxid", "bounce",
                   "the broker takes its ZooKeeper session id as its epoch (KIP-380's rejected alternative)"),
     ImplSeededBug(ImplBug.FEATURE_CACHE_GOES_BACK, "BrokerFeatureCacheNeverGoesBack", "features-downgrade",

@@ -72,6 +72,8 @@ from impl.zk.port import (
 from model.actions import (
     Action,
     BrokerHeartbeat,
+    BrokerZkServerCatchesUp,
+    BrokerZkServerLags,
     ChangeIbp,
     CrashBroker,
     CrashController,
@@ -392,6 +394,8 @@ class Cluster:
                 return self._env(action)
             case ZkServerLags(controller=cid) | ZkServerCatchesUp(controller=cid):
                 return self._lagging_server(action, cid)
+            case BrokerZkServerLags(broker=b) | BrokerZkServerCatchesUp(broker=b):
+                return self._broker_lagging_server(action, b)
             case ExpireSession(session=s):
                 session = self.view.impl_session(s)
                 if session is None or not self.zk_available or not self.port.session_alive(session):
@@ -430,12 +434,26 @@ class Cluster:
         """A controller's ZooKeeper server falls behind or catches up: what the embedded store's ``lag`` and
         ``catch_up`` do (model.zookeeper views). A real server lags on its own: nothing to do."""
         node = self.controllers.get(cid)
-        lag = getattr(self.port, "lag", None)
-        if node is None or lag is None:
+        if node is None:
             return []
-        session = node.zk_session
-        if isinstance(action, ZkServerLags):
-            if not self.zk_available or self.port.lagging(session):
+        return self._lag_or_catch_up(action, node.zk_session, isinstance(action, ZkServerLags), lambda: True)
+
+    def _broker_lagging_server(self, action: BrokerZkServerLags | BrokerZkServerCatchesUp, b: int) -> list[Action]:
+        """A ZooKeeper-mode broker's server falls behind, while the broker is not the controller, or catches up
+        (model.zk_era: a controller's reads set watches, which a lagging server would deliver late)."""
+        node = self.brokers.get(b)
+        if node is None or node.session is None or not node.alive:
+            return []
+        session = node.session
+        return self._lag_or_catch_up(action, session, isinstance(action, BrokerZkServerLags),
+                                     lambda: node.controller is None and self.port.session_alive(session))
+
+    def _lag_or_catch_up(self, action: Action, session: int, lags: bool, may_lag: Callable[[], bool]) -> list[Action]:
+        lag = getattr(self.port, "lag", None)
+        if lag is None:
+            return []
+        if lags:
+            if not self.zk_available or self.port.lagging(session) or not may_lag():
                 return []
             lag(session)
         else:

@@ -152,17 +152,21 @@ def _tree(cluster: Cluster, snapshot: dict) -> tuple[tuple[str, ...], tuple[Znod
 
 
 def _views(cluster: Cluster) -> tuple[tuple[int, ZkView], ...]:
-    """Each KRaft controller whose session reads from a lagging server, with that server's tree."""
+    """Each running ZooKeeper-mode broker and each KRaft controller whose session reads from a lagging server,
+    with that server's tree. A broker's view is its current session's: a process that died, or opened a new
+    session, reads through none of its earlier ones (the model drops its view then)."""
     port = cluster.port
     lagging = getattr(port, "lagging", None)
     if lagging is None:
         return ()
+    sessions = [(b, node.session) for b, node in sorted(cluster.brokers.items())
+                if node.alive and node.session is not None]
+    sessions += [(cid, cluster.controllers[cid].zk_session) for cid in sorted(cluster.controllers)]
     out = []
-    for cid in sorted(cluster.controllers):
-        session = cluster.controllers[cid].zk_session
+    for client, session in sessions:
         if lagging(session):
             zxid, snapshot = port.view_snapshot(session)
-            out.append((cid, ZkView(cluster.view.zxid(zxid), *_tree(cluster, snapshot))))
+            out.append((client, ZkView(cluster.view.zxid(zxid), *_tree(cluster, snapshot))))
     return tuple(out)
 
 

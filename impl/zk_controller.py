@@ -155,6 +155,9 @@ def register_controller_and_increment_controller_epoch(
         bump = CreateOp(CONTROLLER_EPOCH, encode(CONTROLLER_EPOCH, epoch, now))
     else:
         cas = -1 if ImplBug.ELECTION_SETS_EPOCH_WITHOUT_VERSION in bugs else version
+        # (the mistake: a read that still shows what was observed taken for the version check)
+        if ImplBug.ELECTION_CHECKS_EPOCH_BY_READ in bugs and (yield from read_controller_epoch(session)) == observed:
+            cas = -1
         bump = SetDataOp(CONTROLLER_EPOCH, encode(CONTROLLER_EPOCH, epoch, now), cas)
     ops = (CreateOp(CONTROLLER, encode(CONTROLLER, BrokerId(broker_id), now), ephemeral=True), bump)
     results = yield Multi(session, ops)

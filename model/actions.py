@@ -47,6 +47,22 @@ class ZkServerCatchesUp(Record):
 
 
 @record
+class BrokerZkServerLags(Record):
+    """The ZooKeeper server a ZooKeeper-mode broker's session is connected to stops applying transactions, while
+    the broker is not the controller: its reads (/controller, /controller_epoch, its own /brokers/ids znode,
+    /features) show the tree as it is now until the server catches up or the broker writes. (perturbation)"""
+
+    broker: BrokerId
+
+
+@record
+class BrokerZkServerCatchesUp(Record):
+    """That server has applied every transaction: the broker reads the leader's tree again."""
+
+    broker: BrokerId
+
+
+@record
 class ExpireSession(Record):
     """ZooKeeper expires a session: its ephemerals and watches are gone. (perturbation)"""
 
@@ -523,6 +539,8 @@ ZkEraAction = (
     | ZkRecover
     | ZkServerLags
     | ZkServerCatchesUp
+    | BrokerZkServerLags
+    | BrokerZkServerCatchesUp
     | ExpireSession
     | Drop
     | Redeliver
@@ -668,6 +686,7 @@ PERTURBATIONS: frozenset[type] = frozenset(
     {
         ZkOutage,
         ZkServerLags,
+        BrokerZkServerLags,
         PublishMetadataChange,
         DualWriteSessionExpired,
         ExpireSession,

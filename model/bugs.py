@@ -28,6 +28,7 @@ class Bug(Enum):
     # ZK controller election and epoch fencing
     ELECTION_WITHOUT_EPOCH_CAS = "election_without_epoch_cas"
     ELECTION_REUSES_EPOCH = "election_reuses_epoch"
+    ELECTION_CHECKS_EPOCH_BY_READ = "election_checks_epoch_by_read"
     STOP_DELETES_CONTROLLER_EPOCH = "stop_deletes_controller_epoch"
     SKIP_CONTROLLER_EPOCH_CHECK = "skip_controller_epoch_check"
     # Broker generations (KIP-380)
@@ -157,6 +158,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "the election multi sets /controller_epoch with version -1 instead of the version read"),
     SeededBug(Bug.ELECTION_REUSES_EPOCH, "EveryElectionBumpsControllerEpoch", "election",
               "the new controller writes back the epoch it read instead of epoch + 1"),
+    SeededBug(Bug.ELECTION_CHECKS_EPOCH_BY_READ, "AtMostOneControllerPerEpoch", "zk-lag",
+              "the election reads /controller_epoch again and, when it still shows what the broker observed, sets it"
+              " with version -1: a read-then-write that only a read from an up-to-date server makes safe"),
     SeededBug(Bug.STOP_DELETES_CONTROLLER_EPOCH, "ControllerEpochNeverDecreases", "election",
               "a controller stopping cleanly deletes /controller_epoch with /controller, so epochs restart"),
     SeededBug(Bug.SKIP_CONTROLLER_EPOCH_CHECK, "OnlyCurrentControllerWritesApply", "fencing",

@@ -840,3 +840,19 @@ DUAL_WRITE_FAILURE = small_migration_scope(
     findings=FAILED_WRITE_LOSES_DELTA,
 )
 SCOPES[DUAL_WRITE_FAILURE.name] = DUAL_WRITE_FAILURE
+
+# A ZooKeeper-mode broker whose ZooKeeper server lags (model.zookeeper views) while it is not the controller: it
+# reads /controller and /controller_epoch for its election, its own /brokers/ids znode and /controller for a
+# ControlledShutdown through that server, across the controller's session expiring and a new election. Only the
+# election's multi (the create of /controller, the set of /controller_epoch at the version read) fences a stale read.
+ZK_LAG = Scope(
+    name="zk-lag",
+    summary="2 brokers racing for /controller; a broker's ZooKeeper server lags through an expiry and an election",
+    ibps=(Ibp.IBP_2_7_IV0,) * 2,
+    supported=(SAME_RANGE,) * 2,
+    partitions=(),
+    budget=Budget(expiries=2, elections=2, broker_stale_reads=1, max_in_flight=4),
+    settled=True,
+    max_depth=12,
+)
+SCOPES[ZK_LAG.name] = ZK_LAG

@@ -392,6 +392,8 @@ class Budget(Record):
     # a broker's registration or heartbeat took effect on the controller and its response was lost (it retries)
     lost_responses: int = 0
     stale_reads: int = 0  # a KRaft controller's ZooKeeper server falling behind the leader (model.zookeeper views)
+    # a ZooKeeper-mode broker's ZooKeeper server falling behind the leader while it is not the controller (its views)
+    broker_stale_reads: int = 0
     partition_creations: int = 0  # an admin's CreatePartitions, in ZooKeeper mode (AddPartitions) or on KRaft
     reassignments: int = 0  # an admin's AlterPartitionReassignments, on the ZK controller or on KRaft
     queued_events: int = 0  # MetadataChangeEvents queued to run later, maybe under a newer leadership (KAFKA-16667)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from model import harness, kraft_migration, kraft_quorum, zk_era
+from model import zookeeper as zkm
 from model.actions import (
     Action,
     AddPartitions,
@@ -30,6 +31,8 @@ from model.actions import (
     BecomeZkController,
     BeginControlledShutdown,
     BrokerHeartbeat,
+    BrokerZkServerCatchesUp,
+    BrokerZkServerLags,
     ChangeIbp,
     CompleteMigration,
     CrashBroker,
@@ -211,6 +214,10 @@ def candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
             StopBroker(i),
         ]
         actions += [ChangeIbp(i, ibp) for ibp in scope.ibp_choices]
+        if state.budget.broker_stale_reads:  # never in a scope without brokers' stale reads
+            actions.append(BrokerZkServerLags(i))
+        if zkm.lagging(state.zk, i):
+            actions.append(BrokerZkServerCatchesUp(i))
         if creating:  # never in a scope without partition creations
             actions.append(AddPartitions(i, scope.created_replicas))
         if b.controller is not None:

@@ -9,6 +9,7 @@ import these by their public names, so none reaches into another's private helpe
 
 from __future__ import annotations
 
+from model import zookeeper as zkm
 from model.state import Broker, ClusterState, Message, nothing_in_memory
 from model.types import BrokerId
 
@@ -54,7 +55,10 @@ def fresh_process(b: Broker) -> Broker:
 
 
 def process_dies(state: ClusterState, broker: Broker) -> ClusterState:
-    """The broker's process is gone, and with it everything it held in memory and its event queue."""
+    """The broker's process is gone, and with it everything it held in memory and its event queue, and its
+    connection to a ZooKeeper server: a new process reads through a new session (``zookeeper.open_session``)."""
+    if zkm.lagging(state.zk, broker.id):
+        state = state.replace(zk=zkm.catch_up(state.zk, broker.id))
     return forget_notifications(put_broker(state, fresh_process(broker).replace(alive=False)), broker.id)
 
 

@@ -26,6 +26,8 @@ from model import zookeeper as zkm
 from model.actions import (
     AddPartitions,
     ApiPartitionReassignment,
+    BrokerZkServerCatchesUp,
+    BrokerZkServerLags,
     ChangeIbp,
     CrashBroker,
     Deliver,
@@ -81,6 +83,7 @@ from model.state import (
     broker_path,
     kraft_claim,
     partition_state_path,
+    seen_by,
     with_replica,
     znode_data,
 )
@@ -143,6 +146,8 @@ _ZK_AVAILABLE = Refused(None, "ZooKeeper is available")
 _NO_SUCH_CONTROLLER = Refused(None, "no such KRaft controller")
 _LAGGING = Refused(None, "the controller's ZooKeeper server lags already")
 _NOT_LAGGING = Refused(None, "the controller's ZooKeeper server is up to date")
+_BROKER_LAGGING = Refused(None, "the broker's ZooKeeper server lags already")
+_BROKER_NOT_LAGGING = Refused(None, "the broker's ZooKeeper server is up to date")
 _NO_LIVE_SESSION = Refused(None, "no such live session")
 _NODE_EXISTS = Refused(None, "its /brokers/ids znode exists (NodeExists): another session's registration")
 _NO_CANDIDATE = Refused(None, "no replica of the ISR is live")
@@ -163,6 +168,10 @@ def handle(state: ClusterState, action: ZkEraAction, variant: Variant) -> Result
             return _zk_server_lags(state, c)
         case ZkServerCatchesUp(controller=c):
             return _zk_server_catches_up(state, c)
+        case BrokerZkServerLags(broker=b):
+            return _broker_zk_server_lags(state, b)
+        case BrokerZkServerCatchesUp(broker=b):
+            return _zk_server_catches_up(state, b, _BROKER_NOT_LAGGING)
         case ExpireSession(session=session):
             return _expire_session(state, session, variant)
         case Redeliver(message=message):
@@ -471,16 +480,36 @@ def _zk_server_lags(state: ClusterState, controller: int) -> Result:
         return BUDGET_SPENT
     if not any(c.id == controller for c in state.controllers):
         return _NO_SUCH_CONTROLLER
-    if zkm.lagging(state.zk, controller):
-        return _LAGGING
-    state = spend_checked(state, stale_reads=1)
-    return state.replace(zk=zkm.lag(state.zk, controller))
+    return _server_lags(state, controller, _LAGGING, "stale_reads")
 
 
-def _zk_server_catches_up(state: ClusterState, controller: int) -> Result:
-    if not zkm.lagging(state.zk, controller):
-        return _NOT_LAGGING
-    return state.replace(zk=zkm.catch_up(state.zk, controller))
+def _broker_zk_server_lags(state: ClusterState, b: BrokerId) -> Result:
+    """A ZooKeeper-mode broker's server falls behind (``model.zookeeper`` views) while the broker is not the
+    controller: its election reads, its registration check, its read of /controller for ControlledShutdown and
+    of /features come from the view until the server catches up or the broker writes (the election's multi, a
+    registration) or opens a new session. Not while it is the controller: see docs/not-modeled.md."""
+    broker = state.brokers[b]
+    why = _unconnected(state, broker)
+    if why is not None:
+        return why
+    if broker.controller is not None:
+        return _IS_CONTROLLER
+    if state.budget.broker_stale_reads <= 0:
+        return BUDGET_SPENT
+    return _server_lags(state, b, _BROKER_LAGGING, "broker_stale_reads")
+
+
+def _server_lags(state: ClusterState, client: int, lagging: Refused, budget: str) -> Result:
+    if zkm.lagging(state.zk, client):
+        return lagging
+    state = spend_checked(state, **{budget: 1})
+    return state.replace(zk=zkm.lag(state.zk, client))
+
+
+def _zk_server_catches_up(state: ClusterState, client: int, not_lagging: Refused = _NOT_LAGGING) -> Result:
+    if not zkm.lagging(state.zk, client):
+        return not_lagging
+    return state.replace(zk=zkm.catch_up(state.zk, client))
 
 
 def _expire_session(state: ClusterState, session: SessionId, variant: Variant) -> Result:
@@ -595,11 +624,12 @@ def _register(state: ClusterState, b: BrokerId, variant: Variant) -> Result:
         return why
     if broker.registered:
         return _REGISTERED
-    if zkm.get(state.zk, path) is not None:
+    # Read from the broker's server: a stale read of the previous generation's znode only makes it wait.
+    if zkm.get(zkm.seen_by(state.zk, b), path) is not None:
         return _NODE_EXISTS
     registration = BrokerRegistration(broker.config.ibp, broker.config.supported)
     ops = (Create(path, registration, ephemeral=True), SetData(path, registration, ZkVersion(0)))
-    zk, results = zkm.multi(state.zk, broker.session, ops, variant.bugs)
+    zk, results = zkm.multi(state.zk, broker.session, ops, variant.bugs, reader=b)
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
     if not zkm.succeeded(results):
         return state
@@ -625,7 +655,8 @@ def _send_controlled_shutdown(state: ClusterState, b: BrokerId) -> Result:
         return _SHUTDOWN_SENT
     if state.budget.shutdowns <= 0:
         return BUDGET_SPENT
-    controller = znode_data(state, CONTROLLER)
+    node = zkm.get(zkm.seen_by(state.zk, b), CONTROLLER)  # a stale read sends it to a deposed controller
+    controller = None if node is None else node.data
     if not isinstance(controller, int):  # none, or a KRaft controller: shutdown goes by heartbeats then
         return _NO_ZK_CONTROLLER
     sent = send(spend_checked(state, shutdowns=1), [ControlledShutdown(b, broker.epoch, controller)])
@@ -635,7 +666,8 @@ def _send_controlled_shutdown(state: ClusterState, b: BrokerId) -> Result:
 def _refresh_feature_cache(state: ClusterState, b: BrokerId, variant: Variant) -> Result:
     """KIP-584 §Broker protections: read /features; never go back in epoch; die if incompatible."""
     broker = state.brokers[b]
-    node = zkm.get(state.zk, FEATURES)
+    # From the broker's server: a view is at least as new as the cache, so a stale read only keeps it longer.
+    node = zkm.get(zkm.seen_by(state.zk, b), FEATURES)
     why = _unconnected(state, broker)
     if why is not None:
         return why
@@ -673,9 +705,10 @@ def _observe_controller_epoch(state: ClusterState, b: BrokerId) -> Result:
         return _IS_CONTROLLER
     if broker.observed_epoch is not None:
         return _OBSERVED
-    if zkm.get(state.zk, CONTROLLER) is not None:
+    seen = zkm.seen_by(state.zk, b)  # KafkaController.elect reads through the broker's server, with no sync()
+    if zkm.get(seen, CONTROLLER) is not None:
         return _CONTROLLER_EXISTS
-    node = zkm.get(state.zk, CONTROLLER_EPOCH)
+    node = zkm.get(seen, CONTROLLER_EPOCH)
     observed = (ControllerEpoch(0), ABSENT) if node is None else (node.data, node.version)
     return put_broker(state, broker.replace(observed_epoch=observed))
 
@@ -688,7 +721,8 @@ def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> Res
         return why
     if not broker.registered:  # Kafka re-registers a broker before it runs for controller again
         return _NOT_REGISTERED
-    if zkm.get(state.zk, CONTROLLER) is not None:
+    # A stale read that misses /controller is harmless: the multi's create fails at the leader (NODEEXISTS).
+    if zkm.get(zkm.seen_by(state.zk, b), CONTROLLER) is not None:
         return _CONTROLLER_EXISTS
     if broker.observed_epoch is None:
         return _NOT_OBSERVED
@@ -699,10 +733,12 @@ def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> Res
     if version == ABSENT:
         bump: Op = Create(CONTROLLER_EPOCH, epoch)
     else:
-        cas = ZkVersion(-1) if variant.has(Bug.ELECTION_WITHOUT_EPOCH_CAS) else version
-        bump = SetData(CONTROLLER_EPOCH, epoch, cas)
+        # A stale observed version is harmless: the set fails at the leader (BADVERSION), as KafkaZkClient's does.
+        unchecked = variant.has(Bug.ELECTION_WITHOUT_EPOCH_CAS) or (
+            variant.has(Bug.ELECTION_CHECKS_EPOCH_BY_READ) and _reads_as_observed(state, b, seen, version))
+        bump = SetData(CONTROLLER_EPOCH, epoch, ZkVersion(-1) if unchecked else version)
     ops = (Create(CONTROLLER, b, ephemeral=True), bump)
-    zk, results = zkm.multi(state.zk, broker.session, ops, variant.bugs)
+    zk, results = zkm.multi(state.zk, broker.session, ops, variant.bugs, reader=b)
     state = state.replace(zk=zk, ghost=state.ghost.replace(last_multi=results))
     if not zkm.succeeded(results):
         return put_broker(state, broker.replace(observed_epoch=None))
@@ -713,6 +749,14 @@ def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> Res
         state = state.replace(history=state.history.replace(zk_elected_since_hand_back=True))
     role = ControllerRole(epoch, zkm.get_existing(zk, CONTROLLER_EPOCH).version, (), False)
     return put_broker(state, broker.replace(observed_epoch=None, controller=role))
+
+
+def _reads_as_observed(state: ClusterState, b: BrokerId, seen: ControllerEpoch, version: ZkVersion) -> bool:
+    """The seeded bug election_checks_epoch_by_read: /controller_epoch read again, through the broker's server,
+    still shows what it observed, which the bug takes for the version check: the same from an up-to-date server
+    (the read and the multi are one step), not from a lagging one."""
+    again = zkm.get(zkm.seen_by(state.zk, b), CONTROLLER_EPOCH)
+    return again is not None and (again.data, again.version) == (seen, version)
 
 
 def _resign(state: ClusterState, b: BrokerId) -> Result:
@@ -936,17 +980,20 @@ def _add_partitions(state: ClusterState, b: BrokerId, replicas: tuple[BrokerId, 
     why = _unconnected(state, broker)
     if why is not None:
         return why
-    if kraft_claim(state) is not None:
+    # Read through the broker's server. Not fenced: the grown assignment is written with version -1, as
+    # AdminZkClient's is, so a stale read would lose a partition another admin added since (docs/model.md).
+    seen = seen_by(state, b)
+    if kraft_claim(seen) is not None:
         return _FORWARDED
     spent = spend(state, partition_creations=1)
     if spent is None:
         return BUDGET_SPENT
-    registered = {BrokerId(int(n)) for n, _ in children(state.zk, BROKER_IDS)}
+    registered = {BrokerId(int(n)) for n, _ in children(seen.zk, BROKER_IDS)}
     missing = [r for r in replicas if r not in registered]
     if missing:
         return Refused(Errors.INVALID_REPLICA_ASSIGNMENT, "unknown broker {} in the assignment", (missing[0],), spent)
-    zk, results = zkm.multi(spent.zk, broker.session, (SetData(TOPIC, topic_assignment(spent) + (replicas,),
-                                                               ZkVersion(-1)),))
+    zk, results = zkm.multi(spent.zk, broker.session, (SetData(TOPIC, topic_assignment(seen) + (replicas,),
+                                                               ZkVersion(-1)),), reader=b)
     return spent.replace(zk=zk, ghost=spent.ghost.replace(last_multi=results))
 
 

@@ -17,6 +17,7 @@ from model.actions import (
     Action,
     DeleteControllerZNodes,
     Deliver,
+    ElectController,
     ElectPartitionLeader,
     InitializeController,
     ProcessBrokerChange,
@@ -458,6 +459,18 @@ def zombie_controller_attempts_write(before: ClusterState, action: Action, after
         return False
     b = before.brokers[writer]
     return b.controller is not None and not is_current_controller(before, b) and bool(after.ghost.last_multi)
+
+
+@sometimes(
+    "StaleElectionRefusedAtLeader",
+    "A broker that read /controller_epoch through a lagging ZooKeeper server runs for controller, and the"
+    " election's multi refuses it at the leader.",
+    "KIP-866 §Controller Leadership; KIP-380 §Motivation (controller epoch fencing)",
+)
+def stale_election_refused_at_leader(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    return (isinstance(action, ElectController) and zkm.lagging(before.zk, action.broker)
+            and after.brokers[action.broker].controller is None
+            and any(r is not ZkCode.OK and r is not ZkCode.RUNTIME_INCONSISTENCY for r in after.ghost.last_multi))
 
 
 @sometimes(

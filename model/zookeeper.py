@@ -22,8 +22,12 @@ Rules (ZooKeeper's own, as its PrepRequestProcessor and DataTree implement them)
   state than it has seen: a view is frozen at the current tree when its server falls behind
   (``lag``), so it starts at what the client saw, and it only catches up (``catch_up``), to the
   leader's tree. A write is decided at the leader, never against a view, and its server has applied
-  it before answering, so a client's own write (``multi`` with ``reader``) ends its lag. Kafka 3.9's
-  ZooKeeperClient has no sync request, so a view ends only then or when its server catches up.
+  it before answering, so a client's own write (``multi`` with ``reader``) ends its lag, and so does
+  opening a session (createSession is a transaction too). Kafka 3.9's ZooKeeperClient has no sync
+  request, so a view ends only then or when its server catches up. A session that moves to another
+  server (its server lost) reconnects with the last zxid it saw and is refused by a server behind it,
+  so its new server is one the client could have been lagging on from that moment: a view frozen when
+  the client last looked, which ``lag`` already gives (``docs/model.md``, lagging ZooKeeper reads).
 
 Abstraction: only the znodes the control plane reads exist; parents are implicit (no NoNode for
 a missing parent, no NotEmpty on delete). Data is any hashable value. Seeded bugs
@@ -203,7 +207,7 @@ def lag(zk: ZkState, client: int) -> ZkState:
 
 def catch_up(zk: ZkState, client: int) -> ZkState:
     """``client``'s server has applied every transaction: it reads the leader's tree again."""
-    if not zk.views:
+    if not lagging(zk, client):
         return zk
     return zk.replace(views=tuple(cv for cv in zk.views if cv[0] != client))
 
@@ -211,6 +215,9 @@ def catch_up(zk: ZkState, client: int) -> ZkState:
 # ---- sessions ----------------------------------------------------------------------------
 
 def open_session(zk: ZkState, client: int) -> tuple[ZkState, SessionId]:
+    """createSession is a transaction: the server the new session connects to has applied it before it answers,
+    so a view of ``client``'s ends here, as with any write of its own."""
+    zk = catch_up(zk, client)
     used = {s for s, _ in zk.sessions}
     session = SessionId(1)
     while session in used:

@@ -84,6 +84,8 @@ from model.actions import (
     AddPartitions,
     AlterPartitionReassignments,
     ApiPartitionReassignment,
+    BrokerZkServerCatchesUp,
+    BrokerZkServerLags,
     CreatePartitions,
     DualWriteSessionExpired,
     HeartbeatResponseLost,
@@ -104,13 +106,14 @@ CLEAN_RUN_SCOPES = ("fencing", "bounce", "leader-bounce", "features", "cluster",
 DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 
 # Lost responses (``RegistrationResponseLost``, ``HeartbeatResponseLost``), partition creations (``AddPartitions``,
-# ``ProcessPartitionModifications``, ``CreatePartitions``) and reassignments (``ApiPartitionReassignment``,
-# ``AlterPartitionReassignments``) get no rule: only scopes ``lost-responses``, ``create-partitions`` and
-# ``reassignment`` budget them, which exploration covers whole, and leaving them out keeps every other scope's
-# examples as they were.
+# ``ProcessPartitionModifications``, ``CreatePartitions``), reassignments (``ApiPartitionReassignment``,
+# ``AlterPartitionReassignments``) and brokers' lagging servers (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``)
+# get no rule: only scopes ``lost-responses``, ``create-partitions``, ``reassignment`` and ``zk-lag`` budget them,
+# which exploration covers whole, and leaving them out keeps every other scope's examples as they were.
 NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
                                             ProcessPartitionModifications, CreatePartitions,
-                                            ApiPartitionReassignment, AlterPartitionReassignments})
+                                            ApiPartitionReassignment, AlterPartitionReassignments,
+                                            BrokerZkServerLags, BrokerZkServerCatchesUp})
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)
 # (Not ZkServerLags, PublishMetadataChange nor DualWriteSessionExpired: their own budgets, 0 outside scopes stale-reads,
 # event-queue and dual-write-failure, switch them off, and the machines draw as before.)

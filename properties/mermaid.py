@@ -96,6 +96,10 @@ def view(action) -> StepView:
             return StepView(zk, None, f"the server {node(n)} reads from falls behind", "note")
         case act.ZkServerCatchesUp(controller=n):
             return StepView(zk, None, f"the server {node(n)} reads from catches up", "note")
+        case act.BrokerZkServerLags(broker=n):
+            return StepView(zk, None, f"the server {node(n)} reads from falls behind", "note")
+        case act.BrokerZkServerCatchesUp(broker=n):
+            return StepView(zk, None, f"the server {node(n)} reads from catches up", "note")
         case act.ExpireSession(session=s):
             return StepView(zk, None, f"expires session {s}", "note")
         case act.DeleteControllerZNodes():

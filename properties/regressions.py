@@ -17,14 +17,21 @@ from model.actions import (
     BecomeLeader,
     BecomeZkController,
     BrokerHeartbeat,
+    BrokerZkServerLags,
     CreatePartitions,
     DualWrite,
     DualWriteSessionExpired,
+    ElectController,
+    ExpireSession,
     Fetch,
     KRaftLeaderChange,
+    ObserveControllerEpoch,
+    OpenSession,
     PublishMetadataChange,
+    RegisterBroker,
     RegisterWithKRaft,
     RequestVote,
+    ResignController,
     RunMetadataChange,
     StartElection,
     WaitForControllerQuorum,
@@ -33,7 +40,7 @@ from model.actions import (
 )
 from model.scopes import MIGRATING, SCOPES, Scope
 from model.state import Budget
-from model.types import BrokerId
+from model.types import BrokerId, SessionId
 from properties.differential import Differential
 
 A, B, C = 3000, 3001, 3002
@@ -84,6 +91,22 @@ def stale_reads_scope() -> Scope:
     return SCOPES["stale-reads"]
 
 
+# The controller's session expires; broker 0 opens a new one, re-registers, resigns and reads /controller_epoch, and its
+# ZooKeeper server falls behind; broker 1 is elected (epoch + 1) and its session expires in turn, so /controller is
+# gone again; broker 0 runs for controller with what its server still shows. The epoch set's version refuses it at
+# the leader (BADVERSION); a re-read through the same server cannot. (the model's shortest counterexample of
+# election_checks_epoch_by_read in scope zk-lag)
+STALE_ELECTION: tuple[Action, ...] = (
+    ExpireSession(SessionId(1)), OpenSession(BrokerId(0)), RegisterBroker(BrokerId(0)), ResignController(BrokerId(0)),
+    ObserveControllerEpoch(BrokerId(0)), BrokerZkServerLags(BrokerId(0)), ObserveControllerEpoch(BrokerId(1)),
+    ElectController(BrokerId(1)), ExpireSession(SessionId(2)), ElectController(BrokerId(0)),
+)
+
+
+def zk_lag_scope() -> Scope:
+    return SCOPES["zk-lag"]
+
+
 # The leader publishes a committed image to its driver's queue (a MetadataChangeEvent), commits another change and
 # dual-writes it; the other voter is elected; the queued event, raised under the older leader and epoch, reaches the
 # head of the queue before the driver has handled the new leadership. Kafka 3.8+ drops it (KAFKA-16667); run, it
@@ -118,6 +141,7 @@ SCRIPTS: dict[str, tuple[Callable[[], Scope], tuple[Action, ...]]] = {
     "stale-claim": (stale_reads_scope, STALE_CLAIM),
     "stale-event": (event_queue_scope, STALE_EVENT),
     "failed-write": (dual_write_failure_scope, FAILED_WRITE),
+    "stale-election": (zk_lag_scope, STALE_ELECTION),
 }
 
 # The implementation bugs only a script reaches, and the script that catches each.
@@ -127,6 +151,7 @@ CATCHING_SCRIPT: dict[ImplBug, str] = {
     ImplBug.CLAIM_TRUSTS_STALE_READ: "stale-claim",
     ImplBug.STALE_EVENT_RUNS: "stale-event",
     ImplBug.FAILED_WRITE_DROPS_DELTA: "failed-write",
+    ImplBug.ELECTION_CHECKS_EPOCH_BY_READ: "stale-election",
 }
 
 

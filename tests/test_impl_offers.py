@@ -25,6 +25,8 @@ from impl.sim.scenarios import MIGRATION
 from impl.sim.simulator import LOST_RESPONSE, Simulation
 from model.actions import (
     BrokerHeartbeat,
+    BrokerZkServerCatchesUp,
+    BrokerZkServerLags,
     ChangeIbp,
     CrashBroker,
     CrashController,
@@ -64,11 +66,10 @@ LATE = 10**12  # a time by which every timer of every node has run out
 # What the runner does itself (the network, ZooKeeper, the operator, process lifecycles): no node offers it.
 # (PublishMetadataChange: the runner queues a drawn DualWrite's event instead of running it, FaultMix.queue_event;
 # DualWriteSessionExpired: the runner fails a drawn DualWrite, FaultMix.fail_write.)
-ENVIRONMENT = (Deliver, Redeliver, Drop, ZkOutage, ZkRecover, ZkServerLags, ZkServerCatchesUp, PublishMetadataChange,
-               DualWriteSessionExpired,
-               ExpireSession, DeleteControllerZNodes, CrashBroker, CrashController, StopBroker, ShutdownController,
-               RestartBroker, RestartController, ChangeIbp, MigrateBrokerToKRaft, RollbackBrokerToZk,
-               ReconfigureController)
+ENVIRONMENT = (Deliver, Redeliver, Drop, ZkOutage, ZkRecover, ZkServerLags, ZkServerCatchesUp, BrokerZkServerLags,
+               BrokerZkServerCatchesUp, PublishMetadataChange, DualWriteSessionExpired, ExpireSession,
+               DeleteControllerZNodes, CrashBroker, CrashController, StopBroker, ShutdownController, RestartBroker,
+               RestartController, ChangeIbp, MigrateBrokerToKRaft, RollbackBrokerToZk, ReconfigureController)
 # An administrator's requests, with arguments the scope picks: the client's choice, not the node's.
 CLIENT_REQUESTS = (UpdateFeatures, UpdateMetadataVersion)
 ALL_SCOPES = {**SCOPES, TWO_PARTITIONS.name: TWO_PARTITIONS, OFFLINE.name: OFFLINE, EXCLUDED.name: EXCLUDED}

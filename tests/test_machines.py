@@ -153,13 +153,15 @@ def test_machine_catches_seeded_bug_with_its_invariant_and_saves_a_replayable_tr
 
 
 def test_machine_has_one_rule_per_action_type():
-    """Every action kind of the model is a rule of its own, but the lost responses and the partition creations,
-    which only the lost-responses and create-partitions scopes budget (exploration covers them whole); ``wait`` is
-    the only other rule."""
+    """Every action kind of the model is a rule of its own, but the lost responses, the partition creations and the
+    brokers' lagging servers, which only the lost-responses, create-partitions and zk-lag scopes budget (exploration
+    covers them whole); ``wait`` is the only other rule."""
     from model.actions import (
         AddPartitions,
         AlterPartitionReassignments,
         ApiPartitionReassignment,
+        BrokerZkServerCatchesUp,
+        BrokerZkServerLags,
         CreatePartitions,
         HeartbeatResponseLost,
         ProcessPartitionModifications,
@@ -171,7 +173,8 @@ def test_machine_has_one_rule_per_action_type():
     assert rules == {rule_name(kind) for kind in MACHINE_KINDS} | {"wait"}
     assert set(ACTION_TYPES) - set(MACHINE_KINDS) == {RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
                                                       ProcessPartitionModifications, CreatePartitions,
-                                                      ApiPartitionReassignment, AlterPartitionReassignments}
+                                                      ApiPartitionReassignment, AlterPartitionReassignments,
+                                                      BrokerZkServerLags, BrokerZkServerCatchesUp}
 
 
 def walk(scope: str, seed: int, steps: int = 30):

@@ -68,6 +68,10 @@ class FaultMix:
     # views) until the server catches up or the controller writes
     stale_read: float = 0.0
     catch_up: float = 0.0  # ... and that server catches up (weight per lagging controller)
+    # a ZooKeeper-mode broker's ZooKeeper server falls behind while the broker is not the controller: its election
+    # reads (/controller, /controller_epoch), its registration check and its reads of /features come from the past
+    broker_stale_read: float = 0.0
+    broker_catch_up: float = 0.0  # ... and that server catches up (weight per lagging broker)
     # timers of crashed clients: the server expires a dead process's session after its timeout
     expire_dead: float = 2.0
     # each run draws its own mix from this one (swarm testing, see the module's docstring)
@@ -121,6 +125,9 @@ def _combine(a: FaultMix, b: FaultMix) -> FaultMix:
 MIXES["all"] = _combine(_combine(NETWORK, PROCESS), _combine(ZOOKEEPER, FaultMix(lose_response=0.05, stale_read=0.01,
                                                                                    catch_up=0.005)))
 MIXES["responses"] = RESPONSES
+# ZooKeeper-mode brokers' servers that lag: ``all+zk-lagging`` has the session expiries (zookeeper) that clear
+# /controller while a broker reads an older /controller_epoch. Opt-in, so every other mix's runs stay as they were.
+MIXES["zk-lagging"] = FaultMix(broker_stale_read=0.2, broker_catch_up=0.02, restart=0.5, recover=1.0)
 # Driver events queued and run later: ``all+queue`` has the leader-event lags (process) that make a queued one stale.
 MIXES["queue"] = FaultMix(queue_event=1.0, restart=0.5, recover=1.0)
 # A partition reassigned during the migration (KAFKA-16120): ``all+reassign`` moves it under every fault.

@@ -85,6 +85,8 @@ from model.actions import (
     PERTURBATIONS,
     Action,
     BrokerHeartbeat,
+    BrokerZkServerCatchesUp,
+    BrokerZkServerLags,
     ChangeIbp,
     CrashBroker,
     CrashController,
@@ -651,6 +653,8 @@ class Simulation:
             broken_weights.append(f.outage)
         if f.stale_read or f.catch_up:
             self._lagging_servers(broken, broken_weights, actions, weights)
+        if f.broker_stale_read or f.broker_catch_up:
+            self._lagging_broker_servers(broken, broken_weights, actions, weights)
         if not (f.expire or f.expire_dead):
             return
         owners = c.session_owner
@@ -699,6 +703,26 @@ class Simulation:
             elif f.stale_read:
                 broken.append(ZkServerLags(cid))
                 broken_weights.append(f.stale_read)
+
+    def _lagging_broker_servers(self, broken: list[Action], broken_weights: list[float], actions: list[Action],
+                                weights: list[float]) -> None:
+        """A ZooKeeper-mode broker's server falling behind while it is not the controller (breaking), or one
+        behind catching up (healing)."""
+        c, f = self.cluster, self.faults
+        lagging = getattr(c.port, "lagging", None)
+        if lagging is None:  # a real server: its lag is its own
+            return
+        for b in sorted(c.brokers):
+            node = c.brokers[b]
+            if not node.alive or node.session is None or not c.port.session_alive(node.session):
+                continue
+            if lagging(node.session):
+                if f.broker_catch_up:
+                    actions.append(BrokerZkServerCatchesUp(b))
+                    weights.append(f.broker_catch_up)
+            elif f.broker_stale_read and node.controller is None:
+                broken.append(BrokerZkServerLags(b))
+                broken_weights.append(f.broker_stale_read)
 
     def _partition(self) -> None:
         ids = sorted(self.cluster.brokers) + sorted(self.cluster.controllers)

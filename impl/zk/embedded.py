@@ -431,8 +431,9 @@ class EmbeddedZk:
         return sorted(node.children)
 
     def _seen(self, session: int, path: str) -> tuple[bytes, Stat, tuple[str, ...]]:
-        """``path`` as the session's lagging server holds it. Only KRaft controllers' sessions lag, and they set
-        no watches, so a read from a view sets none."""
+        """``path`` as the session's lagging server holds it. Only the sessions of KRaft controllers and of
+        ZooKeeper-mode brokers that are not the controller lag, and those set no watches, so a read from a view
+        sets none."""
         found = self._views[session][1].get(path)
         if found is None:
             raise NoNode(path)
