@@ -65,6 +65,7 @@ class ImplBug(Enum):
     SAFE_DOWNGRADE_LOSES_METADATA = "impl_safe_downgrade_loses_metadata"
     FENCED_WRITE_ADOPTS_NEWER_CLAIM = "impl_fenced_write_adopts_newer_claim"
     METADATA_FETCH_PAST_HIGH_WATERMARK = "impl_metadata_fetch_past_high_watermark"
+    REGISTRATION_ANSWERED_BEFORE_COMMIT = "impl_registration_answered_before_commit"
 
 
 @dataclass(frozen=True)
@@ -203,5 +204,6 @@ SHARED_SEEDED_BUGS: tuple[SharedSeededBug, ...] = tuple(
         (Bug.SAFE_DOWNGRADE_LOSES_METADATA, ImplBug.SAFE_DOWNGRADE_LOSES_METADATA),
         (Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM, ImplBug.FENCED_WRITE_ADOPTS_NEWER_CLAIM),
         (Bug.METADATA_FETCH_PAST_HIGH_WATERMARK, ImplBug.METADATA_FETCH_PAST_HIGH_WATERMARK),
+        (Bug.REGISTRATION_ANSWERED_BEFORE_COMMIT, ImplBug.REGISTRATION_ANSWERED_BEFORE_COMMIT),
     )
 )

@@ -882,7 +882,7 @@ def _add_campaign_arguments(p: argparse.ArgumentParser, positive) -> None:
     p.add_argument("--scope", type=checked(check_scope), default=DEFAULT_SCOPE,
                    help=f"the simulator scenario or any model scope (default {DEFAULT_SCOPE})")
     p.add_argument("--faults", type=checked(check_faults), default=DEFAULT_FAULTS,
-                   help="fault mix: none, network, process, zookeeper, all, responses, lagging, queue, a+b, "
+                   help="fault mix: none, network, process, zookeeper, all, responses, lagging, queue, purgatory, a+b, "
                         f"key=weight; swarm, or swarm+a: each run draws its own mix (default {DEFAULT_FAULTS})")
     p.add_argument("--mutant", type=checked(check_mutant),
                    help="switch a seeded bug on, of the implementation, of the model, or of both "

@@ -56,6 +56,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "stale-reads": None,
     "create-partitions": None,
     "event-queue": None,
+    "purgatory": None,
 }
 
 
