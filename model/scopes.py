@@ -797,17 +797,18 @@ EVENT_QUEUE = small_migration_scope(
 )
 SCOPES[EVENT_QUEUE.name] = EVENT_QUEUE
 
-# Registrations answered only once their records commit (issue #17; QuorumController's deferred event queue): a
-# KRaft broker restarts and registers again with 2 controllers, and the leader may crash before the registration
+# Registrations answered only once their records commit (issue #17; QuorumController's deferred event queue): the
+# ZK broker registers with a quorum of 2 before the migration, and the leader may crash before the registration
 # commits; its answer then fails (NOT_CONTROLLER) and the broker asks again once a leader is back. (With 2 voters
 # the restarted leader wins again and commits the record; truncating it takes 3, too many states to explore whole:
-# tests/test_purgatory.py shows that failover by a script.)
+# tests/test_purgatory.py shows that failover by a script.) The warm start registers no broker, so a seeded bug
+# that answers before commit shows in the search, not in the warm-up.
 PURGATORY = small_migration_scope(
     name="purgatory",
-    summary="1 KRaft broker, 2 controllers in dual write: the broker restarts and registers, answered once the"
-            " record commits; the leader may crash first",
-    stage="kraft-brokers",
-    budget=Budget(restarts=1, controller_crashes=1, answer_at_commit=True, max_in_flight=6),
+    summary="1 ZK broker, 2 migrating controllers: the broker registers with KRaft, answered once the record"
+            " commits; the leader may crash first",
+    stage="quorum",
+    budget=Budget(controller_crashes=1, answer_at_commit=True, max_in_flight=6),
     max_depth=16,
 )
 SCOPES[PURGATORY.name] = PURGATORY
