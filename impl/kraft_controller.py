@@ -125,7 +125,6 @@ from model.actions import (
 )
 from model.kraft import (
     DEFAULT_MIGRATION_BATCH_SIZE,
-    Incarnation,
     METADATA_VERSION,
     AbortTransactionRecord,
     BeginTransactionRecord,
@@ -135,6 +134,7 @@ from model.kraft import (
     ControllerId,
     EndTransactionRecord,
     FeatureLevelRecord,
+    Incarnation,
     KRaftEpoch,
     LeaderChangeMessage,
     LogEntry,
