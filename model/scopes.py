@@ -809,6 +809,7 @@ PURGATORY = small_migration_scope(
             " commits; the leader may crash first",
     stage="quorum",
     budget=Budget(controller_crashes=1, answer_at_commit=True, max_in_flight=6),
+    findings=MIGRATION_WITHOUT_TRANSACTION,
     max_depth=16,
 )
 SCOPES[PURGATORY.name] = PURGATORY
