@@ -68,6 +68,7 @@ class ImplBug(Enum):
     REASSIGNMENT_KEEPS_LEADER_EPOCH = "impl_reassignment_keeps_leader_epoch"
     FENCED_WRITE_ADOPTS_NEWER_CLAIM = "impl_fenced_write_adopts_newer_claim"
     METADATA_FETCH_PAST_HIGH_WATERMARK = "impl_metadata_fetch_past_high_watermark"
+    REGISTRATION_ANSWERED_BEFORE_COMMIT = "impl_registration_answered_before_commit"
 
 
 @dataclass(frozen=True)
@@ -214,5 +215,6 @@ SHARED_SEEDED_BUGS: tuple[SharedSeededBug, ...] = tuple(
         (Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM, ImplBug.FENCED_WRITE_ADOPTS_NEWER_CLAIM),
         (Bug.METADATA_FETCH_PAST_HIGH_WATERMARK, ImplBug.METADATA_FETCH_PAST_HIGH_WATERMARK),
         (Bug.REASSIGNMENT_KEEPS_LEADER_EPOCH, ImplBug.REASSIGNMENT_KEEPS_LEADER_EPOCH),
+        (Bug.REGISTRATION_ANSWERED_BEFORE_COMMIT, ImplBug.REGISTRATION_ANSWERED_BEFORE_COMMIT),
     )
 )

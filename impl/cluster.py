@@ -224,7 +224,7 @@ class Cluster:
 
             for c in cold.controllers:
                 node = ControllerNode(c.id, controller_properties(c.id, c.config, voters), c.config.metadata_version,
-                                      scope.budget.max_lag, bugs)
+                                      scope.budget.max_lag, bugs, scope.budget.answer_at_commit)
                 node.metadata_version_updates = scope.metadata_version_choices
                 node.created_replicas = scope.created_replicas
                 node.reassignment = scope.reassignment
@@ -304,7 +304,9 @@ class Cluster:
 
     def _rpc(self, node: Node, rpc: Rpc, event: Event, traces: list[Action]) -> Any:
         dest = self.brokers.get(rpc.dest) or self.controllers.get(rpc.dest)
-        if dest is None or not dest.alive or not self.reachable(node.node_id, rpc.dest):
+        # A deferred registration's answer goes back on the request's connection (kraft_rpc.BrokerRegistrationAnswer).
+        answer = isinstance(rpc.request, kraft_rpc.BrokerRegistrationAnswer)
+        if dest is None or not dest.alive or not (answer or self.reachable(node.node_id, rpc.dest)):
             return Unreachable(rpc.dest)
         request = RpcRequest(event.now, event.stimulus_id, node.node_id, rpc.request)
         losing = self._losing and isinstance(rpc.request, ANSWERED_REQUESTS)
@@ -315,6 +317,7 @@ class Cluster:
             self.on_rpc(event.now, node.node_id, rpc.dest, rpc.request, response)
         if losing:
             self._lost = len(dest.raft.log) > log_end
+            dest.forget_answer(rpc.request)
             return Unreachable(rpc.dest, timed_out=True)
         return response
 

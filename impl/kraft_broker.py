@@ -37,7 +37,8 @@ What ``BrokerNode`` calls:
 - ``perform(node, event)``: a generator (``yield from`` it) for ``Perform`` of those four actions;
   it yields ``Rpc(controller_id, request)`` round trips and the ``Trace``, or nothing (refused).
 - ``handle_request(node, event)``: a generator for an ``RpcRequest`` whose request is one of
-  ``impl.kraft.rpc.BROKER_REQUESTS`` (the controller's ``BrokerSessionTimedOut``); it returns
+  ``impl.kraft.rpc.BROKER_REQUESTS`` (the controller's ``BrokerSessionTimedOut``, and the
+  ``BrokerRegistrationAnswer`` to a registration it deferred until its record committed); it returns
   the response. ``BrokerNode.handle`` forwards those requests here.
 - ``kraft_epoch: int``: the broker epoch KRaft gave this process (-1 before): a ZK broker
   compares the BrokerEpoch of a control request marked IsKRaftController with it (reference §4).
@@ -58,6 +59,8 @@ from impl.kraft.rpc import (
     ApiError,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
+    BrokerRegistrationAnswer,
+    BrokerRegistrationAnswerResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
     BrokerSessionTimedOut,
@@ -132,6 +135,7 @@ class KRaftBrokerClient:
         # controller that last answered (the active one, as far as it knows).
         self.gates = Gates()
         self.active_hint: int | None = None
+        self.awaiting: int | None = None  # the controller holding its registration until the record commits
 
     def process_stopped(self) -> None:
         self.kraft_epoch = UNKNOWN_BROKER_EPOCH
@@ -155,7 +159,7 @@ class KRaftBrokerClient:
         voters = voter_ids(node.config)
         out: list[Action] = []
         if self.kraft_epoch == UNKNOWN_BROKER_EPOCH:
-            if kraft or zk_broker_may_register(node.config, node.registered):
+            if self.awaiting is None and (kraft or zk_broker_may_register(node.config, node.registered)):
                 out += [RegisterWithKRaft(b, ControllerId(c)) for c in voters
                         if self._towards(RegisterWithKRaft, c, now)]
         elif g.open(BrokerHeartbeat, now) and not self._waits_to_catch_up(node, kraft):
@@ -221,7 +225,7 @@ class KRaftBrokerClient:
 
     def _register(self, node: Any, action: RegisterWithKRaft, controller: int, now: int) -> Handler:
         """BrokerLifecycleManager's registration (KIP-866 §Broker Registration; reference §3.1)."""
-        if not node.alive or self.kraft_epoch != UNKNOWN_BROKER_EPOCH:
+        if not node.alive or self.kraft_epoch != UNKNOWN_BROKER_EPOCH or self.awaiting is not None:
             return
         config = node.config
         kraft = kraft_mode(config)
@@ -241,11 +245,17 @@ class KRaftBrokerClient:
             self._unanswered(RegisterWithKRaft, controller, now, response)
             return  # Differs (as the model): a refused broker retries instead of terminating
         self._answered(RegisterWithKRaft, controller, now)
+        if response.deferred:
+            self.awaiting = controller  # the answer comes once the record commits (BrokerRegistrationAnswer)
+        else:
+            self._take_epoch(response.broker_epoch, kraft)
+        yield Trace(action)
+
+    def _take_epoch(self, epoch: int, kraft: bool) -> None:
         self.gates.clear(BrokerHeartbeat)  # the first heartbeat goes at once
-        self.kraft_epoch = response.broker_epoch
+        self.kraft_epoch = epoch
         if kraft:
             self.lifecycle = BrokerState.FENCED
-        yield Trace(action)
 
     def _heartbeat(self, node: Any, action: BrokerHeartbeat, controller: int, now: int) -> Handler:
         """BrokerLifecycleManager's heartbeat and what its answer does to the broker (KIP-500 §Broker States)."""
@@ -338,6 +348,16 @@ class KRaftBrokerClient:
             if same and kraft_mode(node.config):
                 self.lifecycle = BrokerState.FENCED
             return BrokerSessionTimedOutResponse(same)
+        if isinstance(request, BrokerRegistrationAnswer):
+            if not node.alive or request.incarnation_id != self.incarnation or self.awaiting != event.source:
+                return BrokerRegistrationAnswerResponse(False)  # another process asked: the answer goes nowhere
+            self.awaiting = None
+            if request.error is not ApiError.NONE:  # NOT_CONTROLLER: it asks again, as BrokerLifecycleManager does
+                self._unanswered(RegisterWithKRaft, event.source, event.now, request)
+                return BrokerRegistrationAnswerResponse(False)
+            self._answered(RegisterWithKRaft, event.source, event.now)
+            self._take_epoch(request.broker_epoch, kraft_mode(node.config))
+            return BrokerRegistrationAnswerResponse(True)
         raise TypeError(f"not a request a broker serves: {request!r}")
         yield  # pragma: no cover - makes this a generator
 

@@ -19,7 +19,10 @@ How it works:
   sees" below), never the whole node.
 - Brokers reach it with BrokerRegistration, BrokerHeartbeat and metadata fetches
   (``RpcRequest``); it fences a broker whose heartbeats stopped (``SessionTimeout``) and tells
-  the broker so.
+  the broker so. With ``answer_at_commit`` (the scope's ``Budget.answer_at_commit``) a registration
+  whose record has not committed waits in its purgatory (QuorumController's deferred event queue):
+  after every event it handles, it answers those its high watermark now covers and fails all of them
+  with NOT_CONTROLLER once it is no longer the active controller (``BrokerRegistrationAnswer``).
 - What it needs to know of the other voters (alive, flag, ZooKeeper configs: KIP-866 §Migration
   Trigger 5, §Finalizing the Migration) it asks them (``ApiVersionsRequest``); an unreachable
   voter is a voter that is down.
@@ -47,6 +50,7 @@ from impl.kraft.rpc import (
     ApiVersionsResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
+    BrokerRegistrationAnswer,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
     BrokerSessionTimedOut,
@@ -132,6 +136,7 @@ from model.kraft import (
     ControllerId,
     EndTransactionRecord,
     FeatureLevelRecord,
+    Incarnation,
     KRaftEpoch,
     LeaderChangeMessage,
     LogEntry,
@@ -145,7 +150,7 @@ from model.kraft import (
     ZkMigrationStateRecord,
 )
 from model.migration import MIGRATION, STATE_BYTES, MigrationDriverState, Profile
-from model.state import KRaftController
+from model.state import KRaftController, PendingAnswer
 from model.types import CHANGED_METADATA, BrokerEpoch, BrokerId, Ibp, LeaderEpoch, PartitionId
 
 MIGRATION_FLAG = "zookeeper.metadata.migration.enable"
@@ -331,8 +336,12 @@ class ControllerNode(Node):
         bootstrap_metadata_version: Ibp,
         max_lag: int,
         bugs: frozenset[ImplBug] = frozenset(),
+        answer_at_commit: bool = False,
     ) -> None:
         self.node_id = node_id
+        self.answer_at_commit = answer_at_commit
+        # registrations waiting for their records to commit: (offset to commit, broker, incarnation, epoch)
+        self.purgatory: list[tuple[int, int, int, int]] = []
         self.config = dict(config)
         self.bootstrap_metadata_version = bootstrap_metadata_version
         self.max_lag = max_lag
@@ -625,6 +634,28 @@ class ControllerNode(Node):
         self.gates.close((SessionTimeout, broker), now + BROKER_SESSION_TIMEOUT_MS)
 
     def handle(self, event: Event) -> Handler:
+        result = yield from self._handle(event)
+        yield from self._settle_purgatory()
+        return result
+
+    def _settle_purgatory(self) -> Handler:
+        """deferredEventQueue.completeUpTo(highWatermark), or failAll(NOT_CONTROLLER) once not the active controller."""
+        if not self.purgatory:
+            return
+        active = self._alive and self.is_active()
+        done = [p for p in self.purgatory if not active or p[0] <= self.raft.high_watermark]
+        self.purgatory = [p for p in self.purgatory if p not in done]
+        for _, broker, incarnation, epoch in done:
+            answer = (BrokerRegistrationAnswer(broker, incarnation, ApiError.NONE, epoch) if active
+                      else BrokerRegistrationAnswer(broker, incarnation, ApiError.NOT_CONTROLLER))
+            yield Rpc(broker, answer)
+
+    def forget_answer(self, request: Any) -> None:
+        """The connection of ``request`` is gone (its response lost): its answer, if deferred, goes nowhere."""
+        if isinstance(request, BrokerRegistrationRequest):
+            self.purgatory = [p for p in self.purgatory if (p[1], p[2]) != (request.broker_id, request.incarnation_id)]
+
+    def _handle(self, event: Event) -> Handler:
         match event:
             case Perform(action=action):
                 return (yield from self._perform(event, action))
@@ -812,12 +843,22 @@ class ControllerNode(Node):
         if error is not ApiError.NONE:
             return BrokerRegistrationResponse(error)
         if record is None:
-            return BrokerRegistrationResponse(ApiError.NONE, image.registration(request.broker_id).epoch)
+            return self._answer(request, image.registration(request.broker_id).epoch)
         if self.writes_blocked():
             return BrokerRegistrationResponse(ApiError.THROTTLING_QUOTA_EXCEEDED)
         self.raft.append([record])
-        # Differs (as the model): Kafka answers once the record commits; this answers at once.
-        return BrokerRegistrationResponse(ApiError.NONE, record.epoch)
+        return self._answer(request, record.epoch)
+
+    def _answer(self, request: BrokerRegistrationRequest, epoch: int) -> BrokerRegistrationResponse:
+        """The epoch now, or (``answer_at_commit``) once the log up to its end commits: ControllerWriteEvent's future
+        completes at its last record's offset, a write with no record at the purgatory's highest one."""
+        offset = len(self.raft.log)
+        deferred = self.answer_at_commit and ImplBug.REGISTRATION_ANSWERED_BEFORE_COMMIT not in self.bugs
+        if not deferred or offset <= self.raft.high_watermark:
+            # Differs (as the model): without answer_at_commit, Kafka answers once the record commits; this at once.
+            return BrokerRegistrationResponse(ApiError.NONE, epoch)
+        self.purgatory.append((offset, request.broker_id, request.incarnation_id, epoch))
+        return BrokerRegistrationResponse(ApiError.NONE, deferred=True)
 
     def _broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
         """BrokerHeartbeatManager.calculateNextBrokerState and its records (reference §3.2, KIP-500 §Broker
@@ -993,6 +1034,8 @@ class ControllerNode(Node):
             fetched=tuple(raft.fetched),
             active=raft.active,
             driver=None if self.driver is None else self.driver.abstract(),
+            pending=tuple(PendingAnswer(BrokerId(b), Incarnation(rename(b, i)), BrokerEpoch(e), offset)
+                          for offset, b, i, e in self.purgatory),
         )
 
 

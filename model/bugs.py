@@ -111,6 +111,7 @@ class Bug(Enum):
     SAFE_DOWNGRADE_LOSES_METADATA = "safe_downgrade_loses_metadata"
     FENCED_WRITE_ADOPTS_NEWER_CLAIM = "fenced_write_adopts_newer_claim"
     METADATA_FETCH_PAST_HIGH_WATERMARK = "metadata_fetch_past_high_watermark"
+    REGISTRATION_ANSWERED_BEFORE_COMMIT = "registration_answered_before_commit"
 
 
 @record
@@ -325,6 +326,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               " again under them"),
     SeededBug(Bug.METADATA_FETCH_PAST_HIGH_WATERMARK, "ServedMetadataSurvivesFailover", "broker-failover",
               "the leader serves brokers' metadata fetches up to its log end instead of its high watermark"),
+    SeededBug(Bug.REGISTRATION_ANSWERED_BEFORE_COMMIT, "BrokerTakesOnlyCommittedRegistration", "purgatory",
+              "the controller answers a BrokerRegistration as soon as it appended the record, not once it commits"
+              " (a failover may truncate the registration the broker acts on)"),
 )
 
 SEEDED_BUGS_BY_NAME = {b.name: b for b in SEEDED_BUGS}

@@ -27,8 +27,8 @@ earlier order, and everything pinned on it, stays.
 from __future__ import annotations
 
 from model import zookeeper as zkm
-from model.actions import Action
-from model.kraft import FeatureLevelRecord, MetadataImage, QuorumRole, decided_view, image_of
+from model.actions import Action, RegisterWithKRaft
+from model.kraft import FeatureLevelRecord, MetadataImage, QuorumRole, RegisterBrokerRecord, decided_view, image_of
 from model.migration import CONFIG, MIGRATION
 from model.registry import always, section, sometimes, transition
 from model.state import (
@@ -42,7 +42,7 @@ from model.state import (
     zk_partitions,
     znode_data,
 )
-from model.types import BrokerId, LeaderEpoch, PartitionId, metadata_changed_between
+from model.types import UNKNOWN_BROKER_EPOCH, BrokerId, LeaderEpoch, PartitionId, metadata_changed_between
 
 # Znodes holding the cluster's metadata (topics, partition states, configs, pending deletions), as
 # opposed to the controllers' own (/controller, /controller_epoch, /migration) and the brokers'.
@@ -284,6 +284,36 @@ def served_metadata_survives_failover(state: ClusterState) -> bool:
     return n <= len(c.log) and _zk_view(state) == _image_view(image_of(c.log, n))
 
 
+@transition(
+    "BrokerTakesOnlyCommittedRegistration",
+    "A broker takes on a KRaft broker epoch only once a controller's committed log holds the registration that"
+    " carries it: a failover cannot truncate a registration a broker acts on.",
+    "KIP-500 §The Broker State Machine (brokers register with the controller quorum), §The Controller Quorum"
+    " (a majority must be running); KIP-866 §Broker Registration",
+    independent=True,
+)
+def broker_takes_only_committed_registration(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    # Where the model answers a registration at once (no Budget.answer_at_commit: the Differs at
+    # model.kraft_quorum), brokers act on uncommitted registrations by design; it is checked where answers wait.
+    if not after.budget.answer_at_commit or after.brokers is before.brokers:
+        return True
+    for was, now in zip(before.brokers, after.brokers):
+        epoch = now.kraft_epoch
+        if epoch == UNKNOWN_BROKER_EPOCH or (epoch == was.kraft_epoch and now.incarnation == was.incarnation):
+            continue
+        if not any(_commits_registration(c, now.id, now.incarnation, epoch) for c in after.controllers):
+            return False
+    return True
+
+
+def _commits_registration(c: KRaftController, broker: BrokerId, incarnation: object, epoch: object) -> bool:
+    return any(
+        isinstance(r := e.record, RegisterBrokerRecord) and (r.broker, r.incarnation, r.epoch) == (broker, incarnation,
+                                                                                                   epoch)
+        for e in c.log[: c.high_watermark]
+    )
+
+
 # What each property reads. On the implementation every item is the implementation's own (its ZooKeeper
 # store, its Raft logs and high watermarks, its brokers' caches, its messages, its run's observations),
 # mapped by ``impl.refinement.abstract`` without any model decision; the invariant catalogue lists it.
@@ -304,7 +334,10 @@ READS: dict[str, str] = {
     " stamps /controller and /migration carry",
     "ServedMetadataSurvivesFailover": "the controllers' Raft logs, roles and epochs; each KRaft broker's"
     " replayed image; ZooKeeper's metadata znodes and /migration",
+    "BrokerTakesOnlyCommittedRegistration": "each broker process's KRaft epoch and incarnation before and after"
+    " the step; the controllers' Raft logs and high watermarks after it",
     "ZkBrokerCheckedAtQuiescence": "as ZkBrokersConvergeToCommittedImage",
+    "RegistrationAnsweredAtCommit": "as BrokerTakesOnlyCommittedRegistration, and the step's action",
 }
 
 
@@ -320,3 +353,17 @@ READS: dict[str, str] = {
 def zk_broker_checked_at_quiescence(before: ClusterState, action: Action, after: ClusterState) -> bool:
     quiet = zk_brokers_at_quiescence(after)
     return quiet is not None and bool(quiet[1])
+
+
+@sometimes(
+    "RegistrationAnsweredAtCommit",
+    "A broker takes its KRaft epoch in a step other than its own registration: the answer waited for the record"
+    " to commit (BrokerTakesOnlyCommittedRegistration is not vacuous).",
+    "KIP-500 §The Broker State Machine",
+    independent=True,
+)
+def registration_answered_at_commit(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.brokers is before.brokers or isinstance(action, RegisterWithKRaft):
+        return False
+    return any(was.kraft_epoch == UNKNOWN_BROKER_EPOCH != now.kraft_epoch and now.alive
+               for was, now in zip(before.brokers, after.brokers))

@@ -97,6 +97,7 @@ from model.state import (
     ClusterState,
     ControllerRegistrationRequest,
     KRaftController,
+    PendingAnswer,
     controller_index,
     seen_by,
     znode_data,
@@ -136,6 +137,7 @@ _REGISTERED = Refused(None, "the broker is registered with KRaft")
 _NOT_MIGRATING = Refused(None, "the ZK broker lacks the migration flag, the controller configs or IBP 3.4-IV0")
 _NOT_IN_ZK = Refused(None, "the ZK broker has not registered in ZooKeeper")
 _UNREGISTERED = Refused(None, "the broker has not registered with KRaft")
+_AWAITING_ANSWER = Refused(None, "the broker's registration waits for its answer (the record to commit)")
 _ZK_BROKER_REPLAYS_NOTHING = Refused(None, "a ZK broker does not replay the metadata log")
 _NOTHING_NEW = Unchanged("nothing new is committed")
 _INACTIVE = Refused(None, "the controller is not the active controller")
@@ -663,15 +665,60 @@ def _register_with_kraft(state: ClusterState, bid: BrokerId, cid: ControllerId, 
     refused = may_register(b)
     if refused is not None:
         return refused
+    if awaits_answer(state, b):
+        return _AWAITING_ANSWER
     answer = handle_registration(state, registration_request(b, cid), variant)
     if isinstance(answer, Refused):
         # Differs: KIP-866 §Broker Registration says a refused broker terminates; the model lets it retry
         # (it is refused the same way), so that restarting it again does not mint incarnations without bound.
         return answer
     state, epoch = answer
-    # Differs: Kafka answers once the record commits; the model answers at once (a truncated registration
-    # shows up as STALE_BROKER_EPOCH on the next heartbeat and the broker registers again).
+    if state.budget.answer_at_commit and not variant.has(Bug.REGISTRATION_ANSWERED_BEFORE_COMMIT):
+        # QuorumController completes the write's future once the log up to it commits (its deferred event
+        # queue): the broker learns its epoch then (``settle_answers``), and sends nothing meanwhile.
+        c = ctrl(state, cid)
+        waiting = PendingAnswer(bid, b.incarnation, epoch, len(c.log))
+        return settle_answers(put_ctrl(state, c.replace(pending=c.pending + (waiting,))))
+    # Differs: Kafka answers once the record commits (Budget.answer_at_commit, scope purgatory); elsewhere the
+    # model answers at once (a truncated registration shows up as STALE_BROKER_EPOCH on the next heartbeat and
+    # the broker registers again).
+    return _take_epoch(state, b, epoch)
+
+
+def _take_epoch(state: ClusterState, b: Broker, epoch: BrokerEpoch) -> ClusterState:
+    """Broker ``b`` takes the epoch its registration was answered with: registered, fenced until caught up."""
     return put_broker(state, b.replace(kraft_epoch=epoch, lifecycle=_fenced_state(b)))
+
+
+def awaits_answer(state: ClusterState, b: Broker) -> bool:
+    """Whether broker ``b``'s process has a registration in flight, waiting in an active controller's purgatory."""
+    return any(p.broker == b.id and p.incarnation == b.incarnation for c in state.controllers for p in c.pending)
+
+
+def settle_answers(state: ClusterState) -> ClusterState:
+    """Complete the registrations whose records committed; fail every one of a controller no longer active.
+
+    Kafka's deferredEventQueue.completeUpTo(highWatermark) after a commit, failAll(NOT_CONTROLLER) on
+    resignation (QuorumController). Run after every step (``model.step``): a step that advances a high
+    watermark or deposes a leader settles its answers at once, so no separate action (and no interleaving
+    of one) grows the state space. A failed registration leaves the broker as it was: it sends it again (its
+    BrokerLifecycleManager retries on NOT_CONTROLLER). An answer reaches only the process that asked."""
+    if not any(c.pending for c in state.controllers):
+        return state
+    for c in state.controllers:
+        if not c.pending:
+            continue
+        done = c.pending if not is_active(c) else tuple(p for p in c.pending if p.offset <= c.high_watermark)
+        if not done:
+            continue
+        state = put_ctrl(state, c.replace(pending=tuple(p for p in c.pending if p not in done)))
+        if not is_active(c):
+            continue
+        for p in done:
+            b = state.brokers[p.broker]
+            if b.alive and b.incarnation == p.incarnation and b.kraft_epoch == UNKNOWN_BROKER_EPOCH:
+                state = _take_epoch(state, b, p.epoch)
+    return state
 
 
 # ---- controllers' registrations (KIP-919; reference §1.4) ----------------------------------------
@@ -897,6 +944,8 @@ def _response_lost(state: ClusterState, bid: BrokerId, cid: ControllerId, varian
     refused = may_register(b) if registration else may_heartbeat(b)
     if refused is not None:
         return refused
+    if registration and awaits_answer(state, b):
+        return _AWAITING_ANSWER
     answer = (handle_registration(state, registration_request(b, cid), variant) if registration
               else handle_heartbeat(state, heartbeat_request(b, cid), variant))
     if isinstance(answer, Refused):

@@ -245,6 +245,18 @@ def nothing_in_memory(partitions: int) -> InMemory:
 # ---- KRaft controllers (KIP-500 §Controller Quorum; KIP-866 §Controller Migration) --------------
 
 @record
+class PendingAnswer(Record):
+    """A broker's registration the active controller has decided but not answered: QuorumController's deferred
+    event queue holds a write's future until the log up to ``offset`` commits (``completeUpTo(highWatermark)``),
+    and fails it with NOT_CONTROLLER when the controller resigns or stops first."""
+
+    broker: BrokerId
+    incarnation: Incarnation  # the process that asked: another incarnation ignores the answer
+    epoch: BrokerEpoch  # the epoch the answer carries
+    offset: int  # answered once the high watermark reaches it (the log's end when the request was decided)
+
+
+@record
 class KRaftController(Record):
     """A dedicated KRaft controller: a quorum voter, and the active controller while it leads."""
 
@@ -263,6 +275,8 @@ class KRaftController(Record):
     fetched: tuple[int, ...]  # as leader: each voter's log end offset, by index
     active: bool  # as leader: activation ran (QuorumController's completeActivation)
     driver: Driver | None  # the migration driver; exists when the migration flag is set
+    # as the active controller: registrations answered once their records commit (Budget.answer_at_commit)
+    pending: tuple[PendingAnswer, ...] = ()
 
 
 def controller_index(c: ControllerId) -> int:
@@ -398,6 +412,9 @@ class Budget(Record):
     reassignments: int = 0  # an admin's AlterPartitionReassignments, on the ZK controller or on KRaft
     queued_events: int = 0  # MetadataChangeEvents queued to run later, maybe under a newer leadership (KAFKA-16667)
     write_failures: int = 0  # a dual write fails: its ZooKeeper session expired as it waited (KIP-866 §Failure Modes)
+    # A mode, not spent: a BrokerRegistration is answered once its record commits, as Kafka's controller does
+    # (its deferred event queue); off, the model answers at once (the Differs at model.kraft_quorum).
+    answer_at_commit: bool = False
 
 
 @record

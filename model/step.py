@@ -152,10 +152,12 @@ def _handle_from(state: ClusterState, action: Action | HarnessAction, variant: V
         result = harness.handle(state, action, variant)
     else:
         raise TypeError(f"not an action: {action!r}")
+    # Registrations waiting for their records to commit are settled by the step that commits them or deposes
+    # their controller (model.kraft_quorum.settle_answers; only with Budget.answer_at_commit).
     if isinstance(result, ClusterState):
-        return _observed(state, action, result)
+        return _observed(state, action, kraft_quorum.settle_answers(result))
     if result.after is not None:  # a delivered request answered with an error, or spent unchanged
-        return result.replace(after=_observed(state, action, result.after))
+        return result.replace(after=_observed(state, action, kraft_quorum.settle_answers(result.after)))
     return result
 
 

@@ -64,7 +64,8 @@ UNBOUNDED = 10**9
 
 def unbounded(budget: Budget) -> Budget:
     """Every perturbation allowed: the implementation, not the scope, decides what happens."""
-    return Budget(**{name: UNBOUNDED for name in Budget.__slots__}).replace(max_lag=budget.max_lag)
+    return Budget(**{name: UNBOUNDED for name in Budget.__slots__}).replace(
+        max_lag=budget.max_lag, answer_at_commit=budget.answer_at_commit)
 
 
 class Disagreement(CheckFailed):

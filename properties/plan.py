@@ -138,10 +138,12 @@ class Plan:
         return resolve_mutant(self.mutant)
 
     def scope_of(self, seed: int) -> str:
-        """The scope ``seed`` runs: ``scope``, or the configuration drawn for it (``impl.sim.scenarios.scope_for``)."""
+        """The scope ``seed`` runs: ``scope``, or the configuration drawn for it, ``sim-purgatory``'s under fault mix
+        ``purgatory`` (``impl.sim.scenarios.scope_for``)."""
+        from impl.sim.faults import parse
         from impl.sim.scenarios import scope_for
 
-        return scope_for(self.scope, seed, self.configs)
+        return scope_for(self.scope, seed, self.configs, parse(self.faults).answer_at_commit > 0)
 
     def runbook_of(self, seed: int) -> str:
         return runbook_for(self.runbook, seed)

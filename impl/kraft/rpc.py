@@ -110,6 +110,8 @@ class BrokerRegistrationRequest:
 class BrokerRegistrationResponse:
     error: ApiError
     broker_epoch: int = -1
+    # the request waits in the controller's purgatory until its record commits (``BrokerRegistrationAnswer``)
+    deferred: bool = False
 
 
 @dataclass(frozen=True)
@@ -172,9 +174,27 @@ class BrokerSessionTimedOutResponse:
     changed: bool  # the broker was that incarnation with that epoch (its lifecycle moved)
 
 
+@dataclass(frozen=True)
+class BrokerRegistrationAnswer:
+    """The answer to a deferred BrokerRegistration, once its record committed (NONE, with the epoch) or once the
+    controller resigned or stopped (NOT_CONTROLLER): QuorumController's deferred event queue completing the
+    request's future. Sent on the request's own connection: a network partition that opens later does not
+    lose it (the cluster does not check reachability for it)."""
+
+    broker_id: int
+    incarnation_id: int
+    error: ApiError
+    broker_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class BrokerRegistrationAnswerResponse:
+    taken: bool  # the process that asked took the epoch
+
+
 # The request types each kind of node serves (a node's ``handle(RpcRequest)`` dispatches on them).
 CONTROLLER_REQUESTS: tuple[type, ...] = (
     VoteRequest, FetchRequest, ApiVersionsRequest, BrokerRegistrationRequest, BrokerHeartbeatRequest,
     MetadataFetchRequest,
 )
-BROKER_REQUESTS: tuple[type, ...] = (BrokerSessionTimedOut,)
+BROKER_REQUESTS: tuple[type, ...] = (BrokerSessionTimedOut, BrokerRegistrationAnswer)

@@ -53,7 +53,15 @@ MIGRATION = Scope(
     budget=Budget(max_lag=4),
 )
 
-SCENARIOS: dict[str, Scope] = {MIGRATION.name: MIGRATION}
+# The same cluster whose KRaft controllers answer a registration only once its record commits (QuorumController's
+# deferred event queue; model Budget.answer_at_commit): what fault mix ``purgatory`` runs instead of ``sim-migration``.
+PURGATORY = MIGRATION.replace(
+    name="sim-purgatory",
+    summary=MIGRATION.summary + "; registrations answered once their records commit",
+    budget=MIGRATION.budget.replace(answer_at_commit=True),
+)
+
+SCENARIOS: dict[str, Scope] = {MIGRATION.name: MIGRATION, PURGATORY.name: PURGATORY}
 
 # ---- drawn configurations ------------------------------------------------------------------------
 
@@ -201,12 +209,16 @@ def is_drawn(scope: Scope) -> bool:
     return bool(sep) and base in SCENARIOS
 
 
-def scope_for(name: str, seed: int, configs: str) -> str:
+def scope_for(name: str, seed: int, configs: str, answer_at_commit: bool = False) -> str:
     """The scope a seed of a plan runs: a drawn configuration of a scenario that draws them (``sim-migration``)
     under ``configs == "drawn"`` (``"drawn+partitions"``: with an admin's partition creation one run in two);
-    otherwise ``name`` itself."""
-    if configs in ("drawn", "drawn+partitions") and name == MIGRATION.name:
-        return configured(MIGRATION, draw(seed, MIGRATION.brokers, configs == "drawn+partitions")).name
+    otherwise ``name`` itself. ``answer_at_commit`` (fault mix ``purgatory``): ``sim-purgatory`` for
+    ``sim-migration``, drawn the same way (the same seed draws the same configuration)."""
+    if answer_at_commit and name == MIGRATION.name:
+        name = PURGATORY.name
+    if configs in ("drawn", "drawn+partitions") and name in (MIGRATION.name, PURGATORY.name):
+        base = SCENARIOS[name]
+        return configured(base, draw(seed, base.brokers, configs == "drawn+partitions")).name
     return name
 
 

@@ -1860,6 +1860,7 @@ NOT_OBSERVABLE: dict[str, str] = {
     "MetadataVersionGoesDownOnlyWhenForced": "the runbook makes no metadata.version update",
     "OneZkWriterAfterClaim": "the znodes are sampled, not every write: two writes between samples look like one",
     "ServedMetadataSurvivesFailover": "a broker's replayed metadata is " + _MEMORY,
+    "BrokerTakesOnlyCommittedRegistration": "when a broker took its epoch from the registration's answer is " + _MEMORY,
     "KRaftZkWritesFailOnlyOnStaleReads": "the driver's ZooKeeper multis and their results are not logged, and the"
     " runbook creates no partition",
 }
