@@ -227,7 +227,8 @@ def test_broker_applies_a_leader_and_isr_of_its_own_generation():
     node.controller_epoch = 2
     effects, result = handle(node, Receive(now=NOW, stimulus_id=1, message=lisr(broker_epoch=20, controller_epoch=3)))
     assert (effects, result) == ([], None)
-    assert node.replicas == {0: (5, ReplicaRole.LEADER)} and node.controller_epoch == 3
+    # (leader epoch, role, replica set): a ZK controller's LeaderAndIsr carries no replica set
+    assert node.replicas == {0: (5, ReplicaRole.LEADER, ())} and node.controller_epoch == 3
 
 
 def test_broker_checks_the_broker_epoch_before_the_controller_epoch():
