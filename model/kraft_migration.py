@@ -222,6 +222,15 @@ def _driver(c: KRaftController, expected: MigrationDriverState | None = None) ->
     return c.driver
 
 
+def _leading_driver(c: KRaftController, expected: MigrationDriverState) -> Driver | Refused:
+    """The driver in ``expected`` whose node it believes leads (``_leading``), else why not: the opening of each
+    driver event that reads the image but writes nothing to ZooKeeper (those that do ask ``_driver_event``)."""
+    d = _driver(c, expected)
+    if isinstance(d, Refused):
+        return d
+    return d if _leading(c) else _NOT_LEADING
+
+
 def _driver_event(
     state: ClusterState, c: KRaftController, expected: MigrationDriverState | None = None
 ) -> Refused | None:
@@ -362,11 +371,9 @@ def quorum_not_ready(state: ClusterState, c: KRaftController, variant: Variant) 
 
 def _wait_for_controller_quorum(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     c = ctrl(state, cid)
-    d = _driver(c, D.WAIT_FOR_CONTROLLER_QUORUM)
+    d = _leading_driver(c, D.WAIT_FOR_CONTROLLER_QUORUM)
     if isinstance(d, Refused):
         return d
-    if not _leading(c):
-        return _NOT_LEADING
     image = driver_image(c)
     if image.is_empty:
         # No image published yet (firstPublish): KAFKA-15389, an empty image (a committed LeaderChange whose
@@ -605,11 +612,9 @@ _MIGRATION_APPENDED = Refused(None, "the log holds the MIGRATION record")
 
 def _complete_migration(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     c = ctrl(state, cid)
-    d = _driver(c, D.ZK_MIGRATION)
+    d = _leading_driver(c, D.ZK_MIGRATION)
     if isinstance(d, Refused):
         return d
-    if not _leading(c):
-        return _NOT_LEADING
     if not is_active(c):
         return _NOT_ACTIVE
     if not _migration_begun(c):
@@ -847,11 +852,9 @@ def _controller_rpcs(
 
 def _send_rpcs_to_brokers(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     c = ctrl(state, cid)
-    d = _driver(c, D.KRAFT_CONTROLLER_TO_BROKER_COMM)
+    d = _leading_driver(c, D.KRAFT_CONTROLLER_TO_BROKER_COMM)
     if isinstance(d, Refused):
         return d
-    if not _leading(c):
-        return _NOT_LEADING
     image = driver_image(c)
     if image.offset < d.migration_offset or (
         variant.has(Bug.RPCS_WAIT_FOR_NEWER_OFFSET) and image.offset <= d.migration_offset
@@ -903,11 +906,9 @@ def _dual_write_session_expired(state: ClusterState, cid: ControllerId, variant:
     dual-write-failure. KIP-866 §Failure Modes ("ZK Write Failures"): the change stays unwritten and is retried
     within the lag bound: the next DualWrite writes everything since /migration's offset."""
     c = ctrl(state, cid)
-    d = _driver(c, D.DUAL_WRITE)
+    d = _leading_driver(c, D.DUAL_WRITE)
     if isinstance(d, Refused):
         return d
-    if not _leading(c):
-        return _NOT_LEADING
     image = driver_image(c)
     if image.offset <= max(d.migration_offset, d.handed_offset):
         return _ZK_CAUGHT_UP
