@@ -11,10 +11,12 @@ It prints, as figures and ratios measured in the same run (these machines are no
   ratios local[2]/serial (target: at least 1.7) and Spark local[2] against processes[2]
   (target: Spark at most 15% behind); Spark's start-up (the session, until it takes jobs),
   reported apart and left out of the throughput;
-- for each seeded bug of the implementation (``impl.bugs.IMPL_SEEDED_BUGS``): a serial campaign
+- for each seeded bug of the implementation (``impl.bugs.IMPL_SEEDED_BUGS``) and each mistake of the design put
+  into the model and the implementation alike (``impl.bugs.SHARED_SEEDED_BUGS``): a serial campaign
   with ``--mutant NAME`` run seed by seed (``properties.campaign.tasks.run_partition``, one seed a
   partition) until the first violation or the cap, and the seconds and seeds it took (two bugs
-  are hunted at once, each in its own process: ``--mutant-workers``).
+  are hunted at once, each in its own process: ``--mutant-workers``). ``--mutant-scope campaign
+  --skip-throughput`` measures issue 17's bar: each bug hunted by the default campaign.
 
 How: every configuration runs the same plan, the same seeds, so the same work (and must give
 the same rows: the runs' deterministic columns are compared). The seed count is calibrated by
@@ -41,7 +43,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from impl.bugs import IMPL_SEEDED_BUGS
+from impl.bugs import IMPL_SEEDED_BUGS, SHARED_SEEDED_BUGS
 from properties.campaign import spark as spark_session
 from properties.campaign.driver import run_campaign
 from properties.campaign.options import CampaignError, make_plan
@@ -210,12 +212,13 @@ def seeded_bugs(plan_options: dict, cap_seeds: int, cap_seconds: float, work: Pa
     breaks can arise, e.g. a ZooKeeper-only cluster for a ZooKeeper controller's bug), with the
     campaign's faults and steps; ``in_campaign_scope`` (``--mutant-scope campaign``) hunts every bug in
     the campaign's scope."""
+    bugs = (*IMPL_SEEDED_BUGS, *SHARED_SEEDED_BUGS)
     hunts = [(bug.name, plan_options if in_campaign_scope else {**plan_options, "scope": bug.scope},
-              cap_seeds, cap_seconds, work) for bug in IMPL_SEEDED_BUGS]
+              cap_seeds, cap_seconds, work) for bug in bugs]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(time_to_catch, *hunt) for hunt in hunts]
         rows = []
-        for bug, hunt, future in zip(IMPL_SEEDED_BUGS, hunts, futures):
+        for bug, hunt, future in zip(bugs, hunts, futures):
             row = {**future.result(), "targets": bug.invariant, "scope": hunt[1]["scope"]}
             rows.append(row)
             log(f"{bug.name}: " + (f"caught in {row['seconds']} s, {row['seeds']} seeds" if row["caught"]
@@ -225,7 +228,7 @@ def seeded_bugs(plan_options: dict, cap_seeds: int, cap_seconds: float, work: Pa
 
 # ---- the command -----------------------------------------------------------------------------
 
-def describe(report: dict) -> str:
+def describe_throughput(report: dict) -> list[str]:
     t = report["throughput"]
     opts = report["plan"]
     lines = [
@@ -263,9 +266,16 @@ def describe(report: dict) -> str:
     if first is not None:
         lines.append(f"Spark start-up (not in the times above): first session {first:.1f} s, the JVM's launch included"
                      + ("" if later is None else f"; later sessions, reusing the JVM, {later:.1f} s"))
+    return lines
+
+
+def describe(report: dict) -> str:
+    lines = [] if report["throughput"] is None else describe_throughput(report)
     if report.get("seeded_bugs") is not None:
         cap = report["mutant_cap"]
-        lines += ["", "seeded bugs of the implementation, time to the first violation (each in its scope, serially, "
+        where = "in the campaign's scope" if report.get("mutant_scope") == "campaign" else "each in its scope"
+        lines += ["", "seeded bugs (the implementation's, then shared_: the design's, in the model as well), time "
+                      f"to the first violation ({where}, serially, "
                       f"one seed at a time, cap {cap['seeds']} seeds or {cap['seconds']:.0f} s; "
                       f"{cap['workers']} bugs at once):"]
         for row in report["seeded_bugs"]:
@@ -306,12 +316,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mutant-scope", choices=("own", "campaign"), default="own",
                     help="hunt each seeded bug in the scope it is registered for (default) or in --scope")
     ap.add_argument("--skip-mutants", action="store_true", help="measure throughput only")
+    ap.add_argument("--skip-throughput", action="store_true", help="measure the seeded bugs only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if not args.minutes > 0 or min(args.repeats, args.mutant_seeds, args.mutant_workers) < 1 \
             or not args.mutant_minutes > 0:
         print("bench.campaign: error: --minutes, --repeats and the --mutant-* options must be positive",
               file=sys.stderr)
+        return 2
+    if args.skip_mutants and args.skip_throughput:
+        print("bench.campaign: error: --skip-mutants and --skip-throughput leave nothing to measure", file=sys.stderr)
         return 2
     plan_options = {"scope": args.scope, "faults": args.faults, "steps": args.steps, "runbook": "mixed",
                     "partition_size": args.partition_size, "shrink_seconds": 0.0}
@@ -322,28 +336,27 @@ def main(argv: list[str] | None = None) -> int:
         except CampaignError as e:
             print(f"bench.campaign: error: {e}", file=sys.stderr)
             return 2
-        seeds, per_seed = calibrate(probe, args.minutes)
-        log(f"calibration: {per_seed:.2f} s a seed serially: {seeds} seeds for {args.minutes:g} minutes of one core")
-        plan = make_plan(seeds=seeds, **plan_options, out=work / "plan")
-        report = {
-            "plan": {k: getattr(plan, k) for k in ("scope", "faults", "steps", "runbook")},
-            "minutes": args.minutes,
-            "seeds": seeds,
-            "partition_size": plan.partition_size,
-            "calibration_seconds_per_seed": round(per_seed, 3),
-            "throughput": throughput(args.masters, plan_options, seeds, args.repeats, work),
-            "seeded_bugs": None,
-        }
+        report: dict = {"plan": {k: getattr(probe, k) for k in ("scope", "faults", "steps", "runbook")},
+                        "minutes": args.minutes, "throughput": None, "seeded_bugs": None}
+        if not args.skip_throughput:
+            seeds, per_seed = calibrate(probe, args.minutes)
+            log(f"calibration: {per_seed:.2f} s a seed serially: {seeds} seeds for {args.minutes:g} minutes of one "
+                "core")
+            plan = make_plan(seeds=seeds, **plan_options, out=work / "plan")
+            report |= {"seeds": seeds, "partition_size": plan.partition_size,
+                       "calibration_seconds_per_seed": round(per_seed, 3),
+                       "throughput": throughput(args.masters, plan_options, seeds, args.repeats, work)}
         if not args.skip_mutants:
             report["mutant_cap"] = {"seeds": args.mutant_seeds, "seconds": args.mutant_minutes * 60,
                                     "workers": args.mutant_workers}
+            report["mutant_scope"] = args.mutant_scope
             report["seeded_bugs"] = seeded_bugs(plan_options, args.mutant_seeds, args.mutant_minutes * 60, work,
                                                 args.mutant_workers, args.mutant_scope == "campaign")
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print(describe(report))
-    return 0 if report["throughput"]["same_rows_everywhere"] else 1
+    return 0 if report["throughput"] is None or report["throughput"]["same_rows_everywhere"] else 1
 
 
 if __name__ == "__main__":
