@@ -31,11 +31,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, fields, replace
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from impl.bugs import IMPL_SEEDED_BUGS, SHARED_SEEDED_BUGS, ImplBug
 from model import SEEDED_BUGS_BY_NAME
 from model.bugs import CORRECT, Variant
+
+if TYPE_CHECKING:
+    from impl.sim.faults import FaultMix
 
 DEFAULT_SCOPE = "sim-migration"
 DEFAULT_FAULTS = "all"
@@ -144,6 +147,15 @@ class Plan:
         from impl.sim.scenarios import scope_for
 
         return scope_for(self.scope, seed, self.configs, parse(self.faults).answer_at_commit > 0)
+
+    def faults_of(self, seed: int) -> FaultMix:
+        """The mix ``seed``'s fault window runs: ``faults``, with the world of the configuration drawn for the seed
+        joined to its named mixes (``impl.sim.scenarios.WORLDS``)."""
+        from impl.sim.faults import parse
+        from impl.sim.scenarios import drawn_for
+
+        configuration = drawn_for(self.scope, seed, self.configs)
+        return parse(self.faults, "" if configuration is None else configuration.world)
 
     def runbook_of(self, seed: int) -> str:
         return runbook_for(self.runbook, seed)

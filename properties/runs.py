@@ -27,7 +27,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from impl import decisions
-from impl.sim.faults import parse as parse_faults
 from impl.sim.scenarios import scenario
 from impl.sim.simulator import SimStep
 from model.actions import ExpireSession
@@ -165,7 +164,7 @@ def run_seed(plan: Plan, seed: int, coverage: bool = True, aims: tuple[str, ...]
 
     bugs, variant = plan.seeded_bugs
     runbook = plan.runbook_of(seed)
-    faults = parse_faults(plan.faults)
+    faults = plan.faults_of(seed)
     scope = scenario(plan.scope_of(seed))
     start = time.perf_counter()
     try:

@@ -49,7 +49,7 @@ def test_shrink_of_a_simulator_found_impl_bug_is_much_shorter_and_reproduces(sta
     assert result.original_steps == len(record)
     assert len(result.steps) * 3 <= len(record), f"{len(record)} -> {len(result.steps)} steps"
     bugs, variant = resolve_mutant(plan.mutant)
-    replayed = replay_steps(SCOPE, 0, bugs, variant, result.steps)
+    replayed = replay_steps(plan.scope_of(0), 0, bugs, variant, result.steps)
     assert replayed is not None and signature_of(replayed) == signature
     assert len(replayed.steps) == len(result.steps)  # it broke at the last step, not before
 
@@ -60,7 +60,7 @@ def test_shrink_result_is_1_minimal_removing_any_step_loses_the_signature(stale_
     bugs, variant = resolve_mutant(plan.mutant)
     for i in range(len(result.steps)):
         fewer = result.steps[:i] + result.steps[i + 1:]
-        found = replay_steps(SCOPE, 0, bugs, variant, fewer)
+        found = replay_steps(plan.scope_of(0), 0, bugs, variant, fewer)  # the configuration seed 0 drew
         assert found is None or signature_of(found) != signature, f"step {i + 1} could go: {result.steps[i]}"
 
 
@@ -73,8 +73,8 @@ def test_shrink_keeps_the_simulated_times_and_partitions_in_order(stale_version_
 
 def test_shrink_without_the_bug_the_shrunk_trace_replays_clean(stale_version_shrunk):
     """The correct implementation agrees with the model on the shrunk steps: the trace shows the bug, not noise."""
-    _, _, _, result = stale_version_shrunk
-    assert replay_steps(SCOPE, 0, frozenset(), CORRECT, result.steps) is None
+    plan, _, _, result = stale_version_shrunk
+    assert replay_steps(plan.scope_of(0), 0, frozenset(), CORRECT, result.steps) is None
 
 
 def test_shrink_out_of_time_still_cuts_the_record_and_says_not_minimal():
@@ -108,9 +108,9 @@ def test_replay_steps_reproduces_the_simulators_disagreement_exactly():
     run = run_seed(plan, 0)
     found = run.disagreement
     bugs, variant = resolve_mutant(plan.mutant)
-    replayed = replay_steps(SCOPE, 0, bugs, variant, run.record)
+    replayed = replay_steps(plan.scope_of(0), 0, bugs, variant, run.record)
     assert replayed is not None and str(replayed) == str(found)
-    assert replay_steps(SCOPE, 0, bugs, variant, run.record[:-1]) is None
+    assert replay_steps(plan.scope_of(0), 0, bugs, variant, run.record[:-1]) is None
 
 
 # ---- signatures -----------------------------------------------------------------------------------

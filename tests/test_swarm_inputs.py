@@ -14,7 +14,16 @@ from collections import Counter
 
 import pytest
 
-from impl.sim.scenarios import BATCH_SIZES, DRAWN_ADMIN, MIGRATION_LEVELS, Configuration, draw, parse, scenario
+from impl.sim.scenarios import (
+    BATCH_SIZES,
+    DRAWN_ADMIN,
+    MIGRATION_LEVELS,
+    WORLDS,
+    Configuration,
+    draw,
+    parse,
+    scenario,
+)
 from model.kraft import DEFAULT_MIGRATION_BATCH_SIZE, UpgradeType
 from properties.campaign.tasks import run_partition
 from properties.plan import Plan
@@ -110,10 +119,51 @@ def test_drawn_batch_size_runs_the_migration_in_batches_and_its_name_builds_it_a
     """A seed that draws batches of 1 record migrates ZooKeeper's 3 (2 partitions, the config) in 3 MigrateMetadata
     steps, the transaction open across the cluster's steps between them, checked against the model at every event;
     the label carries the size, and the default size is left out of it."""
-    assert draw(0).batch == 1 and draw(0).label.endswith(",batch=1")
+    assert draw(0).batch == 1 and "batch=1" in draw(0).label.split(",")
     assert draw(5).batch == DEFAULT_MIGRATION_BATCH_SIZE and "batch=" not in draw(5).label
     scope = scenario(Plan().scope_of(0))
     assert {c.migration_batch_size for c in scope.controllers} == {1}
     run = run_seed(Plan(), 0)
     assert run.disagreement is None
     assert _actions(run)["MigrateMetadata"] >= 3 and _actions(run)["CompleteMigration"] >= 1
+
+
+# ---- worlds: issue 17's freedoms in the default campaign --------------------------------------------------------
+
+def test_half_the_seeds_live_in_a_world_and_every_world_is_drawn_within_64_seeds():
+    """Each freedom behind an opt-in mix or scope (``WORLDS``) reaches the default campaign; half the runs have none,
+    and a seed without a world draws the configuration it drew before worlds were drawn (its label has no world)."""
+    worlds = Counter(draw(seed).world for seed in SEEDS)
+    assert set(worlds) == {"", *WORLDS}
+    assert 20 <= worlds[""] <= 44
+    for seed in SEEDS:
+        configuration = draw(seed)
+        assert ("world=" in configuration.label) == bool(configuration.world)
+        assert parse(configuration.label) == configuration
+
+
+def test_a_world_is_the_mix_joined_to_the_plans_named_mixes_before_its_overrides():
+    """``--faults all`` runs a ``queue`` world's seed as ``all+queue``; ``queue_event=0`` still queues nothing; a
+    plan that does not draw configurations has no world; ``purgatory`` and ``partitions`` are the scope's."""
+    from impl.sim.faults import parse as parse_mix
+
+    by_world = {draw(seed).world: seed for seed in reversed(SEEDS)}
+    queued = by_world["queue"]
+    assert Plan().faults_of(queued) == parse_mix("all+queue")
+    assert Plan(faults="all,queue_event=0").faults_of(queued).queue_event == 0
+    assert Plan(configs="fixed").faults_of(queued) == parse_mix("all")
+    assert Plan(faults="all+queue").faults_of(queued) == parse_mix("all+queue")  # named twice: joined once
+    assert scenario(Plan().scope_of(by_world["purgatory"])).budget.answer_at_commit
+    assert scenario(Plan().scope_of(by_world["partitions"])).created_replicas
+    assert not scenario(Plan().scope_of(by_world[""])).created_replicas
+    with pytest.raises(ValueError, match="world"):
+        parse(draw(queued).label.replace("world=queue", "world=elsewhere"))
+
+
+def test_a_write_failure_worlds_run_fails_dual_writes_and_still_finalizes():
+    """The world reaches the run (its mix has three failed dual writes in ten), and under ``kip`` the failed writes
+    are written again, so the run agrees with the model and the migration finalizes."""
+    seed = next(s for s in SEEDS if draw(s).world == "write-failure" and s % 4 != 3 and s % 8 not in (2, 7))
+    run = run_seed(Plan(), seed, coverage=False)
+    assert run.disagreement is None and run.progress == "finalized", (seed, run.progress, run.disagreement)
+    assert "fail_write=0.3" in run.faults

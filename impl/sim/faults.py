@@ -13,6 +13,10 @@ weight in the mix; healing (restarts, recoveries, the expiry of a dead process's
 its weight. One fixed mix spreads its faults thinly over every run, so a race that needs, say,
 session expiries in quick succession and no message loss is rare in all of them; across a
 swarm's runs some have exactly that. ``swarm`` alone swarms over ``all``; ``swarm+network`` over the network's faults.
+
+Worlds: the opt-in mixes of issue 17's freedoms (``reassign``, ``write-failure``, ``zk-lagging``, ``queue``,
+``purgatory``) are also what a drawn configuration's world names (``impl.sim.scenarios.WORLDS``): one run in two of
+the default campaign joins one of them to its mix, so the default campaign runs every freedom.
 """
 
 from __future__ import annotations
@@ -49,16 +53,16 @@ class FaultMix:
     leader_event_lag: float = 0.0
     # a KRaft controller's MetadataChangeEvent waits in its driver's queue: a drawn DualWrite becomes the event's
     # queueing (PublishMetadataChange), and it runs later, maybe stale (KAFKA-16667). A probability per drawn
-    # DualWrite of a controller with no queued event waiting. Only in mix ``queue`` and not reweighed by a swarm,
-    # so that the other mixes' runs stay as they were.
+    # DualWrite of a controller with no queued event waiting. Only in mix ``queue`` (and a drawn run whose world it
+    # is: ``impl.sim.scenarios.WORLDS``), not reweighed by a swarm, so that the other mixes' runs stay as they were.
     queue_event: float = 0.0
     # an admin's AlterPartitionReassignments adds a replica to partition 0 (``impl.sim.simulator``): any non-zero
     # weight has every node's admin send it once (to the ZK controller, or to the active KRaft controller). An
-    # admin's input, not a fault: only in mix ``reassign``, not reweighed by a swarm, so other mixes' runs stay.
+    # admin's input, not a fault: only in mix ``reassign`` (and its world), not reweighed by a swarm.
     reassign: float = 0.0
     # a KRaft controller's dual write fails: ZooKeeper stalled past the controller's session timeout while the write
     # waited, and the session had expired when it answered. A drawn DualWrite becomes DualWriteSessionExpired: a
-    # probability per drawn DualWrite. Only in mix ``write-failure`` and not reweighed by a swarm.
+    # probability per drawn DualWrite. Only in mix ``write-failure`` (and its world), not reweighed by a swarm.
     fail_write: float = 0.0
     # not a fault but the world the faults strike: with it (mix ``purgatory``), ``sim-migration`` runs as
     # ``sim-purgatory``, whose KRaft controllers answer a registration once its record commits
@@ -119,14 +123,15 @@ LAGGING = FaultMix(stale_read=0.2, catch_up=0.005, restart=0.5, recover=1.0)
 MIXES = {"none": NONE, "network": NETWORK, "process": PROCESS, "zookeeper": ZOOKEEPER, "lagging": LAGGING}
 
 
-def _combine(a: FaultMix, b: FaultMix) -> FaultMix:
+def combine(a: FaultMix, b: FaultMix) -> FaultMix:
+    """Both mixes' faults: each weight the larger of the two."""
     return FaultMix(**{f.name: max(getattr(a, f.name), getattr(b, f.name)) for f in fields(FaultMix)})
 
 
 # The default mix has some of every fault: a lost response now and then, and now and then a KRaft controller's
 # ZooKeeper server that lags (as long as under ``lagging``, ten times less often). ``responses`` and ``lagging``
 # turn those up.
-MIXES["all"] = _combine(_combine(NETWORK, PROCESS), _combine(ZOOKEEPER, FaultMix(lose_response=0.05, stale_read=0.01,
+MIXES["all"] = combine(combine(NETWORK, PROCESS), combine(ZOOKEEPER, FaultMix(lose_response=0.05, stale_read=0.01,
                                                                                    catch_up=0.005)))
 MIXES["responses"] = RESPONSES
 # ZooKeeper-mode brokers' servers that lag: ``all+zk-lagging`` has the session expiries (zookeeper) that clear
@@ -144,8 +149,10 @@ MIXES["purgatory"] = FaultMix(answer_at_commit=1.0, restart=0.5, recover=1.0)
 SWARM = "swarm"  # not a mix but a way to run one: ``swarm+network`` swarms over the network's faults
 
 
-def parse(spec: str) -> FaultMix:
-    """``all``, ``network+process``, ``none,drop=0.1``, ``swarm+zookeeper``: named mixes, then overrides."""
+def parse(spec: str, world: str = "") -> FaultMix:
+    """``all``, ``network+process``, ``none,drop=0.1``, ``swarm+zookeeper``: named mixes, then overrides. ``world``:
+    a drawn configuration's world (``impl.sim.scenarios.WORLDS``) whose mix joins the named ones, before the
+    overrides (so that ``queue_event=0`` still means none)."""
     spec = spec.strip()
     known_names = ", ".join([*MIXES, SWARM])
     if not spec:
@@ -162,11 +169,13 @@ def parse(spec: str) -> FaultMix:
         raise ValueError(f"fault mix {names!r} names {twice[0]!r} twice")
     swarm = SWARM in mixes
     mixes = [name for name in mixes if name != SWARM] or ["all"]  # ``swarm`` alone swarms over every fault
+    if world in MIXES and world not in mixes:  # the world ``partitions`` is its scope's, not a mix
+        mixes.append(world)
     mix = NONE
     for name in mixes:
         if name not in MIXES:
             raise ValueError(f"unknown fault mix {name!r}; expected one of {known_names}")
-        mix = _combine(mix, MIXES[name])
+        mix = combine(mix, MIXES[name])
     mix = replace(mix, swarm=swarm)
     known = {f.name: f.type for f in fields(FaultMix) if f.name != "swarm"}  # swarm is a mix's name
     for item in overrides:

@@ -13,10 +13,14 @@ controllers, the metadata.version the quorum is formatted with (3.4-IV0 .. 3.9-I
 implementation's ``kip`` rules can migrate from), ZooKeeper brokers at mixed IBPs (one a level off, as
 in the middle of a rolling IBP upgrade), one controller of three started without the migration flag,
 which admin requests the run's admin sends (``ADMIN``: metadata.version updates of every upgrade
-type, KIP-584 feature updates to the ZooKeeper controller), and the initial migration's batch size
+type, KIP-584 feature updates to the ZooKeeper controller), the initial migration's batch size
 (``zookeeper.metadata.migration.min.batch.size``: its transaction then stays open across the cluster's
-steps). Every dimension is a field of the model's ``Scope``, so the model expresses whatever is drawn and
-differential testing stays exact. The drawn scope is named by its configuration
+steps), and one run in two a world (``WORLDS``): one of the freedoms of issue 17 that an opt-in fault mix or
+configuration turns on (a partition reassigned, dual writes that fail, ZooKeeper-mode brokers whose servers lag,
+driver events queued, registrations answered at commit, a partition created), so that the default campaign runs
+each of them under every fault of its mix. Every other dimension is a field of the model's ``Scope`` (a world's
+freedoms are model actions that differential testing performs in any scope), so the model expresses whatever is
+drawn and differential testing stays exact. The drawn scope is named by its configuration
 (``sim-migration@controllers=1,mv=3.6-IV1,...``), and ``scenario`` builds the same scope from that name: a
 trace file, ``kraftcheck replay`` and ``kraftcheck pin`` carry the configuration in the scope's name. The
 simulator's operator sets a misconfigured cluster right before the migration (``impl.sim.simulator``: a
@@ -76,6 +80,14 @@ DRAWN_ADMIN = ADMIN[:2]
 # KIP-584's feature in every scope's supported ranges (1..3): levels to finalize, and deletions (level 0)
 FEATURE_UPDATES = ((GROUP_COORDINATOR, 3, False), (GROUP_COORDINATOR, 2, True), (GROUP_COORDINATOR, 0, True))
 BATCH_SIZES = (1, 2)  # the initial migration's batch sizes drawn besides Kafka's default
+# The worlds a drawn run may live in: each the opt-in fault mix of that name (``impl.sim.faults.MIXES``), which the
+# run's fault window joins to the plan's named mixes (``properties.plan.Plan.faults_of``); ``purgatory`` is also the
+# scope's mode (``Budget.answer_at_commit``, as ``sim-purgatory`` has it); ``partitions`` is the admin's partition
+# creation (as ``drawn+partitions`` draws it one run in two). One run in two draws one, uniformly: the other half run
+# as they ran before worlds were drawn (their configurations, labels and runs unchanged), so the bugs every run can
+# meet keep half the runs.
+WORLDS = ("reassign", "write-failure", "zk-lagging", "queue", "purgatory", "partitions")
+WORLD_SHARE = 0.5
 # ``Plan.configs``: a configuration drawn per seed, the same with an admin's partition creation drawn one run in two
 # (a ZK broker's AddPartitions and the KRaft controller's CreatePartitions, each node's admin once), or the scope as
 # named.
@@ -96,12 +108,13 @@ class Configuration:
     admin: tuple[str, ...] = ()
     updates: tuple[tuple[Ibp, UpgradeType], ...] = ()
     batch: int = DEFAULT_MIGRATION_BATCH_SIZE  # zookeeper.metadata.migration.min.batch.size of every controller
+    world: str = ""  # one of ``WORLDS``, or "" (none)
 
     @property
     def label(self) -> str:
         """``controllers=3,mv=3.6-IV1,ibps=3.6-IV1/3.4-IV0/3.6-IV1,unflagged=1,admin=metadata-version/features,
-        updates=3.7-IV0:upgrade/3.5-IV2:safe/3.5-IV2:unsafe,batch=1`` (empty parts and Kafka's default batch size
-        left out)."""
+        updates=3.7-IV0:upgrade/3.5-IV2:safe/3.5-IV2:unsafe,batch=1,world=reassign`` (empty parts and Kafka's default
+        batch size left out)."""
         parts = [f"controllers={self.controllers}", f"mv={IBP_NAMES[self.metadata_version]}",
                  "ibps=" + "/".join(IBP_NAMES[i] for i in self.ibps)]
         if self.unflagged:
@@ -113,6 +126,8 @@ class Configuration:
                                                for lvl, kind in self.updates))
         if self.batch != DEFAULT_MIGRATION_BATCH_SIZE:
             parts.append(f"batch={self.batch}")
+        if self.world:
+            parts.append(f"world={self.world}")
         return ",".join(parts)
 
 
@@ -132,7 +147,8 @@ def draw(seed: int, brokers: int = 3, partitions: bool = False) -> Configuration
     records (ZooKeeper's 3 in 3 or 2 batches, the transaction open across the cluster's steps between them) one
     run in four, else in one batch (Kafka's default size): a batched migration takes more of a run's events, so
     one run in two left too few runs the time to stall on the bugs of later phases (impl_inactive_ignores_leadership
-    first stalled at seed 44 instead of 2)."""
+    first stalled at seed 44 instead of 2); an admin's partition creation one run in two under ``partitions``; a
+    world (``WORLDS``) one run in two."""
     rng = random.Random(f"configuration:{seed}")
     controllers = 3 if rng.random() < 2 / 3 else 1
     mv = rng.choice(MIGRATION_LEVELS)
@@ -151,10 +167,12 @@ def draw(seed: int, brokers: int = 3, partitions: bool = False) -> Configuration
         updates = ((() if up is None else ((up, UpgradeType.UPGRADE),))
                    + ((down, UpgradeType.SAFE_DOWNGRADE), (down, UpgradeType.UNSAFE_DOWNGRADE)))
     batched, size = rng.random() < 0.25, rng.choice(BATCH_SIZES)
-    if partitions and rng.random() < 0.5:  # drawn last: the draws before it stay the seed's under ``drawn``
+    creates = rng.random() < 0.5  # drawn under every plan, so that the world's draws are the seed's under both
+    if partitions and creates:
         admin += ("partitions",)
+    in_world, world = rng.random() < WORLD_SHARE, rng.choice(WORLDS)
     return Configuration(controllers, mv, ibps, unflagged, admin, updates, size if batched else
-                         DEFAULT_MIGRATION_BATCH_SIZE)
+                         DEFAULT_MIGRATION_BATCH_SIZE, world if in_world else "")
 
 
 def configured(base: Scope, configuration: Configuration) -> Scope:
@@ -169,7 +187,8 @@ def configured(base: Scope, configuration: Configuration) -> Scope:
                           for i in range(c.controllers)),
         metadata_version_choices=c.updates,
         feature_updates=FEATURE_UPDATES if "features" in c.admin else (),
-        created_replicas=NEW_PARTITION if "partitions" in c.admin else (),
+        created_replicas=NEW_PARTITION if "partitions" in c.admin or c.world == "partitions" else (),
+        budget=base.budget.replace(answer_at_commit=True) if c.world == "purgatory" else base.budget,
     )
 
 
@@ -179,9 +198,9 @@ def parse(label: str, brokers: int = 3) -> Configuration:
     for part in label.split(","):
         key, sep, value = part.partition("=")
         if not sep or key in fields or key not in ("controllers", "mv", "ibps", "unflagged", "admin", "updates",
-                                                                   "batch"):
+                                                                   "batch", "world"):
             raise ValueError(f"bad configuration part {part!r}; expected controllers=, mv=, ibps=, unflagged=, admin=, "
-                             "updates=, batch=, each once")
+                             "updates=, batch=, world=, each once")
         fields[key] = value
     try:
         controllers = int(fields["controllers"])
@@ -192,15 +211,18 @@ def parse(label: str, brokers: int = 3) -> Configuration:
         updates = tuple((IBP_BY_NAME[lvl], _UPGRADE_BY_NAME[kind]) for lvl, _, kind in
                         (u.partition(":") for u in fields["updates"].split("/"))) if "updates" in fields else ()
         batch = int(fields["batch"]) if "batch" in fields else DEFAULT_MIGRATION_BATCH_SIZE
+        world = fields.get("world", "")
     except (KeyError, ValueError) as e:
         raise ValueError(f"bad configuration {label!r}: {e.args[0] if e.args else e} is missing or not valid") from None
     if controllers not in (1, 3) or len(ibps) != brokers or mv not in MIGRATION_LEVELS \
             or any(i not in KRAFT_LEVELS for i in ibps) or any(not 0 <= i < controllers for i in unflagged) \
-            or any(a not in ADMIN for a in admin) or any(lvl not in KRAFT_LEVELS for lvl, _ in updates) or batch < 1:
+            or any(a not in ADMIN for a in admin) or any(lvl not in KRAFT_LEVELS for lvl, _ in updates) or batch < 1 \
+            or world not in ("", *WORLDS):
         raise ValueError(f"bad configuration {label!r}: expected 1 or 3 controllers, mv one of "
                          f"{'/'.join(IBP_NAMES[i] for i in MIGRATION_LEVELS)}, {brokers} broker IBPs from 3.3-IV0, "
-                         f"unflagged controller indexes, admin from {'/'.join(ADMIN)}, a batch size from 1")
-    return Configuration(controllers, mv, ibps, unflagged, admin, updates, batch)
+                         f"unflagged controller indexes, admin from {'/'.join(ADMIN)}, a batch size from 1, a world "
+                         f"from {'/'.join(WORLDS)}")
+    return Configuration(controllers, mv, ibps, unflagged, admin, updates, batch, world)
 
 
 def is_drawn(scope: Scope) -> bool:
@@ -209,17 +231,22 @@ def is_drawn(scope: Scope) -> bool:
     return bool(sep) and base in SCENARIOS
 
 
+def drawn_for(name: str, seed: int, configs: str) -> Configuration | None:
+    """The configuration a seed of a plan draws: under ``configs == "drawn"`` (``"drawn+partitions"``: with an
+    admin's partition creation one run in two) for a scenario that draws them; None for any other."""
+    if configs in ("drawn", "drawn+partitions") and name in (MIGRATION.name, PURGATORY.name):
+        return draw(seed, SCENARIOS[name].brokers, configs == "drawn+partitions")
+    return None
+
+
 def scope_for(name: str, seed: int, configs: str, answer_at_commit: bool = False) -> str:
-    """The scope a seed of a plan runs: a drawn configuration of a scenario that draws them (``sim-migration``)
-    under ``configs == "drawn"`` (``"drawn+partitions"``: with an admin's partition creation one run in two);
-    otherwise ``name`` itself. ``answer_at_commit`` (fault mix ``purgatory``): ``sim-purgatory`` for
-    ``sim-migration``, drawn the same way (the same seed draws the same configuration)."""
+    """The scope a seed of a plan runs: the configuration drawn for it (``drawn_for``), otherwise ``name`` itself.
+    ``answer_at_commit`` (fault mix ``purgatory``): ``sim-purgatory`` for ``sim-migration``, drawn the same way (the
+    same seed draws the same configuration)."""
     if answer_at_commit and name == MIGRATION.name:
         name = PURGATORY.name
-    if configs in ("drawn", "drawn+partitions") and name in (MIGRATION.name, PURGATORY.name):
-        base = SCENARIOS[name]
-        return configured(base, draw(seed, base.brokers, configs == "drawn+partitions")).name
-    return name
+    configuration = drawn_for(name, seed, configs)
+    return name if configuration is None else configured(SCENARIOS[name], configuration).name
 
 
 def scenario(name: str) -> Scope:
