@@ -87,6 +87,7 @@ from model.actions import (
     BrokerZkServerCatchesUp,
     BrokerZkServerLags,
     CreatePartitions,
+    DualWriteReplyLost,
     DualWriteSessionExpired,
     HeartbeatResponseLost,
     ProcessPartitionModifications,
@@ -115,10 +116,11 @@ NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatR
                                             ApiPartitionReassignment, AlterPartitionReassignments,
                                             BrokerZkServerLags, BrokerZkServerCatchesUp})
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)
-# (Not ZkServerLags, PublishMetadataChange nor DualWriteSessionExpired: their own budgets, 0 outside scopes stale-reads,
-# event-queue and dual-write-failure, switch them off, and the machines draw as before.)
-SWITCHABLE_KINDS: tuple[type, ...] = tuple(k for k in MACHINE_KINDS if k in PERTURBATIONS
-                                           and k not in (ZkServerLags, PublishMetadataChange, DualWriteSessionExpired))
+# (Not ZkServerLags, PublishMetadataChange, DualWriteSessionExpired nor DualWriteReplyLost: their own budgets, 0
+# outside scopes stale-reads, event-queue, dual-write-failure and dual-write-resend, switch them off, and the machines
+# draw as before.)
+SWITCHABLE_KINDS: tuple[type, ...] = tuple(k for k in MACHINE_KINDS if k in PERTURBATIONS and k not in (
+    ZkServerLags, PublishMetadataChange, DualWriteSessionExpired, DualWriteReplyLost))
 CALM_CHOICES = (0, 1, 2, 4, 8)  # shrinks towards 0: perturb whenever enabled
 _OPTIONS_CACHE_SIZE = 50_000  # states per machine class; cleared when full
 
