@@ -168,6 +168,7 @@ CATCHING_SCRIPT: dict[ImplBug, str] = {
     ImplBug.CLAIM_TRUSTS_STALE_READ: "stale-claim",
     ImplBug.STALE_EVENT_RUNS: "stale-event",
     ImplBug.FAILED_WRITE_DROPS_DELTA: "failed-write",
+    ImplBug.RESEND_KEEPS_STALE_VERSION: "lost-reply",
     ImplBug.ELECTION_CHECKS_EPOCH_BY_READ: "stale-election",
 }
 
