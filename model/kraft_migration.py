@@ -785,12 +785,6 @@ def _kraft_zk_write(
     return put_ctrl(state, c), True
 
 
-def keeps_stale_version(variant: Variant) -> bool:
-    """Kafka 3.9's rule for a resent dual write that failed on /migration's version: the driver keeps the version it
-    had; the seeded bug RESEND_KEEPS_STALE_VERSION puts it into kip."""
-    return variant.profile is Profile.KAFKA_3_9 or variant.has(Bug.RESEND_KEEPS_STALE_VERSION)
-
-
 def _resent_write(
     state: ClusterState, c: KRaftController, resent: list[Op], offset: Offset, variant: Variant
 ) -> tuple[ClusterState, int | None]:
@@ -808,7 +802,8 @@ def _resent_write(
     # (The ghost's last multi stays the first copy's, which changed the tree; the copy changes nothing.)
     zk, _ = zkm.multi(state.zk, NO_SESSION, tuple(resent), reader=c.id)
     state = state.replace(zk=zk)
-    if keeps_stale_version(variant):
+    # The seeded bug RESEND_KEEPS_STALE_VERSION: kafka-3.9's rule under kip.
+    if variant.profile is Profile.KAFKA_3_9 or variant.has(Bug.RESEND_KEEPS_STALE_VERSION):
         # Differs: Kafka 3.9 throws "Conditional update on KRaft Migration ZNode failed" (a RuntimeException, handled
         # as an unhandled fault: logged, not fatal); ZkMigrationLeadershipState is replaced only by a write that
         # returns, so the driver keeps /migration's old version and every later dual write of this leadership fails
