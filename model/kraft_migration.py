@@ -957,16 +957,23 @@ def _dual_write_session_expired(state: ClusterState, cid: ControllerId, variant:
     dual-write-failure. KIP-866 §Failure Modes ("ZK Write Failures"): the change stays unwritten and is retried
     within the lag bound: the next DualWrite writes everything since /migration's offset."""
     c = ctrl(state, cid)
-    d = _leading_driver(c, D.DUAL_WRITE)
-    if isinstance(d, Refused):
-        return d
-    image = driver_image(c)
-    if image.offset <= max(d.migration_offset, d.handed_offset):
-        return _ZK_CAUGHT_UP
+    image = _unwritten_image(c)
+    if not isinstance(image, MetadataImage):
+        return image
     spent = spend(state, write_failures=1)
     if spent is None:
         return BUDGET_SPENT
     return put_ctrl(spent, after_failed_dual_write(c, image.offset, variant))
+
+
+def _unwritten_image(c: KRaftController) -> MetadataImage | Refused | Unchanged:
+    """The image a MetadataChangeEvent in DUAL_WRITE hands its leading driver, when the driver has neither written
+    it (/migration's offset) nor been handed it by a failed write; else why no event runs."""
+    d = _leading_driver(c, D.DUAL_WRITE)
+    if isinstance(d, Refused):
+        return d
+    image = driver_image(c)
+    return _ZK_CAUGHT_UP if image.offset <= max(d.migration_offset, d.handed_offset) else image
 
 
 def _dual_write_reply_lost(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
@@ -975,14 +982,11 @@ def _dual_write_reply_lost(state: ClusterState, cid: ControllerId, variant: Vari
     outside scope dual-write-resend. kip: the driver finds its own write in /migration and goes on (the RPCs sent);
     kafka-3.9: it keeps the stale version and sends nothing."""
     c = ctrl(state, cid)
-    d = _leading_driver(c, D.DUAL_WRITE)
-    if isinstance(d, Refused):
-        return d
+    image = _unwritten_image(c)
+    if not isinstance(image, MetadataImage):
+        return image
     if not state.zk.available:
         return _ZK_UNAVAILABLE
-    image = driver_image(c)
-    if image.offset <= max(d.migration_offset, d.handed_offset):
-        return _ZK_CAUGHT_UP
     spent = spend(state, lost_write_replies=1)
     if spent is None:
         return BUDGET_SPENT
