@@ -142,11 +142,11 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   "a dual write that failed (its session expired) has handed the driver its image, and the next dual"
                   " write writes only the delta since that image (Kafka 3.9's rule): /migration moves past the lost"
                   " change"),
-    # reached only by a campaign's drawn configurations (mixed IBPs, batch sizes) and admin requests
     ImplSeededBug(ImplBug.RESEND_KEEPS_STALE_VERSION, "ZkBrokersConvergeToCommittedImage", "dual-write-resend",
                   "a dual write ZooKeeper applied but whose reply was lost is resent; the copy fails on /migration's"
                   " version and the driver keeps the stale one (Kafka 3.9's rule): the change's LeaderAndIsr is never"
                   " sent, and every later dual write fails"),
+    # reached only by a campaign's drawn configurations (mixed IBPs, batch sizes) and admin requests
     ImplSeededBug(ImplBug.ADMIT_ZK_BROKER_WITH_OTHER_IBP, "ZkBrokersAdmittedAtMetadataVersion", "sim-migration",
                   "the KRaft controller registers a ZK broker whose IBP is not the finalized metadata.version"),
     ImplSeededBug(ImplBug.COMPLETE_BEFORE_LAST_BATCH, "InitialMigrationAllOrNothing", "sim-migration",
