@@ -108,19 +108,19 @@ DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 
 # Lost responses (``RegistrationResponseLost``, ``HeartbeatResponseLost``), partition creations (``AddPartitions``,
 # ``ProcessPartitionModifications``, ``CreatePartitions``), reassignments (``ApiPartitionReassignment``,
-# ``AlterPartitionReassignments``) and brokers' lagging servers (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``)
-# get no rule: only scopes ``lost-responses``, ``create-partitions``, ``reassignment`` and ``zk-lag`` budget them,
-# which exploration covers whole, and leaving them out keeps every other scope's examples as they were.
+# ``AlterPartitionReassignments``), brokers' lagging servers (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``)
+# and lost dual-write replies (``DualWriteReplyLost``) get no rule: only scopes ``lost-responses``,
+# ``create-partitions``, ``reassignment``, ``zk-lag`` and ``dual-write-resend`` budget them, which exploration covers
+# whole, and leaving them out keeps every other scope's examples as they were.
 NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
                                             ProcessPartitionModifications, CreatePartitions,
                                             ApiPartitionReassignment, AlterPartitionReassignments,
-                                            BrokerZkServerLags, BrokerZkServerCatchesUp})
+                                            BrokerZkServerLags, BrokerZkServerCatchesUp, DualWriteReplyLost})
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)
-# (Not ZkServerLags, PublishMetadataChange, DualWriteSessionExpired nor DualWriteReplyLost: their own budgets, 0
-# outside scopes stale-reads, event-queue, dual-write-failure and dual-write-resend, switch them off, and the machines
-# draw as before.)
-SWITCHABLE_KINDS: tuple[type, ...] = tuple(k for k in MACHINE_KINDS if k in PERTURBATIONS and k not in (
-    ZkServerLags, PublishMetadataChange, DualWriteSessionExpired, DualWriteReplyLost))
+# (Not ZkServerLags, PublishMetadataChange nor DualWriteSessionExpired: their own budgets, 0 outside scopes stale-reads,
+# event-queue and dual-write-failure, switch them off, and the machines draw as before.)
+SWITCHABLE_KINDS: tuple[type, ...] = tuple(k for k in MACHINE_KINDS if k in PERTURBATIONS
+                                           and k not in (ZkServerLags, PublishMetadataChange, DualWriteSessionExpired))
 CALM_CHOICES = (0, 1, 2, 4, 8)  # shrinks towards 0: perturb whenever enabled
 _OPTIONS_CACHE_SIZE = 50_000  # states per machine class; cleared when full
 
