@@ -48,6 +48,7 @@ class ImplBug(Enum):
     MIGRATION_SKIPS_UNSTARTED_PARTITION = "impl_migration_skips_unstarted_partition"
     STALE_EVENT_RUNS = "impl_stale_event_runs"
     FAILED_WRITE_DROPS_DELTA = "impl_failed_write_drops_delta"
+    RESEND_KEEPS_STALE_VERSION = "impl_resend_keeps_stale_version"
     # Reached only by a campaign's drawn configurations and admin requests (impl.sim.scenarios)
     ADMIT_ZK_BROKER_WITH_OTHER_IBP = "impl_admit_zk_broker_with_other_ibp"
     MV_CHANGE_DURING_MIGRATION = "impl_mv_change_during_migration"
@@ -141,6 +142,10 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   "a dual write that failed (its session expired) has handed the driver its image, and the next dual"
                   " write writes only the delta since that image (Kafka 3.9's rule): /migration moves past the lost"
                   " change"),
+    ImplSeededBug(ImplBug.RESEND_KEEPS_STALE_VERSION, "ZkBrokersConvergeToCommittedImage", "dual-write-resend",
+                  "a dual write ZooKeeper applied but whose reply was lost is resent; the copy fails on /migration's"
+                  " version and the driver keeps the stale one (Kafka 3.9's rule): the change's LeaderAndIsr is never"
+                  " sent, and every later dual write fails"),
     # reached only by a campaign's drawn configurations (mixed IBPs, batch sizes) and admin requests
     ImplSeededBug(ImplBug.ADMIT_ZK_BROKER_WITH_OTHER_IBP, "ZkBrokersAdmittedAtMetadataVersion", "sim-migration",
                   "the KRaft controller registers a ZK broker whose IBP is not the finalized metadata.version"),

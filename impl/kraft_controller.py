@@ -105,6 +105,7 @@ from model.actions import (
     CrashController,
     CreatePartitions,
     DualWrite,
+    DualWriteReplyLost,
     DualWriteSessionExpired,
     Fetch,
     KRaftLeaderChange,
@@ -1075,6 +1076,7 @@ ControllerNode._ACTIONS = {
             (SendRPCsToBrokers, KRaftMigrationDriver.send_rpcs_to_brokers),
             (DualWrite, KRaftMigrationDriver.dual_write),
             (DualWriteSessionExpired, KRaftMigrationDriver.dual_write_session_expired),
+            (DualWriteReplyLost, KRaftMigrationDriver.dual_write_reply_lost),
             (PublishMetadataChange, KRaftMigrationDriver.publish_metadata_change),
             (RunMetadataChange, KRaftMigrationDriver.run_metadata_change),
         )

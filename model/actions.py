@@ -399,6 +399,15 @@ class DualWriteSessionExpired(Record):
 
 
 @record
+class DualWriteReplyLost(Record):
+    """A MetadataChangeEvent's dual write applies in ZooKeeper but its reply is lost (the connection timed out while
+    ZooKeeper stalled): the client resends the multi after CONNECTIONLOSS (KafkaZkClient.retryRequestsUntilConnected),
+    and the copy fails its check on /migration's version, which the first copy bumped. (perturbation)"""
+
+    controller: ControllerId
+
+
+@record
 class RunMetadataChange(Record):
     """Run the queue's head MetadataChangeEvent: dropped if stale (Kafka 3.8+), else a dual write of its image.
 
@@ -589,6 +598,7 @@ KRaftAction = (
     | SendRPCsToBrokers
     | DualWrite
     | DualWriteSessionExpired
+    | DualWriteReplyLost
     | PublishMetadataChange
     | RunMetadataChange
     | RegisterWithKRaft
@@ -647,6 +657,7 @@ MigrationAction = (
     | SendRPCsToBrokers
     | DualWrite
     | DualWriteSessionExpired
+    | DualWriteReplyLost
     | PublishMetadataChange
     | RunMetadataChange
     | MigrateBrokerToKRaft
@@ -689,6 +700,7 @@ PERTURBATIONS: frozenset[type] = frozenset(
         BrokerZkServerLags,
         PublishMetadataChange,
         DualWriteSessionExpired,
+        DualWriteReplyLost,
         ExpireSession,
         Drop,
         Redeliver,

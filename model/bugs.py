@@ -87,6 +87,7 @@ class Bug(Enum):
     REASSIGNMENT_KEEPS_LEADER_EPOCH = "reassignment_keeps_leader_epoch"
     STALE_EVENT_RUNS = "stale_event_runs"
     FAILED_WRITE_DROPS_DELTA = "failed_write_drops_delta"
+    RESEND_KEEPS_STALE_VERSION = "resend_keeps_stale_version"
     RPCS_WAIT_FOR_NEWER_OFFSET = "rpcs_wait_for_newer_offset"
     MIGRATION_OUTSIDE_TRANSACTION = "migration_outside_transaction"
     NO_ABORT_ON_FAILOVER = "no_abort_on_failover"
@@ -275,6 +276,10 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug(Bug.FAILED_WRITE_DROPS_DELTA, "ZkEqualsImageAtMigrationOffset", "dual-write-failure",
               "kafka-3.9's rule under kip: a dual write that failed (its session expired) has handed the driver its"
               " image, and the next dual write writes only the delta since that image, /migration past the lost one"),
+    SeededBug(Bug.RESEND_KEEPS_STALE_VERSION, "ZkBrokersConvergeToCommittedImage", "dual-write-resend",
+              "kafka-3.9's rule under kip: a dual write ZooKeeper applied but whose reply was lost is resent, the copy"
+              " fails on /migration's version, and the driver keeps the stale version: the change's LeaderAndIsr is"
+              " never sent, and every later dual write fails"),
     SeededBug(Bug.RPCS_WAIT_FOR_NEWER_OFFSET, "MigrationReachesDualWriteWithoutFaults", "handover",
               "SendRPCsToBrokers waits for an image newer than /migration's offset instead of as new (off by one)"),
     SeededBug(Bug.MIGRATION_OUTSIDE_TRANSACTION, "InitialMigrationAllOrNothing", "migration",

@@ -34,6 +34,7 @@ from model.actions import (
     DeleteControllerZNodes,
     Drop,
     DualWrite,
+    DualWriteReplyLost,
     DualWriteSessionExpired,
     ElectController,
     ExpireSession,
@@ -314,6 +315,7 @@ GUARDS: dict[type, Guard] = {
     # a seeded bug (dual_write_before_sync) lets it run in SYNC_KRAFT_TO_ZK too
     DualWrite: _driver_in(D.DUAL_WRITE, D.SYNC_KRAFT_TO_ZK),
     DualWriteSessionExpired: _driver_in(D.DUAL_WRITE),
+    DualWriteReplyLost: _driver_in(D.DUAL_WRITE),
     MigrateBrokerToKRaft: _migrate_broker,
     RollbackBrokerToZk: _rollback_broker,
     DeleteControllerZNodes: _delete_controller_znodes,

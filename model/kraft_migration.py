@@ -16,6 +16,10 @@ and ends in ``assert_never``):
 - A dual write may fail because its ZooKeeper session expired while it waited (``DualWriteSessionExpired``; only
   where ``Budget.write_failures`` allows, scope dual-write-failure): under kip the next dual write writes the
   change again, under kafka-3.9 the driver keeps the image it was handed and the next delta starts there.
+- A dual write may apply in ZooKeeper and lose its reply (``DualWriteReplyLost``; only where
+  ``Budget.lost_write_replies`` allows, scope dual-write-resend): the client's resent copy fails on /migration's
+  version. Under kip the driver reads /migration, finds its own write and goes on; under kafka-3.9 it keeps the
+  stale version, and its next dual write fails the same way (the driver parks in INACTIVE) until a new leadership.
 - The operator's steps (a controller's migration flag, a broker moved to KRaft and back, the
   KRaft znodes deleted at the end of a rollback) spend the scope's ``migrations`` budget.
 - What the quorum does (appending, activating, brokers, the lag bound) is ``model.kraft_quorum``'s,
@@ -35,6 +39,7 @@ from model.actions import (
     CompleteMigration,
     DeleteControllerZNodes,
     DualWrite,
+    DualWriteReplyLost,
     DualWriteSessionExpired,
     KRaftLeaderChange,
     MigrateBrokerToKRaft,
@@ -183,6 +188,8 @@ def handle(state: ClusterState, action: MigrationAction, variant: Variant) -> Re
             return _dual_write(state, c, variant)
         case DualWriteSessionExpired(controller=c):
             return _dual_write_session_expired(state, c, variant)
+        case DualWriteReplyLost(controller=c):
+            return _dual_write_reply_lost(state, c, variant)
         case PublishMetadataChange(controller=c):
             return _publish_metadata_change(state, c)
         case RunMetadataChange(controller=c):
@@ -728,12 +735,15 @@ def _partition_write(p: int, part: PartitionImage, c: KRaftController, variant: 
 
 
 def _kraft_zk_write(
-    state: ClusterState, c: KRaftController, kind: str, ops: list[Op], offset: Offset, variant: Variant
+    state: ClusterState, c: KRaftController, kind: str, ops: list[Op], offset: Offset, variant: Variant,
+    reply_lost: bool = False,
 ) -> tuple[ClusterState, bool]:
     """One fenced multi: check /controller_epoch, the ops, CAS /migration to ``offset`` (reference §2.4).
 
     On success the driver learns /migration's new version and offset. A fencing failure means
     another controller claimed ZooKeeper: the driver goes INACTIVE until a leadership event.
+    With ``reply_lost`` the multi applies but its reply is lost, and the driver hears only of the resent copy
+    (``_resent_write``).
     """
     d = _known_driver(c)
     fenced = not (variant.has(Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK) and kind == "dual-write")
@@ -765,9 +775,50 @@ def _kraft_zk_write(
     if state.history.crashed_controllers and offset >= len(state.history.committed):
         # ZooKeeper has caught up with everything committed: a crash before now has lost nothing.
         state = state.replace(history=state.history.replace(crashed_controllers=frozenset()))
-    c = c.replace(driver=d.replace(migration_offset=offset, migration_version=zkm.get_existing(zk, MIGRATION).version,
-                                   handed_offset=Offset(0)))
+    version: int = zkm.get_existing(zk, MIGRATION).version
+    if reply_lost:
+        state, learnt = _resent_write(state, c, head + [update] + ops, offset, variant)
+        if learnt is None:
+            return state, False
+        version = learnt
+    c = c.replace(driver=d.replace(migration_offset=offset, migration_version=version, handed_offset=Offset(0)))
     return put_ctrl(state, c), True
+
+
+def _resent_write(
+    state: ClusterState, c: KRaftController, resent: list[Op], offset: Offset, variant: Variant
+) -> tuple[ClusterState, int | None]:
+    """The client resends a multi ZooKeeper applied but whose reply was lost (ZooKeeperClient answers
+    CONNECTIONLOSS, KafkaZkClient.retryRequestsUntilConnected sends it again). The copy fails on /migration, whose
+    version the first copy bumped: Kafka's migration multi puts the /migration op before the data op
+    (KafkaZkClient.wrapMigrationRequest), so ``resent`` does too. The version the driver then holds, or None when
+    the write failed for it.
+
+    kip: KIP-866 §Migration State ZNode fences with /migration's conditional update "old KRaft controllers ... if
+    there has been a new election"; §Failure Modes asks that a failed write hold ZooKeeper back only within the lag
+    bound. So a conflict is no fence when /migration holds this controller's id and Raft epoch and an offset at or
+    past the one written: the driver reads its version and goes on, the change written."""
+    d = _known_driver(c)
+    # (The ghost's last multi stays the first copy's, which changed the tree; the copy changes nothing.)
+    zk, _ = zkm.multi(state.zk, NO_SESSION, tuple(resent), reader=c.id)
+    state = state.replace(zk=zk)
+    # The seeded bug RESEND_KEEPS_STALE_VERSION: kafka-3.9's rule under kip.
+    if variant.profile is Profile.KAFKA_3_9 or variant.has(Bug.RESEND_KEEPS_STALE_VERSION):
+        # Differs: Kafka 3.9 throws "Conditional update on KRaft Migration ZNode failed" (a RuntimeException, handled
+        # as an unhandled fault: logged, not fatal); ZkMigrationLeadershipState is replaced only by a write that
+        # returns, so the driver keeps /migration's old version and every later dual write of this leadership fails
+        # its check (BADVERSION, "Will retry."): the model's next DualWrite parks the driver in INACTIVE. The image
+        # was handed to the driver before the write (``handed_offset``). Only the next leadership, which reads
+        # /migration afresh, writes again. The KIP goes on (a finding, docs/model.md).
+        return put_ctrl(state, c.replace(driver=d.replace(handed_offset=offset))), None
+    node = zkm.get(zkm.seen_by(state.zk, c.id), MIGRATION)
+    own = node is not None and isinstance(node.data, MigrationZNode) and (
+        node.data.kraft_controller_id, node.data.kraft_controller_epoch) == (c.id, d.kraft_epoch) and (
+        node.data.kraft_metadata_offset >= offset)
+    if not own:
+        return put_ctrl(state, _drive(c, D.INACTIVE, variant, zk_epoch=-1, zk_epoch_version=-2)), None
+    assert node is not None
+    return state, node.version
 
 
 def _adopt_claim(state: ClusterState, c: KRaftController) -> KRaftController | None:
@@ -906,16 +957,40 @@ def _dual_write_session_expired(state: ClusterState, cid: ControllerId, variant:
     dual-write-failure. KIP-866 §Failure Modes ("ZK Write Failures"): the change stays unwritten and is retried
     within the lag bound: the next DualWrite writes everything since /migration's offset."""
     c = ctrl(state, cid)
-    d = _leading_driver(c, D.DUAL_WRITE)
-    if isinstance(d, Refused):
-        return d
-    image = driver_image(c)
-    if image.offset <= max(d.migration_offset, d.handed_offset):
-        return _ZK_CAUGHT_UP
+    image = _unwritten_image(c)
+    if not isinstance(image, MetadataImage):
+        return image
     spent = spend(state, write_failures=1)
     if spent is None:
         return BUDGET_SPENT
     return put_ctrl(spent, after_failed_dual_write(c, image.offset, variant))
+
+
+def _unwritten_image(c: KRaftController) -> MetadataImage | Refused | Unchanged:
+    """The image a MetadataChangeEvent in DUAL_WRITE hands its leading driver, when the driver has neither written
+    it (/migration's offset) nor been handed it by a failed write; else why no event runs."""
+    d = _leading_driver(c, D.DUAL_WRITE)
+    if isinstance(d, Refused):
+        return d
+    image = driver_image(c)
+    return _ZK_CAUGHT_UP if image.offset <= max(d.migration_offset, d.handed_offset) else image
+
+
+def _dual_write_reply_lost(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
+    """A MetadataChangeEvent in DUAL_WRITE whose multi ZooKeeper applies but whose reply is lost: the client resends
+    it, and the copy fails on /migration's version (``_resent_write``). It spends ``Budget.lost_write_replies``, 0
+    outside scope dual-write-resend. kip: the driver finds its own write in /migration and goes on (the RPCs sent);
+    kafka-3.9: it keeps the stale version and sends nothing."""
+    c = ctrl(state, cid)
+    image = _unwritten_image(c)
+    if not isinstance(image, MetadataImage):
+        return image
+    if not state.zk.available:
+        return _ZK_UNAVAILABLE
+    spent = spend(state, lost_write_replies=1)
+    if spent is None:
+        return BUDGET_SPENT
+    return _dual_write_image(spent, c, image, True, variant, reply_lost=True)
 
 
 def after_failed_dual_write(c: KRaftController, offset: int, variant: Variant) -> KRaftController:
@@ -933,7 +1008,8 @@ def after_failed_dual_write(c: KRaftController, offset: int, variant: Variant) -
 
 
 def _dual_write_image(
-    state: ClusterState, c: KRaftController, image: MetadataImage, zk_first: bool, variant: Variant
+    state: ClusterState, c: KRaftController, image: MetadataImage, zk_first: bool, variant: Variant,
+    reply_lost: bool = False,
 ) -> Result:
     """What a MetadataChangeEvent does in DUAL_WRITE with ``image``: ZooKeeper made equal to it in one fenced multi
     (/migration to its offset), then the changed partitions' RPCs to the ZK brokers."""
@@ -950,7 +1026,7 @@ def _dual_write_image(
         # multi (KIP-866 only says "changes"), from the image at /migration's offset unless a failed write moved
         # the driver's handed image past it (kafka-3.9, ``handed_offset``).
         ops = zk_delta_ops(seen_by(state, cid), base, image, c, variant)
-        state, ok = _kraft_zk_write(state, c, "dual-write", ops, image.offset, variant)
+        state, ok = _kraft_zk_write(state, c, "dual-write", ops, image.offset, variant, reply_lost)
         if not ok:
             return state
     c = ctrl(state, cid)

@@ -874,3 +874,24 @@ PURGATORY = small_migration_scope(
     max_depth=16,
 )
 SCOPES[PURGATORY.name] = PURGATORY
+
+# A dual write whose reply is lost (issue #17, found on Kafka 3.9.2 and 3.6.2): ZooKeeper applies a
+# MetadataChangeEvent's multi, the controller's connection times out while ZooKeeper stalls, and its client resends
+# the multi, whose copy fails on /migration's version. KIP-866 §Migration State ZNode fences only a newer election:
+# the driver finds its own write and goes on. Kafka 3.9 keeps the stale version, so the new partition's LeaderAndIsr
+# is never sent and every later dual write of the leadership fails until a failover. The property that sees it
+# (2 steps: the partition added, the write whose reply is lost): the quiesced ZK broker never learns of the new
+# partition. (The wedge itself is liveness's: ActiveDriverNeverStaysInactive, the model's driver parked in INACTIVE
+# at its next dual write.)
+RESEND_WEDGES_DUAL_WRITE = (("kafka-3.9", "ZkBrokersConvergeToCommittedImage"),)
+DUAL_WRITE_RESEND = small_migration_scope(
+    name="dual-write-resend",
+    summary="1 ZK broker, 1 controller in dual write: an admin adds a partition and alters a config, and one dual"
+            " write applies but loses its reply (the resent copy fails on /migration's version)",
+    controllers=(MIGRATING,),
+    stage="dual-write",
+    budget=Budget(lost_write_replies=1, partition_creations=1, operator=1, max_in_flight=6),
+    created_replicas=(BrokerId(0),),
+    findings=RESEND_WEDGES_DUAL_WRITE,
+)
+SCOPES[DUAL_WRITE_RESEND.name] = DUAL_WRITE_RESEND

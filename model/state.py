@@ -412,6 +412,8 @@ class Budget(Record):
     reassignments: int = 0  # an admin's AlterPartitionReassignments, on the ZK controller or on KRaft
     queued_events: int = 0  # MetadataChangeEvents queued to run later, maybe under a newer leadership (KAFKA-16667)
     write_failures: int = 0  # a dual write fails: its ZooKeeper session expired as it waited (KIP-866 §Failure Modes)
+    # a dual write applies in ZooKeeper, its reply is lost and the resent copy fails on /migration's version
+    lost_write_replies: int = 0
     # A mode, not spent: a BrokerRegistration is answered once its record commits, as Kafka's controller does
     # (its deferred event queue); off, the model answers at once (the Differs at model.kraft_quorum).
     answer_at_commit: bool = False

@@ -42,6 +42,7 @@ from model.actions import (
     Deliver,
     Drop,
     DualWrite,
+    DualWriteReplyLost,
     DualWriteSessionExpired,
     ElectController,
     ElectPartitionLeader,
@@ -258,6 +259,8 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
                 actions += [PublishMetadataChange(i), RunMetadataChange(i)]
             if state.budget.write_failures:  # never in a scope without write failures
                 actions += [DualWriteSessionExpired(i)]
+            if state.budget.lost_write_replies:  # never in a scope without lost replies
+                actions += [DualWriteReplyLost(i)]
         actions += [CrashController(i), ShutdownController(i), RestartController(i)]
         actions += [ReconfigureController(i, enabled) for enabled in scope.controller_flag_choices]
         actions += [RegisterController(i, leader) for leader in leaders]

@@ -87,6 +87,7 @@ from model.actions import (
     BrokerZkServerCatchesUp,
     BrokerZkServerLags,
     CreatePartitions,
+    DualWriteReplyLost,
     DualWriteSessionExpired,
     HeartbeatResponseLost,
     ProcessPartitionModifications,
@@ -107,13 +108,14 @@ DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 
 # Lost responses (``RegistrationResponseLost``, ``HeartbeatResponseLost``), partition creations (``AddPartitions``,
 # ``ProcessPartitionModifications``, ``CreatePartitions``), reassignments (``ApiPartitionReassignment``,
-# ``AlterPartitionReassignments``) and brokers' lagging servers (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``)
-# get no rule: only scopes ``lost-responses``, ``create-partitions``, ``reassignment`` and ``zk-lag`` budget them,
-# which exploration covers whole, and leaving them out keeps every other scope's examples as they were.
+# ``AlterPartitionReassignments``), brokers' lagging servers (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``)
+# and lost dual-write replies (``DualWriteReplyLost``) get no rule: only scopes ``lost-responses``,
+# ``create-partitions``, ``reassignment``, ``zk-lag`` and ``dual-write-resend`` budget them, which exploration covers
+# whole, and leaving them out keeps every other scope's examples as they were.
 NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
                                             ProcessPartitionModifications, CreatePartitions,
                                             ApiPartitionReassignment, AlterPartitionReassignments,
-                                            BrokerZkServerLags, BrokerZkServerCatchesUp})
+                                            BrokerZkServerLags, BrokerZkServerCatchesUp, DualWriteReplyLost})
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)
 # (Not ZkServerLags, PublishMetadataChange nor DualWriteSessionExpired: their own budgets, 0 outside scopes stale-reads,
 # event-queue and dual-write-failure, switch them off, and the machines draw as before.)

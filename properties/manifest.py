@@ -58,6 +58,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "reassignment": None,
     "event-queue": None,
     "dual-write-failure": None,
+    "dual-write-resend": None,
     "zk-lag": 10,  # complete at depth 25, 223,648 states: tests/test_zk_lag.py, under the slow marker
     "purgatory": None,
 }

@@ -178,6 +178,8 @@ def view(action) -> StepView:
             return StepView(node(c), zk, "driver: dual write")
         case act.DualWriteSessionExpired(controller=c):
             return StepView(node(c), zk, "driver: dual write fails (session expired)")
+        case act.DualWriteReplyLost(controller=c):
+            return StepView(node(c), zk, "driver: dual write applied, reply lost, resend fails on /migration")
         case act.PublishMetadataChange(controller=c):
             return StepView(node(c), None, "publisher: MetadataChangeEvent queued", "note")
         case act.RunMetadataChange(controller=c):

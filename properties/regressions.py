@@ -20,6 +20,7 @@ from model.actions import (
     BrokerZkServerLags,
     CreatePartitions,
     DualWrite,
+    DualWriteReplyLost,
     DualWriteSessionExpired,
     ElectController,
     ExpireSession,
@@ -135,12 +136,28 @@ def dual_write_failure_scope() -> Scope:
     return SCOPES["dual-write-failure"]
 
 
+# An admin adds a partition in dual write; ZooKeeper applies its dual write but the reply is lost, and the resent
+# copy fails on /migration's version; an admin alters a config; the next dual write. KIP-866: the driver found its
+# own write in /migration, sent the partition's LeaderAndIsr and writes the config. Kafka 3.9 (and the seeded bug
+# resend_keeps_stale_version): nothing sent, and the next dual write fails on the stale version, the driver parked
+# until a new leadership (seed 86 of the real-Kafka dual-write runbook; the first two steps are the model's
+# shortest counterexample under kafka-3.9 in scope dual-write-resend).
+LOST_REPLY: tuple[Action, ...] = (
+    CreatePartitions(A, (BrokerId(0),)), DualWriteReplyLost(A), AlterConfigs(A), DualWrite(A),
+)
+
+
+def dual_write_resend_scope() -> Scope:
+    return SCOPES["dual-write-resend"]
+
+
 SCRIPTS: dict[str, tuple[Callable[[], Scope], tuple[Action, ...]]] = {
     "deposed-dual-write": (dual_write_scope, DEPOSED_DUAL_WRITE),
     "older-epoch-heartbeat": (three_voter_pre_migration, OLDER_EPOCH_HEARTBEAT),
     "stale-claim": (stale_reads_scope, STALE_CLAIM),
     "stale-event": (event_queue_scope, STALE_EVENT),
     "failed-write": (dual_write_failure_scope, FAILED_WRITE),
+    "lost-reply": (dual_write_resend_scope, LOST_REPLY),
     "stale-election": (zk_lag_scope, STALE_ELECTION),
 }
 
@@ -151,6 +168,7 @@ CATCHING_SCRIPT: dict[ImplBug, str] = {
     ImplBug.CLAIM_TRUSTS_STALE_READ: "stale-claim",
     ImplBug.STALE_EVENT_RUNS: "stale-event",
     ImplBug.FAILED_WRITE_DROPS_DELTA: "failed-write",
+    ImplBug.RESEND_KEEPS_STALE_VERSION: "lost-reply",
     ImplBug.ELECTION_CHECKS_EPOCH_BY_READ: "stale-election",
 }
 

@@ -34,6 +34,7 @@ from model.actions import (
     Deliver,
     Drop,
     DualWrite,
+    DualWriteReplyLost,
     DualWriteSessionExpired,
     ExpireSession,
     KRaftLeaderChange,
@@ -65,11 +66,13 @@ from tests.conftest import EXCLUDED, OFFLINE, TWO_PARTITIONS
 LATE = 10**12  # a time by which every timer of every node has run out
 # What the runner does itself (the network, ZooKeeper, the operator, process lifecycles): no node offers it.
 # (PublishMetadataChange: the runner queues a drawn DualWrite's event instead of running it, FaultMix.queue_event;
-# DualWriteSessionExpired: the runner fails a drawn DualWrite, FaultMix.fail_write.)
+# DualWriteSessionExpired: the runner fails a drawn DualWrite, FaultMix.fail_write; DualWriteReplyLost: the runner
+# loses a drawn DualWrite's reply, FaultMix.lose_reply.)
 ENVIRONMENT = (Deliver, Redeliver, Drop, ZkOutage, ZkRecover, ZkServerLags, ZkServerCatchesUp, BrokerZkServerLags,
-               BrokerZkServerCatchesUp, PublishMetadataChange, DualWriteSessionExpired, ExpireSession,
-               DeleteControllerZNodes, CrashBroker, CrashController, StopBroker, ShutdownController, RestartBroker,
-               RestartController, ChangeIbp, MigrateBrokerToKRaft, RollbackBrokerToZk, ReconfigureController)
+               BrokerZkServerCatchesUp, PublishMetadataChange, DualWriteSessionExpired, DualWriteReplyLost,
+               ExpireSession, DeleteControllerZNodes, CrashBroker, CrashController, StopBroker, ShutdownController,
+               RestartBroker, RestartController, ChangeIbp, MigrateBrokerToKRaft, RollbackBrokerToZk,
+               ReconfigureController)
 # An administrator's requests, with arguments the scope picks: the client's choice, not the node's.
 CLIENT_REQUESTS = (UpdateFeatures, UpdateMetadataVersion)
 ALL_SCOPES = {**SCOPES, TWO_PARTITIONS.name: TWO_PARTITIONS, OFFLINE.name: OFFLINE, EXCLUDED.name: EXCLUDED}

@@ -75,7 +75,8 @@ def test_every_action_type_is_taken_somewhere():
         seen |= set(walk("cluster", seed, 500).action_counts)
     for name in ("kraft-quorum", "kraft-born", "pre-migration", "migration", "dual-write", "broker-migration",
                  "finalize", "rollback", "lost-responses",
-                 "stale-reads", "create-partitions", "event-queue", "reassignment", "dual-write-failure", "zk-lag"):
+                 "stale-reads", "create-partitions", "event-queue", "reassignment", "dual-write-failure", "zk-lag",
+                 "dual-write-resend"):
         for seed in range(40):
             seen |= set(walk(name, seed, 120).action_counts)
     registering = at_metadata_version(SCOPES["pre-migration"], Ibp.IBP_3_7_IV0)

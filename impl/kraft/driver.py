@@ -29,6 +29,9 @@ Rules:
 - A dual write may fail with its ZooKeeper session expired (``dual_write_session_expired``; only when a fault mix
   fails one, ``FaultMix.fail_write``): nothing is written, and the next dual write writes the change since
   /migration's offset again (KIP-866 §Failure Modes).
+- A dual write may apply in ZooKeeper and lose its reply (``dual_write_reply_lost``; only when a fault mix loses
+  one, ``FaultMix.lose_reply``): the client's resent copy fails on /migration's version; the driver reads /migration,
+  finds its own write (its id, its Raft epoch, an offset at or past the one written) and goes on.
 - Only the ``kip`` profile's rules are implemented (Profile.KIP).
 """
 
@@ -499,6 +502,16 @@ class KRaftMigrationDriver:
         return True
         yield  # pragma: no cover - makes this a generator
 
+    def dual_write_reply_lost(self, now: int) -> Handler:
+        """A MetadataChangeEvent in DUAL_WRITE whose multi ZooKeeper applies but whose reply is lost: the client
+        resends it and the copy fails on /migration's version (``_resend``)."""
+        if not self._in(D.DUAL_WRITE):
+            return False
+        image = self.driver_image()
+        if image.offset <= max(self.migration_offset, self.handed_offset):
+            return False
+        return (yield from self._write_image(image, now, reply_lost=True))
+
     def publish_metadata_change(self, now: int) -> Handler:
         """MetadataPublisher.onMetadataUpdate in DUAL_WRITE: a MetadataChangeEvent with the committed image ZooKeeper
         lacks, queued with the leader and epoch Raft reports now (curLeaderAndEpoch)."""
@@ -533,7 +546,7 @@ class KRaftMigrationDriver:
             self.queue.insert(0, event)  # its reads failed before it changed anything: the event waits
             raise
 
-    def _write_image(self, image: Image, now: int, rpcs_before_zk: bool = False) -> Handler:
+    def _write_image(self, image: Image, now: int, rpcs_before_zk: bool = False, reply_lost: bool = False) -> Handler:
         """ZooKeeper made equal to ``image`` in one fenced multi (/migration to its offset), then the changed
         partitions' RPCs to the ZK brokers."""
         # The delta since /migration's offset, which ZooKeeper holds (KRaftMigrationZkWriter.handleDelta), or since
@@ -547,7 +560,7 @@ class KRaftMigrationDriver:
         base = self.controller.image_at(max(written, image.offset - 1 if last else 0))
         try:
             ops = yield from self._delta_ops(base, image, now)
-            ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True)
+            ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True, reply_lost=reply_lost)
         except ConnectionLoss:
             if not rpcs_before_zk:
                 raise
@@ -583,9 +596,11 @@ class KRaftMigrationDriver:
         return True
 
     def _fenced_write(
-        self, ops: list[Op], offset: int, now: int, dual_write: bool = False, retry: bool = True
+        self, ops: list[Op], offset: int, now: int, dual_write: bool = False, retry: bool = True,
+        reply_lost: bool = False,
     ) -> Handler:
-        """One multi: check /controller_epoch, the ops, CAS /migration to ``offset`` (reference §2.4)."""
+        """One multi: check /controller_epoch, the ops, CAS /migration to ``offset`` (reference §2.4). With
+        ``reply_lost`` it applies but its reply is lost, and the driver hears only of the resent copy."""
         fenced = not (dual_write and ImplBug.DUAL_WRITE_WITHOUT_EPOCH_CHECK in self.bugs)
         head: list[Op] = [CheckOp(CONTROLLER_EPOCH, self.zk_epoch_version)] if fenced else []
         migration = MigrationZNode(self.node_id, self.kraft_epoch, offset)
@@ -607,8 +622,31 @@ class KRaftMigrationDriver:
             # KRaftLeaderEvent; the driver parks in INACTIVE instead.
             self._transition(D.INACTIVE, **self._forget_zk_controller())
             return False
-        self.migration_offset, self.migration_version, self.handed_offset = offset, results[-1].stat.version, 0
+        version = results[-1].stat.version
+        if reply_lost:
+            version = yield from self._resend(head + [update] + ops, offset)
+            if version is None:
+                return False
+        self.migration_offset, self.migration_version, self.handed_offset = offset, version, 0
         return True
+
+    def _resend(self, resent: list[Op], offset: int) -> Handler:
+        """The copy of a multi ZooKeeper applied, resent after its reply was lost (KafkaZkClient
+        .retryRequestsUntilConnected); the /migration op comes before the data ops, as Kafka's wrapMigrationRequest
+        puts it, so the copy fails on the version the first copy bumped. KIP-866 §Migration State ZNode fences only
+        a newer election: /migration holding this driver's id and Raft epoch and an offset at or past the one
+        written is its own write, whose version it takes. Returns that version, or None when the write failed."""
+        yield from self._multi(resent)
+        if ImplBug.RESEND_KEEPS_STALE_VERSION in self.bugs:
+            self.handed_offset = offset  # the mistake (Kafka 3.9's): the stale version kept, the image handed
+            return None
+        migration, stat = yield from self._read(MIGRATION)
+        own = isinstance(migration, MigrationZNode) and stat is not None and migration.kraft_metadata_offset >= offset \
+            and (migration.kraft_controller_id, migration.kraft_controller_epoch) == (self.node_id, self.kraft_epoch)
+        if not own:
+            self._transition(D.INACTIVE, **self._forget_zk_controller())
+            return None
+        return stat.version
 
     def _reconcile_ops(self, image: Image, now: int) -> Handler:
         """KRaftMigrationZkWriter.handleSnapshot: read ZooKeeper, write whatever differs from ``image``."""

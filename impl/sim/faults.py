@@ -3,8 +3,9 @@
 A mix is a set of weights relative to one protocol step (a node's offered action or a message
 delivery, each weight 1). ``parse`` reads a mix from the command line: a name (``none``, ``network``,
 ``process``, ``zookeeper``, ``lagging``, ``zk-lagging``, ``all``, ``responses``, ``queue``, ``reassign``,
-``write-failure``, ``purgatory``), names joined with ``+``, ``swarm`` joined to them, and ``key=weight`` overrides,
-e.g. ``network+process,drop=0.2``. Anything else is a one-line ``ValueError`` naming the bad part.
+``write-failure``, ``purgatory``, ``reply-loss``), names joined with ``+``, ``swarm`` joined to them, and
+``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else is a one-line ``ValueError`` naming the
+bad part.
 
 Swarm testing (Groce et al., ISSTA 2012): with ``swarm`` in the mix, each run draws its own mix
 from the simulator's random stream before its first event (``FaultMix.drawn``). Each fault that
@@ -64,6 +65,10 @@ class FaultMix:
     # waited, and the session had expired when it answered. A drawn DualWrite becomes DualWriteSessionExpired: a
     # probability per drawn DualWrite. Only in mix ``write-failure`` (and its world), not reweighed by a swarm.
     fail_write: float = 0.0
+    # a KRaft controller's dual write applies in ZooKeeper but its reply is lost (the connection timed out while
+    # ZooKeeper stalled), and the client's resent copy fails on /migration's version. A drawn DualWrite becomes
+    # DualWriteReplyLost: a probability per drawn DualWrite. Only in mix ``reply-loss`` and not reweighed by a swarm.
+    lose_reply: float = 0.0
     # not a fault but the world the faults strike: with it (mix ``purgatory``), ``sim-migration`` runs as
     # ``sim-purgatory``, whose KRaft controllers answer a registration once its record commits
     # (``impl.sim.scenarios.scope_for``); a failover, a crash or a lost response then meets registrations waiting
@@ -143,6 +148,8 @@ MIXES["queue"] = FaultMix(queue_event=1.0, restart=0.5, recover=1.0)
 MIXES["reassign"] = FaultMix(reassign=1.0, restart=0.5, recover=1.0)
 # Dual writes that fail (their ZooKeeper session expired as they waited): ``all+write-failure``.
 MIXES["write-failure"] = FaultMix(fail_write=0.3, restart=0.5, recover=1.0)
+# Dual writes that apply but lose their reply, resent and failing on /migration's version: ``all+reply-loss``.
+MIXES["reply-loss"] = FaultMix(lose_reply=0.3, restart=0.5, recover=1.0)
 # Registrations answered at commit (``answer_at_commit``): ``all+purgatory`` has the crashes and leader changes that
 # fail a waiting registration, and the lost responses.
 MIXES["purgatory"] = FaultMix(answer_at_commit=1.0, restart=0.5, recover=1.0)

@@ -37,6 +37,9 @@ Rules:
 - A failed dual write (``FaultMix.fail_write``): a drawn ``DualWrite`` is performed as ``DualWriteSessionExpired``
   (one more draw, only in a mix that has the fault): the write waited through a ZooKeeper stall past the session
   timeout and failed; the driver's next ``DualWrite`` writes the change again.
+- A dual write whose reply is lost (``FaultMix.lose_reply``): a drawn ``DualWrite`` is performed as
+  ``DualWriteReplyLost`` (one more draw, only in a mix that has the fault): ZooKeeper applied the multi, the client
+  resent it and the copy failed on /migration's version; the driver finds its own write there and goes on.
 - A simulation is handed its checker, or none (``impl.sim.check``): with one, every event is
   performed through it, and the run stops at the first ``CheckFailed``. The checks build it
   (``properties.differential.checked_simulation``: the model takes the implementation's traces,
@@ -94,6 +97,7 @@ from model.actions import (
     Deliver,
     Drop,
     DualWrite,
+    DualWriteReplyLost,
     DualWriteSessionExpired,
     ExpireSession,
     Fetch,
@@ -786,6 +790,8 @@ class Simulation:
             action = PublishMetadataChange(action.controller)  # the event waits in the driver's queue
         elif isinstance(action, DualWrite) and self.faults.fail_write and self.rng.random() < self.faults.fail_write:
             action = DualWriteSessionExpired(action.controller)  # its session expired while it waited
+        elif isinstance(action, DualWrite) and self.faults.lose_reply and self.rng.random() < self.faults.lose_reply:
+            action = DualWriteReplyLost(action.controller)  # applied, its reply lost, the resent copy refused
         self.record.append(SimStep(c.now, self._active_cuts() if self.cuts else (), action))  # (before: a
         # disagreement raises)
         traces = self.checker.apply(action) if self.checker is not None else c.perform(action)
