@@ -228,6 +228,7 @@ class Cluster:
                 node.metadata_version_updates = scope.metadata_version_choices
                 node.created_replicas = scope.created_replicas
                 node.reassignment = scope.reassignment
+                node.deletes_topic = scope.budget.topic_deletions > 0
                 node.zk_session = port.open_session(SESSION_TIMEOUT_MS)
                 cluster.session_owner[node.zk_session] = c.id
                 cluster.controllers[c.id] = node

@@ -519,6 +519,15 @@ class AlterPartitionReassignments(Record):
 
 
 @record
+class DeleteTopics(Record):
+    """An admin's DeleteTopics of the one topic on the active controller (ReplicationControlManager.deleteTopics): a
+    RemoveTopicRecord (refused in pre-migration); in dual write the driver deletes it from ZooKeeper and sends the ZK
+    brokers StopReplica with deletePartitions. (perturbation)"""
+
+    controller: ControllerId
+
+
+@record
 class UpdateMetadataVersion(Record):
     """An admin's UpdateFeatures for metadata.version on the active controller. (perturbation)"""
 
@@ -606,6 +615,7 @@ KRaftAction = (
     | DeleteControllerZNodes
     | CreatePartitions
     | AlterPartitionReassignments
+    | DeleteTopics
 )
 
 # The KRaft quorum and what its active controller decides: Raft, brokers on KRaft, admin writes
@@ -630,6 +640,7 @@ KRaftQuorumAction = (
     | UpdateMetadataVersion
     | CreatePartitions
     | AlterPartitionReassignments
+    | DeleteTopics
 )
 
 # The ZooKeeper-to-KRaft migration: the driver's events and the operator's runbook steps (``model.kraft_migration``).
@@ -714,6 +725,7 @@ PERTURBATIONS: frozenset[type] = frozenset(
         CreatePartitions,
         ApiPartitionReassignment,
         AlterPartitionReassignments,
+        DeleteTopics,
     }
 )
 

@@ -85,6 +85,8 @@ class Bug(Enum):
     MIGRATION_SKIPS_UNSTARTED_PARTITION = "migration_skips_unstarted_partition"
     # Reassignments during the migration (the ``reassignment`` scope)
     REASSIGNMENT_KEEPS_LEADER_EPOCH = "reassignment_keeps_leader_epoch"
+    # Topic deletions during the migration (the ``delete-topics`` scope)
+    DELETION_STOPS_WITHOUT_DELETE = "deletion_stops_without_delete"
     STALE_EVENT_RUNS = "stale_event_runs"
     FAILED_WRITE_DROPS_DELTA = "failed_write_drops_delta"
     RPCS_WAIT_FOR_NEWER_OFFSET = "rpcs_wait_for_newer_offset"
@@ -275,6 +277,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug(Bug.FAILED_WRITE_DROPS_DELTA, "ZkEqualsImageAtMigrationOffset", "dual-write-failure",
               "kafka-3.9's rule under kip: a dual write that failed (its session expired) has handed the driver its"
               " image, and the next dual write writes only the delta since that image, /migration past the lost one"),
+    SeededBug(Bug.DELETION_STOPS_WITHOUT_DELETE, "ZkBrokersDropDeletedTopic", "delete-topics",
+              "a topic deleted on KRaft in dual write is stopped on the ZK brokers without deletePartitions (KIP-866"
+              " says only \"stop managing\"): they stop fetching it and keep hosting it"),
     SeededBug(Bug.RPCS_WAIT_FOR_NEWER_OFFSET, "MigrationReachesDualWriteWithoutFaults", "handover",
               "SendRPCsToBrokers waits for an image newer than /migration's offset instead of as new (off by one)"),
     SeededBug(Bug.MIGRATION_OUTSIDE_TRANSACTION, "InitialMigrationAllOrNothing", "migration",

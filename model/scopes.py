@@ -874,3 +874,21 @@ PURGATORY = small_migration_scope(
     max_depth=16,
 )
 SCOPES[PURGATORY.name] = PURGATORY
+
+# Topic deletions during the migration (issue #17): an admin's DeleteTopics of the one topic on the active KRaft
+# controller, refused in pre-migration, and in dual write a RemoveTopicRecord that the driver deletes from ZooKeeper
+# and stops on the ZK brokers with StopReplica (deletePartitions), both of which host the partition.
+DELETE_TOPICS = small_migration_scope(
+    name="delete-topics",
+    summary="2 ZK brokers hosting one partition, 1 controller: an admin deletes the topic during the migration or in"
+            " dual write",
+    ibps=(Ibp.IBP_3_4_IV0,) * 2,
+    supported=(SAME_RANGE,) * 2,
+    partitions=((BrokerId(0), BrokerId(1)),),
+    broker_flags=(READY, READY),
+    controllers=(MIGRATING,),
+    stage="registered",
+    budget=Budget(topic_deletions=1, max_in_flight=8),
+    findings=MIGRATION_WITHOUT_TRANSACTION,
+)
+SCOPES[DELETE_TOPICS.name] = DELETE_TOPICS

@@ -29,6 +29,7 @@ from model.kraft import (
     EMPTY_IMAGE,
     FIRST_CONTROLLER_ID,
     QUIET_WHEN_EMPTY,
+    TOPIC_NAME,
     BrokerState,
     ControllerConfig,
     ControllerId,
@@ -71,7 +72,7 @@ Assignment = tuple[tuple[BrokerId, ...], ...]
 CONTROLLER: ZPath[BrokerId | KRaftControllerZNode] = ZPath("/controller")
 CONTROLLER_EPOCH: ZPath[ControllerEpoch] = ZPath("/controller_epoch")
 BROKER_IDS: ZDir[BrokerRegistration] = ZDir("/brokers/ids")
-TOPIC: ZPath[Assignment] = ZPath("/brokers/topics/t")
+TOPIC: ZPath[Assignment] = ZPath(f"/brokers/topics/{TOPIC_NAME}")
 FEATURES: ZPath[FeaturesZNode] = ZPath("/features")
 
 
@@ -410,6 +411,7 @@ class Budget(Record):
     broker_stale_reads: int = 0
     partition_creations: int = 0  # an admin's CreatePartitions, in ZooKeeper mode (AddPartitions) or on KRaft
     reassignments: int = 0  # an admin's AlterPartitionReassignments, on the ZK controller or on KRaft
+    topic_deletions: int = 0  # an admin's DeleteTopics of the one topic, on KRaft
     queued_events: int = 0  # MetadataChangeEvents queued to run later, maybe under a newer leadership (KAFKA-16667)
     write_failures: int = 0  # a dual write fails: its ZooKeeper session expired as it waited (KIP-866 §Failure Modes)
     # A mode, not spent: a BrokerRegistration is answered once its record commits, as Kafka's controller does
@@ -458,6 +460,12 @@ class Observations(Record):
     silenced: frozenset[BrokerId] = frozenset()
     # (broker, partition, leader epoch) of each KRaft LeaderAndIsr lost, until one as new reaches that broker.
     lost: frozenset[tuple[BrokerId, PartitionId, LeaderEpoch]] = frozenset()
+    # (broker, partition) of a deleted topic's partition a broker hosts and was not told to delete: its StopReplica
+    # lost or refused, or overtaken by a LeaderAndIsr sent before it, or the image without the topic reached it from a
+    # controller that had no StopReplica to send (one sending from its image after a failover: Kafka's "we cannot
+    # send StopReplica requests from the image").
+    strays: frozenset[tuple[BrokerId, PartitionId]] = frozenset()
+    stopped: frozenset[tuple[BrokerId, PartitionId]] = frozenset()  # a KRaft StopReplica deleted it on that broker
 
 
 NOTHING_OBSERVED = Observations()

@@ -39,6 +39,7 @@ from model.actions import (
     CrashController,
     CreatePartitions,
     DeleteControllerZNodes,
+    DeleteTopics,
     Deliver,
     Drop,
     DualWrite,
@@ -268,6 +269,8 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
                 actions.append(CreatePartitions(i, scope.created_replicas))
             if state.budget.reassignments and scope.reassignment is not None:  # never in a scope without them
                 actions.append(AlterPartitionReassignments(i, *scope.reassignment))
+            if state.budget.topic_deletions:  # never in a scope without topic deletions
+                actions.append(DeleteTopics(i))
     for b in state.brokers:
         for leader in leaders:
             actions += [RegisterWithKRaft(b.id, leader), BrokerHeartbeat(b.id, leader), FetchMetadata(b.id, leader),

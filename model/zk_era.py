@@ -797,8 +797,10 @@ def _by_id(b: LiveBroker) -> BrokerId:
 
 
 def topic_assignment(state: ClusterState) -> Assignment:
-    """The topic's replicas by partition: /brokers/topics/t exists from the start and nothing deletes it."""
-    return zkm.get_existing(state.zk, TOPIC).data
+    """The topic's replicas by partition: /brokers/topics/t exists from the start, until a KRaft controller's write
+    deletes the topic an admin deleted on KRaft (scope delete-topics); () then."""
+    node = zkm.get(state.zk, TOPIC)
+    return () if node is None else node.data
 
 
 def partition_states(state: ClusterState) -> list[tuple[PartitionId, PartitionState, ZkVersion]]:

@@ -87,6 +87,7 @@ from model.actions import (
     BrokerZkServerCatchesUp,
     BrokerZkServerLags,
     CreatePartitions,
+    DeleteTopics,
     DualWriteSessionExpired,
     HeartbeatResponseLost,
     ProcessPartitionModifications,
@@ -107,12 +108,13 @@ DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 
 # Lost responses (``RegistrationResponseLost``, ``HeartbeatResponseLost``), partition creations (``AddPartitions``,
 # ``ProcessPartitionModifications``, ``CreatePartitions``), reassignments (``ApiPartitionReassignment``,
-# ``AlterPartitionReassignments``) and brokers' lagging servers (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``)
-# get no rule: only scopes ``lost-responses``, ``create-partitions``, ``reassignment`` and ``zk-lag`` budget them,
-# which exploration covers whole, and leaving them out keeps every other scope's examples as they were.
+# ``AlterPartitionReassignments``), topic deletions (``DeleteTopics``) and brokers' lagging servers
+# (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``) get no rule: only scopes ``lost-responses``,
+# ``create-partitions``, ``reassignment``, ``delete-topics`` and ``zk-lag`` budget them, which exploration covers
+# whole, and leaving them out keeps every other scope's examples as they were.
 NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
                                             ProcessPartitionModifications, CreatePartitions,
-                                            ApiPartitionReassignment, AlterPartitionReassignments,
+                                            ApiPartitionReassignment, AlterPartitionReassignments, DeleteTopics,
                                             BrokerZkServerLags, BrokerZkServerCatchesUp})
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)
 # (Not ZkServerLags, PublishMetadataChange nor DualWriteSessionExpired: their own budgets, 0 outside scopes stale-reads,
