@@ -68,6 +68,7 @@ class ImplBug(Enum):
     SAFE_DOWNGRADE_LOSES_METADATA = "impl_safe_downgrade_loses_metadata"
     REASSIGNMENT_KEEPS_LEADER_EPOCH = "impl_reassignment_keeps_leader_epoch"
     DELETION_STOPS_WITHOUT_DELETE = "impl_deletion_stops_without_delete"
+    MIGRATES_PENDING_DELETION = "impl_migrates_pending_deletion"
     FENCED_WRITE_ADOPTS_NEWER_CLAIM = "impl_fenced_write_adopts_newer_claim"
     METADATA_FETCH_PAST_HIGH_WATERMARK = "impl_metadata_fetch_past_high_watermark"
     REGISTRATION_ANSWERED_BEFORE_COMMIT = "impl_registration_answered_before_commit"
@@ -221,6 +222,7 @@ SHARED_SEEDED_BUGS: tuple[SharedSeededBug, ...] = tuple(
         (Bug.METADATA_FETCH_PAST_HIGH_WATERMARK, ImplBug.METADATA_FETCH_PAST_HIGH_WATERMARK),
         (Bug.REASSIGNMENT_KEEPS_LEADER_EPOCH, ImplBug.REASSIGNMENT_KEEPS_LEADER_EPOCH),
         (Bug.DELETION_STOPS_WITHOUT_DELETE, ImplBug.DELETION_STOPS_WITHOUT_DELETE),
+        (Bug.MIGRATES_PENDING_DELETION, ImplBug.MIGRATES_PENDING_DELETION),
         (Bug.REGISTRATION_ANSWERED_BEFORE_COMMIT, ImplBug.REGISTRATION_ANSWERED_BEFORE_COMMIT),
     )
 )

@@ -216,6 +216,24 @@ class ProcessPartitionModifications(Record):
 
 
 @record
+class MarkTopicDeletion(Record):
+    """An admin's DeleteTopics served by a ZooKeeper-mode broker (ZkAdminManager.deleteTopics,
+    AdminZkClient.deleteTopic): /admin/delete_topics/t created; the ZK controller deletes the topic later
+    (``TopicDeletion``). (perturbation)"""
+
+    broker: BrokerId
+
+
+@record
+class TopicDeletion(Record):
+    """KafkaController's TopicDeletion event (TopicDeletionManager): the ZK controller deletes the topic marked in
+    /admin/delete_topics: its znodes and the mark in a fenced write, StopReplica with deletePartitions to its live
+    replicas, UpdateMetadata without its partitions to every live broker."""
+
+    controller: BrokerId
+
+
+@record
 class ApiPartitionReassignment(Record):
     """An admin's AlterPartitionReassignments on the ZK controller (KafkaController's ApiPartitionReassignment
     event, onPartitionReassignment): partition ``partition`` moved to ``replicas``, its assignment written to
@@ -572,6 +590,8 @@ ZkEraAction = (
     | AddPartitions
     | ProcessPartitionModifications
     | ApiPartitionReassignment
+    | MarkTopicDeletion
+    | TopicDeletion
 )
 
 # The actions of the KRaft side, in the catalogue's order: the quorum, its migration driver, brokers on KRaft,
@@ -726,6 +746,7 @@ PERTURBATIONS: frozenset[type] = frozenset(
         ApiPartitionReassignment,
         AlterPartitionReassignments,
         DeleteTopics,
+        MarkTopicDeletion,
     }
 )
 

@@ -37,7 +37,7 @@ from model.kraft import (
     decided_view,
     image_of,
 )
-from model.migration import CONFIG, MIGRATION
+from model.migration import CONFIG, MIGRATION, pending_deletion_path
 from model.registry import always, section, sometimes, transition
 from model.state import (
     CONTROLLER_EPOCH,
@@ -218,11 +218,27 @@ def zk_brokers_drop_deleted_topic(before: ClusterState, action: Action, after: C
                for b in due for p, local in enumerate(after.brokers[b].replicas))
 
 
+@always(
+    "PendingDeletionNeverLiveInKRaft",
+    "While a KRaft controller owns ZooKeeper, no topic ZooKeeper marks for deletion (/admin/delete_topics) is live in"
+    " a KRaft controller's committed metadata: a deletion the admin asked for in ZooKeeper mode is never undone by"
+    " the migration.",
+    "KIP-866 §Topic Deletions (\"If the KRaft controller takes over before a deletion has occurred, we will need to"
+    " complete the deletion as part of the ZK to KRaft state migration\"); KAFKA-15605",
+    independent=True,
+)
+def pending_deletion_never_live_in_kraft(state: ClusterState) -> bool:
+    if kraft_claim(state) is None or zkm.get(state.zk, pending_deletion_path(TOPIC_NAME)) is None:
+        return True
+    return not any(image_of(c.log, c.high_watermark).partitions for c in state.controllers)
+
+
 @sometimes(
     "DeletedTopicStoppedOnZkBroker",
     "A ZK broker hosting a partition of a topic deleted on KRaft takes the KRaft controller's StopReplica and hosts"
     " it no more.",
     "KIP-866 §ZK Broker RPCs",
+    independent=True,
 )
 def deleted_topic_stopped_on_zk_broker(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, Deliver) or not isinstance(action.message, StopReplica) or not action.message.kraft:
@@ -371,6 +387,10 @@ READS: dict[str, str] = {
     " /controller_epoch and /migration; the replicas each ZK broker hosts, its controller epoch and registration"
     " epoch; the messages in flight; which UpdateMetadata was sent and delivered last and which StopReplica were"
     " lost or refused (its run's observations)",
+    "DeletedTopicStoppedOnZkBroker": "the message the step delivered; the replicas the broker it went to hosts"
+    " before and after",
+    "PendingDeletionNeverLiveInKRaft": "/controller and /admin/delete_topics; the controllers' Raft logs and high"
+    " watermarks",
     "HeartbeatingBrokerNeverFenced": "the active controllers' logs before and after the step; each broker's"
     " process (alive, incarnation, epoch); whose heartbeats went unheard for a session timeout (in a"
     " simulation, the heartbeats its controllers answered and its clock)",

@@ -521,7 +521,10 @@ def zk_metadata(state: ClusterState, variant: Variant = CORRECT) -> list[Metadat
     copied as ZkTopicMigrationClient does: its replicas as ISR, the first as leader, leader epoch 0."""
     records: list[MetadataRecord] = []
     assignment = znode_data(state, TOPIC)
-    if assignment is not None:
+    # A topic pending deletion is not copied (KIP-866 §Topic Deletions; ZkTopicMigrationClient.iterateTopics since
+    # KAFKA-15605's fix, 3.6.1); the seeded bug MIGRATES_PENDING_DELETION copies it live, as Kafka 3.4 to 3.6.0 did.
+    pending = zkm.get(state.zk, pending_deletion_path(TOPIC_NAME)) is not None
+    if assignment is not None and (not pending or variant.has(Bug.MIGRATES_PENDING_DELETION)):
         for p, replicas in enumerate(assignment):
             s = znode_data(state, partition_state_path(PartitionId(p)))
             if s is not None:
@@ -669,8 +672,12 @@ def zk_reconcile_ops(state: ClusterState, image: MetadataImage, c: KRaftControll
             ops.append(Create(CONFIG, image.config))
         else:
             ops.append(SetData(CONFIG, image.config, ZkVersion(-1)))
-    if TOPIC_NAME in image.removed_topics:  # handleTopicsSnapshot deletes a topic the image does not hold
+    if TOPIC_NAME in image.removed_topics or (not image.partitions and _pending(state, TOPIC_NAME, variant)):
+        # handleTopicsSnapshot deletes a topic the image does not hold, and (since KAFKA-15605's fix) the sync clears
+        # the pending deletions it did not migrate.
         ops += topic_deletion_ops(state)
+        if _pending(state, TOPIC_NAME, variant):
+            ops.append(Delete(pending_deletion_path(TOPIC_NAME)))
     if zkm.get(state.zk, pending_deletion_path(DELETED_TOPIC)) is not None and not variant.has(
         Bug.SYNC_SKIPS_TOPIC_DELETION
     ):
@@ -708,6 +715,13 @@ def zk_delta_ops(
         write = Create(CONFIG, image.config) if before.config is None else SetData(CONFIG, image.config, ANY_VERSION)
         ops.append(write)
     return ops
+
+
+def _pending(state: ClusterState, topic: str, variant: Variant) -> bool:
+    """ZooKeeper marks ``topic`` for deletion, and the sync reads the marks (not before KAFKA-15605's fix: the
+    seeded bug MIGRATES_PENDING_DELETION)."""
+    return zkm.get(state.zk, pending_deletion_path(topic)) is not None and not variant.has(
+        Bug.MIGRATES_PENDING_DELETION)
 
 
 def topic_deleted_between(before: MetadataImage, image: MetadataImage) -> bool:

@@ -39,7 +39,7 @@ from model.kraft import (
     MetadataImage,
     QuorumRole,
 )
-from model.migration import Driver, KRaftControllerZNode, MigrationDriverState
+from model.migration import Driver, KRaftControllerZNode, MigrationDriverState, pending_deletion_path
 from model.record import Record, record, repr_quiet_when_empty
 from model.types import (
     NO_SESSION,
@@ -531,7 +531,10 @@ def znode_data(state: ClusterState, path: str) -> Hashable | None:
 def zk_partitions(state: ClusterState) -> tuple[PartitionState, ...]:
     """Each partition /brokers/topics/t assigns, as ZooKeeper holds it and the migration reads it
     (ZkTopicMigrationClient): one an admin added whose state znode no controller has created yet reads as its
-    replicas for ISR, the first leading, at leader epoch 0 (its controller epoch, which nothing compares, 0)."""
+    replicas for ISR, the first leading, at leader epoch 0 (its controller epoch, which nothing compares, 0). A topic
+    marked for deletion (/admin/delete_topics/t) is no live topic: it has none (the migration does not read it)."""
+    if zkm.get(state.zk, pending_deletion_path(TOPIC_NAME)) is not None:
+        return ()
     found = []
     for p, replicas in enumerate(znode_data(state, TOPIC) or ()):
         s = znode_data(state, partition_state_path(PartitionId(p)))

@@ -36,6 +36,7 @@ from model.actions import (
     ElectPartitionLeader,
     ExpireSession,
     InitializeController,
+    MarkTopicDeletion,
     ObserveControllerEpoch,
     OpenSession,
     ProcessBrokerChange,
@@ -47,6 +48,7 @@ from model.actions import (
     RestartBroker,
     SendControlledShutdown,
     StopBroker,
+    TopicDeletion,
     UpdateFeatures,
     ZkEraAction,
     ZkOutage,
@@ -55,7 +57,9 @@ from model.actions import (
     ZkServerLags,
 )
 from model.bugs import CORRECT, Bug, Variant
+from model.kraft import TOPIC_NAME
 from model.kraft_quorum import fresh_kraft_process
+from model.migration import pending_deletion_path
 from model.outcome import BUDGET_SPENT, IN_FLIGHT_CAP, MOVES_LEADER, Refused, Result, Unchanged
 from model.state import (
     BROKER_IDS,
@@ -216,6 +220,10 @@ def handle(state: ClusterState, action: ZkEraAction, variant: Variant) -> Result
             return _process_partition_modifications(state, c, variant)
         case ApiPartitionReassignment(controller=c, partition=p, replicas=replicas):
             return _api_partition_reassignment(state, c, p, replicas, variant)
+        case MarkTopicDeletion(broker=b):
+            return _mark_topic_deletion(state, b)
+        case TopicDeletion(controller=c):
+            return _topic_deletion(state, c, variant)
         case _:
             assert_never(action)
 
@@ -1031,6 +1039,67 @@ def _process_partition_modifications(state: ClusterState, c: BrokerId, variant: 
         requests += _tell_replicas(broker, live, s.isr, p, s)
     leaders = tuple((s.leader, s.leader_epoch) for _, s, _ in partition_states(state))
     requests += [UpdateMetadata(c, role.epoch, b.epoch, b.id, leaders) for b in role.live]
+    sent = send(state, requests)
+    return IN_FLIGHT_CAP if sent is None else sent
+
+
+# ---- topic deletion (AdminZkClient.deleteTopic, TopicDeletionManager) -----------------------------------------
+
+_NOT_MARKED = Refused(None, "/admin/delete_topics holds no mark for the topic")
+_DELETE_FORWARDED = Refused(None, "a KRaft controller owns the metadata: the request is forwarded to it (DeleteTopics)")
+
+
+def _mark_topic_deletion(state: ClusterState, b: BrokerId) -> Result:
+    """ZkAdminManager.deleteTopics: AdminZkClient.deleteTopic creates /admin/delete_topics/t (no controller epoch:
+    an admin is no controller); UNKNOWN_TOPIC_OR_PARTITION when there is no such topic, and a mark already there
+    is answered NONE (TopicAlreadyMarkedForDeletionException swallowed: nothing written). Once a KRaft controller
+    has claimed ZooKeeper, a migrating ZK broker forwards the request to it instead (``DeleteTopics``)."""
+    broker = state.brokers[b]
+    if broker.config.kraft_mode:
+        return _KRAFT_BROKER
+    why = _unconnected(state, broker)
+    if why is not None:
+        return why
+    seen = seen_by(state, b)
+    if kraft_claim(seen) is not None:
+        return _DELETE_FORWARDED
+    spent = spend(state, topic_deletions=1)
+    if spent is None:
+        return BUDGET_SPENT
+    if zkm.get(seen.zk, TOPIC) is None:
+        return Refused(Errors.UNKNOWN_TOPIC_OR_PARTITION, "no topic {}", (TOPIC_NAME,), spent)
+    if zkm.get(seen.zk, pending_deletion_path(TOPIC_NAME)) is not None:  # TopicAlreadyMarkedForDeletion: NONE
+        return Unchanged("topic {} is marked for deletion already", (TOPIC_NAME,), spent)
+    zk, results = zkm.multi(spent.zk, broker.session, (Create(pending_deletion_path(TOPIC_NAME), ()),), reader=b)
+    return spent.replace(zk=zk, ghost=spent.ghost.replace(last_multi=results))
+
+
+def _topic_deletion(state: ClusterState, c: BrokerId, variant: Variant) -> Result:
+    """TopicDeletionManager.onTopicDeletion for the topic marked in /admin/delete_topics: StopReplica with
+    deletePartitions to each live replica of its partitions, UpdateMetadata without them to every live broker, and
+    (completeDeleteTopic) its partition state znodes, topic znode and mark deleted in the controller's fenced write.
+
+    The controller's write fails once a KRaft controller has claimed ZooKeeper: a deletion pending then is the
+    migration's (KIP-866 §Topic Deletions, ``model.kraft_migration.zk_metadata``)."""
+    acting = _acting_controller(state, c)
+    if acting is None:
+        return _NOT_ACTING
+    broker, role = acting
+    mark = pending_deletion_path(TOPIC_NAME)
+    if zkm.get(state.zk, mark) is None or zkm.get(state.zk, TOPIC) is None:
+        return _NOT_MARKED
+    assignment = topic_assignment(state)
+    # Differs: Kafka deletes the znodes (completeDeleteTopic) once every replica answered its StopReplica, after
+    # sending StopReplica without, then with deletePartitions; the model has no responses and deletes in one step.
+    deletes = tuple(Delete(partition_state_path(p)) for p, _, _ in partition_states(state))
+    deletes += (Delete(TOPIC), Delete(mark))
+    state, ok = _controller_write(state, broker, deletes, variant)
+    if not ok:
+        return state
+    live = role.epochs()
+    requests: list[Message] = [StopReplica(c, role.epoch, live[r], r, PartitionId(p), True)
+                               for p, replicas in enumerate(assignment) for r in replicas if r in live]
+    requests += [UpdateMetadata(c, role.epoch, b.epoch, b.id, ()) for b in role.live]
     sent = send(state, requests)
     return IN_FLIGHT_CAP if sent is None else sent
 

@@ -22,16 +22,19 @@ from model.actions import (
     Deliver,
     Drop,
     DualWrite,
+    MarkTopicDeletion,
     MigrateMetadata,
     MigrationCommitted,
     SendRPCsToBrokers,
     SyncKRaftToZk,
+    TopicDeletion,
     WaitForZkBrokers,
 )
 from model.bugs import Bug, Profile, Variant
 from model.end_to_end_invariants import zk_brokers_at_quiescence
 from model.invariants import violations
-from model.kraft import TOPIC_NAME, ControllerId, RemoveTopicRecord
+from model.kraft import TOPIC_NAME, ControllerId, RemoveTopicRecord, image_of
+from model.migration import pending_deletion_path
 from model.scopes import SCOPES, initial_state
 from model.state import TOPIC, StopReplica, UpdateMetadata, partition_state_path, znode_data
 from model.step import outcome, step
@@ -129,6 +132,67 @@ def test_the_model_seeded_bug_is_the_shared_pair_of_the_impl_one():
     assert pair.scope == SCOPE
 
 
+# ---- in ZooKeeper mode, and pending when the migration starts (KIP-866 §Topic Deletions, KAFKA-15605) --------
+
+MARK = pending_deletion_path(TOPIC_NAME)
+
+
+def test_zk_mode_deletion_marks_the_topic_then_the_controller_deletes_it():
+    """AdminZkClient.deleteTopic writes only the mark; the ZK controller's TopicDeletion deletes the znodes and the
+    mark in one fenced write and sends StopReplica(deletePartitions) to both replicas, which drop the partition."""
+    marked = run(start(), MarkTopicDeletion(B1))
+    assert znode_data(marked, MARK) == () and znode_data(marked, TOPIC) is not None
+    assert marked.budget.topic_deletions == 0 and "spent" in outcome(marked, MarkTopicDeletion(B0)).reason
+    deleted = run(marked, TopicDeletion(B0))
+    assert znode_data(deleted, TOPIC) is None and znode_data(deleted, MARK) is None
+    assert sorted((m.dest, m.delete_partition) for m in messages(deleted, StopReplica)) == [(B0, True), (B1, True)]
+    told = deliver_all(deleted)
+    assert told.brokers[0].replicas == (None,) == told.brokers[1].replicas and told.brokers[1].metadata == ()
+    assert step(told, TopicDeletion(B0)) is None  # nothing marked any more
+
+
+def test_zk_mode_deletion_is_forwarded_once_kraft_owns_the_metadata():
+    """Once a KRaft controller has claimed ZooKeeper, a migrating ZK broker forwards DeleteTopics to it: nothing is
+    written and nothing spent here; the ZK controller's own deletion is fenced by the claim."""
+    claimed = run(start(), *MIGRATE[:3])
+    assert step(claimed, MarkTopicDeletion(B1)) is None
+    marked_then_claimed = run(start(), MarkTopicDeletion(B1), *MIGRATE[:3])
+    fenced = step(marked_then_claimed, TopicDeletion(B0))
+    assert fenced is None or znode_data(fenced, TOPIC) is not None
+
+
+def test_a_deletion_pending_at_migration_is_not_migrated_and_the_sync_completes_it():
+    """The migration copies no topic pending deletion (KIP-866 §Topic Deletions; ZkTopicMigrationClient since
+    KAFKA-15605's fix, so both profiles), and the sync deletes its znodes and the mark. The brokers, told only
+    UpdateMetadata without it (SendRPCsToBrokers has no StopReplica to send from an image), keep hosting it: observed
+    as strays (``ghost.observed.strays``), which ZkBrokersDropDeletedTopic leaves out."""
+    for profile in Profile:
+        variant = Variant(profile=profile)
+        broken = []
+        state = start()
+        for action in (MarkTopicDeletion(B1), *DUAL_WRITE):
+            nxt = step(state, action, variant)
+            broken += violations(state, action, nxt)
+            state = nxt
+        assert not image_of(state.controllers[0].log).partitions
+        assert znode_data(state, TOPIC) is None and znode_data(state, MARK) is None
+        state = deliver_all(state, variant, broken)
+        assert state.brokers[0].replicas[0] is not None and {(B0, P0), (B1, P0)} <= state.ghost.observed.strays
+        findings = {name for prof, name in SCOPES[SCOPE].findings if prof == profile.value}  # no transaction at 3.4
+        assert set(broken) <= findings and zk_brokers_at_quiescence(state) is not None
+
+
+def test_kafka_15605_migrates_the_pending_deletion_as_a_live_topic():
+    """Kafka 3.4 to 3.6.0 (KAFKA-15605): iterateTopics read every topic, pending deletions included, and the sync
+    read no marks: the topic the admin deleted is live in KRaft while ZooKeeper still marks it."""
+    variant = Variant(frozenset({Bug.MIGRATES_PENDING_DELETION}))
+    state = run(start(), MarkTopicDeletion(B1), *MIGRATE[:5], variant=variant)
+    assert image_of(state.controllers[0].log).partitions and znode_data(state, MARK) == ()
+    assert "PendingDeletionNeverLiveInKRaft" in violations(state, MIGRATE[5], step(state, MIGRATE[5], variant))
+    correct = run(start(), MarkTopicDeletion(B1), *MIGRATE)
+    assert not image_of(correct.controllers[0].log).partitions
+
+
 # ---- the implementation -------------------------------------------------------------------------------------
 
 
@@ -149,6 +213,25 @@ def test_impl_agrees_through_the_deletion():
     apply(DeleteTopics(C0), DualWrite(C0))
     assert znode_data(diff.model, TOPIC) is None and znode_data(diff.model, partition_state_path(P0)) is None
     assert diff.model.brokers[0].replicas == (None,) == diff.model.brokers[1].replicas
+
+
+def test_impl_agrees_through_the_zk_mode_deletion_and_a_pending_one_at_migration():
+    """The ZK controller's deletion (the impl lists the topic's znodes to delete them), and a deletion still pending
+    when the migration starts: not migrated, completed by the sync, brokers left hosting it."""
+    diff = Differential(SCOPES[SCOPE])
+
+    def apply(*actions):
+        for action in actions:
+            assert diff.apply(action) == [action]
+        while diff.model.network:
+            m = messages(diff.model)[0]
+            assert diff.apply(Deliver(m)) == [Deliver(m)]
+
+    apply(MarkTopicDeletion(B1), TopicDeletion(B0))
+    assert znode_data(diff.model, TOPIC) is None and diff.model.brokers[1].replicas == (None,)
+    diff = Differential(SCOPES[SCOPE])
+    apply(MarkTopicDeletion(B1), *DUAL_WRITE)
+    assert znode_data(diff.model, MARK) is None and diff.model.brokers[1].replicas[0] is not None
 
 
 def test_the_impl_bug_alone_disagrees_at_the_dual_write():

@@ -56,6 +56,7 @@ from impl.zk.port import (
     Op,
     SetDataOp,
     ZkCode,
+    tree_deletion,
 )
 from model.kraft import (
     DEFAULT_MIGRATION_BATCH_SIZE,
@@ -385,6 +386,10 @@ class KRaftMigrationDriver:
             return False
         records: list = []
         assignment, _ = yield from self._read(TOPIC)
+        # A topic pending deletion is not copied (iterateTopics since KAFKA-15605's fix); the mistake copies it live.
+        if (yield from self._exists(pending_deletion_path(TOPIC_NAME))) and \
+                ImplBug.MIGRATES_PENDING_DELETION not in self.bugs:
+            assignment = None
         if assignment is not None:
             for p, replicas in enumerate(assignment):
                 s, _ = yield from self._read(partition_state_path(PartitionId(p)))
@@ -625,8 +630,14 @@ class KRaftMigrationDriver:
             if config != image.config:
                 data = encode(CONFIG, image.config, now)
                 ops.append(CreateOp(CONFIG, data) if config is None else SetDataOp(CONFIG, data, ANY_VERSION))
-        if TOPIC_NAME in image.removed_topics:  # handleTopicsSnapshot: a topic the image does not hold
+        # handleTopicsSnapshot: a topic the image does not hold; and the marks of pending deletions the migration did
+        # not copy (clearPendingTopicDeletions; the mistake, Kafka before 3.6.1, reads no marks)
+        marked = ImplBug.MIGRATES_PENDING_DELETION not in self.bugs and \
+            (yield from self._exists(pending_deletion_path(TOPIC_NAME)))
+        if TOPIC_NAME in image.removed_topics or (marked and not image.partitions):
             ops += yield from self._topic_deletion_ops()
+            if marked:
+                ops.append(DeleteOp(pending_deletion_path(TOPIC_NAME), ANY_VERSION))
         if (yield from self._exists(pending_deletion_path(DELETED_TOPIC))):
             ops.append(DeleteOp(topic_path(DELETED_TOPIC), ANY_VERSION))
             ops.append(DeleteOp(pending_deletion_path(DELETED_TOPIC), ANY_VERSION))
@@ -653,20 +664,7 @@ class KRaftMigrationDriver:
     def _topic_deletion_ops(self) -> Handler:
         """ZkTopicMigrationClient.deleteTopic: every znode below the topic's, deepest first (recursiveChildren),
         then the topic's own, any version; nothing when ZooKeeper has no such topic."""
-        if not (yield from self._exists(TOPIC)):
-            return []
-        return (yield from self._znodes_below(TOPIC)) + [DeleteOp(TOPIC, ANY_VERSION)]
-
-    def _znodes_below(self, path: str) -> Handler:
-        ops: list[Op] = []
-        try:
-            children = yield GetChildren(self._session, path)
-        except NoNode:
-            return ops
-        for child in children:
-            ops += yield from self._znodes_below(f"{path}/{child}")
-            ops.append(DeleteOp(f"{path}/{child}", ANY_VERSION))
-        return ops
+        return (yield from tree_deletion(self._session, TOPIC))
 
     def _assignment_write(self, image: Image, now: int) -> Handler:
         """updateTopic: the assignment as the image has it, grown by the partitions created on KRaft since and with
