@@ -895,12 +895,12 @@ def topic_stops(c: KRaftController, image: MetadataImage, deleted: tuple[int, ..
     so that the ZK brokers stop hosting it (KIP-866 §ZK Broker RPCs: "following reassignments and topic deletions,
     we will need to send StopReplicas to ZK brokers for them to stop managing certain replicas")."""
     cid, epoch = BrokerId(c.id), ControllerEpoch(_known_driver(c).zk_epoch)
-    # Differs: Kafka sends them to the partition's replicas, fenced or not; the model's image holds no replicas for
-    # a partition copied from ZooKeeper, so it sends them to every registered ZK broker, fenced or not (one that
-    # hosts no such partition has nothing to stop).
     # The seeded bug DELETION_STOPS_WITHOUT_DELETE: the KIP's "stop managing" read as a StopReplica that keeps the
     # partition (deletePartitions false, as the ZK controller's first StopReplica of a deletion is).
     delete = not variant.has(Bug.DELETION_STOPS_WITHOUT_DELETE)
+    # Differs: Kafka sends them to the partition's replicas, fenced or not; the model's image holds no replicas for
+    # a partition copied from ZooKeeper, so it sends them to every registered ZK broker, fenced or not (one that
+    # hosts no such partition has nothing to stop).
     return [StopReplica(cid, epoch, r.epoch, r.broker, PartitionId(p), delete, kraft=True)
             for r in image.brokers if r.is_migrating_zk_broker for p in deleted]
 
