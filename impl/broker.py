@@ -713,11 +713,8 @@ class BrokerNode(Node):
         if not (yield from self._session_alive()):
             return
         try:
-            controller = yield Exists(self.session, CONTROLLER)
-            if controller is not None:
-                data, _ = yield GetData(self.session, CONTROLLER)
-                if not isinstance(decode(CONTROLLER, data), int):
-                    return  # a KRaft controller owns the metadata: forwarded
+            if (yield from self._forwarded()):
+                return
             registered = {int(n) for n in (yield GetChildren(self.session, BROKER_IDS))}
             if all(r in registered for r in replicas):  # else INVALID_REPLICA_ASSIGNMENT, nothing written
                 data, _ = yield GetData(self.session, TOPIC)
@@ -727,6 +724,13 @@ class BrokerNode(Node):
             return
         yield Trace(AddPartitions(b, replicas))
 
+    def _forwarded(self) -> Handler:
+        """A KRaft controller owns the metadata (its /controller): an admin's request is forwarded to it."""
+        if (yield Exists(self.session, CONTROLLER)) is None:
+            return False
+        data, _ = yield GetData(self.session, CONTROLLER)
+        return not isinstance(decode(CONTROLLER, data), int)
+
     def _mark_topic_deletion(self, b: BrokerId) -> Handler:
         """ZkAdminManager.deleteTopics: /admin/delete_topics/t created, unless the topic is gone
         (UNKNOWN_TOPIC_OR_PARTITION) or marked already (answered NONE); nothing written either way. Once KRaft has
@@ -735,11 +739,8 @@ class BrokerNode(Node):
             return
         mark = pending_deletion_path(TOPIC_NAME)
         try:
-            controller = yield Exists(self.session, CONTROLLER)
-            if controller is not None:
-                data, _ = yield GetData(self.session, CONTROLLER)
-                if not isinstance(decode(CONTROLLER, data), int):
-                    return  # a KRaft controller owns the metadata: forwarded
+            if (yield from self._forwarded()):
+                return
             if (yield Exists(self.session, TOPIC)) is not None and (yield Exists(self.session, mark)) is None:
                 yield Multi(self.session, (CreateOp(mark, encode(mark, ())),))
         except (NoNode, SessionExpired, ConnectionLoss):  # pragma: no cover - nothing changes inside one event
@@ -747,21 +748,20 @@ class BrokerNode(Node):
         yield Trace(MarkTopicDeletion(b))
 
     def _topic_deletion(self, b: BrokerId) -> Handler:
-        role = yield from self._acting_controller()
-        if role is None:
-            return
-        if not (yield from role.delete_topic(self.session)):
-            return
-        yield Trace(TopicDeletion(b))
-        self._after_controller_write()
+        yield from self._controller_event(TopicDeletion(b), lambda role: role.delete_topic(self.session))
 
     def _process_partition_modifications(self, b: BrokerId) -> Handler:
+        yield from self._controller_event(ProcessPartitionModifications(b),
+                                          lambda role: role.process_partition_modifications(self.session))
+
+    def _controller_event(self, action: Action, run) -> Handler:
+        """A controller event handled by the acting controller's ``run(role)``: traced unless it refused (False)."""
         role = yield from self._acting_controller()
         if role is None:
             return
-        if not (yield from role.process_partition_modifications(self.session)):
+        if not (yield from run(role)):
             return
-        yield Trace(ProcessPartitionModifications(b))
+        yield Trace(action)
         self._after_controller_write()
 
     def _reassign_partition(self, b: BrokerId, p: PartitionId, replicas: tuple[BrokerId, ...]) -> Handler:

@@ -233,22 +233,6 @@ def pending_deletion_never_live_in_kraft(state: ClusterState) -> bool:
     return not any(image_of(c.log, c.high_watermark).partitions for c in state.controllers)
 
 
-@sometimes(
-    "DeletedTopicStoppedOnZkBroker",
-    "A ZK broker hosting a partition of a topic deleted on KRaft takes the KRaft controller's StopReplica and hosts"
-    " it no more.",
-    "KIP-866 §ZK Broker RPCs",
-    independent=True,
-)
-def deleted_topic_stopped_on_zk_broker(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if not isinstance(action, Deliver) or not isinstance(action.message, StopReplica) or not action.message.kraft:
-        return False
-    m = action.message
-    hosted = before.brokers[m.dest].replicas
-    return m.partition < len(hosted) and hosted[m.partition] is not None and after.brokers[m.dest].replicas[
-        m.partition] is None
-
-
 @transition(
     "HeartbeatingBrokerNeverFenced",
     "The active controller fences a running broker's registration only once its heartbeats have gone"
@@ -420,6 +404,22 @@ READS: dict[str, str] = {
 def zk_broker_checked_at_quiescence(before: ClusterState, action: Action, after: ClusterState) -> bool:
     quiet = zk_brokers_at_quiescence(after)
     return quiet is not None and bool(quiet[1])
+
+
+@sometimes(
+    "DeletedTopicStoppedOnZkBroker",
+    "A ZK broker hosting a partition of a topic deleted on KRaft takes the KRaft controller's StopReplica and hosts"
+    " it no more.",
+    "KIP-866 §ZK Broker RPCs",
+    independent=True,
+)
+def deleted_topic_stopped_on_zk_broker(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, Deliver) or not isinstance(action.message, StopReplica) or not action.message.kraft:
+        return False
+    m = action.message
+    hosted = before.brokers[m.dest].replicas
+    return m.partition < len(hosted) and hosted[m.partition] is not None and after.brokers[m.dest].replicas[
+        m.partition] is None
 
 
 @sometimes(

@@ -979,25 +979,38 @@ def _elect_partition_leader(state: ClusterState, c: BrokerId, p: PartitionId, va
 
 # ---- partition creation (AdminZkClient.addPartitions, KafkaController.onNewPartitionCreation) --------------
 
-def _add_partitions(state: ClusterState, b: BrokerId, replicas: tuple[BrokerId, ...]) -> Result:
-    """ZkAdminManager.createPartitions: AdminZkClient.addPartitions validates the manual assignment against the
-    registered brokers and writes the grown assignment to /brokers/topics/t (any version, no controller epoch:
-    an admin is no controller). Once a KRaft controller has claimed ZooKeeper, a migrating ZK broker forwards the
-    request to it instead (``CreatePartitions``)."""
+def _zk_admin_request(
+    state: ClusterState, b: BrokerId, forwarded: Refused, budget: str
+) -> Refused | tuple[Broker, ClusterState, ClusterState]:
+    """An admin's request served by ZooKeeper-mode broker ``b`` (ZkAdminManager): the broker, ZooKeeper as its
+    server shows it, and the state with the request spent (from ``budget``); why not: a KRaft broker, no session,
+    or a KRaft controller owning the metadata (``forwarded``: a migrating ZK broker forwards the request to it)."""
     broker = state.brokers[b]
     if broker.config.kraft_mode:
         return _KRAFT_BROKER
     why = _unconnected(state, broker)
     if why is not None:
         return why
-    # Read through the broker's server. Not fenced: the grown assignment is written with version -1, as
-    # AdminZkClient's is, so a stale read would lose a partition another admin added since (docs/model.md).
     seen = seen_by(state, b)
     if kraft_claim(seen) is not None:
-        return _FORWARDED
-    spent = spend(state, partition_creations=1)
+        return forwarded
+    spent = spend(state, **{budget: 1})
     if spent is None:
         return BUDGET_SPENT
+    return broker, seen, spent
+
+
+def _add_partitions(state: ClusterState, b: BrokerId, replicas: tuple[BrokerId, ...]) -> Result:
+    """ZkAdminManager.createPartitions: AdminZkClient.addPartitions validates the manual assignment against the
+    registered brokers and writes the grown assignment to /brokers/topics/t (any version, no controller epoch:
+    an admin is no controller). Once a KRaft controller has claimed ZooKeeper, a migrating ZK broker forwards the
+    request to it instead (``CreatePartitions``)."""
+    # Read through the broker's server. Not fenced: the grown assignment is written with version -1, as
+    # AdminZkClient's is, so a stale read would lose a partition another admin added since (docs/model.md).
+    served = _zk_admin_request(state, b, _FORWARDED, "partition_creations")
+    if isinstance(served, Refused):
+        return served
+    broker, seen, spent = served
     registered = {BrokerId(int(n)) for n, _ in children(seen.zk, BROKER_IDS)}
     missing = [r for r in replicas if r not in registered]
     if missing:
@@ -1054,18 +1067,10 @@ def _mark_topic_deletion(state: ClusterState, b: BrokerId) -> Result:
     an admin is no controller); UNKNOWN_TOPIC_OR_PARTITION when there is no such topic, and a mark already there
     is answered NONE (TopicAlreadyMarkedForDeletionException swallowed: nothing written). Once a KRaft controller
     has claimed ZooKeeper, a migrating ZK broker forwards the request to it instead (``DeleteTopics``)."""
-    broker = state.brokers[b]
-    if broker.config.kraft_mode:
-        return _KRAFT_BROKER
-    why = _unconnected(state, broker)
-    if why is not None:
-        return why
-    seen = seen_by(state, b)
-    if kraft_claim(seen) is not None:
-        return _DELETE_FORWARDED
-    spent = spend(state, topic_deletions=1)
-    if spent is None:
-        return BUDGET_SPENT
+    served = _zk_admin_request(state, b, _DELETE_FORWARDED, "topic_deletions")
+    if isinstance(served, Refused):
+        return served
+    broker, seen, spent = served
     if zkm.get(seen.zk, TOPIC) is None:
         return Refused(Errors.UNKNOWN_TOPIC_OR_PARTITION, "no topic {}", (TOPIC_NAME,), spent)
     if zkm.get(seen.zk, pending_deletion_path(TOPIC_NAME)) is not None:  # TopicAlreadyMarkedForDeletion: NONE

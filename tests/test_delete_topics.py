@@ -196,21 +196,23 @@ def test_kafka_15605_migrates_the_pending_deletion_as_a_live_topic():
 # ---- the implementation -------------------------------------------------------------------------------------
 
 
+def agreed(diff, *actions):
+    """``actions``, then every message in flight delivered, taken alike by the implementation and the model."""
+    for action in actions:
+        assert diff.apply(action) == [action]
+    while diff.model.network:
+        m = messages(diff.model)[0]
+        assert diff.apply(Deliver(m)) == [Deliver(m)]
+
+
 def test_impl_agrees_through_the_deletion():
     """The scripted path, applied to both: the migration, the deletion, its dual write (the impl lists the topic's
     znodes and deletes them deepest first), the UpdateMetadata and StopReplica delivered."""
     diff = Differential(SCOPES[SCOPE])
 
-    def apply(*actions):
-        for action in actions:
-            assert diff.apply(action) == [action]
-        while diff.model.network:
-            m = messages(diff.model)[0]
-            assert diff.apply(Deliver(m)) == [Deliver(m)]
-
-    apply(*DUAL_WRITE)
+    agreed(diff, *DUAL_WRITE)
     assert diff.model.brokers[1].replicas[0] is not None
-    apply(DeleteTopics(C0), DualWrite(C0))
+    agreed(diff, DeleteTopics(C0), DualWrite(C0))
     assert znode_data(diff.model, TOPIC) is None and znode_data(diff.model, partition_state_path(P0)) is None
     assert diff.model.brokers[0].replicas == (None,) == diff.model.brokers[1].replicas
 
@@ -220,17 +222,10 @@ def test_impl_agrees_through_the_zk_mode_deletion_and_a_pending_one_at_migration
     when the migration starts: not migrated, completed by the sync, brokers left hosting it."""
     diff = Differential(SCOPES[SCOPE])
 
-    def apply(*actions):
-        for action in actions:
-            assert diff.apply(action) == [action]
-        while diff.model.network:
-            m = messages(diff.model)[0]
-            assert diff.apply(Deliver(m)) == [Deliver(m)]
-
-    apply(MarkTopicDeletion(B1), TopicDeletion(B0))
+    agreed(diff, MarkTopicDeletion(B1), TopicDeletion(B0))
     assert znode_data(diff.model, TOPIC) is None and diff.model.brokers[1].replicas == (None,)
     diff = Differential(SCOPES[SCOPE])
-    apply(MarkTopicDeletion(B1), *DUAL_WRITE)
+    agreed(diff, MarkTopicDeletion(B1), *DUAL_WRITE)
     assert znode_data(diff.model, MARK) is None and diff.model.brokers[1].replicas[0] is not None
 
 
