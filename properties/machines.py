@@ -90,9 +90,11 @@ from model.actions import (
     DeleteTopics,
     DualWriteSessionExpired,
     HeartbeatResponseLost,
+    MarkTopicDeletion,
     ProcessPartitionModifications,
     PublishMetadataChange,
     RegistrationResponseLost,
+    TopicDeletion,
     ZkServerLags,
 )
 from model.invariants import BY_NAME, violations, witnessed
@@ -108,14 +110,15 @@ DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 
 # Lost responses (``RegistrationResponseLost``, ``HeartbeatResponseLost``), partition creations (``AddPartitions``,
 # ``ProcessPartitionModifications``, ``CreatePartitions``), reassignments (``ApiPartitionReassignment``,
-# ``AlterPartitionReassignments``), topic deletions (``DeleteTopics``) and brokers' lagging servers
-# (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``) get no rule: only scopes ``lost-responses``,
-# ``create-partitions``, ``reassignment``, ``delete-topics`` and ``zk-lag`` budget them, which exploration covers
-# whole, and leaving them out keeps every other scope's examples as they were.
+# ``AlterPartitionReassignments``), topic deletions (``MarkTopicDeletion``, ``TopicDeletion``, ``DeleteTopics``) and
+# brokers' lagging servers (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``) get no rule: only scopes
+# ``lost-responses``, ``create-partitions``, ``reassignment``, ``delete-topics`` and ``zk-lag`` budget them, which
+# exploration covers whole, and leaving them out keeps every other scope's examples as they were.
 NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
                                             ProcessPartitionModifications, CreatePartitions,
                                             ApiPartitionReassignment, AlterPartitionReassignments, DeleteTopics,
-                                            BrokerZkServerLags, BrokerZkServerCatchesUp})
+                                            MarkTopicDeletion, TopicDeletion, BrokerZkServerLags,
+                                            BrokerZkServerCatchesUp})
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)
 # (Not ZkServerLags, PublishMetadataChange nor DualWriteSessionExpired: their own budgets, 0 outside scopes stale-reads,
 # event-queue and dual-write-failure, switch them off, and the machines draw as before.)
