@@ -153,9 +153,9 @@ def test_machine_catches_seeded_bug_with_its_invariant_and_saves_a_replayable_tr
 
 
 def test_machine_has_one_rule_per_action_type():
-    """Every action kind of the model is a rule of its own, but the lost responses, the partition creations and the
-    brokers' lagging servers, which only the lost-responses, create-partitions and zk-lag scopes budget (exploration
-    covers them whole); ``wait`` is the only other rule."""
+    """Every action kind of the model is a rule of its own, but the lost responses, the partition creations, the
+    reassignments, the topic deletions and the brokers' lagging servers, which only their own scopes budget
+    (exploration covers them whole); ``wait`` is the only other rule."""
     from model.actions import (
         AddPartitions,
         AlterPartitionReassignments,
@@ -163,9 +163,12 @@ def test_machine_has_one_rule_per_action_type():
         BrokerZkServerCatchesUp,
         BrokerZkServerLags,
         CreatePartitions,
+        DeleteTopics,
         HeartbeatResponseLost,
+        MarkTopicDeletion,
         ProcessPartitionModifications,
         RegistrationResponseLost,
+        TopicDeletion,
     )
     from properties.machines import MACHINE_KINDS
 
@@ -174,6 +177,7 @@ def test_machine_has_one_rule_per_action_type():
     assert set(ACTION_TYPES) - set(MACHINE_KINDS) == {RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
                                                       ProcessPartitionModifications, CreatePartitions,
                                                       ApiPartitionReassignment, AlterPartitionReassignments,
+                                                      MarkTopicDeletion, TopicDeletion, DeleteTopics,
                                                       BrokerZkServerLags, BrokerZkServerCatchesUp}
 
 
