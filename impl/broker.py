@@ -96,6 +96,7 @@ from model.actions import (
     ElectPartitionLeader,
     FetchMetadata,
     InitializeController,
+    MarkTopicDeletion,
     MigrateBrokerToKRaft,
     ObserveControllerEpoch,
     OpenSession,
@@ -109,9 +110,11 @@ from model.actions import (
     RollbackBrokerToZk,
     SendControlledShutdown,
     StopBroker,
+    TopicDeletion,
     UpdateFeatures,
 )
-from model.kraft import EMPTY_IMAGE, BrokerState
+from model.kraft import EMPTY_IMAGE, TOPIC_NAME, BrokerState
+from model.migration import pending_deletion_path
 from model.state import (
     BROKER_IDS,
     CONTROLLER,
@@ -230,6 +233,10 @@ class BrokerNode(Node):
         # an admin's AlterPartitionReassignments (partition, target replicas: the scope's), sent to this broker's
         # ZK controller once in its life
         self.reassignment: tuple[PartitionId, tuple[BrokerId, ...]] | None = None
+        # an admin's DeleteTopics of the one topic, sent through this broker once in its life, and the controller's
+        # TopicDeletion polled for (a scope with topic deletions)
+        self.deletes_topic = False
+        self.topic_deletions = False
         self.notifications = Notifications()
         # persisted: survives the process
         self.meta_properties = 0  # meta.properties version in the log dirs (KIP-866 §Meta.Properties)
@@ -331,6 +338,8 @@ class BrokerNode(Node):
                 out.append(SendControlledShutdown(b))
             if self.registered and self.created_replicas and g.open(AddPartitions, now):
                 out.append(AddPartitions(b, self.created_replicas))
+            if self.registered and self.deletes_topic and g.open(MarkTopicDeletion, now):
+                out.append(MarkTopicDeletion(b))
             if self.registered and self.controller is None:
                 if self.observed_epoch is None and self._due(ObserveControllerEpoch, now):
                     out.append(ObserveControllerEpoch(b))
@@ -356,6 +365,9 @@ class BrokerNode(Node):
                     out.append(ProcessPartitionModifications(b))
                 if self.reassignment is not None and g.open(ApiPartitionReassignment, now):
                     out.append(ApiPartitionReassignment(b, *self.reassignment))
+                # (polled, as the partition modifications: the model arms no child watch on /admin/delete_topics)
+                if self.topic_deletions and self._due(TopicDeletion, now):
+                    out.append(TopicDeletion(b))
                 # an admin's UpdateFeatures requests (the scope's ``feature_updates``), each at most once a poll
                 out += [UpdateFeatures(b, f, FeatureLevel(level), allow) for f, level, allow in self.feature_updates
                         if g.open(("admin", f, level, allow), now)]
@@ -372,7 +384,8 @@ class BrokerNode(Node):
     def _polled(self) -> dict[type, int]:
         ping = int(self.config.get("zookeeper.session.timeout.ms", SESSION_TIMEOUT_MS)) // 3
         return {OpenSession: ping, RefreshFeatureCache: POLL_MS, ObserveControllerEpoch: POLL_MS,
-                ResignController: POLL_MS, ElectPartitionLeader: POLL_MS, ProcessPartitionModifications: POLL_MS}
+                ResignController: POLL_MS, ElectPartitionLeader: POLL_MS, ProcessPartitionModifications: POLL_MS,
+                TopicDeletion: POLL_MS}
 
     def _due(self, key, now: int, known: bool = False) -> bool:
         """Offer the step: no retry backoff pending, and it is known to be due or its poll is."""
@@ -403,6 +416,10 @@ class BrokerNode(Node):
             g.close(ApiPartitionReassignment, now + POLL_MS)
             if traced:
                 self.reassignment = None  # the admin's one request
+        if isinstance(action, MarkTopicDeletion):
+            g.close(MarkTopicDeletion, now + POLL_MS)
+            if traced:
+                self.deletes_topic = False  # the admin's one request
         if not traced:
             return
         match action:
@@ -479,6 +496,10 @@ class BrokerNode(Node):
                 yield from self._process_partition_modifications(b)
             case ApiPartitionReassignment(partition=p, replicas=replicas):
                 yield from self._reassign_partition(b, p, replicas)
+            case MarkTopicDeletion():
+                yield from self._mark_topic_deletion(b)
+            case TopicDeletion():
+                yield from self._topic_deletion(b)
         return None
 
     # ---- sessions and registration (KIP-380 §Broker Registration) --------------------------------
@@ -692,11 +713,8 @@ class BrokerNode(Node):
         if not (yield from self._session_alive()):
             return
         try:
-            controller = yield Exists(self.session, CONTROLLER)
-            if controller is not None:
-                data, _ = yield GetData(self.session, CONTROLLER)
-                if not isinstance(decode(CONTROLLER, data), int):
-                    return  # a KRaft controller owns the metadata: forwarded
+            if (yield from self._forwarded()):
+                return
             registered = {int(n) for n in (yield GetChildren(self.session, BROKER_IDS))}
             if all(r in registered for r in replicas):  # else INVALID_REPLICA_ASSIGNMENT, nothing written
                 data, _ = yield GetData(self.session, TOPIC)
@@ -706,13 +724,44 @@ class BrokerNode(Node):
             return
         yield Trace(AddPartitions(b, replicas))
 
+    def _forwarded(self) -> Handler:
+        """A KRaft controller owns the metadata (its /controller): an admin's request is forwarded to it."""
+        if (yield Exists(self.session, CONTROLLER)) is None:
+            return False
+        data, _ = yield GetData(self.session, CONTROLLER)
+        return not isinstance(decode(CONTROLLER, data), int)
+
+    def _mark_topic_deletion(self, b: BrokerId) -> Handler:
+        """ZkAdminManager.deleteTopics: /admin/delete_topics/t created, unless the topic is gone
+        (UNKNOWN_TOPIC_OR_PARTITION) or marked already (answered NONE); nothing written either way. Once KRaft has
+        claimed /controller, a migrating broker forwards the request to the KRaft controller instead: nothing here."""
+        if not (yield from self._session_alive()):
+            return
+        mark = pending_deletion_path(TOPIC_NAME)
+        try:
+            if (yield from self._forwarded()):
+                return
+            if (yield Exists(self.session, TOPIC)) is not None and (yield Exists(self.session, mark)) is None:
+                yield Multi(self.session, (CreateOp(mark, encode(mark, ())),))
+        except (NoNode, SessionExpired, ConnectionLoss):  # pragma: no cover - nothing changes inside one event
+            return
+        yield Trace(MarkTopicDeletion(b))
+
+    def _topic_deletion(self, b: BrokerId) -> Handler:
+        yield from self._controller_event(TopicDeletion(b), lambda role: role.delete_topic(self.session))
+
     def _process_partition_modifications(self, b: BrokerId) -> Handler:
+        yield from self._controller_event(ProcessPartitionModifications(b),
+                                          lambda role: role.process_partition_modifications(self.session))
+
+    def _controller_event(self, action: Action, run) -> Handler:
+        """A controller event handled by the acting controller's ``run(role)``: traced unless it refused (False)."""
         role = yield from self._acting_controller()
         if role is None:
             return
-        if not (yield from role.process_partition_modifications(self.session)):
+        if not (yield from run(role)):
             return
-        yield Trace(ProcessPartitionModifications(b))
+        yield Trace(action)
         self._after_controller_write()
 
     def _reassign_partition(self, b: BrokerId, p: PartitionId, replicas: tuple[BrokerId, ...]) -> Handler:

@@ -49,6 +49,7 @@ class ImplBug(Enum):
     STALE_EVENT_RUNS = "impl_stale_event_runs"
     FAILED_WRITE_DROPS_DELTA = "impl_failed_write_drops_delta"
     RESEND_KEEPS_STALE_VERSION = "impl_resend_keeps_stale_version"
+    DELETION_SENDS_NO_STOP_REPLICA = "impl_deletion_sends_no_stop_replica"
     # Reached only by a campaign's drawn configurations and admin requests (impl.sim.scenarios)
     ADMIT_ZK_BROKER_WITH_OTHER_IBP = "impl_admit_zk_broker_with_other_ibp"
     MV_CHANGE_DURING_MIGRATION = "impl_mv_change_during_migration"
@@ -67,6 +68,8 @@ class ImplBug(Enum):
     TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS = "impl_timeout_ignores_zk_broker_heartbeats"
     SAFE_DOWNGRADE_LOSES_METADATA = "impl_safe_downgrade_loses_metadata"
     REASSIGNMENT_KEEPS_LEADER_EPOCH = "impl_reassignment_keeps_leader_epoch"
+    DELETION_STOPS_WITHOUT_DELETE = "impl_deletion_stops_without_delete"
+    MIGRATES_PENDING_DELETION = "impl_migrates_pending_deletion"
     FENCED_WRITE_ADOPTS_NEWER_CLAIM = "impl_fenced_write_adopts_newer_claim"
     METADATA_FETCH_PAST_HIGH_WATERMARK = "impl_metadata_fetch_past_high_watermark"
     REGISTRATION_ANSWERED_BEFORE_COMMIT = "impl_registration_answered_before_commit"
@@ -146,6 +149,9 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   "a dual write ZooKeeper applied but whose reply was lost is resent; the copy fails on /migration's"
                   " version and the driver keeps the stale one (Kafka 3.9's rule): the change's LeaderAndIsr is never"
                   " sent, and every later dual write fails"),
+    ImplSeededBug(ImplBug.DELETION_SENDS_NO_STOP_REPLICA, "ZkBrokersDropDeletedTopic", "delete-topics",
+                  "the dual write of a topic deleted on KRaft deletes it from ZooKeeper and tells the ZK brokers'"
+                  " metadata, but sends them no StopReplica: they keep hosting its partitions"),
     # reached only by a campaign's drawn configurations (mixed IBPs, batch sizes) and admin requests
     ImplSeededBug(ImplBug.ADMIT_ZK_BROKER_WITH_OTHER_IBP, "ZkBrokersAdmittedAtMetadataVersion", "sim-migration",
                   "the KRaft controller registers a ZK broker whose IBP is not the finalized metadata.version"),
@@ -220,6 +226,8 @@ SHARED_SEEDED_BUGS: tuple[SharedSeededBug, ...] = tuple(
         (Bug.FENCED_WRITE_ADOPTS_NEWER_CLAIM, ImplBug.FENCED_WRITE_ADOPTS_NEWER_CLAIM),
         (Bug.METADATA_FETCH_PAST_HIGH_WATERMARK, ImplBug.METADATA_FETCH_PAST_HIGH_WATERMARK),
         (Bug.REASSIGNMENT_KEEPS_LEADER_EPOCH, ImplBug.REASSIGNMENT_KEEPS_LEADER_EPOCH),
+        (Bug.DELETION_STOPS_WITHOUT_DELETE, ImplBug.DELETION_STOPS_WITHOUT_DELETE),
+        (Bug.MIGRATES_PENDING_DELETION, ImplBug.MIGRATES_PENDING_DELETION),
         (Bug.REGISTRATION_ANSWERED_BEFORE_COMMIT, ImplBug.REGISTRATION_ANSWERED_BEFORE_COMMIT),
     )
 )

@@ -219,6 +219,8 @@ class Cluster:
                 cluster.brokers[b.id].created_replicas = scope.created_replicas
                 cluster.brokers[b.id].creates_partitions = bool(scope.created_replicas)
                 cluster.brokers[b.id].reassignment = scope.reassignment
+                cluster.brokers[b.id].deletes_topic = cluster.brokers[b.id].topic_deletions = \
+                    scope.budget.topic_deletions > 0
         if cold.controllers:
             from impl.kraft_controller import ControllerNode
 
@@ -228,6 +230,7 @@ class Cluster:
                 node.metadata_version_updates = scope.metadata_version_choices
                 node.created_replicas = scope.created_replicas
                 node.reassignment = scope.reassignment
+                node.deletes_topic = scope.budget.topic_deletions > 0
                 node.zk_session = port.open_session(SESSION_TIMEOUT_MS)
                 cluster.session_owner[node.zk_session] = c.id
                 cluster.controllers[c.id] = node

@@ -104,6 +104,7 @@ from model.actions import (
     CompleteMigration,
     CrashController,
     CreatePartitions,
+    DeleteTopics,
     DualWrite,
     DualWriteReplyLost,
     DualWriteSessionExpired,
@@ -129,6 +130,7 @@ from model.actions import (
 from model.kraft import (
     DEFAULT_MIGRATION_BATCH_SIZE,
     METADATA_VERSION,
+    TOPIC_NAME,
     AbortTransactionRecord,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
@@ -146,6 +148,7 @@ from model.kraft import (
     PartitionRecord,
     QuorumRole,
     RegisterBrokerRecord,
+    RemoveTopicRecord,
     UpgradeType,
     ZkMigrationState,
     ZkMigrationStateRecord,
@@ -193,6 +196,17 @@ def decide_alter_partition_reassignments(image: Image, p: int, replicas: tuple[i
         return ApiError.UNKNOWN_TOPIC_OR_PARTITION
     if any(r not in image.brokers for r in replicas):
         return ApiError.INVALID_REPLICA_ASSIGNMENT
+    return ApiError.NONE
+
+
+@decision("NONE", "NOT_CONTROLLER", "UNKNOWN_TOPIC_OR_PARTITION")
+def decide_delete_topics(image: Image) -> ApiError:
+    """ReplicationControlManager.deleteTopics for the one topic, after the pre-migration gate: the topic known (copied
+    from ZooKeeper, and not deleted already)."""
+    if decide_write(image) is not ApiError.NONE:
+        return ApiError.NOT_CONTROLLER
+    if not image.partitions:
+        return ApiError.UNKNOWN_TOPIC_OR_PARTITION
     return ApiError.NONE
 
 
@@ -353,6 +367,7 @@ class ControllerNode(Node):
         self.created_replicas: tuple[BrokerId, ...] = ()  # an admin's CreatePartitions assignment (the scope's)
         # an admin's AlterPartitionReassignments (partition, target replicas: the scope's)
         self.reassignment: tuple[PartitionId, tuple[BrokerId, ...]] | None = None
+        self.deletes_topic = False  # an admin's DeleteTopics of the one topic (a scope with topic deletions)
         self.notifications = Notifications()
         self.zk_session: int = 0  # opened by the runner at bootstrap
         self._alive = True
@@ -526,6 +541,8 @@ class ControllerNode(Node):
                 out.append(CreatePartitions(c, self.created_replicas))
             if self.reassignment is not None and g.open(AlterPartitionReassignments, now):
                 out.append(AlterPartitionReassignments(c, *self.reassignment))
+            if self.deletes_topic and g.open(DeleteTopics, now):
+                out.append(DeleteTopics(c))
             image = self.own_image()
             # BrokerHeartbeatManager: a broker is fenced once broker.session.timeout.ms passed without a heartbeat.
             out += [SessionTimeout(BrokerId(b), c) for b in sorted(image.brokers)
@@ -626,6 +643,10 @@ class ControllerNode(Node):
                 g.close(AlterPartitionReassignments, now + POLL_MS)
                 if done:
                     self.reassignment = None  # the admin's one request
+            case DeleteTopics():
+                g.close(DeleteTopics, now + POLL_MS)
+                if done:
+                    self.deletes_topic = False  # the admin's one request
             case _ if done:
                 g.succeed(type(action))
             case _:
@@ -932,6 +953,16 @@ class ControllerNode(Node):
         return True  # answered, refused or not
         yield  # pragma: no cover - makes this a generator
 
+    def _delete_topics(self, event: Perform, action: DeleteTopics) -> Handler:
+        """A RemoveTopicRecord for the one topic; in dual write the driver deletes it from ZooKeeper and sends the ZK
+        brokers StopReplica with deletePartitions."""
+        if not self.is_active() or self.writes_blocked():
+            return False
+        if decide_delete_topics(self.own_image()) is ApiError.NONE:
+            self.raft.append([RemoveTopicRecord(TOPIC_NAME)])
+        return True  # answered, refused or not
+        yield  # pragma: no cover - makes this a generator
+
     def _update_metadata_version(self, event: Perform, action: UpdateMetadataVersion) -> Handler:
         if not self.is_active() or self.writes_blocked():
             return False
@@ -1061,6 +1092,7 @@ ControllerNode._ACTIONS = {
     UpdateMetadataVersion: ControllerNode._update_metadata_version,
     CreatePartitions: ControllerNode._create_partitions,
     AlterPartitionReassignments: ControllerNode._alter_partition_reassignments,
+    DeleteTopics: ControllerNode._delete_topics,
     **{
         action: _driver_event(handler)
         for action, handler in (

@@ -35,6 +35,7 @@ from impl.zk.port import (
     ANY_VERSION,
     CheckOp,
     CreateOp,
+    DeleteOp,
     GetChildren,
     GetData,
     Multi,
@@ -43,7 +44,10 @@ from impl.zk.port import (
     OpResult,
     SetDataOp,
     ZkCode,
+    tree_deletion,
 )
+from model.kraft import TOPIC_NAME
+from model.migration import pending_deletion_path
 from model.state import (
     BROKER_IDS,
     CONTROLLER,
@@ -119,8 +123,11 @@ def read_registered_brokers(session: int, watch: bool = False) -> Handler:
 
 
 def read_partition_states(session: int) -> Handler:
-    """(assignment, [(partition, PartitionState, version)]) for topic "t"."""
-    data, _ = yield GetData(session, TOPIC)
+    """(assignment, [(partition, PartitionState, version)]) for topic "t"; ((), []) once it is deleted."""
+    try:
+        data, _ = yield GetData(session, TOPIC)
+    except NoNode:
+        return (), []
     assignment = decode(TOPIC, data)
     states = []
     for p in range(len(assignment)):
@@ -461,6 +468,31 @@ class KafkaController:
         requests = requests + [UpdateMetadata(BrokerId(self.broker_id), self.epoch, BrokerEpoch(e), BrokerId(b),
                                               leaders) for b, e in sorted(live.items())]
         yield from self._send_all(requests)
+
+    # ---- topic deletion (TopicDeletionManager) -------------------------------------------------------------
+
+    def delete_topic(self, session: int) -> Handler:
+        """The topic marked in /admin/delete_topics deleted (onTopicDeletion, then completeDeleteTopic, in one step as
+        the model has it: it has no StopReplica responses to wait for): its znodes and the mark in one fenced multi;
+        StopReplica with deletePartitions to each live replica, UpdateMetadata without its partitions to every live
+        broker. False (refused) when nothing is marked or the topic is gone; True once its write was tried."""
+        mark = pending_deletion_path(TOPIC_NAME)
+        try:
+            yield GetData(session, mark)
+        except NoNode:
+            return False
+        live = self.epochs()
+        assignment, _ = yield from read_partition_states(session)
+        ops = yield from tree_deletion(session, TOPIC)
+        if not ops:
+            return False
+        if not (yield from self._write(session, [*ops, DeleteOp(mark, ANY_VERSION)])):
+            return True
+        self.known, self.partitions = {}, 0
+        stops = [StopReplica(BrokerId(self.broker_id), self.epoch, BrokerEpoch(live[r]), BrokerId(r), PartitionId(p),
+                             True) for p, replicas in enumerate(assignment) for r in replicas if r in live]
+        yield from self._send_with_update_metadata(session, live, stops)
+        return True
 
     # ---- reassignment (onApiPartitionReassignment, onPartitionReassignment) -------------------------------
 

@@ -216,6 +216,24 @@ class ProcessPartitionModifications(Record):
 
 
 @record
+class MarkTopicDeletion(Record):
+    """An admin's DeleteTopics served by a ZooKeeper-mode broker (ZkAdminManager.deleteTopics,
+    AdminZkClient.deleteTopic): /admin/delete_topics/t created; the ZK controller deletes the topic later
+    (``TopicDeletion``). (perturbation)"""
+
+    broker: BrokerId
+
+
+@record
+class TopicDeletion(Record):
+    """KafkaController's TopicDeletion event (TopicDeletionManager): the ZK controller deletes the topic marked in
+    /admin/delete_topics: its znodes and the mark in a fenced write, StopReplica with deletePartitions to its live
+    replicas, UpdateMetadata without its partitions to every live broker."""
+
+    controller: BrokerId
+
+
+@record
 class ApiPartitionReassignment(Record):
     """An admin's AlterPartitionReassignments on the ZK controller (KafkaController's ApiPartitionReassignment
     event, onPartitionReassignment): partition ``partition`` moved to ``replicas``, its assignment written to
@@ -528,6 +546,15 @@ class AlterPartitionReassignments(Record):
 
 
 @record
+class DeleteTopics(Record):
+    """An admin's DeleteTopics of the one topic on the active controller (ReplicationControlManager.deleteTopics): a
+    RemoveTopicRecord (refused in pre-migration); in dual write the driver deletes it from ZooKeeper and sends the ZK
+    brokers StopReplica with deletePartitions. (perturbation)"""
+
+    controller: ControllerId
+
+
+@record
 class UpdateMetadataVersion(Record):
     """An admin's UpdateFeatures for metadata.version on the active controller. (perturbation)"""
 
@@ -572,6 +599,8 @@ ZkEraAction = (
     | AddPartitions
     | ProcessPartitionModifications
     | ApiPartitionReassignment
+    | MarkTopicDeletion
+    | TopicDeletion
 )
 
 # The actions of the KRaft side, in the catalogue's order: the quorum, its migration driver, brokers on KRaft,
@@ -616,6 +645,7 @@ KRaftAction = (
     | DeleteControllerZNodes
     | CreatePartitions
     | AlterPartitionReassignments
+    | DeleteTopics
 )
 
 # The KRaft quorum and what its active controller decides: Raft, brokers on KRaft, admin writes
@@ -640,6 +670,7 @@ KRaftQuorumAction = (
     | UpdateMetadataVersion
     | CreatePartitions
     | AlterPartitionReassignments
+    | DeleteTopics
 )
 
 # The ZooKeeper-to-KRaft migration: the driver's events and the operator's runbook steps (``model.kraft_migration``).
@@ -726,6 +757,8 @@ PERTURBATIONS: frozenset[type] = frozenset(
         CreatePartitions,
         ApiPartitionReassignment,
         AlterPartitionReassignments,
+        DeleteTopics,
+        MarkTopicDeletion,
     }
 )
 

@@ -85,6 +85,9 @@ class Bug(Enum):
     MIGRATION_SKIPS_UNSTARTED_PARTITION = "migration_skips_unstarted_partition"
     # Reassignments during the migration (the ``reassignment`` scope)
     REASSIGNMENT_KEEPS_LEADER_EPOCH = "reassignment_keeps_leader_epoch"
+    # Topic deletions during the migration (the ``delete-topics`` scope)
+    DELETION_STOPS_WITHOUT_DELETE = "deletion_stops_without_delete"
+    MIGRATES_PENDING_DELETION = "migrates_pending_deletion"
     STALE_EVENT_RUNS = "stale_event_runs"
     FAILED_WRITE_DROPS_DELTA = "failed_write_drops_delta"
     RESEND_KEEPS_STALE_VERSION = "resend_keeps_stale_version"
@@ -280,6 +283,12 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "kafka-3.9's rule under kip: a dual write ZooKeeper applied but whose reply was lost is resent, the copy"
               " fails on /migration's version, and the driver keeps the stale version: the change's LeaderAndIsr is"
               " never sent, and every later dual write fails"),
+    SeededBug(Bug.DELETION_STOPS_WITHOUT_DELETE, "ZkBrokersDropDeletedTopic", "delete-topics",
+              "a topic deleted on KRaft in dual write is stopped on the ZK brokers without deletePartitions (KIP-866"
+              " says only \"stop managing\"): they stop fetching it and keep hosting it"),
+    SeededBug(Bug.MIGRATES_PENDING_DELETION, "PendingDeletionNeverLiveInKRaft", "delete-topics",
+              "KAFKA-15605 (Kafka 3.4 to 3.6.0): the migration copies a topic ZooKeeper marks for deletion as a live"
+              " topic, and the sync leaves the mark: a topic the admin deleted lives on in KRaft"),
     SeededBug(Bug.RPCS_WAIT_FOR_NEWER_OFFSET, "MigrationReachesDualWriteWithoutFaults", "handover",
               "SendRPCsToBrokers waits for an image newer than /migration's offset instead of as new (off by one)"),
     SeededBug(Bug.MIGRATION_OUTSIDE_TRANSACTION, "InitialMigrationAllOrNothing", "migration",

@@ -27,9 +27,17 @@ earlier order, and everything pinned on it, stays.
 from __future__ import annotations
 
 from model import zookeeper as zkm
-from model.actions import Action, RegisterWithKRaft
-from model.kraft import FeatureLevelRecord, MetadataImage, QuorumRole, RegisterBrokerRecord, decided_view, image_of
-from model.migration import CONFIG, MIGRATION
+from model.actions import Action, Deliver, RegisterWithKRaft
+from model.kraft import (
+    TOPIC_NAME,
+    FeatureLevelRecord,
+    MetadataImage,
+    QuorumRole,
+    RegisterBrokerRecord,
+    decided_view,
+    image_of,
+)
+from model.migration import CONFIG, MIGRATION, pending_deletion_path
 from model.registry import always, section, sometimes, transition
 from model.state import (
     CONTROLLER_EPOCH,
@@ -37,6 +45,7 @@ from model.state import (
     KRaftController,
     LeaderAndIsr,
     LocalReplica,
+    StopReplica,
     UpdateMetadata,
     kraft_claim,
     zk_partitions,
@@ -191,6 +200,40 @@ def _hosts_image_replicas(
 
 
 @transition(
+    "ZkBrokersDropDeletedTopic",
+    "Once the cluster quiesces (ZooKeeper caught up with the newest leader, nothing in flight), no ZK broker"
+    " registered with KRaft hosts a partition of a topic the committed image has deleted.",
+    "KIP-866 §ZK Broker RPCs (\"following reassignments and topic deletions, we will need to send StopReplicas to"
+    " ZK brokers for them to stop managing certain replicas\"); KIP-380 §Public Interfaces (StopReplica's"
+    " delete_partitions)",
+    independent=True,
+)
+def zk_brokers_drop_deleted_topic(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    quiet = zk_brokers_at_quiescence(after)
+    if quiet is None or TOPIC_NAME not in quiet[0].removed_topics:
+        return True
+    image, due = quiet
+    strays = after.ghost.observed.strays
+    return all(local is None or p < len(image.partitions) or (b, p) in strays
+               for b in due for p, local in enumerate(after.brokers[b].replicas))
+
+
+@always(
+    "PendingDeletionNeverLiveInKRaft",
+    "While a KRaft controller owns ZooKeeper, no topic ZooKeeper marks for deletion (/admin/delete_topics) is live in"
+    " a KRaft controller's committed metadata: a deletion the admin asked for in ZooKeeper mode is never undone by"
+    " the migration.",
+    "KIP-866 §Topic Deletions (\"If the KRaft controller takes over before a deletion has occurred, we will need to"
+    " complete the deletion as part of the ZK to KRaft state migration\"); KAFKA-15605",
+    independent=True,
+)
+def pending_deletion_never_live_in_kraft(state: ClusterState) -> bool:
+    if kraft_claim(state) is None or zkm.get(state.zk, pending_deletion_path(TOPIC_NAME)) is None:
+        return True
+    return not any(image_of(c.log, c.high_watermark).partitions for c in state.controllers)
+
+
+@transition(
     "HeartbeatingBrokerNeverFenced",
     "The active controller fences a running broker's registration only once its heartbeats have gone"
     " unheard for a session timeout (or it asked to shut down).",
@@ -324,6 +367,14 @@ READS: dict[str, str] = {
     " /controller, /controller_epoch and /migration; each ZK broker's metadata cache, the replicas it hosts,"
     " controller epoch and registration epoch; the messages in flight; which UpdateMetadata was sent and"
     " delivered last and which LeaderAndIsr were lost (its run's observations)",
+    "ZkBrokersDropDeletedTopic": "the controllers' Raft logs, high watermarks, roles and epochs; /controller,"
+    " /controller_epoch and /migration; the replicas each ZK broker hosts, its controller epoch and registration"
+    " epoch; the messages in flight; which UpdateMetadata was sent and delivered last and which StopReplica were"
+    " lost or refused (its run's observations)",
+    "DeletedTopicStoppedOnZkBroker": "the message the step delivered; the replicas the broker it went to hosts"
+    " before and after",
+    "PendingDeletionNeverLiveInKRaft": "/controller and /admin/delete_topics; the controllers' Raft logs and high"
+    " watermarks",
     "HeartbeatingBrokerNeverFenced": "the active controllers' logs before and after the step; each broker's"
     " process (alive, incarnation, epoch); whose heartbeats went unheard for a session timeout (in a"
     " simulation, the heartbeats its controllers answered and its clock)",
@@ -353,6 +404,22 @@ READS: dict[str, str] = {
 def zk_broker_checked_at_quiescence(before: ClusterState, action: Action, after: ClusterState) -> bool:
     quiet = zk_brokers_at_quiescence(after)
     return quiet is not None and bool(quiet[1])
+
+
+@sometimes(
+    "DeletedTopicStoppedOnZkBroker",
+    "A ZK broker hosting a partition of a topic deleted on KRaft takes the KRaft controller's StopReplica and hosts"
+    " it no more.",
+    "KIP-866 §ZK Broker RPCs",
+    independent=True,
+)
+def deleted_topic_stopped_on_zk_broker(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, Deliver) or not isinstance(action.message, StopReplica) or not action.message.kraft:
+        return False
+    m = action.message
+    hosted = before.brokers[m.dest].replicas
+    return m.partition < len(hosted) and hosted[m.partition] is not None and after.brokers[m.dest].replicas[
+        m.partition] is None
 
 
 @sometimes(

@@ -122,6 +122,7 @@ def _repr_without_empty_replicas(r: Record) -> str:
     return repr_quiet_when_empty(r, QUIET_WHEN_EMPTY)
 
 
+TOPIC_NAME = "t"  # the one topic whose partitions the image tracks (/brokers/topics/t)
 QUIET_WHEN_EMPTY = frozenset({"replicas"})  # fields of the partition records and images shown only when set
 
 
@@ -351,7 +352,9 @@ def _apply(image: MetadataImage, rec: MetadataRecord) -> MetadataImage:
         case ConfigRecord(value=value):
             return image.replace(config=value)
         case RemoveTopicRecord(topic=topic):
-            return image.replace(removed_topics=image.removed_topics | {topic})
+            # The tracked topic takes its partitions with it (TopicsDelta.replay); any other is a name only.
+            partitions = () if topic == TOPIC_NAME else image.partitions
+            return image.replace(partitions=partitions, removed_topics=image.removed_topics | {topic})
         case FeatureLevelRecord(level=level):
             return image.replace(metadata_version=level)
         case ZkMigrationStateRecord(state=s):

@@ -58,6 +58,7 @@ from model.actions import (
 )
 from model.bugs import CORRECT, Bug, Variant
 from model.kraft import (
+    TOPIC_NAME,
     BeginTransactionRecord,
     ConfigRecord,
     ControllerId,
@@ -109,6 +110,7 @@ from model.state import (
     LeaderAndIsr,
     Message,
     PartitionState,
+    StopReplica,
     UpdateMetadata,
     kraft_claim,
     partition_state_path,
@@ -526,7 +528,10 @@ def zk_metadata(state: ClusterState, variant: Variant = CORRECT) -> list[Metadat
     copied as ZkTopicMigrationClient does: its replicas as ISR, the first as leader, leader epoch 0."""
     records: list[MetadataRecord] = []
     assignment = znode_data(state, TOPIC)
-    if assignment is not None:
+    # A topic pending deletion is not copied (KIP-866 §Topic Deletions; ZkTopicMigrationClient.iterateTopics since
+    # KAFKA-15605's fix, 3.6.1); the seeded bug MIGRATES_PENDING_DELETION copies it live, as Kafka 3.4 to 3.6.0 did.
+    pending = zkm.get(state.zk, pending_deletion_path(TOPIC_NAME)) is not None
+    if assignment is not None and (not pending or variant.has(Bug.MIGRATES_PENDING_DELETION)):
         for p, replicas in enumerate(assignment):
             s = znode_data(state, partition_state_path(PartitionId(p)))
             if s is not None:
@@ -674,6 +679,12 @@ def zk_reconcile_ops(state: ClusterState, image: MetadataImage, c: KRaftControll
             ops.append(Create(CONFIG, image.config))
         else:
             ops.append(SetData(CONFIG, image.config, ZkVersion(-1)))
+    if TOPIC_NAME in image.removed_topics or (not image.partitions and _pending(state, TOPIC_NAME, variant)):
+        # handleTopicsSnapshot deletes a topic the image does not hold, and (since KAFKA-15605's fix) the sync clears
+        # the pending deletions it did not migrate.
+        ops += topic_deletion_ops(state)
+        if _pending(state, TOPIC_NAME, variant):
+            ops.append(Delete(pending_deletion_path(TOPIC_NAME)))
     if zkm.get(state.zk, pending_deletion_path(DELETED_TOPIC)) is not None and not variant.has(
         Bug.SYNC_SKIPS_TOPIC_DELETION
     ):
@@ -693,12 +704,16 @@ def zk_delta_ops(
     It reads nothing, but for a partition created or reassigned on KRaft since ``before``: then it reads the
     topic's assignment from ``state`` (ZooKeeper as the driver reads it) to grow or change it.
 
-    No action removes a KRaft topic (nothing appends a RemoveTopicRecord), so no delta deletes one; the topic
-    pending deletion in ZooKeeper is the sync's (``zk_reconcile_ops``)."""
-    moved = tuple(part.replicas for part in image.partitions) != tuple(part.replicas for part in before.partitions)
-    # Differs: Kafka's updateTopic writes the whole assignment from its image; the model's image holds no replicas
-    # for the partitions copied from ZooKeeper, so it writes the assignment ZooKeeper has, grown or changed.
-    ops = _assignment_write(state, image, variant) if moved else []
+    A topic an admin deleted on KRaft since ``before`` (a RemoveTopicRecord: scope delete-topics) has its znodes
+    deleted, read from ``state`` as Kafka's deleteTopic reads their paths; the topic pending deletion in ZooKeeper
+    when the migration began is the sync's (``zk_reconcile_ops``)."""
+    if topic_deleted_between(before, image):
+        ops = topic_deletion_ops(state)
+    else:
+        moved = tuple(part.replicas for part in image.partitions) != tuple(part.replicas for part in before.partitions)
+        # Differs: Kafka's updateTopic writes the whole assignment from its image; the model's image holds no replicas
+        # for the partitions copied from ZooKeeper, so it writes the assignment ZooKeeper has, grown or changed.
+        ops = _assignment_write(state, image, variant) if moved else []
     for p, part in enumerate(image.partitions):
         if p >= len(before.partitions) or before.partitions[p] != part:
             ops.append(_partition_write(p, part, c, variant, new=p >= len(before.partitions)))
@@ -707,6 +722,29 @@ def zk_delta_ops(
         write = Create(CONFIG, image.config) if before.config is None else SetData(CONFIG, image.config, ANY_VERSION)
         ops.append(write)
     return ops
+
+
+def _pending(state: ClusterState, topic: str, variant: Variant) -> bool:
+    """ZooKeeper marks ``topic`` for deletion, and the sync reads the marks (not before KAFKA-15605's fix: the
+    seeded bug MIGRATES_PENDING_DELETION)."""
+    return zkm.get(state.zk, pending_deletion_path(topic)) is not None and not variant.has(
+        Bug.MIGRATES_PENDING_DELETION)
+
+
+def topic_deleted_between(before: MetadataImage, image: MetadataImage) -> bool:
+    """The one topic was deleted (a RemoveTopicRecord) between ``before`` and ``image``."""
+    return TOPIC_NAME in image.removed_topics and TOPIC_NAME not in before.removed_topics
+
+
+def topic_deletion_ops(state: ClusterState) -> list[Op]:
+    """ZkTopicMigrationClient.deleteTopic: the topic's partition state znodes (its children as ``state`` lists
+    them), then the topic znode, any version; nothing when ZooKeeper has no such topic."""
+    assignment = znode_data(state, TOPIC)
+    if assignment is None:
+        return []
+    ops: list[Op] = [Delete(partition_state_path(PartitionId(p))) for p in range(len(assignment))
+                     if zkm.get(state.zk, partition_state_path(PartitionId(p))) is not None]
+    return ops + [Delete(TOPIC)]
 
 
 def _assignment_write(state: ClusterState, image: MetadataImage, variant: Variant) -> list[Op]:
@@ -875,9 +913,11 @@ def zk_broker_targets(image: MetadataImage) -> list[tuple[BrokerId, BrokerEpoch]
 
 
 def _controller_rpcs(
-    c: KRaftController, image: MetadataImage, partitions: list[int], full: bool, variant: Variant
+    c: KRaftController, image: MetadataImage, partitions: list[int], full: bool, variant: Variant,
+    deleted: tuple[int, ...] = (),
 ) -> list[Message]:
-    """UpdateMetadata, then LeaderAndIsr, to each target ZK broker, marked IsKRaftController."""
+    """UpdateMetadata, then LeaderAndIsr, to each target ZK broker, marked IsKRaftController; then, for the
+    partitions of a topic ``deleted`` since the last write, StopReplica with deletePartitions (``topic_stops``)."""
     d = _known_driver(c)
     leaders = tuple((p.leader, p.leader_epoch) for p in image.partitions)
     live = served_brokers(image, variant)
@@ -886,7 +926,7 @@ def _controller_rpcs(
     epoch = ControllerEpoch(d.zk_epoch)
     for b, broker_epoch in zk_broker_targets(image):
         update: list[Message] = [UpdateMetadata(cid, epoch, broker_epoch, b, leaders, kraft=True, live=live)]
-        if not (full or partitions):
+        if not (full or partitions or deleted):
             update = []
         leaderships: list[Message] = [
             LeaderAndIsr(cid, epoch, broker_epoch, b, PartitionId(p), image.partitions[p].leader,
@@ -898,7 +938,22 @@ def _controller_rpcs(
         # KIP-866 §ZK Broker RPCs: a broker learns of the KRaft controller (and of live brokers) from the
         # UpdateMetadata, so it must be queued first.
         out += leaderships + update if variant.has(Bug.LEADER_AND_ISR_BEFORE_UPDATE_METADATA) else update + leaderships
-    return out
+    return out + topic_stops(c, image, deleted, variant)
+
+
+def topic_stops(c: KRaftController, image: MetadataImage, deleted: tuple[int, ...], variant: Variant) -> list[Message]:
+    """MigrationPropagator's deleted topics: StopReplica with deletePartitions for each partition of the deleted topic,
+    so that the ZK brokers stop hosting it (KIP-866 §ZK Broker RPCs: "following reassignments and topic deletions,
+    we will need to send StopReplicas to ZK brokers for them to stop managing certain replicas")."""
+    cid, epoch = BrokerId(c.id), ControllerEpoch(_known_driver(c).zk_epoch)
+    # The seeded bug DELETION_STOPS_WITHOUT_DELETE: the KIP's "stop managing" read as a StopReplica that keeps the
+    # partition (deletePartitions false, as the ZK controller's first StopReplica of a deletion is).
+    delete = not variant.has(Bug.DELETION_STOPS_WITHOUT_DELETE)
+    # Differs: Kafka sends them to the partition's replicas, fenced or not; the model's image holds no replicas for
+    # a partition copied from ZooKeeper, so it sends them to every registered ZK broker, fenced or not (one that
+    # hosts no such partition has nothing to stop).
+    return [StopReplica(cid, epoch, r.epoch, r.broker, PartitionId(p), delete, kraft=True)
+            for r in image.brokers if r.is_migrating_zk_broker for p in deleted]
 
 
 def _send_rpcs_to_brokers(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
@@ -1034,8 +1089,11 @@ def _dual_write_image(
         p for p, part in enumerate(image.partitions)
         if before is None or p >= len(before.partitions) or before.partitions[p] != part
     ]
-    if changed:
-        rpcs = _controller_rpcs(c, image, changed, False, variant)
+    deleted: tuple[int, ...] = ()
+    if before is not None and topic_deleted_between(before, image):
+        deleted = tuple(range(len(before.partitions)))
+    if changed or deleted:
+        rpcs = _controller_rpcs(c, image, changed, False, variant, deleted)
     elif before is None or before.brokers != image.brokers:
         rpcs = [m for m in _controller_rpcs(c, image, [], True, variant) if isinstance(m, UpdateMetadata)]
     else:

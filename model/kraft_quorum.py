@@ -39,6 +39,7 @@ from model.actions import (
     BrokerHeartbeat,
     CrashController,
     CreatePartitions,
+    DeleteTopics,
     Fetch,
     FetchMetadata,
     HeartbeatResponseLost,
@@ -56,6 +57,7 @@ from model.actions import (
 from model.bugs import Bug, Variant
 from model.kraft import (
     METADATA_VERSION,
+    TOPIC_NAME,
     AbortTransactionRecord,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
@@ -76,6 +78,7 @@ from model.kraft import (
     QuorumRole,
     RegisterBrokerRecord,
     RegisterControllerRecord,
+    RemoveTopicRecord,
     UpgradeType,
     ZkMigrationState,
     ZkMigrationStateRecord,
@@ -190,6 +193,8 @@ def handle(state: ClusterState, action: KRaftQuorumAction, variant: Variant) -> 
             return _create_partitions(state, c, replicas, variant)
         case AlterPartitionReassignments(controller=c, partition=p, replicas=replicas):
             return _alter_partition_reassignments(state, c, p, replicas, variant)
+        case DeleteTopics(controller=c):
+            return _delete_topics(state, c, variant)
         case _:
             assert_never(action)
 
@@ -1186,6 +1191,25 @@ def _alter_partition_reassignments(
         return MOVES_LEADER
     decided = decide_write(image, variant) or decide_alter_partition_reassignments(
         image, p, replicas, c.config.migration_enabled, variant)
+    if isinstance(decided, Refused):
+        return decided.delivered(state)
+    return append(state, c, [decided], variant)
+
+
+def decide_delete_topics(image: MetadataImage) -> Refused | RemoveTopicRecord:
+    """ReplicationControlManager.deleteTopics for the one topic, after the pre-migration gate: a RemoveTopicRecord,
+    or UNKNOWN_TOPIC_OR_PARTITION when the image has no such topic (deleted already, or not migrated yet)."""
+    if not image.partitions:
+        return Refused(Errors.UNKNOWN_TOPIC_OR_PARTITION, "no topic {}", (TOPIC_NAME,))
+    return RemoveTopicRecord(TOPIC_NAME)
+
+
+def _delete_topics(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
+    request = _admin_request(state, cid, variant, "topic_deletions")
+    if isinstance(request, Refused):
+        return request
+    state, c, image = request
+    decided = decide_write(image, variant) or decide_delete_topics(image)
     if isinstance(decided, Refused):
         return decided.delivered(state)
     return append(state, c, [decided], variant)

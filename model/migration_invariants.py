@@ -29,6 +29,7 @@ from model.actions import (
 )
 from model.bugs import CORRECT
 from model.kraft import (
+    TOPIC_NAME,
     AbortTransactionRecord,
     BeginTransactionRecord,
     BrokerState,
@@ -138,10 +139,9 @@ def initial_migration_all_or_nothing(state: ClusterState) -> bool:
     image = committed_image(state)
     if image.migration is ZkMigrationState.MIGRATION and kraft_claim(state) is not None:
         # All: while KRaft owns ZooKeeper, every partition ZooKeeper assigns and its config were copied (a
-        # migration completed before its last batch lacks some).
-        assignment = znode_data(state, TOPIC) or ()
-        return len(image.partitions) >= len(assignment) and (znode_data(state, CONFIG) is None or
-                                                             image.config is not None)
+        # migration completed before its last batch lacks some); a topic deleted on KRaft since was copied first.
+        copied = TOPIC_NAME in image.removed_topics or len(image.partitions) >= len(zk_partitions(state))
+        return copied and (znode_data(state, CONFIG) is None or image.config is not None)
     if image.bootstrapped_migration not in (None, ZkMigrationState.PRE_MIGRATION):
         return True  # finalized, handed back, or a KRaft-born cluster whose metadata never came from ZooKeeper
     return not image.partitions and image.config is None  # nothing

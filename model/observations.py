@@ -10,7 +10,10 @@ Rules:
   UpdateMetadata sent to it and whether that one was the last delivered (a lost or overtaken one
   leaves a broker's cache behind, which says nothing about the protocol); the metadata.version
   levels an operator forced a downgrade to; the KRaft LeaderAndIsr requests lost and not yet overtaken
-  by one at least as new for the same broker and partition; and, for this step only, the brokers whose heartbeats
+  by one at least as new for the same broker and partition; the partitions of a deleted topic a ZK broker was left
+  hosting without a StopReplica that reached it (``strays``: its StopReplica lost or refused, or the topic's absence
+  told by a SendRPCsToBrokers, which sends from the image and has no StopReplica to send); and, for this step only,
+  the brokers whose heartbeats
   the environment kept from the controller for a whole session timeout (``silenced``).
 - The model has no clock: there, a live broker's heartbeats going unheard for a session timeout is
   a fault the environment injects, and spends ``Budget.timeouts`` on, in the step that times the
@@ -24,10 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from model.actions import Action, Deliver, Drop, Redeliver, SessionTimeout, UpdateMetadataVersion
+from model.actions import Action, Deliver, Drop, Redeliver, SendRPCsToBrokers, SessionTimeout, UpdateMetadataVersion
 from model.kraft import UpgradeType
-from model.state import ClusterState, LeaderAndIsr, Observations, UpdateMetadata
-from model.types import BrokerId
+from model.state import Broker, ClusterState, LeaderAndIsr, Observations, StopReplica, UpdateMetadata
+from model.types import BrokerId, PartitionId
 
 
 def observe(
@@ -38,12 +41,30 @@ def observe(
     brokers a clock says went unheard (None: the model's fault record, ``Budget.timeouts``)."""
     obs = before.ghost.observed
     told, settled, unsafe, lost = obs.told, obs.settled, obs.unsafe_downgrades, obs.lost
+    strays, stopped = obs.strays, obs.stopped
     for action in actions:
         match action:
             case Drop(message=LeaderAndIsr(kraft=True) as m):
                 lost = lost | {(m.dest, m.partition, m.leader_epoch)}
             case Deliver(message=LeaderAndIsr(kraft=True) as m) | Redeliver(message=LeaderAndIsr(kraft=True) as m):
                 lost = frozenset(x for x in lost if x[:2] != (m.dest, m.partition) or x[2] > m.leader_epoch)
+                if (m.dest, m.partition) in stopped and _hosts(after.brokers[m.dest], m.partition):
+                    strays = strays | {(m.dest, m.partition)}  # sent before the StopReplica that it overtook
+            case Drop(message=StopReplica(kraft=True, delete_partition=True) as m):
+                strays = strays | {(m.dest, m.partition)}
+            case Deliver(message=StopReplica(kraft=True, delete_partition=True) as m) | Redeliver(
+                message=StopReplica(kraft=True, delete_partition=True) as m
+            ):
+                if _hosts(after.brokers[m.dest], m.partition):  # the broker answered it with an error
+                    strays = strays | {(m.dest, m.partition)}
+                else:
+                    stopped = stopped | {(m.dest, m.partition)}
+            case SendRPCsToBrokers():
+                for sent in after.ghost.sent:
+                    if isinstance(sent, UpdateMetadata) and sent.kraft:
+                        hosted = after.brokers[sent.dest].replicas
+                        strays = strays | {(sent.dest, PartitionId(p)) for p in range(len(sent.partitions), len(hosted))
+                                           if hosted[p] is not None}
             case Deliver(message=UpdateMetadata(kraft=True) as m) | Redeliver(message=UpdateMetadata(kraft=True) as m):
                 if m == _told_to(obs.told, m.dest):
                     settled = settled | {m.dest}
@@ -60,10 +81,15 @@ def observe(
                 told = tuple(sorted([(b, u) for b, u in told if b != sent.dest] + [(sent.dest, sent)], key=_broker))
                 settled = settled - {sent.dest}
     silenced = silenced or frozenset()
-    if (told, settled, unsafe, silenced, lost) == (obs.told, obs.settled, obs.unsafe_downgrades, obs.silenced,
-                                                   obs.lost):
+    if (told, settled, unsafe, silenced, lost, strays, stopped) == (
+        obs.told, obs.settled, obs.unsafe_downgrades, obs.silenced, obs.lost, obs.strays, obs.stopped
+    ):
         return obs
-    return Observations(told, settled, unsafe, silenced, lost)
+    return Observations(told, settled, unsafe, silenced, lost, strays, stopped)
+
+
+def _hosts(b: Broker, p: PartitionId) -> bool:
+    return p < len(b.replicas) and b.replicas[p] is not None
 
 
 def _broker(entry: tuple[BrokerId, UpdateMetadata]) -> BrokerId:

@@ -895,3 +895,23 @@ DUAL_WRITE_RESEND = small_migration_scope(
     findings=RESEND_WEDGES_DUAL_WRITE,
 )
 SCOPES[DUAL_WRITE_RESEND.name] = DUAL_WRITE_RESEND
+# Topic deletions during the migration (issue #17): an admin's DeleteTopics of the one topic, in ZooKeeper mode (the
+# mark in /admin/delete_topics, then the ZK controller's deletion, which a migration may overtake: KIP-866 §Topic
+# Deletions, KAFKA-15605), or on the active KRaft controller, refused in pre-migration, and in dual write a
+# RemoveTopicRecord that the driver deletes from ZooKeeper and stops on the ZK brokers with StopReplica
+# (deletePartitions); both brokers host the partition.
+DELETE_TOPICS = small_migration_scope(
+    name="delete-topics",
+    summary="2 ZK brokers hosting one partition, 1 controller: an admin deletes the topic in ZooKeeper mode (pending"
+            " when the migration starts, or not), during the migration or in dual write",
+    ibps=(Ibp.IBP_3_4_IV0,) * 2,
+    supported=(SAME_RANGE,) * 2,
+    partitions=((BrokerId(0), BrokerId(1)),),
+    broker_flags=(READY, READY),
+    controllers=(MIGRATING,),
+    stage="registered",
+    budget=Budget(topic_deletions=1, max_in_flight=8),
+    findings=MIGRATION_WITHOUT_TRANSACTION,
+    max_depth=14,  # a StopReplica without deletePartitions shows at 14 steps: the migration, the deletion, quiescence
+)
+SCOPES[DELETE_TOPICS.name] = DELETE_TOPICS

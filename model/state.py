@@ -29,6 +29,7 @@ from model.kraft import (
     EMPTY_IMAGE,
     FIRST_CONTROLLER_ID,
     QUIET_WHEN_EMPTY,
+    TOPIC_NAME,
     BrokerState,
     ControllerConfig,
     ControllerId,
@@ -38,7 +39,7 @@ from model.kraft import (
     MetadataImage,
     QuorumRole,
 )
-from model.migration import Driver, KRaftControllerZNode, MigrationDriverState
+from model.migration import Driver, KRaftControllerZNode, MigrationDriverState, pending_deletion_path
 from model.record import Record, record, repr_quiet_when_empty
 from model.types import (
     NO_SESSION,
@@ -71,7 +72,7 @@ Assignment = tuple[tuple[BrokerId, ...], ...]
 CONTROLLER: ZPath[BrokerId | KRaftControllerZNode] = ZPath("/controller")
 CONTROLLER_EPOCH: ZPath[ControllerEpoch] = ZPath("/controller_epoch")
 BROKER_IDS: ZDir[BrokerRegistration] = ZDir("/brokers/ids")
-TOPIC: ZPath[Assignment] = ZPath("/brokers/topics/t")
+TOPIC: ZPath[Assignment] = ZPath(f"/brokers/topics/{TOPIC_NAME}")
 FEATURES: ZPath[FeaturesZNode] = ZPath("/features")
 
 
@@ -410,6 +411,7 @@ class Budget(Record):
     broker_stale_reads: int = 0
     partition_creations: int = 0  # an admin's CreatePartitions, in ZooKeeper mode (AddPartitions) or on KRaft
     reassignments: int = 0  # an admin's AlterPartitionReassignments, on the ZK controller or on KRaft
+    topic_deletions: int = 0  # an admin's DeleteTopics of the one topic, on KRaft
     queued_events: int = 0  # MetadataChangeEvents queued to run later, maybe under a newer leadership (KAFKA-16667)
     write_failures: int = 0  # a dual write fails: its ZooKeeper session expired as it waited (KIP-866 §Failure Modes)
     # a dual write applies in ZooKeeper, its reply is lost and the resent copy fails on /migration's version
@@ -460,6 +462,12 @@ class Observations(Record):
     silenced: frozenset[BrokerId] = frozenset()
     # (broker, partition, leader epoch) of each KRaft LeaderAndIsr lost, until one as new reaches that broker.
     lost: frozenset[tuple[BrokerId, PartitionId, LeaderEpoch]] = frozenset()
+    # (broker, partition) of a deleted topic's partition a broker hosts and was not told to delete: its StopReplica
+    # lost or refused, or overtaken by a LeaderAndIsr sent before it, or the image without the topic reached it from a
+    # controller that had no StopReplica to send (one sending from its image after a failover: Kafka's "we cannot
+    # send StopReplica requests from the image").
+    strays: frozenset[tuple[BrokerId, PartitionId]] = frozenset()
+    stopped: frozenset[tuple[BrokerId, PartitionId]] = frozenset()  # a KRaft StopReplica deleted it on that broker
 
 
 NOTHING_OBSERVED = Observations()
@@ -525,7 +533,10 @@ def znode_data(state: ClusterState, path: str) -> Hashable | None:
 def zk_partitions(state: ClusterState) -> tuple[PartitionState, ...]:
     """Each partition /brokers/topics/t assigns, as ZooKeeper holds it and the migration reads it
     (ZkTopicMigrationClient): one an admin added whose state znode no controller has created yet reads as its
-    replicas for ISR, the first leading, at leader epoch 0 (its controller epoch, which nothing compares, 0)."""
+    replicas for ISR, the first leading, at leader epoch 0 (its controller epoch, which nothing compares, 0). A topic
+    marked for deletion (/admin/delete_topics/t) is no live topic: it has none (the migration does not read it)."""
+    if zkm.get(state.zk, pending_deletion_path(TOPIC_NAME)) is not None:
+        return ()
     found = []
     for p, replicas in enumerate(znode_data(state, TOPIC) or ()):
         s = znode_data(state, partition_state_path(PartitionId(p)))

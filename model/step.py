@@ -39,6 +39,7 @@ from model.actions import (
     CrashController,
     CreatePartitions,
     DeleteControllerZNodes,
+    DeleteTopics,
     Deliver,
     Drop,
     DualWrite,
@@ -52,6 +53,7 @@ from model.actions import (
     HeartbeatResponseLost,
     InitializeController,
     KRaftLeaderChange,
+    MarkTopicDeletion,
     MigrateBrokerToKRaft,
     MigrateMetadata,
     MigrationCommitted,
@@ -81,6 +83,7 @@ from model.actions import (
     StartElection,
     StopBroker,
     SyncKRaftToZk,
+    TopicDeletion,
     UpdateFeatures,
     UpdateMetadataVersion,
     WaitForControllerQuorum,
@@ -223,6 +226,8 @@ def candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
             actions.append(BrokerZkServerCatchesUp(i))
         if creating:  # never in a scope without partition creations
             actions.append(AddPartitions(i, scope.created_replicas))
+        if state.budget.topic_deletions:  # never in a scope without topic deletions
+            actions.append(MarkTopicDeletion(i))
         if b.controller is not None:
             actions += [ElectPartitionLeader(i, PartitionId(p)) for p in range(partitions)]
             actions += [UpdateFeatures(i, f, FeatureLevel(lvl), allow) for f, lvl, allow in scope.feature_updates]
@@ -230,6 +235,8 @@ def candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
                 actions.append(ProcessPartitionModifications(i))
             if state.budget.reassignments and scope.reassignment is not None:  # never in a scope without them
                 actions.append(ApiPartitionReassignment(i, *scope.reassignment))
+            if scope.budget.topic_deletions:  # never in a scope without topic deletions
+                actions.append(TopicDeletion(i))
     for m in sorted(state.network, key=message_sort_key):
         actions += [Deliver(m), Drop(m), Redeliver(m)]
     if state.controllers:
@@ -271,6 +278,8 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
                 actions.append(CreatePartitions(i, scope.created_replicas))
             if state.budget.reassignments and scope.reassignment is not None:  # never in a scope without them
                 actions.append(AlterPartitionReassignments(i, *scope.reassignment))
+            if state.budget.topic_deletions:  # never in a scope without topic deletions
+                actions.append(DeleteTopics(i))
     for b in state.brokers:
         for leader in leaders:
             actions += [RegisterWithKRaft(b.id, leader), BrokerHeartbeat(b.id, leader), FetchMetadata(b.id, leader),

@@ -36,6 +36,7 @@ from model.actions import (
     ElectPartitionLeader,
     ExpireSession,
     InitializeController,
+    MarkTopicDeletion,
     ObserveControllerEpoch,
     OpenSession,
     ProcessBrokerChange,
@@ -47,6 +48,7 @@ from model.actions import (
     RestartBroker,
     SendControlledShutdown,
     StopBroker,
+    TopicDeletion,
     UpdateFeatures,
     ZkEraAction,
     ZkOutage,
@@ -55,7 +57,9 @@ from model.actions import (
     ZkServerLags,
 )
 from model.bugs import CORRECT, Bug, Variant
+from model.kraft import TOPIC_NAME
 from model.kraft_quorum import fresh_kraft_process
+from model.migration import pending_deletion_path
 from model.outcome import BUDGET_SPENT, IN_FLIGHT_CAP, MOVES_LEADER, Refused, Result, Unchanged
 from model.state import (
     BROKER_IDS,
@@ -216,6 +220,10 @@ def handle(state: ClusterState, action: ZkEraAction, variant: Variant) -> Result
             return _process_partition_modifications(state, c, variant)
         case ApiPartitionReassignment(controller=c, partition=p, replicas=replicas):
             return _api_partition_reassignment(state, c, p, replicas, variant)
+        case MarkTopicDeletion(broker=b):
+            return _mark_topic_deletion(state, b)
+        case TopicDeletion(controller=c):
+            return _topic_deletion(state, c, variant)
         case _:
             assert_never(action)
 
@@ -797,8 +805,10 @@ def _by_id(b: LiveBroker) -> BrokerId:
 
 
 def topic_assignment(state: ClusterState) -> Assignment:
-    """The topic's replicas by partition: /brokers/topics/t exists from the start and nothing deletes it."""
-    return zkm.get_existing(state.zk, TOPIC).data
+    """The topic's replicas by partition: /brokers/topics/t exists from the start, until a KRaft controller's write
+    deletes the topic an admin deleted on KRaft (scope delete-topics); () then."""
+    node = zkm.get(state.zk, TOPIC)
+    return () if node is None else node.data
 
 
 def partition_states(state: ClusterState) -> list[tuple[PartitionId, PartitionState, ZkVersion]]:
@@ -969,25 +979,38 @@ def _elect_partition_leader(state: ClusterState, c: BrokerId, p: PartitionId, va
 
 # ---- partition creation (AdminZkClient.addPartitions, KafkaController.onNewPartitionCreation) --------------
 
-def _add_partitions(state: ClusterState, b: BrokerId, replicas: tuple[BrokerId, ...]) -> Result:
-    """ZkAdminManager.createPartitions: AdminZkClient.addPartitions validates the manual assignment against the
-    registered brokers and writes the grown assignment to /brokers/topics/t (any version, no controller epoch:
-    an admin is no controller). Once a KRaft controller has claimed ZooKeeper, a migrating ZK broker forwards the
-    request to it instead (``CreatePartitions``)."""
+def _zk_admin_request(
+    state: ClusterState, b: BrokerId, forwarded: Refused, budget: str
+) -> Refused | tuple[Broker, ClusterState, ClusterState]:
+    """An admin's request served by ZooKeeper-mode broker ``b`` (ZkAdminManager): the broker, ZooKeeper as its
+    server shows it, and the state with the request spent (from ``budget``); why not: a KRaft broker, no session,
+    or a KRaft controller owning the metadata (``forwarded``: a migrating ZK broker forwards the request to it)."""
     broker = state.brokers[b]
     if broker.config.kraft_mode:
         return _KRAFT_BROKER
     why = _unconnected(state, broker)
     if why is not None:
         return why
-    # Read through the broker's server. Not fenced: the grown assignment is written with version -1, as
-    # AdminZkClient's is, so a stale read would lose a partition another admin added since (docs/model.md).
     seen = seen_by(state, b)
     if kraft_claim(seen) is not None:
-        return _FORWARDED
-    spent = spend(state, partition_creations=1)
+        return forwarded
+    spent = spend(state, **{budget: 1})
     if spent is None:
         return BUDGET_SPENT
+    return broker, seen, spent
+
+
+def _add_partitions(state: ClusterState, b: BrokerId, replicas: tuple[BrokerId, ...]) -> Result:
+    """ZkAdminManager.createPartitions: AdminZkClient.addPartitions validates the manual assignment against the
+    registered brokers and writes the grown assignment to /brokers/topics/t (any version, no controller epoch:
+    an admin is no controller). Once a KRaft controller has claimed ZooKeeper, a migrating ZK broker forwards the
+    request to it instead (``CreatePartitions``)."""
+    # Read through the broker's server. Not fenced: the grown assignment is written with version -1, as
+    # AdminZkClient's is, so a stale read would lose a partition another admin added since (docs/model.md).
+    served = _zk_admin_request(state, b, _FORWARDED, "partition_creations")
+    if isinstance(served, Refused):
+        return served
+    broker, seen, spent = served
     registered = {BrokerId(int(n)) for n, _ in children(seen.zk, BROKER_IDS)}
     missing = [r for r in replicas if r not in registered]
     if missing:
@@ -1029,6 +1052,59 @@ def _process_partition_modifications(state: ClusterState, c: BrokerId, variant: 
         requests += _tell_replicas(broker, live, s.isr, p, s)
     leaders = tuple((s.leader, s.leader_epoch) for _, s, _ in partition_states(state))
     requests += [UpdateMetadata(c, role.epoch, b.epoch, b.id, leaders) for b in role.live]
+    sent = send(state, requests)
+    return IN_FLIGHT_CAP if sent is None else sent
+
+
+# ---- topic deletion (AdminZkClient.deleteTopic, TopicDeletionManager) -----------------------------------------
+
+_NOT_MARKED = Refused(None, "/admin/delete_topics holds no mark for the topic")
+_DELETE_FORWARDED = Refused(None, "a KRaft controller owns the metadata: the request is forwarded to it (DeleteTopics)")
+
+
+def _mark_topic_deletion(state: ClusterState, b: BrokerId) -> Result:
+    """ZkAdminManager.deleteTopics: AdminZkClient.deleteTopic creates /admin/delete_topics/t (no controller epoch:
+    an admin is no controller); UNKNOWN_TOPIC_OR_PARTITION when there is no such topic, and a mark already there
+    is answered NONE (TopicAlreadyMarkedForDeletionException swallowed: nothing written). Once a KRaft controller
+    has claimed ZooKeeper, a migrating ZK broker forwards the request to it instead (``DeleteTopics``)."""
+    served = _zk_admin_request(state, b, _DELETE_FORWARDED, "topic_deletions")
+    if isinstance(served, Refused):
+        return served
+    broker, seen, spent = served
+    if zkm.get(seen.zk, TOPIC) is None:
+        return Refused(Errors.UNKNOWN_TOPIC_OR_PARTITION, "no topic {}", (TOPIC_NAME,), spent)
+    if zkm.get(seen.zk, pending_deletion_path(TOPIC_NAME)) is not None:  # TopicAlreadyMarkedForDeletion: NONE
+        return Unchanged("topic {} is marked for deletion already", (TOPIC_NAME,), spent)
+    zk, results = zkm.multi(spent.zk, broker.session, (Create(pending_deletion_path(TOPIC_NAME), ()),), reader=b)
+    return spent.replace(zk=zk, ghost=spent.ghost.replace(last_multi=results))
+
+
+def _topic_deletion(state: ClusterState, c: BrokerId, variant: Variant) -> Result:
+    """TopicDeletionManager.onTopicDeletion for the topic marked in /admin/delete_topics: StopReplica with
+    deletePartitions to each live replica of its partitions, UpdateMetadata without them to every live broker, and
+    (completeDeleteTopic) its partition state znodes, topic znode and mark deleted in the controller's fenced write.
+
+    The controller's write fails once a KRaft controller has claimed ZooKeeper: a deletion pending then is the
+    migration's (KIP-866 §Topic Deletions, ``model.kraft_migration.zk_metadata``)."""
+    acting = _acting_controller(state, c)
+    if acting is None:
+        return _NOT_ACTING
+    broker, role = acting
+    mark = pending_deletion_path(TOPIC_NAME)
+    if zkm.get(state.zk, mark) is None or zkm.get(state.zk, TOPIC) is None:
+        return _NOT_MARKED
+    assignment = topic_assignment(state)
+    # Differs: Kafka deletes the znodes (completeDeleteTopic) once every replica answered its StopReplica, after
+    # sending StopReplica without, then with deletePartitions; the model has no responses and deletes in one step.
+    deletes = tuple(Delete(partition_state_path(p)) for p, _, _ in partition_states(state))
+    deletes += (Delete(TOPIC), Delete(mark))
+    state, ok = _controller_write(state, broker, deletes, variant)
+    if not ok:
+        return state
+    live = role.epochs()
+    requests: list[Message] = [StopReplica(c, role.epoch, live[r], r, PartitionId(p), True)
+                               for p, replicas in enumerate(assignment) for r in replicas if r in live]
+    requests += [UpdateMetadata(c, role.epoch, b.epoch, b.id, ()) for b in role.live]
     sent = send(state, requests)
     return IN_FLIGHT_CAP if sent is None else sent
 

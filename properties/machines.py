@@ -87,12 +87,15 @@ from model.actions import (
     BrokerZkServerCatchesUp,
     BrokerZkServerLags,
     CreatePartitions,
+    DeleteTopics,
     DualWriteReplyLost,
     DualWriteSessionExpired,
     HeartbeatResponseLost,
+    MarkTopicDeletion,
     ProcessPartitionModifications,
     PublishMetadataChange,
     RegistrationResponseLost,
+    TopicDeletion,
     ZkServerLags,
 )
 from model.invariants import BY_NAME, violations, witnessed
@@ -108,14 +111,16 @@ DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 
 # Lost responses (``RegistrationResponseLost``, ``HeartbeatResponseLost``), partition creations (``AddPartitions``,
 # ``ProcessPartitionModifications``, ``CreatePartitions``), reassignments (``ApiPartitionReassignment``,
-# ``AlterPartitionReassignments``), brokers' lagging servers (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``)
-# and lost dual-write replies (``DualWriteReplyLost``) get no rule: only scopes ``lost-responses``,
-# ``create-partitions``, ``reassignment``, ``zk-lag`` and ``dual-write-resend`` budget them, which exploration covers
-# whole, and leaving them out keeps every other scope's examples as they were.
+# ``AlterPartitionReassignments``), topic deletions (``MarkTopicDeletion``, ``TopicDeletion``, ``DeleteTopics``),
+# brokers' lagging servers (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``) and lost dual-write replies
+# (``DualWriteReplyLost``) get no rule: only scopes ``lost-responses``, ``create-partitions``, ``reassignment``,
+# ``delete-topics``, ``zk-lag`` and ``dual-write-resend`` budget them, which exploration covers whole, and leaving
+# them out keeps every other scope's examples as they were.
 NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
                                             ProcessPartitionModifications, CreatePartitions,
-                                            ApiPartitionReassignment, AlterPartitionReassignments,
-                                            BrokerZkServerLags, BrokerZkServerCatchesUp, DualWriteReplyLost})
+                                            ApiPartitionReassignment, AlterPartitionReassignments, DeleteTopics,
+                                            MarkTopicDeletion, TopicDeletion, BrokerZkServerLags,
+                                            BrokerZkServerCatchesUp, DualWriteReplyLost})
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)
 # (Not ZkServerLags, PublishMetadataChange nor DualWriteSessionExpired: their own budgets, 0 outside scopes stale-reads,
 # event-queue and dual-write-failure, switch them off, and the machines draw as before.)

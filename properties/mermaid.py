@@ -144,6 +144,10 @@ def view(action) -> StepView:
             return StepView(node(b), zk, "new partitions: create their state znodes")
         case act.ApiPartitionReassignment(controller=b, partition=p, replicas=replicas):
             return StepView(node(b), zk, f"admin: AlterPartitionReassignments p{p} to {list(replicas)}, epoch + 1")
+        case act.MarkTopicDeletion(broker=b):
+            return StepView(node(b), zk, "admin: DeleteTopics, create /admin/delete_topics/t")
+        case act.TopicDeletion(controller=b):
+            return StepView(node(b), zk, "delete topic t: its znodes and the mark, StopReplica (delete)")
         case act.UpdateFeatures(controller=b, feature=f, level=level, allow_downgrade=down):
             return StepView(node(b), zk, f"UpdateFeatures {f}={level}{' allow downgrade' if down else ''}")
         case act.StartElection(controller=c):
@@ -206,6 +210,8 @@ def view(action) -> StepView:
             return StepView(node(c), None, f"admin: CreatePartitions {list(replicas)}", "note")
         case act.AlterPartitionReassignments(controller=c, partition=p, replicas=replicas):
             return StepView(node(c), None, f"admin: AlterPartitionReassignments p{p} to {list(replicas)}", "note")
+        case act.DeleteTopics(controller=c):
+            return StepView(node(c), None, "admin: DeleteTopics t", "note")
         case act.UpdateMetadataVersion(controller=c, level=level, upgrade_type=kind):
             return StepView(node(c), None, f"admin: metadata.version {level.name} ({kind.name.lower()})", "note")
     actor = getattr(action, "broker", getattr(action, "controller", None))

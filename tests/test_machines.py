@@ -154,8 +154,8 @@ def test_machine_catches_seeded_bug_with_its_invariant_and_saves_a_replayable_tr
 
 def test_machine_has_one_rule_per_action_type():
     """Every action kind of the model is a rule of its own, but the lost responses, the partition creations, the
-    brokers' lagging servers and the lost dual-write replies, which only the lost-responses, create-partitions, zk-lag
-    and dual-write-resend scopes budget (exploration covers them whole); ``wait`` is the only other rule."""
+    reassignments, the topic deletions, the brokers' lagging servers and the lost dual-write replies, which only their
+    own scopes budget (exploration covers them whole); ``wait`` is the only other rule."""
     from model.actions import (
         AddPartitions,
         AlterPartitionReassignments,
@@ -163,10 +163,13 @@ def test_machine_has_one_rule_per_action_type():
         BrokerZkServerCatchesUp,
         BrokerZkServerLags,
         CreatePartitions,
+        DeleteTopics,
         DualWriteReplyLost,
         HeartbeatResponseLost,
+        MarkTopicDeletion,
         ProcessPartitionModifications,
         RegistrationResponseLost,
+        TopicDeletion,
     )
     from properties.machines import MACHINE_KINDS
 
@@ -175,6 +178,7 @@ def test_machine_has_one_rule_per_action_type():
     assert set(ACTION_TYPES) - set(MACHINE_KINDS) == {RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
                                                       ProcessPartitionModifications, CreatePartitions,
                                                       ApiPartitionReassignment, AlterPartitionReassignments,
+                                                      MarkTopicDeletion, TopicDeletion, DeleteTopics,
                                                       BrokerZkServerLags, BrokerZkServerCatchesUp,
                                                       DualWriteReplyLost}
 

@@ -59,9 +59,11 @@ from impl.zk.port import (
     Op,
     SetDataOp,
     ZkCode,
+    tree_deletion,
 )
 from model.kraft import (
     DEFAULT_MIGRATION_BATCH_SIZE,
+    TOPIC_NAME,
     BeginTransactionRecord,
     ConfigRecord,
     EndTransactionRecord,
@@ -90,6 +92,7 @@ from model.state import (
     TOPIC,
     LeaderAndIsr,
     PartitionState,
+    StopReplica,
     UpdateMetadata,
     partition_state_path,
 )
@@ -386,6 +389,10 @@ class KRaftMigrationDriver:
             return False
         records: list = []
         assignment, _ = yield from self._read(TOPIC)
+        # A topic pending deletion is not copied (iterateTopics since KAFKA-15605's fix); the mistake copies it live.
+        if (yield from self._exists(pending_deletion_path(TOPIC_NAME))) and \
+                ImplBug.MIGRATES_PENDING_DELETION not in self.bugs:
+            assignment = None
         if assignment is not None:
             for p, replicas in enumerate(assignment):
                 s, _ = yield from self._read(partition_state_path(PartitionId(p)))
@@ -572,8 +579,9 @@ class KRaftMigrationDriver:
             p for p, part in enumerate(parts)
             if before is None or p >= len(before.partitions) or before.partitions[p] != part
         ]
-        if changed:
-            rpcs = self._controller_rpcs(image, changed, False)
+        deleted = list(range(len(before.partitions))) if before is not None and _deleted(before, image) else []
+        if changed or deleted:
+            rpcs = self._controller_rpcs(image, changed, False, deleted)
         elif before is None or before.to_model().brokers != image.to_model().brokers:
             rpcs = [m for m in self._controller_rpcs(image, [], True) if isinstance(m, UpdateMetadata)]
         else:
@@ -660,6 +668,14 @@ class KRaftMigrationDriver:
             if config != image.config:
                 data = encode(CONFIG, image.config, now)
                 ops.append(CreateOp(CONFIG, data) if config is None else SetDataOp(CONFIG, data, ANY_VERSION))
+        # handleTopicsSnapshot: a topic the image does not hold; and the marks of pending deletions the migration did
+        # not copy (clearPendingTopicDeletions; the mistake, Kafka before 3.6.1, reads no marks)
+        marked = ImplBug.MIGRATES_PENDING_DELETION not in self.bugs and \
+            (yield from self._exists(pending_deletion_path(TOPIC_NAME)))
+        if TOPIC_NAME in image.removed_topics or (marked and not image.partitions):
+            ops += yield from self._topic_deletion_ops()
+            if marked:
+                ops.append(DeleteOp(pending_deletion_path(TOPIC_NAME), ANY_VERSION))
         if (yield from self._exists(pending_deletion_path(DELETED_TOPIC))):
             ops.append(DeleteOp(topic_path(DELETED_TOPIC), ANY_VERSION))
             ops.append(DeleteOp(pending_deletion_path(DELETED_TOPIC), ANY_VERSION))
@@ -668,9 +684,13 @@ class KRaftMigrationDriver:
     def _delta_ops(self, before: Image, image: Image, now: int) -> Handler:
         """KRaftMigrationZkWriter.handleDelta: write what changed from ``before`` (what ZooKeeper holds) to
         ``image``, reading nothing but, for a partition created or reassigned on KRaft since, the assignment it
-        grows or changes; a divergence in ZooKeeper waits for the next leadership's full sync."""
+        grows or changes, or a topic deleted since, whose znodes it lists to delete them; a divergence in ZooKeeper
+        waits for the next leadership's full sync."""
         moved = [part.replicas for part in image.partitions] != [part.replicas for part in before.partitions]
-        ops: list[Op] = (yield from self._assignment_write(image, now)) if moved else []
+        if _deleted(before, image):
+            ops: list[Op] = yield from self._topic_deletion_ops()
+        else:
+            ops = (yield from self._assignment_write(image, now)) if moved else []
         for p, part in enumerate(image.partitions):
             if p >= len(before.partitions) or before.partitions[p] != part:
                 ops += self._partition_write(p, image, now, new=p >= len(before.partitions))
@@ -678,6 +698,11 @@ class KRaftMigrationDriver:
             data = encode(CONFIG, image.config, now)
             ops.append(CreateOp(CONFIG, data) if before.config is None else SetDataOp(CONFIG, data, ANY_VERSION))
         return ops
+
+    def _topic_deletion_ops(self) -> Handler:
+        """ZkTopicMigrationClient.deleteTopic: every znode below the topic's, deepest first (recursiveChildren),
+        then the topic's own, any version; nothing when ZooKeeper has no such topic."""
+        return (yield from tree_deletion(self._session, TOPIC))
 
     def _assignment_write(self, image: Image, now: int) -> Handler:
         """updateTopic: the assignment as the image has it, grown by the partitions created on KRaft since and with
@@ -707,8 +732,14 @@ class KRaftMigrationDriver:
 
     # ---- RPCs to ZK brokers ----------------------------------------------------------------------
 
-    def _controller_rpcs(self, image: Image, partitions: list[int], full: bool) -> list:
-        """UpdateMetadata, then LeaderAndIsr, to each target ZK broker, marked IsKRaftController."""
+    def _controller_rpcs(
+        self, image: Image, partitions: list[int], full: bool, deleted: list[int] | None = None
+    ) -> list:
+        """UpdateMetadata, then LeaderAndIsr, to each target ZK broker, marked IsKRaftController; then StopReplica with
+        deletePartitions for each partition of a topic ``deleted`` since the last write, to every registered ZK
+        broker, fenced or not (MigrationPropagator sends them to the partition's replicas: as the model, the image
+        holds no replicas for a partition copied from ZooKeeper)."""
+        deleted = deleted or []
         leaders = tuple((BrokerId(p.leader), LeaderEpoch(p.leader_epoch)) for p in image.partitions)
         live = image.unfenced()
         cid = BrokerId(self.node_id)
@@ -716,7 +747,7 @@ class KRaftMigrationDriver:
         out: list = []
         for b, broker_epoch in zk_broker_targets(image):
             update = [UpdateMetadata(cid, epoch, broker_epoch, b, leaders, kraft=True, live=live)]
-            if not (full or partitions):
+            if not (full or partitions or deleted):
                 update = []
             leaderships = [
                 LeaderAndIsr(cid, epoch, broker_epoch, b, PartitionId(p), BrokerId(image.partitions[p].leader),
@@ -731,7 +762,11 @@ class KRaftMigrationDriver:
                 out += leaderships + update
             else:
                 out += update + leaderships
-        return out
+        if ImplBug.DELETION_SENDS_NO_STOP_REPLICA in self.bugs:
+            return out  # the mistake: the topic is gone from ZooKeeper and the metadata, its replicas stay hosted
+        delete = ImplBug.DELETION_STOPS_WITHOUT_DELETE not in self.bugs  # (the mistake: "stop managing" only)
+        return out + [StopReplica(cid, epoch, reg.epoch, BrokerId(b), PartitionId(p), delete, kraft=True)
+                      for b, reg in sorted(image.brokers.items()) if reg.is_migrating_zk_broker for p in deleted]
 
     # ---- the refinement map ----------------------------------------------------------------------
 
@@ -747,6 +782,11 @@ class KRaftMigrationDriver:
             queue=tuple(QueuedEvent(Offset(o), KRaftEpoch(e), leader) for o, e, leader in self.queue),
             handed_offset=Offset(self.handed_offset),
         )
+
+
+def _deleted(before: Image, image: Image) -> bool:
+    """The one topic was deleted (a RemoveTopicRecord) between ``before`` and ``image``."""
+    return TOPIC_NAME in image.removed_topics and TOPIC_NAME not in before.removed_topics
 
 
 def zk_broker_targets(image: Image) -> list[tuple[BrokerId, int]]:

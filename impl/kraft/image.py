@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from model.kraft import (
+    TOPIC_NAME,
     AbortTransactionRecord,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
@@ -157,6 +158,8 @@ class Image:
                 self.config = rec.value
             case RemoveTopicRecord():
                 self.removed_topics.add(rec.topic)
+                if rec.topic == TOPIC_NAME:  # the tracked topic takes its partitions with it
+                    self.partitions = []
             case FeatureLevelRecord():
                 self.metadata_version = rec.level
             case ZkMigrationStateRecord():

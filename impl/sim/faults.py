@@ -3,9 +3,9 @@
 A mix is a set of weights relative to one protocol step (a node's offered action or a message
 delivery, each weight 1). ``parse`` reads a mix from the command line: a name (``none``, ``network``,
 ``process``, ``zookeeper``, ``lagging``, ``zk-lagging``, ``all``, ``responses``, ``queue``, ``reassign``,
-``write-failure``, ``purgatory``, ``reply-loss``), names joined with ``+``, ``swarm`` joined to them, and
-``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else is a one-line ``ValueError`` naming the
-bad part.
+``delete-topics``, ``write-failure``, ``purgatory``, ``reply-loss``), names joined with ``+``, ``swarm`` joined to
+them, and ``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else is a one-line ``ValueError``
+naming the bad part.
 
 Swarm testing (Groce et al., ISSTA 2012): with ``swarm`` in the mix, each run draws its own mix
 from the simulator's random stream before its first event (``FaultMix.drawn``). Each fault that
@@ -61,6 +61,10 @@ class FaultMix:
     # weight has every node's admin send it once (to the ZK controller, or to the active KRaft controller). An
     # admin's input, not a fault: only in mix ``reassign`` (and its world), not reweighed by a swarm.
     reassign: float = 0.0
+    # an admin's DeleteTopics of the one topic (``impl.sim.simulator``): any non-zero weight has every KRaft
+    # controller's admin send it once while it is active. An admin's input, not a fault: only in mix
+    # ``delete-topics``, not reweighed by a swarm, so other mixes' runs stay.
+    delete_topic: float = 0.0
     # a KRaft controller's dual write fails: ZooKeeper stalled past the controller's session timeout while the write
     # waited, and the session had expired when it answered. A drawn DualWrite becomes DualWriteSessionExpired: a
     # probability per drawn DualWrite. Only in mix ``write-failure`` (and its world), not reweighed by a swarm.
@@ -146,6 +150,8 @@ MIXES["zk-lagging"] = FaultMix(broker_stale_read=0.2, broker_catch_up=0.02, rest
 MIXES["queue"] = FaultMix(queue_event=1.0, restart=0.5, recover=1.0)
 # A partition reassigned during the migration (KAFKA-16120): ``all+reassign`` moves it under every fault.
 MIXES["reassign"] = FaultMix(reassign=1.0, restart=0.5, recover=1.0)
+# The topic deleted on KRaft during the migration: ``all+delete-topics`` deletes it under every fault.
+MIXES["delete-topics"] = FaultMix(delete_topic=1.0, restart=0.5, recover=1.0)
 # Dual writes that fail (their ZooKeeper session expired as they waited): ``all+write-failure``.
 MIXES["write-failure"] = FaultMix(fail_write=0.3, restart=0.5, recover=1.0)
 # Dual writes that apply but lose their reply, resent and failing on /migration's version: ``all+reply-loss``.

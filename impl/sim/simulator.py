@@ -309,6 +309,9 @@ class Simulation:
         if target is not None:  # mix ``reassign``: every node's admin asks for partition 0's move once
             for node in (*self.cluster.brokers.values(), *self.cluster.controllers.values()):
                 node.reassignment = target
+        if self.faults.delete_topic:  # mix ``delete-topics``: every KRaft controller's admin deletes the topic once
+            for controller in self.cluster.controllers.values():
+                controller.deletes_topic = True
         self.cuts: dict[frozenset[int], int] = {}  # a partitioned pair -> when it heals
         self.crashed_at: dict[int, int] = {}  # a dead (or paused) broker's ZooKeeper session -> when it went silent
         self.paused: dict[int, int] = {}  # a paused node -> when it resumes

@@ -37,7 +37,7 @@ Rules every adapter keeps (ZooKeeper's own, as PrepRequestProcessor and DataTree
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal, Protocol, assert_never, runtime_checkable
@@ -444,6 +444,20 @@ class Multi:
 
 
 ZkRequest = CreateSession | CloseSession | Exists | GetData | GetChildren | Multi
+
+
+def tree_deletion(session: int, path: str) -> Generator[ZkRequest, Any, list[Op]]:
+    """The ops deleting ``path`` and every znode below it, deepest first, as Kafka's recursive deletes list them
+    (ZkTopicMigrationClient.recursiveChildren, KafkaZkClient.deleteRecursive): yields the GetChildren requests of a
+    node's handler (``impl.protocol``); none when ``path`` is gone."""
+    try:
+        children = yield GetChildren(session, path)
+    except NoNode:
+        return []
+    ops: list[Op] = []
+    for child in children:
+        ops += yield from tree_deletion(session, f"{path}/{child}")
+    return ops + [DeleteOp(path, ANY_VERSION)]
 
 
 def execute(port: ZkPort, request: ZkRequest) -> Any:

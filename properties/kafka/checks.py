@@ -1863,6 +1863,9 @@ NOT_OBSERVABLE: dict[str, str] = {
     "BrokerTakesOnlyCommittedRegistration": "when a broker took its epoch from the registration's answer is " + _MEMORY,
     "KRaftZkWritesFailOnlyOnStaleReads": "the driver's ZooKeeper multis and their results are not logged, and the"
     " runbook creates no partition",
+    "ZkBrokersDropDeletedTopic": "the partitions a ZooKeeper broker hosts are " + _MEMORY,
+    "PendingDeletionNeverLiveInKRaft": "the runbooks delete no topic in ZooKeeper mode: no deletion is ever pending"
+    " in /admin/delete_topics",
 }
 # sometimes-properties are witnesses for the model's search: on a real run they are coverage, not checks
 NOT_OBSERVABLE |= {
