@@ -149,13 +149,13 @@ class Plan:
         return scope_for(self.scope, seed, self.configs, parse(self.faults).answer_at_commit > 0)
 
     def faults_of(self, seed: int) -> FaultMix:
-        """The mix ``seed``'s fault window runs: ``faults``, with the world of the configuration drawn for the seed
+        """The mix ``seed``'s fault window runs: ``faults``, with the worlds of the configuration drawn for the seed
         joined to its named mixes (``impl.sim.scenarios.WORLDS``)."""
         from impl.sim.faults import parse
         from impl.sim.scenarios import drawn_for
 
         configuration = drawn_for(self.scope, seed, self.configs)
-        return parse(self.faults, "" if configuration is None else configuration.world)
+        return parse(self.faults, () if configuration is None else configuration.worlds)
 
     def runbook_of(self, seed: int) -> str:
         return runbook_for(self.runbook, seed)

@@ -16,8 +16,9 @@ session expiries in quick succession and no message loss is rare in all of them;
 swarm's runs some have exactly that. ``swarm`` alone swarms over ``all``; ``swarm+network`` over the network's faults.
 
 Worlds: the opt-in mixes of issue 17's freedoms (``reassign``, ``write-failure``, ``zk-lagging``, ``queue``,
-``purgatory``) are also what a drawn configuration's world names (``impl.sim.scenarios.WORLDS``): one run in two of
-the default campaign joins one of them to its mix, so the default campaign runs every freedom.
+``purgatory``, ``reply-loss``, ``delete-topics``) are also the worlds a drawn configuration may live in
+(``impl.sim.scenarios.WORLDS``): each joins the mix of one run in ten of the default campaign, so the default
+campaign runs every freedom.
 """
 
 from __future__ import annotations
@@ -162,10 +163,10 @@ MIXES["purgatory"] = FaultMix(answer_at_commit=1.0, restart=0.5, recover=1.0)
 SWARM = "swarm"  # not a mix but a way to run one: ``swarm+network`` swarms over the network's faults
 
 
-def parse(spec: str, world: str = "") -> FaultMix:
-    """``all``, ``network+process``, ``none,drop=0.1``, ``swarm+zookeeper``: named mixes, then overrides. ``world``:
-    a drawn configuration's world (``impl.sim.scenarios.WORLDS``) whose mix joins the named ones, before the
-    overrides (so that ``queue_event=0`` still means none)."""
+def parse(spec: str, worlds: tuple[str, ...] = ()) -> FaultMix:
+    """``all``, ``network+process``, ``none,drop=0.1``, ``swarm+zookeeper``: named mixes, then overrides. ``worlds``:
+    a drawn configuration's (``impl.sim.scenarios.WORLDS``), whose mixes join the named ones, before the overrides
+    (so that ``queue_event=0`` still means none)."""
     spec = spec.strip()
     known_names = ", ".join([*MIXES, SWARM])
     if not spec:
@@ -182,8 +183,7 @@ def parse(spec: str, world: str = "") -> FaultMix:
         raise ValueError(f"fault mix {names!r} names {twice[0]!r} twice")
     swarm = SWARM in mixes
     mixes = [name for name in mixes if name != SWARM] or ["all"]  # ``swarm`` alone swarms over every fault
-    if world in MIXES and world not in mixes:  # the world ``partitions`` is its scope's, not a mix
-        mixes.append(world)
+    mixes += [world for world in worlds if world in MIXES and world not in mixes]  # ``partitions`` is the scope's
     mix = NONE
     for name in mixes:
         if name not in MIXES:

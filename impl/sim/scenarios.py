@@ -15,10 +15,11 @@ in the middle of a rolling IBP upgrade), one controller of three started without
 which admin requests the run's admin sends (``ADMIN``: metadata.version updates of every upgrade
 type, KIP-584 feature updates to the ZooKeeper controller), the initial migration's batch size
 (``zookeeper.metadata.migration.min.batch.size``: its transaction then stays open across the cluster's
-steps), and one run in two a world (``WORLDS``): one of the freedoms of issue 17 that an opt-in fault mix or
-configuration turns on (a partition reassigned, dual writes that fail, ZooKeeper-mode brokers whose servers lag,
-driver events queued, registrations answered at commit, a partition created), so that the default campaign runs
-each of them under every fault of its mix. Every other dimension is a field of the model's ``Scope`` (a world's
+steps), and the worlds it lives in (``WORLDS``): each of the freedoms of issue 17 that an opt-in fault mix or
+configuration turns on (a partition reassigned, dual writes that fail or lose their reply, ZooKeeper-mode brokers
+whose servers lag, driver events queued, registrations answered at commit, a partition created, the topic
+deleted) one run in ten, so that the default campaign runs each of them, alone or with others, under every fault
+of its mix. Every other dimension is a field of the model's ``Scope`` (a world's
 freedoms are model actions that differential testing performs in any scope), so the model expresses whatever is
 drawn and differential testing stays exact. The drawn scope is named by its configuration
 (``sim-migration@controllers=1,mv=3.6-IV1,...``), and ``scenario`` builds the same scope from that name: a
@@ -83,11 +84,12 @@ BATCH_SIZES = (1, 2)  # the initial migration's batch sizes drawn besides Kafka'
 # The worlds a drawn run may live in: each the opt-in fault mix of that name (``impl.sim.faults.MIXES``), which the
 # run's fault window joins to the plan's named mixes (``properties.plan.Plan.faults_of``); ``purgatory`` is also the
 # scope's mode (``Budget.answer_at_commit``, as ``sim-purgatory`` has it); ``partitions`` is the admin's partition
-# creation (as ``drawn+partitions`` draws it one run in two). One run in two draws one, uniformly: the other half run
-# as they ran before worlds were drawn (their configurations, labels and runs unchanged), so the bugs every run can
-# meet keep half the runs.
-WORLDS = ("reassign", "write-failure", "zk-lagging", "queue", "purgatory", "partitions")
-WORLD_SHARE = 0.5
+# creation (as ``drawn+partitions`` draws it one run in two). Each is drawn on its own, one run in ten, in this order,
+# so a world added at the end moves no other's draws; about half the runs (0.9 ** 8) live in none and run as they
+# ran before worlds were drawn (their configurations, labels and runs unchanged), so the bugs every run can meet keep
+# half the runs, and some runs meet two freedoms at once.
+WORLDS = ("reassign", "write-failure", "zk-lagging", "queue", "purgatory", "partitions", "reply-loss", "delete-topics")
+WORLD_RATE = 0.1
 # ``Plan.configs``: a configuration drawn per seed, the same with an admin's partition creation drawn one run in two
 # (a ZK broker's AddPartitions and the KRaft controller's CreatePartitions, each node's admin once), or the scope as
 # named.
@@ -108,13 +110,13 @@ class Configuration:
     admin: tuple[str, ...] = ()
     updates: tuple[tuple[Ibp, UpgradeType], ...] = ()
     batch: int = DEFAULT_MIGRATION_BATCH_SIZE  # zookeeper.metadata.migration.min.batch.size of every controller
-    world: str = ""  # one of ``WORLDS``, or "" (none)
+    worlds: tuple[str, ...] = ()  # of ``WORLDS``, in its order
 
     @property
     def label(self) -> str:
         """``controllers=3,mv=3.6-IV1,ibps=3.6-IV1/3.4-IV0/3.6-IV1,unflagged=1,admin=metadata-version/features,
-        updates=3.7-IV0:upgrade/3.5-IV2:safe/3.5-IV2:unsafe,batch=1,world=reassign`` (empty parts and Kafka's default
-        batch size left out)."""
+        updates=3.7-IV0:upgrade/3.5-IV2:safe/3.5-IV2:unsafe,batch=1,world=reassign/queue`` (empty parts and Kafka's
+        default batch size left out)."""
         parts = [f"controllers={self.controllers}", f"mv={IBP_NAMES[self.metadata_version]}",
                  "ibps=" + "/".join(IBP_NAMES[i] for i in self.ibps)]
         if self.unflagged:
@@ -126,8 +128,8 @@ class Configuration:
                                                for lvl, kind in self.updates))
         if self.batch != DEFAULT_MIGRATION_BATCH_SIZE:
             parts.append(f"batch={self.batch}")
-        if self.world:
-            parts.append(f"world={self.world}")
+        if self.worlds:
+            parts.append("world=" + "/".join(self.worlds))
         return ",".join(parts)
 
 
@@ -148,7 +150,7 @@ def draw(seed: int, brokers: int = 3, partitions: bool = False) -> Configuration
     run in four, else in one batch (Kafka's default size): a batched migration takes more of a run's events, so
     one run in two left too few runs the time to stall on the bugs of later phases (impl_inactive_ignores_leadership
     first stalled at seed 44 instead of 2); an admin's partition creation one run in two under ``partitions``; a
-    world (``WORLDS``) one run in two."""
+    each world (``WORLDS``) one run in ten."""
     rng = random.Random(f"configuration:{seed}")
     controllers = 3 if rng.random() < 2 / 3 else 1
     mv = rng.choice(MIGRATION_LEVELS)
@@ -170,9 +172,9 @@ def draw(seed: int, brokers: int = 3, partitions: bool = False) -> Configuration
     creates = rng.random() < 0.5  # drawn under every plan, so that the world's draws are the seed's under both
     if partitions and creates:
         admin += ("partitions",)
-    in_world, world = rng.random() < WORLD_SHARE, rng.choice(WORLDS)
+    worlds = tuple(world for world in WORLDS if rng.random() < WORLD_RATE)  # one draw each, in order
     return Configuration(controllers, mv, ibps, unflagged, admin, updates, size if batched else
-                         DEFAULT_MIGRATION_BATCH_SIZE, world if in_world else "")
+                         DEFAULT_MIGRATION_BATCH_SIZE, worlds)
 
 
 def configured(base: Scope, configuration: Configuration) -> Scope:
@@ -187,8 +189,8 @@ def configured(base: Scope, configuration: Configuration) -> Scope:
                           for i in range(c.controllers)),
         metadata_version_choices=c.updates,
         feature_updates=FEATURE_UPDATES if "features" in c.admin else (),
-        created_replicas=NEW_PARTITION if "partitions" in c.admin or c.world == "partitions" else (),
-        budget=base.budget.replace(answer_at_commit=True) if c.world == "purgatory" else base.budget,
+        created_replicas=NEW_PARTITION if "partitions" in c.admin or "partitions" in c.worlds else (),
+        budget=base.budget.replace(answer_at_commit=True) if "purgatory" in c.worlds else base.budget,
     )
 
 
@@ -211,18 +213,18 @@ def parse(label: str, brokers: int = 3) -> Configuration:
         updates = tuple((IBP_BY_NAME[lvl], _UPGRADE_BY_NAME[kind]) for lvl, _, kind in
                         (u.partition(":") for u in fields["updates"].split("/"))) if "updates" in fields else ()
         batch = int(fields["batch"]) if "batch" in fields else DEFAULT_MIGRATION_BATCH_SIZE
-        world = fields.get("world", "")
+        worlds = tuple(fields["world"].split("/")) if "world" in fields else ()
     except (KeyError, ValueError) as e:
         raise ValueError(f"bad configuration {label!r}: {e.args[0] if e.args else e} is missing or not valid") from None
     if controllers not in (1, 3) or len(ibps) != brokers or mv not in MIGRATION_LEVELS \
             or any(i not in KRAFT_LEVELS for i in ibps) or any(not 0 <= i < controllers for i in unflagged) \
             or any(a not in ADMIN for a in admin) or any(lvl not in KRAFT_LEVELS for lvl, _ in updates) or batch < 1 \
-            or world not in ("", *WORLDS):
+            or any(w not in WORLDS for w in worlds) or list(worlds) != sorted(set(worlds), key=WORLDS.index):
         raise ValueError(f"bad configuration {label!r}: expected 1 or 3 controllers, mv one of "
                          f"{'/'.join(IBP_NAMES[i] for i in MIGRATION_LEVELS)}, {brokers} broker IBPs from 3.3-IV0, "
-                         f"unflagged controller indexes, admin from {'/'.join(ADMIN)}, a batch size from 1, a world "
-                         f"from {'/'.join(WORLDS)}")
-    return Configuration(controllers, mv, ibps, unflagged, admin, updates, batch, world)
+                         f"unflagged controller indexes, admin from {'/'.join(ADMIN)}, a batch size from 1, worlds "
+                         f"from {'/'.join(WORLDS)} in that order")
+    return Configuration(controllers, mv, ibps, unflagged, admin, updates, batch, worlds)
 
 
 def is_drawn(scope: Scope) -> bool:
