@@ -27,8 +27,16 @@ earlier order, and everything pinned on it, stays.
 from __future__ import annotations
 
 from model import zookeeper as zkm
-from model.actions import Action, RegisterWithKRaft
-from model.kraft import FeatureLevelRecord, MetadataImage, QuorumRole, RegisterBrokerRecord, decided_view, image_of
+from model.actions import Action, BrokerHeartbeat, RegisterWithKRaft
+from model.kraft import (
+    BrokerState,
+    FeatureLevelRecord,
+    MetadataImage,
+    QuorumRole,
+    RegisterBrokerRecord,
+    decided_view,
+    image_of,
+)
 from model.migration import CONFIG, MIGRATION
 from model.registry import always, section, sometimes, transition
 from model.state import (
@@ -314,6 +322,34 @@ def _commits_registration(c: KRaftController, broker: BrokerId, incarnation: obj
     )
 
 
+@transition(
+    "BrokerOnlineOnlyOnceUnfencingCommitted",
+    "A KRaft broker goes Online (serves) only once a controller's committed image, as brokers apply it (an open"
+    " transaction's records not yet), has its registration unfenced: a failover cannot truncate the unfencing a"
+    " broker acts on.",
+    "KIP-500 §Broker States (Fenced: a broker leaves it when the controller unfences it), §The Controller Quorum"
+    " (a majority must be running)",
+    independent=True,
+)
+def broker_online_only_once_unfencing_committed(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    # Where the model answers a heartbeat at once (no Budget.heartbeats_at_commit: the Differs at
+    # model.kraft_quorum), brokers act on uncommitted unfencings by design; it is checked where answers wait.
+    if not after.budget.heartbeats_at_commit or after.brokers is before.brokers:
+        return True
+    for was, now in zip(before.brokers, after.brokers):
+        if now.lifecycle is not BrokerState.ONLINE or (was.lifecycle is BrokerState.ONLINE and
+                                                       was.incarnation == now.incarnation):
+            continue
+        if not any(_unfenced_in_committed_image(c, now.id, now.kraft_epoch) for c in after.controllers):
+            return False
+    return True
+
+
+def _unfenced_in_committed_image(c: KRaftController, broker: BrokerId, epoch: object) -> bool:
+    reg = image_of(c.log, c.high_watermark).registration(broker)
+    return reg is not None and reg.epoch == epoch and not reg.fenced
+
+
 # What each property reads. On the implementation every item is the implementation's own (its ZooKeeper
 # store, its Raft logs and high watermarks, its brokers' caches, its messages, its run's observations),
 # mapped by ``impl.refinement.abstract`` without any model decision; the invariant catalogue lists it.
@@ -338,6 +374,9 @@ READS: dict[str, str] = {
     " the step; the controllers' Raft logs and high watermarks after it",
     "ZkBrokerCheckedAtQuiescence": "as ZkBrokersConvergeToCommittedImage",
     "RegistrationAnsweredAtCommit": "as BrokerTakesOnlyCommittedRegistration, and the step's action",
+    "BrokerOnlineOnlyOnceUnfencingCommitted": "each broker process's state (Online or not), incarnation and KRaft"
+    " epoch before and after the step; the controllers' Raft logs and high watermarks after it",
+    "UnfencingAnsweredAtCommit": "as BrokerOnlineOnlyOnceUnfencingCommitted, and the step's action",
 }
 
 
@@ -367,3 +406,17 @@ def registration_answered_at_commit(before: ClusterState, action: Action, after:
         return False
     return any(was.kraft_epoch == UNKNOWN_BROKER_EPOCH != now.kraft_epoch and now.alive
                for was, now in zip(before.brokers, after.brokers))
+
+
+@sometimes(
+    "UnfencingAnsweredAtCommit",
+    "A KRaft broker goes Online in a step other than its own heartbeat: the answer that unfenced it waited for the"
+    " record to commit (BrokerOnlineOnlyOnceUnfencingCommitted is not vacuous).",
+    "KIP-500 §Broker States",
+    independent=True,
+)
+def unfencing_answered_at_commit(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.brokers is before.brokers or isinstance(action, BrokerHeartbeat):
+        return False
+    return any(was.lifecycle is not BrokerState.ONLINE and now.lifecycle is BrokerState.ONLINE and now.alive
+               and was.incarnation == now.incarnation for was, now in zip(before.brokers, after.brokers))

@@ -239,7 +239,8 @@ def _kraft_warm_up(state: ClusterState, scope: Scope, taken: list[Action], varia
     if stage not in STAGES:
         raise ValueError(f"scope {scope.name}: unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
     generous = Budget(kraft_elections=1, migrations=2 * scope.brokers, max_in_flight=64, max_lag=1 << 20,
-                      answer_at_commit=scope.budget.answer_at_commit)
+                      answer_at_commit=scope.budget.answer_at_commit,
+                      heartbeats_at_commit=scope.budget.heartbeats_at_commit)
     state = state.replace(budget=generous)
     first = StartElection(ControllerId(FIRST_CONTROLLER_ID))
     state = _must_step(state, scope, first, variant)
@@ -874,3 +875,34 @@ PURGATORY = small_migration_scope(
     max_depth=16,
 )
 SCOPES[PURGATORY.name] = PURGATORY
+
+# Heartbeats answered only once the log up to them commits (issue #17; QuorumController.processBrokerHeartbeat's
+# future in the deferred event queue): a KRaft broker restarts, registers and is unfenced by a heartbeat with 2
+# controllers, and the leader may crash before the unfencing commits; the waiting answer then fails
+# (NOT_CONTROLLER) and the broker heartbeats again once a leader is back. Registrations wait for commit too.
+HEARTBEAT_COMMIT = small_migration_scope(
+    name="heartbeat-commit",
+    summary="1 KRaft broker, 2 controllers in dual write: the broker restarts, registers and is unfenced, each"
+            " answer once the log up to it commits; the leader may crash first",
+    stage="kraft-brokers",
+    budget=Budget(restarts=1, controller_crashes=1, answer_at_commit=True, heartbeats_at_commit=True,
+                  max_in_flight=6),
+    max_depth=16,
+)
+SCOPES[HEARTBEAT_COMMIT.name] = HEARTBEAT_COMMIT
+
+# A heartbeat while the migration's transaction is open (issue #17; KAFKA-15441): the ZK broker registers with 2
+# controllers migrating in batches of one record (the transaction open across the steps between them), and each
+# heartbeat waits until the log up to it is stable. kip holds it until the transaction ends (the deferred event
+# queue's lastStableOffset); kafka-3.9 answers it at the Raft commit (a RUNS_IN_PREMIGRATION event in pre-migration
+# goes to the unstable queue). A failover between two batches fails the waiting heartbeat (NOT_CONTROLLER).
+HEARTBEAT_TRANSACTION = at_metadata_version(small_migration_scope(
+    name="heartbeat-transaction",
+    summary="1 ZK broker, 2 controllers migrating in 2 batches: the broker's heartbeats answered once the log up to"
+            " them is stable (kip: after the transaction; kafka-3.9: at commit); a KRaft failover between batches",
+    controllers=(BATCHED,) * 2,
+    stage="quorum",
+    budget=Budget(kraft_elections=1, heartbeats_at_commit=True, max_in_flight=6),
+    max_depth=16,
+), Ibp.IBP_3_6_IV1)
+SCOPES[HEARTBEAT_TRANSACTION.name] = HEARTBEAT_TRANSACTION
