@@ -69,6 +69,7 @@ class ImplBug(Enum):
     FENCED_WRITE_ADOPTS_NEWER_CLAIM = "impl_fenced_write_adopts_newer_claim"
     METADATA_FETCH_PAST_HIGH_WATERMARK = "impl_metadata_fetch_past_high_watermark"
     REGISTRATION_ANSWERED_BEFORE_COMMIT = "impl_registration_answered_before_commit"
+    HEARTBEAT_ANSWERED_BEFORE_COMMIT = "impl_heartbeat_answered_before_commit"
 
 
 @dataclass(frozen=True)
@@ -216,5 +217,6 @@ SHARED_SEEDED_BUGS: tuple[SharedSeededBug, ...] = tuple(
         (Bug.METADATA_FETCH_PAST_HIGH_WATERMARK, ImplBug.METADATA_FETCH_PAST_HIGH_WATERMARK),
         (Bug.REASSIGNMENT_KEEPS_LEADER_EPOCH, ImplBug.REASSIGNMENT_KEEPS_LEADER_EPOCH),
         (Bug.REGISTRATION_ANSWERED_BEFORE_COMMIT, ImplBug.REGISTRATION_ANSWERED_BEFORE_COMMIT),
+        (Bug.HEARTBEAT_ANSWERED_BEFORE_COMMIT, ImplBug.HEARTBEAT_ANSWERED_BEFORE_COMMIT),
     )
 )

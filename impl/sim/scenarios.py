@@ -61,7 +61,16 @@ PURGATORY = MIGRATION.replace(
     budget=MIGRATION.budget.replace(answer_at_commit=True),
 )
 
-SCENARIOS: dict[str, Scope] = {MIGRATION.name: MIGRATION, PURGATORY.name: PURGATORY}
+# ... and whose controllers answer heartbeats too once the log up to them is stable (model Budget.heartbeats_at_commit):
+# what fault mix ``heartbeat-commit`` runs. A drawn migration in batches holds a ZK broker's heartbeat while its
+# transaction is open.
+HEARTBEAT_COMMIT = PURGATORY.replace(
+    name="sim-heartbeat-commit",
+    summary=MIGRATION.summary + "; registrations and heartbeats answered once the log up to them is stable",
+    budget=PURGATORY.budget.replace(heartbeats_at_commit=True),
+)
+
+SCENARIOS: dict[str, Scope] = {s.name: s for s in (MIGRATION, PURGATORY, HEARTBEAT_COMMIT)}
 
 # ---- drawn configurations ------------------------------------------------------------------------
 
@@ -209,14 +218,18 @@ def is_drawn(scope: Scope) -> bool:
     return bool(sep) and base in SCENARIOS
 
 
-def scope_for(name: str, seed: int, configs: str, answer_at_commit: bool = False) -> str:
+def scope_for(name: str, seed: int, configs: str, answer_at_commit: bool = False,
+              heartbeats_at_commit: bool = False) -> str:
     """The scope a seed of a plan runs: a drawn configuration of a scenario that draws them (``sim-migration``)
     under ``configs == "drawn"`` (``"drawn+partitions"``: with an admin's partition creation one run in two);
     otherwise ``name`` itself. ``answer_at_commit`` (fault mix ``purgatory``): ``sim-purgatory`` for
-    ``sim-migration``, drawn the same way (the same seed draws the same configuration)."""
-    if answer_at_commit and name == MIGRATION.name:
+    ``sim-migration``, drawn the same way (the same seed draws the same configuration); ``heartbeats_at_commit``
+    (fault mix ``heartbeat-commit``): ``sim-heartbeat-commit``."""
+    if name == MIGRATION.name and heartbeats_at_commit:
+        name = HEARTBEAT_COMMIT.name
+    elif answer_at_commit and name == MIGRATION.name:
         name = PURGATORY.name
-    if configs in ("drawn", "drawn+partitions") and name in (MIGRATION.name, PURGATORY.name):
+    if configs in ("drawn", "drawn+partitions") and name in SCENARIOS:
         base = SCENARIOS[name]
         return configured(base, draw(seed, base.brokers, configs == "drawn+partitions")).name
     return name
