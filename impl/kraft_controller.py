@@ -687,15 +687,15 @@ class ControllerNode(Node):
                                                              p.epoch if active else -1))
 
     def _stable_end(self) -> int:
-        """OffsetControlManager.lastStableOffset (a count of entries): the high watermark, but not past the start of
-        a transaction its log leaves open."""
-        log = self.raft.log
-        for i in range(len(log) - 1, -1, -1):
+        """OffsetControlManager.lastStableOffset (a count of entries), as handleCommitBatch computes it: the high
+        watermark, but not past the start of a transaction its committed log leaves open."""
+        log, hw = self.raft.log, self.raft.high_watermark
+        for i in range(hw - 1, -1, -1):
             if isinstance(log[i].record, (EndTransactionRecord, AbortTransactionRecord)):
                 break
             if isinstance(log[i].record, BeginTransactionRecord):
-                return min(i, self.raft.high_watermark)
-        return self.raft.high_watermark
+                return i
+        return hw
 
     def forget_answer(self, request: Any) -> None:
         """The connection of ``request`` is gone (its response lost): its answer, if deferred, goes nowhere."""

@@ -730,13 +730,14 @@ def settle_answers(state: ClusterState) -> ClusterState:
 
 def stable_end(c: KRaftController) -> int:
     """OffsetControlManager's lastStableOffset (as a count of entries): the high watermark, but not past the start
-    of a transaction the controller's log leaves open (its records are published, and answered, only at its end)."""
-    for i in range(len(c.log) - 1, -1, -1):
+    of a transaction its committed log leaves open (its records are published, and answered, only at its end).
+    Kafka computes it at each commit (handleCommitBatch), so a transaction's end counts once it commits."""
+    for i in range(c.high_watermark - 1, -1, -1):
         rec = c.log[i].record
         if isinstance(rec, (EndTransactionRecord, AbortTransactionRecord)):
             break
         if isinstance(rec, BeginTransactionRecord):
-            return min(i, c.high_watermark)
+            return i
     return c.high_watermark
 
 
