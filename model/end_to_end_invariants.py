@@ -26,6 +26,8 @@ earlier order, and everything pinned on it, stays.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from model import zookeeper as zkm
 from model.actions import Action, BrokerHeartbeat, RegisterWithKRaft
 from model.kraft import (
@@ -41,6 +43,7 @@ from model.migration import CONFIG, MIGRATION
 from model.registry import always, section, sometimes, transition
 from model.state import (
     CONTROLLER_EPOCH,
+    Broker,
     ClusterState,
     KRaftController,
     LeaderAndIsr,
@@ -303,21 +306,27 @@ def served_metadata_survives_failover(state: ClusterState) -> bool:
 def broker_takes_only_committed_registration(before: ClusterState, action: Action, after: ClusterState) -> bool:
     # Where the model answers a registration at once (no Budget.answer_at_commit: the Differs at
     # model.kraft_quorum), brokers act on uncommitted registrations by design; it is checked where answers wait.
-    if not after.budget.answer_at_commit or after.brokers is before.brokers:
-        return True
-    for was, now in zip(before.brokers, after.brokers):
-        epoch = now.kraft_epoch
-        if epoch == UNKNOWN_BROKER_EPOCH or (epoch == was.kraft_epoch and now.incarnation == was.incarnation):
-            continue
-        if not any(_commits_registration(c, now.id, now.incarnation, epoch) for c in after.controllers):
-            return False
-    return True
+    return not after.budget.answer_at_commit or _acts_only_on_commits(before, after, _took_epoch, _commits_registration)
 
 
-def _commits_registration(c: KRaftController, broker: BrokerId, incarnation: object, epoch: object) -> bool:
+def _acts_only_on_commits(before: ClusterState, after: ClusterState, acts: Callable[[Broker, Broker], bool],
+                          commits: Callable[[KRaftController, Broker], bool]) -> bool:
+    """Every broker whose step ``acts`` (from ``was`` to ``now``) is backed by some controller's committed log."""
+    return after.brokers is before.brokers or all(
+        any(commits(c, now) for c in after.controllers)
+        for was, now in zip(before.brokers, after.brokers) if acts(was, now))
+
+
+def _took_epoch(was: Broker, now: Broker) -> bool:
+    epoch = now.kraft_epoch
+    return epoch != UNKNOWN_BROKER_EPOCH and (epoch != was.kraft_epoch or now.incarnation != was.incarnation)
+
+
+def _commits_registration(c: KRaftController, now: Broker) -> bool:
     return any(
-        isinstance(r := e.record, RegisterBrokerRecord) and (r.broker, r.incarnation, r.epoch) == (broker, incarnation,
-                                                                                                   epoch)
+        isinstance(r := e.record, RegisterBrokerRecord) and (r.broker, r.incarnation, r.epoch) == (now.id,
+                                                                                                   now.incarnation,
+                                                                                                   now.kraft_epoch)
         for e in c.log[: c.high_watermark]
     )
 
@@ -334,20 +343,18 @@ def _commits_registration(c: KRaftController, broker: BrokerId, incarnation: obj
 def broker_online_only_once_unfencing_committed(before: ClusterState, action: Action, after: ClusterState) -> bool:
     # Where the model answers a heartbeat at once (no Budget.heartbeats_at_commit: the Differs at
     # model.kraft_quorum), brokers act on uncommitted unfencings by design; it is checked where answers wait.
-    if not after.budget.heartbeats_at_commit or after.brokers is before.brokers:
-        return True
-    for was, now in zip(before.brokers, after.brokers):
-        if now.lifecycle is not BrokerState.ONLINE or (was.lifecycle is BrokerState.ONLINE and
-                                                       was.incarnation == now.incarnation):
-            continue
-        if not any(_unfenced_in_committed_image(c, now.id, now.kraft_epoch) for c in after.controllers):
-            return False
-    return True
+    return not after.budget.heartbeats_at_commit or _acts_only_on_commits(before, after, _went_online,
+                                                                           _unfenced_in_committed_image)
 
 
-def _unfenced_in_committed_image(c: KRaftController, broker: BrokerId, epoch: object) -> bool:
-    reg = image_of(c.log, c.high_watermark).registration(broker)
-    return reg is not None and reg.epoch == epoch and not reg.fenced
+def _went_online(was: Broker, now: Broker) -> bool:
+    return now.lifecycle is BrokerState.ONLINE and (was.lifecycle is not BrokerState.ONLINE
+                                                    or was.incarnation != now.incarnation)
+
+
+def _unfenced_in_committed_image(c: KRaftController, now: Broker) -> bool:
+    reg = image_of(c.log, c.high_watermark).registration(now.id)
+    return reg is not None and reg.epoch == now.kraft_epoch and not reg.fenced
 
 
 # What each property reads. On the implementation every item is the implementation's own (its ZooKeeper
