@@ -409,10 +409,15 @@ def zk_broker_checked_at_quiescence(before: ClusterState, action: Action, after:
     independent=True,
 )
 def registration_answered_at_commit(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if after.brokers is before.brokers or isinstance(action, RegisterWithKRaft):
-        return False
-    return any(was.kraft_epoch == UNKNOWN_BROKER_EPOCH != now.kraft_epoch and now.alive
-               for was, now in zip(before.brokers, after.brokers))
+    return _answered_later(before, action, after, RegisterWithKRaft,
+                           lambda was, now: was.kraft_epoch == UNKNOWN_BROKER_EPOCH != now.kraft_epoch)
+
+
+def _answered_later(before: ClusterState, action: Action, after: ClusterState, request: type,
+                    answered: Callable[[Broker, Broker], bool]) -> bool:
+    """A live broker takes an answer (``answered``) in a step other than its own ``request``."""
+    return after.brokers is not before.brokers and not isinstance(action, request) and any(
+        answered(was, now) and now.alive for was, now in zip(before.brokers, after.brokers))
 
 
 @sometimes(
@@ -423,7 +428,5 @@ def registration_answered_at_commit(before: ClusterState, action: Action, after:
     independent=True,
 )
 def unfencing_answered_at_commit(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if after.brokers is before.brokers or isinstance(action, BrokerHeartbeat):
-        return False
-    return any(was.lifecycle is not BrokerState.ONLINE and now.lifecycle is BrokerState.ONLINE and now.alive
-               and was.incarnation == now.incarnation for was, now in zip(before.brokers, after.brokers))
+    return _answered_later(before, action, after, BrokerHeartbeat,
+                           lambda was, now: _went_online(was, now) and was.incarnation == now.incarnation)
