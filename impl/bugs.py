@@ -73,6 +73,7 @@ class ImplBug(Enum):
     FENCED_WRITE_ADOPTS_NEWER_CLAIM = "impl_fenced_write_adopts_newer_claim"
     METADATA_FETCH_PAST_HIGH_WATERMARK = "impl_metadata_fetch_past_high_watermark"
     REGISTRATION_ANSWERED_BEFORE_COMMIT = "impl_registration_answered_before_commit"
+    HEARTBEAT_ANSWERED_BEFORE_COMMIT = "impl_heartbeat_answered_before_commit"
 
 
 @dataclass(frozen=True)
@@ -229,5 +230,6 @@ SHARED_SEEDED_BUGS: tuple[SharedSeededBug, ...] = tuple(
         (Bug.DELETION_STOPS_WITHOUT_DELETE, ImplBug.DELETION_STOPS_WITHOUT_DELETE),
         (Bug.MIGRATES_PENDING_DELETION, ImplBug.MIGRATES_PENDING_DELETION),
         (Bug.REGISTRATION_ANSWERED_BEFORE_COMMIT, ImplBug.REGISTRATION_ANSWERED_BEFORE_COMMIT),
+        (Bug.HEARTBEAT_ANSWERED_BEFORE_COMMIT, ImplBug.HEARTBEAT_ANSWERED_BEFORE_COMMIT),
     )
 )

@@ -226,7 +226,8 @@ class Cluster:
 
             for c in cold.controllers:
                 node = ControllerNode(c.id, controller_properties(c.id, c.config, voters), c.config.metadata_version,
-                                      scope.budget.max_lag, bugs, scope.budget.answer_at_commit)
+                                      scope.budget.max_lag, bugs, scope.budget.answer_at_commit,
+                                      scope.budget.heartbeats_at_commit)
                 node.metadata_version_updates = scope.metadata_version_choices
                 node.created_replicas = scope.created_replicas
                 node.reassignment = scope.reassignment
@@ -307,8 +308,8 @@ class Cluster:
 
     def _rpc(self, node: Node, rpc: Rpc, event: Event, traces: list[Action]) -> Any:
         dest = self.brokers.get(rpc.dest) or self.controllers.get(rpc.dest)
-        # A deferred registration's answer goes back on the request's connection (kraft_rpc.BrokerRegistrationAnswer).
-        answer = isinstance(rpc.request, kraft_rpc.BrokerRegistrationAnswer)
+        # A deferred request's answer goes back on the request's connection (kraft_rpc.BrokerRegistrationAnswer).
+        answer = isinstance(rpc.request, (kraft_rpc.BrokerRegistrationAnswer, kraft_rpc.BrokerHeartbeatAnswer))
         if dest is None or not dest.alive or not (answer or self.reachable(node.node_id, rpc.dest)):
             return Unreachable(rpc.dest)
         request = RpcRequest(event.now, event.stimulus_id, node.node_id, rpc.request)

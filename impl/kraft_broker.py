@@ -57,6 +57,8 @@ from impl.decisions import decision
 from impl.kraft.image import BrokerImage
 from impl.kraft.rpc import (
     ApiError,
+    BrokerHeartbeatAnswer,
+    BrokerHeartbeatAnswerResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationAnswer,
@@ -136,6 +138,7 @@ class KRaftBrokerClient:
         self.gates = Gates()
         self.active_hint: int | None = None
         self.awaiting: int | None = None  # the controller holding its registration until the record commits
+        self.awaiting_heartbeat: int | None = None  # the controller holding its heartbeat until the log is stable
 
     def process_stopped(self) -> None:
         self.kraft_epoch = UNKNOWN_BROKER_EPOCH
@@ -162,7 +165,8 @@ class KRaftBrokerClient:
             if self.awaiting is None and (kraft or zk_broker_may_register(node.config, node.registered)):
                 out += [RegisterWithKRaft(b, ControllerId(c)) for c in voters
                         if self._towards(RegisterWithKRaft, c, now)]
-        elif g.open(BrokerHeartbeat, now) and not self._waits_to_catch_up(node, kraft):
+        elif g.open(BrokerHeartbeat, now) and self.awaiting_heartbeat is None \
+                and not self._waits_to_catch_up(node, kraft):
             out += [BrokerHeartbeat(b, ControllerId(c)) for c in voters if self._towards(BrokerHeartbeat, c, now)]
         if kraft:
             out += [FetchMetadata(b, ControllerId(c)) for c in voters if self._towards(FetchMetadata, c, now)]
@@ -259,7 +263,7 @@ class KRaftBrokerClient:
 
     def _heartbeat(self, node: Any, action: BrokerHeartbeat, controller: int, now: int) -> Handler:
         """BrokerLifecycleManager's heartbeat and what its answer does to the broker (KIP-500 §Broker States)."""
-        if not node.alive or self.kraft_epoch == UNKNOWN_BROKER_EPOCH:
+        if not node.alive or self.kraft_epoch == UNKNOWN_BROKER_EPOCH or self.awaiting_heartbeat is not None:
             return
         kraft = kraft_mode(node.config)
         request = BrokerHeartbeatRequest(
@@ -272,25 +276,33 @@ class KRaftBrokerClient:
             return
         self._answered(BrokerHeartbeat, controller, now)
         self.gates.close(BrokerHeartbeat, now + self._heartbeat_interval(node))
+        if response.deferred:
+            self.awaiting_heartbeat = controller  # the answer comes once the log is stable (BrokerHeartbeatAnswer)
+            yield Trace(action)
+            return
         if response.error is ApiError.STALE_BROKER_EPOCH:
             self.kraft_epoch = UNKNOWN_BROKER_EPOCH  # register again
             if kraft:
                 self.lifecycle = BrokerState.FENCED
             yield Trace(action)
             return
+        if not self._take_heartbeat_answer(node, response) and not response.appended:
+            return  # nothing changed: the model refuses the step
+        yield Trace(action)
+
+    def _take_heartbeat_answer(self, node: Any, response: BrokerHeartbeatResponse) -> bool:
+        """What a heartbeat's answer does to the broker (BrokerLifecycleManager: RECOVERY -> RUNNING once not
+        fenced; ShouldShutDown: the process exits). Whether it changed the broker."""
         if response.should_shut_down:
             node.exit_process()  # SHUTDOWN_NOW: the process exits, Offline
-            yield Trace(action)
-            return
-        lifecycle = self.lifecycle
-        if kraft and response.unfenced:
-            lifecycle = BrokerState.ONLINE
-        elif kraft and not response.is_fenced and not response.in_controlled_shutdown and not self.want_shutdown:
-            lifecycle = BrokerState.ONLINE
-        if not response.appended and lifecycle == self.lifecycle:
-            return  # nothing changed: the model refuses the step
-        self.lifecycle = lifecycle
-        yield Trace(action)
+            return True
+        kraft = kraft_mode(node.config)
+        online = response.unfenced or (not response.is_fenced and not response.in_controlled_shutdown
+                                       and not self.want_shutdown)
+        if not kraft or not online or self.lifecycle is BrokerState.ONLINE:
+            return False
+        self.lifecycle = BrokerState.ONLINE
+        return True
 
     def _fetch_metadata(self, node: Any, action: FetchMetadata, controller: int, now: int) -> Handler:
         """The broker's metadata fetcher: committed entries from the leader, replayed in order."""
@@ -358,6 +370,15 @@ class KRaftBrokerClient:
             self._answered(RegisterWithKRaft, event.source, event.now)
             self._take_epoch(request.broker_epoch, kraft_mode(node.config))
             return BrokerRegistrationAnswerResponse(True)
+        if isinstance(request, BrokerHeartbeatAnswer):
+            if not node.alive or request.incarnation_id != self.incarnation or self.awaiting_heartbeat != event.source:
+                return BrokerHeartbeatAnswerResponse(False)  # another process asked: the answer goes nowhere
+            self.awaiting_heartbeat = None
+            if request.error is not ApiError.NONE or request.response is None:  # NOT_CONTROLLER: it heartbeats again
+                self._unanswered(BrokerHeartbeat, event.source, event.now, request)
+                return BrokerHeartbeatAnswerResponse(False)
+            self._take_heartbeat_answer(node, request.response)
+            return BrokerHeartbeatAnswerResponse(True)
         raise TypeError(f"not a request a broker serves: {request!r}")
         yield  # pragma: no cover - makes this a generator
 

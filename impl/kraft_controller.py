@@ -20,9 +20,11 @@ How it works:
 - Brokers reach it with BrokerRegistration, BrokerHeartbeat and metadata fetches
   (``RpcRequest``); it fences a broker whose heartbeats stopped (``SessionTimeout``) and tells
   the broker so. With ``answer_at_commit`` (the scope's ``Budget.answer_at_commit``) a registration
-  whose record has not committed waits in its purgatory (QuorumController's deferred event queue):
-  after every event it handles, it answers those its high watermark now covers and fails all of them
-  with NOT_CONTROLLER once it is no longer the active controller (``BrokerRegistrationAnswer``).
+  whose record has not committed waits in its purgatory (QuorumController's deferred event queue), and
+  with ``heartbeats_at_commit`` so does a heartbeat until the log up to it is stable (committed, and
+  before any transaction its log leaves open): after every event it handles, it answers those its
+  stable offset now covers and fails all of them with NOT_CONTROLLER once it is no longer the active
+  controller (``BrokerRegistrationAnswer``, ``BrokerHeartbeatAnswer``).
 - What it needs to know of the other voters (alive, flag, ZooKeeper configs: KIP-866 §Migration
   Trigger 5, §Finalizing the Migration) it asks them (``ApiVersionsRequest``); an unreachable
   voter is a voter that is down.
@@ -36,6 +38,7 @@ Its ZooKeeper session (``zk_session``) is opened by the runner at bootstrap and 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from impl.bugs import ImplBug
@@ -48,6 +51,7 @@ from impl.kraft.rpc import (
     ApiError,
     ApiVersionsRequest,
     ApiVersionsResponse,
+    BrokerHeartbeatAnswer,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationAnswer,
@@ -154,7 +158,7 @@ from model.kraft import (
     ZkMigrationStateRecord,
 )
 from model.migration import MIGRATION, STATE_BYTES, MigrationDriverState, Profile
-from model.state import KRaftController, PendingAnswer
+from model.state import HeartbeatAnswer, KRaftController, PendingAnswer
 from model.types import CHANGED_METADATA, BrokerEpoch, BrokerId, Ibp, LeaderEpoch, PartitionId
 
 MIGRATION_FLAG = "zookeeper.metadata.migration.enable"
@@ -343,6 +347,30 @@ def decide_session_timeout(image: Image, broker: int) -> list[MetadataRecord]:
     return records
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """A request in the purgatory: answered once the log's stable offset reaches ``offset``."""
+
+    offset: int
+    broker: int
+    incarnation: int
+    epoch: int  # a registration's answer; a heartbeat's: the epoch it was sent with
+    heartbeat: BrokerHeartbeatResponse | None = None  # the heartbeat's decided response; None: a registration
+    asked_shutdown: bool = False  # the heartbeat asked to shut down
+
+    def abstract(self, rename: Callable[[int, int], int]) -> PendingAnswer:
+        """The model's PendingAnswer (its HeartbeatAnswer is the registration after the heartbeat's records)."""
+        answer = None
+        r = self.heartbeat
+        if r is not None:
+            was_fenced = r.is_fenced or r.unfenced
+            stops = not was_fenced and (self.asked_shutdown or r.should_shut_down)
+            answer = HeartbeatAnswer(r.is_fenced or r.should_shut_down,
+                                     (r.in_controlled_shutdown and not r.unfenced) or stops, r.should_shut_down)
+        return PendingAnswer(BrokerId(self.broker), Incarnation(rename(self.broker, self.incarnation)),
+                             BrokerEpoch(self.epoch), self.offset, answer)
+
+
 class ControllerNode(Node):
     def __init__(
         self,
@@ -352,11 +380,13 @@ class ControllerNode(Node):
         max_lag: int,
         bugs: frozenset[ImplBug] = frozenset(),
         answer_at_commit: bool = False,
+        heartbeats_at_commit: bool = False,
     ) -> None:
         self.node_id = node_id
         self.answer_at_commit = answer_at_commit
-        # registrations waiting for their records to commit: (offset to commit, broker, incarnation, epoch)
-        self.purgatory: list[tuple[int, int, int, int]] = []
+        self.heartbeats_at_commit = heartbeats_at_commit
+        # requests waiting for the log up to them to be stable, in the order they came
+        self.purgatory: list[Deferred] = []
         self.config = dict(config)
         self.bootstrap_metadata_version = bootstrap_metadata_version
         self.max_lag = max_lag
@@ -661,21 +691,40 @@ class ControllerNode(Node):
         return result
 
     def _settle_purgatory(self) -> Handler:
-        """deferredEventQueue.completeUpTo(highWatermark), or failAll(NOT_CONTROLLER) once not the active controller."""
+        """deferredEventQueue.completeUpTo(lastStableOffset), or failAll(NOT_CONTROLLER) once not the active
+        controller."""
         if not self.purgatory:
             return
         active = self._alive and self.is_active()
-        done = [p for p in self.purgatory if not active or p[0] <= self.raft.high_watermark]
+        stable = self._stable_end()
+        done = [p for p in self.purgatory if not active or p.offset <= stable]
         self.purgatory = [p for p in self.purgatory if p not in done]
-        for _, broker, incarnation, epoch in done:
-            answer = (BrokerRegistrationAnswer(broker, incarnation, ApiError.NONE, epoch) if active
-                      else BrokerRegistrationAnswer(broker, incarnation, ApiError.NOT_CONTROLLER))
-            yield Rpc(broker, answer)
+        for p in done:
+            error = ApiError.NONE if active else ApiError.NOT_CONTROLLER
+            if p.heartbeat is not None:
+                yield Rpc(p.broker, BrokerHeartbeatAnswer(p.broker, p.incarnation, error,
+                                                          p.heartbeat if active else None))
+            else:
+                yield Rpc(p.broker, BrokerRegistrationAnswer(p.broker, p.incarnation, error,
+                                                             p.epoch if active else -1))
+
+    def _stable_end(self) -> int:
+        """OffsetControlManager.lastStableOffset (a count of entries), as handleCommitBatch computes it: the high
+        watermark, but not past the start of a transaction its committed log leaves open."""
+        log, hw = self.raft.log, self.raft.high_watermark
+        for i in range(hw - 1, -1, -1):
+            if isinstance(log[i].record, (EndTransactionRecord, AbortTransactionRecord)):
+                break
+            if isinstance(log[i].record, BeginTransactionRecord):
+                return i
+        return hw
 
     def forget_answer(self, request: Any) -> None:
         """The connection of ``request`` is gone (its response lost): its answer, if deferred, goes nowhere."""
-        if isinstance(request, BrokerRegistrationRequest):
-            self.purgatory = [p for p in self.purgatory if (p[1], p[2]) != (request.broker_id, request.incarnation_id)]
+        if isinstance(request, (BrokerRegistrationRequest, BrokerHeartbeatRequest)):
+            heartbeat = isinstance(request, BrokerHeartbeatRequest)
+            self.purgatory = [p for p in self.purgatory if p.broker != request.broker_id
+                              or (p.heartbeat is not None) != heartbeat]
 
     def _handle(self, event: Event) -> Handler:
         match event:
@@ -876,23 +925,33 @@ class ControllerNode(Node):
         completes at its last record's offset, a write with no record at the purgatory's highest one."""
         offset = len(self.raft.log)
         deferred = self.answer_at_commit and ImplBug.REGISTRATION_ANSWERED_BEFORE_COMMIT not in self.bugs
-        if not deferred or offset <= self.raft.high_watermark:
+        if not deferred or offset <= self._stable_end():
             # Differs (as the model): without answer_at_commit, Kafka answers once the record commits; this at once.
             return BrokerRegistrationResponse(ApiError.NONE, epoch)
-        self.purgatory.append((offset, request.broker_id, request.incarnation_id, epoch))
+        self.purgatory.append(Deferred(offset, request.broker_id, request.incarnation_id, epoch))
         return BrokerRegistrationResponse(ApiError.NONE, deferred=True)
 
     def _broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
         """BrokerHeartbeatManager.calculateNextBrokerState and its records (reference §3.2, KIP-500 §Broker
-        States)."""
+        States); with ``heartbeats_at_commit`` answered once the log up to its end is stable (processBrokerHeartbeat's
+        future in the deferred event queue: at its last record, or, with none, at the queue's highest offset)."""
         if not self.is_active():
             return BrokerHeartbeatResponse(ApiError.NOT_CONTROLLER)
-        response, records = decide_broker_heartbeat(self.own_image(), request, self.bugs)
+        image = self.own_image()
+        response, records = decide_broker_heartbeat(image, request, self.bugs)
         if records:
             if self.writes_blocked(len(records)):
                 return BrokerHeartbeatResponse(ApiError.THROTTLING_QUOTA_EXCEEDED)
             self.raft.append(records)
-        return response
+        offset = len(self.raft.log)
+        deferred = self.heartbeats_at_commit and ImplBug.HEARTBEAT_ANSWERED_BEFORE_COMMIT not in self.bugs
+        if response.error is not ApiError.NONE or not deferred or offset <= self._stable_end():
+            return response
+        # the process that asked holds the registration's epoch, so it is the registration's incarnation
+        incarnation = image.registration(request.broker_id).incarnation_id
+        self.purgatory.append(Deferred(offset, request.broker_id, incarnation, request.broker_epoch, response,
+                                       request.want_shut_down))
+        return BrokerHeartbeatResponse(ApiError.NONE, appended=response.appended, deferred=True)
 
     def _metadata_fetch(self, request: MetadataFetchRequest) -> MetadataFetchResponse:
         """A broker fetches committed metadata from the leader (a deposed one serves what it has)."""
@@ -1066,8 +1125,7 @@ class ControllerNode(Node):
             fetched=tuple(raft.fetched),
             active=raft.active,
             driver=None if self.driver is None else self.driver.abstract(),
-            pending=tuple(PendingAnswer(BrokerId(b), Incarnation(rename(b, i)), BrokerEpoch(e), offset)
-                          for offset, b, i, e in self.purgatory),
+            pending=tuple(p.abstract(rename) for p in self.purgatory),
         )
 
 

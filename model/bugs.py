@@ -116,6 +116,7 @@ class Bug(Enum):
     FENCED_WRITE_ADOPTS_NEWER_CLAIM = "fenced_write_adopts_newer_claim"
     METADATA_FETCH_PAST_HIGH_WATERMARK = "metadata_fetch_past_high_watermark"
     REGISTRATION_ANSWERED_BEFORE_COMMIT = "registration_answered_before_commit"
+    HEARTBEAT_ANSWERED_BEFORE_COMMIT = "heartbeat_answered_before_commit"
 
 
 @record
@@ -343,6 +344,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug(Bug.REGISTRATION_ANSWERED_BEFORE_COMMIT, "BrokerTakesOnlyCommittedRegistration", "purgatory",
               "the controller answers a BrokerRegistration as soon as it appended the record, not once it commits"
               " (a failover may truncate the registration the broker acts on)"),
+    SeededBug(Bug.HEARTBEAT_ANSWERED_BEFORE_COMMIT, "BrokerOnlineOnlyOnceUnfencingCommitted", "heartbeat-commit",
+              "the controller answers a BrokerHeartbeat that unfences the broker as soon as it appended the record,"
+              " not once it commits (the broker serves while a failover may truncate its unfencing)"),
 )
 
 SEEDED_BUGS_BY_NAME = {b.name: b for b in SEEDED_BUGS}

@@ -26,10 +26,13 @@ earlier order, and everything pinned on it, stays.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from model import zookeeper as zkm
-from model.actions import Action, Deliver, RegisterWithKRaft
+from model.actions import Action, BrokerHeartbeat, Deliver, RegisterWithKRaft
 from model.kraft import (
     TOPIC_NAME,
+    BrokerState,
     FeatureLevelRecord,
     MetadataImage,
     QuorumRole,
@@ -41,6 +44,7 @@ from model.migration import CONFIG, MIGRATION, pending_deletion_path
 from model.registry import always, section, sometimes, transition
 from model.state import (
     CONTROLLER_EPOCH,
+    Broker,
     ClusterState,
     KRaftController,
     LeaderAndIsr,
@@ -338,23 +342,55 @@ def served_metadata_survives_failover(state: ClusterState) -> bool:
 def broker_takes_only_committed_registration(before: ClusterState, action: Action, after: ClusterState) -> bool:
     # Where the model answers a registration at once (no Budget.answer_at_commit: the Differs at
     # model.kraft_quorum), brokers act on uncommitted registrations by design; it is checked where answers wait.
-    if not after.budget.answer_at_commit or after.brokers is before.brokers:
-        return True
-    for was, now in zip(before.brokers, after.brokers):
-        epoch = now.kraft_epoch
-        if epoch == UNKNOWN_BROKER_EPOCH or (epoch == was.kraft_epoch and now.incarnation == was.incarnation):
-            continue
-        if not any(_commits_registration(c, now.id, now.incarnation, epoch) for c in after.controllers):
-            return False
-    return True
+    return not after.budget.answer_at_commit or _acts_only_on_commits(before, after, _took_epoch, _commits_registration)
 
 
-def _commits_registration(c: KRaftController, broker: BrokerId, incarnation: object, epoch: object) -> bool:
+def _acts_only_on_commits(before: ClusterState, after: ClusterState, acts: Callable[[Broker, Broker], bool],
+                          commits: Callable[[KRaftController, Broker], bool]) -> bool:
+    """Every broker whose step ``acts`` (from ``was`` to ``now``) is backed by some controller's committed log."""
+    return after.brokers is before.brokers or all(
+        any(commits(c, now) for c in after.controllers)
+        for was, now in zip(before.brokers, after.brokers) if acts(was, now))
+
+
+def _took_epoch(was: Broker, now: Broker) -> bool:
+    epoch = now.kraft_epoch
+    return epoch != UNKNOWN_BROKER_EPOCH and (epoch != was.kraft_epoch or now.incarnation != was.incarnation)
+
+
+def _commits_registration(c: KRaftController, now: Broker) -> bool:
     return any(
-        isinstance(r := e.record, RegisterBrokerRecord) and (r.broker, r.incarnation, r.epoch) == (broker, incarnation,
-                                                                                                   epoch)
+        isinstance(r := e.record, RegisterBrokerRecord) and (r.broker, r.incarnation, r.epoch) == (now.id,
+                                                                                                   now.incarnation,
+                                                                                                   now.kraft_epoch)
         for e in c.log[: c.high_watermark]
     )
+
+
+@transition(
+    "BrokerOnlineOnlyOnceUnfencingCommitted",
+    "A KRaft broker goes Online (serves) only once a controller's committed image, as brokers apply it (an open"
+    " transaction's records not yet), has its registration unfenced: a failover cannot truncate the unfencing a"
+    " broker acts on.",
+    "KIP-500 §Broker States (Fenced: a broker leaves it when the controller unfences it), §The Controller Quorum"
+    " (a majority must be running)",
+    independent=True,
+)
+def broker_online_only_once_unfencing_committed(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    # Where the model answers a heartbeat at once (no Budget.heartbeats_at_commit: the Differs at
+    # model.kraft_quorum), brokers act on uncommitted unfencings by design; it is checked where answers wait.
+    return not after.budget.heartbeats_at_commit or _acts_only_on_commits(before, after, _went_online,
+                                                                           _unfenced_in_committed_image)
+
+
+def _went_online(was: Broker, now: Broker) -> bool:
+    return now.lifecycle is BrokerState.ONLINE and (was.lifecycle is not BrokerState.ONLINE
+                                                    or was.incarnation != now.incarnation)
+
+
+def _unfenced_in_committed_image(c: KRaftController, now: Broker) -> bool:
+    reg = image_of(c.log, c.high_watermark).registration(now.id)
+    return reg is not None and reg.epoch == now.kraft_epoch and not reg.fenced
 
 
 # What each property reads. On the implementation every item is the implementation's own (its ZooKeeper
@@ -389,6 +425,9 @@ READS: dict[str, str] = {
     " the step; the controllers' Raft logs and high watermarks after it",
     "ZkBrokerCheckedAtQuiescence": "as ZkBrokersConvergeToCommittedImage",
     "RegistrationAnsweredAtCommit": "as BrokerTakesOnlyCommittedRegistration, and the step's action",
+    "BrokerOnlineOnlyOnceUnfencingCommitted": "each broker process's state (Online or not), incarnation and KRaft"
+    " epoch before and after the step; the controllers' Raft logs and high watermarks after it",
+    "UnfencingAnsweredAtCommit": "as BrokerOnlineOnlyOnceUnfencingCommitted, and the step's action",
 }
 
 
@@ -430,7 +469,24 @@ def deleted_topic_stopped_on_zk_broker(before: ClusterState, action: Action, aft
     independent=True,
 )
 def registration_answered_at_commit(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if after.brokers is before.brokers or isinstance(action, RegisterWithKRaft):
-        return False
-    return any(was.kraft_epoch == UNKNOWN_BROKER_EPOCH != now.kraft_epoch and now.alive
-               for was, now in zip(before.brokers, after.brokers))
+    return _answered_later(before, action, after, RegisterWithKRaft,
+                           lambda was, now: was.kraft_epoch == UNKNOWN_BROKER_EPOCH != now.kraft_epoch)
+
+
+def _answered_later(before: ClusterState, action: Action, after: ClusterState, request: type,
+                    answered: Callable[[Broker, Broker], bool]) -> bool:
+    """A live broker takes an answer (``answered``) in a step other than its own ``request``."""
+    return after.brokers is not before.brokers and not isinstance(action, request) and any(
+        answered(was, now) and now.alive for was, now in zip(before.brokers, after.brokers))
+
+
+@sometimes(
+    "UnfencingAnsweredAtCommit",
+    "A KRaft broker goes Online in a step other than its own heartbeat: the answer that unfenced it waited for the"
+    " record to commit (BrokerOnlineOnlyOnceUnfencingCommitted is not vacuous).",
+    "KIP-500 §Broker States",
+    independent=True,
+)
+def unfencing_answered_at_commit(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    return _answered_later(before, action, after, BrokerHeartbeat,
+                           lambda was, now: _went_online(was, now) and was.incarnation == now.incarnation)

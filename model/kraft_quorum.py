@@ -92,13 +92,13 @@ from model.kraft import (
 )
 from model.migration import MIGRATION, Driver, Profile
 from model.outcome import BUDGET_SPENT, MOVES_LEADER, Refused, Result, Unchanged
-from model.record import Record, record
 from model.state import (
     Broker,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     ClusterState,
     ControllerRegistrationRequest,
+    HeartbeatAnswer,
     KRaftController,
     PendingAnswer,
     controller_index,
@@ -141,6 +141,7 @@ _NOT_MIGRATING = Refused(None, "the ZK broker lacks the migration flag, the cont
 _NOT_IN_ZK = Refused(None, "the ZK broker has not registered in ZooKeeper")
 _UNREGISTERED = Refused(None, "the broker has not registered with KRaft")
 _AWAITING_ANSWER = Refused(None, "the broker's registration waits for its answer (the record to commit)")
+_AWAITING_HEARTBEAT = Refused(None, "the broker's heartbeat waits for its answer (the log up to it to commit)")
 _ZK_BROKER_REPLAYS_NOTHING = Refused(None, "a ZK broker does not replay the metadata log")
 _NOTHING_NEW = Unchanged("nothing new is committed")
 _INACTIVE = Refused(None, "the controller is not the active controller")
@@ -682,7 +683,7 @@ def _register_with_kraft(state: ClusterState, bid: BrokerId, cid: ControllerId, 
         # QuorumController completes the write's future once the log up to it commits (its deferred event
         # queue): the broker learns its epoch then (``settle_answers``), and sends nothing meanwhile.
         c = ctrl(state, cid)
-        waiting = PendingAnswer(bid, b.incarnation, epoch, len(c.log))
+        waiting = PendingAnswer(bid, b.incarnation, epoch, len(c.log), unstable=answered_at_raft_commit(c, variant))
         return settle_answers(put_ctrl(state, c.replace(pending=c.pending + (waiting,))))
     # Differs: Kafka answers once the record commits (Budget.answer_at_commit, scope purgatory); elsewhere the
     # model answers at once (a truncated registration shows up as STALE_BROKER_EPOCH on the next heartbeat and
@@ -696,7 +697,8 @@ def _take_epoch(state: ClusterState, b: Broker, epoch: BrokerEpoch) -> ClusterSt
 
 
 def awaits_answer(state: ClusterState, b: Broker) -> bool:
-    """Whether broker ``b``'s process has a registration in flight, waiting in an active controller's purgatory."""
+    """Whether broker ``b``'s process has a request in flight, waiting in an active controller's purgatory (it sends
+    one request at a time: BrokerLifecycleManager schedules the next once the answer came)."""
     return any(p.broker == b.id and p.incarnation == b.incarnation for c in state.controllers for p in c.pending)
 
 
@@ -713,7 +715,7 @@ def settle_answers(state: ClusterState) -> ClusterState:
     for c in state.controllers:
         if not c.pending:
             continue
-        done = c.pending if not is_active(c) else tuple(p for p in c.pending if p.offset <= c.high_watermark)
+        done = c.pending if not is_active(c) else tuple(p for p in c.pending if _completes(c, p))
         if not done:
             continue
         state = put_ctrl(state, c.replace(pending=tuple(p for p in c.pending if p not in done)))
@@ -721,9 +723,42 @@ def settle_answers(state: ClusterState) -> ClusterState:
             continue
         for p in done:
             b = state.brokers[p.broker]
-            if b.alive and b.incarnation == p.incarnation and b.kraft_epoch == UNKNOWN_BROKER_EPOCH:
+            if not b.alive or b.incarnation != p.incarnation:
+                continue
+            if p.heartbeat is not None:
+                if b.kraft_epoch == p.epoch:
+                    state = _take_heartbeat_answer(state, b, p.heartbeat)
+            elif b.kraft_epoch == UNKNOWN_BROKER_EPOCH:
                 state = _take_epoch(state, b, p.epoch)
     return state
+
+
+def stable_end(c: KRaftController) -> int:
+    """OffsetControlManager's lastStableOffset (as a count of entries): the high watermark, but not past the start
+    of a transaction its committed log leaves open (its records are published, and answered, only at its end).
+    Kafka computes it at each commit (handleCommitBatch), so a transaction's end counts once it commits."""
+    for i in range(c.high_watermark - 1, -1, -1):
+        rec = c.log[i].record
+        if isinstance(rec, (EndTransactionRecord, AbortTransactionRecord)):
+            break
+        if isinstance(rec, BeginTransactionRecord):
+            return i
+    return c.high_watermark
+
+
+def _completes(c: KRaftController, p: PendingAnswer) -> bool:
+    """deferredEventQueue.completeUpTo(lastStableOffset), deferredUnstableEventQueue.completeUpTo(lastCommitted)."""
+    return p.offset <= (c.high_watermark if p.unstable else stable_end(c))
+
+
+def answered_at_raft_commit(c: KRaftController, variant: Variant) -> bool:
+    """Whether a broker's request the active controller decides now is answered at the Raft commit, an open
+    transaction or not: a RUNS_IN_PREMIGRATION event (registrations, heartbeats) run in pre-migration goes to the
+    deferredUnstableEventQueue (KAFKA-15441, Kafka 3.6+: a migration's long transaction held heartbeats until
+    their sessions expired)."""
+    # Differs: the seeds do not say when a request is answered; kip answers every request at the stable offset,
+    # the rule of Kafka's deferred event queue, so a heartbeat waits while the migration's transaction is open.
+    return variant.profile is Profile.KAFKA_3_9 and own_image(c).migration_state is ZkMigrationState.PRE_MIGRATION
 
 
 # ---- controllers' registrations (KIP-919; reference §1.4) ----------------------------------------
@@ -833,15 +868,6 @@ def _elect_leaderless(image: MetadataImage, b: BrokerId) -> list[MetadataRecord]
     ]
 
 
-@record
-class HeartbeatAnswer(Record):
-    """BrokerHeartbeatResponse as the model has it: the registration after the heartbeat's records."""
-
-    fenced: bool  # IsFenced
-    in_controlled_shutdown: bool
-    shutdown_now: bool  # ShouldShutDown
-
-
 def heartbeat_request(b: Broker, c: ControllerId) -> BrokerHeartbeatRequest:
     """What broker ``b``'s process sends: its epoch, whether it wants to shut down, how far it has replayed."""
     # Differs: ZK brokers do not replay the log; the model takes them as caught up (None).
@@ -913,6 +939,8 @@ def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: V
     refused = may_heartbeat(b)
     if refused is not None:
         return refused
+    if awaits_answer(state, b):
+        return _AWAITING_HEARTBEAT
     answer = handle_heartbeat(state, heartbeat_request(b, cid), variant)
     if isinstance(answer, Refused):
         if answer.error is Errors.STALE_BROKER_EPOCH:  # the broker registers again
@@ -920,14 +948,31 @@ def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: V
                                                                 lifecycle=_fenced_state(b))))
         return answer
     state, response, wrote = answer
-    if response.shutdown_now:
-        return process_dies(state, state.brokers[bid])  # SHUTDOWN_NOW: the broker exits, Offline
-    lifecycle = b.lifecycle
-    if b.config.kraft_mode and not (response.fenced or response.in_controlled_shutdown or b.want_shutdown):
-        lifecycle = BrokerState.ONLINE
-    if not wrote and lifecycle == b.lifecycle:
+    c = ctrl(state, cid)
+    waiting = PendingAnswer(bid, b.incarnation, b.kraft_epoch, len(c.log), response,
+                            answered_at_raft_commit(c, variant))
+    if (state.budget.heartbeats_at_commit and not variant.has(Bug.HEARTBEAT_ANSWERED_BEFORE_COMMIT)
+            and not _completes(c, waiting)):
+        # processBrokerHeartbeat's future completes once the log up to its last record, or (no record) up to the
+        # purgatory's highest pending offset, is stable: the model takes the log's end, the bound of both.
+        return put_ctrl(state, c.replace(pending=c.pending + (waiting,)))
+    # Differs: Kafka answers once the log up to the heartbeat commits (Budget.heartbeats_at_commit, scope
+    # heartbeat-commit); elsewhere the model answers at once.
+    after = _take_heartbeat_answer(state, state.brokers[bid], response)
+    if not wrote and after is state:
         return heartbeat_unchanged(response)
-    return put_broker(state, state.brokers[bid].replace(lifecycle=lifecycle))
+    return after
+
+
+def _take_heartbeat_answer(state: ClusterState, b: Broker, response: HeartbeatAnswer) -> ClusterState:
+    """What a heartbeat's answer does to broker ``b`` (BrokerLifecycleManager: RECOVERY -> RUNNING once not fenced;
+    ShouldShutDown: the process exits)."""
+    if response.shutdown_now:
+        return process_dies(state, b)  # SHUTDOWN_NOW: the broker exits, Offline
+    if b.config.kraft_mode and not (response.fenced or response.in_controlled_shutdown or b.want_shutdown):
+        if b.lifecycle is not BrokerState.ONLINE:
+            return put_broker(state, b.replace(lifecycle=BrokerState.ONLINE))
+    return state
 
 
 # ---- responses lost after their requests took effect ---------------------------------------------
@@ -949,8 +994,8 @@ def _response_lost(state: ClusterState, bid: BrokerId, cid: ControllerId, varian
     refused = may_register(b) if registration else may_heartbeat(b)
     if refused is not None:
         return refused
-    if registration and awaits_answer(state, b):
-        return _AWAITING_ANSWER
+    if awaits_answer(state, b):
+        return _AWAITING_ANSWER if registration else _AWAITING_HEARTBEAT
     answer = (handle_registration(state, registration_request(b, cid), variant) if registration
               else handle_heartbeat(state, heartbeat_request(b, cid), variant))
     if isinstance(answer, Refused):

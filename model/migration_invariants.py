@@ -43,7 +43,7 @@ from model.kraft import (
 from model.kraft_invariants import committed_image
 from model.kraft_migration import MIGRATED_RECORDS, stale_event, zk_brokers_ready, zk_metadata
 from model.kraft_quorum import committed_image as controller_committed
-from model.kraft_quorum import ctrl, is_active, writes_blocked
+from model.kraft_quorum import ctrl, is_active, stable_end, writes_blocked
 from model.migration import (
     CONFIG,
     DELETE_TOPICS,
@@ -521,6 +521,17 @@ def failover_between_migration_batches(before: ClusterState, action: Action, aft
                 if 0 < sum(isinstance(r, MIGRATED_RECORDS) for r in aborted) < copies:
                     return True
     return False
+
+
+@sometimes(
+    "HeartbeatHeldByOpenTransaction",
+    "The active controller holds a heartbeat's answer that the Raft commit covers but the migration's open"
+    " transaction does not: its deferred event queue completes at the last stable offset.",
+    "KIP-866 §Initial Data Migration (one metadata transaction), §Broker Registration (ZK brokers heartbeat)",
+)
+def heartbeat_held_by_open_transaction(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    return any(is_active(c) and p.heartbeat is not None and stable_end(c) < p.offset <= c.high_watermark
+               for c in after.controllers for p in c.pending)
 
 
 @sometimes(

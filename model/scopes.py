@@ -239,7 +239,8 @@ def _kraft_warm_up(state: ClusterState, scope: Scope, taken: list[Action], varia
     if stage not in STAGES:
         raise ValueError(f"scope {scope.name}: unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
     generous = Budget(kraft_elections=1, migrations=2 * scope.brokers, max_in_flight=64, max_lag=1 << 20,
-                      answer_at_commit=scope.budget.answer_at_commit)
+                      answer_at_commit=scope.budget.answer_at_commit,
+                      heartbeats_at_commit=scope.budget.heartbeats_at_commit)
     state = state.replace(budget=generous)
     first = StartElection(ControllerId(FIRST_CONTROLLER_ID))
     state = _must_step(state, scope, first, variant)
@@ -915,3 +916,34 @@ DELETE_TOPICS = small_migration_scope(
     max_depth=14,  # a StopReplica without deletePartitions shows at 14 steps: the migration, the deletion, quiescence
 )
 SCOPES[DELETE_TOPICS.name] = DELETE_TOPICS
+# Heartbeats answered only once the log up to them commits (issue #17; QuorumController.processBrokerHeartbeat's
+# future in the deferred event queue): the ZK broker in dual write moves to KRaft, registers and is unfenced by a
+# heartbeat with 2 controllers, each answer once the log up to it commits. The warm start unfences no KRaft broker,
+# so a seeded bug that answers before commit shows in the search, not in the warm-up. (A leader crash on top,
+# failing the waiting answers, takes the search past 15 minutes: heartbeat-transaction's KRaft election and
+# tests/test_heartbeat_commit.py's scripts show that failure.)
+HEARTBEAT_COMMIT = small_migration_scope(
+    name="heartbeat-commit",
+    summary="1 ZK broker, 2 controllers in dual write: the broker moves to KRaft, registers and is unfenced, each"
+            " answer once the log up to it commits",
+    stage="dual-write",
+    budget=Budget(restarts=1, migrations=1, answer_at_commit=True, heartbeats_at_commit=True, max_in_flight=6),
+    max_depth=16,
+)
+SCOPES[HEARTBEAT_COMMIT.name] = HEARTBEAT_COMMIT
+
+# A heartbeat while the migration's transaction is open (issue #17; KAFKA-15441): the ZK broker registers with 2
+# controllers migrating in batches of one record (the transaction open across the steps between them), and each
+# heartbeat waits until the log up to it is stable. kip holds it until the transaction ends (the deferred event
+# queue's lastStableOffset); kafka-3.9 answers it at the Raft commit (a RUNS_IN_PREMIGRATION event in pre-migration
+# goes to the unstable queue). A failover between two batches fails the waiting heartbeat (NOT_CONTROLLER).
+HEARTBEAT_TRANSACTION = at_metadata_version(small_migration_scope(
+    name="heartbeat-transaction",
+    summary="1 ZK broker, 2 controllers migrating in 2 batches: the broker's heartbeats answered once the log up to"
+            " them is stable (kip: after the transaction; kafka-3.9: at commit); a KRaft failover between batches",
+    controllers=(BATCHED,) * 2,
+    stage="quorum",
+    budget=Budget(kraft_elections=1, heartbeats_at_commit=True, max_in_flight=6),
+    max_depth=16,
+), Ibp.IBP_3_6_IV1)
+SCOPES[HEARTBEAT_TRANSACTION.name] = HEARTBEAT_TRANSACTION

@@ -246,15 +246,29 @@ def nothing_in_memory(partitions: int) -> InMemory:
 # ---- KRaft controllers (KIP-500 §Controller Quorum; KIP-866 §Controller Migration) --------------
 
 @record
+class HeartbeatAnswer(Record):
+    """BrokerHeartbeatResponse as the model has it: the registration after the heartbeat's records."""
+
+    fenced: bool  # IsFenced
+    in_controlled_shutdown: bool
+    shutdown_now: bool  # ShouldShutDown
+
+
+@record
 class PendingAnswer(Record):
-    """A broker's registration the active controller has decided but not answered: QuorumController's deferred
-    event queue holds a write's future until the log up to ``offset`` commits (``completeUpTo(highWatermark)``),
-    and fails it with NOT_CONTROLLER when the controller resigns or stops first."""
+    """A broker's registration or heartbeat the active controller has decided but not answered: QuorumController's
+    deferred event queue holds a write's future until the log up to ``offset`` commits (``completeUpTo``), and
+    fails it with NOT_CONTROLLER when the controller resigns or stops first."""
 
     broker: BrokerId
     incarnation: Incarnation  # the process that asked: another incarnation ignores the answer
-    epoch: BrokerEpoch  # the epoch the answer carries
+    epoch: BrokerEpoch  # the epoch the answer carries (a heartbeat's: the one it was sent with)
     offset: int  # answered once the high watermark reaches it (the log's end when the request was decided)
+    heartbeat: HeartbeatAnswer | None = None  # a heartbeat's answer; None: a registration's
+    # Kafka's deferredEventQueue completes at the last stable offset (an open transaction's records wait for its end);
+    # a RUNS_IN_PREMIGRATION event run in pre-migration goes to deferredUnstableEventQueue, completed at the Raft
+    # commit (KAFKA-15441; kraft_quorum.answered_at_raft_commit)
+    unstable: bool = False
 
 
 @record
@@ -276,7 +290,8 @@ class KRaftController(Record):
     fetched: tuple[int, ...]  # as leader: each voter's log end offset, by index
     active: bool  # as leader: activation ran (QuorumController's completeActivation)
     driver: Driver | None  # the migration driver; exists when the migration flag is set
-    # as the active controller: registrations answered once their records commit (Budget.answer_at_commit)
+    # as the active controller: registrations and heartbeats answered once the log up to them commits
+    # (Budget.answer_at_commit, Budget.heartbeats_at_commit)
     pending: tuple[PendingAnswer, ...] = ()
 
 
@@ -419,6 +434,9 @@ class Budget(Record):
     # A mode, not spent: a BrokerRegistration is answered once its record commits, as Kafka's controller does
     # (its deferred event queue); off, the model answers at once (the Differs at model.kraft_quorum).
     answer_at_commit: bool = False
+    # A mode, not spent: a BrokerHeartbeat is answered once the log up to its end is stable (committed; outside an
+    # open transaction unless Kafka's KAFKA-15441 exception applies), as Kafka's controller does; off, at once.
+    heartbeats_at_commit: bool = False
 
 
 @record

@@ -65,7 +65,8 @@ UNBOUNDED = 10**9
 def unbounded(budget: Budget) -> Budget:
     """Every perturbation allowed: the implementation, not the scope, decides what happens."""
     return Budget(**{name: UNBOUNDED for name in Budget.__slots__}).replace(
-        max_lag=budget.max_lag, answer_at_commit=budget.answer_at_commit)
+        max_lag=budget.max_lag, answer_at_commit=budget.answer_at_commit,
+        heartbeats_at_commit=budget.heartbeats_at_commit)
 
 
 class Disagreement(CheckFailed):

@@ -142,11 +142,12 @@ class Plan:
 
     def scope_of(self, seed: int) -> str:
         """The scope ``seed`` runs: ``scope``, or the configuration drawn for it, ``sim-purgatory``'s under fault mix
-        ``purgatory`` (``impl.sim.scenarios.scope_for``)."""
+        ``purgatory``, ``sim-heartbeat-commit``'s under ``heartbeat-commit`` (``impl.sim.scenarios.scope_for``)."""
         from impl.sim.faults import parse
         from impl.sim.scenarios import scope_for
 
-        return scope_for(self.scope, seed, self.configs, parse(self.faults).answer_at_commit > 0)
+        mix = parse(self.faults)
+        return scope_for(self.scope, seed, self.configs, mix.answer_at_commit > 0, mix.heartbeats_at_commit > 0)
 
     def faults_of(self, seed: int) -> FaultMix:
         """The mix ``seed``'s fault window runs: ``faults``, with the worlds of the configuration drawn for the seed

@@ -103,7 +103,10 @@ class Script:
         except ValueError as err:
             hint = " (warm=kip takes the kip warm start)" if self.warm_profile is not Profile.KIP else ""
             raise ScriptError(f"{err}{hint}") from None
-        self.state: ClusterState = start.replace(budget=UNBOUNDED)
+        # the scope's modes (answers at commit) are how its controllers work, not faults: they stay
+        modes = {"answer_at_commit": start.budget.answer_at_commit,
+                 "heartbeats_at_commit": start.budget.heartbeats_at_commit}
+        self.state: ClusterState = start.replace(budget=UNBOUNDED.replace(**modes))
         self.taken: list[Taken] = []
 
     def step(self, action: Action | HarnessAction) -> Taken:

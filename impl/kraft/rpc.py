@@ -136,6 +136,8 @@ class BrokerHeartbeatResponse:
     appended: bool = False
     # Differs: not on Kafka's wire; this heartbeat unfenced the broker.
     unfenced: bool = False
+    # the request waits in the controller's purgatory until the log up to it is stable (``BrokerHeartbeatAnswer``)
+    deferred: bool = False
 
 
 @dataclass(frozen=True)
@@ -192,9 +194,26 @@ class BrokerRegistrationAnswerResponse:
     taken: bool  # the process that asked took the epoch
 
 
+@dataclass(frozen=True)
+class BrokerHeartbeatAnswer:
+    """The answer to a deferred BrokerHeartbeat, once the log up to it is stable (NONE, with the response decided
+    when the heartbeat was handled) or once the controller resigned or stopped (NOT_CONTROLLER). Sent on the
+    request's own connection, as ``BrokerRegistrationAnswer``."""
+
+    broker_id: int
+    incarnation_id: int
+    error: ApiError
+    response: BrokerHeartbeatResponse | None = None
+
+
+@dataclass(frozen=True)
+class BrokerHeartbeatAnswerResponse:
+    taken: bool  # the process that asked took the answer
+
+
 # The request types each kind of node serves (a node's ``handle(RpcRequest)`` dispatches on them).
 CONTROLLER_REQUESTS: tuple[type, ...] = (
     VoteRequest, FetchRequest, ApiVersionsRequest, BrokerRegistrationRequest, BrokerHeartbeatRequest,
     MetadataFetchRequest,
 )
-BROKER_REQUESTS: tuple[type, ...] = (BrokerSessionTimedOut, BrokerRegistrationAnswer)
+BROKER_REQUESTS: tuple[type, ...] = (BrokerSessionTimedOut, BrokerRegistrationAnswer, BrokerHeartbeatAnswer)

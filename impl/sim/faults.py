@@ -3,9 +3,9 @@
 A mix is a set of weights relative to one protocol step (a node's offered action or a message
 delivery, each weight 1). ``parse`` reads a mix from the command line: a name (``none``, ``network``,
 ``process``, ``zookeeper``, ``lagging``, ``zk-lagging``, ``all``, ``responses``, ``queue``, ``reassign``,
-``delete-topics``, ``write-failure``, ``purgatory``, ``reply-loss``), names joined with ``+``, ``swarm`` joined to
-them, and ``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else is a one-line ``ValueError``
-naming the bad part.
+``delete-topics``, ``write-failure``, ``purgatory``, ``reply-loss``, ``heartbeat-commit``), names joined with ``+``,
+``swarm`` joined to them, and ``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else is a
+one-line ``ValueError`` naming the bad part.
 
 Swarm testing (Groce et al., ISSTA 2012): with ``swarm`` in the mix, each run draws its own mix
 from the simulator's random stream before its first event (``FaultMix.drawn``). Each fault that
@@ -78,6 +78,9 @@ class FaultMix:
     # ``sim-purgatory``, whose KRaft controllers answer a registration once its record commits
     # (``impl.sim.scenarios.scope_for``); a failover, a crash or a lost response then meets registrations waiting
     answer_at_commit: float = 0.0
+    # the same, with heartbeats answered once the log up to them is stable too (mix ``heartbeat-commit``:
+    # ``sim-heartbeat-commit``): a failover or a crash then meets heartbeats waiting, a batched migration holds them
+    heartbeats_at_commit: float = 0.0
     # ZooKeeper
     expire: float = 0.0  # the server expires a live broker session
     outage: float = 0.0  # ZooKeeper loses its quorum
@@ -160,6 +163,8 @@ MIXES["reply-loss"] = FaultMix(lose_reply=0.3, restart=0.5, recover=1.0)
 # Registrations answered at commit (``answer_at_commit``): ``all+purgatory`` has the crashes and leader changes that
 # fail a waiting registration, and the lost responses.
 MIXES["purgatory"] = FaultMix(answer_at_commit=1.0, restart=0.5, recover=1.0)
+# Heartbeats answered at commit too (``heartbeats_at_commit``): ``all+heartbeat-commit``.
+MIXES["heartbeat-commit"] = FaultMix(answer_at_commit=1.0, heartbeats_at_commit=1.0, restart=0.5, recover=1.0)
 SWARM = "swarm"  # not a mix but a way to run one: ``swarm+network`` swarms over the network's faults
 
 

@@ -17,8 +17,8 @@ type, KIP-584 feature updates to the ZooKeeper controller), the initial migratio
 (``zookeeper.metadata.migration.min.batch.size``: its transaction then stays open across the cluster's
 steps), and the worlds it lives in (``WORLDS``): each of the freedoms of issue 17 that an opt-in fault mix or
 configuration turns on (a partition reassigned, dual writes that fail or lose their reply, ZooKeeper-mode brokers
-whose servers lag, driver events queued, registrations answered at commit, a partition created, the topic
-deleted) one run in ten, so that the default campaign runs each of them, alone or with others, under every fault
+whose servers lag, driver events queued, registrations or heartbeats answered at commit, a partition created, the
+topic deleted) one run in ten, so that the default campaign runs each of them, alone or with others, under every fault
 of its mix. Every other dimension is a field of the model's ``Scope`` (a world's
 freedoms are model actions that differential testing performs in any scope), so the model expresses whatever is
 drawn and differential testing stays exact. The drawn scope is named by its configuration
@@ -66,7 +66,16 @@ PURGATORY = MIGRATION.replace(
     budget=MIGRATION.budget.replace(answer_at_commit=True),
 )
 
-SCENARIOS: dict[str, Scope] = {MIGRATION.name: MIGRATION, PURGATORY.name: PURGATORY}
+# ... and whose controllers answer heartbeats too once the log up to them is stable (model Budget.heartbeats_at_commit):
+# what fault mix ``heartbeat-commit`` runs. A drawn migration in batches holds a ZK broker's heartbeat while its
+# transaction is open.
+HEARTBEAT_COMMIT = PURGATORY.replace(
+    name="sim-heartbeat-commit",
+    summary=MIGRATION.summary + "; registrations and heartbeats answered once the log up to them is stable",
+    budget=PURGATORY.budget.replace(heartbeats_at_commit=True),
+)
+
+SCENARIOS: dict[str, Scope] = {s.name: s for s in (MIGRATION, PURGATORY, HEARTBEAT_COMMIT)}
 
 # ---- drawn configurations ------------------------------------------------------------------------
 
@@ -83,12 +92,14 @@ FEATURE_UPDATES = ((GROUP_COORDINATOR, 3, False), (GROUP_COORDINATOR, 2, True), 
 BATCH_SIZES = (1, 2)  # the initial migration's batch sizes drawn besides Kafka's default
 # The worlds a drawn run may live in: each the opt-in fault mix of that name (``impl.sim.faults.MIXES``), which the
 # run's fault window joins to the plan's named mixes (``properties.plan.Plan.faults_of``); ``purgatory`` is also the
-# scope's mode (``Budget.answer_at_commit``, as ``sim-purgatory`` has it); ``partitions`` is the admin's partition
-# creation (as ``drawn+partitions`` draws it one run in two). Each is drawn on its own, one run in ten, in this order,
-# so a world added at the end moves no other's draws; about half the runs (0.9 ** 8) live in none and run as they
+# scope's mode (``Budget.answer_at_commit``, as ``sim-purgatory`` has it), and ``heartbeat-commit`` the scope's
+# heartbeats too (as ``sim-heartbeat-commit``); ``partitions`` is the admin's partition creation (as
+# ``drawn+partitions`` draws it one run in two). Each is drawn on its own, one run in ten, in this order,
+# so a world added at the end moves no other's draws; about two runs in five (0.9 ** 9) live in none and run as they
 # ran before worlds were drawn (their configurations, labels and runs unchanged), so the bugs every run can meet keep
-# half the runs, and some runs meet two freedoms at once.
-WORLDS = ("reassign", "write-failure", "zk-lagging", "queue", "purgatory", "partitions", "reply-loss", "delete-topics")
+# those runs, and some runs meet two freedoms at once.
+WORLDS = ("reassign", "write-failure", "zk-lagging", "queue", "purgatory", "partitions", "reply-loss", "delete-topics",
+          "heartbeat-commit")
 WORLD_RATE = 0.1
 # ``Plan.configs``: a configuration drawn per seed, the same with an admin's partition creation drawn one run in two
 # (a ZK broker's AddPartitions and the KRaft controller's CreatePartitions, each node's admin once), or the scope as
@@ -190,7 +201,9 @@ def configured(base: Scope, configuration: Configuration) -> Scope:
         metadata_version_choices=c.updates,
         feature_updates=FEATURE_UPDATES if "features" in c.admin else (),
         created_replicas=NEW_PARTITION if "partitions" in c.admin or "partitions" in c.worlds else (),
-        budget=base.budget.replace(answer_at_commit=True) if "purgatory" in c.worlds else base.budget,
+        budget=base.budget.replace(answer_at_commit=base.budget.answer_at_commit or bool(
+            {"purgatory", "heartbeat-commit"} & set(c.worlds)), heartbeats_at_commit=base.budget.heartbeats_at_commit
+            or "heartbeat-commit" in c.worlds),
     )
 
 
@@ -235,17 +248,21 @@ def is_drawn(scope: Scope) -> bool:
 
 def drawn_for(name: str, seed: int, configs: str) -> Configuration | None:
     """The configuration a seed of a plan draws: under ``configs == "drawn"`` (``"drawn+partitions"``: with an
-    admin's partition creation one run in two) for a scenario that draws them; None for any other."""
-    if configs in ("drawn", "drawn+partitions") and name in (MIGRATION.name, PURGATORY.name):
+    admin's partition creation one run in two) for a scenario (they all draw them); None for any other scope."""
+    if configs in ("drawn", "drawn+partitions") and name in SCENARIOS:
         return draw(seed, SCENARIOS[name].brokers, configs == "drawn+partitions")
     return None
 
 
-def scope_for(name: str, seed: int, configs: str, answer_at_commit: bool = False) -> str:
+def scope_for(name: str, seed: int, configs: str, answer_at_commit: bool = False,
+              heartbeats_at_commit: bool = False) -> str:
     """The scope a seed of a plan runs: the configuration drawn for it (``drawn_for``), otherwise ``name`` itself.
     ``answer_at_commit`` (fault mix ``purgatory``): ``sim-purgatory`` for ``sim-migration``, drawn the same way (the
-    same seed draws the same configuration)."""
-    if answer_at_commit and name == MIGRATION.name:
+    same seed draws the same configuration); ``heartbeats_at_commit`` (fault mix ``heartbeat-commit``):
+    ``sim-heartbeat-commit``."""
+    if name == MIGRATION.name and heartbeats_at_commit:
+        name = HEARTBEAT_COMMIT.name
+    elif answer_at_commit and name == MIGRATION.name:
         name = PURGATORY.name
     configuration = drawn_for(name, seed, configs)
     return name if configuration is None else configured(SCENARIOS[name], configuration).name

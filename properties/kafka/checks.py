@@ -1861,6 +1861,8 @@ NOT_OBSERVABLE: dict[str, str] = {
     "OneZkWriterAfterClaim": "the znodes are sampled, not every write: two writes between samples look like one",
     "ServedMetadataSurvivesFailover": "a broker's replayed metadata is " + _MEMORY,
     "BrokerTakesOnlyCommittedRegistration": "when a broker took its epoch from the registration's answer is " + _MEMORY,
+    "BrokerOnlineOnlyOnceUnfencingCommitted": "a broker logs its move to RUNNING, but the controllers' high watermark"
+    " at that moment is " + _MEMORY,
     "KRaftZkWritesFailOnlyOnStaleReads": "the driver's ZooKeeper multis and their results are not logged, and the"
     " runbook creates no partition",
     "ZkBrokersDropDeletedTopic": "the partitions a ZooKeeper broker hosts are " + _MEMORY,
