@@ -110,9 +110,10 @@ def test_migration_copies_a_partition_no_controller_started_and_the_sync_creates
 
 
 def test_scopes_without_the_budget_offer_no_creation():
-    # (dual-write-failure adds a partition in dual write too: the change its failed write loses)
+    # (dual-write-failure and dual-write-resend add a partition in dual write too: the change their write loses)
     assert all(s.budget.partition_creations == 0 for name, s in SCOPES.items() if name not in (SCOPE,
-                                                                                              "dual-write-failure"))
+                                                                                              "dual-write-failure",
+                                                                                              "dual-write-resend"))
     spent = start().replace(budget=start().budget.replace(partition_creations=0))
     assert step(spent, AddPartitions(B0, (B0,))) is None
     migrated = run(start(), *DUAL_WRITE)
@@ -202,14 +203,17 @@ def test_impl_correct_campaign_runs_of_the_scope_agree_and_create():
 
 def test_drawn_partitions_mix_draws_creations_and_leaves_the_drawn_configurations_as_they_were():
     """``--configs drawn+partitions`` adds an admin's partition creation to one drawn run in two, drawn after every
-    other dimension, so each seed's configuration is otherwise the one ``drawn`` gives it."""
-    from impl.sim.scenarios import scope_for
+    other dimension, so each seed's configuration is otherwise the one ``drawn`` gives it (the world ``partitions``
+    is another way a drawn run creates one: ``impl.sim.scenarios.WORLDS``)."""
+    from dataclasses import replace
 
-    drawn = [scope_for("sim-migration", seed, "drawn") for seed in range(16)]
-    creating = [scope_for("sim-migration", seed, "drawn+partitions") for seed in range(16)]
-    assert all("partitions" not in name for name in drawn)
-    assert 0 < sum("partitions" in name for name in creating) < 16
-    assert [n.replace(",admin=partitions", "").replace("/partitions", "") for n in creating] == drawn
+    from impl.sim.scenarios import draw
+
+    drawn = [draw(seed) for seed in range(16)]
+    creating = [draw(seed, partitions=True) for seed in range(16)]
+    assert all("partitions" not in c.admin for c in drawn)
+    assert 0 < sum("partitions" in c.admin for c in creating) < 16
+    assert [replace(c, admin=tuple(a for a in c.admin if a != "partitions")) for c in creating] == drawn
 
 
 def test_campaign_with_drawn_partitions_agrees_and_catches_the_dual_write_bug():
