@@ -102,7 +102,9 @@ def _may_change_metadata_version(was: KRaftController, now: KRaftController) -> 
     """Whether the controller's committed metadata.version may differ between ``was`` and ``now``: it cannot
     when its committed log only grew, by no FeatureLevelRecord (a cheap test before replaying images)."""
     kept = was.high_watermark
-    if now.high_watermark < kept or len(now.log) < kept or (kept and now.log[kept - 1] != was.log[kept - 1]):
+    # a high watermark past the log is a broken quorum's (seeded bug commit_without_majority): replay, do not index
+    if now.high_watermark < kept or min(len(now.log), len(was.log)) < kept or (
+            kept and now.log[kept - 1] != was.log[kept - 1]):
         return True
     return any(isinstance(e.record, FeatureLevelRecord) for e in now.log[kept:now.high_watermark])
 

@@ -193,3 +193,18 @@ def test_correct_simulations_break_no_model_independent_property():
     for seed in (0, 3):
         run = run_seed(Plan(seeds=4), seed, coverage=False)
         assert run.disagreement is None, run.disagreement
+
+
+def test_metadata_version_check_takes_a_high_watermark_past_the_log_as_a_possible_change():
+    """A broken quorum (seeded bug commit_without_majority) can put a controller's high watermark past its log: the
+    cheap test before MetadataVersionGoesDownOnlyWhenForced replays images says "may change" instead of indexing past
+    the log (exploring kraft-quorum with that bug to depth 12 raised IndexError here)."""
+    from model.end_to_end_invariants import _may_change_metadata_version
+    from model.kraft import BeginTransactionRecord, KRaftEpoch, LogEntry
+
+    controller = initial_state(SCOPES["kraft-quorum"]).controllers[0]
+    entry = LogEntry(KRaftEpoch(1), BeginTransactionRecord("migration"))
+    past_the_log = controller.replace(high_watermark=2, log=(entry,))
+    grown = controller.replace(high_watermark=2, log=(entry, entry))
+    assert _may_change_metadata_version(past_the_log, grown)
+    assert not _may_change_metadata_version(grown, grown)
