@@ -206,3 +206,33 @@ def with_budget(name: str, **budget) -> Scope:
 
     scope = SCOPES[name]
     return scope.replace(budget=scope.budget.replace(**budget))
+
+
+def walked_kinds(scope: Scope | str, seeds: int, steps: int) -> set[type]:
+    """The action types seeded differential walks of ``scope`` took (plain on even seeds, swarm on odd ones); each
+    walk agreed with the model at every step, since ``walk`` raises Disagreement otherwise."""
+    from model.scopes import SCOPES
+    from properties.differential import walk
+
+    kinds: set[type] = set()
+    for seed in range(seeds):
+        walked = walk(SCOPES[scope] if isinstance(scope, str) else scope, seed, steps, swarm=seed % 2 == 1)
+        kinds |= {type(a) for a in walked.steps}
+    return kinds
+
+
+def path_to_dual_write(cid) -> tuple[Action, ...]:
+    """A one-controller scope's scripted path from a registered stage to its driver in DUAL_WRITE: the migration
+    (KIP-866 §Initial Data Migration), then the full sync and the brokers' RPCs."""
+    from model.actions import (
+        BecomeZkController,
+        CompleteMigration,
+        MigrateMetadata,
+        MigrationCommitted,
+        SendRPCsToBrokers,
+        SyncKRaftToZk,
+        WaitForZkBrokers,
+    )
+
+    return (WaitForZkBrokers(cid), BecomeZkController(cid), BecomeZkController(cid), MigrateMetadata(cid),
+            CompleteMigration(cid), MigrationCommitted(cid), SyncKRaftToZk(cid), SendRPCsToBrokers(cid))

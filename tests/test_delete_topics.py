@@ -16,19 +16,12 @@ import pytest
 
 from impl.bugs import SHARED_SEEDED_BUGS, ImplBug
 from model.actions import (
-    BecomeZkController,
-    CompleteMigration,
     DeleteTopics,
     Deliver,
     Drop,
     DualWrite,
     MarkTopicDeletion,
-    MigrateMetadata,
-    MigrationCommitted,
-    SendRPCsToBrokers,
-    SyncKRaftToZk,
     TopicDeletion,
-    WaitForZkBrokers,
 )
 from model.bugs import Bug, Profile, Variant
 from model.end_to_end_invariants import zk_brokers_at_quiescence
@@ -40,13 +33,12 @@ from model.state import TOPIC, StopReplica, UpdateMetadata, partition_state_path
 from model.step import outcome, step
 from model.types import BrokerId, Errors, PartitionId, ReplicaRole
 from properties.differential import Differential, Disagreement
-from tests.conftest import appended, messages, run
+from tests.conftest import appended, messages, path_to_dual_write, run
 
 B0, B1, C0, P0 = BrokerId(0), BrokerId(1), ControllerId(3000), PartitionId(0)
 SCOPE = "delete-topics"
-MIGRATE = (WaitForZkBrokers(C0), BecomeZkController(C0), BecomeZkController(C0), MigrateMetadata(C0),
-           CompleteMigration(C0), MigrationCommitted(C0))
-DUAL_WRITE = (*MIGRATE, SyncKRaftToZk(C0), SendRPCsToBrokers(C0))  # the driver in DUAL_WRITE
+DUAL_WRITE = path_to_dual_write(C0)  # the driver in DUAL_WRITE
+MIGRATE = DUAL_WRITE[:6]  # ... up to the migration committed
 
 
 def start():

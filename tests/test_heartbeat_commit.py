@@ -46,8 +46,8 @@ from model.scopes import SCOPES, Scope, initial_state
 from model.state import HeartbeatAnswer, PendingAnswer
 from model.step import enabled_actions, outcome, step
 from model.types import BrokerId
-from properties.differential import Differential, Disagreement, walk
-from tests.conftest import with_budget
+from properties.differential import Differential, Disagreement
+from tests.conftest import walked_kinds, with_budget
 
 B0 = BrokerId(0)
 C0, C1 = ControllerId(3000), ControllerId(3001)
@@ -203,11 +203,7 @@ def test_impl_holds_a_heartbeat_while_the_migration_transaction_is_open():
 @pytest.mark.parametrize("name", ["heartbeat-commit", "heartbeat-transaction"])
 def test_differential_walks_agree(name):
     """Seeded walks, plain and swarm: the implementation's purgatory stays the model's pending answers."""
-    heartbeats = 0
-    for seed in range(8):
-        diff = walk(SCOPES[name], seed, 40, swarm=seed % 2 == 1)
-        heartbeats += sum(isinstance(a, BrokerHeartbeat) for a in diff.steps)
-    assert heartbeats > 0
+    assert BrokerHeartbeat in walked_kinds(name, 8, 40)
 
 
 def test_impl_shared_bug_is_caught_on_the_implementations_state():

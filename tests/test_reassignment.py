@@ -19,16 +19,11 @@ from impl.bugs import SHARED_SEEDED_BUGS, ImplBug
 from model.actions import (
     AlterPartitionReassignments,
     ApiPartitionReassignment,
-    BecomeZkController,
-    CompleteMigration,
     Deliver,
     Drop,
     DualWrite,
-    MigrateMetadata,
-    MigrationCommitted,
     SendRPCsToBrokers,
     SyncKRaftToZk,
-    WaitForZkBrokers,
 )
 from model.bugs import Bug, Profile, Variant
 from model.end_to_end_invariants import zk_brokers_at_quiescence
@@ -38,16 +33,15 @@ from model.scopes import SCOPES, initial_state
 from model.state import TOPIC, LeaderAndIsr, UpdateMetadata, partition_state_path, znode_data
 from model.step import outcome, step
 from model.types import BrokerId, Errors, LeaderEpoch, PartitionId
-from properties.differential import Differential, Disagreement, walk
-from tests.conftest import appended, messages, run
+from properties.differential import Differential, Disagreement
+from tests.conftest import appended, messages, path_to_dual_write, run, walked_kinds
 
 B0, B1, C0, P0 = BrokerId(0), BrokerId(1), ControllerId(3000), PartitionId(0)
 SCOPE = "reassignment"
 MOVED = (B0, B1)
 STATE = partition_state_path(P0)
-MIGRATE = (WaitForZkBrokers(C0), BecomeZkController(C0), BecomeZkController(C0), MigrateMetadata(C0),
-           CompleteMigration(C0), MigrationCommitted(C0))
-DUAL_WRITE = (*MIGRATE, SyncKRaftToZk(C0), SendRPCsToBrokers(C0))  # the driver in DUAL_WRITE
+DUAL_WRITE = path_to_dual_write(C0)  # the driver in DUAL_WRITE
+MIGRATE = DUAL_WRITE[:6]  # ... up to the migration committed
 
 
 def start():
@@ -183,11 +177,7 @@ def test_impl_agrees_through_both_reassignment_paths():
 
 
 def test_differential_walks_with_reassignments_agree():
-    taken = set()
-    for seed in range(12):
-        diff = walk(SCOPES[SCOPE], seed, 60, swarm=seed % 2 == 1)
-        taken |= {type(a) for a in diff.steps}
-    assert {ApiPartitionReassignment, AlterPartitionReassignments} <= taken
+    assert {ApiPartitionReassignment, AlterPartitionReassignments} <= walked_kinds(SCOPE, 12, 60)
 
 
 def test_the_impl_bug_alone_disagrees_at_the_kraft_move():

@@ -27,10 +27,10 @@ from model.scopes import SCOPES, initial_state
 from model.step import candidate_actions, step
 from model.types import NO_SESSION
 from model.zookeeper import Delete
-from properties.differential import Differential, Disagreement, walk
+from properties.differential import Differential, Disagreement
 from properties.explore import explore
 from properties.regressions import FAILED_WRITE
-from tests.conftest import run
+from tests.conftest import run, walked_kinds
 
 A = ControllerId(3000)
 SCOPE = "dual-write-failure"
@@ -138,11 +138,7 @@ def test_impl_seeded_bug_keeps_the_handed_image_and_is_caught():
 
 def test_walks_take_the_failed_write():
     """Seeded differential walks of the scope take DualWriteSessionExpired and agree with the model."""
-    taken = 0
-    for seed in range(16):
-        diff = walk(SCOPES[SCOPE], seed, 40, swarm=seed % 2 == 1)
-        taken += sum(isinstance(a, DualWriteSessionExpired) for a in diff.steps)
-    assert taken > 0
+    assert DualWriteSessionExpired in walked_kinds(SCOPE, 16, 40)
 
 
 def test_fault_mix_write_failure_is_named_and_off_elsewhere():
