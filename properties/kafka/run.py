@@ -680,6 +680,7 @@ class Run:
         resource = ConfigResource("topic", topics[0][0], incremental_configs=entries)
         pending = [NewTopic(n, p, min(r, self.plan.brokers)) for n, p, r in topics]
         last_error: list[str] = []
+        began = int(time.time() * 1000)  # its records come before its note (trace validation places it here)
 
         def done() -> bool:
             admin = self.admin()
@@ -699,11 +700,13 @@ class Run:
                 return False
 
         self.wait(f"topics {', '.join(t[0] for t in topics)} created", done)
-        self.note("step", action="admin", topics=[t[0] for t in topics], config=config)
+        self.note("step", action="admin", topics=[t[0] for t in topics], config=config, began=began)
 
     def delete_topics(self, topics: list[str]) -> None:
         """Topics deleted as an operator deletes them, retried until the cluster no longer lists them."""
         from confluent_kafka import KafkaException
+
+        began = int(time.time() * 1000)
 
         def done() -> bool:
             admin = self.admin()
@@ -720,13 +723,15 @@ class Run:
                 return False
 
         self.wait(f"topics {', '.join(topics)} deleted", done)
-        self.note("step", action="delete-topics", topics=topics)
+        self.note("step", action="delete-topics", topics=topics, began=began)
 
     def add_partitions(self, topic: str, total: int) -> None:
         """A topic grown to ``total`` partitions as an operator grows it (CreatePartitions), retried until the
         cluster lists them all."""
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import NewPartitions
+
+        began = int(time.time() * 1000)
 
         def done() -> bool:
             admin = self.admin()
@@ -743,7 +748,7 @@ class Run:
                 return False
 
         self.wait(f"topic {topic} grown to {total} partitions", done)
-        self.note("step", action="add-partitions", topic=topic, partitions=total)
+        self.note("step", action="add-partitions", topic=topic, partitions=total, began=began)
 
     def reassign_partition(self, topic: str, partition: int) -> None:
         """One partition moved as an operator moves it, with Kafka's ReassignPartitionsCommand: its first replica
