@@ -7,8 +7,9 @@ the model that agrees with the trace, hidden steps allowed):
   crash, stop or reconfigure a model process.
 - A few facts Kafka logs on every change become the visible part of a model state (``view``):
   each controller's migration driver state, each controller's Raft leadership, who holds
-  /controller, and the migration state committed to the metadata log. Each visible change in the
-  run is one ``Observation``.
+  /controller, the migration state committed to the metadata log, and what an admin's request
+  wrote to it: a partition created, a topic removed, a topic config set (``ADMIN_FACTS``). Each
+  visible change in the run is one ``Observation``.
 - Between two observations the model may take any number of hidden protocol steps (message
   deliveries, registrations, fetches, heartbeats) that leave the view as it is; the observation is
   then explained by one step that changes the view exactly so. A step that changes two visible
@@ -22,20 +23,40 @@ the model that agrees with the trace, hidden steps allowed):
   observation.
 
 What is abstracted, and why:
-- The model's cluster has the run's brokers and controllers, ids and all, but no partitions (the
-  topics an admin creates never change the control-plane decisions the view shows). Giving it the
-  run's partitions would make every ISR change a visible step, and the model has no action for
-  the cause of most (a follower falling behind or catching up on the data it fetches, which it
-  does not model), so each would be an unexplained observation. Topics, partitions and topic
-  configs are checked against the log instead (``properties.kafka.checks``):
-  ``MigrationCopiesZkExactly`` (the migration's records are ZooKeeper's at the claim, partition by
-  partition, read as the model's ``migrated_partition`` reads a state znode),
-  ``ZkEqualsImageAtMigrationOffset`` (ZooKeeper equals the committed image at the end of dual
-  write), ``ZkWritesFollowKRaftCommits`` (each dual write holds a committed state) and
-  ``ZkBrokerPartitionChangesBumpLeaderEpoch`` (each change ZooKeeper-mode brokers act on moves the
-  leader epoch). Rolling a ZooKeeper broker into migration mode is a stop, ``ConfigureMigration``
-  (an edit of the environment: the model's scopes fix each broker's settings at the start) and a
-  restart.
+- The model's cluster has the run's brokers and controllers, ids and all, and one topic with one
+  partition, which stands for every topic the admin made in ZooKeeper mode, before the controllers
+  started (the migration copies it; the admin may delete it). Its leader and ISR changes are hidden
+  steps: the model has no action for the cause of most (a follower falling behind or catching up on
+  the data it fetches, which it does not model), so no partition's leader or ISR is in the view.
+  What is in it is how many records of each admin fact the committed log holds past the
+  migration's copy; each is an observation. An admin's request in the operator log (sent once the
+  runbook's step before it was done, or when it began, as runs since note) becomes the model's
+  action (``OperatorAdminRequest``), one per record: a topic created or grown, one CreatePartitions
+  per partition on the brokers Kafka placed it (Kafka's placer is not the model's; the model checks
+  each is registered and one active); a deletion, DeleteTopics; a topic config, AlterConfigs (the
+  model's one dynamic config). Kafka accepted each (the runbook notes only what took effect), so
+  the model must accept it too and write its record, and a record no request asked for (no hidden
+  step writes one) is unexplained.
+  Differs: Kafka's CreateTopics writes a topic's TopicRecord, ConfigRecords and PartitionRecords in
+  one batch (ReplicationControlManager.createTopics); the model writes one CreatePartitions each.
+  Left out, each with its reason: the migration's copy (``MigrationCopiesZkExactly`` checks it
+  partition by partition); internal topics (``__consumer_offsets``, which the group coordinator
+  makes for the run's consumer, which the model has not); configs of anything but a topic; a
+  reassignment, whose operator step has no model action and whose PartitionChangeRecords are no
+  observation: the model's one topic has no identity for the partition moved, and its one-step
+  AlterPartitionReassignments keeps the leader, while the runbook's move may drop it and completes
+  only when the new replica has caught up on data; and the mirror of all of it into ZooKeeper.
+  These are checked against the log instead (``properties.kafka.checks``):
+  ``MigrationCopiesZkExactly``, ``ZkEqualsImageAtMigrationOffset`` (ZooKeeper equals the committed
+  image at the end of dual write), ``ZkWritesFollowKRaftCommits`` (each dual write holds a committed
+  state) and ``ZkBrokerPartitionChangesBumpLeaderEpoch`` (each change ZooKeeper-mode brokers act on
+  moves the leader epoch). Rolling a ZooKeeper broker into migration mode is a stop,
+  ``ConfigureMigration`` (an edit of the environment: the model's scopes fix each broker's settings
+  at the start) and a restart.
+- A recording cut down to what the topic checks read keeps some channels only: the facts it lacks
+  are hidden as protocol steps are (``hidden_facts``), and one that keeps neither process logs nor
+  broker registrations is not validated (the whole migration would be one hidden search, past its
+  bound). A run's own folder has every channel.
 - A pause (SIGSTOP) is no model action: while one lasts, the model may expire sessions, time
   brokers out and hold elections that the paused process would have caused.
 - Runbooks and releases the mapping does not cover yet are reported as not validated, with the
@@ -713,6 +734,7 @@ class Environment:
             if not batches:
                 out.append(OperatorAdminRequest("unrecorded", topic))
                 continue
+            # Differs: Kafka's CreateTopics writes a topic's records in one batch; the model, a CreatePartitions each
             out += [OperatorAdminRequest("create", topic, replicas) for replicas in batches.pop(0)]
         if action == "admin":
             out += [OperatorAdminRequest("config", e["topics"][0]) for _ in e.get("config", {})]
