@@ -178,3 +178,13 @@ def test_the_checks_still_name_what_validation_does_not_see():
     result = validate(obs, plan)
     assert result.not_validated == "the recording keeps neither process logs nor broker registrations"
     assert zk_equals_image_at_migration_offset(obs)
+
+
+def test_validation_explains_a_34_runs_topic_changes_past_its_untransacted_migration():
+    """Kafka 3.4 migrates in no transaction, its MIGRATION record first (KAFKA-14805): the migration's end is read
+    from /migration, and refunds' creation in dual write is explained, the copy before it no observation."""
+    obs, plan = recorded("kafka-3.4-dual-write-checked-run.json")
+    result = validate(obs, plan)
+    assert result.ok, "\n".join(result.report())
+    facts = [(o.key[1], o.value) for o in observations(obs, 3) if o.key[0] == "topics"]
+    assert facts == [("partitions", 1), ("partitions", 2), ("configs", 1)]
