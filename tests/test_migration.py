@@ -479,6 +479,25 @@ def test_dual_write_zookeeper_outage_refuses_writes_at_the_lag_bound_then_catche
     assert ctrl(state, C0).log[-1].record == ConfigRecord(4)
 
 
+
+
+def test_dual_write_zookeeper_outage_kafka_takes_writes_past_the_lag_bound():
+    """Kafka 3.9 sets no write-behind bound: with ZooKeeper down, admin writes go on past the kip bound.
+
+    KIP-866 §Unavailable ZooKeeper asks for a bound; Kafka 3.9 only reports the lag (ZkWriteBehindLag), and a
+    real 3.9.2 run with a stalled ZooKeeper let the log pass ZooKeeper by 270 records. So ``kafka-3.9`` takes
+    the third write that ``kip`` refuses, and breaks WriteBehindLagBounded: a finding, not a bug of the model.
+    """
+    state = run(initial_state(SCOPES["dual-write"]), ZkOutage(), AlterConfigs(C0), Fetch(C1, C0),
+                AlterConfigs(C0), Fetch(C1, C0))
+    assert writes_blocked(state, ctrl(state, C0), CORRECT)
+    assert not writes_blocked(state, ctrl(state, C0), KAFKA_3_9)
+    assert step(state, AlterConfigs(C0)) is None
+    after = step(state, AlterConfigs(C0), KAFKA_3_9)
+    assert ctrl(after, C0).log[-1].record == ConfigRecord(4)
+    committing = step(after, Fetch(C1, C0), KAFKA_3_9)
+    assert "WriteBehindLagBounded" in violations(after, Fetch(C1, C0), committing)
+    assert "WriteBehindLagBounded" in SCOPES["dual-write"].expected_findings(Profile.KAFKA_3_9)
 def test_pre_migration_admin_write_is_refused_with_not_controller():
     """Before the initial migration, an admin write is answered NOT_CONTROLLER and appends nothing.
 
