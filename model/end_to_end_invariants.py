@@ -41,6 +41,7 @@ from model.kraft import (
     image_of,
 )
 from model.migration import CONFIG, MIGRATION, pending_deletion_path
+from model.record import remembers_last
 from model.registry import always, section, sometimes, transition
 from model.state import (
     CONTROLLER_EPOCH,
@@ -141,6 +142,8 @@ def zk_holds_what_zk_brokers_are_told(before: ClusterState, action: Action, afte
     return True
 
 
+# Read by three properties of every step on its ``after`` (two TRANSITIONs and a witness): computed once.
+@remembers_last
 def zk_brokers_at_quiescence(state: ClusterState) -> tuple[MetadataImage, tuple[BrokerId, ...]] | None:
     """The committed image and the ZK brokers that must cache it now, when the cluster has quiesced.
 

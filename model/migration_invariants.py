@@ -511,14 +511,15 @@ def failover_aborts_migration(before: ClusterState, action: Action, after: Clust
     "KIP-866 §Initial Data Migration",
 )
 def failover_between_migration_batches(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    copies = len(zk_metadata(after))
+    # ZooKeeper's copy is counted only for a step that activates a leader, the rare case: counted on every step, it
+    # was the costliest check of a step in the migration scope's exploration (about 5% of its time, profiled).
     for b, c in zip(before.controllers, after.controllers):
         if not is_active(c) or is_active(b):
             continue
         for i, e in enumerate(c.log):
             if isinstance(e.record, AbortTransactionRecord) and e.epoch == c.epoch:
                 aborted = image_of(c.log, i).open_transaction or ()
-                if 0 < sum(isinstance(r, MIGRATED_RECORDS) for r in aborted) < copies:
+                if 0 < sum(isinstance(r, MIGRATED_RECORDS) for r in aborted) < len(zk_metadata(after)):
                     return True
     return False
 

@@ -21,11 +21,14 @@ type is not caught by either.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, fields
+from functools import wraps
 from types import FunctionType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, dataclass_transform
 
 R = TypeVar("R", bound="Record")
+T = TypeVar("T")
 
 # The default of every generated ``replace`` parameter: "keep the field as it is".
 _KEEP = object()
@@ -148,3 +151,26 @@ def repr_quiet_when_empty(r: Record, quiet: frozenset[str]) -> str:
     names: tuple[str, ...] = r.__slots__
     shown = ", ".join(f"{n}={getattr(r, n)!r}" for n in names if n not in quiet or getattr(r, n))
     return f"{type(r).__name__}({shown})"
+
+
+def remembers_last(fn: Callable[[R], T]) -> Callable[[R], T]:
+    """``fn``, a function of a record alone, keeping its answer for the record it was last asked about.
+
+    For a derived view that several properties read on the same state (the explorer checks every property
+    of a step on one ``after`` in turn): the first computes it, the others get it back. Sound because a
+    record is immutable, ghosts included, and ``fn`` reads nothing else: the same record gives the same
+    answer. The record is recognised by identity, never by equality (equal states may differ in their
+    ghosts), and the one kept is held, so its identity cannot pass to another record. The pair is
+    replaced in one store, so a caller on another thread sees an old pair or the new one, never a mix."""
+    last: list[tuple[object, Any]] = [(None, None)]
+
+    @wraps(fn)
+    def remembered(r: R) -> T:
+        kept, answer = last[0]
+        if kept is r:
+            return answer  # type: ignore[no-any-return]
+        computed = fn(r)
+        last[0] = (r, computed)
+        return computed
+
+    return remembered

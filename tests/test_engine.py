@@ -13,7 +13,7 @@ import pickle
 
 import pytest
 
-from model.record import record
+from model.record import record, remembers_last
 from properties.explore import Spec, path_to, search
 
 
@@ -147,3 +147,26 @@ def test_records_the_fast_init_cannot_serve_keep_the_dataclass_init():
     with pytest.raises(ValueError):
         WithPostInit(-1)
     assert Counter.__init__.__qualname__ == "Counter.__init__"
+
+
+@record
+class Noted:
+    value: int
+    note: str = dataclasses.field(default="", compare=False)  # as a state's ghosts: outside its identity
+
+
+def test_remembers_last_computes_once_per_record_and_tells_equal_records_apart():
+    """A view several properties read on one state is computed once; a state equal to it but with other
+    ghosts (equality ignores them) gets its own answer: the record is recognised by identity."""
+    calls = []
+
+    @remembers_last
+    def note_of(r: Noted) -> str:
+        calls.append(r)
+        return r.note
+
+    first, twin = Noted(1, "first"), Noted(1, "twin")
+    assert first == twin and first is not twin
+    assert [note_of(first), note_of(first), note_of(twin), note_of(twin), note_of(first)] == [
+        "first", "first", "twin", "twin", "first"]
+    assert len(calls) == 3 and note_of.__name__ == "note_of"
