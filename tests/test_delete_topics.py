@@ -248,20 +248,39 @@ def test_fault_mix_delete_topics_is_named_and_off_elsewhere():
 
 
 def test_campaign_under_all_delete_topics_agrees_and_catches_both_bugs():
-    """sim-migration under ``all+delete-topics``: the correct implementation agrees with the model; seed 0 catches
+    """sim-migration under ``all+delete-topics``: the correct implementation agrees with the model; seed 1 catches
     the shared bug (ZkBrokersDropDeletedTopic: both layers stop without deleting, so they agree) and the impl-only
     one (a disagreement at the dual write); under ``all`` (nothing deleted) the shared bug breaks nothing there."""
     from properties.campaign.options import make_plan
     from properties.runs import run_seed
 
-    def seed0(faults, mutant=None):
-        plan = make_plan(seeds=1, faults=faults, out="unused", **({"mutant": mutant} if mutant else {}))
-        return run_seed(plan, 0, coverage=False).disagreement
+    def seed1(faults, mutant=None):
+        plan = make_plan(seeds=2, faults=faults, out="unused", **({"mutant": mutant} if mutant else {}))
+        return run_seed(plan, 1, coverage=False).disagreement
 
     mutant = "shared_deletion_stops_without_delete"
-    assert "ZkBrokersDropDeletedTopic" in str(seed0("all+delete-topics", mutant))
-    assert seed0("all", mutant) is None
-    assert "only in model: StopReplica" in str(seed0("all+delete-topics", ImplBug.DELETION_SENDS_NO_STOP_REPLICA.value))
+    assert "ZkBrokersDropDeletedTopic" in str(seed1("all+delete-topics", mutant))
+    assert seed1("all", mutant) is None
+    assert "only in model: StopReplica" in str(seed1("all+delete-topics", ImplBug.DELETION_SENDS_NO_STOP_REPLICA.value))
     for seed in (0, 1):
         correct = run_seed(make_plan(seeds=2, faults="all+delete-topics", out="unused"), seed, coverage=False)
         assert correct.disagreement is None, str(correct.disagreement)
+
+
+def test_default_campaign_sends_a_worlds_one_shot_admin_requests():
+    """A drawn configuration's admin sends its world's one-shot requests at ``ONCE`` (a named scope's weighs them as
+    spontaneous steps, and a ZK broker's AddPartitions stays one): the default plan's first delete-topics world run,
+    seed 16, deletes the topic and catches impl_deletion_sends_no_stop_replica; weighed as spontaneous steps no
+    delete-topics world run up to seed 90 deleted anything."""
+    from impl.sim.simulator import ONCE, SPONTANEOUS, _weight
+    from model.actions import AddPartitions, DeleteTopics
+    from properties.campaign.options import make_plan
+    from properties.runs import run_seed
+
+    assert _weight(DeleteTopics, drawn=True) == ONCE and _weight(DeleteTopics) == SPONTANEOUS
+    assert _weight(AddPartitions, drawn=True) == SPONTANEOUS
+    plan = make_plan(seeds=17, mutant=ImplBug.DELETION_SENDS_NO_STOP_REPLICA.value, out="unused")
+    assert "delete-topics" in plan.scope_of(16)
+    run = run_seed(plan, 16, coverage=False)
+    assert any(type(s.action) is DeleteTopics for s in run.record)
+    assert run.disagreement is not None
