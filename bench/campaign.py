@@ -16,7 +16,8 @@ It prints, as figures and ratios measured in the same run (these machines are no
   with ``--mutant NAME`` run seed by seed (``properties.campaign.tasks.run_partition``, one seed a
   partition) until the first violation or the cap, and the seconds and seeds it took (two bugs
   are hunted at once, each in its own process: ``--mutant-workers``). ``--mutant-scope campaign
-  --skip-throughput`` measures issue 17's bar: each bug hunted by the default campaign.
+  --skip-throughput`` measures issue 17's bar: each bug hunted by the default campaign; ``--mutant NAME``
+  (repeatable) hunts only the bugs named.
 
 How: every configuration runs the same plan, the same seeds, so the same work (and must give
 the same rows: the runs' deterministic columns are compared). The seed count is calibrated by
@@ -205,7 +206,7 @@ def time_to_catch(name: str, plan_options: dict, cap_seeds: int, cap_seconds: fl
 
 
 def seeded_bugs(plan_options: dict, cap_seeds: int, cap_seconds: float, work: Path, workers: int,
-                in_campaign_scope: bool = False) -> list[dict]:
+                in_campaign_scope: bool = False, only: tuple[str, ...] = ()) -> list[dict]:
     """Each bug's hunt is serial; ``workers`` hunts run at once, each in its own process (one core each).
 
     A hunt runs in the scope the bug is registered for (``ImplSeededBug.scope``: where the situation it
@@ -315,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="seeded bugs hunted at once, each serially in its own process (default 2)")
     ap.add_argument("--mutant-scope", choices=("own", "campaign"), default="own",
                     help="hunt each seeded bug in the scope it is registered for (default) or in --scope")
+    ap.add_argument("--mutant", action="append", default=[], metavar="NAME",
+                    help="hunt only this seeded bug (repeatable; default: every one)")
     ap.add_argument("--skip-mutants", action="store_true", help="measure throughput only")
     ap.add_argument("--skip-throughput", action="store_true", help="measure the seeded bugs only")
     ap.add_argument("--json", action="store_true")
@@ -322,6 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.minutes > 0 or min(args.repeats, args.mutant_seeds, args.mutant_workers) < 1 \
             or not args.mutant_minutes > 0:
         print("bench.campaign: error: --minutes, --repeats and the --mutant-* options must be positive",
+              file=sys.stderr)
+        return 2
+    unknown = sorted(set(args.mutant) - {b.name for b in (*IMPL_SEEDED_BUGS, *SHARED_SEEDED_BUGS)})
+    if unknown:
+        print(f"bench.campaign: error: --mutant {unknown[0]}: no such seeded bug (impl.bugs names them)",
               file=sys.stderr)
         return 2
     if args.skip_mutants and args.skip_throughput:
@@ -351,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
                                     "workers": args.mutant_workers}
             report["mutant_scope"] = args.mutant_scope
             report["seeded_bugs"] = seeded_bugs(plan_options, args.mutant_seeds, args.mutant_minutes * 60, work,
-                                                args.mutant_workers, args.mutant_scope == "campaign")
+                                                args.mutant_workers, args.mutant_scope == "campaign",
+                                                tuple(args.mutant))
     if args.json:
         print(json.dumps(report, indent=2))
     else:
