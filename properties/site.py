@@ -33,7 +33,7 @@ from impl.bugs import IMPL_SEEDED_BUGS
 from model import SCOPES, SEEDED_BUGS, Scope, initial_state, successors
 from model.kraft import BrokerState, ZkMigrationState
 from model.migration import STATE_BYTES, STATE_ORDER, VALID_TRANSITIONS, MigrationDriverState, Profile
-from model.scopes import ROLLBACK_REUSES_ZK_EPOCH
+from model.scopes import PROFILE_FINDINGS, ROLLBACK_REUSES_ZK_EPOCH
 from properties import catalogue, citations, conformance
 from properties.catalogue import GENERATED, ROOT, campaign_scope, pinned, scope_link, write_page
 from properties.manifest import DEPTH_LIMITS, SYMMETRIC, keys, split
@@ -265,7 +265,10 @@ def render_profiles() -> str:
         "The rollback's (KIP-866 §Rollback to ZK: the operator deletes /controller_epoch) hold in any scope "
         "once a differential run or a campaign's `rollback` runbook has taken that deletion: "
         + ", ".join(f"[{prop}](invariants.md#{prop.lower()}) under `{profile}`"
-                    for profile, prop in ROLLBACK_REUSES_ZK_EPOCH) + ".",
+                    for profile, prop in ROLLBACK_REUSES_ZK_EPOCH) + ". "
+        "A profile's own findings hold in every scope where their situation arises, whatever its budget: "
+        + ", ".join(f"[{prop}](invariants.md#{prop.lower()}) under `{profile}`"
+                    for profile, prop in PROFILE_FINDINGS) + ".",
         "",
         "| scope | profile | property |",
         "|---|---|---|",
