@@ -114,6 +114,11 @@ def ranges(**features: tuple[int, int]) -> FeatureRanges:
 PROFILE_FINDINGS: tuple[tuple[str, str], ...] = (("kafka-3.9", "WriteBehindLagBounded"),)
 
 
+def profile_findings(profile: Profile) -> set[str]:
+    """The findings of ``profile`` in every scope (``PROFILE_FINDINGS``)."""
+    return {prop for p, prop in PROFILE_FINDINGS if p == profile.value}
+
+
 @record
 class Scope(Record):
     name: str
@@ -144,7 +149,7 @@ class Scope(Record):
 
     def expected_findings(self, profile: Profile) -> set[str]:
         """This scope's findings under ``profile``, and the profile's own (``PROFILE_FINDINGS``)."""
-        return {prop for p, prop in self.findings + PROFILE_FINDINGS if p == profile.value}
+        return {prop for p, prop in self.findings if p == profile.value} | profile_findings(profile)
 
     @property
     def brokers(self) -> int:
