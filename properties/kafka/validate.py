@@ -66,6 +66,7 @@ What is abstracted, and why:
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -141,9 +142,18 @@ from model.kraft import (
     image_of,
 )
 from model.kraft_quorum import bootstrap_records, fresh_kraft_process
-from model.migration import KRaftControllerZNode, MigrationDriverState
+from model.migration import CONFIG, KRaftControllerZNode, MigrationDriverState
 from model.scopes import SAME_RANGE, Scope, cold_state
-from model.state import CONTROLLER, CONTROLLER_EPOCH, Budget, ClusterState, KRaftController, broker_path, znode_data
+from model.state import (
+    CONTROLLER,
+    CONTROLLER_EPOCH,
+    Budget,
+    ClusterState,
+    KRaftController,
+    broker_path,
+    kraft_claim,
+    znode_data,
+)
 from model.step import candidate_actions, step
 from model.transitions import put_broker
 from model.types import BrokerId, Ibp
@@ -437,6 +447,48 @@ def _admin_counts(log: tuple) -> dict[tuple, object]:
     return {("topics", fact): n or None for fact, n in counts.items()}
 
 
+# A topic's znodes as Kafka's ZkData names them; the model's one topic's are the same (model.state.TOPIC).
+TOPIC_ZNODE = re.compile(r"/brokers/topics/([^/]+)")
+STATE_ZNODE = re.compile(r"/brokers/topics/([^/]+)/partitions/\d+/state")
+TOPIC_CONFIG_ZNODE = re.compile(r"/config/topics/([^/]+)")
+
+
+def mirror_units(before: ClusterState, after: ClusterState) -> dict[str, int]:
+    """What one model step mirrored of the admin's facts into ZooKeeper while a KRaft controller holds /controller
+    (the dual write, or a new leadership's sync): partition state znodes created (``partitions``), topic znodes
+    deleted (``removed``) and the ConfigRecords the one config znode took on (``configs``: its value counts the
+    AlterConfigs since the start, so a write that catches up on two takes on two)."""
+    if before.zk is after.zk or kraft_claim(before) is None:
+        return {}
+    units = {}
+    if before.zk.paths != after.zk.paths:
+        old, new = set(before.zk.paths), set(after.zk.paths)
+        units["partitions"] = sum(1 for path in new - old if STATE_ZNODE.fullmatch(path))
+        units["removed"] = sum(1 for path in old - new if TOPIC_ZNODE.fullmatch(path))
+    was, now = znode_data(before, CONFIG), znode_data(after, CONFIG)
+    if now is not None and now != was:
+        units["configs"] = max(0, now - (was or 0))
+    return {fact: n for fact, n in units.items() if n}
+
+
+def _count(shown: frozenset[tuple[tuple, object]], key: tuple) -> int:
+    return max((int(v) for k, v in shown if k == key), default=0)  # type: ignore[call-overload]
+
+
+def mirror_changes(before: ClusterState, after: ClusterState, shown: frozenset[tuple[tuple, object]],
+                   facts: frozenset[str]) -> list[tuple[tuple, object, object]]:
+    """A step's mirror units of ``facts`` as visible changes, one a unit: a write that mirrors two partitions shows
+    two, each matched by an observation of its own (a step's second change waits as pending)."""
+    out: list[tuple[tuple, object, object]] = []
+    for fact, n in mirror_units(before, after).items():
+        if fact not in facts:
+            continue
+        key = (MIRRORED[fact],)
+        done = _count(shown, key)
+        out += [(key, done + i, done + i + 1) for i in range(n)]
+    return out
+
+
 def release_writes_none(version: tuple[int, int, int], level: Ibp) -> bool:
     """Whether Kafka ``version`` bootstraps a KRaft-born log at ``level`` with a ZkMigrationStateRecord
     (NONE), in ActivationRecordsGenerator.recordsForEmptyLog (QuorumController in 3.5, 3.6): 3.4 wrote
@@ -463,6 +515,11 @@ def _as_release_writes(
 # Facts read from the committed metadata log: the real log is read once, at the end, so each
 # value shows once, however often a controller that restarts commits the same prefix again.
 FROM_THE_LOG = ("migration", "kraft-registered", "metadata.version", "controller-registered", "topics")
+# The dual write's mirror of the admin's facts into ZooKeeper, counted as the facts in the log are (each value shows
+# once): each step's changes to ZooKeeper, not a view of one state (``mirror_units``), since ZooKeeper forgets a
+# deleted topic's partitions while the counts must not.
+MIRRORED = {"partitions": "zk-partitions", "removed": "zk-removed", "configs": "zk-configs"}
+SHOWN_ONCE = (*FROM_THE_LOG, *MIRRORED.values())
 
 
 def _direction(old: object, new: object) -> str:
@@ -478,7 +535,7 @@ def visible(key: tuple, old: object, new: object, shown: frozenset) -> bool:
         return False
     if key[0] == "driver":
         return new is not MigrationDriverState.UNINITIALIZED
-    if key[0] in FROM_THE_LOG:
+    if key[0] in SHOWN_ONCE:
         return (key, new) not in shown
     return True
 
@@ -491,6 +548,11 @@ def hidden_facts(obs: Observed) -> frozenset[str]:
     final = max(obs.metadata.values(), key=len, default=[])
     types = {e["type"] for e in final}
     hidden = set() if obs.logs else {"driver", "leader", "zk-registered", "zk-controller"}
+    if not any(TOPIC_ZNODE.fullmatch(path) for path in obs.zk):
+        hidden.update(MIRRORED.values())  # its topics' znodes not watched
+    if any(e["exists"] and not e.get("data") for path, events in obs.zk.items() if TOPIC_CONFIG_ZNODE.fullmatch(path)
+           for e in events):
+        hidden.add(MIRRORED["configs"])  # the recording left the config znodes' data out
     if final and "REGISTER_BROKER_RECORD" not in types:
         hidden.add("kraft-registered")
     if final and "FEATURE_LEVEL_RECORD" not in types:
@@ -550,6 +612,66 @@ def admin_records(obs: Observed) -> list[dict] | None:
             continue
         counts[fact] += 1
         out.append(e | {"fact": fact, "count": counts[fact], "topic": topic})
+    return out
+
+
+def _kraft_claimed(obs: Observed) -> list[tuple[int, float]]:
+    """The zxids over which /controller held a KRaft controller's claim, as [from, to) intervals."""
+    out: list[tuple[int, float]] = []
+    start = None
+    for e in obs.zk.get("/controller", ()):
+        claimed = e["exists"] and json.loads(e.get("data") or "{}").get("kraftControllerEpoch", -1) >= 0
+        if claimed and start is None:
+            start = e["mzxid"]
+        elif not claimed and start is not None:
+            out.append((start, e["mzxid"] if e["exists"] else e["zxid"]))
+            start = None
+    return out + ([(start, float("inf"))] if start is not None else [])
+
+
+def _topic_config(e: dict | None) -> dict:
+    if e is None or not e["exists"]:
+        return {}
+    return dict(json.loads(e.get("data") or "{}").get("config", {}))
+
+
+def mirror_records(obs: Observed) -> list[dict]:
+    """The mirror into ZooKeeper of the admin's facts, as the zk channel shows it while a KRaft controller holds
+    /controller: each unit one event with its ``mirror`` fact (as ``ADMIN_FACTS``) and ``count``, in zxid order.
+
+    ``partitions``: a partition state znode created (createTopic and createTopicPartitions create one for each new
+    partition, as the model's dual write does); ``removed``: a topic znode deleted (deleteTopic); ``configs``: each
+    key a topic config znode's write set, changed or removed (writeConfigs writes a topic's whole config: one key
+    changed is one ConfigRecord; a topic's creation writes its config znode empty, and its deletion deletes it,
+    neither a ConfigRecord). Internal topics are left out, as in ``admin_records``."""
+    intervals = _kraft_claimed(obs)
+
+    def claimed(zxid: int) -> bool:
+        return any(a <= zxid < b for a, b in intervals)
+
+    units: list[tuple[int, str, dict]] = []
+    for path, events in obs.zk.items():
+        kind = next((fact for fact, pattern in (("partitions", STATE_ZNODE), ("removed", TOPIC_ZNODE),
+                                                ("configs", TOPIC_CONFIG_ZNODE)) if pattern.fullmatch(path)), None)
+        if kind is None or path.split("/")[3].startswith("__"):
+            continue
+        previous = None
+        for e in events:
+            if kind == "partitions" and e["exists"] and claimed(e["czxid"]) and (
+                    previous is None or not previous["exists"] or previous["czxid"] != e["czxid"]):
+                units.append((e["czxid"], kind, e))
+            elif kind == "removed" and not e["exists"] and previous is not None and previous["exists"] and claimed(
+                    e["zxid"]):
+                units.append((e["zxid"], kind, e))
+            elif kind == "configs" and e["exists"] and claimed(e["mzxid"]):
+                old, new = _topic_config(previous), _topic_config(e)
+                units += [(e["mzxid"], kind, e)] * sum(1 for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+            previous = e
+    counts = dict.fromkeys(ADMIN_FACTS, 0)
+    out = []
+    for _, fact, e in sorted(units, key=lambda u: u[0]):
+        counts[fact] += 1
+        out.append(e | {"mirror": fact, "count": counts[fact]})
     return out
 
 
@@ -624,8 +746,11 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
     if admin:
         records = sorted(records + admin, key=lambda e: e["offset"])
     claims = _claims_in_zookeeper(obs) if obs.version < (3, 5, 0) else []
-    for e in merge([records, claims, *logs, steps]):
-        if e["channel"] == "metadata" and "fact" in e:
+    mirror = mirror_records(obs) if admin is not None else []
+    for e in merge([records, claims, mirror, *logs, steps]):
+        if "mirror" in e:
+            out.append(Observation((MIRRORED[e["mirror"]],), e["count"], e))
+        elif e["channel"] == "metadata" and "fact" in e:
             out.append(Observation(("topics", e["fact"]), e["count"], e))
         elif e["channel"] == "metadata" and e["type"] == "FEATURE_LEVEL_RECORD":
             out.append(Observation(("metadata.version",), e["direction"], e))
@@ -1021,7 +1146,9 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
     hidden = hidden_facts(obs)
     if hidden:
         see = partial(_shown, see, hidden)
-    search = Search(shape.scope(), Variant(profile=obs.profile), trail, see)
+    search = Search(shape.scope(), Variant(profile=obs.profile), trail, see,
+                    mirrored=frozenset(f for f, key in MIRRORED.items() if key not in hidden)
+                    if admin_records(obs) is not None else frozenset())
     frontier = [start]
     faulty = 0  # faults striking now: they open the window for session losses
     killed: set[str] = set()  # processes a stop had to kill (no clean shutdown), until they start again
@@ -1089,6 +1216,11 @@ class Search:
     variant: Variant
     trail: Trail
     see: Callable[[ClusterState], dict[tuple, object]]
+    mirrored: frozenset[str] = frozenset()  # the admin's facts whose mirror into ZooKeeper is observed
+
+    def mirror(self, before: ClusterState, after: ClusterState, shown: frozenset[tuple[tuple, object]]
+               ) -> list[tuple[tuple, object, object]]:
+        return mirror_changes(before, after, shown, self.mirrored) if self.mirrored else []
 
 
 def _apply(frontier: list[Node], ob: Observation, budget: Budget, search: Search, bound: int
@@ -1134,7 +1266,8 @@ def _operate(node: Node, origin: Node, hidden: tuple[Action, ...], ob: Observati
     after = search.see(state)
     # what the operator's step made visible must be seen too, as a two-fact step's second fact is
     changes = tuple((k, before[k], after[k]) for k in after if visible(k, before[k], after[k], node.shown))
-    shown = node.shown | {(k, new) for k, _, new in changes if k[0] in FROM_THE_LOG}
+    changes += tuple(search.mirror(node.state, state, node.shown))
+    shown = node.shown | {(k, new) for k, _, new in changes if k[0] in SHOWN_ONCE}
     child = Node(state, node.pending + changes, shown)
     search.trail.setdefault(child, (origin, (*hidden, *taken)))
     return child
@@ -1164,7 +1297,7 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Sear
         return list(found), alternatives, 0
     window = _Window(frontier, budget, bound, shortest)
     for node, depth, action, nxt, changes in window.steps(search, allowed, losing):
-        shown = node.shown | {(k, new) for k, _, new in changes if k[0] in FROM_THE_LOG}
+        shown = node.shown | {(k, new) for k, _, new in changes if k[0] in SHOWN_ONCE}
         if not changes:
             window.add(node, action, Node(nxt, node.pending, shown), depth)
             continue
@@ -1225,7 +1358,7 @@ class _Window:
                 after = search.see(nxt)
                 yield node, depth, action, nxt, [
                     (k, before[k], after[k]) for k in after if visible(k, before[k], after[k], node.shown)
-                ]
+                ] + search.mirror(node.state, nxt, node.shown)
 
     def add(self, parent: Node, action: Action, child: Node, depth: int) -> bool:
         """``child`` as a hidden step from ``parent``, to be searched from; False when already in the tree."""
