@@ -1,6 +1,7 @@
 """Trace validation of a real run's topic changes: each partition created, topic removed and topic config set
-in the metadata log explained by the model's admin action for the operator's request, and recordings in which
-one is not (KIP-866 §Dual Metadata Writes: in dual write the admin's requests are KRaft's).
+in the metadata log explained by the model's admin action for the operator's request, each one's mirror into
+ZooKeeper by the model's dual write, and recordings in which one is not (KIP-866 §Dual Metadata Writes: in dual
+write the admin's requests are KRaft's, and the controller writes each change to ZooKeeper too).
 
 The recorded run is a real Kafka 3.9.2 dual-write run (tests/data/kafka-3.9-topics-traced-run.json says how
 it was made): in dual write, refunds created with a config, payments deleted, orders grown by a partition and
@@ -58,6 +59,18 @@ def topic_id(obs: Observed, name: str) -> str:
     return record(obs, "TOPIC_RECORD", name=name)["data"]["topicId"]
 
 
+def mirrored(obs: Observed) -> list[tuple[str, object, str]]:
+    """The run's observed mirror of the admin's facts into ZooKeeper: (fact, count, znode)."""
+    return [(o.key[0], o.value, o.event["path"]) for o in observations(obs, 3)
+            if o.key[0] in ("zk-partitions", "zk-removed", "zk-configs")]
+
+
+def znode_written(obs: Observed, path: str, like: dict, zxid: int, **fields: object) -> None:
+    """A write of ``path`` the watch saw, shaped like the observation ``like``, at ``zxid`` (later than any)."""
+    obs.zk.setdefault(path, []).append(like | {"path": path, "mzxid": zxid, "zxid": zxid, "time": like["time"] + 5000}
+                                       | fields)
+
+
 def without_operator_step(obs: Observed, action: str) -> None:
     obs.operator = [e for e in obs.operator if e.get("action") != action]
 
@@ -73,6 +86,11 @@ def test_validation_explains_a_real_runs_topic_changes():
     facts = [(o.key[1], o.value, o.event["offset"]) for o in observations(obs, 3) if o.key[0] == "topics"]
     assert facts == [("partitions", 1, 112), ("partitions", 2, 113), ("configs", 1, 114), ("removed", 1, 115),
                      ("partitions", 3, 117)]
+    assert mirrored(obs) == [("zk-partitions", 1, "/brokers/topics/refunds/partitions/0/state"),
+                             ("zk-partitions", 2, "/brokers/topics/refunds/partitions/1/state"),
+                             ("zk-configs", 1, "/config/topics/refunds"),
+                             ("zk-removed", 1, "/brokers/topics/payments"),
+                             ("zk-partitions", 3, "/brokers/topics/orders/partitions/3/state")]
     names = [type(a).__name__ for a in result.path]
     assert names.count("CreatePartitions") == 3
     assert names.count("DeleteTopics") == names.count("AlterConfigs") == 1
@@ -112,6 +130,62 @@ def test_validation_names_a_topic_config_no_admin_set():
             e["config"] = {}
     result = validate(obs, plan)
     assert result.unexplained is not None and result.unexplained.event["type"] == "CONFIG_RECORD"
+
+
+def test_validation_names_a_topic_zookeeper_lost_with_no_removal_in_the_log():
+    """payments vanishing from ZooKeeper in dual write while the log holds no RemoveTopicRecord (no admin deleted
+    it): the model's dual write deletes a topic's znodes only for a removal in its image, so no path explains it."""
+    obs, plan = recorded()
+    obs.metadata[3000] = [r for r in log(obs) if r["type"] != "REMOVE_TOPIC_RECORD"]
+    without_operator_step(obs, "delete-topics")
+    result = validate(obs, plan)
+    assert result.unexplained is not None
+    assert (result.unexplained.key, result.unexplained.event["path"]) == (("zk-removed",), "/brokers/topics/payments")
+
+
+def test_validation_names_a_partition_in_zookeeper_that_no_record_created():
+    """A partition state znode for orders-4 appearing in ZooKeeper in dual write, with no PartitionRecord behind
+    it: the model's dual write creates one only for a partition in its image."""
+    obs, plan = recorded()
+    grown = obs.zk["/brokers/topics/orders/partitions/3/state"][0]
+    znode_written(obs, "/brokers/topics/orders/partitions/4/state", grown, 290, czxid=290)
+    result = validate(obs, plan)
+    assert result.unexplained is not None
+    assert (result.unexplained.key, result.unexplained.value) == (("zk-partitions",), 4)
+    assert result.unexplained.event["path"] == "/brokers/topics/orders/partitions/4/state"
+
+
+def test_validation_names_a_topic_config_written_to_zookeeper_that_no_record_asked_for():
+    """orders' config znode taking a key in dual write that no ConfigRecord set: the model's dual write writes a
+    config only from its image."""
+    obs, plan = recorded()
+    config = obs.zk["/config/topics/orders"][-1]
+    znode_written(obs, "/config/topics/orders", config, 290, version=2,
+                  data='{"version":1,"config":{"retention.ms":"3600000","cleanup.policy":"compact"}}')
+    result = validate(obs, plan)
+    assert result.unexplained is not None
+    assert (result.unexplained.key, result.unexplained.value) == (("zk-configs",), 2)
+
+
+def test_validation_names_a_mirror_write_that_never_happened():
+    """orders' new partition is in the log and ZooKeeper's /migration says it holds the log past it, but ZooKeeper
+    never showed its state znode: every path of the model that brings ZooKeeper that far shows it."""
+    obs, plan = recorded()
+    del obs.zk["/brokers/topics/orders/partitions/3/state"]
+    result = validate(obs, plan)
+    assert result.failed and result.unexplained is None
+    assert result.unshown == ("zk-partitions 2 -> 3 (ZooKeeper's /migration holds offset 139, past the "
+                              "PARTITION_RECORD of orders at offset 117, and never showed it)",)
+
+
+def test_validation_holds_no_mirror_to_a_run_that_ended_before_its_dual_write_caught_up():
+    """The same run cut off while ZooKeeper's /migration was still below orders' new partition (offset 117): the
+    mirror not shown yet is no failure, and the rest is explained."""
+    obs, plan = recorded()
+    del obs.zk["/brokers/topics/orders/partitions/3/state"]
+    obs.zk["/migration"] = [e for e in obs.zk["/migration"] if e.get("mzxid", 0) < 259]
+    result = validate(obs, plan)
+    assert result.ok, "\n".join(result.report())
 
 
 def test_validation_holds_kafkas_placement_to_the_models_decision():
@@ -168,9 +242,9 @@ def test_validation_explains_the_topic_changes_of_recordings_without_logs(name):
 
 
 def test_the_checks_still_name_what_validation_does_not_see():
-    """Validation shows no ZooKeeper mirror and no reassignment: the 3.6.1 run's move that its ZooKeeper-mode
-    brokers never applied (KAFKA-16120) is explained, and still named by its check; the 3.4 run without
-    logs or registrations is not validated, and its deletion left in ZooKeeper is still named."""
+    """Validation shows no reassignment and no partition's state in ZooKeeper: the 3.6.1 run's move that its
+    ZooKeeper-mode brokers never applied (KAFKA-16120) is explained, and still named by its check; the 3.4 run
+    without logs or registrations is not validated, and its deletion left in ZooKeeper is still named."""
     obs, plan = recorded("kafka-3.6.1-reassignment-stuck-run.json")
     assert validate(obs, plan).ok
     assert zk_broker_partition_changes_bump_leader_epoch(obs)
@@ -188,3 +262,5 @@ def test_validation_explains_a_34_runs_topic_changes_past_its_untransacted_migra
     assert result.ok, "\n".join(result.report())
     facts = [(o.key[1], o.value) for o in observations(obs, 3) if o.key[0] == "topics"]
     assert facts == [("partitions", 1), ("partitions", 2), ("configs", 1)]
+    # 3.4.1 mirrored refunds' partitions; the recording left the config znodes' data out, so its config is hidden
+    assert [(fact, n) for fact, n, _ in mirrored(obs)] == [("zk-partitions", 1), ("zk-partitions", 2)]

@@ -475,6 +475,13 @@ def _count(shown: frozenset[tuple[tuple, object]], key: tuple) -> int:
     return max((int(v) for k, v in shown if k == key), default=0)  # type: ignore[call-overload]
 
 
+def may_mirror(state: ClusterState, fact: str, count: int) -> bool:
+    """Whether the model's dual write could mirror ``count`` of ``fact`` into ZooKeeper from ``state``: no more than
+    the controllers' logs hold of it past the migration's copy, since no hidden step writes an admin's record (the
+    model's ZooKeeper takes a partition, a deletion or a config only from the image: ``zk_delta_ops``)."""
+    return sum(_admin_counts(c.log)[("topics", fact)] or 0 for c in state.controllers) >= count
+
+
 def mirror_changes(before: ClusterState, after: ClusterState, shown: frozenset[tuple[tuple, object]],
                    facts: frozenset[str]) -> list[tuple[tuple, object, object]]:
     """A step's mirror units of ``facts`` as visible changes, one a unit: a write that mirrors two partitions shows
@@ -673,6 +680,32 @@ def mirror_records(obs: Observed) -> list[dict]:
         counts[fact] += 1
         out.append(e | {"mirror": fact, "count": counts[fact]})
     return out
+
+
+def never_mirrored(obs: Observed, facts: frozenset[str]) -> tuple[str, ...]:
+    """The admin's facts of ``facts`` ZooKeeper says it holds and never showed: each record at or below the offset
+    of the last /migration write (ZooKeeper holds the log that far: Kafka writes a delta's changes before it moves
+    /migration past them, the model's dual write both in one multi, ``model.kraft_migration._kraft_zk_write``) whose
+    mirror the zk channel never showed. A path of the model that brings ZooKeeper as far shows each, and the run
+    did not. A run that ends before its dual write caught up with a record is held to nothing for it."""
+    admin = admin_records(obs) or []
+    written = [json.loads(e["data"]).get("kraft_metadata_offset", -1)
+               for e in obs.existing("/migration") if e.get("data")]
+    if not written:
+        return ()
+    held = written[-1]
+    shown = dict.fromkeys(ADMIN_FACTS, 0)
+    for e in mirror_records(obs):
+        shown[e["mirror"]] = e["count"]
+    out = []
+    for fact in ADMIN_FACTS:
+        covered = [e for e in admin if e["fact"] == fact and e["offset"] <= held]
+        if fact in facts and len(covered) > shown[fact]:
+            first = covered[shown[fact]]
+            out.append(f"{MIRRORED[fact]} {shown[fact]} -> {len(covered)} (ZooKeeper's /migration holds offset "
+                       f"{held}, past the {first['type']} of {first['topic']} at offset {first['offset']}, and never "
+                       "showed it)")
+    return tuple(out)
 
 
 # ---- the run's side: observations and the environment ----------------------------------------
@@ -1200,6 +1233,7 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
     settled = [node for node in frontier if not node.pending]
     if not settled:  # every explanation showed something the run never did
         result.unshown = tuple(f"{_key(k)} {_value(old)} -> {_value(new)}" for k, old, new in frontier[0].pending)
+    result.unshown += never_mirrored(obs, search.mirrored)
     result.path = _path(trail, (settled or frontier)[0])
     return result
 
@@ -1295,6 +1329,11 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Sear
                 found.setdefault(child)
     if found or ob.key[0] == "topics":  # no hidden step writes an admin's record: nothing to search
         return list(found), alternatives, 0
+    fact = next((f for f, key in MIRRORED.items() if key == ob.key[0]), None)
+    if fact is not None:  # nor can a dual write mirror more than the logs hold
+        frontier = [node for node in frontier if may_mirror(node.state, fact, int(ob.value))]  # type: ignore[call-overload]
+        if not frontier:
+            return [], alternatives, 0
     window = _Window(frontier, budget, bound, shortest)
     for node, depth, action, nxt, changes in window.steps(search, allowed, losing):
         shown = node.shown | {(k, new) for k, _, new in changes if k[0] in SHOWN_ONCE}
