@@ -7,9 +7,10 @@ the model that agrees with the trace, hidden steps allowed):
   crash, stop or reconfigure a model process.
 - A few facts Kafka logs on every change become the visible part of a model state (``view``):
   each controller's migration driver state, each controller's Raft leadership, who holds
-  /controller, the migration state committed to the metadata log, and what an admin's request
-  wrote to it: a partition created, a topic removed, a topic config set (``ADMIN_FACTS``). Each
-  visible change in the run is one ``Observation``.
+  /controller, the migration state committed to the metadata log, what an admin's request
+  wrote to it: a partition created, a topic removed, a topic config set (``ADMIN_FACTS``), and
+  the dual write's mirror of each into ZooKeeper (``MIRRORED``). Each visible change in the run is
+  one ``Observation``.
 - Between two observations the model may take any number of hidden protocol steps (message
   deliveries, registrations, fetches, heartbeats) that leave the view as it is; the observation is
   then explained by one step that changes the view exactly so. A step that changes two visible
@@ -45,14 +46,37 @@ What is abstracted, and why:
   reassignment, whose operator step has no model action and whose PartitionChangeRecords are no
   observation: the model's one topic has no identity for the partition moved, and its one-step
   AlterPartitionReassignments keeps the leader, while the runbook's move may drop it and completes
-  only when the new replica has caught up on data; and the mirror of all of it into ZooKeeper.
-  These are checked against the log instead (``properties.kafka.checks``):
+  only when the new replica has caught up on data; and each partition's state in ZooKeeper (its
+  leader and ISR, hidden as on the KRaft side). These are checked against the log instead
+  (``properties.kafka.checks``):
   ``MigrationCopiesZkExactly``, ``ZkEqualsImageAtMigrationOffset`` (ZooKeeper equals the committed
   image at the end of dual write), ``ZkWritesFollowKRaftCommits`` (each dual write holds a committed
   state) and ``ZkBrokerPartitionChangesBumpLeaderEpoch`` (each change ZooKeeper-mode brokers act on
   moves the leader epoch). Rolling a ZooKeeper broker into migration mode is a stop,
   ``ConfigureMigration`` (an edit of the environment: the model's scopes fix each broker's settings
   at the start) and a restart.
+- The mirror of the admin's facts into ZooKeeper (KIP-866 §Dual Metadata Writes) is counted as the
+  log's facts are, while a KRaft controller holds /controller, one observation a unit: a partition
+  state znode created (``zk-partitions``: Kafka's createTopic and createTopicPartitions create one
+  for each new partition), a topic znode deleted (``zk-removed``: deleteTopic) and each key a topic
+  config znode's write set, changed or removed (``zk-configs``: writeConfigs writes a topic's
+  whole config, one key a ConfigRecord; the empty config znode a creation writes and the one a
+  deletion deletes are none). The model's one topic is every topic: its dual write (or a new
+  leadership's sync) creating a state znode, deleting /brokers/topics/t, or raising its one config
+  znode's value (which counts the AlterConfigs since the start) by k is one unit each, k for the
+  config (``mirror_units``); a step's second unit waits as pending for its own observation, so one
+  multi of the model may explain several of Kafka's writes and one of Kafka's writes several of the
+  model's steps. The counts are of changes, not of what ZooKeeper holds, since a deleted topic's
+  partitions leave ZooKeeper while the counts must not fall. A unit no model log holds a record for
+  (a topic gone from ZooKeeper with no RemoveTopicRecord, a partition or a config key no record
+  made) is unexplained at once (``may_mirror``: no hidden step writes an admin's record). A record
+  ZooKeeper's last /migration offset covers (Kafka moves it past a delta only once the delta is
+  written) whose mirror the run never showed is named as never shown (``never_mirrored``). Kafka
+  3.4.1 never moves /migration's offset in dual write (its MetadataChangeEvent writes none), so a
+  3.4 run is held to what it showed only: a deletion or a new partition 3.4.1 left out of
+  ZooKeeper is the checks' finding (``ZkEqualsImageAtMigrationOffset``), not validation's. Internal
+  topics are left out, as in the log; a recording that watches no topic znode hides the mirror,
+  and one that left the config znodes' data out hides ``zk-configs``.
 - A recording cut down to what the topic checks read keeps some channels only: the facts it lacks
   are hidden as protocol steps are (``hidden_facts``), and one that keeps neither process logs nor
   broker registrations is not validated (the whole migration would be one hidden search, past its
@@ -465,6 +489,7 @@ def mirror_units(before: ClusterState, after: ClusterState) -> dict[str, int]:
         old, new = set(before.zk.paths), set(after.zk.paths)
         units["partitions"] = sum(1 for path in new - old if STATE_ZNODE.fullmatch(path))
         units["removed"] = sum(1 for path in old - new if TOPIC_ZNODE.fullmatch(path))
+    # Differs: Kafka writes a config map per topic (deleted with it); the model's one znode counts AlterConfigs
     was, now = znode_data(before, CONFIG), znode_data(after, CONFIG)
     if now is not None and now != was:
         units["configs"] = max(0, now - (was or 0))
