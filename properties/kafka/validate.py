@@ -497,14 +497,16 @@ def mirror_units(before: ClusterState, after: ClusterState) -> dict[str, int]:
 
 
 def _count(shown: frozenset[tuple[tuple, object]], key: tuple) -> int:
-    return max((int(v) for k, v in shown if k == key), default=0)  # type: ignore[call-overload]
+    """How many units of a mirror fact were shown: each one's count is in ``shown``, 1 to n."""
+    return sum(1 for k, _ in shown if k == key)
 
 
 def may_mirror(state: ClusterState, fact: str, count: int) -> bool:
     """Whether the model's dual write could mirror ``count`` of ``fact`` into ZooKeeper from ``state``: no more than
     the controllers' logs hold of it past the migration's copy, since no hidden step writes an admin's record (the
     model's ZooKeeper takes a partition, a deletion or a config only from the image: ``zk_delta_ops``)."""
-    return sum(_admin_counts(c.log)[("topics", fact)] or 0 for c in state.controllers) >= count
+    held = [_admin_counts(c.log)[("topics", fact)] for c in state.controllers]
+    return sum(n for n in held if isinstance(n, int)) >= count
 
 
 def mirror_changes(before: ClusterState, after: ClusterState, shown: frozenset[tuple[tuple, object]],
@@ -1356,7 +1358,8 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Sear
         return list(found), alternatives, 0
     fact = next((f for f, key in MIRRORED.items() if key == ob.key[0]), None)
     if fact is not None:  # nor can a dual write mirror more than the logs hold
-        frontier = [node for node in frontier if may_mirror(node.state, fact, int(ob.value))]  # type: ignore[call-overload]
+        count = ob.value if isinstance(ob.value, int) else 0
+        frontier = [node for node in frontier if may_mirror(node.state, fact, count)]
         if not frontier:
             return [], alternatives, 0
     window = _Window(frontier, budget, bound, shortest)
