@@ -577,8 +577,9 @@ def visible(key: tuple, old: object, new: object, shown: frozenset) -> bool:
 def hidden_facts(obs: Observed) -> frozenset[str]:
     """The view's facts a recording does not show, hidden as protocol steps are. A recording cut down to what
     the topic checks read keeps no process logs (so no driver states, Raft leadership, ZooKeeper controllers
-    or registrations), and may keep no broker registrations or feature levels from the log. A run's own
-    folder has every channel: nothing is hidden."""
+    or registrations), and may keep no broker registrations or feature levels from the log; one that watches no
+    topic znode shows no mirror into ZooKeeper, and one that left the config znodes' data out no config's mirror.
+    A run's own folder has every channel: nothing is hidden."""
     final = max(obs.metadata.values(), key=len, default=[])
     types = {e["type"] for e in final}
     hidden = set() if obs.logs else {"driver", "leader", "zk-registered", "zk-controller"}
