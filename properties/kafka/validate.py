@@ -678,7 +678,9 @@ def mirror_records(obs: Observed) -> list[dict]:
     partition, as the model's dual write does); ``removed``: a topic znode deleted (deleteTopic); ``configs``: each
     key a topic config znode's write set, changed or removed (writeConfigs writes a topic's whole config: one key
     changed is one ConfigRecord; a topic's creation writes its config znode empty, and its deletion deletes it,
-    neither a ConfigRecord). Internal topics are left out, as in ``admin_records``."""
+    neither a ConfigRecord). Internal topics are left out, as in ``admin_records``. Not counted: a topic's last
+    config key removed, which deleteConfigs does by deleting the znode, as a deletion of the topic does too (no
+    runbook removes a key, and the model's AlterConfigs only sets its one config)."""
     intervals = _kraft_claimed(obs)
 
     def claimed(zxid: int) -> bool:
