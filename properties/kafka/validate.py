@@ -73,8 +73,9 @@ What is abstracted, and why:
   ZooKeeper's last /migration offset covers (Kafka moves it past a delta only once the delta is
   written) whose mirror the run never showed is named as never shown (``never_mirrored``). Kafka
   3.4.1 never moves /migration's offset in dual write (its MetadataChangeEvent writes none), so a
-  3.4 run is held to what it showed only: a deletion or a new partition 3.4.1 left out of
-  ZooKeeper is the checks' finding (``ZkEqualsImageAtMigrationOffset``), not validation's. Internal
+  3.4 run is held to no mirror by the offset: what 3.4.1 left out shows only when a mirror the run
+  did show can be reached by the model's dual write (one multi for all that is committed) only by
+  writing it too; else it is the checks' finding (``ZkEqualsImageAtMigrationOffset``). Internal
   topics are left out, as in the log; a recording that watches no topic znode hides the mirror,
   and one that left the config znodes' data out hides ``zk-configs``.
 - A recording cut down to what the topic checks read keeps some channels only: the facts it lacks
