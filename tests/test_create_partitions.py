@@ -237,3 +237,16 @@ def test_default_campaign_zk_admin_grows_the_topic_between_the_hand_back_and_the
     kinds = [type(s.action) for s in run.record]
     hand_back = kinds.index(DeleteControllerZNodes)
     assert AddPartitions in kinds[hand_back:kinds.index(ElectController, hand_back)]
+
+
+def test_default_campaign_catches_a_migration_that_skips_an_admins_unstarted_partition():
+    """KIP-866 §Initial Data Migration: the default plan's seed 106 (a partitions world) has a ZK broker's admin grow
+    the topic three events before the KRaft controller claims ZooKeeper, before the ZK controller starts the new
+    partition; the migration with impl_migration_skips_unstarted_partition leaves it out. A ZK broker's AddPartitions
+    comes at ONCE in a drawn configuration; weighed SPONTANEOUS, as it was, the run sends none before the claim."""
+    from properties.plan import Plan
+    from properties.runs import run_seed
+
+    run = run_seed(Plan(mutant=ImplBug.MIGRATION_SKIPS_UNSTARTED_PARTITION.value), 106, coverage=False)
+    assert run.disagreement is not None and "MigrateMetadata" in str(run.disagreement)
+    assert run_seed(Plan(), 106, coverage=False).disagreement is None
