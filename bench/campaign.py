@@ -205,6 +205,11 @@ def time_to_catch(name: str, plan_options: dict, cap_seeds: int, cap_seconds: fl
     return {"name": name, "caught": False, "seconds": round(time.perf_counter() - start, 2), "seeds": seed + 1}
 
 
+def hunted(only: tuple[str, ...] = ()) -> tuple:
+    """The seeded bugs a hunt runs: those named in ``only`` (``--mutant``), or every one."""
+    return tuple(bug for bug in (*IMPL_SEEDED_BUGS, *SHARED_SEEDED_BUGS) if not only or bug.name in only)
+
+
 def seeded_bugs(plan_options: dict, cap_seeds: int, cap_seconds: float, work: Path, workers: int,
                 in_campaign_scope: bool = False, only: tuple[str, ...] = ()) -> list[dict]:
     """Each bug's hunt is serial; ``workers`` hunts run at once, each in its own process (one core each).
@@ -213,7 +218,7 @@ def seeded_bugs(plan_options: dict, cap_seeds: int, cap_seconds: float, work: Pa
     breaks can arise, e.g. a ZooKeeper-only cluster for a ZooKeeper controller's bug), with the
     campaign's faults and steps; ``in_campaign_scope`` (``--mutant-scope campaign``) hunts every bug in
     the campaign's scope."""
-    bugs = (*IMPL_SEEDED_BUGS, *SHARED_SEEDED_BUGS)
+    bugs = hunted(only)
     hunts = [(bug.name, plan_options if in_campaign_scope else {**plan_options, "scope": bug.scope},
               cap_seeds, cap_seconds, work) for bug in bugs]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:

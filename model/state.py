@@ -518,7 +518,6 @@ class History(Record):
     # KRaft controllers that crashed since ZooKeeper last caught up with the committed log
     crashed_controllers: frozenset[ControllerId] = frozenset()
     handed_back: int | None = None  # committed entries when the operator gave ZooKeeper back (rollback)
-    zk_elected_since_hand_back: bool = False  # a ZooKeeper controller has been elected since then
 
     def registered_epoch(self, broker: BrokerId) -> BrokerEpoch | None:
         for b, e in self.registered_epochs:

@@ -753,8 +753,6 @@ def _elect_controller(state: ClusterState, b: BrokerId, variant: Variant) -> Res
     state = spend_checked(state, elections=1)
     if epoch > state.history.max_controller_epoch:
         state = state.replace(history=state.history.replace(max_controller_epoch=epoch))
-    if state.history.handed_back is not None and not state.history.zk_elected_since_hand_back:
-        state = state.replace(history=state.history.replace(zk_elected_since_hand_back=True))
     role = ControllerRole(epoch, zkm.get_existing(zk, CONTROLLER_EPOCH).version, (), False)
     return put_broker(state, broker.replace(observed_epoch=None, controller=role))
 

@@ -219,3 +219,34 @@ def test_campaign_with_drawn_partitions_agrees_and_catches_the_dual_write_bug():
         assert run.disagreement is None, str(run.disagreement)
     plan = Plan(scope="sim-migration", configs="drawn+partitions", mutant=ImplBug.DUAL_WRITE_SETS_NEW_PARTITION.value)
     assert run_seed(plan, 36, coverage=False).disagreement is not None
+
+
+def test_default_campaign_zk_admin_grows_the_topic_between_the_hand_back_and_the_first_zk_election():
+    """KIP-866 §Rollback to ZK: the default plan's seed 35 (a partitions world, rolled back) has a ZK broker's admin
+    grow the topic after the quorum's znodes are deleted and before the first ZK controller is elected; the correct
+    implementation breaks nothing (RollbackLosesNothingCommitted, which compared ZooKeeper at that election with
+    KRaft's committed image for equality, took the admin's partition for a lost commit)."""
+    from model.actions import AddPartitions, DeleteControllerZNodes, ElectController
+    from properties.campaign.options import make_plan
+    from properties.runs import run_seed
+
+    plan = make_plan(seeds=36, out="unused")
+    assert "world=partitions" in plan.scope_of(35) and plan.runbook_of(35) == "rollback"
+    run = run_seed(plan, 35, coverage=False)
+    assert run.disagreement is None, str(run.disagreement)
+    kinds = [type(s.action) for s in run.record]
+    hand_back = kinds.index(DeleteControllerZNodes)
+    assert AddPartitions in kinds[hand_back:kinds.index(ElectController, hand_back)]
+
+
+def test_default_campaign_catches_a_migration_that_skips_an_admins_unstarted_partition():
+    """KIP-866 §Initial Data Migration: the default plan's seed 106 (a partitions world) has a ZK broker's admin grow
+    the topic three events before the KRaft controller claims ZooKeeper, before the ZK controller starts the new
+    partition; the migration with impl_migration_skips_unstarted_partition leaves it out. A ZK broker's AddPartitions
+    comes at ONCE in a drawn configuration; weighed SPONTANEOUS, as it was, the run sends none before the claim."""
+    from properties.plan import Plan
+    from properties.runs import run_seed
+
+    run = run_seed(Plan(mutant=ImplBug.MIGRATION_SKIPS_UNSTARTED_PARTITION.value), 106, coverage=False)
+    assert run.disagreement is not None and "MigrateMetadata" in str(run.disagreement)
+    assert run_seed(Plan(), 106, coverage=False).disagreement is None

@@ -269,7 +269,7 @@ def test_campaign_under_all_delete_topics_agrees_and_catches_both_bugs():
 
 def test_default_campaign_sends_a_worlds_one_shot_admin_requests():
     """A drawn configuration's admin sends its world's one-shot requests at ``ONCE`` (a named scope's weighs them as
-    spontaneous steps, and a ZK broker's AddPartitions stays one): the default plan's first delete-topics world run,
+    spontaneous steps), a ZK broker's AddPartitions too: the default plan's first delete-topics world run,
     seed 16, deletes the topic and catches impl_deletion_sends_no_stop_replica; weighed as spontaneous steps no
     delete-topics world run up to seed 90 deleted anything."""
     from impl.sim.simulator import ONCE, SPONTANEOUS, _weight
@@ -278,7 +278,7 @@ def test_default_campaign_sends_a_worlds_one_shot_admin_requests():
     from properties.runs import run_seed
 
     assert _weight(DeleteTopics, drawn=True) == ONCE and _weight(DeleteTopics) == SPONTANEOUS
-    assert _weight(AddPartitions, drawn=True) == SPONTANEOUS
+    assert _weight(AddPartitions, drawn=True) == ONCE and _weight(AddPartitions) == SPONTANEOUS
     plan = make_plan(seeds=17, mutant=ImplBug.DELETION_SENDS_NO_STOP_REPLICA.value, out="unused")
     assert "delete-topics" in plan.scope_of(16)
     run = run_seed(plan, 16, coverage=False)

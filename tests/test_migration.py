@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from model.actions import (
+    AddPartitions,
     AlterConfigs,
     BecomeLeader,
     BecomeZkController,
@@ -91,7 +92,7 @@ from model.migration import (
 )
 from model.outcome import error_of
 from model.scopes import SCOPES, at_metadata_version, initial_state, profile_findings
-from model.state import CONTROLLER, CONTROLLER_EPOCH, LeaderAndIsr, UpdateMetadata, partition_state_path
+from model.state import CONTROLLER, CONTROLLER_EPOCH, TOPIC, LeaderAndIsr, UpdateMetadata, partition_state_path
 from model.step import outcome, step
 from model.types import (
     NO_SESSION,
@@ -521,7 +522,7 @@ def test_pre_migration_admin_write_is_refused_with_not_controller():
 
 # ---- 4. rolling back to ZooKeeper ------------------------------------------------------------------
 
-def rolled_back_quorum(variant, zombie_resigns=True):
+def rolled_back_quorum(variant, zombie_resigns=True, scope=SCOPES["rollback"]):
     """rollback scope: broker 1 back to ZK mode, ZooKeeper caught up, the quorum shut down cleanly.
 
     The leader's clean shutdown is refused while ZooKeeper lags behind the committed log. Broker
@@ -529,7 +530,7 @@ def rolled_back_quorum(variant, zombie_resigns=True):
     /controller; with ``zombie_resigns`` it resigns before broker 1 runs for controller.
     """
     state = drive(
-        initial_state(SCOPES["rollback"]),
+        initial_state(scope),
         StopBroker(B1), MigrateBrokerToKRaft(B1), RollbackBrokerToZk(B1), RestartBroker(B1),
         OpenSession(B1), RegisterBroker(B1),
         SessionTimeout(B1, C0), Fetch(C1, C0), DualWrite(C0),
@@ -591,6 +592,22 @@ def test_rollback_kip_deleting_controller_epoch_restarts_zk_epochs_at_one():
         "AtMostOneControllerPerEpoch", "ZkControllerEpochsIncreaseAcrossHandOver",
     ]
     assert set(violations(zombie, ElectController(B1), again)) < expected
+
+
+def test_rollback_zk_admin_adding_a_partition_before_the_first_zk_election_loses_nothing_committed():
+    """After the hand-back, a ZK broker's admin grows the topic before any ZK controller is elected.
+
+    KIP-866 §Rollback to ZK (clean shutdown: nothing committed is lost): ZooKeeper as KRaft left it holds
+    everything KRaft committed; the partition the ZooKeeper era's admin added since (AdminZkClient.addPartitions)
+    is no lost or changed commit, so the first ZK controller's election breaks nothing. (Found by the default
+    campaign's seed 35 with a ZK broker's AddPartitions sent once a run.)
+    """
+    scope = SCOPES["rollback"].replace(created_replicas=(B0,))
+    scope = scope.replace(budget=scope.budget.replace(partition_creations=1))
+    state = rolled_back_quorum(KAFKA_3_9, scope=scope)
+    state = drive(state, AddPartitions(B1, (B0,)), variant=KAFKA_3_9)
+    assert len(data(state, TOPIC)) == len(committed(state).partitions) + 1
+    drive(state, ElectController(B1), variant=KAFKA_3_9)
 
 
 # ---- 5. a misconfigured controller ----------------------------------------------------------------

@@ -87,6 +87,7 @@ from impl.sim.scenarios import is_drawn
 from model.actions import (
     PERTURBATIONS,
     Action,
+    AddPartitions,
     AlterPartitionReassignments,
     ApiPartitionReassignment,
     BrokerHeartbeat,
@@ -184,16 +185,14 @@ RARE = PERTURBATIONS - TIMED  # the offered steps weighed SPONTANEOUS, the other
 # drawn: its simulations, and the runs pinned for them, stay as they were.
 ADMIN = 0.3
 ADMIN_KINDS = frozenset({UpdateMetadataVersion, UpdateFeatures})
-# A world's admin requests (``impl.sim.scenarios.WORLDS``: a partition created, reassigned, the topic deleted), each
-# sent once a run: weighed SPONTANEOUS they were sent in few of their world's runs (at about one event in 5,000 a
-# node, most runs ended first). In a drawn configuration they come at ``ONCE`` (about one event in 300 a node, the
-# weights being scaled by the activity), so that most of their world's runs send them, at a point spread over the
-# fault window, before the migration, during it or in dual write. A model scope run as named weighs them as before.
-# A ZK broker's AddPartitions stays SPONTANEOUS: sent often, a rolled-back broker's admin writes ZooKeeper between
-# the rollback's hand-back and the first ZK election, which RollbackLosesNothingCommitted takes for a lost commit (the
-# default plan's seed 35 with it at ONCE): the invariant must first tell an admin's ZooKeeper writes from losses.
+# A world's admin requests (``impl.sim.scenarios.WORLDS``: a partition created, through a ZK broker or the KRaft
+# controller, reassigned, the topic deleted), each sent once a run: weighed SPONTANEOUS they were sent in few of their
+# world's runs (at about one event in 5,000 a node, most runs ended first). In a drawn configuration they come at
+# ``ONCE`` (about one event in 300 a node, the weights being scaled by the activity), so that most of their world's
+# runs send them, at a point spread over the fault window, before the migration, during it or in dual write (or, a ZK
+# broker's, after a rollback's hand-back). A model scope run as named weighs them as before.
 ONCE = 0.3
-ONCE_KINDS = frozenset({CreatePartitions, ApiPartitionReassignment, AlterPartitionReassignments,
+ONCE_KINDS = frozenset({AddPartitions, CreatePartitions, ApiPartitionReassignment, AlterPartitionReassignments,
                         DeleteTopics, MarkTopicDeletion})
 
 
