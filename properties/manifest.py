@@ -2,7 +2,9 @@
 
 ``properties/manifest.json`` records, for each named scope, the depth limit it is explored to
 (null: completely) and what the exploration of the correct model found: distinct states,
-generated steps, the depth reached and whether the search was complete. A test explores each
+generated steps, the depth reached, whether the search was complete, and the SOMETIMES
+properties it witnessed (so that a test can tell every witness is reached somewhere without
+exploring every scope again). A test explores each
 scope again and compares; when a change to the model or a scope moves a count on purpose,
 ``kraftcheck manifest --write`` pins the new figures, and the diff of the JSON file is where a
 reviewer sees (and should ask) why reachability moved.
@@ -97,6 +99,7 @@ def entry(result: ExploreResult, depth_limit: int | None) -> dict:
         "generated": result.generated,
         "depth": result.depth,
         "complete": result.complete,
+        "witnesses": sorted(result.witnesses),
     }
 
 
