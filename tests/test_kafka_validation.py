@@ -17,7 +17,7 @@ import pytest
 from model.kraft import ZkMigrationState
 from properties.kafka.checks import Observed
 from properties.kafka.observe import parse_log_text
-from properties.kafka.validate import TRACE_VALIDATION, observations, validate
+from properties.kafka.validate import TRACE_VALIDATION, ZkBrokerLeavesKRaft, observations, validate
 
 DATA = Path(__file__).parent / "data"
 
@@ -258,6 +258,18 @@ def test_validation_explains_a_34_finalize_by_the_roll_alone():
     assert "BecomeLeader" in names[roll:] and "MigrateBrokerToKRaft" in names[:roll]
     shown = [o for o in observations(obs, 3) if o.key == ("migration",)]
     assert [o.value for o in shown] == [ZkMigrationState.MIGRATION]  # 3.4's one record: no POST_MIGRATION
+
+
+def test_validation_fences_a_migrating_zk_brokers_registration_when_it_stops(monkeypatch):
+    """KafkaServer.shutdown (3.4.0 on) ends a migrating ZooKeeper broker's KRaft registration by a controlled
+    shutdown (the 3.4.1 log: inControlledShutdown, then fenced); without that fencing the kip profile, whose
+    migration waits for unfenced brokers, refuses the KRaft broker it is rolled into as a duplicate."""
+    obs, plan = recorded("kafka-3.4-finalize-run.json")
+    monkeypatch.setattr(ZkBrokerLeavesKRaft, "apply", lambda self, state, variant: state)
+    result = validate(obs, plan)
+    assert result.unexplained is not None
+    assert result.unexplained.event["type"] == "REGISTER_BROKER_RECORD"
+    assert result.unexplained.event["data"]["isMigratingZkBroker"] is False
 
 
 def _after_the_roll(obs: Observed) -> int:

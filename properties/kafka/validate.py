@@ -945,7 +945,7 @@ class Environment:
             out += [OperatorAdminRequest("config", e["topics"][0]) for _ in e.get("config", {})]
         return tuple(out)
 
-    def actions(self, e: dict) -> tuple[Action, ...] | None:
+    def actions(self, e: dict) -> tuple[Action | OperatorEdit, ...] | None:
         kind, process = e["kind"], e.get("process", "")
         node = _node(process)
         if kind == "step-begins":
