@@ -59,6 +59,8 @@ def test_validation_explains_the_recorded_real_run():
         # Kafka 3.5: migrates below 3.6-IV1 (played at 3.6-IV1); a broker killed just before its roll to
         # KRaft is started by the roll, and the heal the roll made needless is skipped
         ("kafka-3.5-finalize-run.json", ("CrashBroker", "MigrateBrokerToKRaft", "ReconfigureController")),
+        # Kafka 3.4.1: finalized by the roll alone, a KRaft broker killed while the controller restarts without the flag
+        ("kafka-3.4-finalize-killed-broker-run.json", ("MigrateBrokerToKRaft", "ReconfigureController", "CrashBroker")),
         # Kafka 4.1: a KRaft-born quorum, its brokers registered and rolled
         ("kafka-4-kraft-run.json", ("BecomeLeader", "RegisterWithKRaft", "StopBroker", "RestartBroker")),
     ],
