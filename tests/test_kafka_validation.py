@@ -274,22 +274,14 @@ def test_validation_fences_a_migrating_zk_brokers_registration_when_it_stops(mon
     assert result.unexplained.event["data"]["isMigratingZkBroker"] is False
 
 
-def _after_the_roll(obs: Observed) -> int:
-    return max(e["time"] for e in controller_lines(obs))
-
-
-def _post_migration_record(obs: Observed, plan: dict) -> None:
-    records = obs.metadata[3000]
-    last = records[-1]
-    records.append(last | {"offset": last["offset"] + 1, "time": _after_the_roll(obs) + 1, "batch": last["offset"] + 1,
-                           "type": "ZK_MIGRATION_STATE_RECORD", "data": {"zkMigrationState": 3}})
-
-
 def test_validation_names_a_post_migration_record_in_a_34_log():
     """Only 3.4's one difference is hidden: a POST_MIGRATION record in a 3.4 log, which 3.4 never writes, is
     unexplained at once (the model's own POST_MIGRATION is never shown to a 3.4 run)."""
     obs, plan = recorded("kafka-3.4-finalize-run.json")
-    _post_migration_record(obs, plan)
+    records, after_the_roll = obs.metadata[3000], max(e["time"] for e in controller_lines(obs))
+    last = records[-1]
+    records.append(last | {"offset": last["offset"] + 1, "batch": last["offset"] + 1, "time": after_the_roll + 1,
+                           "type": "ZK_MIGRATION_STATE_RECORD", "data": {"zkMigrationState": 3}})
     result = validate(obs, plan)
     assert result.unexplained is not None, "\n".join(result.report())
     assert result.unexplained.event["type"] == "ZK_MIGRATION_STATE_RECORD"
