@@ -54,7 +54,9 @@ What is abstracted, and why:
   state) and ``ZkBrokerPartitionChangesBumpLeaderEpoch`` (each change ZooKeeper-mode brokers act on
   moves the leader epoch). Rolling a ZooKeeper broker into migration mode is a stop,
   ``ConfigureMigration`` (an edit of the environment: the model's scopes fix each broker's settings
-  at the start) and a restart.
+  at the start) and a restart. A migrating ZooKeeper broker's clean stop also fences its KRaft
+  registration, as its controlled shutdown to the KRaft controller does (``ZkBrokerLeavesKRaft``), so
+  the KRaft broker it is rolled into may register.
 - The mirror of the admin's facts into ZooKeeper (KIP-866 §Dual Metadata Writes) is counted as the
   log's facts are, while a KRaft controller holds /controller, one observation a unit: a partition
   state znode created (``zk-partitions``: Kafka's createTopic and createTopicPartitions create one
@@ -166,7 +168,7 @@ from model.kraft import (
     ZkMigrationStateRecord,
     image_of,
 )
-from model.kraft_quorum import bootstrap_records, fresh_kraft_process
+from model.kraft_quorum import bootstrap_records, fresh_kraft_process, is_active, own_image
 from model.migration import CONFIG, KRaftControllerZNode, MigrationDriverState
 from model.scopes import SAME_RANGE, Scope, cold_state
 from model.state import (
@@ -402,8 +404,11 @@ def view(state: ClusterState, version: tuple[int, int, int] = (3, 9, 0),
     """The visible part of ``state``, as Kafka ``version`` shows it.
 
     Differs: Kafka 3.4's driver went from ZK_MIGRATION straight to KRAFT_CONTROLLER_TO_BROKER_COMM
-    (3.5 added SYNC_KRAFT_TO_ZK between) and its quorum wrote no PRE_MIGRATION record at bootstrap
-    (3.5 added it). The model writes both (reference §1.1). Whether a KRaft-born cluster's bootstrap
+    (3.5 added SYNC_KRAFT_TO_ZK between), its quorum wrote no PRE_MIGRATION record at bootstrap
+    (3.5 added it), and a controller rolled without the migration flag activated with no record at all:
+    3.4 finalizes by the roll alone, while the model's activating leader commits POST_MIGRATION (3.5
+    added it, ActivationRecordsGenerator), so to 3.4 the model's log stays at MIGRATION. The model writes
+    all three (reference §1.1). Whether a KRaft-born cluster's bootstrap
     holds a ZkMigrationStateRecord (NONE) depends on the release (``release_writes_none``); the model's
     profile follows 3.9 (``kafka-3.9``) or writes it always (``kip``, which 3.4 runs follow), and where
     the release's rule is another, its log is shown as the release writes it."""
@@ -433,6 +438,9 @@ def view(state: ClusterState, version: tuple[int, int, int] = (3, 9, 0),
     out[("migration",)] = image.migration  # None: no ZkMigrationStateRecord committed
     if legacy_driver and image.migration is ZkMigrationState.PRE_MIGRATION:
         out[("migration",)] = None
+    if legacy_driver and image.migration is ZkMigrationState.POST_MIGRATION:
+        # Differs: 3.4 finalizes by the controllers' roll alone and commits no POST_MIGRATION (reference §1.1)
+        out[("migration",)] = ZkMigrationState.MIGRATION
     if levels and image.migration in (None, ZkMigrationState.NONE):  # KRaft-born: the bootstrap's record, if any
         out[("migration",)] = _as_release_writes(image.migration, levels[0], version)
     # how many times metadata.version was set, and to what: each setting shows once
@@ -447,6 +455,14 @@ def view(state: ClusterState, version: tuple[int, int, int] = (3, 9, 0),
     if topics:
         out.update(_admin_counts(committed.log[: committed.high_watermark] if committed else ()))
     return out
+
+
+def never_shown(version: tuple[int, int, int]) -> frozenset[tuple[tuple, object]]:
+    """The migration states ``view`` never shows for Kafka ``version``: 3.4 writes neither PRE_MIGRATION nor
+    POST_MIGRATION, so a run whose log holds one is unexplained at once, with no search of the hidden steps."""
+    if version < (3, 5, 0):
+        return frozenset((("migration",), s) for s in (ZkMigrationState.PRE_MIGRATION, ZkMigrationState.POST_MIGRATION))
+    return frozenset()
 
 
 # What an admin's request writes to the metadata log, as the view counts it: a partition created
@@ -929,7 +945,7 @@ class Environment:
             out += [OperatorAdminRequest("config", e["topics"][0]) for _ in e.get("config", {})]
         return tuple(out)
 
-    def actions(self, e: dict) -> tuple[Action, ...] | None:
+    def actions(self, e: dict) -> tuple[Action | OperatorEdit, ...] | None:
         kind, process = e["kind"], e.get("process", "")
         node = _node(process)
         if kind == "step-begins":
@@ -962,7 +978,11 @@ class Environment:
                 return (ShutdownController(node),)
             if e["role"] == "zookeeper":
                 return None
-            return (StopBroker(BrokerId(node)),) if e.get("clean", True) else (CrashBroker(BrokerId(node)),)
+            if not e.get("clean", True):
+                return (CrashBroker(BrokerId(node)),)
+            if e["role"] == "zk-broker":
+                return (StopBroker(BrokerId(node)), ZkBrokerLeavesKRaft(BrokerId(node)))
+            return (StopBroker(BrokerId(node)),)
         if kind == "step" and e.get("action") in ADMIN_STEPS:
             return self.admin(e)
         if kind == "step" and e.get("action") == "update-features":
@@ -1027,6 +1047,28 @@ class ConfigureMigration:
             return None
         config = b.config.replace(migration_enabled=self.enabled, controller_configs=self.enabled)
         return put_broker(state, b.replace(config=config))
+
+
+@dataclass(frozen=True)
+class ZkBrokerLeavesKRaft:
+    """A migrating ZooKeeper broker's clean stop, as far as KRaft sees it: KafkaServer.shutdown (3.4.0 on) sends a
+    controlled shutdown to a KRaft controller (BrokerLifecycleManager.beginControlledShutdown), which ends with its
+    registration fenced (a 3.4.1 finalize run: inControlledShutdown, then fenced, 2 s later). The model's StopBroker
+    only closes the ZooKeeper session; this fences the stopped broker's live registration on the active controller
+    as its session's end does (SessionTimeout), and does nothing when there is none: so its KRaft broker's
+    registration, a new incarnation, is not refused as a duplicate.
+    Differs: Kafka moves the broker's leaders off first and fences it once it leads none; the model, in one step."""
+
+    broker: BrokerId
+
+    def apply(self, state: ClusterState, variant: Variant) -> ClusterState:
+        b = state.brokers[self.broker]
+        for c in state.controllers:
+            reg = own_image(c).registration(self.broker) if is_active(c) else None
+            if b.alive or reg is None or reg.fenced or not reg.is_migrating_zk_broker:
+                continue
+            return step(state, SessionTimeout(self.broker, c.id), variant) or state
+        return state
 
 
 # The kraft runbook formats a KRaft-born cluster at an older release and upgrades it to its own:
@@ -1133,7 +1175,7 @@ class OperatorAdminRequest:
         return nxt if wrote else None
 
 
-OperatorEdit = ConfigureMigration | OperatorUpdatesMetadataVersion | OperatorAdminRequest
+OperatorEdit = ConfigureMigration | OperatorUpdatesMetadataVersion | OperatorAdminRequest | ZkBrokerLeavesKRaft
 
 
 def _losing(processes: set[str]) -> frozenset[int] | None:
@@ -1191,10 +1233,6 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
     if not result.total:
         result.not_validated = "the run showed no change to explain"
         return result
-    if obs.version < (3, 5, 0) and runbook == "finalize":
-        # Differs: 3.4 finalizes by the roll alone; both profiles commit POST_MIGRATION (reference §1.1)
-        result.not_validated = "Kafka 3.4 commits no POST_MIGRATION; the model's profiles both do"
-        return result
     if runbook not in RUNBOOKS:
         result.not_validated = f"runbook {runbook}: its operator steps have no model mapping yet"
         return result
@@ -1212,7 +1250,7 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
         see = partial(_shown, see, hidden)
     search = Search(shape.scope(), Variant(profile=obs.profile), trail, see,
                     mirrored=frozenset(f for f, key in MIRRORED.items() if key not in hidden)
-                    if admin_records(obs) is not None else frozenset())
+                    if admin_records(obs) is not None else frozenset(), never=never_shown(obs.version))
     frontier = [start]
     faulty = 0  # faults striking now: they open the window for session losses
     killed: set[str] = set()  # processes a stop had to kill (no clean shutdown), until they start again
@@ -1282,6 +1320,7 @@ class Search:
     trail: Trail
     see: Callable[[ClusterState], dict[tuple, object]]
     mirrored: frozenset[str] = frozenset()  # the admin's facts whose mirror into ZooKeeper is observed
+    never: frozenset[tuple[tuple, object]] = frozenset()  # (key, value) the view never shows: ``never_shown``
 
     def mirror(self, before: ClusterState, after: ClusterState, shown: frozenset[tuple[tuple, object]]
                ) -> list[tuple[tuple, object, object]]:
@@ -1318,7 +1357,7 @@ def _operate(node: Node, origin: Node, hidden: tuple[Action, ...], ob: Observati
     before = search.see(state)
     for action in ob.actions:
         action = _expire_target(state, action, ob.event)
-        if isinstance(action, ConfigureMigration | OperatorUpdatesMetadataVersion | OperatorAdminRequest):
+        if isinstance(action, OperatorEdit):
             nxt = action.apply(state, search.variant)
         else:
             nxt = step(state, action, search.variant)
@@ -1358,7 +1397,8 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Sear
                 child = Node(node.state, node.pending[:i] + node.pending[i + 1:], node.shown)
                 search.trail.setdefault(child, (node, ()))
                 found.setdefault(child)
-    if found or ob.key[0] == "topics":  # no hidden step writes an admin's record: nothing to search
+    if found or ob.key[0] == "topics" or (ob.key, ob.value) in search.never:
+        # no hidden step writes an admin's record, and no path shows what the release's view never does
         return list(found), alternatives, 0
     fact = next((f for f, key in MIRRORED.items() if key == ob.key[0]), None)
     if fact is not None:  # nor can a dual write mirror more than the logs hold
