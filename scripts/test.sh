@@ -4,6 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # Two workers (pytest-xdist) by default, the machines' cores; KRAFTCHECK_TEST_WORKERS=0 runs in one process.
-# --dist loadgroup: tests marked with one xdist_group share a worker (tests/test_model_clean.py: one exploration a
-# scope); the others are spread as by --dist load.
-exec .venv/bin/python -m pytest -n "${KRAFTCHECK_TEST_WORKERS:-2}" --dist loadgroup "$@"
+exec .venv/bin/python -m pytest -n "${KRAFTCHECK_TEST_WORKERS:-2}" "$@"

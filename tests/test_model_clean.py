@@ -6,12 +6,15 @@ completely) and compares the counts with properties/manifest.json; the ``slow`` 
 each scope to the depth its seeded bugs are searched at, so that no seeded bug is "caught" by a
 violation the correct model has too.
 
-Each scope is explored once per test run: a key's two tests are one xdist group (scripts/test.sh runs
-``--dist loadgroup``), so they meet the same worker's cached result, and the witness test reads the witnesses
-the manifest pins (which the pin test compares with the exploration) instead of exploring every scope again.
+Each scope is explored once per test run, whichever xdist worker its tests land on: the first to need it explores
+it under a lock and leaves the result in the run's shared temporary folder, where the other reads it (``explored``);
+and the witness test reads the witnesses the manifest pins (which the pin test compares with the exploration)
+instead of exploring every scope again.
 """
 
+import fcntl
 import json
+import pickle
 
 import pytest
 
@@ -21,13 +24,37 @@ from properties import manifest
 from properties.explore import explore
 from properties.simulate import walk
 
-_results = {}
+
+@pytest.fixture(scope="session")
+def shared_folder(tmp_path_factory, worker_id):
+    """A folder every worker of this test run sees (xdist gives each worker a base temp folder in one parent)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base if worker_id == "master" else base.parent) / "explored-scopes"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
-def _explored(name):
-    if name not in _results:
-        _results[name] = manifest.measure(name)
-    return _results[name]
+@pytest.fixture(scope="session")
+def explored(shared_folder):
+    """``explored(key)``: ``manifest.measure(key)``, computed once in the whole run: the first worker to ask holds the
+    key's lock while it explores and pickles the result; a worker that asks meanwhile waits on the lock, then reads."""
+    cache = {}
+
+    def measure_once(key):
+        if key not in cache:
+            path = shared_folder / f"{key}.pickle"
+            with open(shared_folder / f"{key}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if path.exists():
+                    cache[key] = pickle.loads(path.read_bytes())
+                else:
+                    cache[key] = manifest.measure(key)
+                    partial = path.with_suffix(".partial")
+                    partial.write_bytes(pickle.dumps(cache[key]))
+                    partial.replace(path)
+        return cache[key]
+
+    return measure_once
 
 
 def _findings(key):
@@ -42,17 +69,12 @@ def _required(key):
     return _findings(key) - profile_findings(profile)
 
 
-def _one_worker_per_key():
-    """Each key once, in an xdist group of its own, so that its two tests share one exploration."""
-    return [pytest.param(key, marks=pytest.mark.xdist_group(f"explore-{key}")) for key in manifest.keys()]
-
-
-@pytest.mark.parametrize("key", _one_worker_per_key())
-def test_correct_model_breaks_nothing_in_scope(key):
+@pytest.mark.parametrize("key", manifest.keys())
+def test_correct_model_breaks_nothing_in_scope(key, explored):
     """Every step of the bounded search satisfies every always and transition property, except the
     findings the scope documents (flaws of a seed's text under that profile), one of which at least
     must be found (the slow run below finds them all)."""
-    result, _ = _explored(key)
+    result, _ = explored(key)
     found = {k: [repr(a) for a in t.actions] for k, t in result.violations.items()}
     expected, required = _findings(key), _required(key)
     assert set(found) <= expected, found
@@ -60,17 +82,17 @@ def test_correct_model_breaks_nothing_in_scope(key):
     assert result.distinct_states > 100
 
 
-@pytest.mark.parametrize("key", _one_worker_per_key())
-def test_reachability_matches_the_manifest(key):
+@pytest.mark.parametrize("key", manifest.keys())
+def test_reachability_matches_the_manifest(key, explored):
     """A change in what a scope reaches (its counts, and which witnesses it reaches) must be pinned on purpose:
     `kraftcheck manifest --write`."""
-    _, measured = _explored(key)
+    _, measured = explored(key)
     assert measured == manifest.load()[key]
 
 
-def test_bounce_scope_is_explored_completely():
+def test_bounce_scope_is_explored_completely(explored):
     """The bounce scope is finite: budgets bound every perturbation, and healing always ends."""
-    result, _ = _explored("bounce")
+    result, _ = explored("bounce")
     assert result.complete
 
 
