@@ -370,7 +370,7 @@ def render_manifest() -> str:
         "`properties/manifest.json` pins, for each scope, what a breadth-first exploration of the correct model finds "
         "to the scope's depth limit: distinct states, generated (checked) steps, the depth reached, whether the search "
         "was complete, and the sometimes-properties it witnessed (the union must cover them all, so no property they "
-        "guard is vacuous). A test explores every scope again and compares (those checking over 150,000 steps under "
+        "guard is vacuous). A test explores every scope again and compares (those checking over 70,000 steps under "
         "`pytest -m slow` only); `kraftcheck manifest` does the same from "
         "the command line, and `kraftcheck manifest --write` pins new figures when a change moves them on purpose, so "
         "the JSON diff is where a reviewer sees reachability move. Scopes with KRaft controllers are pinned under "

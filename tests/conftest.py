@@ -27,7 +27,7 @@ from model.step import step
 from model.types import BrokerId, FeatureStatus, Ibp
 from model.zookeeper import ZkState, Znode
 
-pytest_plugins = ["tests.zk_server", "tests.spark_cluster"]
+pytest_plugins = ["tests.zk_server", "tests.spark_cluster", "tests.run_once"]
 __all__ = [
     "OFFLINE",
     "TWO_PARTITIONS",

@@ -100,6 +100,7 @@ def test_bad_usage_is_one_line_and_exit_two(capsys, argv, complaint):
     assert complaint in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # every obligation again (25 s of a loaded worker): tests/test_proofs*.py prove them in every run
 def test_prove_json_lists_obligations_that_all_hold(capsys):
     code, out, _ = run(capsys, "prove", "--depth", "4", "--json")
     rows = json.loads(out)

@@ -7,15 +7,13 @@ each scope to the depth its seeded bugs are searched at, so that no seeded bug i
 violation the correct model has too.
 
 Each scope is explored once per test run, whichever xdist worker its tests land on: the first to need it explores
-it under a lock and leaves the result in the run's shared temporary folder, where the other reads it (``explored``);
-and the witness test reads the witnesses the manifest pins (which the pin test compares with the exploration)
-instead of exploring every scope again. The heaviest pins (``DEFAULT_RUN_STEPS``) are compared under the slow
-marker only.
+it under a lock and leaves the result in the run's shared temporary folder, where the other reads it (``explored``,
+``tests.run_once``); and the witness test reads the witnesses the manifest pins (which the pin test compares with
+the exploration) instead of exploring every scope again. The heaviest pins (``DEFAULT_RUN_STEPS``) are compared
+under the slow marker only.
 """
 
-import fcntl
 import json
-import pickle
 
 import pytest
 
@@ -27,40 +25,15 @@ from properties.simulate import walk
 
 
 @pytest.fixture(scope="session")
-def shared_folder(tmp_path_factory, worker_id):
-    """A folder every worker of this test run sees (xdist gives each worker a base temp folder in one parent)."""
-    base = tmp_path_factory.getbasetemp()
-    folder = (base if worker_id == "master" else base.parent) / "explored-scopes"
-    folder.mkdir(exist_ok=True)
-    return folder
+def explored(run_once):
+    """``explored(key)``: ``manifest.measure(key)``, computed once in the whole run (``tests.run_once``)."""
+    return lambda key: run_once("explored", key, lambda: manifest.measure(key))
 
 
-@pytest.fixture(scope="session")
-def explored(shared_folder):
-    """``explored(key)``: ``manifest.measure(key)``, computed once in the whole run: the first worker to ask holds the
-    key's lock while it explores and pickles the result; a worker that asks meanwhile waits on the lock, then reads."""
-    cache = {}
-
-    def measure_once(key):
-        if key not in cache:
-            path = shared_folder / f"{key}.pickle"
-            with open(shared_folder / f"{key}.lock", "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                if path.exists():
-                    cache[key] = pickle.loads(path.read_bytes())
-                else:
-                    cache[key] = manifest.measure(key)
-                    partial = path.with_suffix(".partial")
-                    partial.write_bytes(pickle.dumps(cache[key]))
-                    partial.replace(path)
-        return cache[key]
-
-    return measure_once
-
-
-# The pins that check more than this many steps (six keys, about five of the default run's workers' minutes on the
-# machine that measured it) are compared under the slow marker; the others, most of the manifest, in every run.
-DEFAULT_RUN_STEPS = 150_000
+# The pins that check more than this many steps (eleven keys, about seven of the default run's workers' minutes on
+# the machine that measured it: the heaviest six, then stale-reads, event-queue and heartbeat-transaction@kafka-3.9 at
+# 15-21 s each) are compared under the slow marker; the others, most of the manifest, in every run.
+DEFAULT_RUN_STEPS = 70_000
 
 
 def _keys():

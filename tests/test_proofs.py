@@ -10,8 +10,6 @@ Seeds: KIP-866 §Controller Leadership, KIP-380 §Broker Registration in Zookeep
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -52,11 +50,17 @@ def _bug_id(bug) -> str:
     return bug.value
 
 
-@functools.cache
-def _bug_bmc(bug):
-    """BMC of the property the seeded bug targets, in the scope it names (one search per bug)."""
+def _search_bug(bug):
+    """BMC of the property the seeded bug targets, in the scope it names."""
     target = SEEDED_BUGS_BY_NAME[bug.value].invariant
     return bmc(20, BUG_VARIANTS[bug], properties=[target])
+
+
+@pytest.fixture(scope="session")
+def bug_bmc(run_once):
+    """``bug_bmc(bug)``: ``_search_bug``, once per bug in the whole test run whichever worker asks
+    (``tests.run_once``)."""
+    return lambda bug: run_once("bmc", bug.value, lambda: _search_bug(bug))
 
 
 # ---- bounded model checking -----------------------------------------------------------------------
@@ -71,18 +75,18 @@ def test_bmc_correct_model_holds_to_depth_20(scope):
 
 
 @pytest.mark.parametrize("bug", sorted(ENCODED_BUGS, key=_bug_id), ids=_bug_id)
-def test_bmc_finds_seeded_bug_and_trace_replays_to_the_same_violation(bug):
+def test_bmc_finds_seeded_bug_and_trace_replays_to_the_same_violation(bug, bug_bmc):
     """The decoded counterexample, replayed from the scope's initial state, breaks the targeted invariant
     at its last step and at no step before."""
-    result = _bug_bmc(bug)
+    result = bug_bmc(bug)
     assert not result.holds
     assert_replays_to_the_violation(result, bug)
 
 
 @pytest.mark.parametrize("bug", sorted(ENCODED_BUGS, key=_bug_id), ids=_bug_id)
-def test_bmc_counterexample_is_harmless_without_the_bug(bug):
+def test_bmc_counterexample_is_harmless_without_the_bug(bug, bug_bmc):
     """The same actions under the correct model break nothing: the bug, not the encoding, is to blame."""
-    assert_harmless_without_the_bug(_bug_bmc(bug), bug)
+    assert_harmless_without_the_bug(bug_bmc(bug), bug)
 
 
 def assert_replays_to_the_violation(result, bug) -> None:
@@ -115,9 +119,9 @@ def assert_harmless_without_the_bug(result, bug) -> None:
         state = nxt
 
 
-def test_bmc_decodes_expiry_to_the_session_the_broker_holds():
+def test_bmc_decodes_expiry_to_the_session_the_broker_holds(bug_bmc):
     """ExpireSession takes a session id: the decoder looks up the one the broker holds at that point."""
-    cex = _bug_bmc(Bug.BROKER_KEEPS_OLD_EPOCH).counterexamples["BrokerEpochIsRegistrationCzxid"]
+    cex = bug_bmc(Bug.BROKER_KEEPS_OLD_EPOCH).counterexamples["BrokerEpochIsRegistrationCzxid"]
     state = initial_state(SCOPES["fencing"])
     expiry = cex.actions[0]
     assert isinstance(expiry, ExpireSession)

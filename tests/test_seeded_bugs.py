@@ -4,15 +4,17 @@ The seeded-bug score is what shows that the invariants can fail: an invariant th
 mistake breaks, or a search too shallow to reach the break, would pass vacuously.
 """
 
-import functools
-
 import pytest
 
 from model import PROPERTIES, SCOPES, SEEDED_BUGS, Kind, Variant, initial_state, step
 from model.invariants import BY_NAME, violations
 from properties.mutants import run_mutant as _run_mutant
 
-run_mutant = functools.cache(_run_mutant)  # one search per bug, shared by the tests below
+
+@pytest.fixture(scope="session")
+def run_mutant(run_once):
+    """One search per bug in the whole test run, shared by the tests below whichever worker runs them."""
+    return lambda bug: run_once("mutant", bug.name, lambda: _run_mutant(bug))
 
 
 SAFETY_BUGS = [b for b in SEEDED_BUGS if BY_NAME[b.invariant].kind is not Kind.EVENTUALLY]
@@ -20,7 +22,7 @@ LIVENESS_BUGS = [b for b in SEEDED_BUGS if BY_NAME[b.invariant].kind is Kind.EVE
 
 
 @pytest.mark.parametrize("bug", SAFETY_BUGS, ids=lambda b: b.name)
-def test_seeded_bug_is_caught_by_its_invariant_and_replays(bug):
+def test_seeded_bug_is_caught_by_its_invariant_and_replays(bug, run_mutant):
     """The shortest counterexample the search returns replays step by step and ends in the violation."""
     result = run_mutant(bug)
     assert result.caught_by == f"explore:{bug.scope}", f"{bug.name} escaped the bounded search of {bug.scope}"
@@ -37,7 +39,7 @@ def test_seeded_bug_is_caught_by_its_invariant_and_replays(bug):
 
 
 @pytest.mark.parametrize("bug", LIVENESS_BUGS, ids=lambda b: b.name)
-def test_liveness_seeded_bug_is_caught_by_a_lasso_that_replays(bug):
+def test_liveness_seeded_bug_is_caught_by_a_lasso_that_replays(bug, correct_liveness):
     """A liveness bug comes back as a lasso; replayed through the model, its loop never reaches the goal."""
     from properties.liveness import VIOLATED, check_liveness, replay_lasso
 
@@ -46,11 +48,12 @@ def test_liveness_seeded_bug_is_caught_by_a_lasso_that_replays(bug):
     assert verdict.result == VIOLATED, f"{bug.name} escaped the liveness check of {bug.scope}"
     replayed = replay_lasso(bug.scope, bug.variant, verdict.lasso, BY_NAME[bug.invariant])
     assert replayed.ok, replayed.problem
-    assert check_liveness(bug.scope, Variant(profile=bug.profile), props=[bug.invariant]).verdicts[0].result != VIOLATED
+    correct = {v.name: v.result for v in correct_liveness(bug.scope, bug.profile).verdicts}
+    assert correct[bug.invariant] != VIOLATED
 
 
 @pytest.mark.parametrize("bug", SAFETY_BUGS, ids=lambda b: b.name)
-def test_seeded_bug_counterexample_is_harmless_without_the_bug(bug):
+def test_seeded_bug_counterexample_is_harmless_without_the_bug(bug, run_mutant):
     """The same actions under the correct model break nothing: the bug, not the scope, is to blame."""
     result = run_mutant(bug)
     state = initial_state(SCOPES[bug.scope])

@@ -15,7 +15,10 @@ from tests.spark_cluster import cluster_session
 from tests.test_parallel_explore import answers
 from tests.test_spark_explore import serial
 
-pytestmark = pytest.mark.spark_cluster
+# Under the slow marker: about 32 s of a test worker (a cluster of its own to start, then the search); the default run
+# has the standalone cluster in tests/test_campaign_cluster.py and the same search on local[2] in
+# tests/test_spark_explore.py.
+pytestmark = [pytest.mark.spark_cluster, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
