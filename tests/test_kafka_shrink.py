@@ -292,7 +292,8 @@ def fake_real_run(plan: RealRunPlan, kafka, folder: Path) -> str:
     return "completed"
 
 
-@pytest.mark.parametrize("master", [None, "local[2]"])
+# On Spark (26 s of a test worker, a JVM to start) under the slow marker; on one machine in every run.
+@pytest.mark.parametrize("master", [None, pytest.param("local[2]", marks=pytest.mark.slow)])
 def test_kafka_campaign_shrinks_its_violations_and_reports_both_plans(master, tmp_path):
     """A campaign whose run broke a check shrinks it on that run and shows the shrunk plan next to the original:
     on one machine, and with runs and shrinks as Spark tasks."""

@@ -65,10 +65,16 @@ def bug_bmc(run_once):
 
 # ---- bounded model checking -----------------------------------------------------------------------
 
+# Depth 12 in every run (3-5 s a scope); depth 20 (about 34 s each on a loaded machine, ten times as long) under
+# the slow marker.
+BMC_DEPTHS = [12, pytest.param(20, marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("depth", BMC_DEPTHS)
 @pytest.mark.parametrize("scope", FENCING_SCOPES)
-def test_bmc_correct_model_holds_to_depth_20(scope):
-    """No trace of 20 encoded steps from the warm start breaks any encoded property (about 8 s each)."""
-    result = bmc(20, CORRECT, scope=scope)
+def test_bmc_correct_model_holds_to_depth(scope, depth):
+    """No trace of ``depth`` encoded steps from the warm start breaks any encoded property."""
+    result = bmc(depth, CORRECT, scope=scope)
     assert result.holds and result.complete, result.as_json()
     assert [p.name for p in result.properties] == list(PROPERTY_NAMES)
     assert all(p.refinements == 0 for p in result.properties)

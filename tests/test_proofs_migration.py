@@ -140,9 +140,10 @@ def test_bmc_assumes_only_the_lemmas_a_seeded_bug_leaves_inductive():
 
 # ---- bounded model checking -----------------------------------------------------------------------
 
-def test_bmc_correct_model_holds_to_depth_20():
-    """No trace of 20 encoded steps from the finalize scope's start breaks any encoded property."""
-    result = pm.bmc(20, CORRECT, scope="finalize")
+@pytest.mark.parametrize("depth", [12, pytest.param(20, marks=pytest.mark.slow)])  # as tests/test_proofs.py
+def test_bmc_correct_model_holds_to_depth(depth):
+    """No trace of ``depth`` encoded steps from the finalize scope's start breaks any encoded property."""
+    result = pm.bmc(depth, CORRECT, scope="finalize")
     assert result.holds and result.complete, result.as_json()
     assert [p.name for p in result.properties] == list(pm.PROPERTY_NAMES)
     assert all(p.refinements == 0 for p in result.properties)

@@ -21,7 +21,16 @@ SAFETY_BUGS = [b for b in SEEDED_BUGS if BY_NAME[b.invariant].kind is not Kind.E
 LIVENESS_BUGS = [b for b in SEEDED_BUGS if BY_NAME[b.invariant].kind is Kind.EVENTUALLY]
 
 
-@pytest.mark.parametrize("bug", SAFETY_BUGS, ids=lambda b: b.name)
+# The one search that takes over half a minute (activate_on_uncommitted_log: about 36 s of a test worker) runs under
+# the slow marker; its invariant, MigrationStateOnlyMovesForward, is caught in every run through its other bug.
+SLOW_SEARCHES = {"activate_on_uncommitted_log"}
+
+
+def _safety_params():
+    return [pytest.param(b, marks=pytest.mark.slow) if b.name in SLOW_SEARCHES else b for b in SAFETY_BUGS]
+
+
+@pytest.mark.parametrize("bug", _safety_params(), ids=lambda b: b.name)
 def test_seeded_bug_is_caught_by_its_invariant_and_replays(bug, run_mutant):
     """The shortest counterexample the search returns replays step by step and ends in the violation."""
     result = run_mutant(bug)
@@ -52,7 +61,7 @@ def test_liveness_seeded_bug_is_caught_by_a_lasso_that_replays(bug, correct_live
     assert correct[bug.invariant] != VIOLATED
 
 
-@pytest.mark.parametrize("bug", SAFETY_BUGS, ids=lambda b: b.name)
+@pytest.mark.parametrize("bug", _safety_params(), ids=lambda b: b.name)
 def test_seeded_bug_counterexample_is_harmless_without_the_bug(bug, run_mutant):
     """The same actions under the correct model break nothing: the bug, not the scope, is to blame."""
     result = run_mutant(bug)
