@@ -87,6 +87,7 @@ from impl.zk_controller import (
 from model.actions import (
     Action,
     AddPartitions,
+    AlterPartition,
     ApiPartitionReassignment,
     BeginControlledShutdown,
     BrokerHeartbeat,
@@ -160,7 +161,7 @@ except ImportError:  # pragma: no cover - until impl/kraft_broker.py exists
     BROKER_REQUESTS = ()
 
 SESSION_TIMEOUT_MS = 6_000  # zookeeper.session.timeout.ms when the config does not say
-KRAFT_ACTIONS = (RegisterWithKRaft, BrokerHeartbeat, FetchMetadata, BeginControlledShutdown)
+KRAFT_ACTIONS = (RegisterWithKRaft, BrokerHeartbeat, FetchMetadata, BeginControlledShutdown, AlterPartition)
 # Fields of the model's Broker the node keeps itself even when the KRaft client reports them.
 _NODE_FIELDS = frozenset({"metadata_live", "meta_properties"})
 
