@@ -234,6 +234,8 @@ class BrokerNode(Node):
         # an admin's AlterPartitionReassignments (partition, target replicas: the scope's), sent to this broker's
         # ZK controller once in its life
         self.reassignment: tuple[PartitionId, tuple[BrokerId, ...]] | None = None
+        # a reassignment may be made (the scope's): leading a partition, it asks for its replicas' ISR joins
+        self.joins_isr = False
         # an admin's DeleteTopics of the one topic, sent through this broker once in its life, and the controller's
         # TopicDeletion polled for (a scope with topic deletions)
         self.deletes_topic = False

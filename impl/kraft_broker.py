@@ -177,9 +177,10 @@ class KRaftBrokerClient:
         elif g.open(BrokerHeartbeat, now) and self.awaiting_heartbeat is None \
                 and not self._waits_to_catch_up(node, kraft):
             out += [BrokerHeartbeat(b, ControllerId(c)) for c in voters if self._towards(BrokerHeartbeat, c, now)]
-        if not kraft:
+        if not kraft and node.joins_isr:
             # a ZK broker leading a partition asks for the ISR join of each other replica it was told of (the
-            # controller takes only an adding replica of a reassignment; a refusal backs off)
+            # controller takes only an adding replica of a reassignment; a refusal backs off), where a reassignment
+            # may be made (elsewhere its requests would only be refused)
             out += [AlterPartition(b, ControllerId(c), PartitionId(p), BrokerId(r))
                     for p, (_, role, replicas) in sorted(node.replicas.items()) if role is ReplicaRole.LEADER
                     for r in replicas if r != b
