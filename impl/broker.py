@@ -87,6 +87,7 @@ from impl.zk_controller import (
 from model.actions import (
     Action,
     AddPartitions,
+    AlterPartition,
     ApiPartitionReassignment,
     BeginControlledShutdown,
     BrokerHeartbeat,
@@ -160,7 +161,7 @@ except ImportError:  # pragma: no cover - until impl/kraft_broker.py exists
     BROKER_REQUESTS = ()
 
 SESSION_TIMEOUT_MS = 6_000  # zookeeper.session.timeout.ms when the config does not say
-KRAFT_ACTIONS = (RegisterWithKRaft, BrokerHeartbeat, FetchMetadata, BeginControlledShutdown)
+KRAFT_ACTIONS = (RegisterWithKRaft, BrokerHeartbeat, FetchMetadata, BeginControlledShutdown, AlterPartition)
 # Fields of the model's Broker the node keeps itself even when the KRaft client reports them.
 _NODE_FIELDS = frozenset({"metadata_live", "meta_properties"})
 
@@ -233,6 +234,8 @@ class BrokerNode(Node):
         # an admin's AlterPartitionReassignments (partition, target replicas: the scope's), sent to this broker's
         # ZK controller once in its life
         self.reassignment: tuple[PartitionId, tuple[BrokerId, ...]] | None = None
+        # a reassignment may be made (the scope's): leading a partition, it asks for its replicas' ISR joins
+        self.joins_isr = False
         # an admin's DeleteTopics of the one topic, sent through this broker once in its life, and the controller's
         # TopicDeletion polled for (a scope with topic deletions)
         self.deletes_topic = False

@@ -62,6 +62,7 @@ class ImplBug(Enum):
     RPCS_WAIT_FOR_NEWER_OFFSET = "impl_rpcs_wait_for_newer_offset"
     INACTIVE_IGNORES_LEADERSHIP = "impl_inactive_ignores_leadership"
     FENCED_BROKER_HEARTBEATS_WHEN_CAUGHT_UP = "impl_fenced_broker_heartbeats_when_caught_up"
+    REASSIGNMENT_COMPLETES_EARLY = "impl_reassignment_completes_early"
     # Mistakes of the design, each made by the model too (``SHARED_SEEDED_BUGS``)
     DUAL_WRITE_RPCS_BEFORE_ZK = "impl_dual_write_rpcs_before_zk"
     ZK_BROKER_KEEPS_REMOVED_BROKERS = "impl_zk_broker_keeps_removed_brokers"
@@ -106,6 +107,9 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
     ImplSeededBug(ImplBug.FEATURE_CACHE_GOES_BACK, "BrokerFeatureCacheNeverGoesBack", "features-downgrade",
                   "a broker clears its feature cache, epoch included, when /features turns Disabled (as Kafka does)"),
     # impl.kraft_controller and impl.kraft (tests/test_impl_kraft.py catches each by walks or a scripted situation)
+    ImplSeededBug(ImplBug.REASSIGNMENT_COMPLETES_EARLY, "ReassignmentCompletesWithTargetInIsr", "reassignment",
+                  "the controller completes a reassignment before every adding replica has joined the ISR (its"
+                  " completion check skipped): its first record already drops the adding and removing replicas"),
     ImplSeededBug(ImplBug.DUAL_WRITE_WITHOUT_EPOCH_CHECK, "OnlyCurrentKRaftLeaderWritesApply", "dual-write",
                   "the dual-write multi leaves out the /controller_epoch check: only the /migration CAS fences it"),
     ImplSeededBug(ImplBug.STALE_MIGRATION_VERSION_AFTER_CLAIM, "MigrationReachesDualWriteWithoutFaults", "handover",

@@ -219,6 +219,7 @@ class Cluster:
                 cluster.brokers[b.id].created_replicas = scope.created_replicas
                 cluster.brokers[b.id].creates_partitions = bool(scope.created_replicas)
                 cluster.brokers[b.id].reassignment = scope.reassignment
+                cluster.brokers[b.id].joins_isr = scope.reassignment is not None
                 cluster.brokers[b.id].deletes_topic = cluster.brokers[b.id].topic_deletions = \
                     scope.budget.topic_deletions > 0
         if cold.controllers:

@@ -56,6 +56,8 @@ from impl.codec import IBP_BY_NAME
 from impl.decisions import decision
 from impl.kraft.image import BrokerImage
 from impl.kraft.rpc import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
     ApiError,
     BrokerHeartbeatAnswer,
     BrokerHeartbeatAnswerResponse,
@@ -78,9 +80,16 @@ from impl.pacing import (
     Gates,
 )
 from impl.protocol import Handler, Perform, Rpc, RpcRequest, Trace, Unreachable
-from model.actions import Action, BeginControlledShutdown, BrokerHeartbeat, FetchMetadata, RegisterWithKRaft
+from model.actions import (
+    Action,
+    AlterPartition,
+    BeginControlledShutdown,
+    BrokerHeartbeat,
+    FetchMetadata,
+    RegisterWithKRaft,
+)
 from model.kraft import BrokerState, ControllerId, ZkMigrationState
-from model.types import BrokerId, Ibp
+from model.types import BrokerId, Ibp, PartitionId, ReplicaRole
 
 UNKNOWN_BROKER_EPOCH = -1
 
@@ -168,6 +177,14 @@ class KRaftBrokerClient:
         elif g.open(BrokerHeartbeat, now) and self.awaiting_heartbeat is None \
                 and not self._waits_to_catch_up(node, kraft):
             out += [BrokerHeartbeat(b, ControllerId(c)) for c in voters if self._towards(BrokerHeartbeat, c, now)]
+        if not kraft and node.joins_isr:
+            # a ZK broker leading a partition asks for the ISR join of each other replica it was told of (the
+            # controller takes only an adding replica of a reassignment; a refusal backs off), where a reassignment
+            # may be made (elsewhere its requests would only be refused)
+            out += [AlterPartition(b, ControllerId(c), PartitionId(p), BrokerId(r))
+                    for p, (_, role, replicas) in sorted(node.replicas.items()) if role is ReplicaRole.LEADER
+                    for r in replicas if r != b
+                    for c in voters if self._towards((AlterPartition, p, r), c, now)]
         if kraft:
             out += [FetchMetadata(b, ControllerId(c)) for c in voters if self._towards(FetchMetadata, c, now)]
             if not self.want_shutdown and self.lifecycle is BrokerState.ONLINE:
@@ -225,6 +242,8 @@ class KRaftBrokerClient:
                 return (yield from self._fetch_metadata(node, event.action, c, event.now))
             case BeginControlledShutdown():
                 return (yield from self._begin_controlled_shutdown(node, event.action))
+            case AlterPartition(controller=c):
+                return (yield from self._alter_partition(node, event.action, c, event.now))
         raise TypeError(f"not a KRaft broker action: {event.action!r}")
 
     def _register(self, node: Any, action: RegisterWithKRaft, controller: int, now: int) -> Handler:
@@ -253,6 +272,22 @@ class KRaftBrokerClient:
             self.awaiting = controller  # the answer comes once the record commits (BrokerRegistrationAnswer)
         else:
             self._take_epoch(response.broker_epoch, kraft)
+        yield Trace(action)
+
+    def _alter_partition(self, node: Any, action: AlterPartition, controller: int, now: int) -> Handler:
+        """A ZK broker leading the partition asks the KRaft controller to add ``action.replica`` to its ISR (the
+        replica has caught up: no data is replicated here, so a leader may ask at any time; the controller decides).
+        """
+        local = node.replicas.get(action.partition)
+        if kraft_mode(node.config) or local is None or local[1] is not ReplicaRole.LEADER:
+            return
+        key = (AlterPartition, action.partition, action.replica)
+        request = AlterPartitionRequest(self.broker_id, action.partition, local[0], action.replica)
+        response = yield Rpc(controller, request)
+        if not isinstance(response, AlterPartitionResponse) or not response.appended:
+            self._unanswered(key, controller, now, response)
+            return
+        self._answered(key, controller, now)
         yield Trace(action)
 
     def _take_epoch(self, epoch: int, kraft: bool) -> None:

@@ -48,6 +48,8 @@ from impl.kraft.driver import MIGRATION_BATCH_SIZE, KRaftMigrationDriver, Migrat
 from impl.kraft.image import NO_LEADER, Image, Partition, image_at, rename_record
 from impl.kraft.raft import QuorumState, diverging_point
 from impl.kraft.rpc import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
     ApiError,
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -158,7 +160,7 @@ from model.kraft import (
     ZkMigrationStateRecord,
 )
 from model.migration import MIGRATION, STATE_BYTES, MigrationDriverState, Profile
-from model.state import HeartbeatAnswer, KRaftController, PendingAnswer
+from model.state import TOPIC, HeartbeatAnswer, KRaftController, PendingAnswer
 from model.types import CHANGED_METADATA, BrokerEpoch, BrokerId, Ibp, LeaderEpoch, PartitionId
 
 MIGRATION_FLAG = "zookeeper.metadata.migration.enable"
@@ -993,24 +995,63 @@ class ControllerNode(Node):
         yield  # pragma: no cover - makes this a generator
 
     def _alter_partition_reassignments(self, event: Perform, action: AlterPartitionReassignments) -> Handler:
-        """A PartitionChangeRecord with the admin's replicas, leader and ISR kept (a target without the leader is not
-        taken: the move is one step, model.zk_era says why); the leader epoch bumped while the migration is enabled,
-        so that a ZK broker, which takes a LeaderAndIsr only at a newer leader epoch, learns the new replicas."""
+        """changePartitionReassignment: a PartitionChangeRecord with the target followed by the replicas it drops,
+        the adding and removing replicas, leader and ISR kept; completed at once when the ISR holds the target
+        (``reassignment_change``). A partition copied from ZooKeeper and never moved has no replicas in the image:
+        its move starts from the assignment ZooKeeper holds, read in the same event (as the model reads it)."""
         if not self.is_active() or self.writes_blocked():
             return False
         image = self.own_image()
         p = action.partition
-        if p < len(image.partitions) and image.partitions[p].leader not in action.replicas:
-            return False
         if decide_alter_partition_reassignments(image, p, action.replicas) is ApiError.NONE:
             part = image.partitions[p]
-            isr = tuple(r for r in part.isr if r in action.replicas)
-            # (the mistake: Kafka 3.5's PartitionChangeBuilder, no bump when a reassignment only adds replicas)
-            bump = self.migration_enabled and ImplBug.REASSIGNMENT_KEEPS_LEADER_EPOCH not in self.bugs
-            self.raft.append([PartitionChangeRecord(p, BrokerId(part.leader), isr,
-                                                    LeaderEpoch(part.leader_epoch + bump), action.replicas)])
+            current = part.replicas
+            if not current:
+                from impl.codec import decode
+
+                try:
+                    data, _ = yield GetData(self.zk_session, TOPIC)
+                except NoNode:
+                    data = None
+                assignment = () if data is None else decode(TOPIC, data)
+                current = tuple(assignment[p]) if p < len(assignment) else ()
+            removing = tuple(sorted(set(current) - set(action.replicas)))
+            adding = tuple(sorted(set(action.replicas) - set(current)))
+            record = reassignment_change(image, p, current, action.replicas + removing, adding, removing, part.isr,
+                                         self.migration_enabled, self.bugs)
+            if record is not None:
+                self.raft.append([record])
         return True  # answered, refused or not
-        yield  # pragma: no cover - makes this a generator
+
+    def _alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
+        """ReplicationControlManager.alterPartition, for the ISR join of a reassignment's adding replica: the leader
+        at the image's leader epoch asks, the replica is adding, outside the ISR and may lead (registered, unfenced,
+        not shutting down: INELIGIBLE_REPLICA); the record completes the reassignment once every adding replica is
+        in."""
+        if not self.is_active():
+            return AlterPartitionResponse(ApiError.NOT_CONTROLLER)
+        if self.writes_blocked():
+            return AlterPartitionResponse(ApiError.THROTTLING_QUOTA_EXCEEDED)
+        image = self.own_image()
+        if request.partition >= len(image.partitions):
+            return AlterPartitionResponse(ApiError.UNKNOWN_TOPIC_OR_PARTITION)
+        part = image.partitions[request.partition]
+        if part.leader != request.broker_id:
+            return AlterPartitionResponse(ApiError.NOT_LEADER_OR_FOLLOWER)
+        if part.leader_epoch != request.leader_epoch:
+            return AlterPartitionResponse(ApiError.FENCED_LEADER_EPOCH)
+        r = request.joining
+        # Differs: Kafka takes any ISR within the replicas; here only an adding replica outside the ISR joins.
+        if r not in part.adding or r in part.isr:
+            return AlterPartitionResponse(ApiError.INVALID_REQUEST)
+        if not _acceptable(image, r):
+            return AlterPartitionResponse(ApiError.INELIGIBLE_REPLICA)
+        record = reassignment_change(image, request.partition, part.replicas, part.replicas, part.adding,
+                                     part.removing, part.isr + (r,), self.migration_enabled, self.bugs)
+        if record is None:
+            return AlterPartitionResponse(ApiError.NONE)
+        self.raft.append([record])
+        return AlterPartitionResponse(ApiError.NONE, appended=True)
 
     def _delete_topics(self, event: Perform, action: DeleteTopics) -> Handler:
         """A RemoveTopicRecord for the one topic; in dual write the driver deletes it from ZooKeeper and sends the ZK
@@ -1062,6 +1103,8 @@ class ControllerNode(Node):
                 return response
             case MetadataFetchRequest():
                 return self._metadata_fetch(request)
+            case AlterPartitionRequest():
+                return self._alter_partition(request)
         raise TypeError(f"not a request a KRaft controller serves: {request!r}")
         yield  # pragma: no cover - makes this a generator
 
@@ -1204,6 +1247,45 @@ class PartitionChangeBuilder:
             return None
         return PartitionChangeRecord(self.partition_id, BrokerId(self.target_leader), self.target_isr,
                                      LeaderEpoch(self.current.leader_epoch + 1))
+
+
+def _acceptable(image: Image, b: int) -> bool:
+    """LeaderAcceptor: registered, unfenced and not in controlled shutdown."""
+    reg = image.brokers.get(b)
+    return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+
+
+def reassignment_change(
+    image: Image, p: int, current: tuple[int, ...], replicas: tuple[int, ...], adding: tuple[int, ...],
+    removing: tuple[int, ...], isr: tuple[int, ...], migration_enabled: bool, bugs: frozenset[ImplBug],
+) -> PartitionChangeRecord | None:
+    """PartitionChangeBuilder.build for partition ``p`` moving from ``current`` to ``replicas`` with ``adding`` and
+    ``removing`` at ``isr``: completeReassignmentIfNeeded (once the ISR less the removing replicas holds the
+    replicas kept: those are the replicas and the ISR, adding and removing cleared), tryElection (a leader outside
+    the ISR gives way to the first kept replica in it that may lead), and the leader epoch bumped at a new leader,
+    when replicas leave, or at any move while the migration is enabled (so a ZK broker takes the LeaderAndIsr).
+    None when nothing changes."""
+    part = image.partitions[p]
+    if adding or removing:
+        kept_isr = tuple(r for r in isr if r not in removing)
+        kept = tuple(r for r in replicas if r not in removing)
+        # (the mistake: the completion check skipped, a reassignment ends before its adding replicas joined)
+        early = ImplBug.REASSIGNMENT_COMPLETES_EARLY in bugs
+        if kept_isr and kept and (set(kept) <= set(kept_isr) or early):
+            replicas, isr, adding, removing = kept, kept_isr, (), ()
+    leader = part.leader
+    if leader not in isr:
+        leader = next((r for r in replicas if r in isr and _acceptable(image, r)), NO_LEADER)
+    moves = replicas != current and migration_enabled and ImplBug.REASSIGNMENT_KEEPS_LEADER_EPOCH not in bugs
+    bump = leader != part.leader or not set(current) <= set(replicas) or moves
+    record = PartitionChangeRecord(
+        p, BrokerId(leader), isr, LeaderEpoch(part.leader_epoch + bump),
+        tuple(BrokerId(r) for r in replicas) if replicas != part.replicas else (),
+        tuple(BrokerId(r) for r in adding) if adding != part.adding else None,
+        tuple(BrokerId(r) for r in removing) if removing != part.removing else None)
+    if record == PartitionChangeRecord(p, BrokerId(part.leader), part.isr, LeaderEpoch(part.leader_epoch)):
+        return None
+    return record
 
 
 def move_leaders_off(image: Image, b: int, drop_from_isr: bool) -> list[MetadataRecord]:

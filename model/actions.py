@@ -546,6 +546,19 @@ class AlterPartitionReassignments(Record):
 
 
 @record
+class AlterPartition(Record):
+    """``broker``, leading ``partition``, asks the active controller ``controller`` to add ``replica``, an adding
+    replica of a reassignment that has caught up, to the ISR (AlterPartition, ReplicationControlManager
+    .alterPartition); the record completes the reassignment once every adding replica is in. Enabled while
+    ``broker`` leads the partition at the image's leader epoch and ``replica`` is registered and unfenced."""
+
+    broker: BrokerId
+    controller: ControllerId
+    partition: PartitionId
+    replica: BrokerId
+
+
+@record
 class DeleteTopics(Record):
     """An admin's DeleteTopics of the one topic on the active controller (ReplicationControlManager.deleteTopics): a
     RemoveTopicRecord (refused in pre-migration); in dual write the driver deletes it from ZooKeeper and sends the ZK
@@ -645,6 +658,7 @@ KRaftAction = (
     | DeleteControllerZNodes
     | CreatePartitions
     | AlterPartitionReassignments
+    | AlterPartition
     | DeleteTopics
 )
 
@@ -670,6 +684,7 @@ KRaftQuorumAction = (
     | UpdateMetadataVersion
     | CreatePartitions
     | AlterPartitionReassignments
+    | AlterPartition
     | DeleteTopics
 )
 

@@ -85,6 +85,7 @@ class Bug(Enum):
     MIGRATION_SKIPS_UNSTARTED_PARTITION = "migration_skips_unstarted_partition"
     # Reassignments during the migration (the ``reassignment`` scope)
     REASSIGNMENT_KEEPS_LEADER_EPOCH = "reassignment_keeps_leader_epoch"
+    REASSIGNMENT_COMPLETES_EARLY = "reassignment_completes_early"
     # Topic deletions during the migration (the ``delete-topics`` scope)
     DELETION_STOPS_WITHOUT_DELETE = "deletion_stops_without_delete"
     MIGRATES_PENDING_DELETION = "migrates_pending_deletion"
@@ -277,6 +278,9 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "a KRaft controller's reassignment adds replicas without bumping the leader epoch (Kafka 3.5's"
               " PartitionChangeBuilder, KAFKA-16120): the ZK broker leading the partition ignores the LeaderAndIsr"
               " and never learns the new replicas"),
+    SeededBug(Bug.REASSIGNMENT_COMPLETES_EARLY, "ReassignmentCompletesWithTargetInIsr", "reassignment",
+              "a KRaft controller completes a reassignment before every adding replica has joined the ISR (its"
+              " completion check skipped): the partition's replicas include one that never caught up"),
     SeededBug(Bug.FAILED_WRITE_DROPS_DELTA, "ZkEqualsImageAtMigrationOffset", "dual-write-failure",
               "kafka-3.9's rule under kip: a dual write that failed (its session expired) has handed the driver its"
               " image, and the next dual write writes only the delta since that image, /migration past the lost one"),

@@ -117,13 +117,14 @@ class BrokerRegistrationChangeRecord(Record):
 
 
 def _repr_without_empty_replicas(r: Record) -> str:
-    """A partition's repr, its ``replicas`` left out when empty (``QUIET_WHEN_EMPTY``): the partitions of every
-    scope without creations print as they did before the field existed (pinned scenario outputs show them)."""
+    """A partition's repr, its ``replicas`` (and a reassignment's adding and removing replicas) left out when empty
+    (``QUIET_WHEN_EMPTY``): the partitions of every scope without creations or reassignments print as they did
+    before the fields existed (pinned scenario outputs show them)."""
     return repr_quiet_when_empty(r, QUIET_WHEN_EMPTY)
 
 
 TOPIC_NAME = "t"  # the one topic whose partitions the image tracks (/brokers/topics/t)
-QUIET_WHEN_EMPTY = frozenset({"replicas"})  # fields of the partition records and images shown only when set
+QUIET_WHEN_EMPTY = frozenset({"replicas", "adding", "removing"})  # partition fields shown only when set
 
 
 @record
@@ -150,9 +151,15 @@ class PartitionChangeRecord(Record):
     leader_epoch: LeaderEpoch
     # A reassignment's new replica set (AlterPartitionReassignments); () for a change that keeps the replicas.
     replicas: tuple[BrokerId, ...] = ()
+    # A reassignment's adding and removing replicas (PartitionChangeRecord's addingReplicas, removingReplicas):
+    # None keeps them (Kafka's absent field), () clears them (its completion).
+    adding: tuple[BrokerId, ...] | None = None
+    removing: tuple[BrokerId, ...] | None = None
 
     def __repr__(self) -> str:
-        return _repr_without_empty_replicas(self)
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__
+                          if (n != "replicas" or self.replicas) and getattr(self, n) is not None)
+        return f"{type(self).__name__}({shown})"
 
 
 @record
@@ -247,6 +254,13 @@ class PartitionImage(Record):
     isr: tuple[BrokerId, ...]
     leader_epoch: LeaderEpoch
     replicas: tuple[BrokerId, ...] = ()  # as its PartitionRecord gave it (a change keeps it, a reassignment sets it)
+    adding: tuple[BrokerId, ...] = ()  # a reassignment in progress: replicas not yet in the ISR it waits for
+    removing: tuple[BrokerId, ...] = ()  # a reassignment in progress: replicas its completion drops
+
+    @property
+    def reassigning(self) -> bool:
+        """A reassignment is in progress (PartitionReassignmentReplicas.isReassignmentInProgress)."""
+        return bool(self.adding or self.removing)
 
     def __repr__(self) -> str:
         return _repr_without_empty_replicas(self)
@@ -346,8 +360,13 @@ def _apply(image: MetadataImage, rec: MetadataRecord) -> MetadataImage:
             parts = list(image.partitions)
             while len(parts) <= p:
                 parts.append(PartitionImage(BrokerId(-1), (), LeaderEpoch(-1)))
-            replicas = rec.replicas if isinstance(rec, PartitionRecord) else rec.replicas or parts[p].replicas
-            parts[p] = PartitionImage(rec.leader, rec.isr, rec.leader_epoch, replicas)
+            if isinstance(rec, PartitionRecord):
+                parts[p] = PartitionImage(rec.leader, rec.isr, rec.leader_epoch, rec.replicas)
+            else:  # PartitionRegistration.merge: an absent field keeps what the partition had
+                old = parts[p]
+                parts[p] = PartitionImage(rec.leader, rec.isr, rec.leader_epoch, rec.replicas or old.replicas,
+                                          old.adding if rec.adding is None else rec.adding,
+                                          old.removing if rec.removing is None else rec.removing)
             return image.replace(partitions=tuple(parts))
         case ConfigRecord(value=value):
             return image.replace(config=value)

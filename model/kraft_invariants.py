@@ -15,10 +15,19 @@ covered (Raft's committed log); ``committed_image`` is what that prefix replays 
 from __future__ import annotations
 
 from model.actions import Action, BrokerHeartbeat, RegisterWithKRaft
-from model.kraft import Incarnation, Log, MetadataImage, RegisterBrokerRecord, image_of, majority
+from model.kraft import (
+    Incarnation,
+    Log,
+    MetadataImage,
+    PartitionChangeRecord,
+    RegisterBrokerRecord,
+    image_of,
+    majority,
+    replay,
+)
 from model.kraft_quorum import ctrl, own_image
 from model.registry import always, section, transition
-from model.state import ClusterState
+from model.state import TOPIC, ClusterState, znode_data
 from model.types import UNKNOWN_BROKER_EPOCH, BrokerEpoch, BrokerId
 
 
@@ -213,3 +222,43 @@ def _gave(log: Log, broker: BrokerId, incarnation: Incarnation, epoch: BrokerEpo
     """``log`` holds ``incarnation``'s RegisterBrokerRecord with ``epoch`` (where: BrokerEpochIsRegistrationOffset)."""
     return any(isinstance(rec := e.record, RegisterBrokerRecord)
                and (rec.broker, rec.incarnation, rec.epoch) == (broker, incarnation, epoch) for e in log)
+
+
+# ---- reassignments ------------------------------------------------------------------------------
+
+section("Reassignments (KIP-866 §ZK Broker RPCs)")
+
+
+@transition(
+    "ReassignmentCompletesWithTargetInIsr",
+    "A record that ends a partition's reassignment (its adding and removing replicas cleared) leaves every replica"
+    " of the partition in its ISR, and one that moves a partition without a reassignment in progress after it"
+    " (a move done at once) adds no replica outside the ISR: a replica joins an assignment for good only once it"
+    " has caught up.",
+    "KIP-866 §ZK Broker RPCs (\"following reassignments ... StopReplicas\": a reassignment ends only once its new"
+    " replicas serve); Kafka's PartitionReassignmentReplicas.maybeCompleteReassignment",
+)
+def reassignment_completes_with_target_in_isr(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if after.controllers is before.controllers:
+        return True
+    for was, c in zip(before.controllers, after.controllers):
+        if c.log is was.log or len(c.log) <= len(was.log) or c.log[: len(was.log)] != was.log:
+            continue
+        image = own_image(was)
+        for entry in c.log[len(was.log):]:
+            rec = entry.record
+            if not isinstance(rec, PartitionChangeRecord) or rec.partition >= len(image.partitions):
+                image = replay(image, rec)
+                continue
+            prev = image.partitions[rec.partition]
+            image = replay(image, rec)
+            part = image.partitions[rec.partition]
+            if part.reassigning:
+                continue
+            # a partition copied from ZooKeeper and never moved has its replicas in /brokers/topics/t only
+            assignment = znode_data(before, TOPIC) or ()
+            known = prev.replicas or (assignment[rec.partition] if rec.partition < len(assignment) else ())
+            joined = set(part.replicas) if prev.reassigning else set(part.replicas) - set(known)
+            if not joined <= set(part.isr):
+                return False
+    return True

@@ -755,6 +755,8 @@ def _assignment_write(state: ClusterState, image: MetadataImage, variant: Varian
     if assignment is None or variant.has(Bug.DUAL_WRITE_KEEPS_ASSIGNMENT):
         return []
     kept = tuple(assignment[p] for p in range(len(image.partitions), len(assignment)))
+    # Differs: Kafka's updateTopic also writes each partition's adding_replicas and removing_replicas into the topic
+    # znode; the model's znode holds the replicas alone (a reassignment in progress shows in them, target first).
     wanted = tuple(part.replicas or assignment[p] for p, part in enumerate(image.partitions)) + kept
     return [] if wanted == assignment else [SetData(TOPIC, wanted, ZkVersion(-1))]
 

@@ -34,6 +34,7 @@ from typing import assert_never
 
 from model.actions import (
     AlterConfigs,
+    AlterPartition,
     AlterPartitionReassignments,
     BecomeLeader,
     BeginControlledShutdown,
@@ -75,6 +76,7 @@ from model.kraft import (
     MetadataImage,
     MetadataRecord,
     PartitionChangeRecord,
+    PartitionImage,
     PartitionRecord,
     QuorumRole,
     RegisterBrokerRecord,
@@ -92,7 +94,7 @@ from model.kraft import (
     majority,
 )
 from model.migration import MIGRATION, Driver, Profile
-from model.outcome import BUDGET_SPENT, MOVES_LEADER, Refused, Result, Unchanged
+from model.outcome import BUDGET_SPENT, Refused, Result, Unchanged
 from model.state import (
     Broker,
     BrokerHeartbeatRequest,
@@ -102,6 +104,7 @@ from model.state import (
     HeartbeatAnswer,
     KRaftController,
     PendingAnswer,
+    TOPIC,
     controller_index,
     seen_by,
     znode_data,
@@ -117,6 +120,7 @@ from model.types import (
     Ibp,
     LeaderEpoch,
     PartitionId,
+    ReplicaRole,
     metadata_changed_between,
 )
 
@@ -195,6 +199,8 @@ def handle(state: ClusterState, action: KRaftQuorumAction, variant: Variant) -> 
             return _create_partitions(state, c, replicas, variant)
         case AlterPartitionReassignments(controller=c, partition=p, replicas=replicas):
             return _alter_partition_reassignments(state, c, p, replicas, variant)
+        case AlterPartition(broker=b, controller=c, partition=p, replica=r):
+            return _alter_partition(state, b, c, p, r, variant)
         case DeleteTopics(controller=c):
             return _delete_topics(state, c, variant)
         case _:
@@ -1204,13 +1210,77 @@ def _create_partitions(
     return append(state, c, [decided], variant)
 
 
+def reassignment_replicas(
+    current: tuple[BrokerId, ...], target: tuple[BrokerId, ...]
+) -> tuple[tuple[BrokerId, ...], tuple[BrokerId, ...], tuple[BrokerId, ...]]:
+    """PartitionReassignmentReplicas: (replicas, adding, removing) of a move from ``current`` to ``target``: the
+    target followed by the replicas it drops, and each difference in id order (Kafka's TreeSet)."""
+    removing = tuple(sorted(set(current) - set(target)))
+    adding = tuple(sorted(set(target) - set(current)))
+    return target + removing, adding, removing
+
+
+def completed_reassignment(
+    part: PartitionImage, isr: tuple[BrokerId, ...], variant: Variant
+) -> tuple[tuple[BrokerId, ...], tuple[BrokerId, ...]] | None:
+    """PartitionReassignmentReplicas.maybeCompleteReassignment: the (replicas, ISR) that complete ``part``'s
+    reassignment in progress at ``isr``, both without the removing replicas, once that ISR holds every replica
+    kept (so every adding one); None while it does not, or when nothing is in progress."""
+    if not part.reassigning:
+        return None
+    new_isr = tuple(r for r in isr if r not in part.removing)
+    replicas = tuple(r for r in part.replicas if r not in part.removing)
+    if not new_isr or not replicas:
+        return None
+    if not set(replicas) <= set(new_isr) and not variant.has(Bug.REASSIGNMENT_COMPLETES_EARLY):
+        return None
+    return replicas, new_isr
+
+
+def build_partition_change(
+    image: MetadataImage, p: PartitionId, before: PartitionImage, part: PartitionImage, isr: tuple[BrokerId, ...],
+    migrating: bool, variant: Variant,
+) -> PartitionChangeRecord:
+    """PartitionChangeBuilder.build for a reassignment's records: ``part`` (the partition with the reassignment's
+    replicas, adding and removing, as the record would leave it) at ``isr``, completed when the ISR allows it
+    (``completed_reassignment``): the removing replicas dropped from the replicas and ISR, adding and removing
+    cleared, and a leader among the removed replaced by the first replica kept in the ISR that is registered,
+    unfenced and not shutting down (tryElection; none: no leader). The leader epoch moves with a new leader, when
+    replicas leave (triggerLeaderEpochBumpForReplicaReassignmentIfNeeded), and at any change of the replicas while
+    the migration is enabled (``decide_alter_partition_reassignments`` says why). ``before`` is the partition as
+    the image has it, its replicas known."""
+    replicas, adding, removing, leader = part.replicas, part.adding, part.removing, before.leader
+    completed = completed_reassignment(part, isr, variant)
+    if completed is not None:
+        (replicas, isr), adding, removing = completed, (), ()
+    if leader not in isr:
+        leader = next((r for r in replicas if r in isr and _acceptable_leader(image, r)), NO_LEADER)
+    # Differs: Kafka's PartitionChangeBuilder bumps the leader epoch of a move only when replicas leave it (never at
+    # a reassignment's start: its replicas keep the removing ones), and since KAFKA-16120's fix (3.7.0, 3.6.2) a ZK
+    # broker takes an equal leader epoch from a KRaft controller instead; the model bumps it at every change of the
+    # replicas in both profiles while the migration is enabled, so that a ZK broker learns the new replicas.
+    moves = replicas != before.replicas and migrating and not variant.has(Bug.REASSIGNMENT_KEEPS_LEADER_EPOCH)
+    bump = leader != before.leader or not set(before.replicas) <= set(replicas) or moves
+    return PartitionChangeRecord(
+        p, leader, isr, LeaderEpoch(before.leader_epoch + bump), replicas if replicas != before.replicas else (),
+        adding if adding != before.adding else None, removing if removing != before.removing else None)
+
+
+def _acceptable_leader(image: MetadataImage, b: BrokerId) -> bool:
+    """LeaderAcceptor: a broker registered, unfenced and not in controlled shutdown may lead."""
+    reg = image.registration(b)
+    return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+
+
 def decide_alter_partition_reassignments(
-    image: MetadataImage, p: PartitionId, replicas: tuple[BrokerId, ...], migrating: bool, variant: Variant
-) -> Refused | PartitionChangeRecord:
-    """ReplicationControlManager.alterPartitionReassignments for one partition, after the pre-migration gate: every
-    target replica registered (INVALID_REPLICA_ASSIGNMENT), a PartitionChangeRecord with the new replicas, leader
-    and ISR kept (the target keeps the leader: ``model.zk_era._api_partition_reassignment`` says why the move is
-    one step), the leader epoch bumped while the migration is enabled.
+    image: MetadataImage, p: PartitionId, current: tuple[BrokerId, ...], replicas: tuple[BrokerId, ...],
+    migrating: bool, variant: Variant,
+) -> Refused | PartitionChangeRecord | None:
+    """ReplicationControlManager.changePartitionReassignment for one partition, after the pre-migration gate: every
+    target replica registered (INVALID_REPLICA_ASSIGNMENT), then the reassignment's first PartitionChangeRecord
+    (its replicas the target and the removing ones, its adding and removing replicas, the leader and ISR kept),
+    completed at once when the ISR already holds the target (``build_partition_change``); None when nothing moves.
+    ``current`` is the partition's replicas before the move.
 
     KIP-866 §ZK Broker RPCs has the KRaft controller stand for a ZK controller toward ZK brokers, which bumps the
     leader epoch of every reassignment, so that a ZK broker (which takes a LeaderAndIsr only at a newer leader
@@ -1221,13 +1291,14 @@ def decide_alter_partition_reassignments(
         if image.registration(r) is None:
             return Refused(Errors.INVALID_REPLICA_ASSIGNMENT, "the assignment includes broker {}, but no such broker is"
                            " registered", (r,))
-    part = image.partitions[p]
-    isr = tuple(r for r in part.isr if r in replicas)
-    # Differs: Kafka's PartitionChangeBuilder bumps the leader epoch of a reassignment only when replicas leave it
-    # (not when it only adds some), and since KAFKA-16120's fix (3.7.0, 3.6.2) a ZK broker takes an equal leader
-    # epoch from a KRaft controller instead; the model bumps it on the controller in both profiles.
-    bump = migrating and not variant.has(Bug.REASSIGNMENT_KEEPS_LEADER_EPOCH)
-    return PartitionChangeRecord(p, part.leader, isr, LeaderEpoch(part.leader_epoch + bump), replicas)
+    before = image.partitions[p].replace(replicas=current)
+    moved, adding, removing = reassignment_replicas(current, replicas)
+    part = before.replace(replicas=moved, adding=adding, removing=removing)
+    rec = build_partition_change(image, p, before, part, before.isr, migrating, variant)
+    if rec.replace(leader_epoch=before.leader_epoch) == PartitionChangeRecord(p, before.leader, before.isr,
+                                                                               before.leader_epoch):
+        return None  # changeRecordIsNoOp
+    return rec
 
 
 def _alter_partition_reassignments(
@@ -1237,13 +1308,72 @@ def _alter_partition_reassignments(
     if isinstance(request, Refused):
         return request
     state, c, image = request
-    if p < len(image.partitions) and image.partitions[p].leader not in replicas:
-        return MOVES_LEADER
+    assignment = znode_data(state, TOPIC) or ()
+    # Differs: Kafka's image holds every partition's replicas from the migration's copy on; the model's holds them
+    # only for a partition created or moved on KRaft, so a move of one copied from ZooKeeper starts from the
+    # assignment ZooKeeper holds (the dual write keeps it equal to the image's).
+    current = image.partitions[p].replicas if p < len(image.partitions) else ()
+    if not current and p < len(assignment):
+        current = assignment[p]
     decided = decide_write(image, variant) or decide_alter_partition_reassignments(
-        image, p, replicas, c.config.migration_enabled, variant)
+        image, p, current, replicas, c.config.migration_enabled, variant)
     if isinstance(decided, Refused):
         return decided.delivered(state)
+    if decided is None:
+        return Unchanged("partition {} has the replicas {} already", (p, replicas), state)
     return append(state, c, [decided], variant)
+
+
+def alter_partition_refused(
+    state: ClusterState, image: MetadataImage, b: BrokerId, p: PartitionId, r: BrokerId
+) -> Refused | None:
+    """Why broker ``b`` may not ask for ``r``'s ISR join of partition ``p`` now (None: it may). ``b``'s process is
+    alive and leads ``p`` at the image's leader epoch (it learned the reassignment from a LeaderAndIsr: the
+    leader's side, which Kafka's controller checks as the request's leader epoch); ``r`` is an adding replica of a
+    reassignment in progress, not in the ISR yet, registered, unfenced and not shutting down (the controller's
+    side, which also stands for "its process is alive and fetches").
+
+    The model replicates no data, so a replica that may fetch may have caught up: the step is free while the guard
+    holds, as catching up takes no bounded time. Only a ZK broker's process keeps the replicas it hosts
+    (``Broker.replicas``, set by LeaderAndIsr), so only a ZK broker leads here."""
+    # Differs: Kafka's KRaft brokers take their replicas from the image and send AlterPartition as ZK brokers do; the
+    # model's KRaft brokers host no replicas, so a reassignment whose leader is one never ends.
+    if p >= len(image.partitions) or b >= len(state.brokers):
+        return _NOT_CAUGHT_UP
+    part, leader = image.partitions[p], state.brokers[b]
+    led = leader.replicas[p] if p < len(leader.replicas) else None
+    if (not leader.alive or part.leader != b or led is None or led.role is not ReplicaRole.LEADER
+            or led.leader_epoch != part.leader_epoch):
+        return _NOT_LEADING
+    if r not in part.adding or r in part.isr or not _acceptable_leader(image, r):
+        return _NOT_CAUGHT_UP
+    return None
+
+
+def _alter_partition(
+    state: ClusterState, b: BrokerId, cid: ControllerId, p: PartitionId, r: BrokerId, variant: Variant
+) -> Result:
+    """ReplicationControlManager.alterPartition for the ISR join of an adding replica: a PartitionChangeRecord with
+    ``r`` added to the ISR, completing the reassignment once every adding replica is in (``build_partition_change``).
+    """
+    c = ctrl(state, cid)
+    if not is_active(c):
+        return _NOT_ACTIVE
+    if writes_blocked(state, c, variant):
+        return _LAG_BOUND
+    image = own_image(c)
+    refused = alter_partition_refused(state, image, b, p, r)
+    if refused is not None:
+        return refused
+    part = image.partitions[p]
+    # Differs: Kafka's leader sends AlterPartition and takes the new ISR from the answer; the model's one step is the
+    # request and its record, the leader's side (which the guard reads) unchanged.
+    rec = build_partition_change(image, p, part, part, part.isr + (r,), c.config.migration_enabled, variant)
+    return append(state, c, [rec], variant)
+
+
+_NOT_LEADING = Refused(None, "the broker does not lead the partition at the image's leader epoch")
+_NOT_CAUGHT_UP = Refused(None, "the replica is no unfenced adding replica of a reassignment outside the ISR")
 
 
 def decide_delete_topics(image: MetadataImage) -> Refused | RemoveTopicRecord:

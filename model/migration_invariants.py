@@ -18,6 +18,7 @@ from __future__ import annotations
 from model import zookeeper as zkm
 from model.actions import (
     Action,
+    AlterPartition,
     DualWrite,
     ElectController,
     Fetch,
@@ -35,6 +36,7 @@ from model.kraft import (
     BrokerState,
     ControllerId,
     MetadataImage,
+    PartitionChangeRecord,
     QuorumRole,
     ZkMigrationState,
     image_of,
@@ -487,6 +489,19 @@ def partition_reassigned_by_dual_write(before: ClusterState, action: Action, aft
         return False
     was, now = znode_data(before, TOPIC) or (), znode_data(after, TOPIC) or ()
     return any(old != new for old, new in zip(was, now))
+
+
+@sometimes(
+    "ReassignmentCompleted",
+    "An adding replica's ISR join completes a reassignment made on KRaft: its adding and removing replicas cleared.",
+    "KIP-866 §ZK Broker RPCs; Kafka's ReplicationControlManager.alterPartition",
+)
+def reassignment_completed(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not isinstance(action, AlterPartition):
+        return False
+    c = ctrl(after, action.controller)
+    return (bool(c.log) and isinstance(rec := c.log[-1].record, PartitionChangeRecord)
+            and (rec.adding == () or rec.removing == ()))
 
 
 @sometimes(

@@ -71,7 +71,8 @@ Result = ClusterState | Refused | Unchanged
 # The scope's bounds: in a script's session they are lifted, so only explorations meet these.
 BUDGET_SPENT = Refused(None, "the scope's budget for this perturbation is spent")
 IN_FLIGHT_CAP = Refused(None, "the scope's cap on messages in flight is reached")
-# A reassignment is one step to its target (model.zk_era._api_partition_reassignment): none may leave out the leader.
+# The ZK controller's reassignment is one step to its target (model.zk_era._api_partition_reassignment): none may
+# leave out the leader.
 MOVES_LEADER = Refused(None, "the target leaves out the leader: a move off it needs the completion the model"
                              " leaves out")
 

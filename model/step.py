@@ -26,6 +26,7 @@ from model.actions import (
     Action,
     AddPartitions,
     AlterConfigs,
+    AlterPartition,
     AlterPartitionReassignments,
     ApiPartitionReassignment,
     BecomeLeader,
@@ -260,6 +261,9 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
                 actions.append(CreatePartitions(i, scope.created_replicas))
             if state.budget.reassignments and scope.reassignment is not None:  # never in a scope without them
                 actions.append(AlterPartitionReassignments(i, *scope.reassignment))
+            if scope.reassignment is not None:  # the ISR joins of its adding replicas, asked by any leader
+                p, target = scope.reassignment
+                actions += [AlterPartition(b.id, i, p, r) for b in state.brokers for r in target]
             if state.budget.topic_deletions:  # never in a scope without topic deletions
                 actions.append(DeleteTopics(i))
     for b in state.brokers:

@@ -1117,9 +1117,10 @@ def _api_partition_reassignment(
     LeaderAndIsr to its live replicas and UpdateMetadata to every live broker.
 
     Kafka moves in two phases: RS=ORS+TRS (the adding replicas started), then, once every new replica has joined
-    the ISR, RS=TRS. The model has no ISR expansion, so the move is one step to the target, and a target must keep
-    the leader (moving off it needs the completion): what the checks see of a reassignment, the assignment
-    ZooKeeper and the image hold and what the replicas are told, is the first phase's."""
+    the ISR, RS=TRS. The ZK era has no ISR expansion (only the KRaft side's AlterPartition joins a replica:
+    ``model.kraft_quorum._alter_partition``), so the ZK controller's move is one step to the target, and a target
+    must keep the leader (moving off it needs the completion): what the checks see of a reassignment, the
+    assignment ZooKeeper and the image hold and what the replicas are told, is the first phase's."""
     acting = _acting_controller(state, c)
     if acting is None:
         return _NOT_ACTING

@@ -82,6 +82,7 @@ from model.actions import (
     PERTURBATIONS,
     Action,
     AddPartitions,
+    AlterPartition,
     AlterPartitionReassignments,
     ApiPartitionReassignment,
     BrokerZkServerCatchesUp,
@@ -111,14 +112,15 @@ DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 
 # Lost responses (``RegistrationResponseLost``, ``HeartbeatResponseLost``), partition creations (``AddPartitions``,
 # ``ProcessPartitionModifications``, ``CreatePartitions``), reassignments (``ApiPartitionReassignment``,
-# ``AlterPartitionReassignments``), topic deletions (``MarkTopicDeletion``, ``TopicDeletion``, ``DeleteTopics``),
+# ``AlterPartitionReassignments``, ``AlterPartition``), topic deletions (``MarkTopicDeletion``, ``TopicDeletion``, ``DeleteTopics``),
 # brokers' lagging servers (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``) and lost dual-write replies
 # (``DualWriteReplyLost``) get no rule: only scopes ``lost-responses``, ``create-partitions``, ``reassignment``,
 # ``delete-topics``, ``zk-lag`` and ``dual-write-resend`` budget them, which exploration covers whole, and leaving
 # them out keeps every other scope's examples as they were.
 NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
                                             ProcessPartitionModifications, CreatePartitions,
-                                            ApiPartitionReassignment, AlterPartitionReassignments, DeleteTopics,
+                                            ApiPartitionReassignment, AlterPartitionReassignments, AlterPartition,
+                                            DeleteTopics,
                                             MarkTopicDeletion, TopicDeletion, BrokerZkServerLags,
                                             BrokerZkServerCatchesUp, DualWriteReplyLost})
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)

@@ -210,6 +210,8 @@ def view(action) -> StepView:
             return StepView(node(c), None, f"admin: CreatePartitions {list(replicas)}", "note")
         case act.AlterPartitionReassignments(controller=c, partition=p, replicas=replicas):
             return StepView(node(c), None, f"admin: AlterPartitionReassignments p{p} to {list(replicas)}", "note")
+        case act.AlterPartition(broker=b, controller=c, partition=p, replica=r):
+            return StepView(node(b), node(c), f"AlterPartition p{p}: {r} joins the ISR")
         case act.DeleteTopics(controller=c):
             return StepView(node(c), None, "admin: DeleteTopics t", "note")
         case act.UpdateMetadataVersion(controller=c, level=level, upgrade_type=kind):

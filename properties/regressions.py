@@ -14,10 +14,12 @@ from impl.bugs import ImplBug
 from model.actions import (
     Action,
     AlterConfigs,
+    AlterPartitionReassignments,
     BecomeLeader,
     BecomeZkController,
     BrokerHeartbeat,
     BrokerZkServerLags,
+    CompleteMigration,
     CreatePartitions,
     DualWrite,
     DualWriteReplyLost,
@@ -26,6 +28,7 @@ from model.actions import (
     ExpireSession,
     Fetch,
     KRaftLeaderChange,
+    MigrateMetadata,
     ObserveControllerEpoch,
     OpenSession,
     PublishMetadataChange,
@@ -41,7 +44,7 @@ from model.actions import (
 )
 from model.scopes import MIGRATING, SCOPES, Scope
 from model.state import Budget
-from model.types import BrokerId, SessionId
+from model.types import BrokerId, PartitionId, SessionId
 from properties.differential import Differential
 
 A, B, C = 3000, 3001, 3002
@@ -151,6 +154,19 @@ def dual_write_resend_scope() -> Scope:
     return SCOPES["dual-write-resend"]
 
 
+# The migration, then an admin's reassignment adding broker 1 to partition 0 on the KRaft controller: its first
+# record must leave broker 1 adding, outside the ISR (the seeded bugs reassignment_completes_early complete it at
+# once). (the model's shortest counterexample of the model's bug in scope reassignment)
+EARLY_COMPLETION: tuple[Action, ...] = (
+    WaitForZkBrokers(A), BecomeZkController(A), BecomeZkController(A), MigrateMetadata(A), CompleteMigration(A),
+    AlterPartitionReassignments(A, PartitionId(0), (BrokerId(0), BrokerId(1))),
+)
+
+
+def reassignment_scope() -> Scope:
+    return SCOPES["reassignment"]
+
+
 SCRIPTS: dict[str, tuple[Callable[[], Scope], tuple[Action, ...]]] = {
     "deposed-dual-write": (dual_write_scope, DEPOSED_DUAL_WRITE),
     "older-epoch-heartbeat": (three_voter_pre_migration, OLDER_EPOCH_HEARTBEAT),
@@ -159,6 +175,7 @@ SCRIPTS: dict[str, tuple[Callable[[], Scope], tuple[Action, ...]]] = {
     "failed-write": (dual_write_failure_scope, FAILED_WRITE),
     "lost-reply": (dual_write_resend_scope, LOST_REPLY),
     "stale-election": (zk_lag_scope, STALE_ELECTION),
+    "early-completion": (reassignment_scope, EARLY_COMPLETION),
 }
 
 # The implementation bugs only a script reaches, and the script that catches each.
@@ -170,6 +187,7 @@ CATCHING_SCRIPT: dict[ImplBug, str] = {
     ImplBug.FAILED_WRITE_DROPS_DELTA: "failed-write",
     ImplBug.RESEND_KEEPS_STALE_VERSION: "lost-reply",
     ImplBug.ELECTION_CHECKS_EPOCH_BY_READ: "stale-election",
+    ImplBug.REASSIGNMENT_COMPLETES_EARLY: "early-completion",
 }
 
 

@@ -158,6 +158,7 @@ def test_machine_has_one_rule_per_action_type():
     own scopes budget (exploration covers them whole); ``wait`` is the only other rule."""
     from model.actions import (
         AddPartitions,
+        AlterPartition,
         AlterPartitionReassignments,
         ApiPartitionReassignment,
         BrokerZkServerCatchesUp,
@@ -178,7 +179,7 @@ def test_machine_has_one_rule_per_action_type():
     assert set(ACTION_TYPES) - set(MACHINE_KINDS) == {RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
                                                       ProcessPartitionModifications, CreatePartitions,
                                                       ApiPartitionReassignment, AlterPartitionReassignments,
-                                                      MarkTopicDeletion, TopicDeletion, DeleteTopics,
+                                                      AlterPartition, MarkTopicDeletion, TopicDeletion, DeleteTopics,
                                                       BrokerZkServerLags, BrokerZkServerCatchesUp,
                                                       DualWriteReplyLost}
 

@@ -17,6 +17,7 @@ import pytest
 
 from impl.bugs import SHARED_SEEDED_BUGS, ImplBug
 from model.actions import (
+    AlterPartition,
     AlterPartitionReassignments,
     ApiPartitionReassignment,
     Deliver,
@@ -29,6 +30,7 @@ from model.bugs import Bug, Profile, Variant
 from model.end_to_end_invariants import zk_brokers_at_quiescence
 from model.invariants import violations
 from model.kraft import ControllerId, PartitionChangeRecord
+from model.kraft_quorum import alter_partition_refused, ctrl, own_image
 from model.scopes import SCOPES, initial_state
 from model.state import TOPIC, LeaderAndIsr, UpdateMetadata, partition_state_path, znode_data
 from model.step import outcome, step
@@ -67,17 +69,22 @@ def test_zk_controller_moves_the_partition_with_a_newer_leader_epoch():
     assert [r.leader_epoch for r in hosted] == [before.leader_epoch + 1] * 2
 
 
-def test_a_move_off_the_leader_is_not_taken():
-    """The move is one step to the target (model.zk_era says why): a target without the leader would need the
-    completion the model leaves out, so neither controller takes it."""
+def test_a_move_off_the_leader_is_one_step_only_on_the_zk_controller():
+    """The ZK controller's move is one step to the target (model.zk_era says why), so it does not take a target
+    without the leader; a KRaft controller starts it as Kafka does: the target followed by the replica it drops,
+    broker 1 adding and broker 0 removing, the leader kept until the completion."""
     assert step(start(), ApiPartitionReassignment(B0, P0, (B1,))) is None
-    assert step(run(start(), *DUAL_WRITE), AlterPartitionReassignments(C0, P0, (B1,))) is None
+    migrated = run(start(), *DUAL_WRITE)
+    moved = step(migrated, AlterPartitionReassignments(C0, P0, (B1,)))
+    epoch = znode_data(migrated, STATE).leader_epoch
+    assert appended(migrated, moved, C0) == [
+        PartitionChangeRecord(0, B0, (B0,), LeaderEpoch(epoch + 1), (B1, B0), adding=(B1,), removing=(B0,))]
 
 
 def test_kraft_reassignment_is_refused_in_pre_migration_and_bumps_the_epoch_in_dual_write():
-    """QuorumController's pre-migration gate answers NOT_CONTROLLER; once migrated, a PartitionChangeRecord with the
-    new replicas, leader and ISR kept and the leader epoch bumped (both profiles: the Differs comment in
-    model.kraft_quorum says how Kafka 3.9 gets there instead)."""
+    """QuorumController's pre-migration gate answers NOT_CONTROLLER; once migrated, the reassignment's first
+    PartitionChangeRecord: the new replicas, broker 1 adding, leader and ISR kept and the leader epoch bumped (both
+    profiles: the Differs comment in model.kraft_quorum says how Kafka 3.9 gets there instead)."""
     taken = outcome(start(), AlterPartitionReassignments(C0, P0, MOVED))
     assert taken.error is Errors.NOT_CONTROLLER and "pre-migration" in taken.reason
     for profile in Profile:
@@ -87,7 +94,64 @@ def test_kraft_reassignment_is_refused_in_pre_migration_and_bumps_the_epoch_in_d
             migrated = step(migrated, action, variant)
         epoch = znode_data(migrated, STATE).leader_epoch
         moved = step(migrated, AlterPartitionReassignments(C0, P0, MOVED), variant)
-        assert appended(migrated, moved, C0) == [PartitionChangeRecord(0, B0, (B0,), LeaderEpoch(epoch + 1), MOVED)]
+        assert appended(migrated, moved, C0) == [
+            PartitionChangeRecord(0, B0, (B0,), LeaderEpoch(epoch + 1), MOVED, adding=(B1,))]
+        assert own_image(ctrl(moved, C0)).partitions[0].adding == (B1,)
+
+
+def _moved_and_told(target=MOVED):
+    """The KRaft move in dual write, written to ZooKeeper and told to the ZK brokers."""
+    return deliver_all(run(run(start(), *DUAL_WRITE), AlterPartitionReassignments(C0, P0, target), DualWrite(C0)))
+
+
+def test_the_leaders_alter_partition_completes_the_reassignment():
+    """The leader (broker 0, told by LeaderAndIsr at the new leader epoch) asks for broker 1's ISR join: one record
+    with broker 1 in the ISR that completes the reassignment (adding cleared; replicas and leader epoch kept, as no
+    replica leaves). Only the leader may ask, only for an adding replica, and only once."""
+    told = _moved_and_told()
+    part = own_image(ctrl(told, C0)).partitions[0]
+    assert step(told, AlterPartition(B1, C0, P0, B1)) is None  # broker 1 does not lead it
+    assert step(told, AlterPartition(B0, C0, P0, B0)) is None  # broker 0 is no adding replica
+    joined = step(told, AlterPartition(B0, C0, P0, B1))
+    assert appended(told, joined, C0) == [
+        PartitionChangeRecord(0, B0, (B0, B1), part.leader_epoch, adding=())]
+    done = own_image(ctrl(joined, C0)).partitions[0]
+    assert (done.replicas, done.isr, done.reassigning) == (MOVED, (B0, B1), False)
+    assert step(joined, AlterPartition(B0, C0, P0, B1)) is None
+    assert not violations(told, AlterPartition(B0, C0, P0, B1), joined)
+
+
+def test_an_adding_replica_that_is_fenced_or_a_leader_not_told_cannot_join():
+    """The guard: the leader leads at the image's leader epoch (before the LeaderAndIsr arrives it does not), and
+    the adding replica is registered and unfenced."""
+    moved = run(run(start(), *DUAL_WRITE), AlterPartitionReassignments(C0, P0, MOVED))
+    assert outcome(moved, AlterPartition(B0, C0, P0, B1)).reason.startswith("the broker does not lead")
+    told = _moved_and_told()
+    image = own_image(ctrl(told, C0))
+    fenced = image.replace(brokers=tuple(r.replace(fenced=r.broker == B1) for r in image.brokers))
+    assert alter_partition_refused(told, fenced, B0, P0, B1) is not None
+    assert alter_partition_refused(told, image, B0, P0, B1) is None
+
+
+def test_a_move_off_the_leader_completes_with_a_new_leader():
+    """Target (1,): broker 1 joins, the completion drops broker 0 from the replicas and the ISR, and the leader
+    moves to broker 1 at a newer leader epoch (tryElection; replicas left)."""
+    told = _moved_and_told((B1,))
+    part = own_image(ctrl(told, C0)).partitions[0]
+    joined = step(told, AlterPartition(B0, C0, P0, B1))
+    assert appended(told, joined, C0) == [
+        PartitionChangeRecord(0, B1, (B1,), LeaderEpoch(part.leader_epoch + 1), (B1,), adding=(), removing=())]
+
+
+def test_early_completion_breaks_its_invariant():
+    """The seeded bug: the first record completes at once, broker 1 a replica outside the ISR."""
+    migrated = run(start(), *DUAL_WRITE)
+    variant = Variant(frozenset({Bug.REASSIGNMENT_COMPLETES_EARLY}))
+    moved = step(migrated, AlterPartitionReassignments(C0, P0, MOVED), variant)
+    assert appended(migrated, moved, C0) == [
+        PartitionChangeRecord(0, B0, (B0,), LeaderEpoch(znode_data(migrated, STATE).leader_epoch + 1), MOVED)]
+    assert "ReassignmentCompletesWithTargetInIsr" in violations(migrated, AlterPartitionReassignments(C0, P0, MOVED),
+                                                                moved)
 
 
 def test_dual_write_writes_the_assignment_and_both_replicas_learn_it():
@@ -229,3 +293,41 @@ def test_campaign_under_all_reassign_agrees_and_catches_the_missing_bump():
     for seed in (0, 1):
         correct = run_seed(make_plan(seeds=2, faults="all+reassign", out="unused"), seed, coverage=False)
         assert correct.disagreement is None, str(correct.disagreement)
+
+
+def test_impl_agrees_through_the_isr_join_and_completion():
+    """The KRaft move, its dual write and LeaderAndIsr, then the leader's AlterPartition: the implementation's ZK
+    broker asks its KRaft controller (an RPC), which writes the completing record, as the model does; a request
+    from a broker that does not lead is refused alike."""
+    diff = Differential(SCOPES[SCOPE])
+    for action in (*DUAL_WRITE, AlterPartitionReassignments(C0, P0, MOVED), DualWrite(C0)):
+        assert diff.apply(action) == [action]
+    while diff.model.network:
+        m = messages(diff.model)[0]
+        assert diff.apply(Deliver(m)) == [Deliver(m)]
+    assert diff.apply(AlterPartition(B1, C0, P0, B1)) == []
+    assert diff.apply(AlterPartition(B0, C0, P0, B1)) == [AlterPartition(B0, C0, P0, B1)]
+    assert not own_image(ctrl(diff.model, C0)).partitions[0].reassigning
+
+
+def test_the_impl_early_completion_disagrees_and_breaks_its_invariant():
+    """The implementation's seeded bug (impl.bugs REASSIGNMENT_COMPLETES_EARLY): its first record completes the
+    reassignment at once; the model's does not, and the abstracted state breaks ReassignmentCompletesWithTargetInIsr."""
+    diff = Differential(SCOPES[SCOPE], bugs=frozenset({ImplBug.REASSIGNMENT_COMPLETES_EARLY}))
+    for action in DUAL_WRITE:
+        assert diff.apply(action) == [action]
+    with pytest.raises(Disagreement) as found:
+        diff.apply(AlterPartitionReassignments(C0, P0, MOVED))
+    assert "ReassignmentCompletesWithTargetInIsr" in found.value.broken
+
+
+def test_a_campaign_run_takes_isr_joins_and_agrees():
+    """sim-migration under ``all+reassign``, seed 1: the simulator's ZK brokers send AlterPartition for the
+    reassignment's adding replicas, the controller writes the records, and the model agrees at every step (random
+    walks of the scope reach a completed move in dual write too rarely to rely on)."""
+    from properties.campaign.options import make_plan
+    from properties.runs import run_seed
+
+    run = run_seed(make_plan(seeds=2, faults="all+reassign", out="unused"), 1, coverage=False)
+    assert run.disagreement is None, str(run.disagreement)
+    assert any(isinstance(s.action, AlterPartition) for s in run.record)

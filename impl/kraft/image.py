@@ -65,6 +65,8 @@ class Partition:
     leader_epoch: int
     # the assignment of one created or reassigned on KRaft; () for one copied from ZooKeeper and never moved
     replicas: tuple[int, ...] = ()
+    adding: tuple[int, ...] = ()  # a reassignment in progress: its replicas not yet in the ISR
+    removing: tuple[int, ...] = ()  # a reassignment in progress: the replicas its completion drops
 
 
 @dataclass
@@ -150,10 +152,15 @@ class Image:
             case PartitionRecord() | PartitionChangeRecord():
                 while len(self.partitions) <= rec.partition:
                     self.partitions.append(Partition(NO_LEADER, (), -1))
-                replicas = rec.replicas if isinstance(rec, PartitionRecord) else (
-                    rec.replicas or self.partitions[rec.partition].replicas)  # a reassignment's, or kept
-                self.partitions[rec.partition] = Partition(rec.leader, tuple(rec.isr), rec.leader_epoch,
-                                                           tuple(replicas))
+                if isinstance(rec, PartitionRecord):
+                    self.partitions[rec.partition] = Partition(rec.leader, tuple(rec.isr), rec.leader_epoch,
+                                                               tuple(rec.replicas))
+                else:  # PartitionRegistration.merge: a field the record leaves out (None, or no replicas) is kept
+                    old = self.partitions[rec.partition]
+                    self.partitions[rec.partition] = Partition(
+                        rec.leader, tuple(rec.isr), rec.leader_epoch, tuple(rec.replicas or old.replicas),
+                        old.adding if rec.adding is None else tuple(rec.adding),
+                        old.removing if rec.removing is None else tuple(rec.removing))
             case ConfigRecord():
                 self.config = rec.value
             case RemoveTopicRecord():
@@ -177,7 +184,8 @@ class Image:
             for _, r in sorted(self.brokers.items())
         )
         partitions = tuple(PartitionImage(BrokerId(p.leader), p.isr, LeaderEpoch(p.leader_epoch),
-                                          tuple(BrokerId(r) for r in p.replicas))
+                                          tuple(BrokerId(r) for r in p.replicas),
+                                          tuple(BrokerId(r) for r in p.adding), tuple(BrokerId(r) for r in p.removing))
                            for p in self.partitions)
         return MetadataImage(
             offset=self.offset,

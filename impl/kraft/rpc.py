@@ -34,6 +34,7 @@ class ApiError(IntEnum):
     INVALID_UPDATE_VERSION = 95
     DUPLICATE_BROKER_REGISTRATION = 101
     BROKER_ID_NOT_REGISTERED = 102
+    INELIGIBLE_REPLICA = 107
 
 
 # ---- the Raft quorum (KIP-595) --------------------------------------------------------------------
@@ -211,9 +212,27 @@ class BrokerHeartbeatAnswerResponse:
     taken: bool  # the process that asked took the answer
 
 
+@dataclass(frozen=True)
+class AlterPartitionRequest:
+    """A partition leader's ISR change (AlterPartition), here only the ISR join of a reassignment's adding replica."""
+
+    broker_id: int  # the leader asking
+    partition: int
+    leader_epoch: int  # the epoch it leads at
+    # Differs: Kafka's request carries the whole new ISR; a ZK broker here keeps no ISR, so it names the one joining.
+    joining: int
+
+
+@dataclass(frozen=True)
+class AlterPartitionResponse:
+    error: ApiError
+    # Differs: not on Kafka's wire; this request appended a record (it changed the controller's log).
+    appended: bool = False
+
+
 # The request types each kind of node serves (a node's ``handle(RpcRequest)`` dispatches on them).
 CONTROLLER_REQUESTS: tuple[type, ...] = (
     VoteRequest, FetchRequest, ApiVersionsRequest, BrokerRegistrationRequest, BrokerHeartbeatRequest,
-    MetadataFetchRequest,
+    MetadataFetchRequest, AlterPartitionRequest,
 )
 BROKER_REQUESTS: tuple[type, ...] = (BrokerSessionTimedOut, BrokerRegistrationAnswer, BrokerHeartbeatAnswer)

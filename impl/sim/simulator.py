@@ -327,6 +327,8 @@ class Simulation:
         if target is not None:  # mix ``reassign``: every node's admin asks for partition 0's move once
             for node in (*self.cluster.brokers.values(), *self.cluster.controllers.values()):
                 node.reassignment = target
+            for broker in self.cluster.brokers.values():
+                broker.joins_isr = True  # leading the partition, it asks for the new replicas' ISR joins
         if self.faults.delete_topic:  # mix ``delete-topics``: every KRaft controller's admin deletes the topic once
             for controller in self.cluster.controllers.values():
                 controller.deletes_topic = True

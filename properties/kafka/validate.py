@@ -43,10 +43,10 @@ What is abstracted, and why:
   Left out, each with its reason: the migration's copy (``MigrationCopiesZkExactly`` checks it
   partition by partition); internal topics (``__consumer_offsets``, which the group coordinator
   makes for the run's consumer, which the model has not); configs of anything but a topic; a
-  reassignment, whose operator step has no model action and whose PartitionChangeRecords are no
-  observation: the model's one topic has no identity for the partition moved, and its one-step
-  AlterPartitionReassignments keeps the leader, while the runbook's move may drop it and completes
-  only when the new replica has caught up on data; and each partition's state in ZooKeeper (its
+  reassignment, whose operator step is mapped to no model action and whose PartitionChangeRecords are
+  no observation: the model moves a partition in Kafka's two records (AlterPartitionReassignments, then
+  the leader's AlterPartition), but its one topic has no identity for the partition moved, whose
+  replicas its partition does not share; and each partition's state in ZooKeeper (its
   leader and ISR, hidden as on the KRaft side). These are checked against the log instead
   (``properties.kafka.checks``):
   ``MigrationCopiesZkExactly``, ``ZkEqualsImageAtMigrationOffset`` (ZooKeeper equals the committed
