@@ -96,6 +96,7 @@ from model.kraft import (
 from model.migration import MIGRATION, Driver, Profile
 from model.outcome import BUDGET_SPENT, Refused, Result, Unchanged
 from model.state import (
+    TOPIC,
     Broker,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
@@ -104,7 +105,6 @@ from model.state import (
     HeartbeatAnswer,
     KRaftController,
     PendingAnswer,
-    TOPIC,
     controller_index,
     seen_by,
     znode_data,

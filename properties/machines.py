@@ -112,7 +112,8 @@ DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 
 # Lost responses (``RegistrationResponseLost``, ``HeartbeatResponseLost``), partition creations (``AddPartitions``,
 # ``ProcessPartitionModifications``, ``CreatePartitions``), reassignments (``ApiPartitionReassignment``,
-# ``AlterPartitionReassignments``, ``AlterPartition``), topic deletions (``MarkTopicDeletion``, ``TopicDeletion``, ``DeleteTopics``),
+# ``AlterPartitionReassignments``, ``AlterPartition``), topic deletions (``MarkTopicDeletion``, ``TopicDeletion``,
+# ``DeleteTopics``),
 # brokers' lagging servers (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``) and lost dual-write replies
 # (``DualWriteReplyLost``) get no rule: only scopes ``lost-responses``, ``create-partitions``, ``reassignment``,
 # ``delete-topics``, ``zk-lag`` and ``dual-write-resend`` budget them, which exploration covers whole, and leaving
