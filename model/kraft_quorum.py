@@ -948,14 +948,21 @@ def may_heartbeat(b: Broker) -> Refused | None:
     return None
 
 
+def sends_no_heartbeat(state: ClusterState, b: Broker) -> Refused | None:
+    """Why broker ``b``'s process sends no BrokerHeartbeat now (``may_heartbeat``, or its last one still waits for
+    its answer), or None when it sends one."""
+    refused = may_heartbeat(b)
+    if refused is None and awaits_answer(state, b):
+        return _AWAITING_HEARTBEAT
+    return refused
+
+
 def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
     """A broker's heartbeat: the controller's side (``handle_heartbeat``), then the broker takes the answer."""
     b = state.brokers[bid]
-    refused = may_heartbeat(b)
+    refused = sends_no_heartbeat(state, b)
     if refused is not None:
         return refused
-    if awaits_answer(state, b):
-        return _AWAITING_HEARTBEAT
     answer = handle_heartbeat(state, heartbeat_request(b, cid), variant)
     if isinstance(answer, Refused):
         if answer.error is Errors.STALE_BROKER_EPOCH:  # the broker registers again
@@ -1037,11 +1044,9 @@ def _hold_heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId) -> Re
     if state.budget.held_requests <= 0:
         return BUDGET_SPENT
     b = state.brokers[bid]
-    refused = may_heartbeat(b)
+    refused = sends_no_heartbeat(state, b)
     if refused is not None:
         return refused
-    if awaits_answer(state, b):
-        return _AWAITING_HEARTBEAT
     request = heartbeat_request(b, cid)
     if request in state.held:
         return _HELD_ALREADY
