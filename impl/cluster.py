@@ -203,8 +203,8 @@ class Cluster:
         self.on_rpc: Callable[[int, int, int, Any, Any], None] | None = None
         # A response to lose (``_lose_response``), and whether the request it answered took effect.
         self._losing = self._lost = False
-        # Heartbeats held in the network (``HoldHeartbeat``): (the controller it was sent to, the request), oldest
-        # first; and whether the current step's heartbeat is to be held, and was.
+        # Heartbeats held in the network (``HoldHeartbeat``), oldest first; and whether the current step's heartbeat
+        # is to be held, and was.
         self.held: list[HeldHeartbeat] = []
         self._holding = self._held = False
 
