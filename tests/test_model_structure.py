@@ -68,13 +68,13 @@ def test_step_returns_none_when_not_enabled():
 def test_every_action_type_is_taken_somewhere():
     """No action is dead code: seeded random walks of the cluster scope and the KRaft scopes take every kind
     (controller registrations under kafka-3.9 at metadata.version 3.7-IV0, the only place they happen; lost
-    responses, partition creations, reassignments, topic deletions and brokers' lagging servers in the one scope each
-    that has budget for them)."""
+    responses, held heartbeats, partition creations, reassignments, topic deletions and brokers' lagging servers in the
+    one scope each that has budget for them)."""
     seen = set()
     for seed in range(300):
         seen |= set(walk("cluster", seed, 500).action_counts)
     for name in ("kraft-quorum", "kraft-born", "pre-migration", "migration", "dual-write", "broker-migration",
-                 "finalize", "rollback", "lost-responses",
+                 "finalize", "rollback", "lost-responses", "held-heartbeats",
                  "stale-reads", "create-partitions", "event-queue", "reassignment", "dual-write-failure", "zk-lag",
                  "dual-write-resend", "delete-topics"):
         for seed in range(40):
