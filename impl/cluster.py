@@ -14,7 +14,10 @@ Rules:
   (``RegistrationResponseLost``, ``HeartbeatResponseLost``) is the broker's request performed with its
   answer withheld: the controller's handler runs, the broker sees a timeout (``Unreachable(timed_out=True)``);
   the step is named so when the controller's log grew, and is no step otherwise (nothing the model counts
-  happened). A request the test harness injects
+  happened). A heartbeat held in the network (``HoldHeartbeat``) is the broker's heartbeat step whose RPC the
+  cluster keeps (``held``) instead of running the controller's handler: the broker sees a timeout, as above;
+  ``DeliverHeartbeat`` runs the controller's handler on the kept request later, with the broker epoch it was
+  sent with, and drops the answer (the broker's connection timed out long ago). A request the test harness injects
   (``model.harness.Inject``, a control request or controlled shutdown with any epochs) is
   delivered by ``deliver``, as any message is, or put in flight (``inject``).
 - Time and randomness come from outside: ``now`` is set by the simulator, incarnation ids are
@@ -79,9 +82,11 @@ from model.actions import (
     CrashController,
     DeleteControllerZNodes,
     Deliver,
+    DeliverHeartbeat,
     Drop,
     ExpireSession,
     HeartbeatResponseLost,
+    HoldHeartbeat,
     MigrateBrokerToKRaft,
     ReconfigureController,
     Redeliver,
@@ -99,8 +104,9 @@ from model.actions import (
     ZkServerLags,
 )
 from model.harness import Inject
-from model.kraft import DEFAULT_MIGRATION_BATCH_SIZE, FIRST_CONTROLLER_ID
+from model.kraft import DEFAULT_MIGRATION_BATCH_SIZE, FIRST_CONTROLLER_ID, ControllerId
 from model.state import CONTROLLER, CONTROLLER_EPOCH, BrokerHeartbeatRequest, BrokerRegistrationRequest, Message
+from model.types import BrokerEpoch, BrokerId
 
 SESSION_TIMEOUT_MS = 6_000  # zookeeper.session.timeout.ms (Kafka's default is 18 s; shorter to keep runs short)
 ZOOKEEPER_CONNECT = "zookeeper:2181"
@@ -112,6 +118,16 @@ ANSWERED_REQUESTS = (kraft_rpc.BrokerRegistrationRequest, kraft_rpc.BrokerHeartb
 # The action types ``Cluster.perform`` hands to a node as ``Perform``, as its match found them (the
 # case is decided by the type alone: the patterns only bind fields).
 _NODE_STEPS: set[type] = set()
+
+
+@dataclass
+class HeldHeartbeat:
+    """A broker's heartbeat RPC the network holds (``HoldHeartbeat``): to controller ``dest``, deliverable from
+    ``deliver_at`` (the simulator's ``hold_delay``)."""
+
+    dest: int
+    request: RpcRequest
+    deliver_at: int
 
 
 @dataclass
@@ -181,11 +197,16 @@ class Cluster:
         self.delay: Callable[[Message], int] = lambda message: 0
         self.reachable: Callable[[int, int], bool] = lambda source, dest: True
         self.on_deliver_copy: Callable[[Message], None] = lambda message: None
+        self.hold_delay: Callable[[], int] = lambda: 0  # how long a held heartbeat waits (``HoldHeartbeat``)
         # ... and the checks: every round trip, as (time, caller, callee, request, response), the way an
         # observer of the wire would see it (properties.differential's clock for the model-independent checks).
         self.on_rpc: Callable[[int, int, int, Any, Any], None] | None = None
         # A response to lose (``_lose_response``), and whether the request it answered took effect.
         self._losing = self._lost = False
+        # Heartbeats held in the network (``HoldHeartbeat``), oldest first; and whether the current step's heartbeat
+        # is to be held, and was.
+        self.held: list[HeldHeartbeat] = []
+        self._holding = self._held = False
 
     # ---- construction ---------------------------------------------------------------------------
 
@@ -314,6 +335,16 @@ class Cluster:
         if dest is None or not dest.alive or not (answer or self.reachable(node.node_id, rpc.dest)):
             return Unreachable(rpc.dest)
         request = RpcRequest(event.now, event.stimulus_id, node.node_id, rpc.request)
+        if self._holding and isinstance(rpc.request, kraft_rpc.BrokerHeartbeatRequest):
+            self._holding = False  # one heartbeat held, the step's first
+            entry = HeldHeartbeat(rpc.dest, request, 0)
+            # Differs: a heartbeat identical to one held already (same epoch, offset and intent) is not held twice,
+            # as ``send`` queues no duplicate: the model's held heartbeats are a set. The broker still timed out.
+            if self.held_request(entry) not in self.held_requests():
+                self._held = True
+                entry.deliver_at = self.now + self.hold_delay()
+                self.held.append(entry)
+            return Unreachable(rpc.dest, timed_out=True)
         losing = self._losing and isinstance(rpc.request, ANSWERED_REQUESTS)
         if losing:
             self._losing, log_end = False, len(dest.raft.log)  # one response lost, the step's first
@@ -418,6 +449,10 @@ class Cluster:
                 return self._lose_response(action, RegisterWithKRaft(b, c))
             case HeartbeatResponseLost(broker=b, controller=c):
                 return self._lose_response(action, BrokerHeartbeat(b, c))
+            case HoldHeartbeat(broker=b, controller=c):
+                return self._hold_heartbeat(action, BrokerHeartbeat(b, c))
+            case DeliverHeartbeat(request=r):
+                return self._deliver_heartbeat(action, r)
             case Inject():
                 return self.inject(action)
             case CrashBroker(broker=n) | CrashController(controller=n):
@@ -496,6 +531,48 @@ class Cluster:
         finally:
             self._losing = False
         return traces + self._env(action) if self._lost else traces
+
+    def _hold_heartbeat(self, action: Action, heartbeat: Action) -> list[Action]:
+        """The broker takes step ``heartbeat`` and its RPC is held in the network: ``action`` when a heartbeat went
+        out and was held (the broker saw a timeout), else nothing the model counts (it sent none, or one the network
+        holds already)."""
+        self._holding, self._held = True, False
+        try:
+            traces = self._node_step(heartbeat)
+        finally:
+            self._holding = False
+        return traces + self._env(action) if self._held else traces
+
+    def held_requests(self) -> list[BrokerHeartbeatRequest]:
+        """The held heartbeats as the model writes them (``model.state.BrokerHeartbeatRequest``)."""
+        return [self.held_request(entry) for entry in self.held]
+
+    @staticmethod
+    def held_request(entry: HeldHeartbeat) -> BrokerHeartbeatRequest:
+        """A held heartbeat as the model writes it (a ZK broker's offset: None, ``model.kraft_quorum``)."""
+        r = entry.request.request
+        offset = None if r.is_migrating_zk_broker else r.current_metadata_offset
+        return BrokerHeartbeatRequest(BrokerId(r.broker_id), ControllerId(entry.dest), BrokerEpoch(r.broker_epoch),
+                                      r.want_shut_down, offset)
+
+    def _deliver_heartbeat(self, action: Action, request: BrokerHeartbeatRequest) -> list[Action]:
+        """A held heartbeat reaches its controller, which serves it if it is running (a dead one's connection is
+        refused); the answer goes nowhere. Always a step: the request leaves the network either way."""
+        held = self.held_requests()
+        if request not in held:
+            return []
+        entry = self.held.pop(held.index(request))
+        dest, sent = self.controllers.get(entry.dest), entry.request
+        traces: list[Action] = []
+        if dest is not None and dest.alive:
+            kept = list(dest.purgatory)
+            event = RpcRequest(source=sent.source, request=sent.request, **self.event_fields())
+            response, _ = self.run(dest, event, traces)
+            if self.on_rpc is not None:
+                self.on_rpc(self.now, sent.source, entry.dest, sent.request, response)
+            # an answer it deferred goes nowhere; the current process's own deferred answers stay
+            dest.purgatory = [p for p in dest.purgatory if any(p is q for q in kept)]
+        return traces + self._env(action)
 
     def _node_step(self, action: Action) -> list[Action]:
         _, traces = self.run(self.node(self.actor(action)), Perform(action=action, **self.event_fields()))

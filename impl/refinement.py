@@ -199,13 +199,14 @@ def abstract(cluster: Cluster, aux: ClusterState) -> ClusterState:
         budget=aux.budget,
         controllers=tuple(cluster.controllers[c].abstract(view) for c in sorted(cluster.controllers)),
         history=aux.history,
+        held=frozenset(cluster.held_requests()),
         ghost=aux.ghost,
     )
 
 
 # ---- reporting ------------------------------------------------------------------------------
 
-COMPARED = ("zk", "brokers", "network", "controllers")
+COMPARED = ("zk", "brokers", "network", "controllers", "held")
 
 
 def same(a: ClusterState, b: ClusterState) -> bool:

@@ -15,7 +15,7 @@ from typing import TypeGuard
 
 from model.kraft import ControllerId, UpgradeType
 from model.record import Record, record
-from model.state import Message
+from model.state import BrokerHeartbeatRequest, Message
 from model.types import BrokerId, FeatureLevel, Ibp, PartitionId, SessionId
 
 # ---- the environment ----------------------------------------------------------------------
@@ -483,6 +483,25 @@ class HeartbeatResponseLost(Record):
 
 
 @record
+class HoldHeartbeat(Record):
+    """A BrokerHeartbeat the network holds: it is in flight (``ClusterState.held``) and the broker, whose request
+    timed out, learned nothing and heartbeats again; the held one reaches the controller later
+    (``DeliverHeartbeat``), maybe after the broker registered again with a new epoch. (perturbation)"""
+
+    broker: BrokerId
+    controller: ControllerId
+
+
+@record
+class DeliverHeartbeat(Record):
+    """A held BrokerHeartbeat reaches the controller it was sent to, with the broker epoch it was sent with. Its
+    answer goes nowhere: BrokerLifecycleManager takes only the answer to its current request, and the sender's
+    timed out long ago (or the sender is a process that is gone)."""
+
+    request: BrokerHeartbeatRequest
+
+
+@record
 class FetchMetadata(Record):
     """A KRaft broker replays the committed metadata the leader has."""
 
@@ -648,6 +667,8 @@ KRaftAction = (
     | BrokerHeartbeat
     | RegistrationResponseLost
     | HeartbeatResponseLost
+    | HoldHeartbeat
+    | DeliverHeartbeat
     | FetchMetadata
     | SessionTimeout
     | BeginControlledShutdown
@@ -677,6 +698,8 @@ KRaftQuorumAction = (
     | BrokerHeartbeat
     | RegistrationResponseLost
     | HeartbeatResponseLost
+    | HoldHeartbeat
+    | DeliverHeartbeat
     | FetchMetadata
     | SessionTimeout
     | BeginControlledShutdown
@@ -762,6 +785,7 @@ PERTURBATIONS: frozenset[type] = frozenset(
         SessionTimeout,
         RegistrationResponseLost,
         HeartbeatResponseLost,
+        HoldHeartbeat,
         BeginControlledShutdown,
         MigrateBrokerToKRaft,
         RollbackBrokerToZk,

@@ -68,6 +68,8 @@ class Bug(Enum):
     # A response lost after its request took effect (the ``lost-responses`` scope)
     RETRIED_REGISTRATION_NEW_EPOCH = "retried_registration_new_epoch"
     LOST_REGISTRATION_GUESSES_EPOCH = "lost_registration_guesses_epoch"
+    # A heartbeat held in the network and delivered late (the ``held-heartbeats`` scope)
+    HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH = "heartbeat_accepts_older_broker_epoch"
     # The migration (KIP-866)
     DRIVER_SKIPS_TO_DUAL_WRITE = "driver_skips_to_dual_write"
     DUAL_WRITE_BEFORE_SYNC = "dual_write_before_sync"
@@ -234,6 +236,8 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               " fenced again"),
     SeededBug(Bug.LOST_REGISTRATION_GUESSES_EPOCH, "BrokerEpochGivenByController", "lost-responses",
               "a broker whose registration response was lost takes the offset it has replayed to as its epoch"),
+    SeededBug(Bug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH, "StaleHeartbeatWritesNothing", "held-heartbeats",
+              "the controller serves a heartbeat whose broker epoch is older than the broker's registration"),
     SeededBug(Bug.SERVE_FENCED_BROKERS, "FencedBrokersNeverServed", "broker-migration",
               "metadata responses list every registered broker, fenced ones too"),
     SeededBug(Bug.KRAFT_BROKER_TAKES_LIVE_ZK_ID, "NoKRaftBrokerTakesALiveZkBrokersId", "broker-migration",

@@ -14,7 +14,7 @@ covered (Raft's committed log); ``committed_image`` is what that prefix replays 
 
 from __future__ import annotations
 
-from model.actions import Action, BrokerHeartbeat, RegisterWithKRaft
+from model.actions import Action, BrokerHeartbeat, DeliverHeartbeat, RegisterWithKRaft
 from model.kraft import (
     Incarnation,
     Log,
@@ -25,9 +25,9 @@ from model.kraft import (
     majority,
     replay,
 )
-from model.kraft_quorum import ctrl, own_image
-from model.registry import always, section, transition
-from model.state import TOPIC, ClusterState, znode_data
+from model.kraft_quorum import ctrl, is_active, own_image
+from model.registry import always, section, sometimes, transition
+from model.state import TOPIC, BrokerHeartbeatRequest, ClusterState, znode_data
 from model.types import UNKNOWN_BROKER_EPOCH, BrokerEpoch, BrokerId
 
 
@@ -262,3 +262,45 @@ def reassignment_completes_with_target_in_isr(before: ClusterState, action: Acti
             if not joined <= set(part.isr):
                 return False
     return True
+
+
+# ---- heartbeats held in the network ------------------------------------------------------------
+
+section("Heartbeats delivered late (KIP-380 generations on KRaft)")
+
+_FORMER_GENERATIONS = ("KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations (on KRaft "
+                       "a heartbeat carries WantShutDown: reference §3.2, checkBrokerEpoch)")
+
+
+@transition(
+    "StaleHeartbeatWritesNothing",
+    "A heartbeat from an earlier generation of a broker (a broker epoch older than its registration's in the "
+    "active controller's log) that reaches the controller late writes nothing to the log.",
+    _FORMER_GENERATIONS,
+)
+def stale_heartbeat_writes_nothing(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    r = _stale_heartbeat(before, action)
+    return r is None or ctrl(after, r.controller).log == ctrl(before, r.controller).log
+
+
+@sometimes(
+    "StaleHeartbeatArrives",
+    "A heartbeat from an earlier generation of a broker reaches the active controller that holds a newer "
+    "registration of it.",
+    _FORMER_GENERATIONS,
+)
+def stale_heartbeat_arrives(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    return _stale_heartbeat(before, action) is not None
+
+
+def _stale_heartbeat(before: ClusterState, action: Action) -> BrokerHeartbeatRequest | None:
+    """The held heartbeat ``action`` delivers, when its broker epoch is older than the broker's registration in
+    the log of the active controller it reaches."""
+    if not isinstance(action, DeliverHeartbeat):
+        return None
+    r = action.request
+    c = ctrl(before, r.controller)
+    if not is_active(c):
+        return None
+    reg = own_image(c).registration(r.broker)
+    return r if reg is not None and r.broker_epoch < reg.epoch else None

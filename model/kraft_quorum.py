@@ -22,7 +22,10 @@ and ends in ``assert_never``):
   appends (``handle_registration``, ``handle_heartbeat``), and the broker's side takes the answer.
   A script's injected request (``model.harness``) meets the same controller's side. A response lost
   after its request took effect (``_response_lost``) is the controller's side alone; the broker,
-  unchanged, sends the same request again later.
+  unchanged, sends the same request again later. A heartbeat the network holds (``_hold_heartbeat``)
+  is the broker's side alone, its request put in ``ClusterState.held``; delivered later
+  (``_deliver_heartbeat``), it meets the controller's side with the broker epoch it was built with,
+  and its answer is dropped.
 
 Seeds: KIP-500 §Controller Quorum, §Broker States; KIP-866 (sections cited at each rule).
 """
@@ -42,9 +45,11 @@ from model.actions import (
     CrashController,
     CreatePartitions,
     DeleteTopics,
+    DeliverHeartbeat,
     Fetch,
     FetchMetadata,
     HeartbeatResponseLost,
+    HoldHeartbeat,
     KRaftQuorumAction,
     RegisterController,
     RegisterWithKRaft,
@@ -185,6 +190,10 @@ def handle(state: ClusterState, action: KRaftQuorumAction, variant: Variant) -> 
             return _response_lost(state, b, c, variant, registration=True)
         case HeartbeatResponseLost(broker=b, controller=c):
             return _response_lost(state, b, c, variant, registration=False)
+        case HoldHeartbeat(broker=b, controller=c):
+            return _hold_heartbeat(state, b, c)
+        case DeliverHeartbeat(request=request):
+            return _deliver_heartbeat(state, request, variant)
         case FetchMetadata(broker=b, controller=c):
             return _fetch_metadata(state, b, c, variant)
         case SessionTimeout(broker=b, controller=c):
@@ -908,7 +917,8 @@ def handle_heartbeat(
     reg = image.registration(bid)
     if reg is None:
         return Refused(Errors.STALE_BROKER_EPOCH, "no registration of broker {}", (bid,))
-    if reg.epoch != request.broker_epoch:
+    if reg.epoch != request.broker_epoch and not (
+            variant.has(Bug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH) and request.broker_epoch < reg.epoch):
         return Refused(Errors.STALE_BROKER_EPOCH, "broker epoch {} is not the registration's {}",
                        (request.broker_epoch, reg.epoch))
     leads = bool(_leaderships(image, bid))
@@ -944,14 +954,21 @@ def may_heartbeat(b: Broker) -> Refused | None:
     return None
 
 
+def sends_no_heartbeat(state: ClusterState, b: Broker) -> Refused | None:
+    """Why broker ``b``'s process sends no BrokerHeartbeat now (``may_heartbeat``, or its last one still waits for
+    its answer), or None when it sends one."""
+    refused = may_heartbeat(b)
+    if refused is None and awaits_answer(state, b):
+        return _AWAITING_HEARTBEAT
+    return refused
+
+
 def _heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
     """A broker's heartbeat: the controller's side (``handle_heartbeat``), then the broker takes the answer."""
     b = state.brokers[bid]
-    refused = may_heartbeat(b)
+    refused = sends_no_heartbeat(state, b)
     if refused is not None:
         return refused
-    if awaits_answer(state, b):
-        return _AWAITING_HEARTBEAT
     answer = handle_heartbeat(state, heartbeat_request(b, cid), variant)
     if isinstance(answer, Refused):
         if answer.error is Errors.STALE_BROKER_EPOCH:  # the broker registers again
@@ -1018,6 +1035,43 @@ def _response_lost(state: ClusterState, bid: BrokerId, cid: ControllerId, varian
         # the mistake: with no answer, the broker takes the offset it has replayed to as the epoch it was given
         after = put_broker(after, b.replace(kraft_epoch=BrokerEpoch(b.image.offset), lifecycle=_fenced_state(b)))
     return after
+
+
+# ---- heartbeats held in the network -------------------------------------------------------------
+
+_NOT_HELD = Refused(None, "the network holds no such heartbeat")
+_HELD_ALREADY = Refused(None, "the network holds this very heartbeat already")
+
+
+def _hold_heartbeat(state: ClusterState, bid: BrokerId, cid: ControllerId) -> Result:
+    """Broker ``bid``'s heartbeat to ``cid`` is held in the network (``ClusterState.held``). The broker's side is
+    a request that timed out: BrokerLifecycleManager learned nothing and sends the next heartbeat, so the broker
+    is unchanged; a restart, a new registration or an epoch given back may follow before the held one arrives."""
+    if state.budget.held_requests <= 0:
+        return BUDGET_SPENT
+    b = state.brokers[bid]
+    refused = sends_no_heartbeat(state, b)
+    if refused is not None:
+        return refused
+    request = heartbeat_request(b, cid)
+    if request in state.held:
+        return _HELD_ALREADY
+    return spend_checked(state, held_requests=1).replace(held=state.held | {request})
+
+
+def _deliver_heartbeat(state: ClusterState, request: BrokerHeartbeatRequest, variant: Variant) -> Result:
+    """A held heartbeat reaches the controller it was sent to, which decides it as any heartbeat
+    (``handle_heartbeat``) on the broker epoch it carries: one older than the broker's registration is
+    STALE_BROKER_EPOCH (reference §3.2, checkBrokerEpoch; KIP-380's generations), as is any to a controller no
+    longer active (NOT_CONTROLLER). The answer goes nowhere: BrokerLifecycleManager takes only the answer to its
+    current request, and the sender's timed out long ago, or its process is gone. Only the records it wrote stay."""
+    if request not in state.held:
+        return _NOT_HELD
+    state = state.replace(held=state.held - {request})
+    answer = handle_heartbeat(state, request, variant)
+    if isinstance(answer, Refused):
+        return answer.delivered(state)
+    return answer[0]
 
 
 def heartbeat_unchanged(answer: HeartbeatAnswer) -> Unchanged:

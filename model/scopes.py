@@ -692,6 +692,20 @@ LOST_RESPONSES = small_migration_scope(
 )
 SCOPES[LOST_RESPONSES.name] = LOST_RESPONSES
 
+# A heartbeat held in the network and delivered late (issue #17 §1): the KRaft broker begins a controlled
+# shutdown, a heartbeat of it (WantShutDown, the old broker epoch) is held, the process exits, starts again and
+# registers with a new epoch, and the held heartbeat reaches the controller, which must take it for stale.
+HELD_HEARTBEATS = small_migration_scope(
+    name="held-heartbeats",
+    summary="1 KRaft broker and 1 controller in dual write; the broker shuts down and restarts, and one of its"
+            " heartbeats is held in the network and reaches the controller later",
+    controllers=(MIGRATING,),
+    stage="kraft-brokers",
+    budget=Budget(restarts=1, shutdowns=1, held_requests=1, max_in_flight=6),
+    max_depth=16,
+)
+SCOPES[HELD_HEARTBEATS.name] = HELD_HEARTBEATS
+
 # For the model-independent properties' seeded bugs (model.end_to_end_invariants), three situations no scope
 # above has. A KRaft-born quorum of two whose metadata.version an operator moves up, then asks to move down
 # (every downgrade between the modelled levels loses metadata), across an election.

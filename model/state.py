@@ -358,7 +358,9 @@ Message = ControlRequest | ControlledShutdown
 # network can do to one is an exchange too: a request that never arrives, or whose answer is refused, is
 # no step; one that took effect on the controller and whose response was lost is a step of its own
 # (``RegistrationResponseLost``, ``HeartbeatResponseLost``: the controller's side only), after which the
-# broker, which learned nothing, sends it again as BrokerLifecycleManager does.
+# broker, which learned nothing, sends it again as BrokerLifecycleManager does. One kind is also a message
+# in flight: a heartbeat the network holds (``HoldHeartbeat``, ``ClusterState.held``, Budget.held_requests)
+# reaches its controller later (``DeliverHeartbeat``), with the broker epoch it was sent with.
 
 @record
 class BrokerRegistrationRequest(Record):
@@ -399,6 +401,12 @@ def message_sort_key(m: Message) -> tuple[int, tuple[object, ...]]:
     return (_MESSAGE_ORDER[type(m)], tuple(getattr(m, f) for f in names))
 
 
+def heartbeat_sort_key(r: BrokerHeartbeatRequest) -> tuple[int, int, int, bool, int]:
+    """A total order on held heartbeats that does not depend on hash randomisation."""
+    return (r.broker, r.controller, r.broker_epoch, r.want_shutdown, -1 if r.metadata_offset is None
+            else r.metadata_offset)
+
+
 # ---- budgets and ghosts -------------------------------------------------------------------
 
 @record
@@ -421,6 +429,8 @@ class Budget(Record):
     max_lag: int = 4  # KIP-866 §Unavailable ZooKeeper: the bound on records not yet written to ZooKeeper
     # a broker's registration or heartbeat took effect on the controller and its response was lost (it retries)
     lost_responses: int = 0
+    # a broker's heartbeat held in the network, to reach the controller later, maybe after the broker registered again
+    held_requests: int = 0
     stale_reads: int = 0  # a KRaft controller's ZooKeeper server falling behind the leader (model.zookeeper views)
     # a ZooKeeper-mode broker's ZooKeeper server falling behind the leader while it is not the controller (its views)
     broker_stale_reads: int = 0
@@ -534,6 +544,8 @@ class ClusterState(Record):
     budget: Budget
     controllers: tuple[KRaftController, ...] = ()
     history: History = History()
+    # Heartbeats held in the network (``HoldHeartbeat``): each reaches the controller it was sent to later, or never.
+    held: frozenset[BrokerHeartbeatRequest] = frozenset()
     ghost: Ghost = field(default=Ghost(), compare=False, hash=False, repr=False)
 
 

@@ -43,6 +43,7 @@ from model.actions import (
     DeleteControllerZNodes,
     DeleteTopics,
     Deliver,
+    DeliverHeartbeat,
     Drop,
     DualWrite,
     DualWriteReplyLost,
@@ -53,6 +54,7 @@ from model.actions import (
     Fetch,
     FetchMetadata,
     HeartbeatResponseLost,
+    HoldHeartbeat,
     InitializeController,
     KRaftLeaderChange,
     MarkTopicDeletion,
@@ -104,7 +106,7 @@ from model.harness import HarnessAction, Inject, is_harness_action
 from model.kraft import ControllerId, QuorumRole
 from model.observations import observe
 from model.outcome import Outcome, Result, Unchanged, Verdict
-from model.state import TOPIC, ClusterState, message_sort_key, znode_data
+from model.state import TOPIC, ClusterState, heartbeat_sort_key, message_sort_key, znode_data
 from model.types import BrokerId, FeatureLevel, PartitionId
 
 if TYPE_CHECKING:
@@ -272,7 +274,10 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
                         SessionTimeout(b.id, leader)]
             if state.budget.lost_responses:
                 actions += [RegistrationResponseLost(b.id, leader), HeartbeatResponseLost(b.id, leader)]
+            if state.budget.held_requests:  # never in a scope without held requests
+                actions.append(HoldHeartbeat(b.id, leader))
         actions += [BeginControlledShutdown(b.id), MigrateBrokerToKRaft(b.id), RollbackBrokerToZk(b.id)]
+    actions += [DeliverHeartbeat(r) for r in sorted(state.held, key=heartbeat_sort_key)]
     actions.append(DeleteControllerZNodes())
     return actions
 

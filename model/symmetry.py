@@ -90,6 +90,7 @@ def _order_key(state: ClusterState) -> tuple[object, ...]:
         repr(state.history.committed),
         repr(state.zk.nodes),
         tuple(sorted(repr(m) for m in state.network)),
+        tuple(sorted(repr(r) for r in state.held)),
     )
 
 
@@ -133,8 +134,10 @@ def rename_controllers(state: ClusterState, mapping: tuple[int, ...]) -> Cluster
     )
     nodes = tuple(_rename_data(n, cid) for n in state.zk.nodes)
     network = frozenset(_rename_message(m, ids) for m in state.network)
+    held = frozenset(r.replace(controller=cid(r.controller)) for r in state.held)
     return state.replace(
-        controllers=tuple(controllers), history=history, zk=state.zk.replace(nodes=nodes), network=network
+        controllers=tuple(controllers), history=history, zk=state.zk.replace(nodes=nodes), network=network,
+        held=held,
     )
 
 

@@ -883,7 +883,8 @@ def _add_campaign_arguments(p: argparse.ArgumentParser, positive) -> None:
                    help=f"the simulator scenario or any model scope (default {DEFAULT_SCOPE})")
     p.add_argument("--faults", type=checked(check_faults), default=DEFAULT_FAULTS,
                    help="fault mix: none, network, process, zookeeper, all, responses, lagging, zk-lagging, "
-                        "queue, reassign, delete-topics, write-failure, purgatory, heartbeat-commit, a+b, key=weight; "
+                        "queue, reassign, delete-topics, write-failure, reply-loss, purgatory, heartbeat-commit, held, "
+                        "a+b, key=weight; "
                         f"swarm, or swarm+a: each run draws its own mix (default {DEFAULT_FAULTS})")
     p.add_argument("--mutant", type=checked(check_mutant),
                    help="switch a seeded bug on, of the implementation, of the model, or of both "

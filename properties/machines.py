@@ -89,9 +89,11 @@ from model.actions import (
     BrokerZkServerLags,
     CreatePartitions,
     DeleteTopics,
+    DeliverHeartbeat,
     DualWriteReplyLost,
     DualWriteSessionExpired,
     HeartbeatResponseLost,
+    HoldHeartbeat,
     MarkTopicDeletion,
     ProcessPartitionModifications,
     PublishMetadataChange,
@@ -115,15 +117,17 @@ DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 # ``AlterPartitionReassignments``, ``AlterPartition``), topic deletions (``MarkTopicDeletion``, ``TopicDeletion``,
 # ``DeleteTopics``),
 # brokers' lagging servers (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``) and lost dual-write replies
-# (``DualWriteReplyLost``) get no rule: only scopes ``lost-responses``, ``create-partitions``, ``reassignment``,
-# ``delete-topics``, ``zk-lag`` and ``dual-write-resend`` budget them, which exploration covers whole, and leaving
-# them out keeps every other scope's examples as they were.
+# (``DualWriteReplyLost``) and held heartbeats (``HoldHeartbeat``, ``DeliverHeartbeat``) get no rule: only scopes
+# ``lost-responses``, ``create-partitions``, ``reassignment``, ``delete-topics``, ``zk-lag``, ``dual-write-resend``
+# and ``held-heartbeats`` budget them, which exploration covers whole, and leaving them out keeps every other
+# scope's examples as they were.
 NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
                                             ProcessPartitionModifications, CreatePartitions,
                                             ApiPartitionReassignment, AlterPartitionReassignments, AlterPartition,
                                             DeleteTopics,
                                             MarkTopicDeletion, TopicDeletion, BrokerZkServerLags,
-                                            BrokerZkServerCatchesUp, DualWriteReplyLost})
+                                            BrokerZkServerCatchesUp, DualWriteReplyLost, HoldHeartbeat,
+                                            DeliverHeartbeat})
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)
 # (Not ZkServerLags, PublishMetadataChange nor DualWriteSessionExpired: their own budgets, 0 outside scopes stale-reads,
 # event-queue and dual-write-failure, switch them off, and the machines draw as before.)

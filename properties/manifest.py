@@ -66,6 +66,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "delete-topics": None,
     "heartbeat-commit": None,
     "heartbeat-transaction": None,
+    "held-heartbeats": None,
 }
 
 

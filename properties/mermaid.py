@@ -198,6 +198,10 @@ def view(action) -> StepView:
             return StepView(node(b), node(c), "BrokerRegistration: response lost")
         case act.HeartbeatResponseLost(broker=b, controller=c):
             return StepView(node(b), node(c), "BrokerHeartbeat: response lost")
+        case act.HoldHeartbeat(broker=b, controller=c):
+            return StepView(node(b), node(c), "BrokerHeartbeat: held in the network", "drop")
+        case act.DeliverHeartbeat(request=r):
+            return StepView(node(r.broker), node(r.controller), f"late BrokerHeartbeat (epoch {r.broker_epoch})")
         case act.FetchMetadata(broker=b, controller=c):
             return StepView(node(b), node(c), "Fetch metadata")
         case act.SessionTimeout(broker=b, controller=c):

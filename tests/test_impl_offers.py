@@ -32,11 +32,13 @@ from model.actions import (
     CrashController,
     DeleteControllerZNodes,
     Deliver,
+    DeliverHeartbeat,
     Drop,
     DualWrite,
     DualWriteReplyLost,
     DualWriteSessionExpired,
     ExpireSession,
+    HoldHeartbeat,
     KRaftLeaderChange,
     MigrateBrokerToKRaft,
     OpenSession,
@@ -72,7 +74,7 @@ ENVIRONMENT = (Deliver, Redeliver, Drop, ZkOutage, ZkRecover, ZkServerLags, ZkSe
                BrokerZkServerCatchesUp, PublishMetadataChange, DualWriteSessionExpired, DualWriteReplyLost,
                ExpireSession, DeleteControllerZNodes, CrashBroker, CrashController, StopBroker, ShutdownController,
                RestartBroker, RestartController, ChangeIbp, MigrateBrokerToKRaft, RollbackBrokerToZk,
-               ReconfigureController)
+               ReconfigureController, DeliverHeartbeat)
 # An administrator's requests, with arguments the scope picks: the client's choice, not the node's.
 CLIENT_REQUESTS = (UpdateFeatures, UpdateMetadataVersion)
 ALL_SCOPES = {**SCOPES, TWO_PARTITIONS.name: TWO_PARTITIONS, OFFLINE.name: OFFLINE, EXCLUDED.name: EXCLUDED}
@@ -82,12 +84,15 @@ WALK_STEPS = 60
 
 def _unoffered(diff: Differential, action) -> str | None:
     """Apply ``action``; if a node took it without having offered it (at LATE), say so. A lost response is its
-    request, offered by the broker, whose answer the runner withholds."""
+    request, offered by the broker, whose answer the runner withholds; a held heartbeat the broker's heartbeat, which
+    the runner keeps (its late delivery is the runner's)."""
     offered = None
     if not isinstance(action, ENVIRONMENT + CLIENT_REQUESTS):
         offered = diff.cluster.node(Cluster.actor(action)).offers(LATE)
     request = next((kind(action.broker, action.controller) for kind, lost in LOST_RESPONSE.items()
                     if isinstance(action, lost)), action)
+    if isinstance(action, HoldHeartbeat):  # a held heartbeat is the broker's heartbeat, kept in the network
+        request = BrokerHeartbeat(action.broker, action.controller)
     traces = diff.apply(action)
     if offered is not None and action in traces and request not in offered:
         return f"{action} was taken but not offered; offers: {offered}"

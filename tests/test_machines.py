@@ -154,8 +154,8 @@ def test_machine_catches_seeded_bug_with_its_invariant_and_saves_a_replayable_tr
 
 def test_machine_has_one_rule_per_action_type():
     """Every action kind of the model is a rule of its own, but the lost responses, the partition creations, the
-    reassignments, the topic deletions, the brokers' lagging servers and the lost dual-write replies, which only their
-    own scopes budget (exploration covers them whole); ``wait`` is the only other rule."""
+    reassignments, the topic deletions, the brokers' lagging servers, the lost dual-write replies and the held
+    heartbeats, which only their own scopes budget (exploration covers them whole); ``wait`` is the only other rule."""
     from model.actions import (
         AddPartitions,
         AlterPartition,
@@ -165,8 +165,10 @@ def test_machine_has_one_rule_per_action_type():
         BrokerZkServerLags,
         CreatePartitions,
         DeleteTopics,
+        DeliverHeartbeat,
         DualWriteReplyLost,
         HeartbeatResponseLost,
+        HoldHeartbeat,
         MarkTopicDeletion,
         ProcessPartitionModifications,
         RegistrationResponseLost,
@@ -181,7 +183,7 @@ def test_machine_has_one_rule_per_action_type():
                                                       ApiPartitionReassignment, AlterPartitionReassignments,
                                                       AlterPartition, MarkTopicDeletion, TopicDeletion, DeleteTopics,
                                                       BrokerZkServerLags, BrokerZkServerCatchesUp,
-                                                      DualWriteReplyLost}
+                                                      DualWriteReplyLost, HoldHeartbeat, DeliverHeartbeat}
 
 
 def walk(scope: str, seed: int, steps: int = 30):

@@ -69,15 +69,15 @@ def test_step_returns_none_when_not_enabled():
 def test_every_action_type_is_taken_somewhere():
     """No action is dead code: seeded random walks of the cluster scope and the KRaft scopes take every kind
     (controller registrations under kafka-3.9 at metadata.version 3.7-IV0, the only place they happen; lost
-    responses, partition creations, reassignments, topic deletions and brokers' lagging servers in the one scope each
-    that has budget for them)."""
+    responses, held heartbeats, partition creations, reassignments, topic deletions and brokers' lagging servers in
+    the one scope each that has budget for them)."""
     everything = {t.__name__ for t in ACTION_TYPES} - {"AlterPartition"}
     registering = at_metadata_version(SCOPES["pre-migration"], Ibp.IBP_3_7_IV0)
     walks = [("cluster", 300, 500, CORRECT)]
     walks += [(name, 40, 120, CORRECT) for name in (
         "kraft-quorum", "kraft-born", "pre-migration", "migration", "dual-write", "broker-migration", "finalize",
-        "rollback", "lost-responses", "stale-reads", "create-partitions", "event-queue", "reassignment",
-        "dual-write-failure", "zk-lag", "dual-write-resend", "delete-topics")]
+        "rollback", "lost-responses", "held-heartbeats", "stale-reads", "create-partitions", "event-queue",
+        "reassignment", "dual-write-failure", "zk-lag", "dual-write-resend", "delete-topics")]
     walks += [(registering, 10, 60, Variant(profile=Profile.KAFKA_3_9))]
     seen = set()
     # Round robin over the seeds, so that the search stops at the first seed by which every kind was taken (a few

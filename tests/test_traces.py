@@ -7,11 +7,12 @@ shows the same violation at the same step.
 
 import json
 import os
+from collections import deque
 
 import pytest
 
 from model import SCOPES, Variant, initial_state, successors
-from model.actions import ACTION_TYPES, ChangeIbp, CrashBroker, Deliver, ExpireSession, RestartBroker
+from model.actions import ACTION_TYPES, AlterPartition, ChangeIbp, CrashBroker, Deliver, ExpireSession, RestartBroker
 from model.bugs import Bug
 from model.migration import Profile
 from model.state import LeaderAndIsr
@@ -34,7 +35,27 @@ def walk_actions(seed_count: int = 25, steps: int = 60) -> dict[type, list]:
         for _, choices, _ in random_path(SCOPES["controller-registration"], seed, steps, KAFKA_3_9):
             for action, _ in choices:
                 seen.setdefault(type(action), []).append(action)
+    # an adding replica's ISR join is enabled only deep in the reassignment scope, which walks rarely reach
+    seen.setdefault(AlterPartition, []).extend(first_enabled(SCOPES["reassignment"], AlterPartition))
     return seen
+
+
+def first_enabled(scope, kind: type) -> list:
+    """The actions of ``kind`` enabled in the first state a breadth-first search of ``scope`` finds them in."""
+    start = initial_state(scope)
+    frontier, seen = deque([start]), {start}
+    while frontier:
+        state = frontier.popleft()
+        found = []
+        for action, nxt in successors(state, scope):
+            if isinstance(action, kind):
+                found.append(action)
+            if nxt not in seen:
+                seen.add(nxt)
+                frontier.append(nxt)
+        if found:
+            return found
+    return []
 
 
 KAFKA_3_9 = Variant(profile=Profile.KAFKA_3_9)

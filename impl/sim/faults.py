@@ -3,9 +3,9 @@
 A mix is a set of weights relative to one protocol step (a node's offered action or a message
 delivery, each weight 1). ``parse`` reads a mix from the command line: a name (``none``, ``network``,
 ``process``, ``zookeeper``, ``lagging``, ``zk-lagging``, ``all``, ``responses``, ``queue``, ``reassign``,
-``delete-topics``, ``write-failure``, ``purgatory``, ``reply-loss``, ``heartbeat-commit``), names joined with ``+``,
-``swarm`` joined to them, and ``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else is a
-one-line ``ValueError`` naming the bad part.
+``delete-topics``, ``write-failure``, ``purgatory``, ``reply-loss``, ``heartbeat-commit``, ``held``), names joined
+with ``+``, ``swarm`` joined to them, and ``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else
+is a one-line ``ValueError`` naming the bad part.
 
 Swarm testing (Groce et al., ISSTA 2012): with ``swarm`` in the mix, each run draws its own mix
 from the simulator's random stream before its first event (``FaultMix.drawn``). Each fault that
@@ -16,7 +16,7 @@ session expiries in quick succession and no message loss is rare in all of them;
 swarm's runs some have exactly that. ``swarm`` alone swarms over ``all``; ``swarm+network`` over the network's faults.
 
 Worlds: the opt-in mixes of issue 17's freedoms (``reassign``, ``write-failure``, ``zk-lagging``, ``queue``,
-``purgatory``, ``reply-loss``, ``delete-topics``) are also the worlds a drawn configuration may live in
+``purgatory``, ``reply-loss``, ``delete-topics``, ``held``) are also the worlds a drawn configuration may live in
 (``impl.sim.scenarios.WORLDS``): each joins the mix of one run in ten of the default campaign, so the default
 campaign runs every freedom.
 """
@@ -39,6 +39,10 @@ class FaultMix:
     # broker times out and sends it again): a probability per such request. Often in ``responses``, now and then in
     # ``all``; not reweighed by a swarm, so that a swarm's draws (and the swarm runs pinned) stay as they were.
     lose_response: float = 0.0
+    # a broker's BrokerHeartbeat is held in the network (the broker times out and heartbeats again) and reaches the
+    # controller later (``HELD_HEARTBEAT_MS``), maybe after the broker's process restarted and registered with a new
+    # epoch: a probability per drawn BrokerHeartbeat. Only in mix ``held`` (and its world), not reweighed by a swarm.
+    hold_heartbeat: float = 0.0
     # processes
     crash: float = 0.0  # a running node dies without closing anything
     stop: float = 0.0  # the operator stops a running node cleanly
@@ -165,6 +169,9 @@ MIXES["reply-loss"] = FaultMix(lose_reply=0.3, restart=0.5, recover=1.0)
 MIXES["purgatory"] = FaultMix(answer_at_commit=1.0, restart=0.5, recover=1.0)
 # Heartbeats answered at commit too (``heartbeats_at_commit``): ``all+heartbeat-commit``.
 MIXES["heartbeat-commit"] = FaultMix(answer_at_commit=1.0, heartbeats_at_commit=1.0, restart=0.5, recover=1.0)
+# Heartbeats held in the network and delivered late (issue 17 §1): ``all+held`` has the crashes and stops that make
+# a held one stale by the time it arrives.
+MIXES["held"] = FaultMix(hold_heartbeat=0.3, restart=0.5, recover=1.0)
 SWARM = "swarm"  # not a mix but a way to run one: ``swarm+network`` swarms over the network's faults
 
 

@@ -30,6 +30,11 @@ Rules:
 - A lost response (``FaultMix.lose_response``): a broker's drawn ``RegisterWithKRaft`` or ``BrokerHeartbeat`` is
   performed as ``RegistrationResponseLost`` or ``HeartbeatResponseLost`` (one more draw, only in a mix that has
   the fault): the controller handles the request and the broker gets no answer (``impl.cluster``).
+- A held heartbeat (``FaultMix.hold_heartbeat``): a broker's drawn ``BrokerHeartbeat`` (not a lost response) is
+  performed as ``HoldHeartbeat`` (one more draw, only in a mix that has the fault): the broker times out, and the
+  cluster keeps the request for a drawn time (``HELD_HEARTBEAT_MS``), after which its ``DeliverHeartbeat`` is an
+  option as a due message's delivery is (weight 1, not across a cut); the controller serves it with the broker
+  epoch it was sent with.
 - A queued driver event (``FaultMix.queue_event``): a drawn ``DualWrite`` is performed as ``PublishMetadataChange``
   (one more draw, only in a mix that has the fault): the MetadataChangeEvent waits in the driver's queue, and the
   controller's ``RunMetadataChange`` is held back for a drawn time (``QUEUED_EVENT_WAIT_MS``), then offered until
@@ -80,7 +85,7 @@ from typing import NamedTuple
 
 from impl.bugs import ImplBug
 from impl.cluster import SESSION_TIMEOUT_MS, Cluster, InFlight
-from impl.pacing import FETCH_WAIT_MS, POLL_MS
+from impl.pacing import BROKER_HEARTBEAT_INTERVAL_MS, BROKER_SESSION_TIMEOUT_MS, FETCH_WAIT_MS, POLL_MS
 from impl.sim.check import Checker, CheckFailed
 from impl.sim.faults import FaultMix
 from impl.sim.scenarios import is_drawn
@@ -100,6 +105,7 @@ from model.actions import (
     DeleteControllerZNodes,
     DeleteTopics,
     Deliver,
+    DeliverHeartbeat,
     Drop,
     DualWrite,
     DualWriteReplyLost,
@@ -107,6 +113,7 @@ from model.actions import (
     ExpireSession,
     Fetch,
     HeartbeatResponseLost,
+    HoldHeartbeat,
     KRaftLeaderChange,
     MarkTopicDeletion,
     MigrateBrokerToKRaft,
@@ -172,6 +179,11 @@ def reassignment_target(scope: Scope) -> tuple[PartitionId, tuple[BrokerId, ...]
 # the long events of a rapid failover (a full sync to ZooKeeper, full UpdateMetadata to every broker: KAFKA-16667's
 # commit message), time enough at the upper end for the node to lose its leadership while it waits.
 QUEUED_EVENT_WAIT_MS = (POLL_MS, 10 * POLL_MS)
+
+# How long a held heartbeat (``FaultMix.hold_heartbeat``) waits in the network: from a broker's heartbeat interval
+# (its next heartbeat goes out first) to four broker session timeouts, time enough, at the upper end, for its process
+# to stop or crash, start again and register with a new broker epoch.
+HELD_HEARTBEAT_MS = (BROKER_HEARTBEAT_INTERVAL_MS, 4 * BROKER_SESSION_TIMEOUT_MS)
 
 # A broker's request whose response ``FaultMix.lose_response`` may lose, and the step that names the loss.
 LOST_RESPONSE: dict[type, type] = {RegisterWithKRaft: RegistrationResponseLost, BrokerHeartbeat: HeartbeatResponseLost}
@@ -316,6 +328,7 @@ class Simulation:
         self.cluster = checker.cluster if checker is not None else Cluster.from_scope(scope, bugs=bugs, port=port,
                                                                                         seed=seed)
         self.cluster.delay = self._delay
+        self.cluster.hold_delay = lambda: self.rng.randint(*HELD_HEARTBEAT_MS)
         self.cluster.reachable = self._reachable
         self._drawn = is_drawn(scope)  # an admin sends its requests (``ADMIN``, ``ONCE``)
         if not self._drawn:  # no admin: the nodes offer none of its requests (``ADMIN``)
@@ -471,6 +484,8 @@ class Simulation:
             self._messages(actions, weights, now)
         elif self._deliveries:
             self._deliveries = {}
+        if c.held:
+            self._held_heartbeats(actions, weights, now)
         # (before dual writes the runbook waits, but for its preparation of a misconfigured cluster)
         preparing = self.preparing and self.migration_at is not None and now >= self.migration_at + NOTICE_MS
         if preparing or (self.runbook != "none" and self.progress >= _DUAL_WRITE):
@@ -624,6 +639,15 @@ class Simulation:
                 weights.append(f.duplicate)
                 deliveries[redeliver] = entry
 
+    def _held_heartbeats(self, actions: list[Action], weights: list[float], now: int) -> None:
+        """Each held heartbeat whose time has come, delivered late, in the order they were held."""
+        c = self.cluster
+        for entry in c.held:
+            if entry.deliver_at > now or (self.cuts and not self._reachable(entry.request.source, entry.dest)):
+                continue
+            actions.append(DeliverHeartbeat(c.held_request(entry)))
+            weights.append(1.0)
+
     def _whole(self, action: Action) -> bool:
         """Whether a step whose outcome (not only whether it is taken) depends on reaching a peer can
         be taken now: the model has no partitions and takes it with every exchange inside it
@@ -652,7 +676,7 @@ class Simulation:
         for t in self._due:  # running nodes' timers (a dead node's is _NEVER)
             if now < t < wake:
                 wake = t
-        for entry in self.cluster.network:
+        for entry in [*self.cluster.network, *self.cluster.held]:
             if now < entry.deliver_at < wake:
                 wake = entry.deliver_at
         for t in self.cuts.values():
@@ -808,6 +832,9 @@ class Simulation:
         lost = LOST_RESPONSE.get(type(action))
         if lost is not None and self.faults.lose_response and self.rng.random() < self.faults.lose_response:
             action = lost(action.broker, action.controller)  # type: ignore[attr-defined]
+        elif isinstance(action, BrokerHeartbeat) and self.faults.hold_heartbeat \
+                and self.rng.random() < self.faults.hold_heartbeat:
+            action = HoldHeartbeat(action.broker, action.controller)  # it waits in the network, the broker times out
         if isinstance(action, DualWrite) and self.faults.queue_event and action.controller not in self.queued_until \
                 and self.rng.random() < self.faults.queue_event:
             action = PublishMetadataChange(action.controller)  # the event waits in the driver's queue
@@ -919,7 +946,7 @@ class Simulation:
         c = sim.cluster
         if sim.progress >= _MIGRATION:  # the operator has noticed already: it prepares at once
             sim.migration_at = c.now - NOTICE_MS
-        for entry in c.network:
+        for entry in [*c.network, *c.held]:
             entry.deliver_at = c.now
         c.touched.clear()
         return sim
