@@ -119,7 +119,7 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
     ImplSeededBug(ImplBug.MIGRATION_EVENT_IN_WRONG_DRIVER_STATE, "DriverTakesOnlyTableTransitions", "migration",
                   "a KRaftLeaderEvent that finds its node leading again goes to WAIT_FOR_CONTROLLER_QUORUM from any"
                   " state, not only from INACTIVE"),
-    ImplSeededBug(ImplBug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH, "NoStaleControlRequestApplied", "pre-migration",
+    ImplSeededBug(ImplBug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH, "StaleHeartbeatWritesNothing", "held-heartbeats",
                   "a heartbeat whose broker epoch is older than the broker's registration is served, not STALE"),
     ImplSeededBug(ImplBug.RETRIED_REGISTRATION_NEW_EPOCH, "OneBrokerEpochPerIncarnation", "lost-responses",
                   "the controller takes a registration retried with the same incarnation for a new broker: a new"

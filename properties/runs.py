@@ -81,7 +81,7 @@ FAULTS = {
     "ExpireSession": "expire session",
     "ZkOutage": "ZooKeeper outage", "SessionTimeout": "broker timed out",
     "RegistrationResponseLost": "registration response lost", "HeartbeatResponseLost": "heartbeat response lost",
-    "ZkServerLags": "ZooKeeper server lags",
+    "ZkServerLags": "ZooKeeper server lags", "HoldHeartbeat": "heartbeat held",
 }
 NO_DRIVER = "no active driver"  # the ZooKeeper era, or no KRaft controller active
 # The fault grid's rows (the driver's states, in the migration's order) and columns (the faults by their names).

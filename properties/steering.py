@@ -35,7 +35,7 @@ _ACTION = {label: action for action, label in FAULTS.items()}
 _WEIGHT = {"Drop": "drop", "Redeliver": "duplicate", "CrashBroker": "crash", "CrashController": "crash",
            "StopBroker": "stop", "ShutdownController": "stop", "ExpireSession": "expire", "ZkOutage": "outage",
            "RegistrationResponseLost": "lose_response", "HeartbeatResponseLost": "lose_response",
-           "ZkServerLags": "stale_read"}
+           "ZkServerLags": "stale_read", "HoldHeartbeat": "hold_heartbeat"}
 
 
 def cell(state: str, fault: str) -> str:

@@ -79,3 +79,14 @@ def test_lost_responses_and_lagging_servers_are_cells_an_aim_strikes(cell):
     aimed = run_seed(plan, 1, aims=(cell,))
     assert aimed.coverage["fault_at", cell] >= 1 and aimed.disagreement is None
     assert cell in aimable(plan) and cell not in aimable(replace(plan, faults="none,crash=0.01"))
+
+
+def test_a_held_heartbeat_is_a_cell_an_aim_strikes_in_a_mix_that_holds_them():
+    """Issue 17 §1: a heartbeat held in the network is a column of the grid, and in a mix that holds heartbeats
+    (``held``) an aim strikes it: the next BrokerHeartbeat among the options is held. The default mix holds none,
+    so its campaigns do not aim at the column."""
+    cell = "DUAL_WRITE|heartbeat held"
+    plan = Plan(steps=2_000, faults="all+held")
+    aimed = run_seed(plan, 1, aims=(cell,))
+    assert aimed.coverage["fault_at", cell] >= 1 and aimed.disagreement is None
+    assert cell in aimable(plan) and cell not in aimable(Plan())

@@ -187,7 +187,10 @@ HELD_HEARTBEAT_MS = (BROKER_HEARTBEAT_INTERVAL_MS, 4 * BROKER_SESSION_TIMEOUT_MS
 
 # A broker's request whose response ``FaultMix.lose_response`` may lose, and the step that names the loss.
 LOST_RESPONSE: dict[type, type] = {RegisterWithKRaft: RegistrationResponseLost, BrokerHeartbeat: HeartbeatResponseLost}
-_LOST_BY_NAME = {loss.__name__: (request, loss) for request, loss in LOST_RESPONSE.items()}
+# The faults an aim strikes by turning a request among the options into them: a lost response (``LOST_RESPONSE``)
+# and a held heartbeat, by name, with the request's type.
+_AIMED_REQUESTS = {loss.__name__: (request, loss) for request, loss in LOST_RESPONSE.items()} | {
+    "HoldHeartbeat": (BrokerHeartbeat, HoldHeartbeat)}
 
 RARE = PERTURBATIONS - TIMED  # the offered steps weighed SPONTANEOUS, the others 1
 # ... but an admin's requests come as often as the operator's steps, each kind at most once a poll
@@ -297,9 +300,11 @@ class Aim:
 
 # The faults an aim can name, and how to tell them among the options: a session's expiry breaks something
 # only while its process is alive (``_breaking_expiries``).
-# A lost response is aimed at the request it answers: the next such request among the options, its response lost.
+# A lost response is aimed at the request it answers: the next such request among the options, its response lost;
+# a held heartbeat, at the next BrokerHeartbeat among the options, held.
 AIMABLE = ("Drop", "Redeliver", "CrashBroker", "CrashController", "StopBroker", "ShutdownController",
-           "ExpireSession", "ZkOutage", "RegistrationResponseLost", "HeartbeatResponseLost", "ZkServerLags")
+           "ExpireSession", "ZkOutage", "RegistrationResponseLost", "HeartbeatResponseLost", "ZkServerLags",
+           "HoldHeartbeat")
 
 
 class Simulation:
@@ -319,7 +324,7 @@ class Simulation:
         self.aims = list(aims)  # those not struck yet
         self.spontaneous = spontaneous
         self._breaking_expiries: set[Action] = set()  # the expiries among the options that end a live session
-        # an aimed lost response, kept until the request it answered took effect (else the loss broke nothing)
+        # an aimed lost response or held heartbeat, kept until its request took effect (else the fault broke nothing)
         self._aim_to_renew: tuple[int, Aim] | None = None
         self.rng = random.Random(seed)
         # Under swarm testing the run's own mix is the first thing drawn (``FaultMix.drawn``).
@@ -876,17 +881,17 @@ class Simulation:
         for index, aim in enumerate(self.aims):
             if aim.driver is not state:
                 continue
-            lost = _LOST_BY_NAME.get(aim.fault)
+            turned = _AIMED_REQUESTS.get(aim.fault)
             candidates = [a for a in actions if type(a).__name__ == aim.fault
                           and (aim.fault != "ExpireSession" or a in self._breaking_expiries)
-                          or lost is not None and type(a) is lost[0]]
+                          or turned is not None and type(a) is turned[0]]
             if candidates:
                 del self.aims[index]
                 struck = candidates[self.rng.randrange(len(candidates))]
-                if lost is None:
+                if turned is None:
                     return struck
                 self._aim_to_renew = (index, aim)
-                return lost[1](struck.broker, struck.controller)  # type: ignore[attr-defined]
+                return turned[1](struck.broker, struck.controller)  # type: ignore[attr-defined]
         return None
 
     def driver_state(self) -> MigrationDriverState | None:
