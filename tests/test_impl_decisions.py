@@ -113,5 +113,5 @@ def test_report_grid_marks_the_faults_no_run_aimed_at_a_step():
     assert row.count('class="n unreached"') == row.count("<td") - 1
     from properties.runs import GRID_FAULTS, GRID_STATES
 
-    cells = len(GRID_STATES) * len(GRID_FAULTS)  # 10 states by 13 faults, lost responses, lagging servers and held heartbeats included
+    cells = len(GRID_STATES) * len(GRID_FAULTS)  # 10 states by 13 faults, held heartbeats included
     assert cells == 130 and f"{cells - 1} of {cells} cells are empty" in page
