@@ -1201,9 +1201,11 @@ def prove(variant: Variant = CORRECT, n_controllers: int = 2, actions: Iterable[
     return MIGRATION_CORE.prove(variant, MIGRATION_CORE.finite(n_controllers), actions=actions)
 
 
-def prove_unbounded(variant: Variant = CORRECT, actions: Iterable[str] | None = None) -> list[ObligationResult]:
-    """Every induction obligation over an uninterpreted sort of controllers: any number of them."""
-    return MIGRATION_CORE.prove(variant, MIGRATION_CORE.unbounded(), actions=actions)
+def prove_unbounded(variant: Variant = CORRECT, actions: Iterable[str] | None = None,
+                    goals: Iterable[str] | None = None) -> list[ObligationResult]:
+    """Every induction obligation over an uninterpreted sort of controllers: any number of them (of ``goals``'
+    invariants only, when named, every invariant still assumed)."""
+    return MIGRATION_CORE.prove(variant, MIGRATION_CORE.unbounded(), actions=actions, goals=goals)
 
 
 def check_all(variant: Variant = CORRECT, depth: int = 20) -> list[dict]:
