@@ -8,7 +8,6 @@ fires; (b) differential testing and every other property do not.
 """
 
 import ast
-import functools
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,13 @@ from properties.runs import run_seed
 
 ROOT = Path(__file__).resolve().parent.parent
 INDEPENDENT = [p for p in PROPERTIES if p.independent]
-counterexample = functools.cache(shared_counterexample)
+
+
+@pytest.fixture
+def counterexample(run_once):
+    """``counterexample(bug)``: the shared bug's model counterexample, searched once in the whole run (three tests
+    below take it, on whichever workers)."""
+    return lambda bug: run_once("shared-counterexample", bug.name, lambda: shared_counterexample(bug))
 
 
 def _ids(bug):
@@ -121,7 +126,7 @@ def test_model_observes_a_timeout_as_silence_only_when_it_is_a_fault():
 # ---- the shared mistakes: (a) only their property fires, (b) nothing else does ----------------------
 
 @pytest.mark.parametrize("bug", SHARED_SEEDED_BUGS, ids=_ids)
-def test_shared_bug_breaks_only_its_property_in_the_model(bug):
+def test_shared_bug_breaks_only_its_property_in_the_model(bug, counterexample):
     """Every state within its shortest counterexample's depth: its property breaks, no other one does."""
     steps = counterexample(bug)
     assert steps is not None, f"{bug.model_bug.value} escaped the bounded search of {bug.scope}"
@@ -130,7 +135,7 @@ def test_shared_bug_breaks_only_its_property_in_the_model(bug):
 
 
 @pytest.mark.parametrize("bug", SHARED_SEEDED_BUGS, ids=_ids)
-def test_shared_bug_makes_implementation_and_model_agree_until_only_its_property_breaks(bug):
+def test_shared_bug_makes_implementation_and_model_agree_until_only_its_property_breaks(bug, counterexample):
     """Both switched on, both take the model's counterexample step by step and agree on every one; at the
     last, the implementation's own state breaks its property and nothing else (no state disagreement)."""
     steps = counterexample(bug)
@@ -144,7 +149,7 @@ def test_shared_bug_makes_implementation_and_model_agree_until_only_its_property
 
 
 @pytest.mark.parametrize("bug", SHARED_SEEDED_BUGS, ids=_ids)
-def test_shared_bug_counterexample_is_harmless_without_the_bugs(bug):
+def test_shared_bug_counterexample_is_harmless_without_the_bugs(bug, counterexample):
     """The same steps, correct model and implementation: they agree, and nothing breaks."""
     diff = Differential(SCOPES[bug.scope])
     model = diff.model
