@@ -118,6 +118,25 @@ def test_prove_with_a_fencing_bug_exits_one_with_a_replayed_counterexample(capsy
     assert violated and all(r["counterexample"]["actions"] for r in violated)
 
 
+def test_prove_one_property_checks_only_its_obligations_and_finds_its_seeded_bug(capsys):
+    """``--property``: the property's BMC rows and induction obligations only, in the one core that encodes it; with
+    its seeded bug on, its DualWrite obligation fails (exit 1). Shallow BMC: tests/test_proofs*.py go deep."""
+    name = "OnlyCurrentKRaftLeaderWritesApply"
+    code, out, _ = run(capsys, "prove", "--depth", "3", "--property", name, "--json")
+    rows = json.loads(out)
+    assert code == 0 and rows and all(r["name"].endswith(f"/{name}") for r in rows)
+    assert {r["result"] for r in rows} == {"holds", "proved"} and any(r["name"].startswith("BMC/") for r in rows)
+    code, out, _ = run(capsys, "prove", "--depth", "3", "--property", name, "--bug", "dual_write_skips_epoch_check",
+                       "--json")
+    failed = {r["name"] for r in json.loads(out) if r["result"] not in ("holds", "proved")}
+    assert code == 1 and f"DualWrite/{name}" in failed, failed
+
+
+def test_prove_refuses_a_property_no_encoding_has(capsys):
+    code, out, err = run(capsys, "prove", "--property", "NoSuchProperty")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "no z3 encoding has the property 'NoSuchProperty'" in err
+
+
 def test_prove_refuses_a_bug_outside_the_encoding(capsys):
     code, out, err = run(capsys, "prove", "--bug", "accept_stale_broker_epoch")
     assert code == 2 and out == "" and "does not switch accept_stale_broker_epoch" in err

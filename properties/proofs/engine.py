@@ -1012,11 +1012,17 @@ def all_hold(rows: list[dict]) -> bool:
     return all(r["result"] in ("holds", "proved") for r in rows)
 
 
-def report(core: Core, bmc, prove, prove_unbounded, variant: Variant, depth: int) -> list[dict]:
+def report(core: Core, bmc, prove, prove_unbounded, variant: Variant, depth: int,
+           goals: Iterable[str] | None = None) -> list[dict]:
     """What ``kraftcheck prove`` reports for a core, given its module's ``bmc``, ``prove`` and
     ``prove_unbounded``: BMC of each property in each of its scopes, then the induction obligations
-    for 2 actors and for any number of them. Each row has name, brokers (the domain), result, seconds."""
-    rows = [row for scope in core.scopes for row in bmc(depth, variant, scope=scope).rows()]
-    rows += [r.as_json() for r in prove(variant)]
-    rows += [r.as_json() for r in prove_unbounded(variant)]
+    for 2 actors and for any number of them. Each row has name, brokers (the domain), result, seconds.
+
+    ``goals``: only these properties of the core (``kraftcheck prove --property``): their BMC, and their
+    induction obligations with every invariant and lemma assumed as in the whole report. What they are proved
+    from is then assumed, not proved: the whole report proves the lemmas too."""
+    properties = core.property_names if goals is None else [p for p in core.property_names if p in set(goals)]
+    rows = [row for scope in core.scopes for row in bmc(depth, variant, scope=scope, properties=properties).rows()]
+    rows += [r.as_json() for r in prove(variant, goals=goals)]
+    rows += [r.as_json() for r in prove_unbounded(variant, goals=goals)]
     return rows

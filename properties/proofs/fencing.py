@@ -741,9 +741,11 @@ def prove(
     invariants: Iterable[Invariant] = INVARIANTS,
     actions: Iterable[str] | None = None,
     timeout_ms: int = 60_000,
+    goals: Iterable[str] | None = None,
 ) -> list[ObligationResult]:
-    """The fencing core's induction obligations for ``dom`` (2 brokers unless told)."""
-    return FENCING.prove(variant, dom, invariants, actions, timeout_ms)
+    """The fencing core's induction obligations for ``dom`` (2 brokers unless told); of ``goals``' invariants only,
+    when named, every invariant still assumed."""
+    return FENCING.prove(variant, dom, invariants, actions, timeout_ms, goals)
 
 
 def enabled_under_invariants(dom: Brokers | None = None, variant: Variant = CORRECT) -> dict[str, bool]:
@@ -756,16 +758,18 @@ UNBOUNDED_PROPERTIES = ("AtMostOneControllerPerEpoch", "OnlyCurrentControllerWri
 
 
 def prove_unbounded(
-    variant: Variant = CORRECT, every_invariant: bool = True, actions: Iterable[str] | None = None
+    variant: Variant = CORRECT, every_invariant: bool = True, actions: Iterable[str] | None = None,
+    goals: Iterable[str] | None = None,
 ) -> list[ObligationResult]:
     """The induction obligations over an uninterpreted sort of brokers: they hold for any number of them.
 
     All invariants by default; ``every_invariant=False`` keeps the epoch-fencing properties
-    (UNBOUNDED_PROPERTIES) and the lemmas, which are what their proof needs."""
+    (UNBOUNDED_PROPERTIES) and the lemmas, which are what their proof needs. ``goals``: the obligations of the
+    invariants so named only, the others still assumed."""
     wanted = INVARIANTS if every_invariant else [
         i for i in INVARIANTS if i.lemma or i.name in UNBOUNDED_PROPERTIES
     ]
-    return FENCING.prove(variant, FENCING.unbounded(), wanted, actions)
+    return FENCING.prove(variant, FENCING.unbounded(), wanted, actions, goals=goals)
 
 
 def scope_with_brokers(name: str, n_brokers: int) -> Scope:
@@ -796,6 +800,6 @@ def bmc(
     return FENCING.bmc(the_scope, depth, variant, properties, max_refinements, name=scope_name)
 
 
-def check_all(variant: Variant = CORRECT, depth: int = 20) -> list[dict]:
+def check_all(variant: Variant = CORRECT, depth: int = 20, goals: Iterable[str] | None = None) -> list[dict]:
     """What ``kraftcheck prove`` reports for the fencing core (``report``)."""
-    return report(FENCING, bmc, prove, prove_unbounded, variant, depth)
+    return report(FENCING, bmc, prove, prove_unbounded, variant, depth, goals)

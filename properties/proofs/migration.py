@@ -1196,9 +1196,10 @@ def bmc(
     return MIGRATION_CORE.bmc(SCOPES[name], depth, variant, properties, max_refinements)
 
 
-def prove(variant: Variant = CORRECT, n_controllers: int = 2, actions: Iterable[str] | None = None):
-    """Every induction obligation for ``n_controllers`` controllers."""
-    return MIGRATION_CORE.prove(variant, MIGRATION_CORE.finite(n_controllers), actions=actions)
+def prove(variant: Variant = CORRECT, n_controllers: int = 2, actions: Iterable[str] | None = None,
+          goals: Iterable[str] | None = None) -> list[ObligationResult]:
+    """Every induction obligation for ``n_controllers`` controllers (of ``goals``' invariants only, when named)."""
+    return MIGRATION_CORE.prove(variant, MIGRATION_CORE.finite(n_controllers), actions=actions, goals=goals)
 
 
 def prove_unbounded(variant: Variant = CORRECT, actions: Iterable[str] | None = None,
@@ -1208,6 +1209,6 @@ def prove_unbounded(variant: Variant = CORRECT, actions: Iterable[str] | None = 
     return MIGRATION_CORE.prove(variant, MIGRATION_CORE.unbounded(), actions=actions, goals=goals)
 
 
-def check_all(variant: Variant = CORRECT, depth: int = 20) -> list[dict]:
+def check_all(variant: Variant = CORRECT, depth: int = 20, goals: Iterable[str] | None = None) -> list[dict]:
     """What ``kraftcheck prove`` reports for this core (``proofs.report``)."""
-    return report(MIGRATION_CORE, bmc, prove, prove_unbounded, variant, depth)
+    return report(MIGRATION_CORE, bmc, prove, prove_unbounded, variant, depth, goals)
