@@ -26,11 +26,14 @@ from model.kraft import (
     replay,
 )
 from model.kraft_quorum import ctrl, is_active, own_image
+from model.record import remembers_last
 from model.registry import always, section, sometimes, transition
 from model.state import TOPIC, BrokerHeartbeatRequest, ClusterState, znode_data
 from model.types import UNKNOWN_BROKER_EPOCH, BrokerEpoch, BrokerId
 
 
+# Read by three ALWAYS properties of each new state in turn: computed once (looking the image up hashes the log).
+@remembers_last
 def committed_image(state: ClusterState) -> MetadataImage:
     return image_of(state.history.committed)
 
