@@ -63,8 +63,9 @@ class Property:
     # TRANSITION and SOMETIMES only, a step's cheap facts without which the predicate is trivially answered (it
     # holds, or witnesses nothing), so that ``model.invariants`` need not call it: ``changes``, parts of the
     # step (``STEP_PARTS``) one of which must have changed; ``actions``, action types one of which the action
-    # must be. Empty: no such fact. Each is the predicate's own first test or follows from its reading (said
-    # where it is declared); tests/test_step_gates.py checks every declaration on steps the model cannot take.
+    # must be. Empty: no such fact. Each is the predicate's own first test, or follows from what it reads (a
+    # ZooKeeper left alone holds the same znodes; a ghost list the step left empty has no bad entry and
+    # witnesses nothing); tests/test_step_gates.py checks every declaration on steps the model cannot take.
     changes: tuple[str, ...] = ()
     actions: tuple[type[Action], ...] = ()
 
