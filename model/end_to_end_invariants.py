@@ -249,6 +249,7 @@ def pending_deletion_never_live_in_kraft(state: ClusterState) -> bool:
     "KIP-500 §Broker Metadata Management (removed if it has not sent a heartbeat in a long enough time),"
     " §Fenced",
     independent=True,
+    changes=("controllers",),
 )
 def heartbeating_broker_never_fenced(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.controllers is before.controllers:
@@ -275,6 +276,7 @@ def heartbeating_broker_never_fenced(before: ClusterState, action: Action, after
     "KIP-584 §Changes to Kafka Controller (a downgrade deemed unsafe is refused);"
     " KIP-866 §MetadataVersion (IBP)",
     independent=True,
+    changes=("controllers",),
 )
 def metadata_version_goes_down_only_when_forced(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.controllers is before.controllers:
@@ -301,6 +303,7 @@ def metadata_version_goes_down_only_when_forced(before: ClusterState, action: Ac
     "KIP-866 §Controller Leadership, §Dual Metadata Writes (a conditional update of /migration with each"
     " multi), §Migration State ZNode",
     independent=True,
+    changes=("zk",),
 )
 def one_zk_writer_after_claim(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.zk is before.zk or kraft_claim(before) is None:
@@ -456,6 +459,7 @@ def zk_broker_checked_at_quiescence(before: ClusterState, action: Action, after:
     " it no more.",
     "KIP-866 §ZK Broker RPCs",
     independent=True,
+    actions=(Deliver,),
 )
 def deleted_topic_stopped_on_zk_broker(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, Deliver) or not isinstance(action.message, StopReplica) or not action.message.kraft:

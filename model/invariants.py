@@ -22,6 +22,7 @@ from typing import overload
 
 from model.actions import Action
 from model.registry import PROPERTIES as PROPERTIES  # the registry, read from here too
+from model.registry import STEP_PARTS, StepPredicate, step_changes
 from model.registry import Kind as Kind
 from model.registry import Property as Property
 from model.state import ClusterState
@@ -55,23 +56,40 @@ def broken_transitions(
 ) -> list[str]:
     """Names of the TRANSITION properties the step breaks, leaving out those named in ``skip`` (unchecked:
     a search that has its counterexample for a property need not check it again)."""
-    chosen = _CHOSEN[independent][1]
-    if skip:
-        chosen = _left(chosen, skip)
-    return [p.name for p in chosen if not p.predicate(before, action, after)]
+    plan = _plan(_CHOSEN[independent][1], skip, type(action), step_changes(before, after))
+    return [name for name, predicate in plan if not predicate(before, action, after)]
 
 
-_LEFT: dict[tuple[int, frozenset[str]], list[Property]] = {}
+# Per list of properties: the ``skip`` set last asked with, and for it the plan of each (action type, changes).
+_PLANS: dict[int, tuple[frozenset[str], dict[tuple[type, int], tuple[tuple[str, StepPredicate], ...]]]] = {}
 
 
-def _left(properties: list[Property], skip: frozenset[str]) -> list[Property]:
-    """``properties`` without those named in ``skip``, kept per list and set: a search asks with the same
-    few sets again and again, and filtering on every step would cost more than it saves."""
-    key = (id(properties), skip)  # the lists are module constants, alive as long as the cache
-    left = _LEFT.get(key)
-    if left is None:
-        left = _LEFT[key] = [p for p in properties if p.name not in skip]
-    return left
+def _plan(
+    properties: list[Property], skip: frozenset[str], kind: type, changes: int
+) -> tuple[tuple[str, StepPredicate], ...]:
+    """The (name, predicate) of the step properties of ``properties`` to call on a step of action type ``kind``
+    that changed the ``changes`` parts (``model.registry.step_changes``), without those named in ``skip``.
+
+    Why: most steps touch a small part of the state (in the migration scope ZooKeeper changes in 3 steps of a
+    hundred), and a property gated on the parts it reads (``Property.changes``) or on its actions
+    (``Property.actions``) answers the rest trivially; leaving it out of the plan saves its call. Sound because a
+    gate is the predicate's own trivial answer: the plan's verdicts are those of calling every property. The
+    plans of a list are kept for its latest ``skip`` only: a search's set only grows, and a plan per (type,
+    changes) and set would be kept for nothing."""
+    key = id(properties)  # the lists are module constants, alive as long as the cache
+    kept = _PLANS.get(key)
+    if kept is None or kept[0] is not skip and kept[0] != skip:
+        kept = _PLANS[key] = (skip, {})
+    plans = kept[1]
+    plan = plans.get((kind, changes))
+    if plan is None:
+        plan = plans[(kind, changes)] = tuple(
+            (p.name, p.predicate) for p in properties
+            if p.name not in skip
+            and (not p.changes or any(changes >> STEP_PARTS.index(part) & 1 for part in p.changes))
+            and (not p.actions or issubclass(kind, p.actions))
+        )
+    return plan
 
 
 @overload
@@ -96,4 +114,5 @@ def witnessed(
 ) -> list[str]:
     """Names of the SOMETIMES properties the step witnesses, leaving out those named in ``skip``
     (unchecked: a search that has a witness for a property need not look for another)."""
-    return [p.name for p in (_left(SOMETIMES, skip) if skip else SOMETIMES) if p.predicate(before, action, after)]
+    plan = _plan(SOMETIMES, skip, type(action), step_changes(before, after))
+    return [name for name, predicate in plan if predicate(before, action, after)]

@@ -26,11 +26,14 @@ from model.kraft import (
     replay,
 )
 from model.kraft_quorum import ctrl, is_active, own_image
+from model.record import remembers_last
 from model.registry import always, section, sometimes, transition
 from model.state import TOPIC, BrokerHeartbeatRequest, ClusterState, znode_data
 from model.types import UNKNOWN_BROKER_EPOCH, BrokerEpoch, BrokerId
 
 
+# Read by three ALWAYS properties of each new state in turn: computed once (looking the image up hashes the log).
+@remembers_last
 def committed_image(state: ClusterState) -> MetadataImage:
     return image_of(state.history.committed)
 
@@ -54,6 +57,7 @@ def at_most_one_kraft_leader_per_epoch(state: ClusterState) -> bool:
     "KRaftEpochNeverDecreases",
     "A controller's persisted epoch never goes down, across crashes and restarts too.",
     "KIP-500 §Controller Quorum; RaftEventSimulationTest MonotonicEpoch",
+    changes=("controllers",),
 )
 def kraft_epoch_never_decreases(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.controllers is before.controllers:
@@ -65,6 +69,7 @@ def kraft_epoch_never_decreases(before: ClusterState, action: Action, after: Clu
     "CommittedRecordsNeverChange",
     "Once committed, a record stays at its offset: the committed log only ever grows.",
     "KIP-500 §Controller Quorum; RaftEventSimulationTest ConsistentCommittedData",
+    changes=("committed",),
 )
 def committed_records_never_change(before: ClusterState, action: Action, after: ClusterState) -> bool:
     old, new = before.history.committed, after.history.committed
@@ -90,6 +95,7 @@ def committed_records_on_majority(state: ClusterState) -> bool:
     "HighWatermarkNeverDecreases",
     "A running controller's high watermark never moves back (it is soft state: a restart starts it over).",
     "KIP-500 §Controller Quorum; RaftEventSimulationTest MonotonicHighWatermark",
+    changes=("controllers",),
 )
 def high_watermark_never_decreases(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.controllers is before.controllers:
@@ -124,6 +130,7 @@ def fenced_brokers_never_served(state: ClusterState) -> bool:
     "UnfencedOnlyWhenCaughtUp",
     "A KRaft broker is unfenced only once it has replayed the metadata up to its own registration.",
     "KIP-500 §Broker States (Fenced while it fetches the newest metadata); reference §3.2",
+    actions=(BrokerHeartbeat,),
 )
 def unfenced_only_when_caught_up(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, BrokerHeartbeat):
@@ -167,6 +174,7 @@ def zk_brokers_admitted_at_metadata_version(state: ClusterState) -> bool:
     "NoKRaftBrokerTakesALiveZkBrokersId",
     "A KRaft broker is never registered under the id of a ZK broker whose registration is still live.",
     "KIP-866 §Broker Registration (a KRaft broker with an existing ZK broker's id is rejected)",
+    actions=(RegisterWithKRaft,),
 )
 def no_kraft_broker_takes_live_zk_id(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, RegisterWithKRaft) or not before.brokers[action.broker].config.kraft_mode:
@@ -206,6 +214,7 @@ def one_broker_epoch_per_incarnation(state: ClusterState) -> bool:
     "changes to a known one, a controller's log holds that incarnation's RegisterBrokerRecord with that epoch.",
     "KIP-866 §Broker Registration; KIP-500 §Broker Metadata Management (a broker whose registration response was "
     "lost has no epoch until a retry answers it)",
+    changes=("brokers",),
 )
 def broker_epoch_given_by_controller(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.brokers is before.brokers:
@@ -237,6 +246,7 @@ section("Reassignments (KIP-866 §ZK Broker RPCs)")
     " has caught up.",
     "KIP-866 §ZK Broker RPCs (\"following reassignments ... StopReplicas\": a reassignment ends only once its new"
     " replicas serve); Kafka's PartitionReassignmentReplicas.maybeCompleteReassignment",
+    changes=("controllers",),
 )
 def reassignment_completes_with_target_in_isr(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.controllers is before.controllers:

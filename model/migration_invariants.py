@@ -98,6 +98,7 @@ section("Migration (KIP-866)")
     "The committed migration state only moves NONE or PRE_MIGRATION -> MIGRATION -> POST_MIGRATION; NONE and"
     " POST_MIGRATION are final.",
     "KIP-866 §Migration Overview, §Misconfigurations",
+    changes=("committed",),
 )
 def migration_state_only_moves_forward(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.history.committed is before.history.committed:
@@ -110,6 +111,7 @@ def migration_state_only_moves_forward(before: ClusterState, action: Action, aft
     "DriverTakesOnlyTableTransitions",
     "The migration driver moves only along KRaftMigrationDriver's transition table.",
     "KIP-866 §Migration Overview; reference §1.3 (isValidStateChange)",
+    changes=("controllers",),
 )
 def driver_takes_only_table_transitions(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.controllers is before.controllers:
@@ -127,6 +129,7 @@ def driver_takes_only_table_transitions(before: ClusterState, action: Action, af
     "DualWritesOnlyInDualWriteStates",
     "A KRaft controller writes metadata changes to ZooKeeper only in KRAFT_CONTROLLER_TO_BROKER_COMM or DUAL_WRITE.",
     "KIP-866 §Dual Metadata Writes; reference §1.2 (allowDualWrite)",
+    changes=("kraft_writes",),
 )
 def dual_writes_only_in_dual_write_states(before: ClusterState, action: Action, after: ClusterState) -> bool:
     return all(w.driver_state.allows_dual_write for w in after.ghost.kraft_writes if w.kind == "dual-write")
@@ -168,6 +171,7 @@ def failover_aborts_migration_transaction(state: ClusterState) -> bool:
     "ZkWritesFollowKRaftCommits",
     "Everything a KRaft controller writes to ZooKeeper was committed in KRaft first.",
     "KIP-866 §Dual Metadata Writes (write-behind: ZK only has what KRaft committed)",
+    changes=("kraft_writes",),
 )
 def zk_writes_follow_kraft_commits(before: ClusterState, action: Action, after: ClusterState) -> bool:
     return all(w.writer_offset <= len(after.history.committed) for w in after.ghost.kraft_writes)
@@ -195,6 +199,7 @@ def zk_equals_image_at_migration_offset(state: ClusterState) -> bool:
     "A KRaft controller's sync or dual write fails on a metadata znode (NoNode, NodeExists) only when it read"
     " ZooKeeper from a lagging server: writes made from an up-to-date read apply, new partitions included.",
     "KIP-866 §Dual Metadata Writes, §Controller Migration (the sync of KRaft's metadata to ZooKeeper)",
+    actions=(DualWrite, SyncKRaftToZk),
 )
 def kraft_zk_writes_fail_only_on_stale_reads(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, (DualWrite, SyncKRaftToZk)) or zkm.lagging(before.zk, action.controller):
@@ -239,6 +244,7 @@ def write_behind_lag_bounded(state: ClusterState) -> bool:
     "OnlyCurrentKRaftLeaderWritesApply",
     "After a KRaft leader has claimed ZooKeeper, no write of a controller with an older Raft epoch applies.",
     "KIP-866 §Controller Leadership, §Dual Metadata Writes (conditional /migration update)",
+    changes=("kraft_writes",),
 )
 def only_current_kraft_leader_writes_apply(before: ClusterState, action: Action, after: ClusterState) -> bool:
     claimed = kraft_claim(before)
@@ -251,6 +257,7 @@ def only_current_kraft_leader_writes_apply(before: ClusterState, action: Action,
     "MigrationOffsetNeverGoesBack",
     "/migration's KRaft offset never decreases: what ZooKeeper has caught up with is never undone.",
     "KIP-866 §Migration State ZNode (which KRaft record offset has been written back to ZK)",
+    changes=("zk",),
 )
 def migration_offset_never_goes_back(before: ClusterState, action: Action, after: ClusterState) -> bool:
     old, new = znode_data(before, MIGRATION), znode_data(after, MIGRATION)
@@ -281,6 +288,7 @@ def update_metadata_before_leader_and_isr(before: ClusterState, action: Action, 
     "The Raft epoch a KRaft controller writes into /controller only increases: no claim by an older leadership"
     " replaces a newer one.",
     "KIP-866 §Controller Leadership; reference §2.3 (ControllerMovedException on a same or newer epoch)",
+    changes=("zk",),
 )
 def kraft_epoch_in_zk_only_increases(before: ClusterState, action: Action, after: ClusterState) -> bool:
     old, new = kraft_claim(before), kraft_claim(after)
@@ -291,6 +299,7 @@ def kraft_epoch_in_zk_only_increases(before: ClusterState, action: Action, after
     "ZkControllerEpochsIncreaseAcrossHandOver",
     "Every /controller_epoch an election or a KRaft claim writes exceeds every one written before it.",
     "KIP-866 §Controller Leadership (the first KRaft epoch exceeds the last ZK one), §Rollback to ZK",
+    changes=("zk",),
 )
 def zk_controller_epochs_increase(before: ClusterState, action: Action, after: ClusterState) -> bool:
     old, new = zkm.get(before.zk, CONTROLLER_EPOCH), zkm.get(after.zk, CONTROLLER_EPOCH)
@@ -316,6 +325,7 @@ def only_allowed_writes_in_pre_migration(state: ClusterState) -> bool:
     "NoZkWriteAfterPostMigration",
     "No KRaft controller writes to ZooKeeper once its log says POST_MIGRATION.",
     "KIP-866 §Finalizing the Migration (no longer perform writes to ZK)",
+    changes=("kraft_writes",),
 )
 def no_zk_write_after_post_migration(before: ClusterState, action: Action, after: ClusterState) -> bool:
     return not any(w.post_migration for w in after.ghost.kraft_writes)
@@ -393,6 +403,7 @@ def migration_waits_for_every_voter_registered_ready(before: ClusterState, actio
     "MetadataVersionFixedDuringMigration",
     "metadata.version does not change while a migration is in progress.",
     "KIP-866 §MetadataVersion; reference §5.1",
+    changes=("committed",),
 )
 def metadata_version_fixed_during_migration(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.history.committed is before.history.committed:
@@ -422,6 +433,7 @@ def split_vote(before: ClusterState, action: Action, after: ClusterState) -> boo
     "FollowerTruncates",
     "A follower drops log entries that diverge from the new leader's.",
     "KIP-500 §Controller Quorum (followers truncate on divergence)",
+    actions=(Fetch,),
 )
 def follower_truncates(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, Fetch):
@@ -436,6 +448,7 @@ def follower_truncates(before: ClusterState, action: Action, after: ClusterState
     "DeposedKRaftLeaderAttemptsZkWrite",
     "A KRaft controller tries to write to ZooKeeper after a newer Raft epoch has claimed it.",
     "KIP-866 §Controller Leadership",
+    changes=("attempted_kraft_write",),
 )
 def deposed_kraft_leader_attempts_zk_write(before: ClusterState, action: Action, after: ClusterState) -> bool:
     attempt = after.ghost.attempted_kraft_write
@@ -447,6 +460,7 @@ def deposed_kraft_leader_attempts_zk_write(before: ClusterState, action: Action,
     "StaleReadRefusedAtLeader",
     "A KRaft controller that read ZooKeeper from a lagging server writes, and its write's versions refuse it.",
     "KIP-866 §Controller Leadership (the claim's conditional multi), §Dual Metadata Writes",
+    changes=("last_multi",),
 )
 def stale_read_refused_at_leader(before: ClusterState, action: Action, after: ClusterState) -> bool:
     who = getattr(action, "controller", None)
@@ -459,6 +473,7 @@ def stale_read_refused_at_leader(before: ClusterState, action: Action, after: Cl
     "PartitionCreatedByDualWrite",
     "A KRaft controller's write to ZooKeeper creates the state znode of a partition created since the migration.",
     "KIP-866 §Dual Metadata Writes",
+    actions=(DualWrite, SyncKRaftToZk),
 )
 def partition_created_by_dual_write(before: ClusterState, action: Action, after: ClusterState) -> bool:
     return (isinstance(action, (DualWrite, SyncKRaftToZk)) and bool(after.ghost.kraft_writes)
@@ -470,6 +485,7 @@ def partition_created_by_dual_write(before: ClusterState, action: Action, after:
     "A MetadataChangeEvent queued under another leader and epoch reaches the head of the driver's queue and is"
     " dropped.",
     "KIP-866 §Dual Metadata Writes; KAFKA-16667 (Kafka 3.8: events check the leadership they were raised in)",
+    actions=(RunMetadataChange,),
 )
 def stale_metadata_change_event_dropped(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, RunMetadataChange):
@@ -483,6 +499,7 @@ def stale_metadata_change_event_dropped(before: ClusterState, action: Action, af
     "PartitionReassignedByDualWrite",
     "A KRaft controller's write to ZooKeeper gives a partition the new replicas of a reassignment made on KRaft.",
     "KIP-866 §Dual Metadata Writes",
+    actions=(DualWrite, SyncKRaftToZk),
 )
 def partition_reassigned_by_dual_write(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, (DualWrite, SyncKRaftToZk)) or not after.ghost.kraft_writes:
@@ -495,6 +512,7 @@ def partition_reassigned_by_dual_write(before: ClusterState, action: Action, aft
     "ReassignmentCompleted",
     "An adding replica's ISR join completes a reassignment made on KRaft: its adding and removing replicas cleared.",
     "KIP-866 §ZK Broker RPCs; Kafka's ReplicationControlManager.alterPartition",
+    actions=(AlterPartition,),
 )
 def reassignment_completed(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, AlterPartition):
@@ -567,6 +585,7 @@ def migration_reaches_dual_write(before: ClusterState, action: Action, after: Cl
     "MigrationFinalized",
     "POST_MIGRATION is committed.",
     "KIP-866 §Finalizing the Migration",
+    changes=("committed",),
 )
 def migration_finalized(before: ClusterState, action: Action, after: ClusterState) -> bool:
     return (
@@ -580,6 +599,7 @@ def migration_finalized(before: ClusterState, action: Action, after: ClusterStat
     "RollbackCompletes",
     "After the KRaft era, a ZK broker is elected controller again.",
     "KIP-866 §Rollback to ZK",
+    actions=(ElectController,),
 )
 def rollback_completes(before: ClusterState, action: Action, after: ClusterState) -> bool:
     return (
@@ -593,6 +613,7 @@ def rollback_completes(before: ClusterState, action: Action, after: ClusterState
     "FinalizedClusterSeesFlagAgain",
     "A controller with the migration flag runs in a finalized cluster.",
     "KIP-866 §Misconfigurations",
+    actions=(RestartController,),
 )
 def finalized_cluster_sees_flag_again(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, RestartController):

@@ -60,6 +60,35 @@ class Property:
     # Stated over what a user can see, not over the model's rules (``model.end_to_end_invariants``): it holds
     # however the protocol is written, so it can fail where the model and the implementation share a mistake.
     independent: bool = False
+    # TRANSITION and SOMETIMES only, a step's cheap facts without which the predicate is trivially answered (it
+    # holds, or witnesses nothing), so that ``model.invariants`` need not call it: ``changes``, parts of the
+    # step (``STEP_PARTS``) one of which must have changed; ``actions``, action types one of which the action
+    # must be. Empty: no such fact. Each is the predicate's own first test, or follows from what it reads (a
+    # ZooKeeper left alone holds the same znodes; a ghost list the step left empty has no bad entry and
+    # witnesses nothing); tests/test_step_gates.py checks every declaration on steps the model cannot take.
+    changes: tuple[str, ...] = ()
+    actions: tuple[type[Action], ...] = ()
+
+
+# The parts of a step a property may be gated on (``Property.changes``): bit i of ``step_changes`` is set when
+# part i may have changed. Identity is what is compared, so an equal but rebuilt part counts as changed (the
+# property is then called, which is always sound); a part of the ghost that describes only the step counts
+# as changed when the step left anything in it.
+STEP_PARTS = ("zk", "brokers", "controllers", "committed", "applied_writes", "last_multi", "kraft_writes",
+              "attempted_kraft_write")
+
+
+def step_changes(before: ClusterState, after: ClusterState) -> int:
+    """The bit mask of the ``STEP_PARTS`` the step from ``before`` to ``after`` may have changed."""
+    ghost = after.ghost
+    return ((after.zk is not before.zk)
+            | (after.brokers is not before.brokers) << 1
+            | (after.controllers is not before.controllers) << 2
+            | (after.history.committed is not before.history.committed) << 3
+            | (ghost.applied_writes is not before.ghost.applied_writes) << 4
+            | bool(ghost.last_multi) << 5
+            | bool(ghost.kraft_writes) << 6
+            | bool(ghost.attempted_kraft_write) << 7)
 
 
 PROPERTIES: list[Property] = []
@@ -73,12 +102,16 @@ def section(title: str) -> None:
 
 
 def _register(
-    kind: Kind, name: str, meaning: str, source: str, when: StatePredicate | None = None, independent: bool = False
+    kind: Kind, name: str, meaning: str, source: str, when: StatePredicate | None = None, independent: bool = False,
+    changes: tuple[str, ...] = (), actions: tuple[type[Action], ...] = (),
 ) -> Callable[[P], P]:
     def wrap(fn: P) -> P:
         if any(p.name == name for p in PROPERTIES):
             raise ValueError(f"duplicate property {name}")
-        PROPERTIES.append(Property(name, kind, meaning, source, _section, fn, when, independent))
+        unknown = [part for part in changes if part not in STEP_PARTS]
+        if unknown:
+            raise ValueError(f"{name}: no step part {unknown[0]!r} (model.registry.STEP_PARTS)")
+        PROPERTIES.append(Property(name, kind, meaning, source, _section, fn, when, independent, changes, actions))
         return fn
 
     return wrap
@@ -91,15 +124,22 @@ def always(
 
 
 def transition(
-    name: str, meaning: str, source: str, independent: bool = False
+    name: str, meaning: str, source: str, independent: bool = False,
+    changes: tuple[str, ...] = (), actions: tuple[type[Action], ...] = (),
 ) -> Callable[[StepPredicate], StepPredicate]:
-    return _register(Kind.TRANSITION, name, meaning, source, independent=independent)
+    """``changes``/``actions``: the step holds unless one of those parts changed / it is one of those actions."""
+    return _register(Kind.TRANSITION, name, meaning, source, independent=independent, changes=changes,
+                     actions=actions)
 
 
 def sometimes(
-    name: str, meaning: str, source: str, independent: bool = False
+    name: str, meaning: str, source: str, independent: bool = False,
+    changes: tuple[str, ...] = (), actions: tuple[type[Action], ...] = (),
 ) -> Callable[[StepPredicate], StepPredicate]:
-    return _register(Kind.SOMETIMES, name, meaning, source, independent=independent)
+    """``changes``/``actions``: the step witnesses nothing unless one of those parts changed / it is one of those
+    actions."""
+    return _register(Kind.SOMETIMES, name, meaning, source, independent=independent, changes=changes,
+                     actions=actions)
 
 
 def eventually(

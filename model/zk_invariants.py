@@ -104,6 +104,7 @@ section("ZooKeeper")
     "ZxidStrictlyIncreases",
     "The zxid never goes back, every change to the tree takes a new zxid, and czxid <= mzxid <= zxid.",
     "KIP-380 §Broker Registration in Zookeeper (czxid is a generation only because zxids increase)",
+    changes=("zk",),
 )
 def zxid_strictly_increases(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.zk is before.zk:  # records are immutable: the same object is the same ZooKeeper
@@ -119,6 +120,7 @@ def zxid_strictly_increases(before: ClusterState, action: Action, after: Cluster
     "CzxidFixedForNodeLife",
     "A znode keeps its czxid while it exists; a new czxid only comes with a new znode (version 0).",
     "KIP-380 §Broker Registration in Zookeeper",
+    changes=("zk",),
 )
 def czxid_fixed_for_node_life(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.zk.nodes is before.zk.nodes:
@@ -144,6 +146,7 @@ def ephemerals_only_for_live_sessions(state: ClusterState) -> bool:
     "MultiIsAllOrNothing",
     "A multi that reports any failed op leaves the tree exactly as it was.",
     "KIP-380 §Broker Registration in Zookeeper (multi); KIP-866 §Controller Leadership (check + write)",
+    changes=("last_multi",),
 )
 def multi_is_all_or_nothing(before: ClusterState, action: Action, after: ClusterState) -> bool:
     results = after.ghost.last_multi
@@ -169,6 +172,7 @@ def at_most_one_controller_per_epoch(state: ClusterState) -> bool:
     "ControllerEpochNeverDecreases",
     "/controller_epoch, once written, is never removed and its value never decreases.",
     "KIP-866 §Controller Leadership (the monotonic epoch invariant)",
+    changes=("zk",),
 )
 def controller_epoch_never_decreases(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.zk.nodes is before.zk.nodes:
@@ -186,6 +190,7 @@ def controller_epoch_never_decreases(before: ClusterState, action: Action, after
     "EveryElectionBumpsControllerEpoch",
     "A broker that becomes controller does so with /controller_epoch + 1, and writes that value.",
     "KIP-866 §Controller Leadership; KafkaZkClient.registerControllerAndIncrementControllerEpoch",
+    changes=("brokers",),
 )
 def every_election_bumps_controller_epoch(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.brokers is before.brokers:
@@ -202,6 +207,7 @@ def every_election_bumps_controller_epoch(before: ClusterState, action: Action, 
     "OnlyCurrentControllerWritesApply",
     "Every controller write that ZooKeeper applies is made under the controller epoch current then.",
     "KIP-866 §Controller Leadership (every controller write is a multi checking /controller_epoch)",
+    changes=("applied_writes",),
 )
 def only_current_controller_writes_apply(before: ClusterState, action: Action, after: ClusterState) -> bool:
     applied = after.ghost.applied_writes[len(before.ghost.applied_writes):]  # this step's entries in the log
@@ -234,6 +240,7 @@ def broker_epoch_is_registration_czxid(state: ClusterState) -> bool:
     "BrokerEpochGrowsWithEachRegistration",
     "Each registration of a broker id gives it an epoch greater than its previous registration's.",
     "KIP-380 §Motivation (a unique and monotonically increasing generation); §Rejected Alternatives",
+    changes=("brokers",),
 )
 def broker_epoch_grows_with_each_registration(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.brokers is before.brokers:
@@ -251,6 +258,7 @@ def broker_epoch_grows_with_each_registration(before: ClusterState, action: Acti
     "A broker changes nothing on a control request for an earlier generation of itself or from an older"
     " controller epoch.",
     "KIP-380 §Broker Rejects Control Requests Applied to Former Generations",
+    actions=(Deliver,),
 )
 def no_stale_control_request_applied(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, Deliver) or isinstance(action.message, ControlledShutdown):
@@ -407,6 +415,7 @@ def admitted_brokers_support_finalized_features(state: ClusterState) -> bool:
     "FeatureEpochNeverDecreases",
     "/features is never re-created and its version, the feature epoch, never decreases.",
     "KIP-584 §Feature ZK node (the epoch is monotonically increasing)",
+    changes=("zk",),
 )
 def feature_epoch_never_decreases(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if after.zk.nodes is before.zk.nodes:
@@ -449,6 +458,7 @@ _CONTROLLER_WRITES = (InitializeController, ElectPartitionLeader, UpdateFeatures
     "ZombieControllerAttemptsWrite",
     "A controller that lost its leadership, but does not know it yet, tries to write to ZooKeeper.",
     "KIP-866 §Controller Leadership (in-flight writes from the previous controller epoch)",
+    changes=("last_multi",),
 )
 def zombie_controller_attempts_write(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if isinstance(action, _CONTROLLER_WRITES):
@@ -466,6 +476,7 @@ def zombie_controller_attempts_write(before: ClusterState, action: Action, after
     "A broker that read /controller_epoch through a lagging ZooKeeper server runs for controller, and the"
     " election's multi refuses it at the leader.",
     "KIP-866 §Controller Leadership; KIP-380 §Motivation (controller epoch fencing)",
+    actions=(ElectController,),
 )
 def stale_election_refused_at_leader(before: ClusterState, action: Action, after: ClusterState) -> bool:
     return (isinstance(action, ElectController) and zkm.lagging(before.zk, action.broker)
@@ -477,6 +488,7 @@ def stale_election_refused_at_leader(before: ClusterState, action: Action, after
     "BouncedBrokerGetsOldGenerationRequest",
     "A broker receives a control request addressed to an earlier generation of itself.",
     "KIP-380 §Motivation (a bounced broker processing its earlier generation's StopReplica)",
+    actions=(Deliver,),
 )
 def bounced_broker_gets_old_generation_request(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, Deliver) or isinstance(action.message, ControlledShutdown):
@@ -489,6 +501,7 @@ def bounced_broker_gets_old_generation_request(before: ClusterState, action: Act
     "BrokerRefusedForFeatures",
     "The controller leaves a registered broker out because its supported range excludes a finalized level.",
     "KIP-584 §Broker protections against race conditions",
+    actions=(ProcessBrokerChange, InitializeController),
 )
 def broker_refused_for_features(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, (ProcessBrokerChange, InitializeController)):
@@ -504,6 +517,7 @@ def broker_refused_for_features(before: ClusterState, action: Action, after: Clu
     "FastBounceDetected",
     "The controller sees a broker id it knew come back with a higher czxid and treats it as bounced.",
     "KIP-380 §Controller Detects Bounced Broker",
+    actions=(ProcessBrokerChange,),
 )
 def fast_bounce_detected(before: ClusterState, action: Action, after: ClusterState) -> bool:
     if not isinstance(action, ProcessBrokerChange):
@@ -552,6 +566,7 @@ def controller_failover(before: ClusterState, action: Action, after: ClusterStat
     "MultiFails",
     "A multi fails part-way and ZooKeeper applies none of it.",
     "KIP-866 §Controller Leadership (conditional multi-writes)",
+    changes=("last_multi",),
 )
 def multi_fails(before: ClusterState, action: Action, after: ClusterState) -> bool:
     return any(r is not ZkCode.OK for r in after.ghost.last_multi)
