@@ -1485,6 +1485,11 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Sear
         # no hidden step writes an admin's record but the leader's ISR join that completes a reassignment, and no
         # path shows what the release's view never does
         return list(found), alternatives, 0
+    if ob.key == ("topics", "reassigned"):  # only an ISR join completes a move, of one the request started
+        frontier = [node for node in frontier if any(p.reassigning for c in node.state.controllers if is_active(c)
+                                                     for p in own_image(c).partitions)]
+        if not frontier:
+            return [], alternatives, 0
     fact = next((f for f, key in MIRRORED.items() if key == ob.key[0]), None)
     if fact is not None:  # nor can a dual write mirror more than the logs hold
         count = ob.value if isinstance(ob.value, int) else 0
