@@ -35,20 +35,26 @@ What is abstracted, and why:
   action (``OperatorAdminRequest``), one per record: a topic created or grown, one CreatePartitions
   per partition on the brokers Kafka placed it (Kafka's placer is not the model's; the model checks
   each is registered and one active); a deletion, DeleteTopics; a topic config, AlterConfigs (the
-  model's one dynamic config). Kafka accepted each (the runbook notes only what took effect), so
-  the model must accept it too and write its record, and a record no request asked for (no hidden
-  step writes one) is unexplained.
+  model's one dynamic config); a reassignment, AlterPartitionReassignments (``model_move``) of a partition of the
+  model's (the first with the same brokers as the real one moved, else with as many), its broker ids relabelled so
+  that the move adds and removes as many replicas as Kafka's and keeps the ISR's (``relabel``). Its first
+  PartitionChangeRecord (adding or removing replicas) is one observation, and the one that completes it (replicas
+  set, none adding or removing) another, explained by the leader's ISR join (``AlterPartition``, a hidden step:
+  ``isr_joins``) and by nothing else. So what is compared of a move is that it started when the admin asked and
+  completed after, once each; not which brokers it moved (the model's partition is not the real one) nor the ISR
+  and leader it ended with (hidden, as every ISR change is). A reassignment the runbook saw stuck (its goal never
+  reached) is still the request Kafka accepted: its start is explained, and its missing completion (a liveness
+  matter) is left to the runbook's goal and ``ZkBrokerPartitionChangesBumpLeaderEpoch``. Kafka accepted each (the
+  runbook notes only what took effect), so the model must accept it too and write its record, and a record no
+  request asked for (no hidden step writes one but a move's completion) is unexplained.
   Differs: Kafka's CreateTopics writes a topic's TopicRecord, ConfigRecords and PartitionRecords in
   one batch (ReplicationControlManager.createTopics); the model writes one CreatePartitions each.
   Left out, each with its reason: the migration's copy (``MigrationCopiesZkExactly`` checks it
   partition by partition); internal topics (``__consumer_offsets``, which the group coordinator
-  makes for the run's consumer, which the model has not); configs of anything but a topic; a
-  reassignment, whose operator step is mapped to no model action and whose PartitionChangeRecords are
-  no observation: the model moves a partition in Kafka's two records (AlterPartitionReassignments, then
-  the leader's AlterPartition), but its one topic has no identity for the partition moved, whose
-  replicas its partition does not share; and each partition's state in ZooKeeper (its
-  leader and ISR, hidden as on the KRaft side). These are checked against the log instead
-  (``properties.kafka.checks``):
+  makes for the run's consumer, which the model has not); configs of anything but a topic; a move's
+  PartitionChangeRecords in between (an ISR join that does not complete it), hidden as ISR changes are; and
+  each partition's state in ZooKeeper (its leader and ISR, hidden as on the KRaft side). These are checked against
+  the log instead (``properties.kafka.checks``):
   ``MigrationCopiesZkExactly``, ``ZkEqualsImageAtMigrationOffset`` (ZooKeeper equals the committed
   image at the end of dual write), ``ZkWritesFollowKRaftCommits`` (each dual write holds a committed
   state) and ``ZkBrokerPartitionChangesBumpLeaderEpoch`` (each change ZooKeeper-mode brokers act on
@@ -646,8 +652,9 @@ def admin_records(obs: Observed) -> list[dict] | None:
 
     Left out: the migration's copy (what the admin made in ZooKeeper mode: ``MigrationCopiesZkExactly``
     checks it), internal topics (``__consumer_offsets``: the group coordinator creates it for a consumer,
-    which the model has not), configs of other resources than topics, and the records of a reassignment (why:
-    the module's docstring)."""
+    which the model has not), configs of other resources than topics, and the PartitionChangeRecords that neither
+    start a reassignment (``reassigning``: adding or removing replicas) nor complete one (``reassigned``: replicas
+    set, none adding or removing): ISR and leader changes, hidden (why: the module's docstring)."""
     final = max(obs.metadata.values(), key=len, default=[])
     if not any(e["type"] == "TOPIC_RECORD" for e in final):
         return None
