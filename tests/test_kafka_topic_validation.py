@@ -75,17 +75,24 @@ def without_operator_step(obs: Observed, action: str) -> None:
     obs.operator = [e for e in obs.operator if e.get("action") != action]
 
 
+def without_the_move(obs: Observed) -> None:
+    """The run without orders-0's reassignment: its request and its two records."""
+    without_operator_step(obs, "reassign")
+    obs.metadata[3000] = [r for r in log(obs) if r["offset"] not in (125, 127)]
+
+
 def test_validation_explains_a_real_runs_topic_changes():
     """Each admin request of a real 3.9.2 dual write is one model step whose record the log shows: refunds'
     two partitions (CreatePartitions on the brokers Kafka placed them), its config (AlterConfigs), payments'
-    removal (DeleteTopics) and orders' new partition. The migration's copy, __consumer_offsets (made for the
-    run's consumer) and the reassignment's records are no admin facts of the view."""
+    removal (DeleteTopics), orders' new partition, and orders-0's reassignment: its first record
+    (AlterPartitionReassignments) and the leader's ISR join that completes it (AlterPartition, a hidden step). The
+    migration's copy and __consumer_offsets (made for the run's consumer) are no admin facts of the view."""
     obs, plan = recorded()
     result = validate(obs, plan)
     assert result.ok, "\n".join(result.report())
     facts = [(o.key[1], o.value, o.event["offset"]) for o in observations(obs, 3) if o.key[0] == "topics"]
     assert facts == [("partitions", 1, 112), ("partitions", 2, 113), ("configs", 1, 114), ("removed", 1, 115),
-                     ("partitions", 3, 117)]
+                     ("partitions", 3, 117), ("reassigning", 1, 125), ("reassigned", 1, 127)]
     assert mirrored(obs) == [("zk-partitions", 1, "/brokers/topics/refunds/partitions/0/state"),
                              ("zk-partitions", 2, "/brokers/topics/refunds/partitions/1/state"),
                              ("zk-configs", 1, "/config/topics/refunds"),
@@ -94,6 +101,7 @@ def test_validation_explains_a_real_runs_topic_changes():
     names = [type(a).__name__ for a in result.path]
     assert names.count("CreatePartitions") == 3
     assert names.count("DeleteTopics") == names.count("AlterConfigs") == 1
+    assert names.count("AlterPartitionReassignments") == names.count("AlterPartition") == 1
     assert result.path.index(next(a for a in result.path if type(a).__name__ == "DeleteTopics")) > names.index(
         "MigrateMetadata")
 
@@ -120,6 +128,46 @@ def test_validation_names_a_partition_no_admin_created():
     assert result.failed and result.unexplained is not None
     assert (result.unexplained.key, result.unexplained.value) == (("topics", "partitions"), 4)
     assert result.unexplained.event["offset"] == 119
+
+
+def test_validation_names_a_reassignment_no_admin_asked_for():
+    """A PartitionChangeRecord with adding and removing replicas that no AlterPartitionReassignments asked for (a
+    controller moving a partition on its own): no hidden step starts a move, so the first record is unexplained."""
+    obs, plan = recorded()
+    without_operator_step(obs, "reassign")
+    result = validate(obs, plan)
+    assert result.failed and result.unexplained is not None
+    assert (result.unexplained.key, result.unexplained.value) == (("topics", "reassigning"), 1)
+    assert result.unexplained.event["offset"] == 125
+    assert "AlterPartitionReassignments" not in {type(a).__name__ for a in result.path}
+
+
+def test_validation_names_a_completion_no_isr_join_explains():
+    """A second completing PartitionChangeRecord of orders-0 (replicas set, none adding or removing): the move is
+    done, and no ISR join completes it again, so it is unexplained; the first completion is explained."""
+    obs, plan = recorded()
+    done = next(r for r in log(obs) if r["offset"] == 127)
+    again = copy.deepcopy(done) | {"offset": 128, "batch": 128, "time": done["time"] + 1000}
+    log(obs).insert(log(obs).index(done) + 1, again)
+    result = validate(obs, plan)
+    assert result.failed and result.unexplained is not None
+    assert (result.unexplained.key, result.unexplained.value) == (("topics", "reassigned"), 2)
+    assert result.unexplained.event["offset"] == 128
+    assert "AlterPartition" in {type(a).__name__ for a in result.path}
+
+
+def test_a_reassignment_without_its_completion_is_an_explained_prefix():
+    """With the completion record cut from the 3.6.2 log, the move's start is explained and the model need not
+    complete it (no step is forced): a move that never completes is a liveness matter, which the runbook's goal
+    names (the 3.6.1 run's stuck step, mapped to its request)."""
+    obs, plan = recorded("kafka-3.6.2-reassignment-run.json")
+    obs.metadata[3000] = [r for r in log(obs) if r["offset"] != 101]
+    result = validate(obs, plan)
+    assert result.ok, "\n".join(result.report())
+    assert [o.key[1] for o in observations(obs, 3) if o.key[0] == "topics"][-1] == "reassigning"
+    obs, plan = recorded("kafka-3.6.1-reassignment-stuck-run.json")
+    requests = [a for o in observations(obs, 3) for a in o.actions if isinstance(a, OperatorAdminRequest)]
+    assert requests[-1] == OperatorAdminRequest("reassign", "orders", (0, 1), (0, 2))
 
 
 def test_validation_names_a_topic_config_no_admin_set():
@@ -169,9 +217,11 @@ def test_validation_names_a_topic_config_written_to_zookeeper_that_no_record_ask
 
 def test_validation_names_a_mirror_write_that_never_happened():
     """orders' new partition is in the log and ZooKeeper's /migration says it holds the log past it, but ZooKeeper
-    never showed its state znode: every path of the model that brings ZooKeeper that far shows it."""
+    never showed its state znode: every path of the model that brings ZooKeeper that far shows it. (The move of
+    orders-0 after it is cut too: its completion needs the leader told by the dual write that would show it.)"""
     obs, plan = recorded()
     del obs.zk["/brokers/topics/orders/partitions/3/state"]
+    without_the_move(obs)
     result = validate(obs, plan)
     assert result.failed and result.unexplained is None
     assert result.unshown == ("zk-partitions 2 -> 3 (ZooKeeper's /migration holds offset 139, past the "
@@ -183,6 +233,7 @@ def test_validation_holds_no_mirror_to_a_run_that_ended_before_its_dual_write_ca
     mirror not shown yet is no failure, and the rest is explained."""
     obs, plan = recorded()
     del obs.zk["/brokers/topics/orders/partitions/3/state"]
+    without_the_move(obs)
     obs.zk["/migration"] = [e for e in obs.zk["/migration"] if e.get("mzxid", 0) < 259]
     result = validate(obs, plan)
     assert result.ok, "\n".join(result.report())
@@ -237,7 +288,9 @@ def test_validation_explains_the_topic_changes_of_recordings_without_logs(name):
     obs, plan = recorded(name)
     result = validate(obs, plan)
     assert result.ok, "\n".join(result.report())
-    assert {o.key[1] for o in observations(obs, 3) if o.key[0] == "topics"} == {"partitions", "configs", "removed"}
+    moves = {"reassigning", "reassigned"} if "stuck" not in name else {"reassigning"}
+    assert {o.key[1] for o in observations(obs, 3) if o.key[0] == "topics"} == {"partitions", "configs", "removed",
+                                                                                   *moves}
     assert not [o for o in observations(obs, 3) if o.key[0] in ("driver", "leader", "zk-controller")]
 
 

@@ -35,20 +35,26 @@ What is abstracted, and why:
   action (``OperatorAdminRequest``), one per record: a topic created or grown, one CreatePartitions
   per partition on the brokers Kafka placed it (Kafka's placer is not the model's; the model checks
   each is registered and one active); a deletion, DeleteTopics; a topic config, AlterConfigs (the
-  model's one dynamic config). Kafka accepted each (the runbook notes only what took effect), so
-  the model must accept it too and write its record, and a record no request asked for (no hidden
-  step writes one) is unexplained.
+  model's one dynamic config); a reassignment, AlterPartitionReassignments (``model_move``) of a partition of the
+  model's (the first with the same brokers as the real one moved, else with as many), its broker ids relabelled so
+  that the move adds and removes as many replicas as Kafka's and keeps the ISR's (``relabel``). Its first
+  PartitionChangeRecord (adding or removing replicas) is one observation, and the one that completes it (replicas
+  set, none adding or removing) another, explained by the leader's ISR join (``AlterPartition``, a hidden step:
+  ``isr_joins``) and by nothing else. So what is compared of a move is that it started when the admin asked and
+  completed after, once each; not which brokers it moved (the model's partition is not the real one) nor the ISR
+  and leader it ended with (hidden, as every ISR change is). A reassignment the runbook saw stuck (its goal never
+  reached) is still the request Kafka accepted: its start is explained, and its missing completion (a liveness
+  matter) is left to the runbook's goal and ``ZkBrokerPartitionChangesBumpLeaderEpoch``. Kafka accepted each (the
+  runbook notes only what took effect), so the model must accept it too and write its record, and a record no
+  request asked for (no hidden step writes one but a move's completion) is unexplained.
   Differs: Kafka's CreateTopics writes a topic's TopicRecord, ConfigRecords and PartitionRecords in
   one batch (ReplicationControlManager.createTopics); the model writes one CreatePartitions each.
   Left out, each with its reason: the migration's copy (``MigrationCopiesZkExactly`` checks it
   partition by partition); internal topics (``__consumer_offsets``, which the group coordinator
-  makes for the run's consumer, which the model has not); configs of anything but a topic; a
-  reassignment, whose operator step is mapped to no model action and whose PartitionChangeRecords are
-  no observation: the model moves a partition in Kafka's two records (AlterPartitionReassignments, then
-  the leader's AlterPartition), but its one topic has no identity for the partition moved, whose
-  replicas its partition does not share; and each partition's state in ZooKeeper (its
-  leader and ISR, hidden as on the KRaft side). These are checked against the log instead
-  (``properties.kafka.checks``):
+  makes for the run's consumer, which the model has not); configs of anything but a topic; a move's
+  PartitionChangeRecords in between (an ISR join that does not complete it), hidden as ISR changes are; and
+  each partition's state in ZooKeeper (its leader and ISR, hidden as on the KRaft side). These are checked against
+  the log instead (``properties.kafka.checks``):
   ``MigrationCopiesZkExactly``, ``ZkEqualsImageAtMigrationOffset`` (ZooKeeper equals the committed
   image at the end of dual write), ``ZkWritesFollowKRaftCommits`` (each dual write holds a committed
   state) and ``ZkBrokerPartitionChangesBumpLeaderEpoch`` (each change ZooKeeper-mode brokers act on
@@ -103,6 +109,8 @@ from model import zookeeper as zkm
 from model.actions import (
     Action,
     AlterConfigs,
+    AlterPartition,
+    AlterPartitionReassignments,
     BecomeLeader,
     BecomeZkController,
     BeginControlledShutdown,
@@ -160,6 +168,7 @@ from model.kraft import (
     ControllerConfig,
     FeatureLevelRecord,
     MetadataImage,
+    PartitionChangeRecord,
     PartitionRecord,
     QuorumRole,
     RemoveTopicRecord,
@@ -176,6 +185,7 @@ from model.state import (
     CONTROLLER_EPOCH,
     Budget,
     ClusterState,
+    TOPIC,
     KRaftController,
     broker_path,
     kraft_claim,
@@ -183,7 +193,7 @@ from model.state import (
 )
 from model.step import candidate_actions, step
 from model.transitions import put_broker
-from model.types import BrokerId, Ibp
+from model.types import BrokerId, Ibp, PartitionId
 from properties.kafka.checks import TOPIC_CONFIG, Observed, _live_records, _migration, profile_of
 from properties.kafka.configs import kraft_born_levels
 from properties.kafka.observe import describe, merge
@@ -195,7 +205,7 @@ HIDDEN = (
     StartElection, RequestVote, BecomeLeader, Fetch, RecoverMigrationState, KRaftLeaderChange,
     WaitForControllerQuorum, WaitForZkBrokers, BecomeZkController, MigrateMetadata, CompleteMigration,
     MigrationCommitted, SyncKRaftToZk, SendRPCsToBrokers, DualWrite, RegisterWithKRaft, RegisterController,
-    BrokerHeartbeat, FetchMetadata, BeginControlledShutdown,
+    BrokerHeartbeat, FetchMetadata, BeginControlledShutdown, AlterPartition,
 )
 ANY_NEW = "any new value"
 # What a paused process or a ZooKeeper outage may cause besides: sessions lost, brokers timed out.
@@ -395,7 +405,7 @@ def window_budget(controllers: int, faulty: bool) -> Budget:
     return Budget(
         crashes=99, restarts=99, operator=99, expiries=99 if faulty else 0, elections=99, outages=99, shutdowns=0,
         max_in_flight=64, kraft_elections=controllers, controller_crashes=99, timeouts=99 if faulty else 0,
-        migrations=99, max_lag=1 << 20, partition_creations=99, topic_deletions=99,
+        migrations=99, max_lag=1 << 20, partition_creations=99, topic_deletions=99, reassignments=99,
     )
 
 
@@ -466,8 +476,11 @@ def never_shown(version: tuple[int, int, int]) -> frozenset[tuple[tuple, object]
 
 
 # What an admin's request writes to the metadata log, as the view counts it: a partition created
-# (CreatePartitions, or a topic's creation), a topic removed (DeleteTopics), a topic config set.
-ADMIN_FACTS = ("partitions", "removed", "configs")
+# (CreatePartitions, or a topic's creation), a topic removed (DeleteTopics), a topic config set, a reassignment
+# started (AlterPartitionReassignments' PartitionChangeRecord with adding or removing replicas) and one completed
+# (the PartitionChangeRecord that sets the replicas with none adding or removing: the leader's ISR join, or the
+# request itself when the ISR already held the target).
+ADMIN_FACTS = ("partitions", "removed", "configs", "reassigning", "reassigned")
 
 
 def _admin_counts(log: tuple) -> dict[tuple, object]:
@@ -485,6 +498,10 @@ def _admin_counts(log: tuple) -> dict[tuple, object]:
             counts["removed"] += 1
         elif isinstance(r, ConfigRecord) and i > migrated:
             counts["configs"] += 1
+        elif isinstance(r, PartitionChangeRecord) and (r.adding or r.removing):
+            counts["reassigning"] += 1
+        elif isinstance(r, PartitionChangeRecord) and r.replicas:
+            counts["reassigned"] += 1
     return {("topics", fact): n or None for fact, n in counts.items()}
 
 
@@ -635,8 +652,9 @@ def admin_records(obs: Observed) -> list[dict] | None:
 
     Left out: the migration's copy (what the admin made in ZooKeeper mode: ``MigrationCopiesZkExactly``
     checks it), internal topics (``__consumer_offsets``: the group coordinator creates it for a consumer,
-    which the model has not), configs of other resources than topics, and the records of a reassignment (why:
-    the module's docstring)."""
+    which the model has not), configs of other resources than topics, and the PartitionChangeRecords that neither
+    start a reassignment (``reassigning``: adding or removing replicas) nor complete one (``reassigned``: replicas
+    set, none adding or removing): ISR and leader changes, hidden (why: the module's docstring)."""
     final = max(obs.metadata.values(), key=len, default=[])
     if not any(e["type"] == "TOPIC_RECORD" for e in final):
         return None
@@ -658,6 +676,8 @@ def admin_records(obs: Observed) -> list[dict] | None:
             fact, topic = "partitions" if e["type"] == "PARTITION_RECORD" else "removed", names.get(data["topicId"], "")
         elif e["type"] == "CONFIG_RECORD" and data.get("resourceType") == TOPIC_CONFIG:
             fact, topic = "configs", data["resourceName"]
+        elif e["type"] == "PARTITION_CHANGE_RECORD" and (reassignment := _reassignment_fact(data)):
+            fact, topic = reassignment, names.get(data["topicId"], "")
         else:
             continue
         if topic.startswith("__") or not topic:  # internal, or its TopicRecord cut from a recording
@@ -665,6 +685,14 @@ def admin_records(obs: Observed) -> list[dict] | None:
         counts[fact] += 1
         out.append(e | {"fact": fact, "count": counts[fact], "topic": topic})
     return out
+
+
+def _reassignment_fact(data: dict) -> str | None:
+    """What a PartitionChangeRecord is of a reassignment: ``reassigning`` (it has adding or removing replicas),
+    ``reassigned`` (it sets the replicas, with none adding or removing), or None (an ISR or leader change)."""
+    if data.get("addingReplicas") or data.get("removingReplicas"):
+        return "reassigning"
+    return "reassigned" if data.get("replicas") else None
 
 
 def _kraft_claimed(obs: Observed) -> list[tuple[int, float]]:
@@ -822,7 +850,7 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
     steps.sort(key=lambda e: e["time"])  # stable: a stop moved after its election comes after it in the merge
     out: list[Observation] = []
     admin = admin_records(obs)
-    env = Environment(obs.version, None if admin is None else placements(admin))
+    env = Environment(obs.version, None if admin is None else placements(admin), moves(admin or []))
     if admin:
         records = sorted(records + admin, key=lambda e: e["offset"])
     claims = _claims_in_zookeeper(obs) if obs.version < (3, 5, 0) else []
@@ -876,6 +904,10 @@ def _claims_in_zookeeper(obs: Observed) -> list[dict]:
     return out
 
 
+# The runbook's goal for a reassignment (run.py): "orders-0 reassigned to [0, 1]".
+STUCK_MOVE = re.compile(r"(?P<topic>\S+)-(?P<partition>\d+) reassigned to \[(?P<replicas>[\d, ]+)\]")
+
+
 def _steps_when_they_began(operator: list[dict]) -> list[dict]:
     """The operator log with each step that takes a while (a clean stop, a feature update) at the time
     it began: what it causes comes before its note.
@@ -888,7 +920,12 @@ def _steps_when_they_began(operator: list[dict]) -> list[dict]:
             step_began = e["time"]
         elif e["kind"] == "step" and e.get("action") in ("stop", "update-features"):
             e = e | {"time": e.get("began", step_began if step_began is not None else e["time"])}
-        elif e["kind"] == "step" and e.get("action") in ADMIN_STEPS:
+        elif e["kind"] == "stuck" and (move := STUCK_MOVE.fullmatch(e["goal"])):
+            # a reassignment Kafka accepted that never completed: the runbook sent it, and notes only its goal
+            replicas = [int(b) for b in move["replicas"].split(",")]
+            e = {"channel": "operator", "kind": "step", "action": "reassign", "topic": move["topic"],
+                 "partition": int(move["partition"]), "replicas": replicas, "time": e["time"]}
+        if e["kind"] == "step" and e.get("action") in ADMIN_STEPS:
             # an admin request is sent once the runbook's step before it is done (a note, a fault, a heal)
             e = e | {"time": e.get("began", previous if previous is not None else e["time"])}
         if e["kind"] in ("step-begins", "step", "fault", "heal", "heal-skipped", "restart"):
@@ -902,10 +939,13 @@ class Environment:
     """The operator log, read as model actions: what started, stopped, died or was cut off."""
 
     def __init__(self, version: tuple[int, int, int] = (3, 9, 2),
-                 placed: dict[str, list[tuple[tuple[BrokerId, ...], ...]]] | None = None) -> None:
+                 placed: dict[str, list[tuple[tuple[BrokerId, ...], ...]]] | None = None,
+                 moved: dict[tuple[str, int], list[tuple[BrokerId, ...]]] | None = None) -> None:
         self.version = version  # the release: which levels an UpdateFeatures names
         # topic -> the replicas of the partitions each admin request made, in order: None, admin steps unmapped
         self.placed = placed
+        # (topic, partition) -> the replicas each reassignment the log started moved from, in order
+        self.moved = moved or {}
         self.started: set[str] = set()
         self.roles: dict[str, str] = {}
         self.faults: dict[str, str] = {}  # process -> the fault striking it now
@@ -932,7 +972,11 @@ class Environment:
         if action == "delete-topics":
             return tuple(OperatorAdminRequest("delete", t) for t in e["topics"])
         if action == "reassign":
-            return None  # not mapped: why in the module's docstring
+            started = self.moved.get((e["topic"], int(e["partition"])), [])
+            if not started:
+                return (OperatorAdminRequest("unrecorded", e["topic"]),)
+            target = tuple(BrokerId(int(b)) for b in e["replicas"])
+            return (OperatorAdminRequest("reassign", e["topic"], target, started.pop(0)),)
         out = []
         for topic in e["topics"] if action == "admin" else [e["topic"]]:
             batches = self.placed.get(topic, [])
@@ -1126,6 +1170,31 @@ def _active_controller(state: ClusterState) -> KRaftController | None:
 ADMIN_STEPS = ("admin", "delete-topics", "add-partitions", "reassign")  # the operator log's admin requests
 
 
+def moves(admin: list[dict]) -> dict[tuple[str, int], list[tuple[BrokerId, ...]]]:
+    """(topic, partition) -> the replicas each reassignment the log started moved from: its first record's
+    replicas less the adding ones (Kafka's record holds the target, then the removing replicas)."""
+    out: dict[tuple[str, int], list[tuple[BrokerId, ...]]] = {}
+    for e in admin:
+        if e["fact"] == "reassigning":
+            data = e["data"]
+            adding = set(data.get("addingReplicas", ()))
+            current = tuple(BrokerId(int(b)) for b in data["replicas"] if b not in adding)
+            out.setdefault((e["topic"], int(data["partitionId"])), []).append(current)
+    return out
+
+
+def relabel(real: tuple[BrokerId, ...], kept: tuple[BrokerId, ...], model: tuple[BrokerId, ...],
+            isr: tuple[BrokerId, ...], brokers: int) -> dict[BrokerId, BrokerId]:
+    """The bijection of the cluster's broker ids that takes the real partition's replicas ``real`` to the model
+    partition's ``model``, the ones the move keeps (``kept``) first onto the model's ISR (the move completes only
+    once the ISR holds every replica kept, and the model has no step that brings one back), each group in id order,
+    and the other brokers to the others, in id order."""
+    rest = [BrokerId(b) for b in range(brokers)]
+    ours = sorted(real, key=lambda b: (b not in kept, b)) + sorted(b for b in rest if b not in real)
+    theirs = sorted(model, key=lambda b: (b not in isr, b)) + sorted(b for b in rest if b not in model)
+    return dict(zip(ours, theirs, strict=True))
+
+
 def placements(admin: list[dict]) -> dict[str, list[tuple[tuple[BrokerId, ...], ...]]]:
     """topic -> the replicas of the partitions each admin request created (one batch of the log each)."""
     batches: dict[str, dict[object, list[tuple[BrokerId, ...]]]] = {}
@@ -1143,22 +1212,44 @@ class OperatorAdminRequest:
 
     ``create``: CreatePartitions with the replicas Kafka placed the partition on; ``delete``: DeleteTopics
     (the model's one topic stands for every topic the admin made in ZooKeeper mode); ``config``: AlterConfigs
-    (a topic's config, as the model's one dynamic config); ``unrecorded``: a creation whose partitions the log
-    does not hold, which no model step explains."""
+    (a topic's config, as the model's one dynamic config); ``reassign``: AlterPartitionReassignments of the model's
+    partition that stands for the real one moved from ``current`` to ``replicas`` (``model_move``);
+    ``unrecorded``: a creation or a reassignment whose records the log does not hold, which no model step explains."""
 
     kind: str
     topic: str
     replicas: tuple[BrokerId, ...] = ()
+    current: tuple[BrokerId, ...] = ()  # a reassignment's: the real partition's replicas before the move
 
     def never(self, state: ClusterState) -> bool:
         """No hidden step can make it possible: a creation the log lacks, or one on a broker the cluster lacks."""
-        return self.kind == "unrecorded" or any(r >= len(state.brokers) for r in self.replicas)
+        return self.kind == "unrecorded" or any(r >= len(state.brokers) for r in self.replicas + self.current)
+
+    def model_move(self, state: ClusterState, c: KRaftController) -> Action | None:
+        """The model's AlterPartitionReassignments for a real move from ``current`` to ``replicas``: of the first
+        partition of ``c``'s image, in no reassignment, whose replicas are the same brokers, else the first with as
+        many, its brokers relabelled (``relabel``) so that the move adds and removes as many as Kafka's did.
+        Differs: the model's one topic has no partition for each real one; a move is played on one of its own."""
+        image = own_image(c)
+        assignment = znode_data(state, TOPIC) or ()
+        held = [(p, part.replicas or (assignment[p] if p < len(assignment) else ()))
+                for p, part in enumerate(image.partitions) if part.leader >= 0 and not part.reassigning]
+        fits = [(p, r) for p, r in held if set(r) == set(self.current)] or [
+            (p, r) for p, r in held if len(set(r)) == len(set(self.current))]
+        if not fits:
+            return None
+        p, replicas = fits[0]
+        kept = tuple(b for b in self.current if b in self.replicas)
+        to = relabel(self.current, kept, replicas, image.partitions[p].isr, len(state.brokers))
+        return AlterPartitionReassignments(c.id, PartitionId(p), tuple(to[b] for b in self.replicas))
 
     def action(self, state: ClusterState) -> Action | None:
         """The model's admin action for it, on the active controller (None: there is none)."""
         c = _active_controller(state)
         if c is None or self.kind == "unrecorded":
             return None
+        if self.kind == "reassign":
+            return self.model_move(state, c)
         return {"create": CreatePartitions(c.id, self.replicas), "delete": DeleteTopics(c.id),
                 "config": AlterConfigs(c.id)}[self.kind]
 
@@ -1397,9 +1488,15 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Sear
                 child = Node(node.state, node.pending[:i] + node.pending[i + 1:], node.shown)
                 search.trail.setdefault(child, (node, ()))
                 found.setdefault(child)
-    if found or ob.key[0] == "topics" or (ob.key, ob.value) in search.never:
-        # no hidden step writes an admin's record, and no path shows what the release's view never does
+    if found or ob.key[0] == "topics" and ob.key[1] != "reassigned" or (ob.key, ob.value) in search.never:
+        # no hidden step writes an admin's record but the leader's ISR join that completes a reassignment, and no
+        # path shows what the release's view never does
         return list(found), alternatives, 0
+    if ob.key == ("topics", "reassigned"):  # only an ISR join completes a move, of one the request started
+        frontier = [node for node in frontier if any(p.reassigning for c in node.state.controllers if is_active(c)
+                                                     for p in own_image(c).partitions)]
+        if not frontier:
+            return [], alternatives, 0
     fact = next((f for f, key in MIRRORED.items() if key == ob.key[0]), None)
     if fact is not None:  # nor can a dual write mirror more than the logs hold
         count = ob.value if isinstance(ob.value, int) else 0
@@ -1458,7 +1555,7 @@ class _Window:
             if self.shortest and depth > self.first_found:
                 return
             before = search.see(node.state)
-            for action in candidate_actions(node.state, search.scope):
+            for action in (*candidate_actions(node.state, search.scope), *isr_joins(node.state)):
                 if not isinstance(action, allowed):
                     continue
                 if losing is not None and not _may_lose(node.state, action, losing):
@@ -1489,6 +1586,13 @@ class _Window:
             assert action is not None
             actions.append(action)
             node = previous
+
+
+def isr_joins(state: ClusterState) -> list[AlterPartition]:
+    """The leaders' ISR joins of the adding replicas of each reassignment in progress on an active controller: the
+    model proposes them for its scope's one move only (``candidate_actions``), validation for the moves it played."""
+    return [AlterPartition(part.leader, c.id, PartitionId(p), r) for c in state.controllers if is_active(c)
+            for p, part in enumerate(own_image(c).partitions) for r in part.adding if r not in part.isr]
 
 
 def _key(key: tuple) -> str:
