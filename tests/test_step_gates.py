@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from model import SCOPES, SEEDED_BUGS, CORRECT, Variant, initial_state
+from model import CORRECT, SCOPES, SEEDED_BUGS, Variant, initial_state
 from model.invariants import SOMETIMES, TRANSITIONS, broken_transitions, witnessed
 from model.registry import STEP_PARTS, Kind, Property, step_changes
 from model.state import ClusterState

@@ -183,9 +183,9 @@ from model.scopes import SAME_RANGE, Scope, cold_state
 from model.state import (
     CONTROLLER,
     CONTROLLER_EPOCH,
+    TOPIC,
     Budget,
     ClusterState,
-    TOPIC,
     KRaftController,
     broker_path,
     kraft_claim,
