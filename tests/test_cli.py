@@ -119,17 +119,17 @@ def test_prove_with_a_fencing_bug_exits_one_with_a_replayed_counterexample(capsy
 
 
 def test_prove_one_property_checks_only_its_obligations_and_finds_its_seeded_bug(capsys):
-    """``--property``: the property's BMC rows and induction obligations only, in the one core that encodes it; with
-    its seeded bug on, its DualWrite obligation fails (exit 1). Shallow BMC: tests/test_proofs*.py go deep."""
-    name = "OnlyCurrentKRaftLeaderWritesApply"
+    """``--property``: the property's BMC rows and induction obligations only, in the one core that encodes it (the
+    fencing core, the faster); with its seeded bug on, its ElectController obligation fails (exit 1)."""
+    name = "AtMostOneControllerPerEpoch"
     code, out, _ = run(capsys, "prove", "--depth", "3", "--property", name, "--json")
     rows = json.loads(out)
     assert code == 0 and rows and all(r["name"].endswith(f"/{name}") for r in rows)
     assert {r["result"] for r in rows} == {"holds", "proved"} and any(r["name"].startswith("BMC/") for r in rows)
-    code, out, _ = run(capsys, "prove", "--depth", "3", "--property", name, "--bug", "dual_write_skips_epoch_check",
+    code, out, _ = run(capsys, "prove", "--depth", "3", "--property", name, "--bug", "election_without_epoch_cas",
                        "--json")
     failed = {r["name"] for r in json.loads(out) if r["result"] not in ("holds", "proved")}
-    assert code == 1 and f"DualWrite/{name}" in failed, failed
+    assert code == 1 and f"ElectController/{name}" in failed, failed
 
 
 def test_prove_refuses_a_property_no_encoding_has(capsys):
