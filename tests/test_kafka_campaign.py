@@ -7,6 +7,7 @@ minute; tests/test_kafka_real.py runs real ones), so what is tested is the campa
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -134,8 +135,68 @@ class _Registrations:
     def __init__(self, ids: set[int]) -> None:
         self.ids = ids
 
-    def exists(self, path: str):
-        return object() if int(path.rsplit("/", 1)[1]) in self.ids else None
+    def exists_async(self, path: str):
+        return _Answer(object() if int(path.rsplit("/", 1)[1]) in self.ids else None)
+
+
+class _Answer:
+    """A kazoo async result that has its answer."""
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def get(self, timeout=None):
+        return self.value
+
+
+class _PausedServer:
+    """A stand-in for the observer's kazoo client while ZooKeeper's server is paused: a request is never answered
+    (kazoo's get(timeout) raises KazooTimeoutError) until ``resumed``; then ``/brokers/ids/0`` is gone."""
+
+    def __init__(self) -> None:
+        self.resumed = False
+        self.tries = 0
+
+    def exists_async(self, path: str):
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        server = self
+
+        class Pending:
+            def get(self, timeout=None):
+                server.tries += 1
+                if not server.resumed:
+                    raise KazooTimeoutError("no answer")
+                return None
+
+        return Pending()
+
+
+def test_kafka_wait_on_a_znode_heals_the_paused_zookeeper_it_waits_for(tmp_path, monkeypatch):
+    """Seen in a real rollback run: ZooKeeper was paused, a broker's clean stop hung and it was killed, and the runbook
+    waited for its /brokers/ids/N to go. kazoo's read of a paused server never returns, and the heal that resumes the
+    server is the driver's own to fire: the run hung for good. Each read now waits a second and fires the heals due
+    between tries, so the wait ends once the pause is healed."""
+    import threading
+
+    from properties.kafka.run import FaultPlan, Run
+
+    run = Run(RealRunPlan(seed=0), KAFKA, tmp_path)
+    run._operator = open(tmp_path / "operator.jsonl", "a")
+    server = _PausedServer()
+    run.observer = type("Observer", (), {"client": server})()
+    zookeeper = run.cluster.node("zookeeper", {}, 64)
+    monkeypatch.setattr(type(zookeeper), "resume", lambda self: setattr(server, "resumed", True))
+    fault = FaultPlan("roll-broker-0-zk", 0.0, "pause-zookeeper", 0, 0.5)
+    run.struck[id(fault)] = zookeeper
+    run.pending.append((time.monotonic() + 0.5, "heal", fault))  # the pause's heal, due in half a second
+    waiting = threading.Thread(target=run.wait, args=("gone", lambda: run.zk("exists", "/brokers/ids/0") is None),
+                               daemon=True)
+    waiting.start()
+    waiting.join(timeout=30)
+    run._operator.close()
+    assert not waiting.is_alive(), "the wait never ended: the pause's heal did not fire"
+    assert server.resumed and server.tries >= 2 and not run.pending
 
 
 def test_kafka_heal_of_a_killed_zk_broker_waits_for_its_old_registration(tmp_path, monkeypatch):

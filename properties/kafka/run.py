@@ -208,6 +208,11 @@ class RunbookStuck(Exception):
     """A goal was not reached within the progress bound: the run ends, the checks report it."""
 
 
+# How long one request of kraftcheck's own ZooKeeper session waits for an answer before the driver looks at its faults
+# again (``Run.zk``): a paused server answers nothing, and the heal that resumes it is the driver's own to fire.
+ZK_ANSWER_S = 1.0
+
+
 @dataclass
 class Run:
     plan: RealRunPlan
@@ -250,6 +255,29 @@ class Run:
 
     def controller(self, c: int) -> Process:
         return self.cluster.processes[f"controller-{c}"]
+
+    # ---- kraftcheck's own ZooKeeper session ------------------------------------------------------
+
+    def zk(self, request: str, *args: object, heal: bool = True):
+        """``observer.client.<request>(*args)`` (``exists``, ``get``, ``delete``) that never blocks the one thread
+        that heals. A server a fault paused accepts the connection and answers nothing (kazoo would wait for ever,
+        and the heal that resumes it would never fire), so each try waits ``ZK_ANSWER_S``, and between tries the
+        faults and heals due fire (``tick``); RunbookStuck once ZooKeeper has not answered for the progress bound
+        past the last heal. ``heal=False``, for a read made while faults fire (inside ``tick``): one try, and
+        kazoo's KazooTimeoutError when it goes unanswered."""
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        began = time.monotonic()
+        while True:
+            try:
+                return getattr(self.observer.client, f"{request}_async")(*args).get(timeout=ZK_ANSWER_S)
+            except KazooTimeoutError:
+                if not heal:
+                    raise
+                self.tick()
+                if time.monotonic() > max(began, self.last_heal) + PROGRESS_BOUND_S and not self.pending:
+                    raise RunbookStuck(f"ZooKeeper did not answer kraftcheck's {request} of {args[0]} within "
+                                       f"{PROGRESS_BOUND_S:.0f} s of the last heal") from None
 
     # ---- faults -------------------------------------------------------------------------------
 
@@ -306,7 +334,13 @@ class Run:
 
     def _expire(self, fault: FaultPlan, victim: Process) -> None:
         """The broker's ZooKeeper session expires at the server while it runs (KIP-380: a bounce it did not choose)."""
-        registration = self.observer.client.exists(f"/brokers/ids/{fault.target}")
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        try:
+            registration = self.zk("exists", f"/brokers/ids/{fault.target}", heal=False)
+        except KazooTimeoutError:
+            self.note("fault-skipped", fault=fault.kind, process=victim.name, why="ZooKeeper does not answer")
+            return
         if registration is None or not registration.ephemeralOwner:
             self.note(
                 "fault-skipped", fault=fault.kind, process=victim.name, why="no ZooKeeper session (a KRaft broker?)"
@@ -359,9 +393,12 @@ class Run:
         if not config.is_file() or "process.roles=" in config.read_text():
             return False  # a KRaft broker registers with the controllers, not in ZooKeeper
         from kazoo.exceptions import KazooException
+        from kazoo.handlers.threading import KazooTimeoutError
 
         try:
-            return self.observer.client.exists(f"/brokers/ids/{fault.target}") is not None
+            return self.zk("exists", f"/brokers/ids/{fault.target}", heal=False) is not None
+        except KazooTimeoutError:  # no answer yet (a paused server, a slow one): ask again at the next try
+            return True
         except KazooException:  # ZooKeeper is down: the broker will give up and be started again (wait)
             return False
 
@@ -467,7 +504,7 @@ class Run:
             if role != "controller" and self.observer is not None:
                 self.wait(
                     f"{path} gone after {process.name} was killed",
-                    lambda: self.observer.client.exists(path) is None,
+                    lambda: self.zk("exists", path) is None,
                     bound=ZK_SESSION_TIMEOUT_MS / 1000 + 30,
                 )
 
@@ -587,12 +624,11 @@ class Run:
 
     def delete_controller_znodes(self, migration: bool) -> None:
         """As the operator does with zookeeper-shell, quickly: the cluster has no controller meanwhile."""
-        client = self.observer.client  # kraftcheck's own session, not one a fault can steal
         for path in ("/controller", "/migration") if migration else ("/controller",):
-            if client.exists(path):
-                data, _ = client.get(path)
+            if self.zk("exists", path):  # kraftcheck's own session, not one a fault can steal
+                data, _ = self.zk("get", path)
                 self.note("step", action="delete-znode", path=path, data=data.decode("utf-8", "replace"))
-                client.delete(path)
+                self.zk("delete", path)
 
     def roll_back_to_zk(self, b: int, phase: str) -> None:
         self.stop(self.broker(b), "broker", b)
@@ -611,12 +647,12 @@ class Run:
         rollback deprovisioned, and hangs."""
         from kazoo.exceptions import NoNodeError
 
-        found = self.observer.client.exists("/controller")
+        found = self.zk("exists", "/controller")
         if found is None:
             return False
         try:
-            data, _ = self.observer.client.get("/controller")
-            epoch, _ = self.observer.client.get("/controller_epoch")
+            data, _ = self.zk("get", "/controller")
+            epoch, _ = self.zk("get", "/controller_epoch")
             controller = json.loads(data)
             broker = self.cluster.processes.get(f"broker-{controller.get('brokerid')}")
             ready = f"Ready to serve as the new controller with epoch {int(epoch)}"

@@ -564,7 +564,7 @@ class KafkaSide(Side):
         self.run.deprovisioned.add(c)
 
     def _expire(self, b: int) -> None:
-        registration = self.run.observer.client.exists(f"/brokers/ids/{b}")
+        registration = self.run.zk("exists", f"/brokers/ids/{b}")
         if registration is None or not registration.ephemeralOwner:
             raise NotEnabled(f"broker {b} holds no ZooKeeper session")
         self.run.cluster.expire_session(registration.ephemeralOwner)
