@@ -962,6 +962,11 @@ def _elect_partition_leader(state: ClusterState, c: BrokerId, p: PartitionId, va
     current = node.data
     if current.leader in live:
         return _LEADER_LIVE
+    if p >= len(topic_assignment(state)):
+        # A state znode whose topic znode is gone, as the model's one topic leaves when a KRaft controller's dual
+        # write creates a partition after the topic's deletion: the controller's context has partitions only from
+        # the topic znodes (KafkaController's ControllerContext), so it elects no leader for it.
+        return _NOT_STARTED
     assignment = topic_assignment(state)[p]
     candidates = [r for r in assignment if r in current.isr and r in live]
     if not candidates:

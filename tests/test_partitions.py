@@ -129,3 +129,22 @@ def test_partition_without_a_live_isr_replica_goes_offline_then_elects_the_retur
         LeaderAndIsr(0, 1, 5, dest=0, partition=0, leader=1, leader_epoch=4, isr=(1,)),
         LeaderAndIsr(0, 1, 9, dest=2, partition=0, leader=1, leader_epoch=4, isr=(1,)),
     }
+
+
+def test_no_election_for_a_state_znode_whose_topic_znode_is_gone():
+    """A partition's state znode left without its topic znode (the model's one topic, deleted on KRaft in dual write
+    and then grown by a partition there, as a trace validation plays a real run that deletes one topic and grows
+    another, then rolls back): the ZooKeeper controller knows partitions from the topic znodes only, and elects
+    no leader for it (before, the step raised IndexError and a real run's check stopped with an internal error)."""
+    from model import zookeeper as zkm
+    from model.state import TOPIC
+    from model.types import NO_SESSION
+    from model.zookeeper import Delete
+
+    state = offline_start()
+    zk, results = zkm.multi(state.zk, NO_SESSION, (Delete(TOPIC),))
+    assert results == (ZkCode.OK,)
+    state = run(state.replace(zk=zk), StopBroker(1), ProcessBrokerChange(0))
+    assert 1 not in state.brokers[0].controller.epochs()
+    assert znode(state, partition_state_path(0)).data.leader == 1  # its leader is gone, and no election ran
+    assert step(state, ElectPartitionLeader(0, 0)) is None
