@@ -1578,6 +1578,12 @@ class _Window:
                 nxt = step(node.state, action, search.variant)
                 if nxt is None or nxt == node.state:
                     continue
+                if nxt.controllers is node.state.controllers and nxt.zk is node.state.zk:
+                    # The view reads only the controllers, ZooKeeper and the brokers' ids (``view``), and the
+                    # mirror only ZooKeeper: a step that kept both objects (a delivery to a broker, a broker's own
+                    # step) shows nothing. Most hidden steps are such.
+                    yield node, depth, action, nxt, []
+                    continue
                 after = search.see(nxt)
                 yield node, depth, action, nxt, [
                     (k, before[k], after[k]) for k in after if visible(k, before[k], after[k], node.shown)
