@@ -187,6 +187,7 @@ from model.state import (
     Budget,
     ClusterState,
     KRaftController,
+    LeaderAndIsr,
     broker_path,
     kraft_claim,
     znode_data,
@@ -216,6 +217,12 @@ KRAFT_SIDE = frozenset(KRaftAction.__args__)  # type: ignore[attr-defined]
 # driver waits for, but no ZooKeeper election.
 KRAFT_FOCUS = KRAFT_SIDE | {OpenSession, RegisterBroker, Deliver, ResignController, *DURING_FAULTS}
 ZK_FOCUS = (frozenset(HIDDEN) - KRAFT_SIDE) | set(DURING_FAULTS)
+# The steps tried first for a move's completion (its record written by the leader's hidden ISR join): the dual
+# write and its RPCs, the LeaderAndIsr of the moving partition arriving, a heartbeat that unfences the joining
+# replica, the ISR join, and a follower's fetch that commits it (``_moves_the_partition``). A path found so is a
+# path of the model all the same; without it, the search of a quorum of 3, whose brokers have other RPCs in
+# flight, passes its bound before it reaches one.
+MOVE_STEPS = (DualWrite, SendRPCsToBrokers, Deliver, BrokerHeartbeat, AlterPartition, Fetch)
 # Hidden steps explored between two observations, at most: past it the result is "not decided".
 SEARCH_BOUND = 60_000
 FOCUS_BOUND = 20_000
@@ -621,6 +628,23 @@ def visible(key: tuple, old: object, new: object, shown: frozenset) -> bool:
     if key[0] in SHOWN_ONCE:
         return (key, new) not in shown
     return True
+
+
+def visible_changes(before: dict[tuple, object], after: dict[tuple, object], shown: frozenset
+                    ) -> list[tuple[tuple, object, object]]:
+    """The visible changes between two views, an admin's fact one record at a time: a commit that takes in two
+    partitions' records (a quorum of 3 commits what a follower fetched, all at once) shows two changes, each
+    matched by the log's observation of its own record, as ``mirror_changes`` splits a write's units."""
+    out: list[tuple[tuple, object, object]] = []
+    for k, new in after.items():
+        old = before[k]
+        if not visible(k, old, new, shown):
+            continue
+        if k[0] == "topics" and isinstance(new, int):
+            out += [(k, n or None, n + 1) for n in range(old if isinstance(old, int) else 0, new)]
+        else:
+            out.append((k, old, new))
+    return out
 
 
 def hidden_facts(obs: Observed) -> frozenset[str]:
@@ -1387,9 +1411,16 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
                 return result
             frontier = nxt
             continue
-        nxt, alternatives, explored = _explain(
-            frontier, ob, budget, search, FOCUS_BOUND, shortest=True, focus=True, losing=losing
-        )
+        nxt, alternatives, explored = [], set(), 0
+        if ob.key == ("topics", "reassigned"):
+            nxt, alternatives, explored = _explain(
+                frontier, ob, budget, search, FOCUS_BOUND, shortest=True, losing=losing, move=True
+            )
+        if not nxt:
+            nxt, alternatives, more = _explain(
+                frontier, ob, budget, search, FOCUS_BOUND, shortest=True, focus=True, losing=losing
+            )
+            explored += more
         if not nxt:
             nxt, alternatives, more = _explain(frontier, ob, budget, search, bound, shortest=False, losing=losing)
             explored += more
@@ -1475,7 +1506,7 @@ def _operate(node: Node, origin: Node, hidden: tuple[Action, ...], ob: Observati
         taken.append(action)
     after = search.see(state)
     # what the operator's step made visible must be seen too, as a two-fact step's second fact is
-    changes = tuple((k, before[k], after[k]) for k in after if visible(k, before[k], after[k], node.shown))
+    changes = tuple(visible_changes(before, after, node.shown))
     changes += tuple(search.mirror(node.state, state, node.shown))
     shown = node.shown | {(k, new) for k, _, new in changes if k[0] in SHOWN_ONCE}
     child = Node(state, node.pending + changes, shown)
@@ -1484,13 +1515,18 @@ def _operate(node: Node, origin: Node, hidden: tuple[Action, ...], ob: Observati
 
 
 def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Search, bound: int, shortest: bool,
-             focus: bool = False, losing: frozenset[int] | None = None) -> tuple[list[Node], set[str], int]:
+             focus: bool = False, losing: frozenset[int] | None = None, move: bool = False
+             ) -> tuple[list[Node], set[str], int]:
     """The nodes that show ``ob`` after hidden steps from ``frontier``; else what could be shown instead.
 
     With ``focus``, only the steps of the side ``ob`` is about (the KRaft side's, or the ZooKeeper
     era's) are tried: a path found so is a path of the model all the same, and the other side's
-    independent steps no longer multiply the states searched."""
+    independent steps no longer multiply the states searched. With ``move``, only ``MOVE_STEPS``, as
+    ``_moves_the_partition`` narrows them."""
     allowed = HIDDEN + (DURING_FAULTS if budget.expiries else ())
+    keep = _moves_the_partition if move else None
+    if move:
+        allowed = MOVE_STEPS
     if focus:
         kraft_side = ob.key[0] not in ("zk-controller", "zk-registered") or ob.value == "kraft-claim"
         side = KRAFT_FOCUS if kraft_side else ZK_FOCUS
@@ -1503,8 +1539,10 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Sear
                 child = Node(node.state, node.pending[:i] + node.pending[i + 1:], node.shown)
                 search.trail.setdefault(child, (node, ()))
                 found.setdefault(child)
-    if found or ob.key[0] == "topics" and ob.key[1] != "reassigned" or (ob.key, ob.value) in search.never:
-        # no hidden step writes an admin's record but the leader's ISR join that completes a reassignment, and no
+    if found or ob.key[0] == "topics" and ob.key[1] != "reassigned" and not any(
+            _uncommitted(node.state) for node in frontier) or (ob.key, ob.value) in search.never:
+        # no hidden step writes an admin's record but the leader's ISR join that completes a reassignment (hidden
+        # steps may commit one the request wrote: a quorum of 3 commits it once a follower fetches it), and no
         # path shows what the release's view never does
         return list(found), alternatives, 0
     if ob.key == ("topics", "reassigned"):  # only an ISR join completes a move, of one the request started
@@ -1519,7 +1557,7 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Sear
         if not frontier:
             return [], alternatives, 0
     window = _Window(frontier, budget, bound, shortest)
-    for node, depth, action, nxt, changes in window.steps(search, allowed, losing):
+    for node, depth, action, nxt, changes in window.steps(search, allowed, losing, keep):
         shown = node.shown | {(k, new) for k, _, new in changes if k[0] in SHOWN_ONCE}
         if not changes:
             window.add(node, action, Node(nxt, node.pending, shown), depth)
@@ -1535,6 +1573,21 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Sear
         else:
             alternatives.update(f"{_key(k)} {_value(old)} -> {_value(new)}" for k, old, new in changes)
     return list(found), alternatives, window.explored
+
+
+def _moves_the_partition(state: ClusterState, action: Action) -> bool:
+    """Of the deliveries, only a LeaderAndIsr of a partition in a reassignment on the active controller's image."""
+    if not isinstance(action, Deliver):
+        return True
+    c = _active_controller(state)
+    message = action.message
+    return c is not None and isinstance(message, LeaderAndIsr) and any(
+        p == message.partition and part.reassigning for p, part in enumerate(own_image(c).partitions))
+
+
+def _uncommitted(state: ClusterState) -> bool:
+    """Whether an active controller's log holds records past its high watermark (the view shows committed ones)."""
+    return any(is_active(c) and c.high_watermark < len(c.log) for c in state.controllers)
 
 
 class _Window:
@@ -1561,10 +1614,12 @@ class _Window:
         """Something was found at ``depth``: a shortest search ends once that depth is done."""
         self.first_found = min(self.first_found, depth)
 
-    def steps(self, search: Search, allowed: tuple[type, ...], losing: frozenset[int] | None = None):
+    def steps(self, search: Search, allowed: tuple[type, ...], losing: frozenset[int] | None = None,
+              keep: Callable[[ClusterState, Action], bool] | None = None):
         """Each step an allowed action takes from a node of the tree: (node, its depth, the action,
         the next state, the visible changes it makes), until the bound or, if shortest, past the
-        depth of the first thing found. With ``losing``, only those brokers lose sessions."""
+        depth of the first thing found. With ``losing``, only those brokers lose sessions; with ``keep``, only
+        the actions it keeps."""
         while self.queue and len(self.up) < self.bound:
             node, depth = self.queue.popleft()
             if self.shortest and depth > self.first_found:
@@ -1574,6 +1629,8 @@ class _Window:
                 if not isinstance(action, allowed):
                     continue
                 if losing is not None and not _may_lose(node.state, action, losing):
+                    continue
+                if keep is not None and not keep(node.state, action):
                     continue
                 nxt = step(node.state, action, search.variant)
                 if nxt is None or nxt == node.state:
@@ -1585,9 +1642,8 @@ class _Window:
                     yield node, depth, action, nxt, []
                     continue
                 after = search.see(nxt)
-                yield node, depth, action, nxt, [
-                    (k, before[k], after[k]) for k in after if visible(k, before[k], after[k], node.shown)
-                ] + search.mirror(node.state, nxt, node.shown)
+                yield node, depth, action, nxt, visible_changes(before, after, node.shown) + search.mirror(
+                    node.state, nxt, node.shown)
 
     def add(self, parent: Node, action: Action, child: Node, depth: int) -> bool:
         """``child`` as a hidden step from ``parent``, to be searched from; False when already in the tree."""
