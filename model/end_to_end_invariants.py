@@ -209,22 +209,35 @@ def _hosts_image_replicas(
                or local.replicas == image.partitions[p].replicas for p, local in enumerate(hosted))
 
 
+STOP_REPLICAS = (
+    "KIP-866 §ZK Broker RPCs (\"following reassignments and topic deletions, we will need to send StopReplicas to"
+    " ZK brokers for them to stop managing certain replicas\"); KIP-380 §Public Interfaces (StopReplica's"
+    " delete_partitions)"
+)
+
+
 @transition(
     "ZkBrokersDropDeletedTopic",
     "Once the cluster quiesces (ZooKeeper caught up with the newest leader, nothing in flight), no ZK broker"
     " registered with KRaft hosts a partition of a topic the committed image has deleted.",
-    "KIP-866 §ZK Broker RPCs (\"following reassignments and topic deletions, we will need to send StopReplicas to"
-    " ZK brokers for them to stop managing certain replicas\"); KIP-380 §Public Interfaces (StopReplica's"
-    " delete_partitions)",
+    STOP_REPLICAS,
     independent=True,
 )
 def zk_brokers_drop_deleted_topic(before: ClusterState, action: Action, after: ClusterState) -> bool:
     quiet = zk_brokers_at_quiescence(after)
     if quiet is None or TOPIC_NAME not in quiet[0].removed_topics:
         return True
-    image, due = quiet
+    return _hosts_none_but_strays(after, *quiet, lambda b, image, p: p >= len(image.partitions))
+
+
+def _hosts_none_but_strays(
+    after: ClusterState, image: MetadataImage, due: tuple[BrokerId, ...],
+    unwanted: Callable[[BrokerId, MetadataImage, int], bool],
+) -> bool:
+    """No ZK broker ``due`` hosts a partition ``unwanted`` says it should not, but the strays observed
+    (``ghost.observed.strays``: no StopReplica reached it, and none will)."""
     strays = after.ghost.observed.strays
-    return all(local is None or p < len(image.partitions) or (b, p) in strays
+    return all(local is None or (b, p) in strays or not unwanted(b, image, p)
                for b in due for p, local in enumerate(after.brokers[b].replicas))
 
 
@@ -511,19 +524,12 @@ def unfencing_answered_at_commit(before: ClusterState, action: Action, after: Cl
     "Once the cluster quiesces (ZooKeeper caught up with the newest leader, nothing in flight), no ZK broker"
     " registered with KRaft hosts a partition whose committed replicas leave it out: a reassignment that removed its"
     " replica had it deleted.",
-    "KIP-866 §ZK Broker RPCs (\"following reassignments and topic deletions, we will need to send StopReplicas to"
-    " ZK brokers for them to stop managing certain replicas\"); KIP-380 §Public Interfaces (StopReplica's"
-    " delete_partitions)",
+    STOP_REPLICAS,
     independent=True,
 )
 def zk_brokers_drop_reassigned_replicas(before: ClusterState, action: Action, after: ClusterState) -> bool:
     quiet = zk_brokers_at_quiescence(after)
-    if quiet is None:
-        return True
-    image, due = quiet
-    strays = after.ghost.observed.strays
-    return all(local is None or (b, p) in strays or not _outside_replicas(b, image, p)
-               for b in due for p, local in enumerate(after.brokers[b].replicas))
+    return quiet is None or _hosts_none_but_strays(after, *quiet, _outside_replicas)
 
 
 def _outside_replicas(b: BrokerId, image: MetadataImage, p: int) -> bool:

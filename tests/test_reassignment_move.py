@@ -28,7 +28,7 @@ from model.state import TOPIC, LeaderAndIsr, StopReplica, UpdateMetadata, znode_
 from model.step import step
 from model.types import BrokerId, LeaderEpoch, PartitionId
 from properties.differential import Differential, Disagreement
-from tests.conftest import messages, path_to_dual_write
+from tests.conftest import agreed, messages, path_to_dual_write
 
 B0, B1, C0, P0 = BrokerId(0), BrokerId(1), ControllerId(3000), PartitionId(0)
 SCOPE = "reassignment-move"
@@ -133,15 +133,6 @@ def test_new_replicas_told_without_a_stop_replica_that_could_come_make_a_stray()
 
 
 # ---- the implementation -------------------------------------------------------------------------------------
-
-
-def agreed(diff, *actions):
-    """``actions``, then every message in flight delivered, taken alike by the implementation and the model."""
-    for action in actions:
-        assert diff.apply(action) == [action]
-    while diff.model.network:
-        m = messages(diff.model)[0]
-        assert diff.apply(Deliver(m)) == [Deliver(m)]
 
 
 def test_impl_agrees_through_the_move_and_its_stop_replica():
