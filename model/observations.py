@@ -14,9 +14,11 @@ Rules:
   hosting without a StopReplica that reached it (``strays``: its StopReplica lost or refused, or the topic's absence
   told by a SendRPCsToBrokers, which sends from the image and has no StopReplica to send), and likewise the partitions
   a ZK broker hosts outside the replicas a KRaft LeaderAndIsr tells (a reassignment removed it): its StopReplica lost
-  or refused, or the new replicas told by a SendRPCsToBrokers or while the controller did not reach that broker;
-  and, for this step only, the brokers whose heartbeats the environment kept from the controller for a whole session
-  timeout (``silenced``).
+  or refused, or the new replicas told by a SendRPCsToBrokers or while the controller did not reach that broker, or
+  a LeaderAndIsr delivered to a broker its replicas leave out (SendRPCsToBrokers sends every target every partition;
+  the model's ZK broker takes it, where Kafka's ignores a LeaderAndIsr that does not name it); and, for this step
+  only, the brokers whose heartbeats the environment kept from the controller for a whole session timeout
+  (``silenced``).
 - The model has no clock: there, a live broker's heartbeats going unheard for a session timeout is
   a fault the environment injects, and spends ``Budget.timeouts`` on, in the step that times the
   broker out. That spending is what ``observe`` reads; the implementation's observer
@@ -52,6 +54,8 @@ def observe(
                 lost = frozenset(x for x in lost if x[:2] != (m.dest, m.partition) or x[2] > m.leader_epoch)
                 if (m.dest, m.partition) in stopped and _hosts(after.brokers[m.dest], m.partition):
                     strays = strays | {(m.dest, m.partition)}  # sent before the StopReplica that it overtook
+                if m.replicas and m.dest not in m.replicas and _hosts(after.brokers[m.dest], m.partition):
+                    strays = strays | {(m.dest, m.partition)}  # a full LeaderAndIsr to a broker outside its replicas
             case Drop(message=StopReplica(kraft=True, delete_partition=True) as m):
                 strays = strays | {(m.dest, m.partition)}
             case Deliver(message=StopReplica(kraft=True, delete_partition=True) as m) | Redeliver(

@@ -114,8 +114,9 @@ def test_a_lost_stop_replica_waives_the_check_for_its_partition():
 
 def test_new_replicas_told_without_a_stop_replica_that_could_come_make_a_stray():
     """Observed strays: broker 0 hosts the partition and a KRaft LeaderAndIsr tells replicas without it. From an image
-    (SendRPCsToBrokers: no StopReplica to send) or with nothing sent to broker 0 (the controller does not reach it),
-    none can come; a dual write that reached broker 0 and sent it no StopReplica is the mistake, not a stray."""
+    (SendRPCsToBrokers: no StopReplica to send), with nothing sent to broker 0 (the controller does not reach it), or
+    delivered to broker 0 itself, none can come; a dual write that reached broker 0 and sent it no StopReplica is the
+    mistake, not a stray."""
     hosting = moved()
     completed = step(step(hosting, JOIN), DualWrite(C0))
     (told,) = messages(completed, LeaderAndIsr)
@@ -130,6 +131,11 @@ def test_new_replicas_told_without_a_stop_replica_that_could_come_make_a_stray()
     assert (B0, P0) in strays(DualWrite(C0), told)
     assert (B0, P0) not in strays(DualWrite(C0), told, update)
     assert (B0, P0) not in strays(DualWrite(C0), told.replace(replicas=(B1, B0)))
+    # SendRPCsToBrokers sends every target every partition: broker 0, outside the replicas, takes it (Kafka's broker
+    # ignores a LeaderAndIsr that does not name it), and hosts it with no StopReplica to come.
+    full = told.replace(dest=B0, broker_epoch=update.broker_epoch)
+    assert (B0, P0) in observe(hosting, (Deliver(full),), hosting).strays
+    assert (B0, P0) not in observe(hosting, (Deliver(full.replace(replicas=(B1, B0))),), hosting).strays
 
 
 # ---- the implementation -------------------------------------------------------------------------------------
