@@ -75,6 +75,7 @@ class ImplBug(Enum):
     METADATA_FETCH_PAST_HIGH_WATERMARK = "impl_metadata_fetch_past_high_watermark"
     REGISTRATION_ANSWERED_BEFORE_COMMIT = "impl_registration_answered_before_commit"
     HEARTBEAT_ANSWERED_BEFORE_COMMIT = "impl_heartbeat_answered_before_commit"
+    REASSIGNMENT_SENDS_NO_STOP_REPLICA = "impl_reassignment_sends_no_stop_replica"
 
 
 @dataclass(frozen=True)
@@ -235,5 +236,6 @@ SHARED_SEEDED_BUGS: tuple[SharedSeededBug, ...] = tuple(
         (Bug.MIGRATES_PENDING_DELETION, ImplBug.MIGRATES_PENDING_DELETION),
         (Bug.REGISTRATION_ANSWERED_BEFORE_COMMIT, ImplBug.REGISTRATION_ANSWERED_BEFORE_COMMIT),
         (Bug.HEARTBEAT_ANSWERED_BEFORE_COMMIT, ImplBug.HEARTBEAT_ANSWERED_BEFORE_COMMIT),
+        (Bug.REASSIGNMENT_SENDS_NO_STOP_REPLICA, ImplBug.REASSIGNMENT_SENDS_NO_STOP_REPLICA),
     )
 )

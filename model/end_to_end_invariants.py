@@ -142,7 +142,7 @@ def zk_holds_what_zk_brokers_are_told(before: ClusterState, action: Action, afte
     return True
 
 
-# Read by three properties of every step on its ``after`` (two TRANSITIONs and a witness): computed once.
+# Read by four properties of every step on its ``after`` (three TRANSITIONs and a witness): computed once.
 @remembers_last
 def zk_brokers_at_quiescence(state: ClusterState) -> tuple[MetadataImage, tuple[BrokerId, ...]] | None:
     """The committed image and the ZK brokers that must cache it now, when the cluster has quiesced.
@@ -203,27 +203,41 @@ def _hosts_image_replicas(
     """Each partition a ZK broker hosts carries the replica set the image gives it (KAFKA-16120: a leader that
     ignored its reassignment's LeaderAndIsr never learns the new replicas, which then never join the ISR). A
     LeaderAndIsr lost on the way (``ghost.observed.lost``) leaves its partition behind without any rule broken: a
-    change is resent only with the next one."""
-    return all(local is None or p >= len(image.partitions) or (b, p) in lost
+    change is resent only with the next one. A partition it hosts outside the image's replicas is
+    ZkBrokersDropReassignedReplicas's."""
+    return all(local is None or p >= len(image.partitions) or (b, p) in lost or _outside_replicas(b, image, p)
                or local.replicas == image.partitions[p].replicas for p, local in enumerate(hosted))
+
+
+STOP_REPLICAS = (
+    "KIP-866 §ZK Broker RPCs (\"following reassignments and topic deletions, we will need to send StopReplicas to"
+    " ZK brokers for them to stop managing certain replicas\"); KIP-380 §Public Interfaces (StopReplica's"
+    " delete_partitions)"
+)
 
 
 @transition(
     "ZkBrokersDropDeletedTopic",
     "Once the cluster quiesces (ZooKeeper caught up with the newest leader, nothing in flight), no ZK broker"
     " registered with KRaft hosts a partition of a topic the committed image has deleted.",
-    "KIP-866 §ZK Broker RPCs (\"following reassignments and topic deletions, we will need to send StopReplicas to"
-    " ZK brokers for them to stop managing certain replicas\"); KIP-380 §Public Interfaces (StopReplica's"
-    " delete_partitions)",
+    STOP_REPLICAS,
     independent=True,
 )
 def zk_brokers_drop_deleted_topic(before: ClusterState, action: Action, after: ClusterState) -> bool:
     quiet = zk_brokers_at_quiescence(after)
     if quiet is None or TOPIC_NAME not in quiet[0].removed_topics:
         return True
-    image, due = quiet
+    return _hosts_none_but_strays(after, *quiet, lambda b, image, p: p >= len(image.partitions))
+
+
+def _hosts_none_but_strays(
+    after: ClusterState, image: MetadataImage, due: tuple[BrokerId, ...],
+    unwanted: Callable[[BrokerId, MetadataImage, int], bool],
+) -> bool:
+    """No ZK broker ``due`` hosts a partition ``unwanted`` says it should not, but the strays observed
+    (``ghost.observed.strays``: no StopReplica reached it, and none will)."""
     strays = after.ghost.observed.strays
-    return all(local is None or p < len(image.partitions) or (b, p) in strays
+    return all(local is None or (b, p) in strays or not unwanted(b, image, p)
                for b in due for p, local in enumerate(after.brokers[b].replicas))
 
 
@@ -417,6 +431,10 @@ READS: dict[str, str] = {
     " lost or refused (its run's observations)",
     "DeletedTopicStoppedOnZkBroker": "the message the step delivered; the replicas the broker it went to hosts"
     " before and after",
+    "ZkBrokersDropReassignedReplicas": "as ZkBrokersDropDeletedTopic, and the replicas of each KRaft LeaderAndIsr"
+    " a step sent and who it sent KRaft requests to (its run's observations)",
+    "ReassignedReplicaStoppedOnZkBroker": "the message the step delivered; the replicas the broker it went to hosts"
+    " before and after; the controllers' Raft logs and high watermarks",
     "PendingDeletionNeverLiveInKRaft": "/controller and /admin/delete_topics; the controllers' Raft logs and high"
     " watermarks",
     "HeartbeatingBrokerNeverFenced": "the active controllers' logs before and after the step; each broker's"
@@ -499,3 +517,37 @@ def _answered_later(before: ClusterState, action: Action, after: ClusterState, r
 def unfencing_answered_at_commit(before: ClusterState, action: Action, after: ClusterState) -> bool:
     return _answered_later(before, action, after, BrokerHeartbeat,
                            lambda was, now: _went_online(was, now) and was.incarnation == now.incarnation)
+
+
+@transition(
+    "ZkBrokersDropReassignedReplicas",
+    "Once the cluster quiesces (ZooKeeper caught up with the newest leader, nothing in flight), no ZK broker"
+    " registered with KRaft hosts a partition whose committed replicas leave it out: a reassignment that removed its"
+    " replica had it deleted.",
+    STOP_REPLICAS,
+    independent=True,
+)
+def zk_brokers_drop_reassigned_replicas(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    quiet = zk_brokers_at_quiescence(after)
+    return quiet is None or _hosts_none_but_strays(after, *quiet, _outside_replicas)
+
+
+def _outside_replicas(b: BrokerId, image: MetadataImage, p: int) -> bool:
+    """The image assigns partition ``p`` replicas (it was created or moved on KRaft) and ``b`` is none of them."""
+    return p < len(image.partitions) and bool(image.partitions[p].replicas) and b not in image.partitions[p].replicas
+
+
+@sometimes(
+    "ReassignedReplicaStoppedOnZkBroker",
+    "A ZK broker hosting a partition a reassignment on KRaft moved off it takes the KRaft controller's StopReplica and"
+    " hosts it no more (ZkBrokersDropReassignedReplicas is not vacuous).",
+    "KIP-866 §ZK Broker RPCs",
+    independent=True,
+    actions=(Deliver,),
+)
+def reassigned_replica_stopped_on_zk_broker(before: ClusterState, action: Action, after: ClusterState) -> bool:
+    if not deleted_topic_stopped_on_zk_broker(before, action, after):
+        return False
+    assert isinstance(action, Deliver) and isinstance(action.message, StopReplica)
+    m = action.message
+    return any(_outside_replicas(m.dest, image_of(c.log, c.high_watermark), m.partition) for c in after.controllers)

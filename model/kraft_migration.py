@@ -958,6 +958,42 @@ def topic_stops(c: KRaftController, image: MetadataImage, deleted: tuple[int, ..
             for r in image.brokers if r.is_migrating_zk_broker for p in deleted]
 
 
+def replicas_removed(
+    before: MetadataImage, image: MetadataImage, p: int, assignment: tuple[tuple[BrokerId, ...], ...] | None,
+) -> tuple[BrokerId, ...]:
+    """MigrationPropagator's removed replicas of partition ``p``: those ``before`` (the delta's base) assigns it and
+    ``image`` does not, in id order; none for a partition new since ``before`` or whose replicas ``image`` leaves
+    implicit. A partition copied from ZooKeeper and never moved has its replicas in ``assignment`` (/brokers/topics/t
+    as the dual write read it, which ``before`` equals; None: not read)."""
+    # Differs: Kafka's image holds every partition's replicas; the model's only those created or moved on KRaft, so a
+    # copied one's come from the assignment ZooKeeper holds (``_alter_partition_reassignments`` does the same).
+    old = before.partitions[p].replicas if p < len(before.partitions) else ()
+    if not old and p < len(before.partitions) and assignment is not None and p < len(assignment):
+        old = assignment[p]
+    new = image.partitions[p].replicas
+    return tuple(sorted(set(old) - set(new))) if new else ()
+
+
+def reassignment_stops(
+    c: KRaftController, before: MetadataImage, image: MetadataImage, changed: list[int],
+    assignment: tuple[tuple[BrokerId, ...], ...] | None, variant: Variant,
+) -> list[Message]:
+    """MigrationPropagator.sendRPCsToBrokersFromMetadataDelta's removed replicas: for each partition ``changed``
+    since ``before``, StopReplica with deletePartition to each replica ``image`` no longer assigns it (a reassignment
+    completing drops its removing replicas), so that the ZK broker stops hosting it (KIP-866 §ZK Broker RPCs:
+    "following reassignments and topic deletions, we will need to send StopReplicas to ZK brokers for them to stop
+    managing certain replicas"). Only a target ZK broker gets one (migrating, unfenced): Kafka's
+    addStopReplicaRequestForBrokers goes through the channel manager, which holds those alone. Both profiles, as
+    Kafka 3.6.2 and 3.7.0 on do (3.5.0 to 3.6.1 sent it without deletePartition)."""
+    # The seeded bug REASSIGNMENT_SENDS_NO_STOP_REPLICA: the removed replicas are told the new assignment only.
+    if variant.has(Bug.REASSIGNMENT_SENDS_NO_STOP_REPLICA):
+        return []
+    cid, epoch = BrokerId(c.id), ControllerEpoch(_known_driver(c).zk_epoch)
+    targets = dict(zk_broker_targets(image))
+    return [StopReplica(cid, epoch, targets[b], b, PartitionId(p), True, kraft=True)
+            for p in changed for b in replicas_removed(before, image, p, assignment) if b in targets]
+
+
 def _send_rpcs_to_brokers(state: ClusterState, cid: ControllerId, variant: Variant) -> Result:
     c = ctrl(state, cid)
     d = _leading_driver(c, D.KRAFT_CONTROLLER_TO_BROKER_COMM)
@@ -1074,6 +1110,8 @@ def _dual_write_image(
     # The delta starts at /migration's offset, or (kafka-3.9) at the image a failed write was handed past it.
     written = d.handed_offset if d.migration_offset < d.handed_offset < image.offset else d.migration_offset
     before = image_of(c.log, written) if written > 0 else None
+    # The assignment the write reads (``_assignment_write``), before it changes it: a moved partition's old replicas.
+    assignment = znode_data(seen_by(state, cid), TOPIC) if zk_first else None
     if zk_first:
         # The mistake DUAL_WRITE_DELTA_OF_LAST_RECORD: the delta of the newest committed record alone (the last
         # MetadataChangeEvent's), though every record since /migration's offset is unwritten.
@@ -1096,6 +1134,8 @@ def _dual_write_image(
         deleted = tuple(range(len(before.partitions)))
     if changed or deleted:
         rpcs = _controller_rpcs(c, image, changed, False, variant, deleted)
+        if before is not None and not deleted:
+            rpcs += reassignment_stops(c, before, image, changed, assignment, variant)
     elif before is None or before.brokers != image.brokers:
         rpcs = [m for m in _controller_rpcs(c, image, [], True, variant) if isinstance(m, UpdateMetadata)]
     else:

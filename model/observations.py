@@ -12,9 +12,13 @@ Rules:
   levels an operator forced a downgrade to; the KRaft LeaderAndIsr requests lost and not yet overtaken
   by one at least as new for the same broker and partition; the partitions of a deleted topic a ZK broker was left
   hosting without a StopReplica that reached it (``strays``: its StopReplica lost or refused, or the topic's absence
-  told by a SendRPCsToBrokers, which sends from the image and has no StopReplica to send); and, for this step only,
-  the brokers whose heartbeats
-  the environment kept from the controller for a whole session timeout (``silenced``).
+  told by a SendRPCsToBrokers, which sends from the image and has no StopReplica to send), and likewise the partitions
+  a ZK broker hosts outside the replicas a KRaft LeaderAndIsr tells (a reassignment removed it): its StopReplica lost
+  or refused, or the new replicas told by a SendRPCsToBrokers or while the controller did not reach that broker, or
+  a LeaderAndIsr delivered to a broker its replicas leave out (SendRPCsToBrokers sends every target every partition;
+  the model's ZK broker takes it, where Kafka's ignores a LeaderAndIsr that does not name it); and, for this step
+  only, the brokers whose heartbeats the environment kept from the controller for a whole session timeout
+  (``silenced``).
 - The model has no clock: there, a live broker's heartbeats going unheard for a session timeout is
   a fault the environment injects, and spends ``Budget.timeouts`` on, in the step that times the
   broker out. That spending is what ``observe`` reads; the implementation's observer
@@ -50,6 +54,8 @@ def observe(
                 lost = frozenset(x for x in lost if x[:2] != (m.dest, m.partition) or x[2] > m.leader_epoch)
                 if (m.dest, m.partition) in stopped and _hosts(after.brokers[m.dest], m.partition):
                     strays = strays | {(m.dest, m.partition)}  # sent before the StopReplica that it overtook
+                if m.replicas and m.dest not in m.replicas and _hosts(after.brokers[m.dest], m.partition):
+                    strays = strays | {(m.dest, m.partition)}  # a full LeaderAndIsr to a broker outside its replicas
             case Drop(message=StopReplica(kraft=True, delete_partition=True) as m):
                 strays = strays | {(m.dest, m.partition)}
             case Deliver(message=StopReplica(kraft=True, delete_partition=True) as m) | Redeliver(
@@ -80,12 +86,28 @@ def observe(
             if last is None or sent.controller_epoch >= last.controller_epoch:
                 told = tuple(sorted([(b, u) for b, u in told if b != sent.dest] + [(sent.dest, sent)], key=_broker))
                 settled = settled - {sent.dest}
+    strays = strays | _left_hosting(actions, after)
     silenced = silenced or frozenset()
     if (told, settled, unsafe, silenced, lost, strays, stopped) == (
         obs.told, obs.settled, obs.unsafe_downgrades, obs.silenced, obs.lost, obs.strays, obs.stopped
     ):
         return obs
     return Observations(told, settled, unsafe, silenced, lost, strays, stopped)
+
+
+def _left_hosting(actions: Sequence[Action], after: ClusterState) -> frozenset[tuple[BrokerId, PartitionId]]:
+    """(broker, partition) of a ZK broker hosting a partition whose new replicas, told in a KRaft LeaderAndIsr this
+    step, leave it out, when no StopReplica could come with them: the step is a SendRPCsToBrokers (it sends from the
+    image, Kafka's "we cannot send StopReplica requests from the image"), or the step's KRaft requests did not go to
+    that broker at all (the controller does not reach it: fenced, or not registered)."""
+    told = [m for m in after.ghost.sent if isinstance(m, LeaderAndIsr) and m.kraft and m.replicas]
+    if not told:
+        return frozenset()
+    from_image = any(isinstance(a, SendRPCsToBrokers) for a in actions)
+    reached = {m.dest for m in after.ghost.sent
+               if isinstance(m, (LeaderAndIsr, UpdateMetadata, StopReplica)) and m.kraft}
+    return frozenset((b.id, m.partition) for m in told for b in after.brokers
+                     if b.id not in m.replicas and _hosts(b, m.partition) and (from_image or b.id not in reached))
 
 
 def _hosts(b: Broker, p: PartitionId) -> bool:

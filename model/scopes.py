@@ -845,6 +845,18 @@ REASSIGNMENT = small_migration_scope(
     findings=MIGRATION_WITHOUT_TRANSACTION,
 )
 SCOPES[REASSIGNMENT.name] = REASSIGNMENT
+# A reassignment that drops a replica (KIP-866 §ZK Broker RPCs: "following reassignments ... we will need to send
+# StopReplicas to ZK brokers"): the admin moves partition 0 from broker 0 to broker 1. The ZK controller refuses it
+# (its one-step move keeps the leader), the KRaft controller starts it in dual write, the leader asks for broker 1's
+# ISR join, and the completion drops broker 0, whose dual write must send it StopReplica with deletePartition.
+REASSIGNMENT_MOVE = REASSIGNMENT.replace(
+    name="reassignment-move",
+    summary="2 ZK brokers, 1 controller: an admin moves a partition off its only replica during the migration or in"
+            " dual write; the completion drops the old replica",
+    reassignment=(PartitionId(0), (BrokerId(1),)),
+    max_depth=14,  # a completion without StopReplica shows at 14 steps: the migration, the move, the ISR join
+)
+SCOPES[REASSIGNMENT_MOVE.name] = REASSIGNMENT_MOVE
 
 # A dual write that fails (issue #17, found on Kafka 3.9.2): ZooKeeper stalls past the KRaft controller's session
 # timeout while a MetadataChangeEvent's write waits on it, and the write fails with the session expired. KIP-866

@@ -493,7 +493,9 @@ class Observations(Record):
     # (broker, partition) of a deleted topic's partition a broker hosts and was not told to delete: its StopReplica
     # lost or refused, or overtaken by a LeaderAndIsr sent before it, or the image without the topic reached it from a
     # controller that had no StopReplica to send (one sending from its image after a failover: Kafka's "we cannot
-    # send StopReplica requests from the image").
+    # send StopReplica requests from the image"); and a partition a broker hosts outside the replicas a KRaft
+    # LeaderAndIsr told (a reassignment removed it) with no StopReplica to come: told from the image, or the
+    # controller's requests of that step did not reach the broker (``model.observations``).
     strays: frozenset[tuple[BrokerId, PartitionId]] = frozenset()
     stopped: frozenset[tuple[BrokerId, PartitionId]] = frozenset()  # a KRaft StopReplica deleted it on that broker
 

@@ -58,6 +58,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "stale-reads": None,
     "create-partitions": None,
     "reassignment": None,
+    "reassignment-move": None,
     "event-queue": None,
     "dual-write-failure": None,
     "dual-write-resend": None,

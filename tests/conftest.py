@@ -221,6 +221,18 @@ def walked_kinds(scope: Scope | str, seeds: int, steps: int) -> set[type]:
     return kinds
 
 
+def agreed(diff, *actions) -> None:
+    """``actions``, then every message in flight delivered, taken alike by the implementation and the model
+    (``properties.differential.Differential``)."""
+    from model.actions import Deliver
+
+    for action in actions:
+        assert diff.apply(action) == [action]
+    while diff.model.network:
+        m = messages(diff.model)[0]
+        assert diff.apply(Deliver(m)) == [Deliver(m)]
+
+
 def path_to_dual_write(cid) -> tuple[Action, ...]:
     """A one-controller scope's scripted path from a registered stage to its driver in DUAL_WRITE: the migration
     (KIP-866 §Initial Data Migration), then the full sync and the brokers' RPCs."""

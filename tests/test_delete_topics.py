@@ -33,7 +33,7 @@ from model.state import TOPIC, StopReplica, UpdateMetadata, partition_state_path
 from model.step import outcome, step
 from model.types import BrokerId, Errors, PartitionId, ReplicaRole
 from properties.differential import Differential, Disagreement
-from tests.conftest import appended, messages, path_to_dual_write, run
+from tests.conftest import agreed, appended, messages, path_to_dual_write, run
 
 B0, B1, C0, P0 = BrokerId(0), BrokerId(1), ControllerId(3000), PartitionId(0)
 SCOPE = "delete-topics"
@@ -186,15 +186,6 @@ def test_kafka_15605_migrates_the_pending_deletion_as_a_live_topic():
 
 
 # ---- the implementation -------------------------------------------------------------------------------------
-
-
-def agreed(diff, *actions):
-    """``actions``, then every message in flight delivered, taken alike by the implementation and the model."""
-    for action in actions:
-        assert diff.apply(action) == [action]
-    while diff.model.network:
-        m = messages(diff.model)[0]
-        assert diff.apply(Deliver(m)) == [Deliver(m)]
 
 
 def test_impl_agrees_through_the_deletion():

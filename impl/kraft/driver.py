@@ -565,8 +565,9 @@ class KRaftMigrationDriver:
         before = self.controller.image_at(written) if written > 0 else None
         last = ImplBug.DUAL_WRITE_DELTA_OF_LAST_RECORD in self.bugs
         base = self.controller.image_at(max(written, image.offset - 1 if last else 0))
+        assignment = None  # /brokers/topics/t as the write read it: a moved partition's old replicas
         try:
-            ops = yield from self._delta_ops(base, image, now)
+            ops, assignment = yield from self._delta_ops(base, image, now)
             ok = yield from self._fenced_write(ops, image.offset, now, dual_write=True, reply_lost=reply_lost)
         except ConnectionLoss:
             if not rpcs_before_zk:
@@ -582,6 +583,8 @@ class KRaftMigrationDriver:
         deleted = list(range(len(before.partitions))) if before is not None and _deleted(before, image) else []
         if changed or deleted:
             rpcs = self._controller_rpcs(image, changed, False, deleted)
+            if before is not None and not deleted:
+                rpcs += self._reassignment_stops(before, image, changed, assignment)
         elif before is None or before.to_model().brokers != image.to_model().brokers:
             rpcs = [m for m in self._controller_rpcs(image, [], True) if isinstance(m, UpdateMetadata)]
         else:
@@ -658,7 +661,7 @@ class KRaftMigrationDriver:
 
     def _reconcile_ops(self, image: Image, now: int) -> Handler:
         """KRaftMigrationZkWriter.handleSnapshot: read ZooKeeper, write whatever differs from ``image``."""
-        ops: list[Op] = yield from self._assignment_write(image, now)
+        ops, _ = yield from self._assignment_write(image, now)
         for p, part in enumerate(image.partitions):
             s, _ = yield from self._read(partition_state_path(PartitionId(p)))
             if s is None or (s.leader, s.isr, s.leader_epoch) != (part.leader, part.isr, part.leader_epoch):
@@ -685,19 +688,22 @@ class KRaftMigrationDriver:
         """KRaftMigrationZkWriter.handleDelta: write what changed from ``before`` (what ZooKeeper holds) to
         ``image``, reading nothing but, for a partition created or reassigned on KRaft since, the assignment it
         grows or changes, or a topic deleted since, whose znodes it lists to delete them; a divergence in ZooKeeper
-        waits for the next leadership's full sync."""
+        waits for the next leadership's full sync. Returns the ops and the assignment it read (None: not read)."""
         moved = [part.replicas for part in image.partitions] != [part.replicas for part in before.partitions]
+        assignment = None
         if _deleted(before, image):
             ops: list[Op] = yield from self._topic_deletion_ops()
+        elif moved:
+            ops, assignment = yield from self._assignment_write(image, now)
         else:
-            ops = (yield from self._assignment_write(image, now)) if moved else []
+            ops = []
         for p, part in enumerate(image.partitions):
             if p >= len(before.partitions) or before.partitions[p] != part:
                 ops += self._partition_write(p, image, now, new=p >= len(before.partitions))
         if image.config is not None and image.config != before.config:
             data = encode(CONFIG, image.config, now)
             ops.append(CreateOp(CONFIG, data) if before.config is None else SetDataOp(CONFIG, data, ANY_VERSION))
-        return ops
+        return ops, assignment
 
     def _topic_deletion_ops(self) -> Handler:
         """ZkTopicMigrationClient.deleteTopic: every znode below the topic's, deepest first (recursiveChildren),
@@ -707,16 +713,17 @@ class KRaftMigrationDriver:
     def _assignment_write(self, image: Image, now: int) -> Handler:
         """updateTopic: the assignment as the image has it, grown by the partitions created on KRaft since and with
         the replicas of one reassigned on KRaft (only those carry their replicas), before createTopicPartitions
-        creates the new state znodes."""
+        creates the new state znodes. Returns the ops and the assignment read (None: not read, or no topic)."""
         if not any(part.replicas for part in image.partitions):
-            return []
+            return [], None
         assignment, _ = yield from self._read(TOPIC)
         if assignment is None:
-            return []
+            return [], None
         current = tuple(tuple(BrokerId(r) for r in replicas) for replicas in assignment)
         wanted = tuple(tuple(BrokerId(r) for r in part.replicas) or current[p]
                        for p, part in enumerate(image.partitions)) + current[len(image.partitions):]
-        return [] if wanted == current else [SetDataOp(TOPIC, encode(TOPIC, wanted, now), ANY_VERSION)]
+        ops = [] if wanted == current else [SetDataOp(TOPIC, encode(TOPIC, wanted, now), ANY_VERSION)]
+        return ops, current
 
     def _partition_write(self, p: int, image: Image, now: int, new: bool) -> list[Op]:
         """The partition's state znode set to the image's, or created with its parent when ``new``
@@ -767,6 +774,26 @@ class KRaftMigrationDriver:
         delete = ImplBug.DELETION_STOPS_WITHOUT_DELETE not in self.bugs  # (the mistake: "stop managing" only)
         return out + [StopReplica(cid, epoch, reg.epoch, BrokerId(b), PartitionId(p), delete, kraft=True)
                       for b, reg in sorted(image.brokers.items()) if reg.is_migrating_zk_broker for p in deleted]
+
+    def _reassignment_stops(self, before: Image, image: Image, changed: list[int], assignment: tuple | None) -> list:
+        """MigrationPropagator's removed replicas (KIP-866 §ZK Broker RPCs: StopReplicas "following reassignments"):
+        StopReplica with deletePartitions, for each changed partition, to each replica ``before`` assigned it (a copied
+        partition's: ``assignment``, as the write read it) and ``image`` no longer does, when it is a target ZK broker
+        (Kafka's channel manager reaches those alone)."""
+        if ImplBug.REASSIGNMENT_SENDS_NO_STOP_REPLICA in self.bugs:
+            return []  # the mistake: the removed replica is told the new assignment only, and keeps hosting it
+        cid, epoch = BrokerId(self.node_id), ControllerEpoch(self.zk_epoch)
+        targets = dict(zk_broker_targets(image))
+        out = []
+        for p in changed:
+            new = image.partitions[p].replicas
+            old = before.partitions[p].replicas if p < len(before.partitions) else ()
+            if not old and p < len(before.partitions) and assignment is not None and p < len(assignment):
+                old = assignment[p]
+            gone = sorted(set(old) - set(new)) if new else []
+            out += [StopReplica(cid, epoch, targets[b], BrokerId(b), PartitionId(p), True, kraft=True)
+                    for b in gone if b in targets]
+        return out
 
     # ---- the refinement map ----------------------------------------------------------------------
 

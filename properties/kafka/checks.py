@@ -1866,6 +1866,7 @@ NOT_OBSERVABLE: dict[str, str] = {
     "KRaftZkWritesFailOnlyOnStaleReads": "the driver's ZooKeeper multis and their results are not logged, and the"
     " runbook creates no partition",
     "ZkBrokersDropDeletedTopic": "the partitions a ZooKeeper broker hosts are " + _MEMORY,
+    "ZkBrokersDropReassignedReplicas": "the partitions a ZooKeeper broker hosts are " + _MEMORY,
     "PendingDeletionNeverLiveInKRaft": "the runbooks delete no topic in ZooKeeper mode: no deletion is ever pending"
     " in /admin/delete_topics",
     "StaleHeartbeatWritesNothing": "the heartbeats a controller answered, with their broker epochs, are not logged one"
