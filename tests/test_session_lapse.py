@@ -13,7 +13,6 @@ import pytest
 
 from impl.bugs import ImplBug
 from impl.pacing import BROKER_SESSION_TIMEOUT_MS
-
 from model.actions import (
     BrokerHeartbeat,
     CrashController,
