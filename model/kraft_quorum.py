@@ -1160,8 +1160,8 @@ def _session_lapses(state: ClusterState, bid: BrokerId, cid: ControllerId) -> Re
     if bid in c.lapsed:
         return _LAPSED
     if not timeout_heals(state, bid, cid):
-        # Differs: a live registration's process lapses only in the step that fences it (``_session_timeout``):
-        # apart, the lapse changes what no one but a new incarnation of it, which is not running, could ask.
+        # Differs: a running registration's session lapses only in the step that fences it (``_session_timeout``):
+        # alone, its lapse would change only a new incarnation's registration, and no new incarnation runs.
         return _LIVE_SESSION
     return put_ctrl(state, c.replace(lapsed=c.lapsed | {bid}))
 
