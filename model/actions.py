@@ -511,13 +511,10 @@ class FetchMetadata(Record):
 
 @record
 class SessionTimeout(Record):
-    """The active controller fences a broker whose heartbeats stopped (a live one's were lost: perturbation);
-    ``fence=False``: its session only lapses (BrokerHeartbeatManager.hasValidSession turns false), the fencing
-    record comes later, if at all."""
+    """The active controller fences a broker whose heartbeats stopped (a live one's were lost: perturbation)."""
 
     broker: BrokerId
     controller: ControllerId
-    fence: bool = True
 
 
 @record
