@@ -37,6 +37,7 @@ class ImplBug(Enum):
     MIGRATION_EVENT_IN_WRONG_DRIVER_STATE = "impl_migration_event_in_wrong_driver_state"
     HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH = "impl_heartbeat_accepts_older_broker_epoch"
     RETRIED_REGISTRATION_NEW_EPOCH = "impl_retried_registration_new_epoch"
+    REGISTRATION_DECIDED_BY_FENCE = "impl_registration_decided_by_fence"
     LOST_REGISTRATION_GUESSES_EPOCH = "impl_lost_registration_guesses_epoch"
     VOTE_IGNORES_LOG = "impl_vote_ignores_log"
     CLAIM_WITHOUT_EPOCH_CAS = "impl_claim_without_epoch_cas"
@@ -125,6 +126,10 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
     ImplSeededBug(ImplBug.RETRIED_REGISTRATION_NEW_EPOCH, "OneBrokerEpochPerIncarnation", "lost-responses",
                   "the controller takes a registration retried with the same incarnation for a new broker: a new"
                   " epoch, fenced again"),
+    ImplSeededBug(ImplBug.REGISTRATION_DECIDED_BY_FENCE, "LiveFencedBrokerEventuallyUnfenced", "kraft-broker-restart",
+                  "registerBroker refuses a new incarnation while the old registration is unfenced, its session lapsed"
+                  " or not: a broker restarted before the fencing loop ran waits for it (or, unfenced forever, never"
+                  " comes back)"),
     ImplSeededBug(ImplBug.LOST_REGISTRATION_GUESSES_EPOCH, "BrokerEpochGivenByController", "lost-responses",
                   "a broker whose registration timed out takes the offset it has replayed to as its epoch"),
     ImplSeededBug(ImplBug.VOTE_IGNORES_LOG, "CommittedRecordsNeverChange", "kraft-quorum",

@@ -260,14 +260,18 @@ def _downgrade_changes_metadata(current: Ibp, target: Ibp) -> bool:
 )
 def decide_broker_registration(
     image: Image, request: BrokerRegistrationRequest, migration_enabled: bool, log_end: int,
-    bugs: frozenset[ImplBug] = frozenset(),
+    bugs: frozenset[ImplBug] = frozenset(), lapsed: frozenset[int] = frozenset(),
 ) -> tuple[ApiError, RegisterBrokerRecord | None]:
     """ClusterControlManager.registerBroker's checks in Kafka's order (KIP-866 §Broker Registration;
     reference §3.1): the error, or NONE with the record to append (its epoch is its offset, ``log_end``).
-    NONE with no record: the same incarnation keeps its registration."""
+    NONE with no record: the same incarnation keeps its registration. Another incarnation's registration refuses
+    it only while its session is valid (hasValidSession: unfenced, and not among the ``lapsed`` sessions)."""
     is_zk = request.is_migrating_zk_broker
     existing = image.registration(request.broker_id)
-    if existing is not None and existing.incarnation_id != request.incarnation_id and not existing.fenced:
+    # (the mistake: the fencing record alone decides, a lapsed session counts as valid until it is written)
+    valid = existing is not None and not existing.fenced and (
+        request.broker_id not in lapsed or ImplBug.REGISTRATION_DECIDED_BY_FENCE in bugs)
+    if existing is not None and existing.incarnation_id != request.incarnation_id and valid:
         return ApiError.DUPLICATE_BROKER_REGISTRATION, None
     if is_zk and not (migration_enabled and (image.metadata_version or 0) >= Ibp.IBP_3_4_IV0):
         return ApiError.BROKER_ID_NOT_REGISTERED, None
@@ -406,6 +410,8 @@ class ControllerNode(Node):
         self.raft = QuorumState(node_id, voter_ids(self.config))
         self.driver: KRaftMigrationDriver | None = self._new_driver()
         self.gates = Gates()  # its timers and backoffs (impl.pacing)
+        # as the active controller: the brokers whose unfenced registration's session lapsed (BrokerHeartbeatManager)
+        self.lapsed: set[int] = set()
         self._reset_election_timer(0)
         self._images_of: tuple = ()
         self._images: dict[int | None, Image] = {}
@@ -685,7 +691,9 @@ class ControllerNode(Node):
                 g.fail(type(action), now)
 
     def _heard_from_broker(self, broker: int, now: int) -> None:
+        """BrokerHeartbeatManager.touch: the session is valid for another broker.session.timeout.ms."""
         self.gates.close((SessionTimeout, broker), now + BROKER_SESSION_TIMEOUT_MS)
+        self.lapsed.discard(broker)
 
     def handle(self, event: Event) -> Handler:
         result = yield from self._handle(event)
@@ -834,6 +842,7 @@ class ControllerNode(Node):
         if not self.raft.leader_change_due():
             return
         yield from self._activate()
+        self.lapsed.clear()  # activate() builds a new BrokerHeartbeatManager
         if self.is_active():
             for b in self.own_image().brokers:  # BrokerHeartbeatManager starts every broker's session afresh
                 self._heard_from_broker(b, now)
@@ -894,17 +903,39 @@ class ControllerNode(Node):
     # ---- brokers ---------------------------------------------------------------------------------
 
     def _session_timeout(self, event: Perform, action: SessionTimeout) -> Handler:
-        """maybeFenceOneStaleBroker: fence a registration whose heartbeats stopped, and say so to the broker."""
+        """maybeFenceOneStaleBroker: fence a registration whose heartbeats stopped, and say so to the broker; or
+        (``fence=False``) only its session lapses."""
         if not self.is_active():
             return False
         image = self.own_image()
         records = decide_session_timeout(image, action.broker)
+        if not action.fence:
+            return self._lapse(action.broker, bool(records))
         if not records or self.writes_blocked(len(records)):
             return False
         self.raft.append(records)
+        self.lapsed.discard(action.broker)  # BrokerHeartbeatManager drops a fenced broker from its sessions
         reg = image.registration(action.broker)
         yield Rpc(reg.broker_id, BrokerSessionTimedOut(reg.broker_id, reg.incarnation_id, reg.epoch))
         return True
+
+    def _lapse(self, broker: int, unfenced: bool) -> bool:
+        """BrokerHeartbeatManager.hasValidSession turns false for ``broker``'s unfenced registration."""
+        if not unfenced or broker in self.lapsed:
+            return False
+        self.lapsed.add(broker)
+        return True
+
+    def _lapse_on_registration(self, request: BrokerRegistrationRequest, now: int) -> Handler:
+        """A new incarnation's registration finds the old one's session timer run out: the session has lapsed
+        (hasValidSession reads the clock), whether or not the fencing loop has run since."""
+        b = request.broker_id
+        existing = self.own_image().registration(b) if self.is_active() else None
+        if existing is None or existing.incarnation_id == request.incarnation_id \
+                or not self.gates.passed((SessionTimeout, b), now):
+            return
+        if self._lapse(b, not existing.fenced):
+            yield Trace(SessionTimeout(BrokerId(b), ControllerId(self.node_id), fence=False))
 
     def _register_broker(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
         """ClusterControlManager.registerBroker (reference §3.1; KIP-866 §Broker Registration)."""
@@ -912,7 +943,7 @@ class ControllerNode(Node):
             return BrokerRegistrationResponse(ApiError.NOT_CONTROLLER)
         image = self.own_image()
         error, record = decide_broker_registration(image, request, self.migration_enabled, len(self.raft.log),
-                                                   self.bugs)
+                                                   self.bugs, frozenset(self.lapsed))
         if error is not ApiError.NONE:
             return BrokerRegistrationResponse(error)
         if record is None:
@@ -1091,6 +1122,7 @@ class ControllerNode(Node):
             case ApiVersionsRequest():
                 return ApiVersionsResponse(self.migration_enabled and self.zk_configured, self.migration_enabled)
             case BrokerRegistrationRequest():
+                yield from self._lapse_on_registration(request, event.now)
                 response = self._register_broker(request)
                 if response.error is ApiError.NONE:
                     self._heard_from_broker(request.broker_id, event.now)
@@ -1169,6 +1201,7 @@ class ControllerNode(Node):
             active=raft.active,
             driver=None if self.driver is None else self.driver.abstract(),
             pending=tuple(p.abstract(rename) for p in self.purgatory),
+            lapsed=frozenset(BrokerId(b) for b in self.lapsed) if self.is_active() else frozenset(),
         )
 
 

@@ -55,6 +55,10 @@ class Gates:
             self._deadline = until
         return False
 
+    def passed(self, key: Hashable, now: int) -> bool:
+        """Whether ``key``'s timer has run out, leaving the offers' deadline as it is (a request's check)."""
+        return now >= self._until.get(key, 0)
+
     def close(self, key: Hashable, until: int) -> None:
         self._until[key] = until
 

@@ -511,10 +511,13 @@ class FetchMetadata(Record):
 
 @record
 class SessionTimeout(Record):
-    """The active controller fences a broker whose heartbeats stopped (a live one's were lost: perturbation)."""
+    """The active controller fences a broker whose heartbeats stopped (a live one's were lost: perturbation);
+    ``fence=False``: its session only lapses (BrokerHeartbeatManager.hasValidSession turns false), the fencing
+    record comes later, if at all."""
 
     broker: BrokerId
     controller: ControllerId
+    fence: bool = True
 
 
 @record

@@ -172,8 +172,10 @@ def zk_brokers_admitted_at_metadata_version(state: ClusterState) -> bool:
 
 @transition(
     "NoKRaftBrokerTakesALiveZkBrokersId",
-    "A KRaft broker is never registered under the id of a ZK broker whose registration is still live.",
-    "KIP-866 §Broker Registration (a KRaft broker with an existing ZK broker's id is rejected)",
+    "A KRaft broker is never registered under the id of a ZK broker whose registration is still live: unfenced, its "
+    "session not lapsed at the deciding controller.",
+    "KIP-866 §Broker Registration (a KRaft broker with an existing ZK broker's id is rejected); "
+    "ClusterControlManager.registerBroker (BrokerHeartbeatManager.hasValidSession)",
     actions=(RegisterWithKRaft,),
 )
 def no_kraft_broker_takes_live_zk_id(before: ClusterState, action: Action, after: ClusterState) -> bool:
@@ -183,7 +185,7 @@ def no_kraft_broker_takes_live_zk_id(before: ClusterState, action: Action, after
     if len(c_after.log) == len(c_before.log):
         return True
     old = own_image(c_before).registration(action.broker)
-    return old is None or old.fenced or not old.is_migrating_zk_broker
+    return old is None or old.fenced or action.broker in c_before.lapsed or not old.is_migrating_zk_broker
 
 
 # ---- responses lost after their requests took effect --------------------------------------------

@@ -196,8 +196,8 @@ def handle(state: ClusterState, action: KRaftQuorumAction, variant: Variant) -> 
             return _deliver_heartbeat(state, request, variant)
         case FetchMetadata(broker=b, controller=c):
             return _fetch_metadata(state, b, c, variant)
-        case SessionTimeout(broker=b, controller=c):
-            return _session_timeout(state, b, c, variant)
+        case SessionTimeout(broker=b, controller=c, fence=fence):
+            return _session_timeout(state, b, c, variant) if fence else _session_lapses(state, b, c)
         case BeginControlledShutdown(broker=b):
             return _begin_controlled_shutdown(state, b)
         case AlterConfigs(controller=c):
@@ -331,6 +331,7 @@ def _step_down(c: KRaftController, epoch: KRaftEpoch, leader: ControllerId | Non
         votes=frozenset(),
         active=False,
         fetched=(),
+        lapsed=frozenset(),
     )
 
 
@@ -363,6 +364,7 @@ def _start_election(state: ClusterState, cid: ControllerId) -> Result:
         leader=None,
         votes=frozenset({c.id}),
         active=False,
+        lapsed=frozenset(),
     )
     return put_ctrl(state, c)
 
@@ -519,7 +521,7 @@ def _may_finalize(state: ClusterState, variant: Variant) -> bool:
 
 
 def _resign(c: KRaftController) -> KRaftController:
-    return c.replace(role=QuorumRole.RESIGNED, active=False, fetched=())
+    return c.replace(role=QuorumRole.RESIGNED, active=False, fetched=(), lapsed=frozenset())
 
 
 def _fetch(state: ClusterState, fid: ControllerId, lid: ControllerId, variant: Variant) -> Result:
@@ -571,7 +573,7 @@ def _process_stops(c: KRaftController) -> KRaftController:
     """Only the persisted epoch, vote and log survive the process."""
     return c.replace(
         alive=False, role=QuorumRole.UNATTACHED, leader=None, votes=frozenset(), high_watermark=0,
-        fetched=(), active=False, driver=None,
+        fetched=(), active=False, driver=None, lapsed=frozenset(),
     )
 
 
@@ -617,10 +619,15 @@ def decide_broker_registration(
     image: MetadataImage, c: KRaftController, request: BrokerRegistrationRequest, variant: Variant
 ) -> tuple[Refused | None, RegisterBrokerRecord | None]:
     """ClusterControlManager.registerBroker's checks in Kafka's order (reference §3.1; KIP-866 §Broker Registration):
-    the refusal, or None with the record to append (None: the same incarnation's registration stands)."""
+    the refusal, or None with the record to append (None: the same incarnation's registration stands).
+
+    Another incarnation's registration refuses a new one only while its session is valid (hasValidSession: not
+    fenced, heard from within the session timeout): once its session lapsed it is taken over, fencing record or
+    not (``SessionTimeout`` with ``fence=False``)."""
     is_zk = request.is_migrating_zk_broker
     existing = image.registration(request.broker)
-    if existing is not None and existing.incarnation != request.incarnation and not existing.fenced:
+    valid = existing is not None and not existing.fenced and request.broker not in c.lapsed
+    if existing is not None and existing.incarnation != request.incarnation and valid:
         # A live registration of another incarnation: KIP-866 "a KRaft broker with the id of an existing ZK broker".
         if not (variant.has(Bug.KRAFT_BROKER_TAKES_LIVE_ZK_ID) and not is_zk and existing.is_migrating_zk_broker):
             return Refused(Errors.DUPLICATE_BROKER_REGISTRATION, "incarnation {} holds a live registration, epoch {}",
@@ -664,10 +671,17 @@ def handle_registration(
     if rec is None:  # accepted without a record: this incarnation's registration stands, epoch and all
         reg = image.registration(request.broker)
         assert reg is not None
-        return state, reg.epoch
+        return _renew_session(state, c, request.broker), reg.epoch
     if writes_blocked(state, c, variant):
         return _LAG_BOUND
-    return append(state, c, [rec], variant), rec.epoch
+    state = append(state, c, [rec], variant)
+    return _renew_session(state, ctrl(state, c.id), request.broker), rec.epoch
+
+
+def _renew_session(state: ClusterState, c: KRaftController, bid: BrokerId) -> ClusterState:
+    """BrokerHeartbeatManager.touch (an accepted registration or heartbeat) or remove (a fenced registration):
+    broker ``bid``'s session is no longer a lapsed one."""
+    return state if bid not in c.lapsed else put_ctrl(state, c.replace(lapsed=c.lapsed - {bid}))
 
 
 def may_register(b: Broker) -> Refused | None:
@@ -942,6 +956,8 @@ def handle_heartbeat(
         if writes_blocked(state, c, variant, len(records)):
             return _LAG_BOUND
         state = append(state, c, records, variant)
+    if not (variant.has(Bug.TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS) and reg.is_migrating_zk_broker):
+        state = _renew_session(state, ctrl(state, c.id), bid)
     return state, answer, bool(records)
 
 
@@ -1134,24 +1150,55 @@ def timeout_heals(state: ClusterState, bid: BrokerId, cid: ControllerId) -> bool
     return reg is None or not (b.alive and b.incarnation == reg.incarnation and b.kraft_epoch == reg.epoch)
 
 
-def _session_timeout(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
-    """maybeFenceOneStaleBroker: fence a registration whose heartbeats stopped."""
-    b, c = state.brokers[bid], ctrl(state, cid)
+def _session_lapses(state: ClusterState, bid: BrokerId, cid: ControllerId) -> Result:
+    """BrokerHeartbeatManager: broker.session.timeout.ms passes without a heartbeat of an unfenced registration, so
+    hasValidSession turns false; no record (maybeFenceOneStaleBroker writes the fencing one later)."""
+    c = ctrl(state, cid)
+    refused = _fencing_refused(c, bid)
+    if refused is not None:
+        return refused
+    if bid in c.lapsed:
+        return _LAPSED
+    if not timeout_heals(state, bid, cid):
+        # Differs: a running registration's session lapses only in the step that fences it (``_session_timeout``):
+        # alone, its lapse would change only a new incarnation's registration, and no new incarnation runs.
+        return _LIVE_SESSION
+    return put_ctrl(state, c.replace(lapsed=c.lapsed | {bid}))
+
+
+_LAPSED = Unchanged("the session has lapsed already")
+_LIVE_SESSION = Refused(None, "the registration's process is running: its session lapses as it is fenced")
+
+
+def _fencing_refused(c: KRaftController, bid: BrokerId) -> Refused | None:
+    """Why no session of broker ``bid`` may lapse or be fenced at controller ``c``: not active, nothing to fence."""
     if not is_active(c):
         return _INACTIVE
-    image = own_image(c)
-    reg = image.registration(bid)
+    reg = own_image(c).registration(bid)
     if reg is None:
         return _NO_REGISTRATION
     if reg.fenced:
         return _FENCED
+    return None
+
+
+def _session_timeout(state: ClusterState, bid: BrokerId, cid: ControllerId, variant: Variant) -> Result:
+    """maybeFenceOneStaleBroker: fence a registration whose heartbeats stopped (its session lapses in this step
+    unless it lapsed before, ``_session_lapses``)."""
+    b, c = state.brokers[bid], ctrl(state, cid)
+    refused = _fencing_refused(c, bid)
+    if refused is not None:
+        return refused
+    image = own_image(c)
+    reg = image.registration(bid)
+    assert reg is not None
     if image.migration_state is ZkMigrationState.PRE_MIGRATION and variant.profile is Profile.KAFKA_3_9:
         # Differs: since KAFKA-15441 Kafka does not fence stale brokers in pre-migration.
         return _NO_FENCING_IN_PRE_MIGRATION
     alive_same = b.alive and b.incarnation == reg.incarnation and b.kraft_epoch == reg.epoch
     if variant.has(Bug.TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS) and not b.config.kraft_mode:
         alive_same = False  # the mistake: a migrating ZK broker's heartbeats do not keep its session
-    if alive_same:
+    if alive_same and bid not in c.lapsed:
         spent = spend(state, timeouts=1)
         if spent is None:
             return BUDGET_SPENT
@@ -1162,6 +1209,7 @@ def _session_timeout(state: ClusterState, bid: BrokerId, cid: ControllerId, vari
     if writes_blocked(state, c, variant, len(records)):
         return _LAG_BOUND
     state = append(state, c, records, variant)
+    state = _renew_session(state, ctrl(state, cid), bid)  # a fenced broker's session is not valid: none to lapse
     if alive_same and b.config.kraft_mode:
         state = put_broker(state, state.brokers[bid].replace(lifecycle=BrokerState.FENCED))
     return state

@@ -293,6 +293,10 @@ class KRaftController(Record):
     # as the active controller: registrations and heartbeats answered once the log up to them commits
     # (Budget.answer_at_commit, Budget.heartbeats_at_commit)
     pending: tuple[PendingAnswer, ...] = ()
+    # as the active controller: BrokerHeartbeatManager's lapsed sessions, brokers whose unfenced registration went
+    # unheard for broker.session.timeout.ms and is not fenced yet (maybeFenceOneStaleBroker runs later); empty
+    # whenever it is not active, as activate() starts every registration's session afresh
+    lapsed: frozenset[BrokerId] = frozenset()
 
 
 def controller_index(c: ControllerId) -> int:

@@ -271,7 +271,7 @@ def kraft_candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
     for b in state.brokers:
         for leader in leaders:
             actions += [RegisterWithKRaft(b.id, leader), BrokerHeartbeat(b.id, leader), FetchMetadata(b.id, leader),
-                        SessionTimeout(b.id, leader)]
+                        SessionTimeout(b.id, leader), SessionTimeout(b.id, leader, fence=False)]
             if state.budget.lost_responses:
                 actions += [RegistrationResponseLost(b.id, leader), HeartbeatResponseLost(b.id, leader)]
             if state.budget.held_requests:  # never in a scope without held requests

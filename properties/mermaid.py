@@ -204,8 +204,8 @@ def view(action) -> StepView:
             return StepView(node(r.broker), node(r.controller), f"late BrokerHeartbeat (epoch {r.broker_epoch})")
         case act.FetchMetadata(broker=b, controller=c):
             return StepView(node(b), node(c), "Fetch metadata")
-        case act.SessionTimeout(broker=b, controller=c):
-            return StepView(node(c), node(b), "session timeout: fenced")
+        case act.SessionTimeout(broker=b, controller=c, fence=fence):
+            return StepView(node(c), node(b), "session timeout: fenced" if fence else "session lapsed")
         case act.BeginControlledShutdown(broker=b):
             return StepView(node(b), None, "SIGINT: controlled shutdown", "note")
         case act.AlterConfigs(controller=c):

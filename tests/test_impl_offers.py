@@ -87,7 +87,10 @@ def _unoffered(diff: Differential, action) -> str | None:
     request, offered by the broker, whose answer the runner withholds; a held heartbeat the broker's heartbeat, which
     the runner keeps (its late delivery is the runner's)."""
     offered = None
-    if not isinstance(action, ENVIRONMENT + CLIENT_REQUESTS):
+    # A session lapsing alone is the controller's clock, read when a new incarnation's registration arrives
+    # (ControllerNode._lapse_on_registration): no node offers it, the registration it precedes is offered.
+    lapse = isinstance(action, SessionTimeout) and not action.fence
+    if not isinstance(action, ENVIRONMENT + CLIENT_REQUESTS) and not lapse:
         offered = diff.cluster.node(Cluster.actor(action)).offers(LATE)
     request = next((kind(action.broker, action.controller) for kind, lost in LOST_RESPONSE.items()
                     if isinstance(action, lost)), action)
