@@ -37,6 +37,7 @@ Rules:
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from impl.bugs import ImplBug
@@ -119,6 +120,7 @@ class Differential:
         self.steps.append(action)
         traces = self.cluster.perform(action)
         state = before
+        model_steps: list[tuple[ClusterState, Action, ClusterState]] = []
         for taken in traces:
             if isinstance(taken, DeleteControllerZNodes):
                 # The deletion of /controller_epoch in KIP-866 §Rollback to ZK: from here on, its documented
@@ -127,6 +129,7 @@ class Differential:
             nxt = step(state, taken, self.variant)
             if nxt is None:
                 self._disagree(f"the implementation took {taken}, which the model does not allow here", state)
+            model_steps.append((state, taken, nxt))
             state = nxt
         if not traces and self.strict:
             nxt = step(before, action, self.variant)
@@ -135,12 +138,13 @@ class Differential:
         # the model's ghost keeps what the last step sent; the implementation's list covers the whole perform
         self._order_checked = len(traces) == 1
         # a stutter (no traces): the states must still agree; no step was taken, so no property is re-judged
-        self._compare(f"after {action}", state, before if traces else None, traces)
+        self._compare(f"after {action}", state, before if traces else None, traces, model_steps)
         self.model = state
         return traces
 
     def _compare(self, when: str, model: ClusterState, before: ClusterState | None = None,
-                 traces: list[Action] | None = None) -> None:
+                 traces: list[Action] | None = None,
+                 model_steps: Sequence[tuple[ClusterState, Action, ClusterState]] = ()) -> None:
         action = traces[-1] if traces else None
         impl = self._abstract(model)
         if not same(impl, model) or (self._order_checked and _order(impl) != _order(model)):
@@ -155,9 +159,12 @@ class Differential:
         previous, impl = self._impl, self._observed(impl, traces, before, model)
         self._impl = impl
         if before is not None and action is not None and previous is not None:
-            # The model's properties on the model (equal, as compared above, on all they read); the
-            # model-independent ones on the implementation's own state and observations.
-            found = set(violations(before, action, model, independent=False))
+            # The model's properties on the model, step by step as the explorer judges them (an event the
+            # implementation handles in several model steps, such as a registration that finds the old session
+            # lapsed, is not one step from its first state to its last); equal, as compared above, on all they
+            # read. The model-independent ones on the implementation's own state and observations.
+            found = {name for state, taken, after in model_steps
+                     for name in violations(state, taken, after, independent=False)}
             found |= set(violations(previous, action, impl, independent=True))
             self.findings_seen |= found & self.findings
             broken = sorted(found - self.findings)
