@@ -128,17 +128,17 @@ def test_simulation_handed_a_checker_runs_the_checkers_cluster_step_for_step():
 # The ``all`` runs were re-pinned once more when ``all`` came to lose a response now and then and to let a ZooKeeper
 # server lag (``lose_response``, ``stale_read``): the draws for them change their random stream.
 PINNED = [
-    ("sim-migration", 100, "all", "finalize", False, "7af2fbd5d62f150f"),
-    ("sim-migration", 107, "all", "rollback", True, "c246e64eae749a8a"),
-    ("sim-migration", 114, "all", "none", False, "fa8d6df5aa7eb1b4"),
-    ("sim-migration", 121, "none", "finalize", False, "f07995df70eea407"),
-    ("sim-migration", 149, "network", "rollback", False, "57d9173c357d6f5e"),
-    ("sim-migration", 170, "process", "rollback", False, "0158dbc272fdeb36"),
-    ("sim-migration", 184, "zookeeper", "finalize", False, "0eb33843bc8bdd79"),
-    ("sim-migration", 205, "all,partition=0.1", "finalize", False, "fe564a73ad66c4e8"),
+    ("sim-migration", 100, "all", "finalize", False, "c2037a435854c39c"),
+    ("sim-migration", 107, "all", "rollback", True, "27b9ab1ce93d57dd"),
+    ("sim-migration", 114, "all", "none", False, "e92f9acfebd1711a"),
+    ("sim-migration", 121, "none", "finalize", False, "fc787d369168cfc4"),
+    ("sim-migration", 149, "network", "rollback", False, "af66deff200ab228"),
+    ("sim-migration", 170, "process", "rollback", False, "93195761e0d33bd5"),
+    ("sim-migration", 184, "zookeeper", "finalize", False, "ae153e6e8aad0311"),
+    ("sim-migration", 205, "all,partition=0.1", "finalize", False, "8a68cd9253f19a6f"),
     ("sim-migration", 240, "network+process,drop=0.2,duplicate=0.2", "none", False, "b1a93f9d3a0730bb"),
-    ("sim-migration", 268, "all,partition=0.3,restart=2", "finalize", False, "0d70bf0122a6d196"),
-    ("sim-migration", 275, "all,partition=0.3,restart=2", "rollback", True, "36be0e01097751ae"),
+    ("sim-migration", 268, "all,partition=0.3,restart=2", "finalize", False, "67e9e5db94e2fb23"),
+    ("sim-migration", 275, "all,partition=0.3,restart=2", "rollback", True, "e48580198e608afb"),
     ("cluster", 5, "all", "none", False, "413adab23ca40442"),
 ]
 
