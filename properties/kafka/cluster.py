@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import fcntl
 import os
+import random
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -85,15 +88,58 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+# Listening ports come from below the kernel's ephemeral range (32768-60999 here). A port bind(("127.0.0.1", 0))
+# hands out is an ephemeral one: while its process is down (a controller killed and not yet restarted) any outgoing
+# connection on the machine may take it as its source port, and the restarted process then fails to bind ("Address
+# already in use"), which made a loaded test run stuck. Each port is also held by a lock file for as long as its
+# run lasts, so that two runs at once (test workers, campaigns) never hand out the same one; the kernel drops a
+# dead process's locks.
+LISTEN_PORTS = range(20000, 32768)
+PORT_LOCKS = Path(tempfile.gettempdir()) / "kraftcheck-ports"
+_port_locks: dict[int, int] = {}  # port -> the open lock file that holds it, in this process
+
+
 def free_port(taken: set[int]) -> int:
-    """A port on 127.0.0.1 that nothing listens on now and this run has not handed out."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in taken:
-            taken.add(port)
-            return port
+    """A port on 127.0.0.1, below the ephemeral range, that nothing listens on now, no other kraftcheck process
+    holds and this run has not handed out; held until ``release_ports``."""
+    PORT_LOCKS.mkdir(exist_ok=True)
+    start = random.randrange(len(LISTEN_PORTS))  # runs at once start apart, so they seldom try the same ports
+    for i in range(len(LISTEN_PORTS)):
+        port = LISTEN_PORTS[(start + i) % len(LISTEN_PORTS)]
+        if port in taken or port in _port_locks:
+            continue
+        lock = os.open(PORT_LOCKS / str(port), os.O_CREAT | os.O_RDWR, 0o666)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock)
+            continue
+        if not _can_listen(port):
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            os.close(lock)
+            continue
+        _port_locks[port] = lock
+        taken.add(port)
+        return port
+    raise ClusterError(f"no free port on 127.0.0.1 in {min(LISTEN_PORTS)}-{max(LISTEN_PORTS)}: every one is in use")
+
+
+def _can_listen(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Kafka's and ZooKeeper's servers bind
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def release_ports(ports: set[int]) -> None:
+    """Give back the ports of a run whose processes have stopped."""
+    for port in ports:
+        lock = _port_locks.pop(port, None)
+        if lock is not None:
+            os.close(lock)  # closing the file drops its lock
 
 
 def jmx_flags(port: int) -> list[str]:
@@ -305,6 +351,7 @@ class Cluster:
 
     def __exit__(self, *exc) -> None:
         self.stop_all()
+        release_ports(self.ports)
 
     def stop_all(self) -> None:
         if self.jmx_poller is not None:
