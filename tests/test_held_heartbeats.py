@@ -29,6 +29,7 @@ from model.bugs import Bug, Variant
 from model.invariants import violations, witnessed
 from model.kraft import BrokerRegistrationChangeRecord, ControllerId
 from model.kraft_quorum import ctrl, own_image
+from model.migration import Profile
 from model.outcome import Verdict
 from model.scopes import SCOPES, initial_state
 from model.step import outcome, step
@@ -194,3 +195,20 @@ def test_campaign_with_held_heartbeats_catches_the_impl_bug_where_the_correct_on
     run = run_seed(Plan(faults=HELD_MIX, mutant=bug), CAUGHT_SEED, coverage=False)
     assert run.disagreement is not None and "DeliverHeartbeat" in str(run.disagreement)
     assert run_seed(Plan(faults=HELD_MIX), CAUGHT_SEED, coverage=False).disagreement is None
+
+
+@pytest.mark.slow  # the whole graph of the scope under each profile, twice (about 40 s)
+@pytest.mark.parametrize("profile", list(Profile))
+def test_no_liveness_verdict_rests_on_a_held_heartbeat_arriving(profile):
+    """A held heartbeat is never lost for good in the model (``DeliverHeartbeat`` is fair), where a network may lose
+    it. Checked with its delivery unfair, as a lost one would be, every eventually-property of the scope's complete
+    graph has the verdict it has with it fair (docs/not-modeled.md, "Responses in flight")."""
+    from properties.liveness import check_eventually, eventually_properties, explore_graph, fair_step
+
+    graph = explore_graph(SCOPES["held-heartbeats"], Variant(profile=profile))
+    assert graph.complete
+    def lost(state, action) -> bool:
+        return fair_step(state, action) and not isinstance(action, DeliverHeartbeat)
+
+    for prop in eventually_properties():
+        assert check_eventually(graph, prop, lost).result == check_eventually(graph, prop).result, prop.name
