@@ -55,3 +55,12 @@ def correct_liveness(run_once):
 
     return lambda scope, profile: run_once("liveness", f"{scope}@{profile.value}",
                                            lambda: check_liveness(scope, Variant(profile=profile)))
+
+
+@pytest.fixture(scope="session")
+def explored(run_once):
+    """``explored(key)``: ``properties.manifest.measure(key)``, the correct model's exploration of a manifest key, once
+    in the whole run (tests/test_model_clean.py compares it with the pins; other tests read the same search)."""
+    from properties import manifest
+
+    return lambda key: run_once("explored", key, lambda: manifest.measure(key))

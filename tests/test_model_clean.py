@@ -23,13 +23,6 @@ from properties import manifest
 from properties.explore import explore
 from properties.simulate import walk
 
-
-@pytest.fixture(scope="session")
-def explored(run_once):
-    """``explored(key)``: ``manifest.measure(key)``, computed once in the whole run (``tests.run_once``)."""
-    return lambda key: run_once("explored", key, lambda: manifest.measure(key))
-
-
 # The pins that check more than this many steps (sixteen keys, about nine of the default run's workers' minutes on
 # the machine that measured it: the heaviest six, then stale-reads, event-queue and heartbeat-transaction@kafka-3.9 at
 # 15-21 s each, then features-upgrade, features-downgrade, zk-lag, election and held-heartbeats@kafka-3.9 at 18-25 s)
