@@ -64,6 +64,7 @@ import traceback
 from collections import Counter
 from collections import _count_elements as count_elements  # type: ignore[attr-defined]
 from collections.abc import Callable, Hashable
+from dataclasses import fields
 from operator import itemgetter
 
 import numpy as np
@@ -383,6 +384,10 @@ class _Interning(pickle.Unpickler):
         cls = super().find_class(module, name)
         if not (isinstance(cls, type) and issubclass(cls, Record) and "__reduce__" in cls.__dict__):
             return cls  # not a record pickled as a call of its class (``model.record``): built as pickle builds it
+        if not all(f.compare for f in fields(cls)):
+            # A record with fields equality ignores (ClusterState's ghost): an equal one may differ in them. A
+            # whole state is new where it arrives, so it would never be found, only kept from being freed.
+            return cls
         table = self.interned
 
         def interned(*fields):
