@@ -139,3 +139,24 @@ def test_a_record_hash_tells_classes_with_equal_fields_apart():
     """``A(1)`` and ``B(1)``, and sets of them: dataclass's own hash would give each pair one value."""
     assert hash(BrokerHeartbeat(BrokerId(0), 3000)) != hash(RegisterWithKRaft(BrokerId(0), 3000))
     assert hash(frozenset({CrashBroker(BrokerId(1))})) != hash(frozenset({StopBroker(BrokerId(1))}))
+
+
+def test_arriving_states_share_their_records_but_keep_their_own_ghost():
+    """States another worker ships are unpickled with their records interned, so the model's caches find them by
+    identity; a whole state is not interned (equality ignores its ghost, which must stay the state's own)."""
+    import pickle
+
+    from model.state import ClusterState
+    from properties.explore import scope_spec
+    from properties.parallel import _Interning
+
+    spec = scope_spec("migration")
+    [(_, state), *_] = spec.successors(spec.initial)
+    blob = pickle.dumps([state], 5)
+    interned: dict = {}
+    [first] = _Interning(blob, interned).load()
+    [again] = _Interning(blob, interned).load()
+    assert first == state == again and first is not again
+    assert first.ghost == state.ghost and again.ghost == state.ghost
+    assert first.brokers[0] is again.brokers[0] and first.controllers[0] is again.controllers[0]
+    assert not any(isinstance(record, ClusterState) for record in interned)
