@@ -122,13 +122,14 @@ def _violations(error: BaseException) -> list:
 
 def _z3_bmc(bug: SeededBug) -> tuple[str, list[Action]] | None:
     """Bounded model checking, from the bug's scope, of a z3 encoding that switches the bug and encodes
-    its invariant (properties.proofs.fencing: the fencing core; properties.proofs.migration: the migration's)."""
-    from properties.proofs import fencing, migration
+    its invariant (properties.proofs.fencing: the fencing core; properties.proofs.migration: the migration's;
+    properties.proofs.heartbeats: KRaft brokers' registrations and heartbeats)."""
+    from properties.proofs import fencing, heartbeats, migration
     from properties.proofs.engine import OutsideProjection
 
     if isinstance(bug, ImplSeededBug | SharedSeededBug):
         return None
-    for core in (fencing, migration):
+    for core in (fencing, migration, heartbeats):
         if bug.bug not in core.ENCODED_BUGS or bug.invariant not in core.PROPERTY_NAMES:
             continue
         try:

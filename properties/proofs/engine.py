@@ -18,8 +18,9 @@ How it works:
 - The machinery (actor domains, per-step copies, choices, obligations, BMC, replay) is written
   once against a ``Core``: the fields a projection has, its encoded actions, invariants and
   lemmas, ``project``, the induction's Init, and how an encoded step is decoded into model
-  actions. The cores: ``properties.proofs.fencing`` (the ZooKeeper controller's epoch fencing)
-  and ``properties.proofs.migration`` (the migration's fencing).
+  actions. The cores: ``properties.proofs.fencing`` (the ZooKeeper controller's epoch fencing),
+  ``properties.proofs.migration`` (the migration's fencing) and ``properties.proofs.heartbeats``
+  (KRaft brokers' registrations and heartbeats, held ones included).
 - Choices: where the model decides from something outside a core, the formula reads a free z3
   Bool per step and name (``Choices``). The agreement test accepts a model step that satisfies
   the formula for some value of them; the replay treats a model that chose otherwise as a trace

@@ -163,7 +163,9 @@ def _held_by_broker(state: ClusterState, controller: int) -> dict[int, BrokerHea
 
 def project(state: ClusterState) -> Projection:
     """The heartbeat core of ``state``; raises OutsideProjection where the core's assumptions fail."""
-    if len(state.controllers) != 1:
+    if not state.controllers:
+        raise OutsideProjection("no KRaft controller: the ZooKeeper era is the fencing core's")
+    if len(state.controllers) > 1:
         raise OutsideProjection("the core has one KRaft controller: failover is not encoded")
     c = state.controllers[0]
     if not is_active(c):

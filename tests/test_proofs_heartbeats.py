@@ -1,0 +1,250 @@
+"""The z3 proofs of KRaft brokers' registrations and heartbeats (properties/proofs/heartbeats.py) agree with the
+model and hold.
+
+Situations: every (action, invariant) induction obligation of the heartbeat core is proved for 2 brokers and for
+any number of them, and the seeded bug heartbeat_accepts_older_broker_epoch breaks the obligation of the action it
+lives in (DeliverHeartbeat), and no other; BMC from the held-heartbeats and kraft-broker-restart scopes is clean on
+the correct model, and with the bug finds a heartbeat of a former incarnation, held while it shut down, that
+reaches the controller after the broker restarted and registered again and writes to the log: the trace replays
+through model.step to the same violation and is harmless without the bug; on Hypothesis-drawn reachable states of
+those scopes (and on every reachable state of held-heartbeats, slow), every model step is the encoded step it
+claims to be, or a stutter, and an encoded action the model refuses has a false guard where the guard is exact.
+Seeds: KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations (on KRaft: reference
+§3.2, checkBrokerEpoch); KIP-500 §Broker Registration, §Broker States; KIP-866 §Broker Registration.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model import SCOPES, Bug, Variant, initial_state, step
+from model.actions import HoldHeartbeat
+from model.bugs import CORRECT
+from model.migration import Profile
+from model.step import candidate_actions
+from model.types import BrokerId
+from properties import cli
+from properties.proofs import heartbeats as hb
+from properties.proofs.engine import OutsideProjection
+from properties.simulate import random_path
+from tests.test_proofs import assert_harmless_without_the_bug, assert_replays_to_the_violation
+
+CORE = hb.CORE
+BUG = Bug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH
+BUGGY = Variant(frozenset({BUG}))
+TARGET = "StaleHeartbeatWritesNothing"
+
+
+@pytest.fixture(scope="session")
+def bug_bmc(run_once):
+    """BMC of the bug's property at depth 20 from its scope, once in the whole test run (``tests.run_once``)."""
+    return run_once("bmc-heartbeats", BUG.value, lambda: hb.bmc(20, BUGGY, properties=[TARGET]))
+
+
+# ---- induction ----------------------------------------------------------------------------------------
+
+def test_every_induction_obligation_is_proved_for_two_brokers():
+    """One obligation per (action, step property): there is no state invariant, so no Init obligation."""
+    results = hb.prove(CORRECT)
+    assert len(results) == len(hb.ACTIONS) * len(hb.INVARIANTS)
+    assert [r.name for r in results if not r.proved] == []
+    assert {r.brokers for r in results} == {"2 brokers"}
+    assert {"DeliverHeartbeat/StaleHeartbeatWritesNothing", "BrokerHeartbeat/UnfencedOnlyWhenCaughtUp",
+            "RegisterWithKRaft/BrokerEpochGivenByController"} <= {r.name for r in results}
+
+
+def test_unbounded_proof_holds_for_any_number_of_brokers():
+    """Brokers as an uninterpreted sort: the same obligations, proved for every cluster size."""
+    results = hb.prove_unbounded(CORRECT)
+    assert [r.name for r in results if not r.proved] == []
+    assert {r.brokers for r in results} == {"any number of brokers"}
+
+
+@pytest.mark.parametrize("prove", [hb.prove, hb.prove_unbounded], ids=["two-brokers", "any-number"])
+def test_older_epoch_bug_breaks_only_the_delivered_heartbeats_obligation(prove):
+    """Serving a heartbeat older than the registration fails DeliverHeartbeat/StaleHeartbeatWritesNothing (with a
+    CTI for 2 brokers), and nothing else: a broker's own heartbeat carries its current epoch."""
+    failed = [r for r in prove(BUGGY) if not r.proved]
+    assert [r.name for r in failed] == [f"DeliverHeartbeat/{TARGET}"]
+    assert failed[0].result == "counterexample-to-induction"
+    if prove is hb.prove:
+        cti = failed[0].counterexample
+        assert cti is not None and cti["post"]["log_end"] > cti["pre"]["log_end"]
+
+
+def test_every_action_can_be_taken():
+    """No obligation holds vacuously: each encoded action has a step."""
+    assert CORE.enabled_under_invariants(CORE.finite(2)) == {a.name: True for a in hb.ACTIONS}
+
+
+# ---- bounded model checking -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("scope", hb.SCOPE_NAMES)
+@pytest.mark.parametrize("depth", [12, pytest.param(20, marks=pytest.mark.slow)])  # 20: 2-4 s a scope, loaded
+def test_bmc_correct_model_holds_to_depth(scope, depth):
+    """No trace of ``depth`` encoded steps from the scope's start breaks an encoded property."""
+    result = hb.bmc(depth, CORRECT, scope=scope)
+    assert result.holds and result.complete, result.as_json()
+    assert [p.name for p in result.properties] == list(hb.PROPERTY_NAMES)
+
+
+def test_bmc_finds_the_former_generations_heartbeat_and_it_replays(bug_bmc):
+    """The decoded counterexample, replayed from held-heartbeats' start, breaks StaleHeartbeatWritesNothing at its
+    last step and at no step before: a heartbeat held while the broker shut down, delivered after the restarted
+    broker registered again."""
+    assert_replays_to_the_violation(bug_bmc, BUG)
+    cex = bug_bmc.counterexamples[TARGET]
+    names = [type(a).__name__ for a in cex.actions]
+    assert names[-1] == "DeliverHeartbeat"
+    held = names.index("HoldHeartbeat")
+    assert "RestartBroker" in names[held:] and "RegisterWithKRaft" in names[names.index("RestartBroker"):]
+    assert cex.actions[-1].request.broker_epoch < 15  # the first incarnation's epoch (12), not the new one
+    assert 0 <= len(cex.actions) - len(cex.encoded_trace) <= hb.MAX_STUTTERS
+
+
+def test_bmc_counterexample_is_harmless_without_the_bug(bug_bmc):
+    assert_harmless_without_the_bug(bug_bmc, BUG)
+
+
+# ---- the projection -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("scope", "reason"), [
+    ("lost-responses", "lost_responses"),
+    ("finalize-failover", "one KRaft controller"),
+    ("create-partitions", "partition_creations"),
+    ("fencing", "no KRaft controller"),
+])
+def test_projection_refuses_what_the_core_does_not_encode(scope, reason):
+    with pytest.raises(OutsideProjection, match=reason):
+        hb.project(initial_state(SCOPES[scope]))
+
+
+def test_projection_refuses_a_zookeeper_mode_broker():
+    """A migrating ZK broker registers with KRaft as IsMigratingZkBroker: not this core's."""
+    state = initial_state(SCOPES["held-heartbeats"])
+    b = state.brokers[0]
+    zk_broker = state.replace(brokers=(b.replace(config=b.config.replace(kraft_mode=False)),))
+    with pytest.raises(OutsideProjection, match="ZooKeeper-mode broker"):
+        hb.project(zk_broker)
+
+
+def test_projection_refuses_two_held_heartbeats_of_one_broker():
+    """The core has one slot per broker; the scopes' budget holds one heartbeat at a time."""
+    state = initial_state(SCOPES["held-heartbeats"])
+    held = step(state, HoldHeartbeat(BrokerId(0), state.controllers[0].id))
+    assert held is not None and len(held.held) == 1
+    (r,) = held.held
+    with pytest.raises(OutsideProjection, match="two heartbeats"):
+        hb.project(held.replace(held=held.held | {r.replace(want_shutdown=not r.want_shutdown)}))
+
+
+# ---- the encoding agrees with model.step ------------------------------------------------------------
+
+VARIANTS = [CORRECT, Variant(profile=Profile.KAFKA_3_9), BUGGY]
+
+
+def _check_agreement(state, scope, variant) -> int:
+    """Every candidate action at ``state``: the model's projected step satisfies the formula of the encoded action it
+    is (a stutter leaves the core alone); a refused action has a false guard where the guard is exact. Returns the
+    number of steps checked."""
+    before = hb.project(state)
+    checked = 0
+    for action in candidate_actions(state, scope):
+        kind, actors = hb.encoded_as(action, state)
+        after = step(state, action, variant)
+        if after is None:
+            if hb.ACTIONS_BY_NAME[kind].exact_guard:
+                assert not CORE.encoded_guard(before, kind, actors, variant), f"{action!r}: refused, the guard holds"
+            continue
+        checked += 1
+        got = hb.project(after)
+        if kind == "Stutter":
+            assert got == before, f"{action!r} changes the heartbeat core"
+            continue
+        assert CORE.satisfies_transition(before, got, kind, actors, variant), f"{action!r}: the formula rejects it"
+    return checked
+
+
+@settings(deadline=None, max_examples=25)
+@given(
+    scope_name=st.sampled_from(hb.SCOPE_NAMES),
+    variant=st.sampled_from(VARIANTS),
+    seed=st.integers(0, 2**32 - 1),
+    length=st.integers(0, 16),
+)
+def test_encoding_agrees_with_model_step_on_reachable_states(scope_name, variant, seed, length):
+    """A seeded random walk through model.successors; the encoding agrees with model.step at every state on it."""
+    scope = SCOPES[scope_name]
+    for state, _, _ in random_path(scope, seed, length + 1, variant):
+        _check_agreement(state, scope, variant)
+
+
+def test_encoding_agrees_on_every_reachable_state_of_kraft_broker_restart():
+    """Exhaustively, over the small scope (325 states, about 2 s)."""
+    scope = SCOPES["kraft-broker-restart"]
+    assert _explore_checking(scope, CORRECT) == 325
+
+
+def _explore_checking(scope, variant) -> int:
+    start = initial_state(scope)
+    seen, frontier = {start}, [start]
+    while frontier:
+        nxt = []
+        for state in frontier:
+            _check_agreement(state, scope, variant)
+            for action in candidate_actions(state, scope):
+                after = step(state, action, variant)
+                if after is not None and after not in seen:
+                    seen.add(after)
+                    nxt.append(after)
+        frontier = nxt
+    return len(seen)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", VARIANTS, ids=["correct", "kafka-3.9", BUG.value])
+def test_encoding_agrees_on_every_reachable_state_of_held_heartbeats(variant):
+    """Every reachable state of held-heartbeats (13,445 under kip, 22,044 under kafka-3.9: minutes each)."""
+    _explore_checking(SCOPES["held-heartbeats"], variant)
+
+
+# ---- the command ------------------------------------------------------------------------------------
+
+def test_prove_command_runs_the_heartbeat_core_alone_for_its_bug(capsys):
+    """`kraftcheck prove --bug heartbeat_accepts_older_broker_epoch` runs only this core (the others do not switch
+    the bug), exits 1, and its BMC row carries the replayed trace; ``--property`` keeps the bug's property's rows."""
+    code = cli.main(["prove", "--depth", "10", "--bug", BUG.value, "--property", TARGET, "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 1
+    names = {r["name"]: r for r in rows}
+    violated = names[f"BMC/held-heartbeats/depth-10/{TARGET}"]
+    assert violated["result"] == "violated" and violated["counterexample"]["actions"][-1].startswith("DeliverHeartbeat")
+    assert names[f"BMC/kraft-broker-restart/depth-10/{TARGET}"]["result"] == "holds"  # nothing is held there
+    assert {r["name"] for r in rows if r["result"] not in ("holds", "proved")} == {
+        f"BMC/held-heartbeats/depth-10/{TARGET}", f"DeliverHeartbeat/{TARGET}"}
+    assert all(r["name"].endswith(f"/{TARGET}") for r in rows)
+
+
+def test_prove_command_without_a_bug_runs_the_heartbeat_core_too(monkeypatch, capsys):
+    """With no bug every core runs: the heartbeat core's rows are among them (the other cores' checks stubbed out
+    here; tests/test_cli.py runs them all, slow)."""
+    from properties.proofs import fencing, migration
+
+    monkeypatch.setattr(fencing, "check_all", lambda variant, depth, goals: [])
+    monkeypatch.setattr(migration, "check_all", lambda variant, depth, goals: [])
+    code = cli.main(["prove", "--depth", "4", "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 0 and {r["result"] for r in rows} == {"holds", "proved"}
+    assert f"BMC/held-heartbeats/depth-4/{TARGET}" in {r["name"] for r in rows}
+
+
+@pytest.mark.slow  # the bug's BMC again, through the command (3 s of a loaded worker)
+def test_mutants_credits_z3_with_the_older_epoch_bug(capsys):
+    """`kraftcheck mutants --check z3` finds the bug by this core's BMC from its scope."""
+    code = cli.main(["mutants", "--check", "z3", "--bug", BUG.value, "--json"])
+    (row,) = json.loads(capsys.readouterr().out)
+    assert code == 0 and row["caught_by"] == "z3-bmc:held-heartbeats" and row["counterexample_length"] >= 9
