@@ -10,7 +10,7 @@ through model.step to the same violation and is harmless without the bug; on Hyp
 those scopes (and on every reachable state of held-heartbeats, slow), every model step is the encoded step it
 claims to be, or a stutter, and an encoded action the model refuses has a false guard where the guard is exact.
 Seeds: KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations (on KRaft: reference
-§3.2, checkBrokerEpoch); KIP-500 §Broker Registration, §Broker States; KIP-866 §Broker Registration.
+§3.2, checkBrokerEpoch); KIP-500 §Broker Metadata Management, §Broker States; KIP-866 §Broker Registration.
 """
 
 from __future__ import annotations

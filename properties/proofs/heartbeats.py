@@ -12,7 +12,7 @@ is exact.
 How it works (``HEARTBEAT_CORE``, below; the actors are KRaft brokers, ``Broker`` the sort of the
 unbounded proof):
 - The core (``project``): the one KRaft controller's log length (``log_end``, the offset its next
-  record takes, which is the broker epoch a registration gets: KIP-500 §Broker Registration,
+  record takes, which is the broker epoch a registration gets: KIP-500 §Broker Metadata Management,
   reference §3.1), the budgets the core's actions spend, and per broker: its process (alive, its
   incarnation, the broker epoch it holds, -1 for none; whether it wants to shut down; Online or
   not; the offset it has replayed to), its registration in the controller's image (exists, epoch,
@@ -306,16 +306,10 @@ def broker_heartbeat(s: SymState, b, variant: Variant, choose) -> Effect:
     changes_something = z3.Or(d.stale, d.records > 0, d.shutdown_now, online != me.online)
     guard = z3.And(me.alive, me.kraft_epoch != NO_EPOCH, changes_something)
 
-    def broker(name, served):
-        if name in ("kraft_epoch", "online"):
-            stale_value = NO_EPOCH if name == "kraft_epoch" else False
-            return z3.If(d.stale, stale_value, served)
-        return z3.If(d.stale, getattr(me, name), served)
-
-    served: dict[str, Any] = {name: z3.If(d.shutdown_now, PROCESS_GONE[name], getattr(me, name))
-                              for name in PROCESS_GONE}
-    served["online"] = z3.And(z3.Not(d.shutdown_now), online)
-    mine = {name: broker(name, value) for name, value in served.items()}
+    answered = {name: z3.If(d.shutdown_now, value, getattr(me, name)) for name, value in PROCESS_GONE.items()}
+    answered["online"] = z3.And(z3.Not(d.shutdown_now), online)
+    refused = {"kraft_epoch": NO_EPOCH, "online": False}  # STALE_BROKER_EPOCH: Fenced, it registers again
+    mine = {name: z3.If(d.stale, refused.get(name, getattr(me, name)), value) for name, value in answered.items()}
     mine.update({name: z3.If(d.stale, getattr(me, name), value) for name, value in d.registration.items()})
     return Effect(guard, changes={"log_end": z3.If(d.stale, s.log_end, s.log_end + d.records)}, mine=mine)
 
@@ -497,7 +491,7 @@ def encoded_as(action: Action, state: ClusterState) -> tuple[str, tuple[int, ...
     kind = ENCODED_KINDS.get(type(action))
     if kind is None:
         return "Stutter", ()
-    return kind, (action.broker,)  # type: ignore[attr-defined]
+    return kind, (action.broker,)  # type: ignore[attr-defined]  # every class in ENCODED_KINDS has a broker
 
 
 MAX_STUTTERS = 2  # a DualWrite or two, which bring ZooKeeper's lag under the bound that refused a write
