@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from model import SCOPES, Bug, Variant, initial_state, step
 from model.actions import HoldHeartbeat
 from model.bugs import CORRECT
+from model.invariants import violations
 from model.migration import Profile
 from model.step import candidate_actions
 from model.types import BrokerId
@@ -36,13 +37,15 @@ from tests.test_proofs import assert_harmless_without_the_bug, assert_replays_to
 CORE = hb.CORE
 BUG = Bug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH
 BUGGY = Variant(frozenset({BUG}))
+UNFENCE = Bug.UNFENCE_BEFORE_CAUGHT_UP  # its scope, broker-migration, is not this core's: BMC runs from the core's
 TARGET = "StaleHeartbeatWritesNothing"
 
 
 @pytest.fixture(scope="session")
 def bug_bmc(run_once):
-    """BMC of the bug's property at depth 20 from its scope, once in the whole test run (``tests.run_once``)."""
-    return run_once("bmc-heartbeats", BUG.value, lambda: hb.bmc(20, BUGGY, properties=[TARGET]))
+    """BMC of the bug's property at depth 12 (its trace has 9 encoded steps) from its scope, once in the whole test run
+    (``tests.run_once``)."""
+    return run_once("bmc-heartbeats", BUG.value, lambda: hb.bmc(12, BUGGY, properties=[TARGET]))
 
 
 # ---- induction ----------------------------------------------------------------------------------------
@@ -64,16 +67,22 @@ def test_unbounded_proof_holds_for_any_number_of_brokers():
     assert {r.brokers for r in results} == {"any number of brokers"}
 
 
+# The obligation each seeded bug breaks: the action it lives in, the property it targets.
+BROKEN = {BUG: f"DeliverHeartbeat/{TARGET}", UNFENCE: "BrokerHeartbeat/UnfencedOnlyWhenCaughtUp"}
+
+
 @pytest.mark.parametrize("prove", [hb.prove, hb.prove_unbounded], ids=["two-brokers", "any-number"])
-def test_older_epoch_bug_breaks_only_the_delivered_heartbeats_obligation(prove):
-    """Serving a heartbeat older than the registration fails DeliverHeartbeat/StaleHeartbeatWritesNothing (with a
-    CTI for 2 brokers), and nothing else: a broker's own heartbeat carries its current epoch."""
-    failed = [r for r in prove(BUGGY) if not r.proved]
-    assert [r.name for r in failed] == [f"DeliverHeartbeat/{TARGET}"]
+@pytest.mark.parametrize("bug", [BUG, UNFENCE], ids=lambda b: b.value)
+def test_seeded_bug_breaks_only_the_obligation_of_its_action(prove, bug):
+    """Serving a heartbeat older than the registration fails DeliverHeartbeat/StaleHeartbeatWritesNothing (a broker's
+    own heartbeat carries its current epoch); unfencing before the broker caught up fails
+    BrokerHeartbeat/UnfencedOnlyWhenCaughtUp (the property leaves delivered heartbeats out, as the registry does).
+    Each with a CTI for 2 brokers, and nothing else fails."""
+    failed = [r for r in prove(Variant(frozenset({bug}))) if not r.proved]
+    assert [r.name for r in failed] == [BROKEN[bug]]
     assert failed[0].result == "counterexample-to-induction"
     if prove is hb.prove:
-        cti = failed[0].counterexample
-        assert cti is not None and cti["post"]["log_end"] > cti["pre"]["log_end"]
+        assert failed[0].counterexample is not None
 
 
 def test_every_action_can_be_taken():
@@ -110,6 +119,28 @@ def test_bmc_counterexample_is_harmless_without_the_bug(bug_bmc):
     assert_harmless_without_the_bug(bug_bmc, BUG)
 
 
+@pytest.mark.parametrize("scope", hb.SCOPE_NAMES)
+def test_bmc_finds_unfencing_before_caught_up_from_the_cores_scopes(scope):
+    """A restarted broker registers and its first heartbeat unfences it, though it has replayed nothing: the trace
+    replays through model.step to UnfencedOnlyWhenCaughtUp at its last step only, and breaks nothing without the
+    bug. (Found at any depth up to 20: the runs of these scopes end before it, see Core.bmc_may_stop.)"""
+    buggy = Variant(frozenset({UNFENCE}))
+    result = hb.bmc(20, buggy, scope=scope, properties=["UnfencedOnlyWhenCaughtUp"])
+    cex = result.counterexamples["UnfencedOnlyWhenCaughtUp"]
+    names = [type(a).__name__ for a in cex.actions]
+    assert names[-1] == "BrokerHeartbeat" and "RestartBroker" in names
+    for variant, breaks in ((buggy, True), (CORRECT, False)):
+        state = initial_state(SCOPES[scope])
+        for i, action in enumerate(cex.actions):
+            nxt = step(state, action, variant)
+            if nxt is None and not breaks:
+                break  # the correct model need not follow it
+            assert nxt is not None, f"step {i + 1} ({action!r}) is not enabled in the model"
+            broken = "UnfencedOnlyWhenCaughtUp" in violations(state, action, nxt)
+            assert broken == (breaks and i == len(cex.actions) - 1)
+            state = nxt
+
+
 # ---- the projection -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("scope", "reason"), [
@@ -144,7 +175,8 @@ def test_projection_refuses_two_held_heartbeats_of_one_broker():
 
 # ---- the encoding agrees with model.step ------------------------------------------------------------
 
-VARIANTS = [CORRECT, Variant(profile=Profile.KAFKA_3_9), BUGGY]
+VARIANTS = [CORRECT, Variant(profile=Profile.KAFKA_3_9), BUGGY, Variant(frozenset({UNFENCE}))]
+VARIANT_IDS = ["correct", "kafka-3.9", BUG.value, UNFENCE.value]
 
 
 def _check_agreement(state, scope, variant) -> int:
@@ -206,7 +238,7 @@ def _explore_checking(scope, variant) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", VARIANTS, ids=["correct", "kafka-3.9", BUG.value])
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
 def test_encoding_agrees_on_every_reachable_state_of_held_heartbeats(variant):
     """Every reachable state of held-heartbeats (13,445 under kip, 22,044 under kafka-3.9: minutes each)."""
     _explore_checking(SCOPES["held-heartbeats"], variant)
@@ -242,9 +274,11 @@ def test_prove_command_without_a_bug_runs_the_heartbeat_core_too(monkeypatch, ca
     assert f"BMC/held-heartbeats/depth-4/{TARGET}" in {r["name"] for r in rows}
 
 
-@pytest.mark.slow  # the bug's BMC again, through the command (3 s of a loaded worker)
-def test_mutants_credits_z3_with_the_older_epoch_bug(capsys):
-    """`kraftcheck mutants --check z3` finds the bug by this core's BMC from its scope."""
-    code = cli.main(["mutants", "--check", "z3", "--bug", BUG.value, "--json"])
+@pytest.mark.slow  # the bugs' BMC again, through the command (3 s each, loaded)
+@pytest.mark.parametrize("bug", [BUG, UNFENCE], ids=lambda b: b.value)
+def test_mutants_credits_z3_with_the_bugs_it_switches(capsys, bug):
+    """`kraftcheck mutants --check z3` finds each bug by this core's BMC: from the bug's scope, or, where that scope
+    is not this core's (unfence_before_caught_up's broker-migration), from the core's first scope."""
+    code = cli.main(["mutants", "--check", "z3", "--bug", bug.value, "--json"])
     (row,) = json.loads(capsys.readouterr().out)
-    assert code == 0 and row["caught_by"] == "z3-bmc:held-heartbeats" and row["counterexample_length"] >= 9
+    assert code == 0 and row["caught_by"] == "z3-bmc:held-heartbeats" and row["counterexample_length"] >= 4

@@ -504,7 +504,10 @@ class Core:
     when they leave the projection unchanged (at most ``max_stutters`` per trace); ``step_fields``
     are per-step ghosts, reset by every step that does not set them. ``bmc_lemmas``: the BMC
     assumes at every step the lemmas that are inductive for the variant (``inductive_lemmas``);
-    ``bmc_bits``: small counters are bit-vectors in the BMC (else Ints).
+    ``bmc_bits``: small counters are bit-vectors in the BMC (else Ints). ``bmc_may_stop``: the core's runs
+    may end before the BMC's depth (every action disabled, no Stutter in the unrolling), so the one
+    query over the whole depth asks for a violation on a path of any length up to it, not on a path of
+    exactly that length, which a run that ends would make vacuously unsatisfiable.
     """
 
     def __init__(
@@ -525,6 +528,7 @@ class Core:
         max_stutters: int = 0,
         bmc_lemmas: bool = False,
         bmc_bits: bool = True,
+        bmc_may_stop: bool = False,
     ) -> None:
         self.name = name
         self.noun = noun
@@ -542,6 +546,7 @@ class Core:
         self.max_stutters = max_stutters
         self.bmc_lemmas = bmc_lemmas
         self.bmc_bits = bmc_bits
+        self.bmc_may_stop = bmc_may_stop
         self.actions_by_name = {a.name: a for a in actions}
         self.invariants_by_name = {i.name: i for i in invariants}
         self.property_names = tuple(i.name for i in invariants if not i.lemma)  # the registry properties encoded
@@ -805,7 +810,14 @@ class Core:
             bad = [z3.Not(holds(inv, states[k - 1], states[k])) for k in range(1, depth + 1)]
             began = time.perf_counter()
             whole = _whole_depth_solver()
-            whole.add(init, *[c for u in steps for c in u.constraints], z3.Or(bad))
+            if self.bmc_may_stop:
+                # step k is taken only on a path that goes on to step k (active), a violation only on such a path
+                active = [z3.Bool(f"active@{k}") for k in range(1, depth + 1)]
+                whole.add(init, *[z3.Implies(active[k], c) for k, u in enumerate(steps) for c in u.constraints],
+                          *[z3.Implies(active[k], active[k - 1]) for k in range(1, depth)],
+                          z3.Or([z3.And(on, b) for on, b in zip(active, bad)]))
+            else:
+                whole.add(init, *[c for u in steps for c in u.constraints], z3.Or(bad))
             if whole.check() == z3.unsat:
                 results.append(PropertyBmc(prop, True, time.perf_counter() - began))
                 continue

@@ -49,6 +49,13 @@ unbounded proof):
   needed: each obligation follows from the guards and effects of the one action that can break it,
   with every other field of the broker (and every other broker) framed. Init (``kraft_start``):
   every broker's process just started, with no registration and nothing held.
+- Seeded bugs switched (``ENCODED_BUGS``): heartbeat_accepts_older_broker_epoch (its held heartbeat of a former
+  incarnation writes: DeliverHeartbeat's obligation fails, BMC finds it from held-heartbeats) and
+  unfence_before_caught_up (BrokerHeartbeat's; its own scope, broker-migration, has ZK brokers and two
+  controllers, so BMC finds it from this core's scopes).
+- BMC: the scopes' budgets run out, so their runs end before depth 20 (held-heartbeats' longest is 16
+  model steps); the core sets ``bmc_may_stop`` so that a violation on a path that ends is found
+  (without it the whole-depth query asked for a path of exactly the depth, and said "holds").
 - Why the unbounded proof is decided: as in ``properties.proofs.fencing``, the only ``Broker``
   terms are constants (the acting broker and the Skolem constants of a negated invariant);
   properties are universal.
@@ -111,6 +118,8 @@ from properties.proofs.engine import (
 ENCODED_BUGS: dict[Bug, tuple[str, ...]] = {
     # handle_heartbeat serves a heartbeat whose broker epoch is older than the registration's
     Bug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH: ("BrokerHeartbeat", "DeliverHeartbeat"),
+    # handle_heartbeat unfences a fenced registration whether or not the broker has caught up
+    Bug.UNFENCE_BEFORE_CAUGHT_UP: ("BrokerHeartbeat", "DeliverHeartbeat"),
 }
 
 NO_EPOCH = int(UNKNOWN_BROKER_EPOCH)  # a process that holds no broker epoch
@@ -255,7 +264,8 @@ def _decide_heartbeat(s: SymState, b, epoch, want_shutdown, offset, variant: Var
     stale = z3.Or(z3.Not(me.reg_exists), wrong)
     leads = choose("leads")
     fenced, shutting = me.reg_fenced, me.reg_shutdown
-    unfences = z3.And(fenced, z3.Not(want_shutdown), offset > me.reg_epoch)
+    caught_up = z3.BoolVal(True) if variant.has(Bug.UNFENCE_BEFORE_CAUGHT_UP) else offset > me.reg_epoch
+    unfences = z3.And(fenced, z3.Not(want_shutdown), caught_up)
     asks_shutdown = z3.And(z3.Not(fenced), z3.Or(shutting, want_shutdown))
     fences = z3.And(asks_shutdown, z3.Not(leads))
     starts_shutdown = z3.And(asks_shutdown, leads, z3.Not(shutting))
@@ -515,6 +525,7 @@ HEARTBEAT_CORE = Core(
     scopes=SCOPE_NAMES,
     stutters=stutters,
     max_stutters=MAX_STUTTERS,
+    bmc_may_stop=True,  # budgets run out: a scope's runs end (held-heartbeats' longest is 16 model steps)
 )
 CORE = HEARTBEAT_CORE  # this module's core, under the name every core module gives it
 ACTIONS_BY_NAME = HEARTBEAT_CORE.actions_by_name
