@@ -57,7 +57,7 @@ from model.actions import (
 )
 from model.bugs import CORRECT, SEEDED_BUGS_BY_NAME, Bug, Variant
 from model.invariants import violations
-from model.scopes import Scope, initial_state
+from model.scopes import SCOPES, Scope, initial_state
 from model.state import ClusterState
 from model.step import step as model_step
 
@@ -1019,6 +1019,13 @@ def _whole_depth_solver() -> z3.Solver:
     next-state functions. Measured here, fencing scope at depth 20: 110-150 s as one incremental
     search over all properties, 5-6 s as one such query per property."""
     return z3.Then("simplify", "propagate-values", "solve-eqs", "elim-uncnstr", "simplify", "smt").solver()
+
+
+def bmc_from_scope(core: Core, depth: int, variant: Variant, scope: str | None, properties: Iterable[str] | None,
+                   max_refinements: int) -> BmcResult:
+    """``Core.bmc`` from the named scope: the scope a seeded bug names by default, else the core's first."""
+    core.check_variant(variant)
+    return core.bmc(SCOPES[scope or core.default_scope(variant)], depth, variant, properties, max_refinements)
 
 
 def all_hold(rows: list[dict]) -> bool:

@@ -93,7 +93,7 @@ from model.actions import (
 from model.bugs import CORRECT, Bug, Variant
 from model.kraft import BrokerState, ZkMigrationState
 from model.kraft_quorum import is_active, own_image
-from model.scopes import SCOPES, Scope
+from model.scopes import Scope
 from model.state import BrokerHeartbeatRequest, ClusterState
 from model.step import candidate_actions
 from model.types import UNKNOWN_BROKER_EPOCH, BrokerId
@@ -111,6 +111,7 @@ from properties.proofs.engine import (
     OutsideProjection,
     Projection,
     SymState,
+    bmc_from_scope,
     report,
 )
 
@@ -541,9 +542,7 @@ def bmc(
 ) -> BmcResult:
     """Bounded model checking of the heartbeat core from a scope's initial state (the scope a seeded bug names by
     default, else "held-heartbeats"), with as many brokers as the scope has."""
-    HEARTBEAT_CORE.check_variant(variant)
-    name = scope or HEARTBEAT_CORE.default_scope(variant)
-    return HEARTBEAT_CORE.bmc(SCOPES[name], depth, variant, properties, max_refinements)
+    return bmc_from_scope(HEARTBEAT_CORE, depth, variant, scope, properties, max_refinements)
 
 
 def prove(variant: Variant = CORRECT, n_brokers: int = 2, actions: Iterable[str] | None = None,
