@@ -2,12 +2,14 @@
 model and hold.
 
 Situations: every (action, invariant) induction obligation of the heartbeat core is proved for 2 brokers and for
-any number of them, and the seeded bug heartbeat_accepts_older_broker_epoch breaks the obligation of the action it
-lives in (DeliverHeartbeat), and no other; BMC from the held-heartbeats and kraft-broker-restart scopes is clean on
-the correct model, and with the bug finds a heartbeat of a former incarnation, held while it shut down, that
-reaches the controller after the broker restarted and registered again and writes to the log: the trace replays
-through model.step to the same violation and is harmless without the bug; on Hypothesis-drawn reachable states of
-those scopes (and on every reachable state of held-heartbeats, slow), every model step is the encoded step it
+any number of them, and each seeded bug it switches breaks the obligation of the action it lives in and no other
+(heartbeat_accepts_older_broker_epoch: DeliverHeartbeat; unfence_before_caught_up: BrokerHeartbeat); BMC from the
+held-heartbeats and kraft-broker-restart scopes is clean on the correct model, and with the first bug finds a
+heartbeat of a former incarnation, held while it shut down, that reaches the controller after the broker restarted
+and registered again and writes to the log, with the second a restarted broker unfenced before it replayed
+anything: the traces replay through model.step to the same violation and are harmless without the bug; on
+Hypothesis-drawn reachable states of those scopes (and on every reachable state of kraft-broker-restart, and of
+held-heartbeats, slow), every model step is the encoded step it
 claims to be, or a stutter, and an encoded action the model refuses has a false guard where the guard is exact.
 Seeds: KIP-380 §Controller Rejects ControlledShutdownRequest Sent from Former Generations (on KRaft: reference
 §3.2, checkBrokerEpoch); KIP-500 §Broker Metadata Management, §Broker States; KIP-866 §Broker Registration.

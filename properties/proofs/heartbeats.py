@@ -52,10 +52,11 @@ unbounded proof):
 - Seeded bugs switched (``ENCODED_BUGS``): heartbeat_accepts_older_broker_epoch (its held heartbeat of a former
   incarnation writes: DeliverHeartbeat's obligation fails, BMC finds it from held-heartbeats) and
   unfence_before_caught_up (BrokerHeartbeat's; its own scope, broker-migration, has ZK brokers and two
-  controllers, so BMC finds it from this core's scopes).
-- BMC: the scopes' budgets run out, so their runs end before depth 20 (held-heartbeats' longest is 16
-  model steps); the core sets ``bmc_may_stop`` so that a violation on a path that ends is found
-  (without it the whole-depth query asked for a path of exactly the depth, and said "holds").
+  controllers, so BMC, and ``kraftcheck mutants --check z3``, find it from this core's scopes).
+- BMC: the scopes' budgets run out, so their encoded runs end, some before depth 20; the core sets
+  ``bmc_may_stop`` so that a violation on a path that ends is found. Without it the whole-depth query
+  asks for a path of exactly the depth: in kraft-broker-restart, unfence_before_caught_up's 6-step
+  trace was found at depths 6 to 10 and the query said "holds" at 14 and 20.
 - Why the unbounded proof is decided: as in ``properties.proofs.fencing``, the only ``Broker``
   terms are constants (the acting broker and the Skolem constants of a negated invariant);
   properties are universal.
@@ -526,7 +527,7 @@ HEARTBEAT_CORE = Core(
     scopes=SCOPE_NAMES,
     stutters=stutters,
     max_stutters=MAX_STUTTERS,
-    bmc_may_stop=True,  # budgets run out: a scope's runs end (held-heartbeats' longest is 16 model steps)
+    bmc_may_stop=True,  # budgets run out: a scope's encoded runs may end before the depth
 )
 CORE = HEARTBEAT_CORE  # this module's core, under the name every core module gives it
 ACTIONS_BY_NAME = HEARTBEAT_CORE.actions_by_name
