@@ -16,15 +16,25 @@ unbounded proof):
   reference §3.1), the budgets the core's actions spend, and per broker: its process (alive, its
   incarnation, the broker epoch it holds, -1 for none; whether it wants to shut down; Online or
   not; the offset it has replayed to), its registration in the controller's image (exists, epoch,
-  incarnation, fenced, in controlled shutdown), and the heartbeat of it the network holds, if any
-  (its broker epoch, WantShutDown and metadata offset: ``ClusterState.held``). Fields that mean
-  nothing (no registration, nothing held) are 0, so a projection is canonical.
+  incarnation, fenced, in controlled shutdown), whether its session lapsed at the controller
+  (``KRaftController.lapsed``: BrokerHeartbeatManager.hasValidSession is false), and the heartbeat of
+  it the network holds, if any (its broker epoch, WantShutDown and metadata offset:
+  ``ClusterState.held``). Fields that mean nothing (no registration, nothing held) are 0, so a
+  projection is canonical.
 - Encoded actions: RegisterWithKRaft, BrokerHeartbeat (answered at once), HoldHeartbeat,
-  DeliverHeartbeat (the held heartbeat of the acting broker), SessionTimeout, BeginControlledShutdown,
+  DeliverHeartbeat (the held heartbeat of the acting broker), SessionTimeout (``fence=True``: the
+  fencing record), SessionLapses (``SessionTimeout`` with ``fence=False``: the session of a
+  registration whose process is not running lapses, no record), BeginControlledShutdown,
   StopBroker, RestartBroker (a new incarnation), FetchMetadata, and Stutter (every other model
   step: DualWrite, SyncKRaftToZk, ... leave the core as it was). The controller decides a
   heartbeat in one function (``_decide_heartbeat``, ``handle_heartbeat``) for the broker's own and
   for a held one, as the model does.
+- The session (``_renew_session``): a registration of another incarnation refuses a broker's
+  registration (DUPLICATE_BROKER_REGISTRATION) only while it is unfenced and its session has not
+  lapsed; an accepted registration, a heartbeat that is not stale (and not refused by the lag
+  bound) and the fencing SessionTimeout renew the session; the fencing SessionTimeout of a running
+  registration spends the timeouts budget only if its session had not lapsed. What else empties
+  ``lapsed`` (failover, step-down, resignation, a controller crash) is outside the core.
 - Choices (``engine.Choices``), where the model decides from something outside the core: whether
   the broker leads a partition ("leads": a controlled shutdown waits while it does), whether a
   fencing, unfencing or shutdown step writes a partition record besides the registration change
@@ -41,14 +51,16 @@ unbounded proof):
   migrations, partition creations, reassignments, topic deletions, operator writes); two
   heartbeats of one broker held at once (HoldHeartbeat's guard asks for an empty slot: the
   scopes' budget holds one heartbeat).
-- Properties (registry names, ``model.kraft_invariants``): StaleHeartbeatWritesNothing (KIP-380
+- Properties (registry names, ``model.kraft_invariants``; the one the session lapse decides,
+  NoKRaftBrokerTakesALiveZkBrokersId, is about ZooKeeper-mode brokers, which the core refuses):
+  StaleHeartbeatWritesNothing (KIP-380
   generations on KRaft), UnfencedOnlyWhenCaughtUp (KIP-500 §Broker States), BrokerEpochGivenByController
   (KIP-866 §Broker Registration). All three are step properties, written over (pre, post): a
   delivered held heartbeat is the step that empties a broker's slot (no other action does), a
   BrokerHeartbeat's unfencing the step that unfences a registration without one. No lemma is
   needed: each obligation follows from the guards and effects of the one action that can break it,
   with every other field of the broker (and every other broker) framed. Init (``kraft_start``):
-  every broker's process just started, with no registration and nothing held.
+  every broker's process just started, with no registration, no lapsed session and nothing held.
 - Seeded bugs switched (``ENCODED_BUGS``): heartbeat_accepts_older_broker_epoch (its held heartbeat of a former
   incarnation writes: DeliverHeartbeat's obligation fails, BMC finds it from held-heartbeats) and
   unfence_before_caught_up (BrokerHeartbeat's; its own scope, broker-migration, has ZK brokers and two
@@ -150,6 +162,7 @@ BROKER_FIELDS: dict[str, str] = {
     "held_epoch": ZXID,
     "held_shutdown": BOOL,  # its WantShutDown
     "held_offset": ZXID,  # its metadata offset
+    "lapsed": BOOL,  # its session lapsed at the controller (KRaftController.lapsed: hasValidSession is false)
 }
 
 # Budgets whose actions the core does not encode: a state that may still spend them is outside it.
@@ -221,6 +234,7 @@ def project(state: ClusterState) -> Projection:
             "held_epoch": 0 if r is None else int(r.broker_epoch),
             "held_shutdown": r is not None and r.want_shutdown,
             "held_offset": 0 if r is None or r.metadata_offset is None else int(r.metadata_offset),
+            "lapsed": b.id in c.lapsed,
         }
         for name, value in values.items():
             rows[name].append(value)
@@ -283,12 +297,15 @@ def _decide_heartbeat(s: SymState, b, epoch, want_shutdown, offset, variant: Var
 
 
 def register_with_kraft(s: SymState, b, variant: Variant, choose) -> Effect:
-    """_register_with_kraft: a running process with no broker epoch registers (decide_broker_registration). A live
-    registration of another incarnation refuses it (DUPLICATE_BROKER_REGISTRATION); the same incarnation's stands,
-    epoch and all (a retry); else a RegisterBrokerRecord at the log's end gives the epoch (the offset), fenced."""
+    """_register_with_kraft: a running process with no broker epoch registers (decide_broker_registration). A
+    registration of another incarnation whose session is valid (unfenced, not lapsed: hasValidSession) refuses it
+    (DUPLICATE_BROKER_REGISTRATION); the same incarnation's stands, epoch and all (a retry); else a
+    RegisterBrokerRecord at the log's end gives the epoch (the offset), fenced. Either way the session is renewed
+    (handle_registration, ``_renew_session``)."""
     me = s.of(b)
     retry = z3.And(me.reg_exists, me.reg_incarnation == me.incarnation)
-    duplicate = z3.And(me.reg_exists, me.reg_incarnation != me.incarnation, z3.Not(me.reg_fenced))
+    duplicate = z3.And(me.reg_exists, me.reg_incarnation != me.incarnation, z3.Not(me.reg_fenced),
+                       z3.Not(me.lapsed))
     guard = z3.And(me.alive, me.kraft_epoch == NO_EPOCH, z3.Not(duplicate))
     epoch = z3.If(retry, me.reg_epoch, s.log_end)
     return Effect(
@@ -302,6 +319,7 @@ def register_with_kraft(s: SymState, b, variant: Variant, choose) -> Effect:
             "reg_incarnation": me.incarnation,
             "reg_fenced": z3.Or(z3.Not(retry), me.reg_fenced),
             "reg_shutdown": z3.And(retry, me.reg_shutdown),
+            "lapsed": False,
         },
     )
 
@@ -310,7 +328,8 @@ def broker_heartbeat(s: SymState, b, variant: Variant, choose) -> Effect:
     """_heartbeat: the broker's heartbeat with its own epoch, decided (``_decide_heartbeat``) and answered at once
     (_take_heartbeat_answer). STALE_BROKER_EPOCH makes the broker drop its epoch and register again; ShouldShutDown
     ends the process; an answer that neither fences nor shuts it down takes it Online. A heartbeat that changes
-    nothing is not a step; one whose records the lag bound refuses is refused (the guard is necessary only)."""
+    nothing is not a step, even if it would renew a lapsed session; one whose records the lag bound refuses is refused
+    (the guard is necessary only). One that is not stale renews the session (``_renew_session``)."""
     me = s.of(b)
     d = _decide_heartbeat(s, b, me.kraft_epoch, me.want_shutdown, me.offset, variant, choose)
     goes_online = z3.Not(z3.Or(d.fenced, d.in_controlled_shutdown, me.want_shutdown))
@@ -323,6 +342,7 @@ def broker_heartbeat(s: SymState, b, variant: Variant, choose) -> Effect:
     refused = {"kraft_epoch": NO_EPOCH, "online": False}  # STALE_BROKER_EPOCH: Fenced, it registers again
     mine = {name: z3.If(d.stale, refused.get(name, getattr(me, name)), value) for name, value in answered.items()}
     mine.update({name: z3.If(d.stale, getattr(me, name), value) for name, value in d.registration.items()})
+    mine["lapsed"] = z3.And(d.stale, me.lapsed)
     return Effect(guard, changes={"log_end": z3.If(d.stale, s.log_end, s.log_end + d.records)}, mine=mine)
 
 
@@ -342,28 +362,45 @@ def hold_heartbeat(s: SymState, b, variant: Variant, choose) -> Effect:
 def deliver_heartbeat(s: SymState, b, variant: Variant, choose) -> Effect:
     """_deliver_heartbeat: the held heartbeat reaches the controller, which decides it on the broker epoch it was
     sent with (``_decide_heartbeat``); its answer goes nowhere. A stale one, or one whose records the lag bound
-    refuses, is consumed and writes nothing."""
+    refuses, is consumed, writes nothing and renews no session; any other renews it (``_renew_session``)."""
     me = s.of(b)
     d = _decide_heartbeat(s, b, me.held_epoch, me.held_shutdown, me.held_offset, variant, choose)
-    writes = z3.And(z3.Not(d.stale), d.records > 0, z3.Not(choose("blocked")))
+    blocked = z3.And(d.records > 0, choose("blocked"))
+    writes = z3.And(z3.Not(d.stale), d.records > 0, z3.Not(blocked))
     mine: dict[str, Any] = dict(NOTHING_HELD)
     mine.update({name: z3.If(writes, value, getattr(me, name)) for name, value in d.registration.items()})
+    mine["lapsed"] = z3.And(me.lapsed, z3.Or(d.stale, blocked))
     return Effect(me.held, changes={"log_end": z3.If(writes, s.log_end + d.records, s.log_end)}, mine=mine)
 
 
 def session_timeout(s: SymState, b, variant: Variant, choose) -> Effect:
-    """_session_timeout (maybeFenceOneStaleBroker): an unfenced registration is fenced. Timing out a live process of
-    the registered incarnation and epoch spends the timeouts budget and takes it to Fenced; one whose process is
-    gone or replaced is healing, free."""
+    """_session_timeout (maybeFenceOneStaleBroker, ``SessionTimeout`` with ``fence=True``): an unfenced registration
+    is fenced and its session is no longer a lapsed one. Timing out a live process of the registered incarnation and
+    epoch takes it to Fenced, and spends the timeouts budget unless its session had lapsed already; one whose
+    process is gone or replaced is healing, free."""
     me = s.of(b)
-    alive_same = z3.And(me.alive, me.incarnation == me.reg_incarnation, me.kraft_epoch == me.reg_epoch)
-    guard = z3.And(me.reg_exists, z3.Not(me.reg_fenced), z3.Or(z3.Not(alive_same), s.timeouts_left > 0))
+    alive_same = _alive_same(me)
+    spends = z3.And(alive_same, z3.Not(me.lapsed))
+    guard = z3.And(me.reg_exists, z3.Not(me.reg_fenced), z3.Or(z3.Not(spends), s.timeouts_left > 0))
     return Effect(
         guard,
         changes={"log_end": s.log_end + _more(choose),
-                 "timeouts_left": z3.If(alive_same, s.timeouts_left - 1, s.timeouts_left)},
-        mine={"reg_fenced": True, "online": z3.And(me.online, z3.Not(alive_same))},
+                 "timeouts_left": z3.If(spends, s.timeouts_left - 1, s.timeouts_left)},
+        mine={"reg_fenced": True, "online": z3.And(me.online, z3.Not(alive_same)), "lapsed": False},
     )
+
+
+def session_lapses(s: SymState, b, variant: Variant, choose) -> Effect:
+    """_session_lapses (``SessionTimeout`` with ``fence=False``): the session of an unfenced registration whose
+    process is not running (``timeout_heals``) lapses; no record, no budget. A lapsed one is not a step again."""
+    me = s.of(b)
+    guard = z3.And(me.reg_exists, z3.Not(me.reg_fenced), z3.Not(me.lapsed), z3.Not(_alive_same(me)))
+    return Effect(guard, mine={"lapsed": True})
+
+
+def _alive_same(me) -> z3.BoolRef:
+    """The registration's own process runs: alive, its incarnation and broker epoch (``timeout_heals`` negated)."""
+    return z3.And(me.alive, me.incarnation == me.reg_incarnation, me.kraft_epoch == me.reg_epoch)
 
 
 def begin_controlled_shutdown(s: SymState, b, variant: Variant, choose) -> Effect:
@@ -403,6 +440,7 @@ ACTIONS: tuple[EncodedAction, ...] = (
     EncodedAction("RegisterWithKRaft", register_with_kraft, exact_guard=False),
     EncodedAction("BrokerHeartbeat", broker_heartbeat, exact_guard=False),
     EncodedAction("SessionTimeout", session_timeout, exact_guard=False),
+    EncodedAction("SessionLapses", session_lapses),
     EncodedAction("HoldHeartbeat", hold_heartbeat),
     EncodedAction("DeliverHeartbeat", deliver_heartbeat),
     EncodedAction("BeginControlledShutdown", begin_controlled_shutdown),
@@ -467,7 +505,8 @@ def kraft_start(s: SymState) -> z3.BoolRef:
         return z3.And(
             me.alive, me.kraft_epoch == NO_EPOCH, z3.Not(me.want_shutdown), z3.Not(me.online), me.offset == 0,
             z3.Not(me.reg_exists), me.reg_epoch == 0, me.reg_incarnation == 0, z3.Not(me.reg_fenced),
-            z3.Not(me.reg_shutdown), *[getattr(me, name) == value for name, value in NOTHING_HELD.items()],
+            z3.Not(me.reg_shutdown), z3.Not(me.lapsed),
+            *[getattr(me, name) == value for name, value in NOTHING_HELD.items()],
         )
 
     return z3.And(s.log_end >= 0, s.restarts_left >= 0, s.shutdowns_left >= 0, s.held_left >= 0,
@@ -491,6 +530,8 @@ def model_actions(step: EncodedStep, state: ClusterState, scope: Scope, variant:
         return [BY_BROKER_AND_CONTROLLER[step.action](b, state.controllers[0].id)]
     if step.action in BY_BROKER:
         return [BY_BROKER[step.action](b)]
+    if step.action == "SessionLapses":
+        return [SessionTimeout(b, state.controllers[0].id, fence=False)]
     if step.action == "DeliverHeartbeat":
         return [DeliverHeartbeat(r) for r in state.held if r.broker == b]
     raise ValueError(f"no model action for {step}")
@@ -500,6 +541,8 @@ def encoded_as(action: Action, state: ClusterState) -> tuple[str, tuple[int, ...
     """The encoded action a model action is, with its actors (every action the core does not name: a Stutter)."""
     if isinstance(action, DeliverHeartbeat):
         return "DeliverHeartbeat", (action.request.broker,)
+    if isinstance(action, SessionTimeout) and not action.fence:
+        return "SessionLapses", (action.broker,)
     kind = ENCODED_KINDS.get(type(action))
     if kind is None:
         return "Stutter", ()
