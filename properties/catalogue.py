@@ -104,9 +104,10 @@ class Obligations:
 
 
 def z3_cores() -> list:
-    from properties.proofs import fencing, migration
+    from properties.proofs import fencing, heartbeats, migration
 
-    return [(fencing.CORE, "properties/proofs/fencing.py"), (migration.CORE, "properties/proofs/migration.py")]
+    return [(fencing.CORE, "properties/proofs/fencing.py"), (migration.CORE, "properties/proofs/migration.py"),
+            (heartbeats.CORE, "properties/proofs/heartbeats.py")]
 
 
 def z3_obligations(p: Property) -> list[Obligations]:
@@ -332,7 +333,7 @@ def render() -> str:
             f"- **BMC scopes:** {_listing(list(core.scopes))}",
             f"- **Encoded actions:** {', '.join(f'`{a.name}`' for a in core.actions)}",
             f"- **Properties:** {', '.join(f'[{n}](#{n.lower()})' for n in core.property_names)}",
-            f"- **Lemmas:** {', '.join(f'`{i.name}`' for i in core.invariants if i.lemma)}",
+            f"- **Lemmas:** {', '.join(f'`{i.name}`' for i in core.invariants if i.lemma) or 'none needed'}",
             f"- **Seeded bugs it switches (in these actions):** {bugs}",
             "",
         ]

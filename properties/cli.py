@@ -387,13 +387,14 @@ def cmd_mutants(args: argparse.Namespace) -> int:
 
 
 def cmd_prove(args: argparse.Namespace) -> int:
-    from properties.proofs import fencing, migration
+    from properties.proofs import fencing, heartbeats, migration
     from properties.proofs.engine import all_hold
 
     # Each core runs when it switches every bug asked for (both for the correct model) and, with --property, when it
     # encodes one of the properties named.
     cores = [(fencing.ENCODED_BUGS, fencing.check_all, fencing.PROPERTY_NAMES),
-             (migration.ENCODED_BUGS, migration.check_all, migration.PROPERTY_NAMES)]
+             (migration.ENCODED_BUGS, migration.check_all, migration.PROPERTY_NAMES),
+             (heartbeats.ENCODED_BUGS, heartbeats.check_all, heartbeats.PROPERTY_NAMES)]
     goals = args.property
     if goals:
         encoded = {name for _, _, names in cores for name in names}

@@ -122,22 +122,26 @@ def _violations(error: BaseException) -> list:
 
 def _z3_bmc(bug: SeededBug) -> tuple[str, list[Action]] | None:
     """Bounded model checking, from the bug's scope, of a z3 encoding that switches the bug and encodes
-    its invariant (properties.proofs.fencing: the fencing core; properties.proofs.migration: the migration's)."""
-    from properties.proofs import fencing, migration
+    its invariant (properties.proofs.fencing: the fencing core; properties.proofs.migration: the migration's;
+    properties.proofs.heartbeats: KRaft brokers' registrations and heartbeats). A bug whose scope has
+    states the core does not model is searched for from the core's own scopes instead."""
+    from properties.proofs import fencing, heartbeats, migration
     from properties.proofs.engine import OutsideProjection
 
     if isinstance(bug, ImplSeededBug | SharedSeededBug):
         return None
-    for core in (fencing, migration):
+    for core in (fencing, migration, heartbeats):
         if bug.bug not in core.ENCODED_BUGS or bug.invariant not in core.PROPERTY_NAMES:
             continue
-        try:
-            result = core.bmc(20, bug.variant, scope=bug.scope, properties=(bug.invariant,))
-        except OutsideProjection:
-            return None  # the bug's scope has states this core does not model
-        for p in result.properties:
-            if p.name == bug.invariant and not p.holds and p.counterexample is not None:
-                return f"z3-bmc:{bug.scope}", list(p.counterexample.actions)
+        for scope in (bug.scope, *core.CORE.scopes):
+            try:
+                result = core.bmc(20, bug.variant, scope=scope, properties=(bug.invariant,))
+            except OutsideProjection:
+                continue  # the scope has states this core does not model
+            for p in result.properties:
+                if p.name == bug.invariant and not p.holds and p.counterexample is not None:
+                    return f"z3-bmc:{scope}", list(p.counterexample.actions)
+            break  # the bug's scope (or the first of the core's that projects) was searched to the depth
     return None
 
 

@@ -125,6 +125,26 @@ def assert_harmless_without_the_bug(result, bug) -> None:
         state = nxt
 
 
+def assert_encoding_agrees(core, encoded_as, state, scope, variant) -> None:
+    """Every candidate action at ``state``: the model's projected step satisfies the formula of the encoded action
+    ``encoded_as(action, state)`` says it is (a stutter leaves the core alone); a refused action has a false guard
+    where the guard is exact. For a core whose module names each model action's encoded action (the migration's,
+    the heartbeats')."""
+    before = core.project(state)
+    for action in candidate_actions(state, scope):
+        kind, actors = encoded_as(action, state)
+        after = step(state, action, variant)
+        if after is None:
+            if core.actions_by_name[kind].exact_guard:
+                assert not core.encoded_guard(before, kind, actors, variant), f"{action!r}: refused, the guard holds"
+            continue
+        got = core.project(after)
+        if kind == "Stutter":
+            assert got == core.without_step_ghosts(before), f"{action!r} changes the {core.name} core"
+            continue
+        assert core.satisfies_transition(before, got, kind, actors, variant), f"{action!r}: the formula rejects it"
+
+
 def test_bmc_decodes_expiry_to_the_session_the_broker_holds(bug_bmc):
     """ExpireSession takes a session id: the decoder looks up the one the broker holds at that point."""
     cex = bug_bmc(Bug.BROKER_KEEPS_OLD_EPOCH).counterexamples["BrokerEpochIsRegistrationCzxid"]

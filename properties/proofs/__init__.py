@@ -6,4 +6,6 @@
 - ``fencing``: the ZooKeeper controller's epoch fencing, with KIP-380's broker epochs.
 - ``migration``: the migration's fencing (KIP-866): the claim, the /migration compare-and-set,
   the driver's transition table, KRaft epochs.
+- ``heartbeats``: KRaft brokers on one active controller: registrations, broker epochs, fencing,
+  and heartbeats held in the network and delivered late.
 """

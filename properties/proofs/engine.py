@@ -18,8 +18,9 @@ How it works:
 - The machinery (actor domains, per-step copies, choices, obligations, BMC, replay) is written
   once against a ``Core``: the fields a projection has, its encoded actions, invariants and
   lemmas, ``project``, the induction's Init, and how an encoded step is decoded into model
-  actions. The cores: ``properties.proofs.fencing`` (the ZooKeeper controller's epoch fencing)
-  and ``properties.proofs.migration`` (the migration's fencing).
+  actions. The cores: ``properties.proofs.fencing`` (the ZooKeeper controller's epoch fencing),
+  ``properties.proofs.migration`` (the migration's fencing) and ``properties.proofs.heartbeats``
+  (KRaft brokers' registrations and heartbeats, held ones included).
 - Choices: where the model decides from something outside a core, the formula reads a free z3
   Bool per step and name (``Choices``). The agreement test accepts a model step that satisfies
   the formula for some value of them; the replay treats a model that chose otherwise as a trace
@@ -56,7 +57,7 @@ from model.actions import (
 )
 from model.bugs import CORRECT, SEEDED_BUGS_BY_NAME, Bug, Variant
 from model.invariants import violations
-from model.scopes import Scope, initial_state
+from model.scopes import SCOPES, Scope, initial_state
 from model.state import ClusterState
 from model.step import step as model_step
 
@@ -503,7 +504,10 @@ class Core:
     when they leave the projection unchanged (at most ``max_stutters`` per trace); ``step_fields``
     are per-step ghosts, reset by every step that does not set them. ``bmc_lemmas``: the BMC
     assumes at every step the lemmas that are inductive for the variant (``inductive_lemmas``);
-    ``bmc_bits``: small counters are bit-vectors in the BMC (else Ints).
+    ``bmc_bits``: small counters are bit-vectors in the BMC (else Ints). ``bmc_may_stop``: the core's runs
+    may end before the BMC's depth (every action disabled, no Stutter in the unrolling), so the one
+    query over the whole depth asks for a violation on a path of any length up to it, not on a path of
+    exactly that length, which a run that ends would make vacuously unsatisfiable.
     """
 
     def __init__(
@@ -524,6 +528,7 @@ class Core:
         max_stutters: int = 0,
         bmc_lemmas: bool = False,
         bmc_bits: bool = True,
+        bmc_may_stop: bool = False,
     ) -> None:
         self.name = name
         self.noun = noun
@@ -541,6 +546,7 @@ class Core:
         self.max_stutters = max_stutters
         self.bmc_lemmas = bmc_lemmas
         self.bmc_bits = bmc_bits
+        self.bmc_may_stop = bmc_may_stop
         self.actions_by_name = {a.name: a for a in actions}
         self.invariants_by_name = {i.name: i for i in invariants}
         self.property_names = tuple(i.name for i in invariants if not i.lemma)  # the registry properties encoded
@@ -804,7 +810,14 @@ class Core:
             bad = [z3.Not(holds(inv, states[k - 1], states[k])) for k in range(1, depth + 1)]
             began = time.perf_counter()
             whole = _whole_depth_solver()
-            whole.add(init, *[c for u in steps for c in u.constraints], z3.Or(bad))
+            if self.bmc_may_stop:
+                # step k is taken only on a path that goes on to step k (active), a violation only on such a path
+                active = [z3.Bool(f"active@{k}") for k in range(1, depth + 1)]
+                whole.add(init, *[z3.Implies(active[k], c) for k, u in enumerate(steps) for c in u.constraints],
+                          *[z3.Implies(active[k], active[k - 1]) for k in range(1, depth)],
+                          z3.Or([z3.And(on, b) for on, b in zip(active, bad)]))
+            else:
+                whole.add(init, *[c for u in steps for c in u.constraints], z3.Or(bad))
             if whole.check() == z3.unsat:
                 results.append(PropertyBmc(prop, True, time.perf_counter() - began))
                 continue
@@ -1006,6 +1019,13 @@ def _whole_depth_solver() -> z3.Solver:
     next-state functions. Measured here, fencing scope at depth 20: 110-150 s as one incremental
     search over all properties, 5-6 s as one such query per property."""
     return z3.Then("simplify", "propagate-values", "solve-eqs", "elim-uncnstr", "simplify", "smt").solver()
+
+
+def bmc_from_scope(core: Core, depth: int, variant: Variant, scope: str | None, properties: Iterable[str] | None,
+                   max_refinements: int) -> BmcResult:
+    """``Core.bmc`` from the named scope: the scope a seeded bug names by default, else the core's first."""
+    core.check_variant(variant)
+    return core.bmc(SCOPES[scope or core.default_scope(variant)], depth, variant, properties, max_refinements)
 
 
 def all_hold(rows: list[dict]) -> bool:

@@ -161,7 +161,7 @@ from model.migration import (
     MigrationDriverState,
     Profile,
 )
-from model.scopes import SCOPES, Scope
+from model.scopes import Scope
 from model.state import CONTROLLER, CONTROLLER_EPOCH, ClusterState, controller_index
 from model.step import candidate_actions
 from model.types import ANY_VERSION
@@ -180,6 +180,7 @@ from properties.proofs.engine import (
     OutsideProjection,
     Projection,
     SymState,
+    bmc_from_scope,
     report,
 )
 
@@ -1191,9 +1192,7 @@ def bmc(
 ) -> BmcResult:
     """Bounded model checking of the migration fencing core from a scope's initial state (the scope a
     seeded bug names by default, else "dual-write"), with as many controllers as the scope has."""
-    MIGRATION_CORE.check_variant(variant)
-    name = scope or MIGRATION_CORE.default_scope(variant)
-    return MIGRATION_CORE.bmc(SCOPES[name], depth, variant, properties, max_refinements)
+    return bmc_from_scope(MIGRATION_CORE, depth, variant, scope, properties, max_refinements)
 
 
 def prove(variant: Variant = CORRECT, n_controllers: int = 2, actions: Iterable[str] | None = None,
