@@ -40,7 +40,9 @@ How it works, one level at a time (level-synchronous BFS, so depths and traces a
   it is new, where sending every successor to its owner would pickle each duplicate too (about
   60 us a state on the migration scope, a third of what the state cost to make).
 - ``arrive``: each owner takes the states sent to it and checks the ``always`` properties on each
-  (once a state: each is new), in key order.
+  (once a state: each is new), in key order. It unpickles them with their records interned
+  (``_Interning``), so that they share records with the states before them as a serial search's
+  do, and the model's caches, which compare keys, find them by identity.
 - Rank: the driver sorts the new states' keys (8 bytes each) into the next level's ranks, sent
   to their owners with ``arrive``, and keeps them, one int per state: (parent rank,
   action index) by rank, per level. That is all the driver keeps. A trace is rebuilt by walking
