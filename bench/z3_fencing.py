@@ -18,18 +18,17 @@ import json
 import statistics
 
 from model import CORRECT
-from properties.proofs import fencing as proofs
+from properties.proofs.engine import Core
+from properties.proofs.fencing import FENCING
 
 BMC_TARGET_SECONDS = 60.0
 OBLIGATION_TARGET_SECONDS = 10.0
 
 
-def measure(repeats: int, depth: int, core=proofs) -> dict:
-    """``core``: the module of a core (``proofs.fencing`` or ``proofs.migration``), with its ``CORE``, ``bmc``,
-    ``prove`` and ``prove_unbounded``; the BMC runs in every one of the core's scopes."""
-    bmc, prove, prove_unbounded = core.bmc, core.prove, core.prove_unbounded
-    scopes = core.CORE.scopes
-    bmc_runs = {scope: [bmc(depth, CORRECT, scope=scope) for _ in range(repeats)] for scope in scopes}
+def measure(repeats: int, depth: int, core: Core = FENCING) -> dict:
+    """``core``: the z3 core measured; the BMC runs in every one of its scopes."""
+    bmc_runs = {scope: [core.bmc_in_scope(depth, CORRECT, scope=scope) for _ in range(repeats)]
+                for scope in core.scopes}
     for runs in bmc_runs.values():
         assert all(r.holds and r.complete for r in runs), "BMC found a violation in the correct model"
     bmc_rows = {}
@@ -47,7 +46,7 @@ def measure(repeats: int, depth: int, core=proofs) -> dict:
     obligations: dict[tuple[str, str], list[float]] = {}
     results: dict[tuple[str, str], str] = {}
     for _ in range(repeats):
-        for r in prove(CORRECT) + prove_unbounded(CORRECT):
+        for r in core.prove_finite(CORRECT) + core.prove_unbounded(CORRECT):
             obligations.setdefault((r.brokers, r.name), []).append(r.seconds)
             results[(r.brokers, r.name)] = r.result
     rows = [
@@ -71,7 +70,7 @@ def measure(repeats: int, depth: int, core=proofs) -> dict:
     }
 
 
-def main(core=proofs, description: str = __doc__) -> None:
+def main(core: Core = FENCING, description: str = __doc__) -> None:
     parser = argparse.ArgumentParser(description=description.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--depth", type=int, default=20)
@@ -81,7 +80,7 @@ def main(core=proofs, description: str = __doc__) -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"{core.CORE.name} core, correct model, 2 {core.CORE.noun}s, medians of {args.repeats} runs")
+    print(f"{core.name} core, correct model, 2 {core.noun}s, medians of {args.repeats} runs")
     for scope, row in result["bmc"].items():
         print(
             f"BMC {scope:9s} depth {args.depth}: {row['seconds']:6.2f} s"

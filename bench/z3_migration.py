@@ -11,7 +11,7 @@ controllers and for any number of them, against 10 s each (the slowest is printe
 from __future__ import annotations
 
 from bench.z3_fencing import main
-from properties.proofs import migration as proofs_migration
+from properties.proofs.migration import MIGRATION_CORE
 
 if __name__ == "__main__":
-    main(proofs_migration, __doc__)
+    main(MIGRATION_CORE, __doc__)

@@ -104,10 +104,9 @@ class Obligations:
 
 
 def z3_cores() -> list:
-    from properties.proofs import fencing, heartbeats, migration
+    from properties.proofs import cores, module_path
 
-    return [(fencing.CORE, "properties/proofs/fencing.py"), (migration.CORE, "properties/proofs/migration.py"),
-            (heartbeats.CORE, "properties/proofs/heartbeats.py")]
+    return [(core, module_path(core)) for core in cores()]
 
 
 def z3_obligations(p: Property) -> list[Obligations]:

@@ -387,34 +387,32 @@ def cmd_mutants(args: argparse.Namespace) -> int:
 
 
 def cmd_prove(args: argparse.Namespace) -> int:
-    from properties.proofs import fencing, heartbeats, migration
+    from properties.proofs import cores as z3_cores
     from properties.proofs.engine import all_hold
 
     # Each core runs when it switches every bug asked for (both for the correct model) and, with --property, when it
     # encodes one of the properties named.
-    cores = [(fencing.ENCODED_BUGS, fencing.check_all, fencing.PROPERTY_NAMES),
-             (migration.ENCODED_BUGS, migration.check_all, migration.PROPERTY_NAMES),
-             (heartbeats.ENCODED_BUGS, heartbeats.check_all, heartbeats.PROPERTY_NAMES)]
+    cores = list(z3_cores())
     goals = args.property
     if goals:
-        encoded = {name for _, _, names in cores for name in names}
+        encoded = {name for core in cores for name in core.property_names}
         missing = [name for name in goals if name not in encoded]
         if missing:
             print(f"kraftcheck prove: error: no z3 encoding has the property {missing[0]!r}; encoded: "
                   f"{', '.join(sorted(encoded))}", file=sys.stderr)
             return USAGE
-        cores = [core for core in cores if set(goals) & set(core[2])]
+        cores = [core for core in cores if set(goals) & set(core.property_names)]
     variant = _variant(args.bug)
-    unsupported = sorted(b.value for b in variant.bugs if not any(b in encoded for encoded, _, _ in cores))
+    unsupported = sorted(b.value for b in variant.bugs if not any(b in core.encoded_bugs for core in cores))
     if unsupported:
         print(f"kraftcheck prove: error: the z3 encoding does not switch {', '.join(unsupported)}", file=sys.stderr)
         return USAGE
-    checks = [check for encoded, check, _ in cores if variant.bugs <= encoded.keys()]
-    if not checks:
+    checked = [core for core in cores if variant.bugs <= core.encoded_bugs.keys()]
+    if not checked:
         names = ", ".join(sorted(b.value for b in variant.bugs))
         print(f"kraftcheck prove: error: no one z3 encoding switches all of {names}", file=sys.stderr)
         return USAGE
-    rows = [row for check in checks for row in check(variant, depth=args.depth, goals=goals)]
+    rows = [row for core in checked for row in core.report(variant, depth=args.depth, goals=goals)]
     if args.json:
         _print_json(rows)
     else:

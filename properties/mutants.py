@@ -125,17 +125,17 @@ def _z3_bmc(bug: SeededBug) -> tuple[str, list[Action]] | None:
     its invariant (properties.proofs.fencing: the fencing core; properties.proofs.migration: the migration's;
     properties.proofs.heartbeats: KRaft brokers' registrations and heartbeats). A bug whose scope has
     states the core does not model is searched for from the core's own scopes instead."""
-    from properties.proofs import fencing, heartbeats, migration
+    from properties.proofs import cores
     from properties.proofs.engine import OutsideProjection
 
     if isinstance(bug, ImplSeededBug | SharedSeededBug):
         return None
-    for core in (fencing, migration, heartbeats):
-        if bug.bug not in core.ENCODED_BUGS or bug.invariant not in core.PROPERTY_NAMES:
+    for core in cores():
+        if bug.bug not in core.encoded_bugs or bug.invariant not in core.property_names:
             continue
-        for scope in (bug.scope, *core.CORE.scopes):
+        for scope in (bug.scope, *core.scopes):
             try:
-                result = core.bmc(20, bug.variant, scope=scope, properties=(bug.invariant,))
+                result = core.bmc_in_scope(20, bug.variant, scope=scope, properties=(bug.invariant,))
             except OutsideProjection:
                 continue  # the scope has states this core does not model
             for p in result.properties:

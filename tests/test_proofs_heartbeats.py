@@ -43,7 +43,7 @@ from tests.test_proofs import (
     assert_replays_to_the_violation,
 )
 
-CORE = hb.CORE
+CORE = hb.HEARTBEAT_CORE
 BUG = Bug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH
 BUGGY = Variant(frozenset({BUG}))
 UNFENCE = Bug.UNFENCE_BEFORE_CAUGHT_UP  # its scope, broker-migration, is not this core's: BMC runs from the core's
@@ -54,14 +54,14 @@ TARGET = "StaleHeartbeatWritesNothing"
 def bug_bmc(run_once):
     """BMC of the bug's property at depth 12 (its trace has 9 encoded steps) from its scope, once in the whole test run
     (``tests.run_once``)."""
-    return run_once("bmc-heartbeats", BUG.value, lambda: hb.bmc(12, BUGGY, properties=[TARGET]))
+    return run_once("bmc-heartbeats", BUG.value, lambda: CORE.bmc_in_scope(12, BUGGY, properties=[TARGET]))
 
 
 # ---- induction ----------------------------------------------------------------------------------------
 
 def test_every_induction_obligation_is_proved_for_two_brokers():
     """One obligation per (action, step property): there is no state invariant, so no Init obligation."""
-    results = hb.prove(CORRECT)
+    results = CORE.prove_finite(CORRECT)
     assert len(results) == len(hb.ACTIONS) * len(hb.INVARIANTS)
     assert [r.name for r in results if not r.proved] == []
     assert {r.brokers for r in results} == {"2 brokers"}
@@ -71,7 +71,7 @@ def test_every_induction_obligation_is_proved_for_two_brokers():
 
 def test_unbounded_proof_holds_for_any_number_of_brokers():
     """Brokers as an uninterpreted sort: the same obligations, proved for every cluster size."""
-    results = hb.prove_unbounded(CORRECT)
+    results = CORE.prove_unbounded(CORRECT)
     assert [r.name for r in results if not r.proved] == []
     assert {r.brokers for r in results} == {"any number of brokers"}
 
@@ -80,17 +80,18 @@ def test_unbounded_proof_holds_for_any_number_of_brokers():
 BROKEN = {BUG: f"DeliverHeartbeat/{TARGET}", UNFENCE: "BrokerHeartbeat/UnfencedOnlyWhenCaughtUp"}
 
 
-@pytest.mark.parametrize("prove", [hb.prove, hb.prove_unbounded], ids=["two-brokers", "any-number"])
+@pytest.mark.parametrize("domain", ["finite", "unbounded"], ids=["two-brokers", "any-number"])
 @pytest.mark.parametrize("bug", [BUG, UNFENCE], ids=lambda b: b.value)
-def test_seeded_bug_breaks_only_the_obligation_of_its_action(prove, bug):
+def test_seeded_bug_breaks_only_the_obligation_of_its_action(domain, bug):
     """Serving a heartbeat older than the registration fails DeliverHeartbeat/StaleHeartbeatWritesNothing (a broker's
     own heartbeat carries its current epoch); unfencing before the broker caught up fails
     BrokerHeartbeat/UnfencedOnlyWhenCaughtUp (the property leaves delivered heartbeats out, as the registry does).
     Each with a CTI for 2 brokers, and nothing else fails."""
+    prove = CORE.prove_finite if domain == "finite" else CORE.prove_unbounded
     failed = [r for r in prove(Variant(frozenset({bug}))) if not r.proved]
     assert [r.name for r in failed] == [BROKEN[bug]]
     assert failed[0].result == "counterexample-to-induction"
-    if prove is hb.prove:
+    if domain == "finite":
         assert failed[0].counterexample is not None
 
 
@@ -105,9 +106,9 @@ def test_every_action_can_be_taken():
 @pytest.mark.parametrize("depth", [12, pytest.param(20, marks=pytest.mark.slow)])  # 20: 2-4 s a scope, loaded
 def test_bmc_correct_model_holds_to_depth(scope, depth):
     """No trace of ``depth`` encoded steps from the scope's start breaks an encoded property."""
-    result = hb.bmc(depth, CORRECT, scope=scope)
+    result = CORE.bmc_in_scope(depth, CORRECT, scope=scope)
     assert result.holds and result.complete, result.as_json()
-    assert [p.name for p in result.properties] == list(hb.PROPERTY_NAMES)
+    assert [p.name for p in result.properties] == list(CORE.property_names)
 
 
 def test_bmc_finds_the_former_generations_heartbeat_and_it_replays(bug_bmc):
@@ -134,7 +135,7 @@ def test_bmc_finds_unfencing_before_caught_up_from_the_cores_scopes(scope):
     replays through model.step to UnfencedOnlyWhenCaughtUp at its last step only, and breaks nothing without the
     bug. (Found at any depth up to 20: the runs of these scopes end before it, see Core.bmc_may_stop.)"""
     buggy = Variant(frozenset({UNFENCE}))
-    result = hb.bmc(20, buggy, scope=scope, properties=["UnfencedOnlyWhenCaughtUp"])
+    result = CORE.bmc_in_scope(20, buggy, scope=scope, properties=["UnfencedOnlyWhenCaughtUp"])
     cex = result.counterexamples["UnfencedOnlyWhenCaughtUp"]
     names = [type(a).__name__ for a in cex.actions]
     assert names[-1] == "BrokerHeartbeat" and "RestartBroker" in names
@@ -302,10 +303,11 @@ def test_prove_command_runs_the_heartbeat_core_alone_for_its_bug(capsys):
 def test_prove_command_without_a_bug_runs_the_heartbeat_core_too(monkeypatch, capsys):
     """With no bug every core runs: the heartbeat core's rows are among them (the other cores' checks stubbed out
     here; tests/test_cli.py runs them all, slow)."""
-    from properties.proofs import fencing, migration
+    from properties.proofs.fencing import FENCING
+    from properties.proofs.migration import MIGRATION_CORE
 
-    monkeypatch.setattr(fencing, "check_all", lambda variant, depth, goals: [])
-    monkeypatch.setattr(migration, "check_all", lambda variant, depth, goals: [])
+    monkeypatch.setattr(FENCING, "report", lambda variant, depth, goals: [])
+    monkeypatch.setattr(MIGRATION_CORE, "report", lambda variant, depth, goals: [])
     code = cli.main(["prove", "--depth", "4", "--json"])
     rows = json.loads(capsys.readouterr().out)
     assert code == 0 and {r["result"] for r in rows} == {"holds", "proved"}

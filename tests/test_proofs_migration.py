@@ -56,7 +56,7 @@ def _bug_id(bug) -> str:
 def _search_bug(bug):
     """BMC of the property the seeded bug targets, in the scope it names."""
     depth = BUG_DEPTHS.get(bug, BUG_DEPTH)
-    return pm.bmc(depth, BUG_VARIANTS[bug], properties=[SEEDED_BUGS_BY_NAME[bug.value].invariant])
+    return CORE.bmc_in_scope(depth, BUG_VARIANTS[bug], properties=[SEEDED_BUGS_BY_NAME[bug.value].invariant])
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +70,7 @@ def bug_bmc(run_once):
 
 def test_every_induction_obligation_is_proved_for_two_controllers():
     """One obligation per (action, invariant) pair plus initiation, each discharged within 10 s."""
-    results = pm.prove(CORRECT)
+    results = CORE.prove_finite(CORRECT)
     state_invariants = [i for i in pm.INVARIANTS if not i.on_step]
     assert len(results) == len(state_invariants) + len(pm.ACTIONS) * len(pm.INVARIANTS)
     assert [r.name for r in results if not r.proved] == []
@@ -84,7 +84,7 @@ def test_every_induction_obligation_is_proved_for_two_controllers():
 
 def test_unbounded_proof_holds_for_any_number_of_controllers():
     """Controllers as an uninterpreted sort: the same obligations, proved for every quorum size."""
-    results = pm.prove_unbounded(CORRECT)
+    results = CORE.prove_unbounded(CORRECT)
     assert [r.name for r in results if not r.proved] == []
     assert {r.brokers for r in results} == {"any number of controllers"}
     assert "BecomeZkController/ZkControllerEpochsIncreaseAcrossHandOver" in {r.name for r in results}
@@ -95,7 +95,7 @@ def test_seeded_bug_breaks_the_obligation_of_the_action_it_lives_in(bug):
     """The bug's action fails the obligation of the invariant the bug targets (or of the lemma its proof rests
     on, ``BREAKS_LEMMA``), with a CTI."""
     broken = BREAKS_LEMMA.get(bug, SEEDED_BUGS_BY_NAME[bug.value].invariant)
-    failed = [r for r in pm.prove(BUG_VARIANTS[bug], actions=pm.ENCODED_BUGS[bug]) if not r.proved]
+    failed = [r for r in CORE.prove_finite(BUG_VARIANTS[bug], actions=pm.ENCODED_BUGS[bug]) if not r.proved]
     assert any(f"{action}/{broken}" in {r.name for r in failed} for action in pm.ENCODED_BUGS[bug])
     assert all(r.result == "counterexample-to-induction" and r.counterexample for r in failed)
 
@@ -107,7 +107,7 @@ def test_unbounded_proof_fails_where_a_seeded_bug_breaks_fencing(bug):
     assumed as in the whole proof (``goals``: the other properties' obligations of its actions, which the proof of
     the correct model discharges below, are left out)."""
     seeded = SEEDED_BUGS_BY_NAME[bug.value]
-    results = pm.prove_unbounded(BUG_VARIANTS[bug], actions=pm.ENCODED_BUGS[bug], goals=[seeded.invariant])
+    results = CORE.prove_unbounded(BUG_VARIANTS[bug], actions=pm.ENCODED_BUGS[bug], goals=[seeded.invariant])
     assert {r.name for r in results} == {f"{action}/{seeded.invariant}" for action in pm.ENCODED_BUGS[bug]}
     assert any(not r.proved for r in results), results
 
@@ -149,9 +149,9 @@ def test_bmc_assumes_only_the_lemmas_a_seeded_bug_leaves_inductive():
 @pytest.mark.parametrize("depth", [12, pytest.param(20, marks=pytest.mark.slow)])  # as tests/test_proofs.py
 def test_bmc_correct_model_holds_to_depth(depth):
     """No trace of ``depth`` encoded steps from the finalize scope's start breaks any encoded property."""
-    result = pm.bmc(depth, CORRECT, scope="finalize")
+    result = CORE.bmc_in_scope(depth, CORRECT, scope="finalize")
     assert result.holds and result.complete, result.as_json()
-    assert [p.name for p in result.properties] == list(pm.PROPERTY_NAMES)
+    assert [p.name for p in result.properties] == list(CORE.property_names)
     assert all(p.refinements == 0 for p in result.properties)
 
 
@@ -223,14 +223,14 @@ def test_encoding_agrees_with_model_step_on_reachable_states(scope_name, variant
 @pytest.mark.slow
 @pytest.mark.parametrize("scope", pm.MIGRATION_CORE.scopes)
 def test_bmc_correct_model_holds_to_depth_20_in_the_two_controller_scopes(scope):
-    result = pm.bmc(20, CORRECT, scope=scope)
+    result = CORE.bmc_in_scope(20, CORRECT, scope=scope)
     assert result.holds and result.complete, result.as_json()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bug", sorted(pm.ENCODED_BUGS, key=_bug_id), ids=_bug_id)
 def test_seeded_bug_breaks_no_obligation_of_another_action(bug):
-    failed = {r.name.split("/")[0] for r in pm.prove(BUG_VARIANTS[bug]) if not r.proved}
+    failed = {r.name.split("/")[0] for r in CORE.prove_finite(BUG_VARIANTS[bug]) if not r.proved}
     assert failed and failed <= set(pm.ENCODED_BUGS[bug])
 
 

@@ -9,3 +9,24 @@
 - ``heartbeats``: KRaft brokers on one active controller: registrations, broker epochs, fencing,
   and heartbeats held in the network and delivered late.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from properties.proofs.engine import Core
+
+
+def cores() -> tuple[Core, ...]:
+    """Every z3 core, in the order ``kraftcheck prove`` reports them (imported on first use: z3 loads with them)."""
+    from properties.proofs.fencing import FENCING
+    from properties.proofs.heartbeats import HEARTBEAT_CORE
+    from properties.proofs.migration import MIGRATION_CORE
+
+    return FENCING, MIGRATION_CORE, HEARTBEAT_CORE
+
+
+def module_path(core: Core) -> str:
+    """The source file that writes ``core``'s encoding, relative to the repository (the module of its projection)."""
+    return core.project.__module__.replace(".", "/") + ".py"

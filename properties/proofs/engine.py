@@ -507,7 +507,11 @@ class Core:
     ``bmc_bits``: small counters are bit-vectors in the BMC (else Ints). ``bmc_may_stop``: the core's runs
     may end before the BMC's depth (every action disabled, no Stutter in the unrolling), so the one
     query over the whole depth asks for a violation on a path of any length up to it, not on a path of
-    exactly that length, which a run that ends would make vacuously unsatisfiable.
+    exactly that length, which a run that ends would make vacuously unsatisfiable. ``bmc_refinements``: how many
+    traces the model cannot follow ``bmc_in_scope`` blocks before it gives up.
+
+    What ``kraftcheck prove`` runs of a core (``report``) is built here from these: ``bmc_in_scope``,
+    ``prove_finite``, ``prove_unbounded``, so a core module writes only its encoding.
     """
 
     def __init__(
@@ -529,6 +533,7 @@ class Core:
         bmc_lemmas: bool = False,
         bmc_bits: bool = True,
         bmc_may_stop: bool = False,
+        bmc_refinements: int = 25,
     ) -> None:
         self.name = name
         self.noun = noun
@@ -547,6 +552,7 @@ class Core:
         self.bmc_lemmas = bmc_lemmas
         self.bmc_bits = bmc_bits
         self.bmc_may_stop = bmc_may_stop
+        self.bmc_refinements = bmc_refinements
         self.actions_by_name = {a.name: a for a in actions}
         self.invariants_by_name = {i.name: i for i in invariants}
         self.property_names = tuple(i.name for i in invariants if not i.lemma)  # the registry properties encoded
@@ -737,6 +743,17 @@ class Core:
                 results.append(ObligationResult(name, dom.label, "unknown", seconds))
         return results
 
+    def prove_finite(self, variant: Variant = CORRECT, n: int = 2, actions: Iterable[str] | None = None,
+                     goals: Iterable[str] | None = None) -> list[ObligationResult]:
+        """Every induction obligation for ``n`` actors (of ``goals``' invariants only, when named)."""
+        return self.prove(variant, self.finite(n), actions=actions, goals=goals)
+
+    def prove_unbounded(self, variant: Variant = CORRECT, actions: Iterable[str] | None = None,
+                        goals: Iterable[str] | None = None) -> list[ObligationResult]:
+        """Every induction obligation over an uninterpreted sort of actors: any number of them (of ``goals``'
+        invariants only, when named, every invariant still assumed)."""
+        return self.prove(variant, self.unbounded(), actions=actions, goals=goals)
+
     def inductive_lemmas(self, variant: Variant, dom: Domain, start: Projection | None = None) -> list[Invariant]:
         """The largest set of lemmas that is inductive for ``variant`` (and holds at ``start``): drop every
         lemma an action breaks, or ``start`` breaks, and try again with the rest (Houdini)."""
@@ -870,6 +887,36 @@ class Core:
                     return result
                 solver.add(z3.Not(z3.And([_matches(u, s) for u, s in zip(steps, trace[: reached + 1])])))
         return result
+
+    def bmc_in_scope(
+        self,
+        depth: int = 20,
+        variant: Variant = CORRECT,
+        scope: str | None = None,
+        properties: Iterable[str] | None = None,
+        max_refinements: int | None = None,
+    ) -> BmcResult:
+        """``bmc`` from the named scope's initial state, with as many actors as it has: by default the scope a
+        seeded bug of ``variant`` names, else the core's first."""
+        self.check_variant(variant)
+        refinements = self.bmc_refinements if max_refinements is None else max_refinements
+        return self.bmc(SCOPES[scope or self.default_scope(variant)], depth, variant, properties, refinements)
+
+    def report(self, variant: Variant = CORRECT, depth: int = 20, goals: Iterable[str] | None = None) -> list[dict]:
+        """What ``kraftcheck prove`` reports for the core: BMC of each property in each of its scopes, then the
+        induction obligations for 2 actors and for any number of them. Each row has name, brokers (the domain),
+        result, seconds.
+
+        ``goals``: only these properties of the core (``kraftcheck prove --property``): their BMC, and their
+        induction obligations with every invariant and lemma assumed as in the whole report. What they are proved
+        from is then assumed, not proved: the whole report proves the lemmas too."""
+        wanted = set(self.property_names if goals is None else goals)
+        properties = [p for p in self.property_names if p in wanted]
+        rows = [row for scope in self.scopes
+                for row in self.bmc_in_scope(depth, variant, scope=scope, properties=properties).rows()]
+        rows += [r.as_json() for r in self.prove_finite(variant, goals=goals)]
+        rows += [r.as_json() for r in self.prove_unbounded(variant, goals=goals)]
+        return rows
 
     def replay(
         self, scope: Scope, variant: Variant, trace: list[EncodedStep], expected: list[Projection]
@@ -1021,28 +1068,5 @@ def _whole_depth_solver() -> z3.Solver:
     return z3.Then("simplify", "propagate-values", "solve-eqs", "elim-uncnstr", "simplify", "smt").solver()
 
 
-def bmc_from_scope(core: Core, depth: int, variant: Variant, scope: str | None, properties: Iterable[str] | None,
-                   max_refinements: int) -> BmcResult:
-    """``Core.bmc`` from the named scope: the scope a seeded bug names by default, else the core's first."""
-    core.check_variant(variant)
-    return core.bmc(SCOPES[scope or core.default_scope(variant)], depth, variant, properties, max_refinements)
-
-
 def all_hold(rows: list[dict]) -> bool:
     return all(r["result"] in ("holds", "proved") for r in rows)
-
-
-def report(core: Core, bmc, prove, prove_unbounded, variant: Variant, depth: int,
-           goals: Iterable[str] | None = None) -> list[dict]:
-    """What ``kraftcheck prove`` reports for a core, given its module's ``bmc``, ``prove`` and
-    ``prove_unbounded``: BMC of each property in each of its scopes, then the induction obligations
-    for 2 actors and for any number of them. Each row has name, brokers (the domain), result, seconds.
-
-    ``goals``: only these properties of the core (``kraftcheck prove --property``): their BMC, and their
-    induction obligations with every invariant and lemma assumed as in the whole report. What they are proved
-    from is then assumed, not proved: the whole report proves the lemmas too."""
-    properties = core.property_names if goals is None else [p for p in core.property_names if p in set(goals)]
-    rows = [row for scope in core.scopes for row in bmc(depth, variant, scope=scope, properties=properties).rows()]
-    rows += [r.as_json() for r in prove(variant, goals=goals)]
-    rows += [r.as_json() for r in prove_unbounded(variant, goals=goals)]
-    return rows

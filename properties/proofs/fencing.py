@@ -93,7 +93,6 @@ from properties.proofs.engine import (
     OutsideProjection,
     Projection,
     SymState,
-    report,
 )
 
 BROKER = ACTOR  # the fencing core's actors are brokers
@@ -697,7 +696,6 @@ FENCING = Core(
     scopes=("fencing", "election"),
 )
 
-CORE = FENCING  # this module's core, under the name every core module gives it
 # The fencing core's tables and checks under the names they have always had.
 ACTIONS_BY_NAME = FENCING.actions_by_name
 INVARIANTS_BY_NAME = FENCING.invariants_by_name
@@ -798,8 +796,3 @@ def bmc(
     scope_name = scope or default_scope(variant)
     the_scope = scope_with_brokers(scope_name, n_brokers)
     return FENCING.bmc(the_scope, depth, variant, properties, max_refinements, name=scope_name)
-
-
-def check_all(variant: Variant = CORRECT, depth: int = 20, goals: Iterable[str] | None = None) -> list[dict]:
-    """What ``kraftcheck prove`` reports for the fencing core (``report``)."""
-    return report(FENCING, bmc, prove, prove_unbounded, variant, depth, goals)

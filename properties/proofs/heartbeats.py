@@ -85,7 +85,6 @@ How this fits with the rest: docs/design.md §9.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,7 +102,7 @@ from model.actions import (
     SessionTimeout,
     StopBroker,
 )
-from model.bugs import CORRECT, Bug, Variant
+from model.bugs import Bug, Variant
 from model.kraft import BrokerState, ZkMigrationState
 from model.kraft_quorum import is_active, own_image
 from model.scopes import Scope
@@ -114,18 +113,14 @@ from properties.proofs.engine import (
     BOOL,
     INT,
     ZXID,
-    BmcResult,
     Core,
     Effect,
     EncodedAction,
     EncodedStep,
     Invariant,
-    ObligationResult,
     OutsideProjection,
     Projection,
     SymState,
-    bmc_from_scope,
-    report,
 )
 
 # The seeded bugs the encoding switches, with the encoded actions whose formulas they change.
@@ -572,35 +567,3 @@ HEARTBEAT_CORE = Core(
     max_stutters=MAX_STUTTERS,
     bmc_may_stop=True,  # budgets run out: a scope's encoded runs may end before the depth
 )
-CORE = HEARTBEAT_CORE  # this module's core, under the name every core module gives it
-ACTIONS_BY_NAME = HEARTBEAT_CORE.actions_by_name
-PROPERTY_NAMES = HEARTBEAT_CORE.property_names
-
-
-def bmc(
-    depth: int = 20,
-    variant: Variant = CORRECT,
-    scope: str | None = None,
-    properties: Iterable[str] | None = None,
-    max_refinements: int = 25,
-) -> BmcResult:
-    """Bounded model checking of the heartbeat core from a scope's initial state (the scope a seeded bug names by
-    default, else "held-heartbeats"), with as many brokers as the scope has."""
-    return bmc_from_scope(HEARTBEAT_CORE, depth, variant, scope, properties, max_refinements)
-
-
-def prove(variant: Variant = CORRECT, n_brokers: int = 2, actions: Iterable[str] | None = None,
-          goals: Iterable[str] | None = None) -> list[ObligationResult]:
-    """Every induction obligation for ``n_brokers`` brokers (of ``goals``' invariants only, when named)."""
-    return HEARTBEAT_CORE.prove(variant, HEARTBEAT_CORE.finite(n_brokers), actions=actions, goals=goals)
-
-
-def prove_unbounded(variant: Variant = CORRECT, actions: Iterable[str] | None = None,
-                    goals: Iterable[str] | None = None) -> list[ObligationResult]:
-    """Every induction obligation over an uninterpreted sort of brokers: any number of them."""
-    return HEARTBEAT_CORE.prove(variant, HEARTBEAT_CORE.unbounded(), actions=actions, goals=goals)
-
-
-def check_all(variant: Variant = CORRECT, depth: int = 20, goals: Iterable[str] | None = None) -> list[dict]:
-    """What ``kraftcheck prove`` reports for this core (``proofs.report``)."""
-    return report(HEARTBEAT_CORE, bmc, prove, prove_unbounded, variant, depth, goals)

@@ -108,7 +108,6 @@ How this fits with the rest: docs/design.md §9.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import z3
@@ -148,7 +147,7 @@ from model.actions import (
     ZkOutage,
     ZkRecover,
 )
-from model.bugs import CORRECT, Bug, Variant
+from model.bugs import Bug, Variant
 from model.kraft import FIRST_CONTROLLER_ID, ControllerId, QuorumRole, ZkMigrationState, image_of
 from model.kraft_quorum import is_active
 from model.migration import (
@@ -169,19 +168,15 @@ from properties.proofs.engine import (
     ACTOR,
     BOOL,
     INT,
-    BmcResult,
     Core,
     Effect,
     EncodedAction,
     EncodedStep,
     FiniteActors,
     Invariant,
-    ObligationResult,
     OutsideProjection,
     Projection,
     SymState,
-    bmc_from_scope,
-    report,
 )
 
 D = MigrationDriverState
@@ -1177,37 +1172,5 @@ MIGRATION_CORE = Core(
     max_stutters=MAX_STUTTERS,
     bmc_lemmas=True,
     bmc_bits=False,
+    bmc_refinements=60,
 )
-CORE = MIGRATION_CORE  # this module's core, under the name every core module gives it
-ACTIONS_BY_NAME = MIGRATION_CORE.actions_by_name
-PROPERTY_NAMES = MIGRATION_CORE.property_names
-
-
-def bmc(
-    depth: int = 20,
-    variant: Variant = CORRECT,
-    scope: str | None = None,
-    properties: Iterable[str] | None = None,
-    max_refinements: int = 60,
-) -> BmcResult:
-    """Bounded model checking of the migration fencing core from a scope's initial state (the scope a
-    seeded bug names by default, else "dual-write"), with as many controllers as the scope has."""
-    return bmc_from_scope(MIGRATION_CORE, depth, variant, scope, properties, max_refinements)
-
-
-def prove(variant: Variant = CORRECT, n_controllers: int = 2, actions: Iterable[str] | None = None,
-          goals: Iterable[str] | None = None) -> list[ObligationResult]:
-    """Every induction obligation for ``n_controllers`` controllers (of ``goals``' invariants only, when named)."""
-    return MIGRATION_CORE.prove(variant, MIGRATION_CORE.finite(n_controllers), actions=actions, goals=goals)
-
-
-def prove_unbounded(variant: Variant = CORRECT, actions: Iterable[str] | None = None,
-                    goals: Iterable[str] | None = None) -> list[ObligationResult]:
-    """Every induction obligation over an uninterpreted sort of controllers: any number of them (of ``goals``'
-    invariants only, when named, every invariant still assumed)."""
-    return MIGRATION_CORE.prove(variant, MIGRATION_CORE.unbounded(), actions=actions, goals=goals)
-
-
-def check_all(variant: Variant = CORRECT, depth: int = 20, goals: Iterable[str] | None = None) -> list[dict]:
-    """What ``kraftcheck prove`` reports for this core (``proofs.report``)."""
-    return report(MIGRATION_CORE, bmc, prove, prove_unbounded, variant, depth, goals)
