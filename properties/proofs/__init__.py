@@ -7,7 +7,8 @@
 - ``migration``: the migration's fencing (KIP-866): the claim, the /migration compare-and-set,
   the driver's transition table, KRaft epochs.
 - ``heartbeats``: KRaft brokers on one active controller: registrations, broker epochs, fencing,
-  and heartbeats held in the network and delivered late.
+  heartbeats held in the network and delivered late, and responses lost after their records were
+  written.
 """
 
 from __future__ import annotations

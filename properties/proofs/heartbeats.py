@@ -1,4 +1,5 @@
-"""The heartbeat core of ``kraftcheck prove``: KRaft broker registrations, broker epochs, fencing, held heartbeats.
+"""The heartbeat core of ``kraftcheck prove``: KRaft broker registrations, broker epochs, fencing, held heartbeats,
+lost responses.
 
 Rules: those of ``properties.proofs.engine``, whose machinery (``Core``, BMC with replay, induction,
 choices, actor domains) this core is built on: every variable is read off a ``ClusterState`` by
@@ -6,14 +7,15 @@ choices, actor domains) this core is built on: every variable is read off a ``Cl
 (named in its docstring), and the seeded bug switches the formula where the handler switches its
 code. ``tests/test_proofs_heartbeats.py`` checks on Hypothesis-drawn reachable states of the
 projected scopes that each model step, projected, satisfies the formula of the encoded action it
-is (or a stutter), and that an encoded action the model refuses has a false guard where the guard
-is exact.
+is (or a stutter), that an encoded action the model refuses has a false guard where the guard
+is exact, and that the encoded properties a step breaks are the registry's.
 
 How it works (``HEARTBEAT_CORE``, below; the actors are KRaft brokers, ``Broker`` the sort of the
 unbounded proof):
 - The core (``project``): the one KRaft controller's log length (``log_end``, the offset its next
   record takes, which is the broker epoch a registration gets: KIP-500 §Broker Metadata Management,
-  reference §3.1), the budgets the core's actions spend, and per broker: its process (alive, its
+  reference §3.1), the budgets the core's actions spend, whether the log holds two broker epochs of
+  one incarnation (``split_epochs``, below), and per broker: its process (alive, its
   incarnation, the broker epoch it holds, -1 for none; whether it wants to shut down; Online or
   not; the offset it has replayed to), its registration in the controller's image (exists, epoch,
   incarnation, fenced, in controlled shutdown), whether its session lapsed at the controller
@@ -21,20 +23,25 @@ unbounded proof):
   it the network holds, if any (its broker epoch, WantShutDown and metadata offset:
   ``ClusterState.held``). Fields that mean nothing (no registration, nothing held) are 0, so a
   projection is canonical.
-- Encoded actions: RegisterWithKRaft, BrokerHeartbeat (answered at once), HoldHeartbeat,
+- Encoded actions: RegisterWithKRaft, BrokerHeartbeat (answered at once), RegistrationResponseLost
+  and HeartbeatResponseLost (``_response_lost``: the controller's side of the broker's registration
+  or own heartbeat happens, the broker learns nothing; enabled only where that side changed
+  something, a record or a lapsed session renewed, and spending lost_responses), HoldHeartbeat,
   DeliverHeartbeat (the held heartbeat of the acting broker), SessionTimeout (``fence=True``: the
   fencing record), SessionLapses (``SessionTimeout`` with ``fence=False``: the session of a
   registration whose process is not running lapses, no record), BeginControlledShutdown,
   StopBroker, RestartBroker (a new incarnation), FetchMetadata, and Stutter (every other model
   step: DualWrite, SyncKRaftToZk, ... leave the core as it was). The controller decides a
   heartbeat in one function (``_decide_heartbeat``, ``handle_heartbeat``) for the broker's own and
-  for a held one, as the model does.
+  for a held one, as the model does, and a registration in one (``_decide_registration``) for the
+  broker that takes its answer and for one whose answer is lost.
 - The session (``_renew_session``): a registration of another incarnation refuses a broker's
   registration (DUPLICATE_BROKER_REGISTRATION) only while it is unfenced and its session has not
   lapsed; an accepted registration, a heartbeat that is not stale (and not refused by the lag
-  bound) and the fencing SessionTimeout renew the session; the fencing SessionTimeout of a running
-  registration spends the timeouts budget only if its session had not lapsed. What else empties
-  ``lapsed`` (failover, step-down, resignation, a controller crash) is outside the core.
+  bound), answered or lost, and the fencing SessionTimeout renew the session; the fencing
+  SessionTimeout of a running registration spends the timeouts budget only if its session had not
+  lapsed. What else empties ``lapsed`` (failover, step-down, resignation, a controller crash) is
+  outside the core.
 - Choices (``engine.Choices``), where the model decides from something outside the core: whether
   the broker leads a partition ("leads": a controlled shutdown waits while it does), whether a
   fencing, unfencing or shutdown step writes a partition record besides the registration change
@@ -47,24 +54,46 @@ unbounded proof):
   one not active (no failover: no elections, no controller crash); a log not all committed, or
   answers waiting in a purgatory (scopes purgatory, heartbeat-commit); a ZooKeeper-mode broker
   (migrating ZK brokers' registrations and rollbacks); pre-migration (no KRaft registration,
-  kafka-3.9 fences no one); budgets for what the core does not encode (lost responses, crashes,
-  migrations, partition creations, reassignments, topic deletions, operator writes); two
+  kafka-3.9 fences no one); budgets for what the core does not encode (crashes, migrations,
+  partition creations, reassignments, topic deletions, operator writes); two
   heartbeats of one broker held at once (HoldHeartbeat's guard asks for an empty slot: the
   scopes' budget holds one heartbeat).
 - Properties (registry names, ``model.kraft_invariants``; the one the session lapse decides,
   NoKRaftBrokerTakesALiveZkBrokersId, is about ZooKeeper-mode brokers, which the core refuses):
-  StaleHeartbeatWritesNothing (KIP-380
-  generations on KRaft), UnfencedOnlyWhenCaughtUp (KIP-500 §Broker States), BrokerEpochGivenByController
-  (KIP-866 §Broker Registration). All three are step properties, written over (pre, post): a
-  delivered held heartbeat is the step that empties a broker's slot (no other action does), a
-  BrokerHeartbeat's unfencing the step that unfences a registration without one. No lemma is
-  needed: each obligation follows from the guards and effects of the one action that can break it,
-  with every other field of the broker (and every other broker) framed. Init (``kraft_start``):
-  every broker's process just started, with no registration, no lapsed session and nothing held.
+  StaleHeartbeatWritesNothing (KIP-380 generations on KRaft), UnfencedOnlyWhenCaughtUp (KIP-500
+  §Broker States), BrokerEpochGivenByController (KIP-866 §Broker Registration; KIP-500 §Broker
+  Metadata Management), OneBrokerEpochPerIncarnation (KIP-500 §Broker Metadata Management). The
+  first three are step properties, written over (pre, post): a delivered held heartbeat is the step
+  that empties a broker's slot (no other action does); UnfencedOnlyWhenCaughtUp is, as in the
+  registry, BrokerHeartbeat's alone: the steps that unfence a registration but deliver no held
+  heartbeat and spend no lost response (HeartbeatResponseLost is the one that spends lost_left and
+  unfences); BrokerEpochGivenByController asks the current registration for the epoch a broker takes,
+  where the registry asks the log for any registration of its incarnation: the same on the core's
+  states, where a broker's registrations in the log carry incarnations that never go down (a
+  process registers with the newest), so one of its own incarnation is the current one.
+- OneBrokerEpochPerIncarnation is the registry's ALWAYS property over the whole committed log, and
+  the core keeps the latest registration per broker, not the log: ``project`` reads it off the log
+  with the registry's own predicate into one Boolean, ``split_epochs`` (the log breaks it), and the
+  encoded property is ``not split_epochs``, so it is the registry's on every projected state. The
+  actions keep ``split_epochs`` by a step form: a registration's record of the incarnation the
+  current registration has, with another epoch, sets it, and nothing clears it. That is exact on the
+  core's states: one log, all committed, that only grows (no failover, no truncation, no record
+  removes a registration), whose registrations of a broker carry incarnations that never go down, so
+  a new record of an incarnation with an older record of it finds that one in the current
+  registration (if the log held one epoch per incarnation before). The agreement tests check the
+  step form against the registry on every reachable state of lost-responses. Init: a log with no
+  registration of any broker, so ``split_epochs`` is false. No lemma is needed: each obligation
+  follows from the guards and effects of the one action that can break it, with every other field
+  of the broker (and every other broker) framed.
 - Seeded bugs switched (``ENCODED_BUGS``): heartbeat_accepts_older_broker_epoch (its held heartbeat of a former
-  incarnation writes: DeliverHeartbeat's obligation fails, BMC finds it from held-heartbeats) and
+  incarnation writes: DeliverHeartbeat's obligation fails, BMC finds it from held-heartbeats),
   unfence_before_caught_up (BrokerHeartbeat's; its own scope, broker-migration, has ZK brokers and two
-  controllers, so BMC, and ``kraftcheck mutants --check z3``, find it from this core's scopes).
+  controllers, so BMC, and ``kraftcheck mutants --check z3``, find it from this core's scopes),
+  lost_registration_guesses_epoch (RegistrationResponseLost's broker takes its replayed offset as its
+  epoch: RegistrationResponseLost/BrokerEpochGivenByController fails, BMC finds it from lost-responses)
+  and retried_registration_new_epoch (decide_broker_registration gives a retry a new record: the
+  obligations of OneBrokerEpochPerIncarnation of RegisterWithKRaft and RegistrationResponseLost fail,
+  the two actions that decide a registration; BMC finds it from lost-responses).
 - BMC: the scopes' budgets run out, so their encoded runs end, some before depth 20; the core sets
   ``bmc_may_stop`` so that a violation on a path that ends is found. Without it the whole-depth query
   asks for a path of exactly the depth: in kraft-broker-restart, unfence_before_caught_up's 6-step
@@ -74,11 +103,11 @@ unbounded proof):
   properties are universal.
 
 What it leaves out: controller failover (a second controller, a new leader's log, truncation of
-registrations: the migration core has the quorum), the purgatory's deferred answers, lost
-responses (RegistrationResponseLost, HeartbeatResponseLost), ZK brokers registering with KRaft
-(KIP-866 §Broker Registration's IsMigratingZkBroker path), and the registry's ALWAYS properties
-about the committed log as a whole (BrokerEpochIsRegistrationOffset, OneBrokerEpochPerIncarnation):
-the core keeps the latest registration per broker, not the log.
+registrations: the migration core has the quorum; ``split_epochs``' step form needs a log that only
+grows), the purgatory's deferred answers, ZK brokers registering with KRaft (KIP-866 §Broker
+Registration's IsMigratingZkBroker path), and BrokerEpochIsRegistrationOffset, the registry's ALWAYS
+property about where in the log each registration sits: the core keeps the log's length, not its
+records.
 
 How this fits with the rest: docs/design.md §9.
 """
@@ -96,14 +125,17 @@ from model.actions import (
     BrokerHeartbeat,
     DeliverHeartbeat,
     FetchMetadata,
+    HeartbeatResponseLost,
     HoldHeartbeat,
     RegisterWithKRaft,
+    RegistrationResponseLost,
     RestartBroker,
     SessionTimeout,
     StopBroker,
 )
 from model.bugs import Bug, Variant
 from model.kraft import BrokerState, ZkMigrationState
+from model.kraft_invariants import one_broker_epoch_per_incarnation
 from model.kraft_quorum import is_active, own_image
 from model.scopes import Scope
 from model.state import BrokerHeartbeatRequest, ClusterState
@@ -126,9 +158,13 @@ from properties.proofs.engine import (
 # The seeded bugs the encoding switches, with the encoded actions whose formulas they change.
 ENCODED_BUGS: dict[Bug, tuple[str, ...]] = {
     # handle_heartbeat serves a heartbeat whose broker epoch is older than the registration's
-    Bug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH: ("BrokerHeartbeat", "DeliverHeartbeat"),
+    Bug.HEARTBEAT_ACCEPTS_OLDER_BROKER_EPOCH: ("BrokerHeartbeat", "DeliverHeartbeat", "HeartbeatResponseLost"),
     # handle_heartbeat unfences a fenced registration whether or not the broker has caught up
-    Bug.UNFENCE_BEFORE_CAUGHT_UP: ("BrokerHeartbeat", "DeliverHeartbeat"),
+    Bug.UNFENCE_BEFORE_CAUGHT_UP: ("BrokerHeartbeat", "DeliverHeartbeat", "HeartbeatResponseLost"),
+    # _response_lost: the broker takes the offset it has replayed to as the epoch it was not told
+    Bug.LOST_REGISTRATION_GUESSES_EPOCH: ("RegistrationResponseLost",),
+    # decide_broker_registration gives a retried registration of the same incarnation a new record and epoch
+    Bug.RETRIED_REGISTRATION_NEW_EPOCH: ("RegisterWithKRaft", "RegistrationResponseLost"),
 }
 
 NO_EPOCH = int(UNKNOWN_BROKER_EPOCH)  # a process that holds no broker epoch
@@ -139,6 +175,10 @@ GLOBAL_FIELDS: dict[str, str] = {
     "shutdowns_left": INT,
     "held_left": INT,
     "timeouts_left": INT,
+    "lost_left": INT,
+    # OneBrokerEpochPerIncarnation broken: the committed log holds two broker epochs of one incarnation (read off
+    # the log by the registry's predicate; the actions keep it: see the module docstring)
+    "split_epochs": BOOL,
 }
 
 BROKER_FIELDS: dict[str, str] = {
@@ -161,12 +201,11 @@ BROKER_FIELDS: dict[str, str] = {
 }
 
 # Budgets whose actions the core does not encode: a state that may still spend them is outside it.
-UNENCODED_BUDGETS = ("crashes", "kraft_elections", "controller_crashes", "lost_responses", "migrations",
-                     "partition_creations", "reassignments", "topic_deletions", "operator", "answer_at_commit",
-                     "heartbeats_at_commit")
+UNENCODED_BUDGETS = ("crashes", "kraft_elections", "controller_crashes", "migrations", "partition_creations",
+                     "reassignments", "topic_deletions", "operator", "answer_at_commit", "heartbeats_at_commit")
 
 # The scopes BMC runs from (each projects every reachable state: tests/test_proofs_heartbeats.py).
-SCOPE_NAMES = ("held-heartbeats", "kraft-broker-restart")
+SCOPE_NAMES = ("held-heartbeats", "kraft-broker-restart", "lost-responses")
 
 
 def _held_by_broker(state: ClusterState, controller: int) -> dict[int, BrokerHeartbeatRequest]:
@@ -206,6 +245,8 @@ def project(state: ClusterState) -> Projection:
         "shutdowns_left": state.budget.shutdowns,
         "held_left": state.budget.held_requests,
         "timeouts_left": state.budget.timeouts,
+        "lost_left": state.budget.lost_responses,
+        "split_epochs": not one_broker_epoch_per_incarnation(state),
     }
     rows: dict[str, list] = {name: [] for name in BROKER_FIELDS}
     for b in state.brokers:
@@ -291,32 +332,68 @@ def _decide_heartbeat(s: SymState, b, epoch, want_shutdown, offset, variant: Var
     )
 
 
-def register_with_kraft(s: SymState, b, variant: Variant, choose) -> Effect:
-    """_register_with_kraft: a running process with no broker epoch registers (decide_broker_registration). A
-    registration of another incarnation whose session is valid (unfenced, not lapsed: hasValidSession) refuses it
+@dataclass
+class Registration:
+    """The controller's side of a registration (``handle_registration``): when it is accepted, the epoch it answers,
+    and what it changes: the log (a record unless the same incarnation's registration stands), the registration,
+    the session."""
+
+    accepted: z3.BoolRef
+    stands: z3.BoolRef  # the same incarnation's registration stands: no record
+    epoch: z3.ArithRef
+    changes: dict[str, Any]
+    registration: dict[str, Any]
+
+
+def _decide_registration(s: SymState, b, variant: Variant) -> Registration:
+    """decide_broker_registration and handle_registration for a running process with no broker epoch: a registration
+    of another incarnation whose session is valid (unfenced, not lapsed: hasValidSession) refuses it
     (DUPLICATE_BROKER_REGISTRATION); the same incarnation's stands, epoch and all (a retry); else a
     RegisterBrokerRecord at the log's end gives the epoch (the offset), fenced. Either way the session is renewed
-    (handle_registration, ``_renew_session``)."""
+    (``_renew_session``). A record of the incarnation the current registration has, with another epoch, splits its
+    epochs (``split_epochs``: what retried_registration_new_epoch does)."""
     me = s.of(b)
-    retry = z3.And(me.reg_exists, me.reg_incarnation == me.incarnation)
+    same = z3.And(me.reg_exists, me.reg_incarnation == me.incarnation)
+    stands = z3.BoolVal(False) if variant.has(Bug.RETRIED_REGISTRATION_NEW_EPOCH) else same
     duplicate = z3.And(me.reg_exists, me.reg_incarnation != me.incarnation, z3.Not(me.reg_fenced),
                        z3.Not(me.lapsed))
-    guard = z3.And(me.alive, me.kraft_epoch == NO_EPOCH, z3.Not(duplicate))
-    epoch = z3.If(retry, me.reg_epoch, s.log_end)
-    return Effect(
-        guard,
-        changes={"log_end": z3.If(retry, s.log_end, s.log_end + 1)},
-        mine={
-            "kraft_epoch": epoch,
-            "online": False,  # _take_epoch: Fenced until caught up
+    epoch = z3.If(stands, me.reg_epoch, s.log_end)
+    return Registration(
+        accepted=z3.And(me.alive, me.kraft_epoch == NO_EPOCH, z3.Not(duplicate)),
+        stands=stands,
+        epoch=epoch,
+        changes={"log_end": z3.If(stands, s.log_end, s.log_end + 1),
+                 "split_epochs": z3.Or(s.split_epochs, z3.And(same, me.reg_epoch != epoch))},
+        registration={
             "reg_exists": True,
             "reg_epoch": epoch,
             "reg_incarnation": me.incarnation,
-            "reg_fenced": z3.Or(z3.Not(retry), me.reg_fenced),
-            "reg_shutdown": z3.And(retry, me.reg_shutdown),
+            "reg_fenced": z3.Or(z3.Not(stands), me.reg_fenced),
+            "reg_shutdown": z3.And(stands, me.reg_shutdown),
             "lapsed": False,
         },
     )
+
+
+def register_with_kraft(s: SymState, b, variant: Variant, choose) -> Effect:
+    """_register_with_kraft: a running process with no broker epoch registers (``_decide_registration``) and takes
+    the epoch it is answered with (_take_epoch: Fenced until caught up)."""
+    r = _decide_registration(s, b, variant)
+    return Effect(r.accepted, changes=r.changes, mine={**r.registration, "kraft_epoch": r.epoch, "online": False})
+
+
+def registration_response_lost(s: SymState, b, variant: Variant, choose) -> Effect:
+    """_response_lost of a registration: the controller's side (``_decide_registration``) happens, the broker learns
+    nothing and registers again later. Enabled only where the controller's side changed something (a record, or a
+    lapsed session renewed), and it spends the lost_responses budget. lost_registration_guesses_epoch: the broker
+    takes the offset it has replayed to as its epoch, Fenced."""
+    me = s.of(b)
+    r = _decide_registration(s, b, variant)
+    guard = z3.And(s.lost_left > 0, r.accepted, z3.Or(z3.Not(r.stands), me.lapsed))
+    mine = dict(r.registration)
+    if variant.has(Bug.LOST_REGISTRATION_GUESSES_EPOCH):
+        mine.update({"kraft_epoch": me.offset, "online": False})
+    return Effect(guard, changes={**r.changes, "lost_left": s.lost_left - 1}, mine=mine)
 
 
 def broker_heartbeat(s: SymState, b, variant: Variant, choose) -> Effect:
@@ -339,6 +416,19 @@ def broker_heartbeat(s: SymState, b, variant: Variant, choose) -> Effect:
     mine.update({name: z3.If(d.stale, getattr(me, name), value) for name, value in d.registration.items()})
     mine["lapsed"] = z3.And(d.stale, me.lapsed)
     return Effect(guard, changes={"log_end": z3.If(d.stale, s.log_end, s.log_end + d.records)}, mine=mine)
+
+
+def heartbeat_response_lost(s: SymState, b, variant: Variant, choose) -> Effect:
+    """_response_lost of a heartbeat: the controller's side of the broker's own heartbeat (``_decide_heartbeat``)
+    happens, the broker learns nothing. Enabled only where that side changed something (records, or a lapsed session
+    renewed: a stale heartbeat is refused), and it spends the lost_responses budget; one whose records the lag bound
+    refuses is refused (the guard is necessary only)."""
+    me = s.of(b)
+    d = _decide_heartbeat(s, b, me.kraft_epoch, me.want_shutdown, me.offset, variant, choose)
+    guard = z3.And(s.lost_left > 0, me.alive, me.kraft_epoch != NO_EPOCH, z3.Not(d.stale),
+                   z3.Or(d.records > 0, me.lapsed))
+    return Effect(guard, changes={"log_end": s.log_end + d.records, "lost_left": s.lost_left - 1},
+                  mine={**d.registration, "lapsed": False})
 
 
 def hold_heartbeat(s: SymState, b, variant: Variant, choose) -> Effect:
@@ -434,6 +524,8 @@ ACTIONS: tuple[EncodedAction, ...] = (
     # The lag bound (writes_blocked, outside the core) may refuse what these write: their guards are necessary only.
     EncodedAction("RegisterWithKRaft", register_with_kraft, exact_guard=False),
     EncodedAction("BrokerHeartbeat", broker_heartbeat, exact_guard=False),
+    EncodedAction("RegistrationResponseLost", registration_response_lost, exact_guard=False),
+    EncodedAction("HeartbeatResponseLost", heartbeat_response_lost, exact_guard=False),
     EncodedAction("SessionTimeout", session_timeout, exact_guard=False),
     EncodedAction("SessionLapses", session_lapses),
     EncodedAction("HoldHeartbeat", hold_heartbeat),
@@ -463,10 +555,15 @@ def _stale_heartbeat_writes_nothing(pre: SymState, post: SymState) -> z3.BoolRef
 
 
 def _unfenced_only_when_caught_up(pre: SymState, post: SymState) -> z3.BoolRef:
+    # The registry's is BrokerHeartbeat's alone: a delivered held heartbeat, or one whose response is lost (the one
+    # step that spends lost_left and unfences), is left out.
+    lost = post.lost_left != pre.lost_left
+
     def caught_up(b):
         old, new = pre.of(b), post.of(b)
         unfenced = z3.And(old.reg_exists, new.reg_exists, old.reg_fenced, z3.Not(new.reg_fenced))
-        return z3.Implies(z3.And(unfenced, z3.Not(_delivered(pre, post, b))), old.offset > old.reg_epoch)
+        heartbeat = z3.Not(z3.Or(_delivered(pre, post, b), lost))
+        return z3.Implies(z3.And(unfenced, heartbeat), old.offset > old.reg_epoch)
 
     return pre.dom.every(caught_up)
 
@@ -481,6 +578,10 @@ def _broker_epoch_given_by_controller(pre: SymState, post: SymState) -> z3.BoolR
     return pre.dom.every(given)
 
 
+def _one_broker_epoch_per_incarnation(s: SymState) -> z3.BoolRef:
+    return z3.Not(s.split_epochs)
+
+
 INVARIANTS: tuple[Invariant, ...] = (
     Invariant("StaleHeartbeatWritesNothing", "a held heartbeat older than its broker's registration writes nothing",
               _stale_heartbeat_writes_nothing, on_step=True),
@@ -488,12 +589,15 @@ INVARIANTS: tuple[Invariant, ...] = (
               " replayed past it", _unfenced_only_when_caught_up, on_step=True),
     Invariant("BrokerEpochGivenByController", "a broker takes a broker epoch only from its incarnation's"
               " registration (the core: the current one)", _broker_epoch_given_by_controller, on_step=True),
+    Invariant("OneBrokerEpochPerIncarnation", "every committed registration of one incarnation carries the same"
+              " broker epoch (the core: split_epochs, kept by the registrations)", _one_broker_epoch_per_incarnation),
 )
 
 
 def kraft_start(s: SymState) -> z3.BoolRef:
     """Init: a controller with any log, every broker's process just started: no epoch, no registration, nothing
-    held (scopes.cold_state has no active controller yet: the core begins where one is)."""
+    held (scopes.cold_state has no active controller yet: the core begins where one is). A log with no registration
+    of any broker holds no RegisterBrokerRecord of them (no record removes one), so no split epochs."""
 
     def fresh(b):
         me = s.of(b)
@@ -505,14 +609,15 @@ def kraft_start(s: SymState) -> z3.BoolRef:
         )
 
     return z3.And(s.log_end >= 0, s.restarts_left >= 0, s.shutdowns_left >= 0, s.held_left >= 0,
-                  s.timeouts_left >= 0, s.dom.every(fresh))
+                  s.timeouts_left >= 0, s.lost_left >= 0, z3.Not(s.split_epochs), s.dom.every(fresh))
 
 
 # ---- decoding a step into model actions ---------------------------------------------------------------------------
 
 BY_BROKER_AND_CONTROLLER = {"RegisterWithKRaft": RegisterWithKRaft, "BrokerHeartbeat": BrokerHeartbeat,
-                            "HoldHeartbeat": HoldHeartbeat, "SessionTimeout": SessionTimeout,
-                            "FetchMetadata": FetchMetadata}
+                            "RegistrationResponseLost": RegistrationResponseLost,
+                            "HeartbeatResponseLost": HeartbeatResponseLost, "HoldHeartbeat": HoldHeartbeat,
+                            "SessionTimeout": SessionTimeout, "FetchMetadata": FetchMetadata}
 BY_BROKER = {"BeginControlledShutdown": BeginControlledShutdown, "StopBroker": StopBroker,
              "RestartBroker": RestartBroker}
 ENCODED_KINDS = {cls: name for name, cls in {**BY_BROKER_AND_CONTROLLER, **BY_BROKER}.items()}
