@@ -14,7 +14,7 @@ covered (Raft's committed log); ``committed_image`` is what that prefix replays 
 
 from __future__ import annotations
 
-from model.actions import Action, BrokerHeartbeat, DeliverHeartbeat, RegisterWithKRaft
+from model.actions import Action, BrokerHeartbeat, DeliverHeartbeat, HeartbeatResponseLost, RegisterWithKRaft
 from model.kraft import (
     Incarnation,
     Log,
@@ -128,21 +128,27 @@ def fenced_brokers_never_served(state: ClusterState) -> bool:
 
 @transition(
     "UnfencedOnlyWhenCaughtUp",
-    "A KRaft broker is unfenced only once it has replayed the metadata up to its own registration.",
+    "A KRaft broker is unfenced only once it has replayed the metadata up to its own registration: by its own "
+    "heartbeat, answered or with its answer lost, or by a held one delivered late, each judged by the offset it "
+    "carried.",
     "KIP-500 §Broker States (Fenced while it fetches the newest metadata); reference §3.2",
-    actions=(BrokerHeartbeat,),
+    actions=(BrokerHeartbeat, HeartbeatResponseLost, DeliverHeartbeat),
 )
 def unfenced_only_when_caught_up(before: ClusterState, action: Action, after: ClusterState) -> bool:
-    if not isinstance(action, BrokerHeartbeat):
+    match action:
+        case BrokerHeartbeat(broker=bid, controller=c) | HeartbeatResponseLost(broker=bid, controller=c):
+            offset: int | None = before.brokers[bid].image.offset  # the heartbeat carries what the broker replayed
+        case DeliverHeartbeat(request=request):
+            bid, c, offset = request.broker, request.controller, request.metadata_offset
+        case _:
+            return True
+    if not before.brokers[bid].config.kraft_mode or offset is None:
         return True
-    b = before.brokers[action.broker]
-    if not b.config.kraft_mode:
-        return True
-    was = own_image(ctrl(before, action.controller)).registration(b.id)
-    now = own_image(ctrl(after, action.controller)).registration(b.id)
+    was = own_image(ctrl(before, c)).registration(bid)
+    now = own_image(ctrl(after, c)).registration(bid)
     if was is None or now is None or not was.fenced or now.fenced:
         return True
-    return b.image.offset > was.epoch
+    return offset > was.epoch
 
 
 @always(

@@ -65,9 +65,9 @@ unbounded proof):
   Metadata Management), OneBrokerEpochPerIncarnation (KIP-500 §Broker Metadata Management). The
   first three are step properties, written over (pre, post): a delivered held heartbeat is the step
   that empties a broker's slot (no other action does); UnfencedOnlyWhenCaughtUp is, as in the
-  registry, BrokerHeartbeat's alone: the steps that unfence a registration but deliver no held
-  heartbeat and spend no lost response (HeartbeatResponseLost is the one that spends lost_left and
-  unfences); BrokerEpochGivenByController asks the current registration for the epoch a broker takes,
+  registry, every heartbeat's that unfences (BrokerHeartbeat, HeartbeatResponseLost, DeliverHeartbeat:
+  no other action unfences), judged by the offset the heartbeat carried, the broker's or the held
+  one's; BrokerEpochGivenByController asks the current registration for the epoch a broker takes,
   where the registry asks the log for any registration of its incarnation: the same on the core's
   states, where a broker's registrations in the log carry incarnations that never go down (a
   process registers with the newest), so one of its own incarnation is the current one.
@@ -555,15 +555,13 @@ def _stale_heartbeat_writes_nothing(pre: SymState, post: SymState) -> z3.BoolRef
 
 
 def _unfenced_only_when_caught_up(pre: SymState, post: SymState) -> z3.BoolRef:
-    # The registry's is BrokerHeartbeat's alone: a delivered held heartbeat, or one whose response is lost (the one
-    # step that spends lost_left and unfences), is left out.
-    lost = post.lost_left != pre.lost_left
-
+    # As the registry: the step that unfences is a heartbeat (the broker's own, answered or with its answer lost, or
+    # a held one delivered late: no other action unfences), judged by the offset it carried.
     def caught_up(b):
         old, new = pre.of(b), post.of(b)
         unfenced = z3.And(old.reg_exists, new.reg_exists, old.reg_fenced, z3.Not(new.reg_fenced))
-        heartbeat = z3.Not(z3.Or(_delivered(pre, post, b), lost))
-        return z3.Implies(z3.And(unfenced, heartbeat), old.offset > old.reg_epoch)
+        carried = z3.If(_delivered(pre, post, b), old.held_offset, old.offset)
+        return z3.Implies(unfenced, carried > old.reg_epoch)
 
     return pre.dom.every(caught_up)
 
@@ -585,8 +583,8 @@ def _one_broker_epoch_per_incarnation(s: SymState) -> z3.BoolRef:
 INVARIANTS: tuple[Invariant, ...] = (
     Invariant("StaleHeartbeatWritesNothing", "a held heartbeat older than its broker's registration writes nothing",
               _stale_heartbeat_writes_nothing, on_step=True),
-    Invariant("UnfencedOnlyWhenCaughtUp", "a BrokerHeartbeat unfences a registration only once the broker has"
-              " replayed past it", _unfenced_only_when_caught_up, on_step=True),
+    Invariant("UnfencedOnlyWhenCaughtUp", "a heartbeat unfences a registration only if the offset it carried is"
+              " past it", _unfenced_only_when_caught_up, on_step=True),
     Invariant("BrokerEpochGivenByController", "a broker takes a broker epoch only from its incarnation's"
               " registration (the core: the current one)", _broker_epoch_given_by_controller, on_step=True),
     Invariant("OneBrokerEpochPerIncarnation", "every committed registration of one incarnation carries the same"
