@@ -53,19 +53,24 @@ def test_monitor_counts_a_bound_from_when_the_faults_are_healed():
     assert m.stuck() is g  # nothing left to do while it is open: it stays open forever
 
 
-def test_correct_implementation_meets_every_goal_across_the_default_campaign():
+@pytest.mark.parametrize("seeds, witnessed", [
+    # Halves, so that the two workers share the 16 runs (the longest test of the run when it was one).
+    (range(0, 8), {"LiveFencedBrokerEventuallyUnfenced", "ActiveDriverNeverStaysInactive"}),  # both at seed 2
+    (range(8, 16), {"LiveFencedBrokerEventuallyUnfenced"}),  # at seeds 12 and 15
+])
+def test_correct_implementation_meets_every_goal_across_the_default_campaign(seeds, witnessed):
     """The default campaign's 16 seeds (one steered wave: faults, aims, then each run's quiet continuation): no
     stall, and goals are met in quiet continuations (the check is not vacuous)."""
     # The scenario as named: the goals its quiet continuations witness are what this pins (the drawn
     # configurations' 16 runs are clean too, but in none of them is a driver left INACTIVE by the faults).
     plan = replace(Plan(seeds=16, configs="fixed"), struck=())  # the first wave's task plan: no cell struck yet
     met = set()
-    for seed in range(16):
+    for seed in seeds:
         run = run_seed(plan, seed, aims=aims_for(plan, seed))
         assert run.disagreement is None, f"seed {seed}: {run.disagreement.summary}"
         assert run.handover is not None and len(run.record) == plan.steps
         met |= {key for kind, key in run.coverage if kind == "progress"}
-    assert {"LiveFencedBrokerEventuallyUnfenced", "ActiveDriverNeverStaysInactive"} <= met
+    assert witnessed <= met
 
 
 def test_a_run_without_faults_meets_the_goals_of_the_migration_from_its_start():
