@@ -1191,11 +1191,9 @@ def _views_are_not_ahead(s: SymState) -> z3.BoolRef:
         )
         migration = z3.Implies(me.view_migration_exists, z3.And(
             s.migration_exists, 0 <= me.view_migration_version, me.view_migration_version <= s.migration_version))
-        epoch = z3.Implies(me.view_epoch_exists, z3.And(
-            s.epoch_exists, 0 <= me.view_epoch_version, me.view_epoch_version <= s.epoch_version,
-            me.view_epoch_value <= s.max_epoch))
         # a driver past UNINITIALIZED read /migration through the view, or created it, a write that ended the view
         recovered = z3.Implies(z3.And(me.driver != NO_DRIVER, me.driver != UNINITIALIZED), me.view_migration_exists)
+        epoch = z3.Implies(me.view_epoch_exists, z3.And(s.epoch_exists, me.view_epoch_version <= s.epoch_version))
         view = z3.And(migration, epoch, recovered, z3.Implies(current, z3.And(me.view_epoch_value == s.epoch_value, same_claim)))
         return z3.Implies(z3.And(me.lags, z3.Not(s.handed_back)), view)
 
