@@ -1178,8 +1178,9 @@ def _unclaimed_migration_znode_is_empty(s: SymState) -> z3.BoolRef:
 
 def _views_are_not_ahead(s: SymState) -> z3.BoolRef:
     """A lagging server shows a tree the leader has had: no newer versions, /migration once its driver has
-    recovered, and at /controller_epoch's current version the claim /controller holds (a claim bumps /controller_epoch; a ZooKeeper controller's /controller
-    may have gone since). Until the rollback, which deletes znodes whose views a stopped controller keeps."""
+    recovered, and at /controller_epoch's current version the claim /controller holds (a claim bumps
+    /controller_epoch; a ZooKeeper controller's /controller may have gone since). Until the rollback, which
+    deletes znodes whose views a stopped controller keeps."""
     def behind(c):
         me = s.of(c)
         current = z3.And(me.view_epoch_exists, s.epoch_exists, me.view_epoch_version == s.epoch_version)
@@ -1194,7 +1195,8 @@ def _views_are_not_ahead(s: SymState) -> z3.BoolRef:
         # a driver past UNINITIALIZED read /migration through the view, or created it, a write that ended the view
         recovered = z3.Implies(z3.And(me.driver != NO_DRIVER, me.driver != UNINITIALIZED), me.view_migration_exists)
         epoch = z3.Implies(me.view_epoch_exists, z3.And(s.epoch_exists, me.view_epoch_version <= s.epoch_version))
-        view = z3.And(migration, epoch, recovered, z3.Implies(current, z3.And(me.view_epoch_value == s.epoch_value, same_claim)))
+        view = z3.And(migration, epoch, recovered,
+                      z3.Implies(current, z3.And(me.view_epoch_value == s.epoch_value, same_claim)))
         return z3.Implies(z3.And(me.lags, z3.Not(s.handed_back)), view)
 
     return s.dom.every(behind)
@@ -1247,11 +1249,15 @@ INVARIANTS: tuple[Invariant, ...] = (
               " one STATE_ORDER move ahead of it", _logs_at_most_one_state_ahead, lemma=True),
     Invariant("LoneVoterLogIsCommitted", "a quorum of one controller is one controller, whose whole log is"
               " committed",
-              _lone_voter_log_is_committed, lemma=True),
+              _lone_voter_log_is_committed, lemma=True,
+              # Over any number of controllers, Fetch's and CompleteMigration's obligations are left unknown at
+              # the timeout with the views' lemma assumed (proved in 3-9 s without it); it reads no view.
+              proved_without=("ViewsAreNotAhead",)),
     Invariant("HandedBackQuorumStaysDown", "once the rollback has deleted KRaft's znodes no controller runs",
               _handed_back_quorum_stays_down, lemma=True),
     Invariant("ViewsAreNotAhead", "a lagging server shows no znode version the leader has not had, /migration to a"
-              " recovered driver, and at /controller_epoch's current version the same claim as /controller", _views_are_not_ahead, lemma=True),
+              " recovered driver, and at /controller_epoch's current version the same claim as /controller",
+              _views_are_not_ahead, lemma=True),
     Invariant("MigratingDriversSawPreMigration", "a driver past WAIT_FOR_CONTROLLER_QUORUM on the migration's way"
               " has a committed state that reached PRE_MIGRATION", _migrating_drivers_saw_pre_migration,
               lemma=True),
