@@ -22,7 +22,16 @@ The migration fencing core (``project``), and what it leaves out:
   committed), resigned, and its migration driver: the state as a code
   (``DRIVER_CODES``, -1 for no driver), the leadership it believes in (epoch, whether its own),
   the /migration version and the /controller_epoch version of its claim that it believes (-2:
-  unknown); the migration state of its whole log, committed or not (``log_state``).
+  unknown); the migration state of its whole log, committed or not (``log_state``); and its
+  ZooKeeper server's view (``model.zookeeper`` views, scope stale-reads): whether the server lags, and
+  what it shows of /controller_epoch (exists, value, version), /controller (exists, a KRaft claim,
+  its Raft epoch) and /migration (exists, version), all False/0 while it does not lag. The driver's
+  reads go through it (``_read``): the claim decides on what its server shows and its multi runs at
+  ZooKeeper's leader, where a stale read fails it (the /controller_epoch version it read, /controller
+  as it saw it); RecoverMigrationState reads /migration through it (a create a lagging read asked for
+  fails, NodeExists, and the driver stays UNINITIALIZED); KRaftLeaderChange reads /migration's
+  version through it; every write of the controller ends its view (its server has applied the
+  multi). ``project`` refuses a /controller whose version is not 0 (the model only ever creates it).
 - The step's ghost (``STEP_FIELDS``, reset by every step): the KRaft write ZooKeeper applied in
   this step, if any: its writer's epoch, whether it was a dual write, the writer's driver state.
 - Logs, high watermarks and images are abstracted away but for their migration states. Where a
@@ -71,7 +80,8 @@ MIGRATION record), MigrationCommitted,
 SyncKRaftToZk, SendRPCsToBrokers, DualWrite (the last three through ``_kraft_zk_write``: the
 /controller_epoch check and the /migration compare-and-set), ZkOutage, ZkRecover,
 DeleteControllerZNodes (rollback; KIP: /controller and /controller_epoch, Kafka 3.9: /controller
-and /migration; after it no controller restarts), ZkControllerSessionCloses (StopBroker or
+and /migration; after it no controller restarts), ZkServerLags and ZkServerCatchesUp (a controller's
+server's view, spending stale_reads), ZkControllerSessionCloses (StopBroker or
 ExpireSession of the session that owns a ZooKeeper controller's /controller),
 MigrateBrokerToKRaft and RollbackBrokerToZk (they spend the migrations budget), and Stutter
 (every other model step).
@@ -88,7 +98,22 @@ current version owns /controller in its own epoch (why the check fences everyone
 stale); /migration names no leadership newer than /controller's, and none at all before a claim;
 migration states are state codes; a log whose state has reached the committed one is at most one
 move ahead of it; a quorum of one has its whole log committed; a driver on the migration's way has
-a committed state that reached PRE_MIGRATION.
+a committed state that reached PRE_MIGRATION; once the rollback has deleted KRaft's znodes no
+controller runs (HandedBackQuorumStaysDown); a lagging server shows no znode version the leader
+has not had, /migration to a recovered driver, and at /controller_epoch's current version the
+claim /controller holds (ViewsAreNotAhead: why a claim from a lagging read either fails or claims
+what a fresh read would have; LoneVoterLogIsCommitted is proved without it, ``proved_without``,
+since over any number of controllers two of its obligations were left unknown at the timeout with
+it assumed and are proved in seconds without).
+
+Seeded bugs switched (``ENCODED_BUGS``), among them CLAIM_TRUSTS_STALE_READ (the claim's multi
+sets /controller_epoch at version -1, trusting a lagging read): BMC finds it from stale-reads in
+11 encoded steps (a lag, a claim, a KRaft failover whose new driver claims from the lagging read,
+reusing the epoch the first claim wrote), and six of BecomeZkController's obligations fail.
+Not encoded: a dual write's lost reply or expired session (DualWriteReplyLost, DualWriteSessionExpired:
+their seeded bugs break convergence and ZooKeeper-equals-image properties, outside this core) and
+the driver's event queue (PublishMetadataChange, RunMetadataChange: the stale event's bug breaks
+MigrationOffsetNeverGoesBack, over /migration's offset, which the core leaves out).
 
 BMC (``Core.bmc``) from a scope's real initial state, with Ints for the counters, assumes at every
 step the lemmas that are inductive for the variant (``Core.inductive_lemmas``: those the
