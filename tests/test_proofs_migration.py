@@ -36,14 +36,17 @@ from tests.test_proofs import (
 CORE = pm.MIGRATION_CORE
 # The migration scopes the core projects (the others allow ZooKeeper elections: the fencing core's).
 PROJECTED = ("kraft-quorum", "kraft-born", "pre-migration", "migration", "dual-write", "broker-migration",
-             "finalize", "finalize-failover", "handover", "kraft-broker-restart")
+             "finalize", "finalize-failover", "handover", "kraft-broker-restart", "stale-reads")
 BUG_VARIANTS = {bug: Variant(frozenset({bug})) for bug in pm.ENCODED_BUGS}
 # Its trace needs a new leader's committed log to show the migration done while /migration does not;
 # the search spends its refinements on the old leader's paths first (see the module docstring).
 NOT_FOUND_BY_BMC = {Bug.DUAL_WRITE_BEFORE_SYNC}
 BMC_BUGS = sorted(set(pm.ENCODED_BUGS) - NOT_FOUND_BY_BMC, key=lambda b: b.value)
 BUG_DEPTH = 10  # the longest of their shortest traces is 9 encoded steps, but for:
-BUG_DEPTHS = {Bug.ACTIVATE_ON_UNCOMMITTED_LOG: 20}  # 14 encoded steps: the migration, a restarted quorum, an election
+BUG_DEPTHS = {
+    Bug.ACTIVATE_ON_UNCOMMITTED_LOG: 20,  # 14 encoded steps: the migration, a restarted quorum, an election
+    Bug.CLAIM_TRUSTS_STALE_READ: 12,  # 11: a lag, a claim, a failover whose driver claims from the lagging read
+}
 # A bug whose own step breaks a lemma the targeted property's proof rests on, not the property: the
 # activation bug's POST_MIGRATION, appended on an uncommitted MIGRATION, commits in a later Fetch.
 BREAKS_LEMMA = {Bug.ACTIVATE_ON_UNCOMMITTED_LOG: "LogsAtMostOneStateAhead"}

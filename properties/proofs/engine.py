@@ -332,6 +332,10 @@ class Invariant:
     holds: Callable[..., z3.BoolRef]  # (s) for a state invariant, (pre, post) for a step invariant
     on_step: bool = False
     lemma: bool = False  # a strengthening lemma, not a registry property
+    # Lemmas its induction obligations do not assume, though every other obligation does: fewer premises make
+    # an obligation harder to prove, never unsound, and keep the solver off a lemma it does not need (one that
+    # speaks of fields this invariant never reads can leave its quantified obligations unknown at the timeout).
+    proved_without: tuple[str, ...] = ()
 
 
 def holds(inv: Invariant, pre: SymState, post: SymState) -> z3.BoolRef:
@@ -683,7 +687,8 @@ class Core:
 
         Init/I:  initial(s) /\\ not I(s)
         A/I:     Inv(s) /\\ T_A(s, s') /\\ not I(s, s'), where Inv is every state invariant among
-                 ``invariants`` (so nothing is assumed that is not also proved).
+                 ``invariants`` (so nothing is assumed that is not also proved), but for the lemmas I is
+                 ``proved_without``.
 
         ``goals``: only the obligations of the invariants so named, every one of ``invariants`` still assumed
         (the same formulas as in the whole proof, fewer of them: one property's step, checked alone)."""
@@ -697,15 +702,16 @@ class Core:
             if not inv.on_step and (chosen is None or "Init" in chosen):
                 out.append((f"Init/{inv.name}", [dom.well_formed(s), self.initial(s), z3.Not(inv.holds(s))], s, None))
         pre, post = self.fresh(dom, "pre"), self.fresh(dom, "post")
-        hypotheses = [dom.well_formed(pre), dom.well_formed(post)] + [i.holds(pre) for i in wanted if not i.on_step]
+        assumed = [(i.name, i.holds(pre)) for i in wanted if not i.on_step]
+        hypotheses = {inv.name: [dom.well_formed(pre), dom.well_formed(post)]
+                      + [formula for name, formula in assumed if name not in inv.proved_without] for inv in proved}
         for action in self.actions:
             if chosen is not None and action.name not in chosen:
                 continue
             step_ = self.any_transition(action, pre, post, variant, "step")
             for inv in proved:
-                out.append(
-                    (f"{action.name}/{inv.name}", hypotheses + [step_, z3.Not(holds(inv, pre, post))], pre, post)
-                )
+                out.append((f"{action.name}/{inv.name}", hypotheses[inv.name] + [step_, z3.Not(holds(inv, pre, post))],
+                            pre, post))
         return out
 
     def prove(
