@@ -13,6 +13,8 @@ Seeds: KIP-866 §Controller Leadership, §Dual Metadata Writes (the /migration c
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 
 import pytest
@@ -25,7 +27,7 @@ from model.migration import Profile
 from model.scopes import cold_state
 from properties import cli
 from properties.proofs import migration as pm
-from properties.proofs.engine import OutsideProjection, _value
+from properties.proofs.engine import Core, OutsideProjection, _value
 from properties.simulate import random_path
 from tests.test_proofs import (
     assert_encoding_agrees,
@@ -250,3 +252,21 @@ def test_prove_command_lists_the_migration_obligations(capsys):
     assert "ElectController/AtMostOneControllerPerEpoch" not in names  # the fencing core does not switch it
     violated = names["BMC/migration/depth-3/ZkControllerEpochsIncreaseAcrossHandOver"]
     assert violated["result"] == "violated" and violated["counterexample"]["actions"]
+
+
+def test_an_invariant_proved_without_a_lemma_does_not_assume_it_and_the_others_do():
+    """LoneVoterLogIsCommitted is proved without ViewsAreNotAhead (over any number of controllers, Fetch's and
+    CompleteMigration's obligations were unknown at the timeout with it assumed): its obligations leave that one
+    premise out, every other obligation keeps it; a name that is no lemma of the core is refused."""
+    obligations = {name: (formulas, pre) for name, formulas, pre, _ in
+                   CORE.induction_obligations(CORE.unbounded(), actions=["Fetch"])}
+    lone, pre = obligations["Fetch/LoneVoterLogIsCommitted"]
+    other, other_pre = obligations["Fetch/KRaftEpochNeverDecreases"]
+    views = CORE.invariants_by_name["ViewsAreNotAhead"].holds
+    assert not any(f.eq(views(pre)) for f in lone) and any(f.eq(views(other_pre)) for f in other)
+    assert len(lone) == len(other) - 1
+    misspelt = tuple(dataclasses.replace(i, proved_without=("ViewsAreNotAhaed",))
+                     if i.name == "LoneVoterLogIsCommitted" else i for i in CORE.invariants)
+    arguments = {name: getattr(CORE, name) for name in inspect.signature(Core).parameters}
+    with pytest.raises(ValueError, match="ViewsAreNotAhaed"):
+        Core(**{**arguments, "invariants": misspelt})

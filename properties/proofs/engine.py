@@ -559,6 +559,11 @@ class Core:
         self.bmc_refinements = bmc_refinements
         self.actions_by_name = {a.name: a for a in actions}
         self.invariants_by_name = {i.name: i for i in invariants}
+        for inv in invariants:  # a misspelt name would only assume more, silently: refuse it
+            strangers = [n for n in inv.proved_without if not getattr(self.invariants_by_name.get(n), "lemma", False)]
+            if strangers:
+                raise ValueError(f"{name} core: {inv.name} is proved without {strangers[0]!r}, which is not a lemma of"
+                                 " the core")
         self.property_names = tuple(i.name for i in invariants if not i.lemma)  # the registry properties encoded
         self.state_invariants = tuple(i for i in invariants if not i.on_step)
         self.bmc_actions = tuple(a for a in actions if a.name != "Stutter")  # BMC checks every depth
