@@ -32,7 +32,9 @@ What is abstracted, and why:
   What is in it is how many records of each admin fact the committed log holds past the
   migration's copy; each is an observation. An admin's request in the operator log (sent once the
   runbook's step before it was done, or when it began, as runs since note) becomes the model's
-  action (``OperatorAdminRequest``), one per record: a topic created or grown, one CreatePartitions
+  action (``OperatorAdminRequest``), taken when it was sent or later, up to when Kafka answered it (``Node.deferred``:
+  Kafka's controller may first dual-write an earlier request, and a change seen in between precede its record),
+  one per record: a topic created or grown, one CreatePartitions
   per partition on the brokers Kafka placed it (Kafka's placer is not the model's; the model checks
   each is registered and one active); a deletion, DeleteTopics; a topic config, AlterConfigs (the
   model's one dynamic config); a reassignment, AlterPartitionReassignments (``model_move``) of a partition of the
@@ -965,8 +967,9 @@ def _steps_when_they_began(operator: list[dict]) -> list[dict]:
             e = {"channel": "operator", "kind": "step", "action": "reassign", "topic": move["topic"],
                  "partition": int(move["partition"]), "replicas": replicas, "time": e["time"]}
         if e["kind"] == "step" and e.get("action") in ADMIN_STEPS:
-            # an admin request is sent once the runbook's step before it is done (a note, a fault, a heal)
-            e = e | {"time": e.get("began", previous if previous is not None else e["time"])}
+            # an admin request is sent once the runbook's step before it is done (a note, a fault, a heal), and
+            # answered (its records committed) when the operator noted it
+            e = e | {"time": e.get("began", previous if previous is not None else e["time"]), "answered": noted}
         if e["kind"] in ("step-begins", "step", "fault", "heal", "heal-skipped", "restart"):
             previous = noted
         out.append(e)
@@ -1337,6 +1340,14 @@ class Node:
     state: ClusterState
     pending: tuple[tuple[tuple, object, object], ...] = ()  # (key, old, new) shown by the model, not yet seen
     shown: frozenset[tuple[tuple, object]] = frozenset()  # facts of the committed log shown so far
+    # admin requests sent and not yet taken by the model's controller, each with the time Kafka answered it
+    deferred: tuple[tuple[tuple[OperatorEdit, ...], int], ...] = ()
+
+    def but(self, state: ClusterState, pending: tuple[tuple[tuple, object, object], ...] | None = None,
+            shown: frozenset[tuple[tuple, object]] | None = None) -> Node:
+        """This node with ``state`` (and ``pending``, ``shown`` when given), its deferred requests kept."""
+        return Node(state, self.pending if pending is None else pending, self.shown if shown is None else shown,
+                    self.deferred)
 
 
 def _expire_target(state: ClusterState, action: Action, event: dict) -> Action:
@@ -1389,8 +1400,23 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
         recent = {p for p, at in healed.items() if ob.event["time"] - at <= SESSION_LOSS_SEEN_WITHIN_MS}
         budget = window_budget(controllers, faulty > 0 or bool(killed | recent))
         losing = None if faulty else _losing(killed | recent)
+        # a request Kafka answered before this change was taken before it: the operator sends one at a time
+        taken = _take_deferred(frontier, search, budget, None if ob.is_operator else ob.event["time"])
+        if not taken:
+            result.unexplained = ob
+            result.path = _path(trail, frontier[0])
+            return result
+        frontier = taken
         if ob.is_operator:
             nxt, explored = _apply(frontier, ob, window_budget(controllers, faulty=True), search, FOCUS_BOUND)
+            if nxt and (answered := _answered_later(ob)) is not None:
+                # Kafka's controller takes the request some time after it was sent: the changes seen until it
+                # answered may precede the request's record (a dual write of the request before)
+                later = [Node(node.state, node.pending, node.shown, (*node.deferred, (ob.actions, answered)))
+                         for node in frontier]
+                for node, waiting in zip(frontier, later):
+                    trail.setdefault(waiting, (node, ()))
+                nxt += later
             result.states += explored
             e = ob.event
             if e["kind"] in ("fault", "heal", "heal-skipped"):
@@ -1412,6 +1438,7 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
             frontier = nxt
             continue
         nxt, alternatives, explored = [], set(), 0
+        frontier = _with_deferred_taken(frontier, search, budget)
         if ob.key == ("topics", "reassigned"):
             nxt, alternatives, explored = _explain(
                 frontier, ob, budget, search, FOCUS_BOUND, shortest=True, losing=losing, move=True
@@ -1436,12 +1463,57 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
             return result
         frontier = nxt[:BEAM]
         result.explained += 1
-    settled = [node for node in frontier if not node.pending]
+    frontier = _take_deferred(frontier, search, window_budget(controllers, faulty=True), None) or frontier
+    settled = [node for node in frontier if not node.pending and not node.deferred]
     if not settled:  # every explanation showed something the run never did
         result.unshown = tuple(f"{_key(k)} {_value(old)} -> {_value(new)}" for k, old, new in frontier[0].pending)
     result.unshown += never_mirrored(obs, search.mirrored)
     result.path = _path(trail, (settled or frontier)[0])
     return result
+
+
+def _answered_later(ob: Observation) -> int | None:
+    """When Kafka answered an admin request sent at ``ob``'s time (None: not an admin request, or not later)."""
+    answered = ob.event.get("answered")
+    if not ob.actions or not all(isinstance(a, OperatorAdminRequest) for a in ob.actions):
+        return None
+    return answered if answered is not None and answered > ob.event["time"] else None
+
+
+def _take(node: Node, deferred: int, search: Search, budget: Budget) -> Node | None:
+    """``node`` after its controller takes its first ``deferred`` requests, in the order they were sent."""
+    for _ in range(deferred):
+        request = Observation(("operator",), None, {}, actions=node.deferred[0][0])
+        taken = _operate(Node(node.state, node.pending, node.shown, node.deferred[1:]), node, (), request, budget,
+                         search)
+        if taken is None:
+            return None
+        node = taken
+    return node
+
+
+def _take_deferred(frontier: list[Node], search: Search, budget: Budget, now: int | None) -> list[Node]:
+    """The frontier with every deferred request Kafka had answered by ``now`` (None: all) taken; a node that cannot
+    take one is no explanation (Kafka accepted it)."""
+    out: dict[Node, None] = {}
+    for node in frontier:
+        due = sum(1 for _, answered in node.deferred if now is None or answered <= now)
+        taken = _take(node, due, search, budget) if due else node
+        if taken is not None:
+            out.setdefault(taken)
+    return list(out)
+
+
+def _with_deferred_taken(frontier: list[Node], search: Search, budget: Budget) -> list[Node]:
+    """The frontier and, after it, each node with deferred requests once it has taken the first of them, or more:
+    the next change may follow the request's record."""
+    out: dict[Node, None] = dict.fromkeys(frontier)
+    for node in frontier:
+        for n in range(1, len(node.deferred) + 1):
+            taken = _take(node, n, search, budget)
+            if taken is not None:
+                out.setdefault(taken)
+    return list(out)
 
 
 # node -> (the frontier node it was reached from, the actions between): kept only for frontier nodes
@@ -1475,7 +1547,7 @@ def _apply(frontier: list[Node], ob: Observation, budget: Budget, search: Search
     window = _Window(frontier, budget, bound, shortest=True)
     found: dict[Node, None] = {}
     for node, depth, action, nxt, changes in window.steps(search, HIDDEN):
-        child = Node(nxt, node.pending, node.shown)
+        child = node.but(nxt)
         if changes or not window.add(node, action, child, depth):
             continue
         origin, hidden = window.path_to(child)
@@ -1509,7 +1581,7 @@ def _operate(node: Node, origin: Node, hidden: tuple[Action, ...], ob: Observati
     changes = tuple(visible_changes(before, after, node.shown))
     changes += tuple(search.mirror(node.state, state, node.shown))
     shown = node.shown | {(k, new) for k, _, new in changes if k[0] in SHOWN_ONCE}
-    child = Node(state, node.pending + changes, shown)
+    child = node.but(state, node.pending + changes, shown)
     search.trail.setdefault(child, (origin, (*hidden, *taken)))
     return child
 
@@ -1536,7 +1608,7 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Sear
     for node in frontier:  # a change the model showed earlier, seen now
         for i, (key, old, new) in enumerate(node.pending):
             if key == ob.key and ob.matches(old, new):
-                child = Node(node.state, node.pending[:i] + node.pending[i + 1:], node.shown)
+                child = node.but(node.state, node.pending[:i] + node.pending[i + 1:])
                 search.trail.setdefault(child, (node, ()))
                 found.setdefault(child)
     if found or ob.key[0] == "topics" and ob.key[1] != "reassigned" and not any(
@@ -1560,11 +1632,11 @@ def _explain(frontier: list[Node], ob: Observation, budget: Budget, search: Sear
     for node, depth, action, nxt, changes in window.steps(search, allowed, losing, keep):
         shown = node.shown | {(k, new) for k, _, new in changes if k[0] in SHOWN_ONCE}
         if not changes:
-            window.add(node, action, Node(nxt, node.pending, shown), depth)
+            window.add(node, action, node.but(nxt, shown=shown), depth)
             continue
         mine = [c for c in changes if c[0] == ob.key and ob.matches(c[1], c[2])]
         if mine and len(node.pending) + len(changes) - 1 <= PENDING_WINDOW:
-            shown_node = Node(nxt, node.pending + tuple(c for c in changes if c is not mine[0]), shown)
+            shown_node = node.but(nxt, node.pending + tuple(c for c in changes if c is not mine[0]), shown)
             if shown_node not in found:
                 origin, hidden = window.path_to(node)
                 search.trail.setdefault(shown_node, (origin, (*hidden, action)))
@@ -1601,7 +1673,7 @@ class _Window:
         self.queue: deque[tuple[Node, int]] = deque()
         self.first_found = 1 << 30
         for node in frontier:
-            start = Node(node.state.replace(budget=budget), node.pending, node.shown)
+            start = node.but(node.state.replace(budget=budget))
             if start not in self.up:
                 self.up[start], self.roots[start] = (None, None), node
                 self.queue.append((start, 0))
