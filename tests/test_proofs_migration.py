@@ -108,13 +108,35 @@ def test_seeded_bug_breaks_the_obligation_of_the_action_it_lives_in(bug):
 @pytest.mark.parametrize("bug", [Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK, Bug.CLAIM_IGNORES_NEWER_KRAFT_EPOCH],
                          ids=_bug_id)
 def test_unbounded_proof_fails_where_a_seeded_bug_breaks_fencing(bug):
-    """The unbounded obligations are not vacuous: the seeded bug's obligation fails there too, with every invariant
-    assumed as in the whole proof (``goals``: the other properties' obligations of its actions, which the proof of
-    the correct model discharges below, are left out)."""
+    """The unbounded obligations are not vacuous: the seeded bug's obligation has a counterexample to induction in
+    the unbounded encoding, with every invariant assumed as in the whole proof (``goals``: the other properties'
+    obligations of its actions, which the proof of the correct model discharges below, are left out). z3 finds it
+    among states of 2 controllers (``refute_unbounded``); over any number it answers "unknown" at its timeout."""
     seeded = SEEDED_BUGS_BY_NAME[bug.value]
-    results = CORE.prove_unbounded(BUG_VARIANTS[bug], actions=pm.ENCODED_BUGS[bug], goals=[seeded.invariant])
+    results = CORE.refute_unbounded(BUG_VARIANTS[bug], actions=pm.ENCODED_BUGS[bug], goals=[seeded.invariant])
     assert {r.name for r in results} == {f"{action}/{seeded.invariant}" for action in pm.ENCODED_BUGS[bug]}
-    assert any(not r.proved for r in results), results
+    assert any(r.result == "counterexample-to-induction" for r in results), results
+
+
+def test_an_unknown_unbounded_obligation_is_refuted_among_few_controllers_and_never_proved():
+    """What z3 leaves unknown over any number (here at a 1 ms timeout) is searched among 2 and 3 controllers: the
+    bug's counterexample is found and reported for any number; the correct model's obligation stays unknown."""
+    bug = Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK
+    goals = [SEEDED_BUGS_BY_NAME[bug.value].invariant]
+    [refuted] = CORE.prove_unbounded(BUG_VARIANTS[bug], actions=pm.ENCODED_BUGS[bug], goals=goals, timeout_ms=1)
+    assert (refuted.result, refuted.brokers) == ("counterexample-to-induction",
+                                                 "any number of controllers, found among 2")
+    [kept] = CORE.prove_unbounded(actions=pm.ENCODED_BUGS[bug], goals=goals, timeout_ms=1)
+    assert (kept.result, kept.brokers) == ("unknown", "any number of controllers")
+
+
+def test_no_counterexample_of_few_controllers_where_the_correct_model_is_proved():
+    """The same search finds none in the correct model's obligations of those actions, so what it finds above is
+    the bug's."""
+    actions = sorted({a for bug in (Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK, Bug.CLAIM_IGNORES_NEWER_KRAFT_EPOCH)
+                      for a in pm.ENCODED_BUGS[bug]})
+    results = CORE.refute_unbounded(actions=actions)
+    assert results and all(r.proved for r in results), [r.name for r in results if not r.proved]
 
 
 def test_every_action_can_be_taken_under_the_invariants():
