@@ -707,7 +707,8 @@ def zk_delta_ops(
     A topic an admin deleted on KRaft since ``before`` (a RemoveTopicRecord: scope delete-topics) has its znodes
     deleted, read from ``state`` as Kafka's deleteTopic reads their paths; the topic pending deletion in ZooKeeper
     when the migration began is the sync's (``zk_reconcile_ops``)."""
-    if topic_deleted_between(before, image):
+    deleted = topic_deleted_between(before, image)
+    if deleted:
         ops = topic_deletion_ops(state)
     else:
         moved = tuple(part.replicas for part in image.partitions) != tuple(part.replicas for part in before.partitions)
@@ -715,8 +716,11 @@ def zk_delta_ops(
         # for the partitions copied from ZooKeeper, so it writes the assignment ZooKeeper has, grown or changed.
         ops = _assignment_write(state, image, variant) if moved else []
     for p, part in enumerate(image.partitions):
-        if p >= len(before.partitions) or before.partitions[p] != part:
-            ops.append(_partition_write(p, part, c, variant, new=p >= len(before.partitions)))
+        # A partition created after the deletion (the one topic stands for another, created since: Kafka's delta
+        # deletes the one and creates the other's) is new, whatever ``before`` had at its index: its znode is gone.
+        new = deleted or p >= len(before.partitions)
+        if new or before.partitions[p] != part:
+            ops.append(_partition_write(p, part, c, variant, new=new))
     if image.config is not None and image.config != before.config and not variant.has(Bug.DUAL_WRITE_DROPS_CONFIG):
         # ZooKeeper holds ``before``: its config znode exists exactly when ``before`` has a config.
         write = Create(CONFIG, image.config) if before.config is None else SetData(CONFIG, image.config, ANY_VERSION)

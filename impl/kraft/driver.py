@@ -691,15 +691,17 @@ class KRaftMigrationDriver:
         waits for the next leadership's full sync. Returns the ops and the assignment it read (None: not read)."""
         moved = [part.replicas for part in image.partitions] != [part.replicas for part in before.partitions]
         assignment = None
-        if _deleted(before, image):
+        deleted = _deleted(before, image)
+        if deleted:
             ops: list[Op] = yield from self._topic_deletion_ops()
         elif moved:
             ops, assignment = yield from self._assignment_write(image, now)
         else:
             ops = []
         for p, part in enumerate(image.partitions):
-            if p >= len(before.partitions) or before.partitions[p] != part:
-                ops += self._partition_write(p, image, now, new=p >= len(before.partitions))
+            new = deleted or p >= len(before.partitions)  # created after the deletion: its znode is gone
+            if new or before.partitions[p] != part:
+                ops += self._partition_write(p, image, now, new=new)
         if image.config is not None and image.config != before.config:
             data = encode(CONFIG, image.config, now)
             ops.append(CreateOp(CONFIG, data) if before.config is None else SetDataOp(CONFIG, data, ANY_VERSION))
