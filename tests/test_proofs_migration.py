@@ -38,7 +38,8 @@ from tests.test_proofs import (
 CORE = pm.MIGRATION_CORE
 # The migration scopes the core projects (the others allow ZooKeeper elections: the fencing core's).
 PROJECTED = ("kraft-quorum", "kraft-born", "pre-migration", "migration", "dual-write", "broker-migration",
-             "finalize", "finalize-failover", "handover", "kraft-broker-restart", "stale-reads")
+             "finalize", "finalize-failover", "handover", "kraft-broker-restart", "stale-reads", "dual-write-resend",
+             "dual-write-failure")
 BUG_VARIANTS = {bug: Variant(frozenset({bug})) for bug in pm.ENCODED_BUGS}
 # Its trace needs a new leader's committed log to show the migration done while /migration does not;
 # the search spends its refinements on the old leader's paths first (see the module docstring).
@@ -243,6 +244,25 @@ def test_encoding_agrees_with_model_step_on_reachable_states(scope_name, variant
     scope = SCOPES[scope_name]
     for state, _, _ in random_path(scope, seed, length + 1, variant):
         _check_agreement(state, scope, variant)
+
+
+@pytest.mark.parametrize("profile", list(Profile))
+def test_encoding_agrees_on_lost_replies_and_expired_sessions(profile):
+    """Walks of the scopes with a dual write's lost reply and its expired session: at every state the encoding
+    agrees with model.step (kip's driver finds its own write and goes on; kafka-3.9's keeps a stale /migration
+    version, so its next write fails), and the lemmas hold; the walks take both actions."""
+    variant = Variant(profile=profile)
+    taken: set[str] = set()
+    for scope_name in ("dual-write-resend", "dual-write-failure"):
+        scope = SCOPES[scope_name]
+        for seed in range(8):
+            for state, choices, chosen in random_path(scope, seed, 45, variant):
+                if variant == CORRECT:
+                    assert CORE.broken_state_invariants(pm.project(state)) == []
+                assert_encoding_agrees(CORE, pm.encoded_as, state, scope, variant)
+                if chosen >= 0:
+                    taken.add(type(choices[chosen][0]).__name__)
+    assert {"DualWriteReplyLost", "DualWriteSessionExpired", "DualWrite"} <= taken
 
 
 # ---- slow: the scopes `kraftcheck prove` runs, the command itself, every obligation under every bug -------

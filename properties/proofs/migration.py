@@ -12,7 +12,8 @@ The migration fencing core (``project``), and what it leaves out:
   ever written (``history.max_controller_epoch``); /controller (exists, whether a KRaft controller
   wrote it, that controller and its Raft epoch); /migration (exists, version, the Raft epoch it
   names); the budgets the core's perturbations spend (KRaft elections, controller crashes,
-  operator migration steps, ZooKeeper outages). /migration's offset is left out: no property of
+  operator migration steps, ZooKeeper outages, stale reads, dual writes whose session expired or whose
+  reply was lost). /migration's offset is left out: no property of
   this core reads it (the offsets' properties, ZkWritesFollowKRaftCommits and the lag bound,
   need the committed log). The migration state of the committed log (its last
   ZkMigrationStateRecord: ``committed_state``) and whether the quorum is a single controller.
@@ -78,7 +79,10 @@ RecoverMigrationState, KRaftLeaderChange, WaitForControllerQuorum, WaitForZkBrok
 BecomeZkController (the claim, then the unconditional /migration write), CompleteMigration (the
 MIGRATION record), MigrationCommitted,
 SyncKRaftToZk, SendRPCsToBrokers, DualWrite (the last three through ``_kraft_zk_write``: the
-/controller_epoch check and the /migration compare-and-set), ZkOutage, ZkRecover,
+/controller_epoch check and the /migration compare-and-set), DualWriteReplyLost (the same multi applied, its
+reply lost and its resent copy failed on /migration's version: kip's driver finds its own write and goes on,
+kafka-3.9's keeps the version it had, so its next write fails; spending lost_write_replies),
+DualWriteSessionExpired (nothing written; spending write_failures), ZkOutage, ZkRecover,
 DeleteControllerZNodes (rollback; KIP: /controller and /controller_epoch, Kafka 3.9: /controller
 and /migration; after it no controller restarts), ZkServerLags and ZkServerCatchesUp (a controller's
 server's view, spending stale_reads), ZkControllerSessionCloses (StopBroker or
@@ -110,10 +114,12 @@ Seeded bugs switched (``ENCODED_BUGS``), among them CLAIM_TRUSTS_STALE_READ (the
 sets /controller_epoch at version -1, trusting a lagging read): BMC finds it from stale-reads in
 11 encoded steps (a lag, a claim, a KRaft failover whose new driver claims from the lagging read,
 reusing the epoch the first claim wrote), and six of BecomeZkController's obligations fail.
-Not encoded: a dual write's lost reply or expired session (DualWriteReplyLost, DualWriteSessionExpired:
-their seeded bugs break convergence and ZooKeeper-equals-image properties, outside this core) and
-the driver's event queue (PublishMetadataChange, RunMetadataChange: the stale event's bug breaks
-MigrationOffsetNeverGoesBack, over /migration's offset, which the core leaves out).
+A dual write's lost reply and expired session are encoded (scopes dual-write-resend and dual-write-failure,
+BMC'd by ``kraftcheck prove`` too): the fencing properties still hold with them, under both profiles; their
+seeded bugs (RESEND_KEEPS_STALE_VERSION, FAILED_WRITE_DROPS_DELTA) break convergence and ZooKeeper-equals-image
+properties, outside this core, so they are not switched. Not encoded: the driver's event queue
+(PublishMetadataChange, RunMetadataChange: the stale event's bug breaks MigrationOffsetNeverGoesBack, over
+/migration's offset, which the core leaves out).
 
 BMC (``Core.bmc``) from a scope's real initial state, with Ints for the counters, assumes at every
 step the lemmas that are inductive for the variant (``Core.inductive_lemmas``: those the
@@ -148,6 +154,8 @@ from model.actions import (
     CrashController,
     DeleteControllerZNodes,
     DualWrite,
+    DualWriteReplyLost,
+    DualWriteSessionExpired,
     ExpireSession,
     Fetch,
     KRaftLeaderChange,
@@ -279,6 +287,8 @@ GLOBAL_FIELDS: dict[str, str] = {
     "migrations_left": INT,  # operator steps of the migration and its rollback
     "outages_left": INT,
     "stale_reads_left": INT,
+    "write_failures_left": INT,  # dual writes whose session expired while they waited
+    "lost_replies_left": INT,  # dual writes applied whose reply was lost
     # the step's ghost: the KRaft write ZooKeeper applied in this step (ghost.kraft_writes)
     "wrote": BOOL,
     "write_epoch": INT,  # its writer's epoch (the leadership its driver speaks for)
@@ -360,6 +370,7 @@ def project(state: ClusterState) -> Projection:
     out.update(
         kraft_elections_left=budget.kraft_elections, crashes_left=budget.controller_crashes,
         migrations_left=budget.migrations, outages_left=budget.outages, stale_reads_left=budget.stale_reads,
+        write_failures_left=budget.write_failures, lost_replies_left=budget.lost_write_replies,
     )
     writes = state.ghost.kraft_writes
     if len(writes) > 1:
@@ -769,11 +780,15 @@ def become_zk_controller(s: SymState, c, variant: Variant, choose) -> Effect:
     )
 
 
-def _kraft_zk_write(s: SymState, c, variant: Variant, dual: bool, onward) -> tuple[dict, dict]:
+def _kraft_zk_write(s: SymState, c, variant: Variant, dual: bool, onward, reply_lost: bool = False
+                    ) -> tuple[dict, dict]:
     """_kraft_zk_write: one multi, the Check of /controller_epoch at the claim's version (left out by a
     seeded bug, for dual writes), the metadata ops (they cannot fail), and the compare-and-set of
     /migration at the version the driver believes. Applied, the driver moves ``onward``; failed, it
-    goes INACTIVE and forgets its claim. Returns (global changes, the writer's changes)."""
+    goes INACTIVE and forgets its claim. With ``reply_lost`` (_resent_write) the applied multi's reply is lost
+    and its resent copy fails on /migration's version: kip's driver reads /migration back, finds its own write
+    (its controller id, Raft epoch and offset, just written) and goes on at the new version; kafka-3.9's keeps the
+    version it had, so its next write fails. Returns (global changes, the writer's changes)."""
     me = s.of(c)
     fenced = not (dual and variant.has(Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK))
     checked = z3.And(s.epoch_exists, _cas(me.driver_zk_version, s.epoch_version)) if fenced else z3.BoolVal(True)
@@ -787,9 +802,11 @@ def _kraft_zk_write(s: SymState, c, variant: Variant, dual: bool, onward) -> tup
         "write_dual": dual,
         "write_state": me.driver,
     }
+    learns = not reply_lost or variant.profile is Profile.KIP and not variant.has(Bug.RESEND_KEEPS_STALE_VERSION)
     mine = {
         "driver": _pick(s, applied, onward, INACTIVE),
-        "driver_migration_version": z3.If(applied, version, me.driver_migration_version),
+        "driver_migration_version": z3.If(applied, version, me.driver_migration_version) if learns
+        else me.driver_migration_version,
         "driver_zk_version": z3.If(applied, me.driver_zk_version, UNKNOWN_VERSION),
         **NO_VIEW,  # its server has applied the multi (its reader)
     }
@@ -835,6 +852,25 @@ def dual_write(s: SymState, c, variant: Variant, choose) -> Effect:
     changes, mine = _kraft_zk_write(s, c, variant, True, me.driver)
     guard = z3.And(me.alive, z3.Or([me.driver == _code(a) for a in allowed]), me.driver_leader, s.zk_available)
     return Effect(guard, changes=changes, mine=mine)
+
+
+def dual_write_session_expired(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_dual_write_session_expired: a MetadataChangeEvent in DUAL_WRITE whose write fails, its session expired while
+    ZooKeeper stalled (enabled whether ZooKeeper answers now or not); nothing is written, and what the driver is
+    handed (kafka-3.9's image past /migration's offset) is outside the core. It spends write_failures."""
+    me = s.of(c)
+    left, spent = _spends(s, "write_failures_left")
+    return Effect(z3.And(left, me.alive, _driving(s, c, D.DUAL_WRITE), me.driver_leader), changes=spent)
+
+
+def dual_write_reply_lost(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_dual_write_reply_lost: a MetadataChangeEvent in DUAL_WRITE whose multi ZooKeeper applies and whose reply is
+    lost (``_kraft_zk_write`` with ``reply_lost``). It spends lost_write_replies."""
+    me = s.of(c)
+    left, spent = _spends(s, "lost_replies_left")
+    changes, mine = _kraft_zk_write(s, c, variant, True, me.driver, reply_lost=True)
+    guard = z3.And(left, me.alive, _driving(s, c, D.DUAL_WRITE), me.driver_leader, s.zk_available)
+    return Effect(guard, changes={**changes, **spent}, mine=mine)
 
 
 def zk_server_lags(s: SymState, c, variant: Variant, choose) -> Effect:
@@ -922,6 +958,8 @@ ACTIONS: tuple[EncodedAction, ...] = (
     EncodedAction("SyncKRaftToZk", sync_kraft_to_zk, exact_guard=False),
     EncodedAction("SendRPCsToBrokers", send_rpcs_to_brokers, exact_guard=False),
     EncodedAction("DualWrite", dual_write, exact_guard=False),
+    EncodedAction("DualWriteSessionExpired", dual_write_session_expired, exact_guard=False),
+    EncodedAction("DualWriteReplyLost", dual_write_reply_lost, exact_guard=False),
     EncodedAction("ZkServerLags", zk_server_lags),
     EncodedAction("ZkServerCatchesUp", zk_server_catches_up),
     EncodedAction("ZkOutage", zk_outage, arity=0),
@@ -939,7 +977,8 @@ BY_CONTROLLER: dict[str, type] = {
     for cls in (
         StartElection, BecomeLeader, CrashController, ShutdownController, RestartController, RecoverMigrationState,
         KRaftLeaderChange, WaitForControllerQuorum, WaitForZkBrokers, BecomeZkController, CompleteMigration,
-        MigrationCommitted, SyncKRaftToZk, SendRPCsToBrokers, DualWrite, ZkServerLags, ZkServerCatchesUp,
+        MigrationCommitted, SyncKRaftToZk, SendRPCsToBrokers, DualWrite, DualWriteSessionExpired, DualWriteReplyLost,
+        ZkServerLags, ZkServerCatchesUp,
     )
 }
 ENVIRONMENT: dict[str, type] = {cls.__name__: cls for cls in (ZkOutage, ZkRecover, DeleteControllerZNodes)}
@@ -1322,7 +1361,7 @@ MIGRATION_CORE = Core(
     initial=migration_start,
     encoded_bugs=ENCODED_BUGS,
     model_actions=model_actions,
-    scopes=("dual-write", "migration", "stale-reads"),
+    scopes=("dual-write", "migration", "stale-reads", "dual-write-resend", "dual-write-failure"),
     step_fields=STEP_FIELDS,
     stutters=stutters,
     max_stutters=MAX_STUTTERS,
