@@ -25,6 +25,7 @@ from properties.kafka.checks import (
     zk_equals_image_at_migration_offset,
 )
 from properties.kafka.validate import (
+    Environment,
     Node,
     OperatorAdminRequest,
     Search,
@@ -322,6 +323,41 @@ def test_an_admin_request_is_placed_when_it_began():
              {"channel": "operator", "kind": "admin-retry", "time": 30},
              {"channel": "operator", "kind": "step", "action": "add-partitions", "topic": "t", "time": 40}]
     assert next(e for e in _steps_when_they_began(older) if e.get("action"))["time"] == 10
+
+
+def test_a_reassignment_is_placed_when_its_tool_ran_not_after_a_heal_during_it():
+    """A move waits for its replicas to catch up, and a fault may heal meanwhile: its records come after the tool
+    ran (``began``, noted since a real run showed the first one before the heal), not after that heal, and a move
+    seen stuck keeps the same time."""
+    def timeline(*move: dict) -> list[dict]:
+        return [{"channel": "operator", "kind": "goal", "goal": "orders-0 reassigned to [0, 2]", "time": 100},
+                {"channel": "operator", "kind": "heal", "fault": "kill-broker", "process": "broker-0", "time": 150},
+                *move]
+    reassign = {"channel": "operator", "kind": "step", "action": "reassign", "topic": "orders", "partition": 0,
+                "replicas": [0, 2], "time": 600}
+    placed = [e for e in _steps_when_they_began(timeline(reassign)) if e.get("action")]
+    assert [(e["time"], e["answered"]) for e in placed] == [(150, 600)]  # an older recording: after the heal
+    placed = [e for e in _steps_when_they_began(timeline(reassign | {"began": 120})) if e.get("action")]
+    assert [(e["time"], e["answered"]) for e in placed] == [(120, 600)]
+    stuck = {"channel": "operator", "kind": "stuck", "goal": "orders-0 reassigned to [0, 2]", "time": 900,
+             "began": 120}
+    placed = [e for e in _steps_when_they_began(timeline(stuck)) if e.get("action")]
+    assert [(e["action"], e["time"]) for e in placed] == [("reassign", 120)]
+
+
+def test_a_deletion_seen_stuck_is_the_request_kafka_accepted_when_its_record_is_in_the_log():
+    """A deletion whose topics the brokers kept listing (its dual write lost under a stalled ZooKeeper, Kafka 3.9)
+    was still sent and accepted: its RemoveTopicRecord is explained by it, placed when it was sent, and the lost
+    mirror is what validation names. A stuck deletion the log holds no record of is no request the model takes."""
+    stuck = {"channel": "operator", "kind": "stuck", "goal": "topics payments deleted", "time": 900, "began": 120}
+    [placed] = _steps_when_they_began([stuck])
+    assert (placed["action"], placed["topics"], placed["time"], placed["stuck"]) == (
+        "delete-topics", ["payments"], 120, True)
+    env = Environment(placed={}, removed=frozenset({"payments"}))
+    env.started.add("controller-3000")
+    assert env.admin(placed) == (OperatorAdminRequest("delete", "payments"),)
+    env.removed = frozenset()
+    assert env.admin(placed) is None
 
 
 def test_recordings_without_topics_keep_admin_steps_unmapped():

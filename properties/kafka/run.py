@@ -438,8 +438,10 @@ class Run:
 
     # ---- waiting ------------------------------------------------------------------------------
 
-    def wait(self, goal: str, reached: Callable[[], bool], bound: float = PROGRESS_BOUND_S) -> None:
-        """Until ``reached()``, firing due faults; stuck after ``bound`` s past the later of now and the last heal."""
+    def wait(self, goal: str, reached: Callable[[], bool], bound: float = PROGRESS_BOUND_S,
+             stuck_note: dict | None = None) -> None:
+        """Until ``reached()``, firing due faults; stuck after ``bound`` s past the later of now and the last heal
+        (noted with ``stuck_note``'s fields as they are then)."""
         began = time.monotonic()
         self.note("goal", goal=goal)
         awaited = getattr(reached, "process", None)
@@ -463,7 +465,7 @@ class Run:
                 self.note("stuck", goal=goal, exited=awaited.name, why=why)
                 raise RunbookStuck(f"{goal}: {awaited.name} exited on its own ({why})")
             if time.monotonic() > max(began, self.last_heal) + bound and not self.pending:
-                self.note("stuck", goal=goal)
+                self.note("stuck", goal=goal, **(stuck_note or {}))
                 raise RunbookStuck(f"{goal} not reached within {bound:.0f} s of the last heal")
             time.sleep(0.2)
         self.note("reached", goal=goal)
@@ -735,7 +737,7 @@ class Run:
                 self.note("admin-retry", topics=[t[0] for t in topics], error=last_error[0])
                 return False
 
-        self.wait(f"topics {', '.join(t[0] for t in topics)} created", done)
+        self.wait(f"topics {', '.join(t[0] for t in topics)} created", done, stuck_note={"began": began})
         self.note("step", action="admin", topics=[t[0] for t in topics], config=config, began=began)
 
     def delete_topics(self, topics: list[str]) -> None:
@@ -758,7 +760,7 @@ class Run:
                 self.note("admin-retry", topics=topics, error=str(e.args[0]))
                 return False
 
-        self.wait(f"topics {', '.join(topics)} deleted", done)
+        self.wait(f"topics {', '.join(topics)} deleted", done, stuck_note={"began": began})
         self.note("step", action="delete-topics", topics=topics, began=began)
 
     def add_partitions(self, topic: str, total: int) -> None:
@@ -783,7 +785,7 @@ class Run:
                 self.note("admin-retry", topics=[topic], error=str(e.args[0]))
                 return False
 
-        self.wait(f"topic {topic} grown to {total} partitions", done)
+        self.wait(f"topic {topic} grown to {total} partitions", done, stuck_note={"began": began})
         self.note("step", action="add-partitions", topic=topic, partitions=total, began=began)
 
     def reassign_partition(self, topic: str, partition: int) -> None:
@@ -802,23 +804,26 @@ class Run:
         tool = ("org.apache.kafka.tools.reassign.ReassignPartitionsCommand" if self.install.release >= (3, 7, 0)
                 else "kafka.admin.ReassignPartitionsCommand")
         servers = ",".join(f"127.0.0.1:{p}" for p in self.cluster.broker_ports.values())
-        submitted: list[bool] = []
+        # when the tool was run: the move's records come after it, and may come long before the move completes (a
+        # fault in between), so trace validation places the request here, not at its note
+        sent: dict[str, int] = {}
 
         def done() -> bool:
             try:
                 if list(self.admin().list_topics(topic, timeout=20).topics[topic].partitions[partition].replicas) \
                         == target:
                     return True
-                if not submitted:
+                if not sent:
+                    began = int(time.time() * 1000)
                     self.cluster.tool([tool, "--bootstrap-server", servers, "--reassignment-json-file", str(plan),
                                        "--execute"])
-                    submitted.append(True)
+                    sent["began"] = began
             except (KafkaException, ClusterError) as e:
                 self.note("admin-retry", topics=[topic], error=str(e.args[0]))
             return False
 
-        self.wait(f"{topic}-{partition} reassigned to {target}", done)
-        self.note("step", action="reassign", topic=topic, partition=partition, replicas=target)
+        self.wait(f"{topic}-{partition} reassigned to {target}", done, stuck_note=sent)
+        self.note("step", action="reassign", topic=topic, partition=partition, replicas=target, **sent)
 
     def create_data(self) -> None:
         self.create_topics([("orders", 3, 2), ("payments", 2, 2)], {"retention.ms": "3600000"})

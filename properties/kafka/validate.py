@@ -46,9 +46,12 @@ What is abstracted, and why:
   completed after, once each; not which brokers it moved (the model's partition is not the real one) nor the ISR
   and leader it ended with (hidden, as every ISR change is). A reassignment the runbook saw stuck (its goal never
   reached) is still the request Kafka accepted: its start is explained, and its missing completion (a liveness
-  matter) is left to the runbook's goal and ``ZkBrokerPartitionChangesBumpLeaderEpoch``. Kafka accepted each (the
-  runbook notes only what took effect), so the model must accept it too and write its record, and a record no
-  request asked for (no hidden step writes one but a move's completion) is unexplained.
+  matter) is left to the runbook's goal and ``ZkBrokerPartitionChangesBumpLeaderEpoch``. So is a deletion seen
+  stuck (its topics still listed: a lost mirror under a stalled ZooKeeper, say) whose RemoveTopicRecord the log
+  holds; one it does not hold was never accepted and is no model action. A move and each stuck request are placed
+  when they were sent (``began``: runs since note it), not when they completed: a fault may heal in between.
+  Kafka accepted each (the runbook notes only what took effect), so the model must accept it too and write its
+  record, and a record no request asked for (no hidden step writes one but a move's completion) is unexplained.
   Differs: Kafka's CreateTopics writes a topic's TopicRecord, ConfigRecords and PartitionRecords in
   one batch (ReplicationControlManager.createTopics); the model writes one CreatePartitions each.
   Left out, each with its reason: the migration's copy (``MigrationCopiesZkExactly`` checks it
@@ -891,7 +894,8 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
     steps.sort(key=lambda e: e["time"])  # stable: a stop moved after its election comes after it in the merge
     out: list[Observation] = []
     admin = admin_records(obs)
-    env = Environment(obs.version, None if admin is None else placements(admin), moves(admin or []))
+    env = Environment(obs.version, None if admin is None else placements(admin), moves(admin or []),
+                      frozenset(e["topic"] for e in admin or [] if e["fact"] == "removed"))
     if admin:
         records = sorted(records + admin, key=lambda e: e["offset"])
     claims = _claims_in_zookeeper(obs) if obs.version < (3, 5, 0) else []
@@ -946,6 +950,7 @@ def _claims_in_zookeeper(obs: Observed) -> list[dict]:
 
 
 # The runbook's goal for a reassignment (run.py): "orders-0 reassigned to [0, 1]".
+STUCK_DELETION = re.compile(r"topics (?P<topics>[^ ,]+(?:, [^ ,]+)*) deleted")
 STUCK_MOVE = re.compile(r"(?P<topic>\S+)-(?P<partition>\d+) reassigned to \[(?P<replicas>[\d, ]+)\]")
 
 
@@ -961,11 +966,17 @@ def _steps_when_they_began(operator: list[dict]) -> list[dict]:
             step_began = e["time"]
         elif e["kind"] == "step" and e.get("action") in ("stop", "update-features"):
             e = e | {"time": e.get("began", step_began if step_began is not None else e["time"])}
+        elif e["kind"] == "stuck" and (deletion := STUCK_DELETION.fullmatch(e["goal"])):
+            # a deletion Kafka may have accepted, whose topics the brokers still listed (its mirror lost, say)
+            e = {"channel": "operator", "kind": "step", "action": "delete-topics", "stuck": True,
+                 "topics": deletion["topics"].split(", "), "time": e["time"],
+                 **({"began": e["began"]} if "began" in e else {})}
         elif e["kind"] == "stuck" and (move := STUCK_MOVE.fullmatch(e["goal"])):
             # a reassignment Kafka accepted that never completed: the runbook sent it, and notes only its goal
             replicas = [int(b) for b in move["replicas"].split(",")]
             e = {"channel": "operator", "kind": "step", "action": "reassign", "topic": move["topic"],
-                 "partition": int(move["partition"]), "replicas": replicas, "time": e["time"]}
+                 "partition": int(move["partition"]), "replicas": replicas, "time": e["time"],
+                 **({"began": e["began"]} if "began" in e else {})}
         if e["kind"] == "step" and e.get("action") in ADMIN_STEPS:
             # an admin request is sent once the runbook's step before it is done (a note, a fault, a heal), and
             # answered (its records committed) when the operator noted it
@@ -982,12 +993,14 @@ class Environment:
 
     def __init__(self, version: tuple[int, int, int] = (3, 9, 2),
                  placed: dict[str, list[tuple[tuple[BrokerId, ...], ...]]] | None = None,
-                 moved: dict[tuple[str, int], list[tuple[BrokerId, ...]]] | None = None) -> None:
+                 moved: dict[tuple[str, int], list[tuple[BrokerId, ...]]] | None = None,
+                 removed: frozenset[str] = frozenset()) -> None:
         self.version = version  # the release: which levels an UpdateFeatures names
         # topic -> the replicas of the partitions each admin request made, in order: None, admin steps unmapped
         self.placed = placed
         # (topic, partition) -> the replicas each reassignment the log started moved from, in order
         self.moved = moved or {}
+        self.removed = removed  # the topics the log holds a RemoveTopicRecord of
         self.started: set[str] = set()
         self.roles: dict[str, str] = {}
         self.faults: dict[str, str] = {}  # process -> the fault striking it now
@@ -1012,7 +1025,9 @@ class Environment:
             return None
         action = e["action"]
         if action == "delete-topics":
-            return tuple(OperatorAdminRequest("delete", t) for t in e["topics"])
+            # a deletion the runbook saw stuck was accepted only if its record is in the log
+            topics = [t for t in e["topics"] if not e.get("stuck") or t in self.removed]
+            return tuple(OperatorAdminRequest("delete", t) for t in topics) or None
         if action == "reassign":
             started = self.moved.get((e["topic"], int(e["partition"])), [])
             if not started:
