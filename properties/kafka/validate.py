@@ -949,7 +949,8 @@ def _claims_in_zookeeper(obs: Observed) -> list[dict]:
     return out
 
 
-# The runbook's goal for a reassignment (run.py): "orders-0 reassigned to [0, 1]".
+# The runbook's goals (run.py) for a deletion, "topics payments deleted", and a reassignment, "orders-0 reassigned
+# to [0, 1]".
 STUCK_DELETION = re.compile(r"topics (?P<topics>[^ ,]+(?:, [^ ,]+)*) deleted")
 STUCK_MOVE = re.compile(r"(?P<topic>\S+)-(?P<partition>\d+) reassigned to \[(?P<replicas>[\d, ]+)\]")
 
