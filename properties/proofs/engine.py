@@ -778,8 +778,8 @@ class Core:
     def prove_unbounded(self, variant: Variant = CORRECT, actions: Iterable[str] | None = None,
                         goals: Iterable[str] | None = None, timeout_ms: int = 60_000) -> list[ObligationResult]:
         """Every induction obligation over an uninterpreted sort of actors: any number of them (of ``goals``'
-        invariants only, when named, every invariant still assumed). One z3 answers "unknown" is searched again
-        for a counterexample among 2, then 3 actors (``refute_unbounded``), which is one over any number too."""
+        invariants only, when named, every invariant still assumed). An obligation z3 leaves "unknown" is searched
+        again for a counterexample among 2, then 3 actors (``refute_unbounded``), which is one over any number too."""
         results = self.prove(variant, self.unbounded(), actions=actions, goals=goals, timeout_ms=timeout_ms)
         return [self._refuted(variant, r) if r.result == "unknown" else r for r in results]
 
