@@ -894,6 +894,7 @@ def _add_campaign_arguments(p: argparse.ArgumentParser, positive) -> None:
     p.add_argument("--faults", type=checked(check_faults), default=DEFAULT_FAULTS,
                    help="fault mix: none, network, process, zookeeper, all, responses, lagging, zk-lagging, "
                         "queue, reassign, delete-topics, write-failure, reply-loss, purgatory, heartbeat-commit, held, "
+                        "stalled-deletion, "
                         "a+b, key=weight; "
                         f"swarm, or swarm+a: each run draws its own mix (default {DEFAULT_FAULTS})")
     p.add_argument("--mutant", type=checked(check_mutant),

@@ -275,3 +275,41 @@ def test_default_campaign_sends_a_worlds_one_shot_admin_requests():
     run = run_seed(plan, 16, coverage=False)
     assert any(type(s.action) is DeleteTopics for s in run.record)
     assert run.disagreement is not None
+
+
+def test_stalled_deletion_leaves_a_zk_deletion_pending_into_the_migration():
+    """Mix and world ``stalled-deletion``: each ZK broker's admin marks the topic for deletion and no ZK controller
+    completes it, so a mark made before the KRaft claim is pending when the migration reads ZooKeeper (KAFKA-15605).
+    The correct implementation agrees with the model there (fixed configuration, seed 20); the mistake put into both
+    (the topic copied live, as Kafka 3.4 to 3.6.0 did) is caught by PendingDeletionNeverLiveInKRaft, which does not
+    ask the model, and under ``all`` (nothing deleted) it breaks nothing. A drawn configuration in that world
+    creates no partition."""
+    from impl.sim.faults import MIXES, parse
+    from impl.sim.scenarios import Configuration, creates_partition
+    from model.types import Ibp
+    from properties.campaign.options import make_plan
+    from properties.runs import run_seed
+
+    assert parse("all+stalled-deletion").stalled_deletion
+    assert not any(m.stalled_deletion for name, m in MIXES.items() if name != "stalled-deletion")
+    base = Configuration(1, Ibp.IBP_3_6_IV1, (Ibp.IBP_3_6_IV1,) * 3, admin=("partitions",))
+    assert creates_partition(base) and creates_partition(base.__class__(**{**base.__dict__, "worlds": ("held",)}))
+    for world in ("stalled-deletion", "delete-topics"):
+        assert not creates_partition(base.__class__(**{**base.__dict__, "worlds": (world,)}))
+
+    def seed(number, faults, mutant=None, configs="fixed"):
+        plan = make_plan(seeds=number + 1, faults=faults, configs=configs, out="unused",
+                         **({"mutant": mutant} if mutant else {}))
+        return run_seed(plan, number, coverage=False)
+
+    mutant = "shared_migrates_pending_deletion"
+    caught = seed(20, "all+stalled-deletion", mutant)
+    assert "PendingDeletionNeverLiveInKRaft" in str(caught.disagreement)
+    assert any(type(s.action) is MarkTopicDeletion for s in caught.record)
+    assert seed(20, "all", mutant).disagreement is None
+    correct = seed(20, "all+stalled-deletion")
+    assert correct.disagreement is None, str(correct.disagreement)
+    # the default campaign: its seed 24 lives in the world (its first but seed 18) and catches the mistake
+    assert "stalled-deletion" in make_plan(seeds=25, out="unused").scope_of(24)
+    assert "PendingDeletionNeverLiveInKRaft" in str(seed(24, "all", mutant, configs="drawn").disagreement)
+    assert seed(24, "all", configs="drawn").disagreement is None

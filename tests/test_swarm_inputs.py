@@ -130,13 +130,13 @@ def test_drawn_batch_size_runs_the_migration_in_batches_and_its_name_builds_it_a
 
 # ---- worlds: issue 17's freedoms in the default campaign --------------------------------------------------------
 
-def test_about_half_the_seeds_live_in_no_world_and_every_world_is_drawn_within_64_seeds():
+def test_about_a_third_of_the_seeds_live_in_no_world_and_every_world_is_drawn_within_64_seeds():
     """Each freedom behind an opt-in mix or scope (``WORLDS``) reaches the default campaign, some runs meet two; about
-    half the runs have none, and a seed without one draws the configuration it drew before worlds were drawn (its
+    a third of the runs have none (0.9 ** 11 of 64 seeds is 20; within about two standard deviations of it), and a seed without one draws the configuration it drew before worlds were drawn (its
     label has no world)."""
     drawn = [draw(seed) for seed in SEEDS]
     assert {world for c in drawn for world in c.worlds} == set(WORLDS)
-    assert 20 <= sum(not c.worlds for c in drawn) <= 44
+    assert 13 <= sum(not c.worlds for c in drawn) <= 28
     assert any(len(c.worlds) > 1 for c in drawn)
     for configuration in drawn:
         assert ("world=" in configuration.label) == bool(configuration.worlds)

@@ -3,7 +3,8 @@
 A mix is a set of weights relative to one protocol step (a node's offered action or a message
 delivery, each weight 1). ``parse`` reads a mix from the command line: a name (``none``, ``network``,
 ``process``, ``zookeeper``, ``lagging``, ``zk-lagging``, ``all``, ``responses``, ``queue``, ``reassign``,
-``delete-topics``, ``write-failure``, ``purgatory``, ``reply-loss``, ``heartbeat-commit``, ``held``), names joined
+``delete-topics``, ``write-failure``, ``purgatory``, ``reply-loss``, ``heartbeat-commit``, ``held``,
+``stalled-deletion``), names joined
 with ``+``, ``swarm`` joined to them, and ``key=weight`` overrides, e.g. ``network+process,drop=0.2``. Anything else
 is a one-line ``ValueError`` naming the bad part.
 
@@ -16,9 +17,9 @@ session expiries in quick succession and no message loss is rare in all of them;
 swarm's runs some have exactly that. ``swarm`` alone swarms over ``all``; ``swarm+network`` over the network's faults.
 
 Worlds: the opt-in mixes of issue 17's freedoms (``reassign``, ``write-failure``, ``zk-lagging``, ``queue``,
-``purgatory``, ``reply-loss``, ``delete-topics``, ``held``) are also the worlds a drawn configuration may live in
-(``impl.sim.scenarios.WORLDS``): each joins the mix of one run in ten of the default campaign, so the default
-campaign runs every freedom.
+``purgatory``, ``reply-loss``, ``delete-topics``, ``held``, ``stalled-deletion``) are also the worlds a drawn
+configuration may live in (``impl.sim.scenarios.WORLDS``): each joins the mix of one run in ten of the default
+campaign, so the default campaign runs every freedom.
 """
 
 from __future__ import annotations
@@ -70,6 +71,13 @@ class FaultMix:
     # controller's admin send it once while it is active. An admin's input, not a fault: only in mix
     # ``delete-topics``, not reweighed by a swarm, so other mixes' runs stay.
     delete_topic: float = 0.0
+    # an admin's DeleteTopics of the one topic sent to a ZooKeeper-mode broker, which marks it in
+    # /admin/delete_topics, while the ZK controller's deletion stalls (TopicDeletionManager leaves a topic
+    # ineligible for deletion while a replica is offline): any non-zero weight has every ZK broker's admin send it
+    # once, and no ZK controller completes it, so a mark made before the KRaft claim is pending when the migration
+    # reads ZooKeeper (KIP-866 §Topic Deletions, KAFKA-15605). An admin's input: only in mix ``stalled-deletion``
+    # (and its world), not reweighed by a swarm.
+    stalled_deletion: float = 0.0
     # a KRaft controller's dual write fails: ZooKeeper stalled past the controller's session timeout while the write
     # waited, and the session had expired when it answered. A drawn DualWrite becomes DualWriteSessionExpired: a
     # probability per drawn DualWrite. Only in mix ``write-failure`` (and its world), not reweighed by a swarm.
@@ -172,6 +180,9 @@ MIXES["heartbeat-commit"] = FaultMix(answer_at_commit=1.0, heartbeats_at_commit=
 # Heartbeats held in the network and delivered late (issue 17 §1): ``all+held`` has the crashes and stops that make
 # a held one stale by the time it arrives.
 MIXES["held"] = FaultMix(hold_heartbeat=0.3, restart=0.5, recover=1.0)
+# A deletion asked of a ZooKeeper-mode broker that the ZK controller never completes (a replica offline): pending when
+# the migration starts if it was asked before the claim (after it, the broker forwards it to KRaft).
+MIXES["stalled-deletion"] = FaultMix(stalled_deletion=1.0, restart=0.5, recover=1.0)
 SWARM = "swarm"  # not a mix but a way to run one: ``swarm+network`` swarms over the network's faults
 
 

@@ -350,6 +350,9 @@ class Simulation:
         if self.faults.delete_topic:  # mix ``delete-topics``: every KRaft controller's admin deletes the topic once
             for controller in self.cluster.controllers.values():
                 controller.deletes_topic = True
+        if self.faults.stalled_deletion:  # mix ``stalled-deletion``: every ZK broker's admin marks it once; the ZK
+            for broker in self.cluster.brokers.values():  # controller's deletion (``topic_deletions``) stays stalled
+                broker.deletes_topic = True
         self.cuts: dict[frozenset[int], int] = {}  # a partitioned pair -> when it heals
         self.crashed_at: dict[int, int] = {}  # a dead (or paused) broker's ZooKeeper session -> when it went silent
         self.paused: dict[int, int] = {}  # a paused node -> when it resumes
