@@ -132,8 +132,8 @@ def test_drawn_batch_size_runs_the_migration_in_batches_and_its_name_builds_it_a
 
 def test_about_a_third_of_the_seeds_live_in_no_world_and_every_world_is_drawn_within_64_seeds():
     """Each freedom behind an opt-in mix or scope (``WORLDS``) reaches the default campaign, some runs meet two; about
-    a third of the runs have none (0.9 ** 11 of 64 seeds is 20; within about two standard deviations of it), and a seed without one draws the configuration it drew before worlds were drawn (its
-    label has no world)."""
+    a third of the runs have none (0.9 ** 11 of 64 seeds is 20; within about two standard deviations of it), and a
+    seed without one draws the configuration it drew before worlds were drawn (its label has no world)."""
     drawn = [draw(seed) for seed in SEEDS]
     assert {world for c in drawn for world in c.worlds} == set(WORLDS)
     assert 13 <= sum(not c.worlds for c in drawn) <= 28
