@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model import SCOPES, SEEDED_BUGS_BY_NAME, Bug, Variant, initial_state
+from model.actions import RunMetadataChange
 from model.bugs import CORRECT
 from model.migration import Profile
 from model.scopes import cold_state
@@ -39,7 +40,7 @@ CORE = pm.MIGRATION_CORE
 # The migration scopes the core projects (the others allow ZooKeeper elections: the fencing core's).
 PROJECTED = ("kraft-quorum", "kraft-born", "pre-migration", "migration", "dual-write", "broker-migration",
              "finalize", "finalize-failover", "handover", "kraft-broker-restart", "stale-reads", "dual-write-resend",
-             "dual-write-failure")
+             "dual-write-failure", "event-queue")
 BUG_VARIANTS = {bug: Variant(frozenset({bug})) for bug in pm.ENCODED_BUGS}
 # Its trace needs a new leader's committed log to show the migration done while /migration does not;
 # the search spends its refinements on the old leader's paths first (see the module docstring).
@@ -263,6 +264,42 @@ def test_encoding_agrees_on_lost_replies_and_expired_sessions(profile):
                 if chosen >= 0:
                     taken.add(type(choices[chosen][0]).__name__)
     assert {"DualWriteReplyLost", "DualWriteSessionExpired", "DualWrite"} <= taken
+
+
+QUEUE_VARIANTS = [Variant(), Variant(profile=Profile.KAFKA_3_9), Variant(frozenset({Bug.STALE_EVENT_RUNS}))]
+
+
+@pytest.mark.parametrize("variant", QUEUE_VARIANTS, ids=["kip", "kafka-3.9", "stale-runs"])
+def test_encoding_agrees_on_queued_driver_events(variant):
+    """Walks of scope event-queue: at every state the encoding agrees with model.step (a MetadataChangeEvent queued
+    with its epoch and leadership, run later: dropped when stale, as Kafka 3.8+ does, or, with the seeded bug
+    STALE_EVENT_RUNS, written as current), and the lemmas hold; the walks run events both stale and current."""
+    from model.kraft_migration import stale_event
+
+    scope, ran = SCOPES["event-queue"], set()
+    for seed in range(24):
+        for state, choices, chosen in random_path(scope, seed, 60, variant):
+            if variant == CORRECT:
+                assert CORE.broken_state_invariants(pm.project(state)) == []
+            assert_encoding_agrees(CORE, pm.encoded_as, state, scope, variant)
+            if chosen >= 0 and isinstance(choices[chosen][0], RunMetadataChange):
+                c = next(c for c in state.controllers if c.id == choices[chosen][0].controller)
+                ran.add(stale_event(c, c.driver.queue[0]))
+    assert ran == {True, False}
+
+
+def test_a_stale_event_that_runs_breaks_no_fencing_obligation():
+    """STALE_EVENT_RUNS writes a stale event's image as current: that moves /migration's offset back
+    (MigrationOffsetNeverGoesBack, outside the core), but the write is the fenced multi of a driver that believes it
+    leads, so every obligation of the two queue actions stays proved; without the fencing check the run is not."""
+    queue_actions = ("PublishMetadataChange", "RunMetadataChange")
+    proved = CORE.prove_finite(Variant(frozenset({Bug.STALE_EVENT_RUNS})), actions=queue_actions)
+    assert proved and all(r.proved for r in proved), [r.name for r in proved if not r.proved]
+    unbounded = CORE.prove_unbounded(Variant(frozenset({Bug.STALE_EVENT_RUNS})), actions=queue_actions)
+    assert all(r.proved for r in unbounded), [r.name for r in unbounded if not r.proved]
+    unfenced = CORE.prove_finite(Variant(frozenset({Bug.STALE_EVENT_RUNS, Bug.DUAL_WRITE_SKIPS_EPOCH_CHECK})),
+                                 actions=["RunMetadataChange"])
+    assert any(not r.proved for r in unfenced)
 
 
 # ---- slow: the scopes `kraftcheck prove` runs, the command itself, every obligation under every bug -------

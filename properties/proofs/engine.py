@@ -528,7 +528,10 @@ class Core:
     may end before the BMC's depth (every action disabled, no Stutter in the unrolling), so the one
     query over the whole depth asks for a violation on a path of any length up to it, not on a path of
     exactly that length, which a run that ends would make vacuously unsatisfiable. ``bmc_refinements``: how many
-    traces the model cannot follow ``bmc_in_scope`` blocks before it gives up.
+    traces the model cannot follow ``bmc_in_scope`` blocks before it gives up. ``followed_bugs``: seeded bugs
+    the formulas follow whose properties lie outside the core, so no obligation of the core's can fail for them: a
+    variant may hold them, to prove that the core's properties survive them; they are not ``encoded_bugs``,
+    which the core must catch.
 
     What ``kraftcheck prove`` runs of a core (``report``) is built here from these: ``bmc_in_scope``,
     ``prove_finite``, ``prove_unbounded``, so a core module writes only its encoding.
@@ -554,6 +557,7 @@ class Core:
         bmc_bits: bool = True,
         bmc_may_stop: bool = False,
         bmc_refinements: int = 25,
+        followed_bugs: frozenset[Bug] = frozenset(),
     ) -> None:
         self.name = name
         self.noun = noun
@@ -573,6 +577,7 @@ class Core:
         self.bmc_bits = bmc_bits
         self.bmc_may_stop = bmc_may_stop
         self.bmc_refinements = bmc_refinements
+        self.followed_bugs = followed_bugs
         self.actions_by_name = {a.name: a for a in actions}
         self.invariants_by_name = {i.name: i for i in invariants}
         for inv in invariants:  # a misspelt name would only assume more, silently: refuse it
@@ -607,7 +612,7 @@ class Core:
         return {**p, **self.step_fields}
 
     def check_variant(self, variant: Variant) -> None:
-        unknown = variant.bugs - self.encoded_bugs.keys()
+        unknown = variant.bugs - self.encoded_bugs.keys() - self.followed_bugs
         if unknown:
             names = ", ".join(sorted(b.value for b in unknown))
             raise ValueError(f"the z3 encoding does not switch these seeded bugs: {names}")

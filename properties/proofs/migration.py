@@ -13,7 +13,7 @@ The migration fencing core (``project``), and what it leaves out:
   wrote it, that controller and its Raft epoch); /migration (exists, version, the Raft epoch it
   names); the budgets the core's perturbations spend (KRaft elections, controller crashes,
   operator migration steps, ZooKeeper outages, stale reads, dual writes whose session expired or whose
-  reply was lost). /migration's offset is left out: no property of
+  reply was lost, MetadataChangeEvents queued). /migration's offset is left out: no property of
   this core reads it (the offsets' properties, ZkWritesFollowKRaftCommits and the lag bound,
   need the committed log). The migration state of the committed log (its last
   ZkMigrationStateRecord: ``committed_state``) and whether the quorum is a single controller.
@@ -23,7 +23,9 @@ The migration fencing core (``project``), and what it leaves out:
   committed), resigned, and its migration driver: the state as a code
   (``DRIVER_CODES``, -1 for no driver), the leadership it believes in (epoch, whether its own),
   the /migration version and the /controller_epoch version of its claim that it believes (-2:
-  unknown); the migration state of its whole log, committed or not (``log_state``); and its
+  unknown), and the MetadataChangeEvent in its queue, if any (the Raft epoch and whether the node led when it
+  was raised; ``project`` refuses scopes where two may be queued); the migration state of its whole log,
+  committed or not (``log_state``); and its
   ZooKeeper server's view (``model.zookeeper`` views, scope stale-reads): whether the server lags, and
   what it shows of /controller_epoch (exists, value, version), /controller (exists, a KRaft claim,
   its Raft epoch) and /migration (exists, version), all False/0 while it does not lag. The driver's
@@ -82,7 +84,10 @@ SyncKRaftToZk, SendRPCsToBrokers, DualWrite (the last three through ``_kraft_zk_
 /controller_epoch check and the /migration compare-and-set), DualWriteReplyLost (the same multi applied, its
 reply lost and its resent copy failed on /migration's version: kip's driver finds its own write and goes on,
 kafka-3.9's keeps the version it had, so its next write fails; spending lost_write_replies),
-DualWriteSessionExpired (nothing written; spending write_failures), ZkOutage, ZkRecover,
+DualWriteSessionExpired (nothing written; spending write_failures), PublishMetadataChange (a driver in
+DUAL_WRITE queues an event with Raft's epoch and leadership; spending queued_events) and RunMetadataChange (the
+event runs: dropped when stale, KAFKA-16667, or when the driver is not leading in DUAL_WRITE, or, a choice, when
+ZooKeeper has its image already; else DualWrite's multi), ZkOutage, ZkRecover,
 DeleteControllerZNodes (rollback; KIP: /controller and /controller_epoch, Kafka 3.9: /controller
 and /migration; after it no controller restarts), ZkServerLags and ZkServerCatchesUp (a controller's
 server's view, spending stale_reads), ZkControllerSessionCloses (StopBroker or
@@ -117,9 +122,12 @@ reusing the epoch the first claim wrote), and six of BecomeZkController's obliga
 A dual write's lost reply and expired session are encoded (scopes dual-write-resend and dual-write-failure,
 BMC'd by ``kraftcheck prove`` too): the fencing properties still hold with them, under both profiles; their
 seeded bugs (RESEND_KEEPS_STALE_VERSION, FAILED_WRITE_DROPS_DELTA) break convergence and ZooKeeper-equals-image
-properties, outside this core, so they are not switched. Not encoded: the driver's event queue
-(PublishMetadataChange, RunMetadataChange: the stale event's bug breaks MigrationOffsetNeverGoesBack, over
-/migration's offset, which the core leaves out).
+properties, outside this core, so they are not switched. The driver's event queue is encoded (scope event-queue,
+BMC'd by ``kraftcheck prove``): the fencing properties hold with queued events under both profiles, and still with
+the seeded bug STALE_EVENT_RUNS (a stale event written as current), whose write is the fenced multi of a driver
+that believes it leads; that bug breaks MigrationOffsetNeverGoesBack, over /migration's offset, which the core
+leaves out. The formulas follow it and RESEND_KEEPS_STALE_VERSION (``followed_bugs``), so the proofs can be asked
+under them; they do not switch them.
 
 BMC (``Core.bmc``) from a scope's real initial state, with Ints for the counters, assumes at every
 step the lemmas that are inductive for the variant (``Core.inductive_lemmas``: those the
@@ -162,12 +170,14 @@ from model.actions import (
     MigrateBrokerToKRaft,
     MigrateMetadata,
     MigrationCommitted,
+    PublishMetadataChange,
     ReconfigureController,
     RecoverMigrationState,
     RegisterWithKRaft,
     RequestVote,
     RestartController,
     RollbackBrokerToZk,
+    RunMetadataChange,
     SendRPCsToBrokers,
     SessionTimeout,
     ShutdownController,
@@ -289,6 +299,7 @@ GLOBAL_FIELDS: dict[str, str] = {
     "stale_reads_left": INT,
     "write_failures_left": INT,  # dual writes whose session expired while they waited
     "lost_replies_left": INT,  # dual writes applied whose reply was lost
+    "queued_events_left": INT,  # MetadataChangeEvents that may still be queued (Budget.queued_events)
     # the step's ghost: the KRaft write ZooKeeper applied in this step (ghost.kraft_writes)
     "wrote": BOOL,
     "write_epoch": INT,  # its writer's epoch (the leadership its driver speaks for)
@@ -312,6 +323,11 @@ CONTROLLER_FIELDS: dict[str, str] = {
     "driver_leader": BOOL,  # Driver.leader: that leadership is its own
     "driver_migration_version": INT,  # Driver.migration_version
     "driver_zk_version": INT,  # Driver.zk_epoch_version: /controller_epoch's version after its claim
+    # The MetadataChangeEvent in its driver's queue (Driver.queue; at most one, ``project``), if any: the Raft
+    # epoch and whether the node led when it was raised (KAFKA-16667); the image it carries is outside the core.
+    "queued": BOOL,
+    "queued_epoch": INT,
+    "queued_leader": BOOL,
     # Its ZooKeeper server's view (model.zookeeper views): whether it lags, and what it shows of the znodes its
     # driver reads (/controller's version is always 0: it is only ever created), all False/0 while it does not lag.
     "lags": BOOL,
@@ -327,13 +343,14 @@ CONTROLLER_FIELDS: dict[str, str] = {
 NO_VIEW: dict[str, Any] = {name: False if kind == BOOL else 0
                            for name, kind in CONTROLLER_FIELDS.items() if name == "lags" or name.startswith("view_")}
 VIEWED = [name[len("view_"):] for name in NO_VIEW if name != "lags"]  # the global fields a view shows
+NO_QUEUE = {"queued": False, "queued_epoch": 0, "queued_leader": False}
 NO_DRIVER_FIELDS = {
     "driver": NO_DRIVER, "driver_epoch": 0, "driver_leader": False, "driver_migration_version": 0,
-    "driver_zk_version": 0,
+    "driver_zk_version": 0, **NO_QUEUE,
 }
 FRESH_DRIVER = {
     "driver": DRIVER_CODES[_FRESH.state], "driver_epoch": _FRESH.kraft_epoch, "driver_leader": _FRESH.leader,
-    "driver_migration_version": _FRESH.migration_version, "driver_zk_version": _FRESH.zk_epoch_version,
+    "driver_migration_version": _FRESH.migration_version, "driver_zk_version": _FRESH.zk_epoch_version, **NO_QUEUE,
 }
 
 
@@ -371,7 +388,10 @@ def project(state: ClusterState) -> Projection:
         kraft_elections_left=budget.kraft_elections, crashes_left=budget.controller_crashes,
         migrations_left=budget.migrations, outages_left=budget.outages, stale_reads_left=budget.stale_reads,
         write_failures_left=budget.write_failures, lost_replies_left=budget.lost_write_replies,
+        queued_events_left=budget.queued_events,
     )
+    if budget.queued_events + sum(len(c.driver.queue) for c in state.controllers if c.driver is not None) > 1:
+        raise OutsideProjection("two MetadataChangeEvents may be queued: the core keeps one")
     writes = state.ghost.kraft_writes
     if len(writes) > 1:
         raise OutsideProjection("one step applied two KRaft writes")
@@ -400,6 +420,7 @@ def project(state: ClusterState) -> Projection:
                 NO_DRIVER_FIELDS if d is None else {
                     "driver": DRIVER_CODES[d.state], "driver_epoch": int(d.kraft_epoch), "driver_leader": d.leader,
                     "driver_migration_version": d.migration_version, "driver_zk_version": d.zk_epoch_version,
+                    **_project_queue(d),
                 }
             ),
             **view,
@@ -408,6 +429,14 @@ def project(state: ClusterState) -> Projection:
             rows[name].append(value)
     out.update({name: tuple(values) for name, values in rows.items()})
     return out
+
+
+def _project_queue(d: Driver) -> dict[str, Any]:
+    """The MetadataChangeEvent in the driver's queue (``project`` refuses more than one)."""
+    if not d.queue:
+        return NO_QUEUE
+    event = d.queue[0]
+    return {"queued": True, "queued_epoch": int(event.kraft_epoch), "queued_leader": event.leader}
 
 
 def _project_view(seen: zkm.ZkState) -> dict[str, Any]:
@@ -873,6 +902,35 @@ def dual_write_reply_lost(s: SymState, c, variant: Variant, choose) -> Effect:
     return Effect(guard, changes={**changes, **spent}, mine=mine)
 
 
+def publish_metadata_change(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_publish_metadata_change: a driver in DUAL_WRITE (leading or not: the publisher does not ask) queues a
+    MetadataChangeEvent with Raft's current epoch and whether its node leads; that the committed image is past
+    /migration's offset is outside the core. It spends a queued event."""
+    me = s.of(c)
+    left, spent = _spends(s, "queued_events_left")
+    guard = z3.And(me.alive, me.driver == _code(D.DUAL_WRITE), left, z3.Not(me.queued))
+    return Effect(guard, changes=spent, mine={"queued": True, "queued_epoch": me.epoch, "queued_leader": me.leads})
+
+
+def run_metadata_change(s: SymState, c, variant: Variant, choose) -> Effect:
+    """_run_metadata_change: the queued event runs. Raised under another epoch or leadership than Raft's now, it
+    is dropped (KAFKA-16667; the seeded bug STALE_EVENT_RUNS runs it as current, which breaks only /migration's
+    offset, outside the core); run by a driver not in DUAL_WRITE or that believes it does not lead, dropped too; and
+    with an image ZooKeeper has already (outside the core: the choice "newer"). Otherwise it is DualWrite's fenced
+    multi (``_kraft_zk_write``), and waits while ZooKeeper is away."""
+    me = s.of(c)
+    stale = z3.Or(me.queued_epoch != me.epoch, me.queued_leader != me.leads)
+    as_current = z3.And(stale, z3.BoolVal(variant.has(Bug.STALE_EVENT_RUNS)))
+    proceeds = z3.And(z3.Or(z3.Not(stale), as_current), me.driver == _code(D.DUAL_WRITE), me.driver_leader)
+    goes = z3.And(proceeds, z3.Or(as_current, choose("newer")))
+    writes = z3.And(goes, s.zk_available)
+    changes, wrote = _kraft_zk_write(s, c, variant, True, me.driver)
+    mine = {name: z3.If(writes, value, getattr(me, name)) if isinstance(value, z3.BoolRef) or isinstance(value, bool)
+            else _pick(s, writes, value, getattr(me, name)) for name, value in wrote.items()}
+    guard = z3.And(me.alive, me.driver != NO_DRIVER, me.queued, z3.Not(z3.And(goes, z3.Not(s.zk_available))))
+    return Effect(guard, changes=_either(s, writes, changes, {}), mine={**mine, **NO_QUEUE})
+
+
 def zk_server_lags(s: SymState, c, variant: Variant, choose) -> Effect:
     """_zk_server_lags: a controller's server (alive or not) stops applying transactions while ZooKeeper is
     available; from now on its driver reads the tree as it is now. It spends a stale read."""
@@ -960,6 +1018,8 @@ ACTIONS: tuple[EncodedAction, ...] = (
     EncodedAction("DualWrite", dual_write, exact_guard=False),
     EncodedAction("DualWriteSessionExpired", dual_write_session_expired, exact_guard=False),
     EncodedAction("DualWriteReplyLost", dual_write_reply_lost, exact_guard=False),
+    EncodedAction("PublishMetadataChange", publish_metadata_change, exact_guard=False),
+    EncodedAction("RunMetadataChange", run_metadata_change, exact_guard=False),
     EncodedAction("ZkServerLags", zk_server_lags),
     EncodedAction("ZkServerCatchesUp", zk_server_catches_up),
     EncodedAction("ZkOutage", zk_outage, arity=0),
@@ -978,7 +1038,7 @@ BY_CONTROLLER: dict[str, type] = {
         StartElection, BecomeLeader, CrashController, ShutdownController, RestartController, RecoverMigrationState,
         KRaftLeaderChange, WaitForControllerQuorum, WaitForZkBrokers, BecomeZkController, CompleteMigration,
         MigrationCommitted, SyncKRaftToZk, SendRPCsToBrokers, DualWrite, DualWriteSessionExpired, DualWriteReplyLost,
-        ZkServerLags, ZkServerCatchesUp,
+        PublishMetadataChange, RunMetadataChange, ZkServerLags, ZkServerCatchesUp,
     )
 }
 ENVIRONMENT: dict[str, type] = {cls.__name__: cls for cls in (ZkOutage, ZkRecover, DeleteControllerZNodes)}
@@ -1361,11 +1421,13 @@ MIGRATION_CORE = Core(
     initial=migration_start,
     encoded_bugs=ENCODED_BUGS,
     model_actions=model_actions,
-    scopes=("dual-write", "migration", "stale-reads", "dual-write-resend", "dual-write-failure"),
+    scopes=("dual-write", "migration", "stale-reads", "dual-write-resend", "dual-write-failure", "event-queue"),
     step_fields=STEP_FIELDS,
     stutters=stutters,
     max_stutters=MAX_STUTTERS,
     bmc_lemmas=True,
     bmc_bits=False,
     bmc_refinements=60,
+    # Their properties (MigrationOffsetNeverGoesBack; the dual write's convergence) lie outside the core.
+    followed_bugs=frozenset({Bug.STALE_EVENT_RUNS, Bug.RESEND_KEEPS_STALE_VERSION}),
 )
