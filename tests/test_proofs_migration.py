@@ -40,7 +40,7 @@ CORE = pm.MIGRATION_CORE
 # The migration scopes the core projects (the others allow ZooKeeper elections: the fencing core's).
 PROJECTED = ("kraft-quorum", "kraft-born", "pre-migration", "migration", "dual-write", "broker-migration",
              "finalize", "finalize-failover", "handover", "kraft-broker-restart", "stale-reads", "dual-write-resend",
-             "dual-write-failure", "event-queue")
+             "dual-write-failure", "event-queue", "batched-migration")
 BUG_VARIANTS = {bug: Variant(frozenset({bug})) for bug in pm.ENCODED_BUGS}
 # Its trace needs a new leader's committed log to show the migration done while /migration does not;
 # the search spends its refinements on the old leader's paths first (see the module docstring).
@@ -286,6 +286,21 @@ def test_encoding_agrees_on_queued_driver_events(variant):
                 c = next(c for c in state.controllers if c.id == choices[chosen][0].controller)
                 ran.add(stale_event(c, c.driver.queue[0]))
     assert ran == {True, False}
+
+
+@pytest.mark.parametrize("profile", list(Profile))
+def test_encoding_agrees_on_a_migration_in_batches(profile):
+    """Walks of scope batched-migration (the initial migration in batches, a failover or an outage between them):
+    each batch is a Stutter of the core, the encoding agrees with model.step at every state and the lemmas hold; the
+    walks take batches, failovers and the migration's end."""
+    variant, scope, taken = Variant(profile=profile), SCOPES["batched-migration"], set()
+    for seed in range(6):
+        for state, choices, chosen in random_path(scope, seed, 60, variant):
+            assert CORE.broken_state_invariants(pm.project(state)) == []
+            assert_encoding_agrees(CORE, pm.encoded_as, state, scope, variant)
+            if chosen >= 0:
+                taken.add(type(choices[chosen][0]).__name__)
+    assert {"MigrateMetadata", "StartElection", "MigrationCommitted"} <= taken
 
 
 def test_a_stale_event_that_runs_breaks_no_fencing_obligation():

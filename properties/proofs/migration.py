@@ -127,7 +127,10 @@ BMC'd by ``kraftcheck prove``): the fencing properties hold with queued events u
 the seeded bug STALE_EVENT_RUNS (a stale event written as current), whose write is the fenced multi of a driver
 that believes it leads; that bug breaks MigrationOffsetNeverGoesBack, over /migration's offset, which the core
 leaves out. The formulas follow it and RESEND_KEEPS_STALE_VERSION (``followed_bugs``), so the proofs can be asked
-under them; they do not switch them.
+under them; they do not switch them. The initial migration in batches (scope batched-migration, BMC'd too, a KRaft
+failover or a ZooKeeper outage between the batches) needs no encoding of its own: a batch (MigrateMetadata) writes
+records of the migration's transaction and no migration state, so it is a Stutter of this core, and the walks of
+that scope agree with model.step.
 
 BMC (``Core.bmc``) from a scope's real initial state, with Ints for the counters, assumes at every
 step the lemmas that are inductive for the variant (``Core.inductive_lemmas``: those the
@@ -1421,7 +1424,8 @@ MIGRATION_CORE = Core(
     initial=migration_start,
     encoded_bugs=ENCODED_BUGS,
     model_actions=model_actions,
-    scopes=("dual-write", "migration", "stale-reads", "dual-write-resend", "dual-write-failure", "event-queue"),
+    scopes=("dual-write", "migration", "stale-reads", "dual-write-resend", "dual-write-failure", "event-queue",
+            "batched-migration"),
     step_fields=STEP_FIELDS,
     stutters=stutters,
     max_stutters=MAX_STUTTERS,
