@@ -229,6 +229,7 @@ class Run:
     deferred: dict[int, float] = field(default_factory=dict)  # id(fault) -> when its heal first waited
     outage_ended: float | None = None  # when the last ZooKeeper outage healed
     deprovisioned: set[int] = field(default_factory=set)  # controllers the rollback stopped for good
+    roles: dict[str, str] = field(default_factory=dict)  # process name -> the role it was last started in
     started: float = field(default_factory=time.monotonic)
     observer: ZkObserver | None = field(init=False, default=None)  # from ZooKeeper's start on
     writer: LedgerWriter | None = field(init=False, default=None)  # the client's writes, from create-data on
@@ -489,6 +490,7 @@ class Run:
 
     def start(self, process: Process, role: str, node: int) -> None:
         process.start()
+        self.roles[process.name] = role
         self.note("step", action="start", role=role, node=node, process=process.name)
 
     def stop(self, process: Process, role: str, node: int) -> None:
@@ -942,7 +944,9 @@ class Run:
         self.reassign_partition("orders", 0)
 
     def roll_kraft_broker(self, b: int) -> None:
-        self.stop(self.broker(b), "zk-broker", b)
+        """The broker restarted as a KRaft broker: a migrating ZK broker rolled into KRaft mode, or (runbook kraft)
+        a KRaft broker rolled."""
+        self.stop(self.broker(b), self.roles.get(f"broker-{b}", "zk-broker"), b)
         self.cluster.node(f"broker-{b}", configs.kraft_broker(self.cluster, b), HEAP_MB["kraft-broker"])
         self.start(self.broker(b), "kraft-broker", b)
         self.wait(

@@ -65,9 +65,9 @@ What is abstracted, and why:
   state) and ``ZkBrokerPartitionChangesBumpLeaderEpoch`` (each change ZooKeeper-mode brokers act on
   moves the leader epoch). Rolling a ZooKeeper broker into migration mode is a stop,
   ``ConfigureMigration`` (an edit of the environment: the model's scopes fix each broker's settings
-  at the start) and a restart. A migrating ZooKeeper broker's clean stop also fences its KRaft
-  registration, as its controlled shutdown to the KRaft controller does (``ZkBrokerLeavesKRaft``), so
-  the KRaft broker it is rolled into may register.
+  at the start) and a restart. A broker's clean stop, a migrating ZooKeeper broker's or a KRaft
+  broker's, also fences its KRaft registration, as its controlled shutdown to the KRaft controller does
+  (``BrokerLeavesKRaft``), so the process it is restarted as may register.
 - The mirror of the admin's facts into ZooKeeper (KIP-866 §Dual Metadata Writes) is counted as the
   log's facts are, while a KRaft controller holds /controller, one observation a unit: a partition
   state znode created (``zk-partitions``: Kafka's createTopic and createTopicPartitions create one
@@ -1082,9 +1082,7 @@ class Environment:
                 return None
             if not e.get("clean", True):
                 return (CrashBroker(BrokerId(node)),)
-            if e["role"] == "zk-broker":
-                return (StopBroker(BrokerId(node)), ZkBrokerLeavesKRaft(BrokerId(node)))
-            return (StopBroker(BrokerId(node)),)
+            return (StopBroker(BrokerId(node)), BrokerLeavesKRaft(BrokerId(node)))
         if kind == "step" and e.get("action") in ADMIN_STEPS:
             return self.admin(e)
         if kind == "step" and e.get("action") == "update-features":
@@ -1152,13 +1150,15 @@ class ConfigureMigration:
 
 
 @dataclass(frozen=True)
-class ZkBrokerLeavesKRaft:
-    """A migrating ZooKeeper broker's clean stop, as far as KRaft sees it: KafkaServer.shutdown (3.4.0 on) sends a
-    controlled shutdown to a KRaft controller (BrokerLifecycleManager.beginControlledShutdown), which ends with its
-    registration fenced (a 3.4.1 finalize run: inControlledShutdown, then fenced, 2 s later). The model's StopBroker
-    only closes the ZooKeeper session; this fences the stopped broker's live registration on the active controller
-    as its session's end does (SessionTimeout), and does nothing when there is none: so its KRaft broker's
-    registration, a new incarnation, is not refused as a duplicate.
+class BrokerLeavesKRaft:
+    """A broker's clean stop, as far as KRaft sees it: a migrating ZooKeeper broker's KafkaServer.shutdown (3.4.0 on)
+    and a KRaft broker's BrokerServer.shutdown both send a controlled shutdown to the KRaft controller
+    (BrokerLifecycleManager.beginControlledShutdown), which ends with the registration fenced before the process
+    exits (a 3.4.1 finalize run: inControlledShutdown, then fenced, 2 s later). The model's StopBroker only ends the
+    process; this fences the stopped broker's live registration on the active controller as its session's end does
+    (SessionTimeout), and does nothing when the model's hidden steps fenced it already or there is none: so the
+    registration of its next incarnation is not refused as a duplicate (a 3.9.2 ``kraft`` run rolled a KRaft broker
+    that had been unfenced, and its new registration was unexplained while this was a ZK broker's alone).
     Differs: Kafka moves the broker's leaders off first and fences it once it leads none; the model, in one step."""
 
     broker: BrokerId
@@ -1167,7 +1167,7 @@ class ZkBrokerLeavesKRaft:
         b = state.brokers[self.broker]
         for c in state.controllers:
             reg = own_image(c).registration(self.broker) if is_active(c) else None
-            if b.alive or reg is None or reg.fenced or not reg.is_migrating_zk_broker:
+            if b.alive or reg is None or reg.fenced:
                 continue
             return step(state, SessionTimeout(self.broker, c.id), variant) or state
         return state
@@ -1324,7 +1324,7 @@ class OperatorAdminRequest:
         return nxt if wrote else None
 
 
-OperatorEdit = ConfigureMigration | OperatorUpdatesMetadataVersion | OperatorAdminRequest | ZkBrokerLeavesKRaft
+OperatorEdit = ConfigureMigration | OperatorUpdatesMetadataVersion | OperatorAdminRequest | BrokerLeavesKRaft
 
 
 def _losing(processes: set[str]) -> frozenset[int] | None:
