@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from model.actions import StopBroker
 from model.bugs import Variant
 from model.state import Budget
+from model.types import BrokerId
 from properties.kafka.checks import (
     Observed,
     zk_broker_partition_changes_bump_leader_epoch,
@@ -27,6 +29,7 @@ from properties.kafka.checks import (
 from properties.kafka.validate import (
     Environment,
     Node,
+    Observation,
     OperatorAdminRequest,
     Search,
     Shape,
@@ -149,14 +152,28 @@ def test_validation_explains_a_deletion_mirrored_after_a_later_request_was_sent(
 
 def test_a_deferred_request_is_taken_once_kafka_answered_it():
     """A request is deferred at most until Kafka answered it: a change seen later finds it taken, and a node that
-    cannot take it (here, with no KRaft controller to take it) is no explanation."""
+    cannot take it (here, with no KRaft controller to take it) is no explanation. The operator's next step finds it
+    taken whenever it comes, unless, while a fault strikes, it is a later part of the same request (it shares its
+    answer); a fault's strike or heal, which does not wait for the operator, only once Kafka had answered it."""
     obs, plan = recorded()
     shape = Shape.of(plan, obs.version)
     search = Search(shape.scope(), Variant(profile=obs.profile), {}, partial(view, version=obs.version))
     waiting = Node(shape.initial(), deferred=(((OperatorAdminRequest("config", "refunds"),), 100),))
-    assert _take_deferred([waiting], search, Budget(), now=99) == [waiting]
-    assert _take_deferred([waiting], search, Budget(), now=100) == []
-    assert _take_deferred([waiting], search, Budget(), now=None) == []
+
+    def change(time):
+        return Observation(("zk-partitions",), 1, {"time": time})
+
+    def operator(time, **event):
+        return Observation(("operator",), None, {"time": time, **event}, actions=(StopBroker(BrokerId(0)),))
+
+    assert _take_deferred([waiting], search, Budget(), change(99)) == [waiting]
+    assert _take_deferred([waiting], search, Budget(), change(100)) == []
+    assert _take_deferred([waiting], search, Budget(), None) == []
+    assert _take_deferred([waiting], search, Budget(), operator(50, kind="step", action="stop")) == []
+    same_request = operator(50, kind="step", answered=100)
+    assert _take_deferred([waiting], search, Budget(), same_request) == []
+    assert _take_deferred([waiting], search, Budget(), same_request, faulty=True) == [waiting]
+    assert _take_deferred([waiting], search, Budget(), operator(50, kind="heal")) == [waiting]
 
 
 def test_validation_names_a_topic_removed_that_no_admin_deleted():

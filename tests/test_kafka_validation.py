@@ -291,6 +291,25 @@ def test_validation_fences_a_kraft_brokers_registration_when_it_stops(monkeypatc
     assert result.unexplained.event["data"]["brokerId"] == 1
 
 
+def test_validation_lets_a_request_sent_while_no_controller_runs_wait_for_one():
+    """A 3.9.2 kraft run whose one controller was killed as the admin asked for a topic (refunds: two partitions and
+    a config, three parts of one request), and started again 20 s later: Kafka answered the request after the
+    restart. Trace validation failed at the request (nothing could take it when it was sent, so it was not let wait
+    for its answer), then, let wait, at its second part (every earlier request was taken before the operator's next
+    step, the parts of the same one too). Now each part waits, in order, and is taken after the hidden steps that
+    let the restarted controller lead."""
+    from model.actions import CrashController, CreatePartitions, RestartController
+
+    obs, plan = recorded("kafka-3.9-kraft-controller-down-run.json")
+    result = validate(obs, plan)
+    assert result.ok, "\n".join(result.report())
+    kinds = [type(a) for a in result.path]
+    crash = kinds.index(CrashController)
+    restart = kinds.index(RestartController, crash)
+    assert CreatePartitions not in kinds[crash:restart]  # refunds' partitions are created once it runs again
+    assert kinds[restart:].count(CreatePartitions) == 2
+
+
 def test_validation_names_a_post_migration_record_in_a_34_log():
     """Only 3.4's one difference is hidden: a POST_MIGRATION record in a 3.4 log, which 3.4 never writes, is
     unexplained at once (the model's own POST_MIGRATION is never shown to a 3.4 run)."""

@@ -1417,17 +1417,26 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
         budget = window_budget(controllers, faulty > 0 or bool(killed | recent))
         losing = None if faulty else _losing(killed | recent)
         # a request Kafka answered before this change was taken before it: the operator sends one at a time
-        taken = _take_deferred(frontier, search, budget, None if ob.is_operator else ob.event["time"])
+        taken = _take_deferred(frontier, search, budget, ob, faulty > 0)
         if not taken:
             result.unexplained = ob
             result.path = _path(trail, frontier[0])
             return result
         frontier = taken
         if ob.is_operator:
-            nxt, explored = _apply(frontier, ob, window_budget(controllers, faulty=True), search, FOCUS_BOUND)
-            if nxt and (answered := _answered_later(ob)) is not None:
+            answered = _answered_later(ob)
+            # a node that left an earlier part of this request (a topic's other partitions, its config) waiting
+            # takes this part after it, so this part waits too
+            waiting = [node for node in frontier
+                       if faulty and answered is not None and node.deferred and node.deferred[-1][1] == answered]
+            ready = [node for node in frontier if node not in waiting]
+            nxt, explored = _apply(ready, ob, window_budget(controllers, faulty=True), search, FOCUS_BOUND) \
+                if ready else ([], 0)
+            if answered is not None and (nxt or faulty):
                 # Kafka's controller takes the request some time after it was sent: the changes seen until it
-                # answered may precede the request's record (a dual write of the request before)
+                # answered may precede the request's record (a dual write of the request before), and a request
+                # sent while a fault left no controller to take it (the quorum's one controller killed) waits for
+                # one; one the model refuses outright is named as it is, unexplained
                 later = [Node(node.state, node.pending, node.shown, (*node.deferred, (ob.actions, answered)))
                          for node in frontier]
                 for node, waiting in zip(frontier, later):
@@ -1497,27 +1506,48 @@ def _answered_later(ob: Observation) -> int | None:
 
 
 def _take(node: Node, deferred: int, search: Search, budget: Budget) -> Node | None:
-    """``node`` after its controller takes its first ``deferred`` requests, in the order they were sent."""
+    """``node`` after its controller takes its first ``deferred`` requests, in the order they were sent; one no
+    controller can take yet (the quorum's one controller restarted, not yet leading) after the fewest hidden steps
+    that let it, none of them visible (``_apply``)."""
     for _ in range(deferred):
         request = Observation(("operator",), None, {}, actions=node.deferred[0][0])
-        taken = _operate(Node(node.state, node.pending, node.shown, node.deferred[1:]), node, (), request, budget,
-                         search)
+        rest = Node(node.state, node.pending, node.shown, node.deferred[1:])
+        search.trail.setdefault(rest, (node, ()))
+        taken = _operate(rest, node, (), request, budget, search)
         if taken is None:
-            return None
+            found, _ = _apply([rest], request, budget, search, FOCUS_BOUND)
+            if not found:
+                return None
+            taken = found[0]
         node = taken
     return node
 
 
-def _take_deferred(frontier: list[Node], search: Search, budget: Budget, now: int | None) -> list[Node]:
-    """The frontier with every deferred request Kafka had answered by ``now`` (None: all) taken; a node that cannot
-    take one is no explanation (Kafka accepted it)."""
+def _take_deferred(frontier: list[Node], search: Search, budget: Budget, before: Observation | None,
+                   faulty: bool = False) -> list[Node]:
+    """The frontier with every deferred request taken that must precede ``before`` (None: the run's end, all of
+    them); a node that cannot take one is no explanation (Kafka accepted it). Before the operator's next runbook step,
+    every request: the operator sends one at a time; while a fault strikes (``faulty``), but the earlier parts of
+    that step's own (they share its answer), which a request sent while the fault left no controller to take it
+    leaves waiting in order. Before anything else (a change, a fault's strike or heal, which the injector makes
+    without waiting for the operator), those Kafka had answered by then."""
     out: dict[Node, None] = {}
     for node in frontier:
-        due = sum(1 for _, answered in node.deferred if now is None or answered <= now)
+        due = sum(1 for _, answered in node.deferred if _due_before(answered, before, faulty))
         taken = _take(node, due, search, budget) if due else node
         if taken is not None:
             out.setdefault(taken)
     return list(out)
+
+
+def _due_before(answered: int, before: Observation | None, faulty: bool) -> bool:
+    """Whether a deferred request Kafka answered at ``answered`` is taken before ``before`` (``_take_deferred``)."""
+    if before is None:
+        return True
+    e = before.event
+    if before.is_operator and e.get("kind") == "step":
+        return not faulty or answered != e.get("answered")
+    return answered <= e["time"]
 
 
 def _with_deferred_taken(frontier: list[Node], search: Search, budget: Budget) -> list[Node]:
