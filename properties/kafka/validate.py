@@ -1439,8 +1439,8 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
                 # one; one the model refuses outright is named as it is, unexplained
                 later = [Node(node.state, node.pending, node.shown, (*node.deferred, (ob.actions, answered)))
                          for node in frontier]
-                for node, waiting in zip(frontier, later):
-                    trail.setdefault(waiting, (node, ()))
+                for node, deferring in zip(frontier, later):
+                    trail.setdefault(deferring, (node, ()))
                 nxt += later
             result.states += explored
             e = ob.event

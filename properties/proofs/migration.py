@@ -928,7 +928,7 @@ def run_metadata_change(s: SymState, c, variant: Variant, choose) -> Effect:
     goes = z3.And(proceeds, z3.Or(as_current, choose("newer")))
     writes = z3.And(goes, s.zk_available)
     changes, wrote = _kraft_zk_write(s, c, variant, True, me.driver)
-    mine = {name: z3.If(writes, value, getattr(me, name)) if isinstance(value, z3.BoolRef) or isinstance(value, bool)
+    mine = {name: z3.If(writes, value, getattr(me, name)) if isinstance(value, (z3.BoolRef, bool))
             else _pick(s, writes, value, getattr(me, name)) for name, value in wrote.items()}
     guard = z3.And(me.alive, me.driver != NO_DRIVER, me.queued, z3.Not(z3.And(goes, z3.Not(s.zk_available))))
     return Effect(guard, changes=_either(s, writes, changes, {}), mine={**mine, **NO_QUEUE})
