@@ -199,6 +199,29 @@ def test_kafka_wait_on_a_znode_heals_the_paused_zookeeper_it_waits_for(tmp_path,
     assert server.resumed and server.tries >= 2 and not run.pending
 
 
+def test_kafka_roll_of_a_broker_a_fault_killed_waits_for_its_old_registration(tmp_path):
+    """A fault killed broker-1 just before the runbook rolled it (3.9.2, dual-write, three controllers): its stop found
+    no process, and the start that followed exited on its old /brokers/ids/1 ("node already exists and owner ... does
+    not match current session"). The stop now waits for the old session's registration to go, as after a kill."""
+    import threading
+
+    from properties.kafka.run import Run
+
+    run = Run(RealRunPlan(seed=0), KAFKA, tmp_path)
+    run._operator = open(tmp_path / "operator.jsonl", "a")
+    run.observer = type("Observer", (), {"client": _Registrations({1})})()
+    process = run.cluster.node("broker-1", {"zookeeper.connect": "127.0.0.1:1"}, 64)
+    assert not process.running  # killed
+    stopping = threading.Thread(target=run.stop, args=(process, "zk-broker", 1), daemon=True)
+    stopping.start()
+    stopping.join(timeout=2)
+    assert stopping.is_alive(), "the stop returned while the old registration was still there"
+    run.observer.client.ids.clear()  # the old session expired
+    stopping.join(timeout=30)
+    run._operator.close()
+    assert not stopping.is_alive()
+
+
 def test_kafka_heal_of_a_killed_zk_broker_waits_for_its_old_registration(tmp_path, monkeypatch):
     """A ZooKeeper-mode broker killed and started again before its session expired exits at start ("node
     already exists and owner ... does not match current session", KafkaZkClient's CheckedEphemeral): the heal

@@ -501,6 +501,28 @@ def test_gauges_are_judged_within_one_incarnation_and_at_rest_only():
     assert CHECKS[BROKER_GAUGES](obs) == []
 
 
+def test_broker_gauges_are_judged_against_a_dump_as_old_as_the_sample():
+    """The final dumps of the controllers' logs are taken one after another before the last samples (3.9.2,
+    dual-write with three controllers: a broker a healed kill let register again was unfenced between two dumps, and
+    the earlier-dumped controllers' final gauges counted it). A controller whose dump lacks a record another
+    controller's holds is judged by its last sample before that record: no violation; a wrong count there is one."""
+    obs = clean()
+    registration = next(r for r in obs.metadata[3000] if r["type"] == "REGISTER_BROKER_RECORD")
+    newer = copy.deepcopy(obs.metadata[3000])
+    last = newer[-1]
+    newer.append(last | {"controller": 3001, "offset": last["offset"] + 1, "time": 9550,
+                         "type": "BROKER_REGISTRATION_CHANGE_RECORD",
+                         "data": {"brokerId": registration["data"]["brokerId"],
+                                  "brokerEpoch": registration["data"]["brokerEpoch"], "fenced": -1}})
+    obs.metadata[3001] = newer
+    final = obs.jmx[-1]
+    final["metrics"] |= {"ActiveBrokerCount": 1, "FencedBrokerCount": 1}  # it applied the unfencing
+    assert CHECKS[BROKER_GAUGES](obs) == []
+    obs.jmx[-3]["metrics"]["ActiveBrokerCount"] = 1  # the sample at 9400, before the record its dump lacks
+    assert [v.message for v in CHECKS[BROKER_GAUGES](obs)] == [
+        "at rest controller-3000 reported ActiveBrokerCount 1; its log's registrations give 0"]
+
+
 def test_the_gauge_may_not_go_back_to_an_earlier_state():
     obs = clean()
     obs.jmx.append(jmx("controller-3000", 9500, ZkMigrationState=PRE_MIGRATION))  # same incarnation as 9400

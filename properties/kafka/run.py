@@ -496,14 +496,18 @@ class Run:
     def stop(self, process: Process, role: str, node: int) -> None:
         """A clean stop; one that hangs is killed, and then, as an operator would, the broker's old
         ZooKeeper session is let expire before it starts again (a new process finding its old
-        registration still there refuses to start: KafkaZkClient's CheckedEphemeral)."""
+        registration still there refuses to start: KafkaZkClient's CheckedEphemeral). So too when a fault
+        killed the process before the runbook came to stop it (a 3.9.2 dual-write run with three controllers:
+        broker-1 killed 1.8 s before its roll, started again at once, exited on its old registration)."""
         if process.paused:
             process.resume()
         began = int(time.time() * 1000)  # a clean stop takes seconds: what it causes happens from here on
-        clean = process.stop() if process.running else True
+        was_running = process.running
+        clean = process.stop() if was_running else True
         self.note("step", action="stop", role=role, node=node, process=process.name, clean=clean, began=began)
         if not clean:
             self.say(f"  {process.name} did not stop within 60 s of SIGTERM: killed")
+        if not clean or not was_running:
             path = f"/brokers/ids/{node}"
             if role != "controller" and self.observer is not None:
                 self.wait(
