@@ -38,7 +38,7 @@ Its ZooKeeper session (``zk_session``) is opened by the runner at bootstrap and 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from impl.bugs import ImplBug
@@ -1299,6 +1299,9 @@ def reassignment_change(
     when replicas leave, or at any move while the migration is enabled (so a ZK broker takes the LeaderAndIsr).
     None when nothing changes."""
     part = image.partitions[p]
+    # A partition copied from ZooKeeper has no replicas in the image (``Partition.replicas``): it holds ``current``
+    # as Kafka's image would, so a move to the assignment it has is no change (changeRecordIsNoOp), as in the model.
+    part = replace(part, replicas=part.replicas or current)
     if adding or removing:
         kept_isr = tuple(r for r in isr if r not in removing)
         kept = tuple(r for r in replicas if r not in removing)

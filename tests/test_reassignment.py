@@ -31,6 +31,7 @@ from model.end_to_end_invariants import zk_brokers_at_quiescence
 from model.invariants import violations
 from model.kraft import ControllerId, PartitionChangeRecord
 from model.kraft_quorum import alter_partition_refused, ctrl, own_image
+from model.outcome import Verdict
 from model.scopes import SCOPES, initial_state
 from model.state import TOPIC, LeaderAndIsr, UpdateMetadata, partition_state_path, znode_data
 from model.step import outcome, step
@@ -239,6 +240,22 @@ def test_impl_agrees_through_both_reassignment_paths():
     for m in [m for m in messages(diff.model) if isinstance(m, (LeaderAndIsr, UpdateMetadata))]:
         assert diff.apply(Deliver(m)) == [Deliver(m)]
     assert diff.model.brokers[0].replicas[0].replicas == MOVED
+
+
+def test_a_move_to_the_assignment_zookeeper_holds_changes_nothing_in_both():
+    """A partition copied from ZooKeeper holds ZooKeeper's assignment in Kafka's image (the model's and the
+    implementation's images leave it out): a move to it is no change (changeRecordIsNoOp), no record in either.
+    Found by a campaign seed (a reassignment the ZK controller had completed before the migration, asked again of
+    the KRaft controller); the implementation wrote a record of the unchanged replicas."""
+    diff = Differential(SCOPES[SCOPE])
+    for action in DUAL_WRITE:
+        diff.apply(action)
+    held = znode_data(diff.model, TOPIC)[0]
+    same = AlterPartitionReassignments(C0, P0, held)
+    assert outcome(diff.model, same).verdict is Verdict.UNCHANGED
+    before = len(diff.cluster.controllers[C0].raft.log)
+    assert diff.apply(same) == [same]
+    assert len(diff.cluster.controllers[C0].raft.log) == before
 
 
 def test_differential_walks_with_reassignments_agree():
