@@ -17,6 +17,7 @@ from properties.kafka.checks import (
     ACKNOWLEDGED_WRITES,
     BROKER_GAUGES,
     CHECKS,
+    FAILED_LEADER_AND_ISR,
     GAUGES_FOLLOW_THE_LOG,
     MIGRATION_COPIES_ZK,
     NO_METADATA_ERRORS,
@@ -387,6 +388,24 @@ def _replica_removed_without_epoch_bump(obs):
                                   isr=[0]))
 
 
+def _failed_leader_and_isr_never_repaired(obs):
+    # KIP-866 §ZK Broker RPCs: orders-0 on ZK brokers 0 and 1, broker 1 out of the ISR; the KRaft controller's
+    # LeaderAndIsr to broker 1 fails inside it (UNKNOWN_SERVER_ERROR) and nothing moves orders-0's leader epoch
+    obs.metadata[3000].insert(9, rec(72, 1, "PARTITION_RECORD", 9050, topicId="x", partitionId=0, replicas=[0, 1],
+                                     isr=[0], leader=0, leaderEpoch=4, partitionEpoch=6))
+    obs.logs["controller-3000"].append(leader_and_isr_failed(1, 9250, ("x", 0)))
+
+
+def leader_and_isr_failed(broker, time, *partitions, error="UNKNOWN_SERVER_ERROR"):
+    """A KRaft controller's log line: broker ``broker`` answered its LeaderAndIsr with ``error`` for
+    ``partitions`` ((topic id, partition) each), as Kafka 3.9 logs the response."""
+    topics = ", ".join(f"LeaderAndIsrTopicError(topicId={t}, partitionErrors=[LeaderAndIsrPartitionError(topicName='', "
+                       f"partitionIndex={p}, errorCode=-1)])" for t, p in partitions)
+    response = f"LeaderAndIsrResponseData(errorCode=-1, partitionErrors=[], topics=[{topics}])"
+    return line("controller-3000", "leader-and-isr-failed", 600, time, node="3000", error=error, response=response,
+                broker=str(broker))
+
+
 def _feature_outside_a_broker(obs):
     obs.metadata[3000].append(rec(77, 1, "FEATURE_LEVEL_RECORD", 9300, name="metadata.version", featureLevel=22))
     obs.logs["controller-3000"].clear()  # (the migration's own check of metadata.version aside)
@@ -463,6 +482,7 @@ SEEDED = {
     MIGRATION_COPIES_ZK: _migration_copies_a_wrong_topic_id,
     "ZkEqualsImageAtMigrationOffset": _kraft_deletion_not_mirrored,
     ZK_BROKER_EPOCH_BUMP: _replica_removed_without_epoch_bump,
+    FAILED_LEADER_AND_ISR: _failed_leader_and_isr_never_repaired,
 }
 
 
@@ -483,11 +503,42 @@ def test_kafka_check_catches_its_seeded_bug(name):
 def test_kafka_checks_cover_the_model_registry():
     """Every model property is either checked on real runs or listed with the reason it cannot be."""
     own = {RUNBOOK_PROGRESS, ACKNOWLEDGED_WRITES, GAUGES_FOLLOW_THE_LOG, ONE_ACTIVE_CONTROLLER, BROKER_GAUGES,
-           NO_METADATA_ERRORS, MIGRATION_COPIES_ZK, ZK_BROKER_EPOCH_BUMP}
+           NO_METADATA_ERRORS, MIGRATION_COPIES_ZK, ZK_BROKER_EPOCH_BUMP, FAILED_LEADER_AND_ISR}
     names = {p.name for p in PROPERTIES} | own
     assert set(CHECKS) | set(NOT_OBSERVABLE) == names
     assert not set(CHECKS) & set(NOT_OBSERVABLE)
     assert set(SEEDED) == set(CHECKS)
+
+
+@pytest.mark.parametrize("repair", ["newer epoch", "restart", "rejoined", "deleted", "refusal", "zk controller"])
+def test_a_failed_leader_and_isr_is_repaired_by(repair):
+    """What ends the failed LeaderAndIsr's harm: a newer leader epoch of the partition after it (the broker acts on
+    it), the broker's restart, the broker back in the ISR, the topic deleted; and what was no such failure: an error
+    the broker decided before changing anything (a stale epoch), or a ZooKeeper controller's request (KIP-380's bounce
+    resends it). A newer epoch before the failure repairs nothing."""
+    obs = clean()
+    _failed_leader_and_isr_never_repaired(obs)
+    check = CHECKS[FAILED_LEADER_AND_ISR]
+    assert [v.message for v in check(obs)] == [
+        "broker 1 failed controller 3000's LeaderAndIsr (UNKNOWN_SERVER_ERROR, controller-3000/logs/server.log:600); "
+        "orders-0 was never sent to it again at a newer leader epoch, it did not restart, and it is outside its ISR "
+        "at the end"]
+    bump_before = rec(73, 1, "PARTITION_CHANGE_RECORD", 9100, topicId="x", partitionId=0, leader=0)
+    obs.metadata[3000].insert(10, bump_before)
+    assert len(check(obs)) == 1
+    if repair == "newer epoch":
+        obs.metadata[3000].append(rec(77, 1, "PARTITION_CHANGE_RECORD", 9300, topicId="x", partitionId=0, leader=0))
+    elif repair == "restart":
+        obs.logs["broker-1"] = [line("broker-1", "process-started", 900, 9400, zkbroker="1")]
+    elif repair == "rejoined":
+        obs.metadata[3000].append(rec(77, 1, "PARTITION_CHANGE_RECORD", 9300, topicId="x", partitionId=0, isr=[0, 1]))
+    elif repair == "deleted":
+        obs.metadata[3000].append(rec(77, 1, "REMOVE_TOPIC_RECORD", 9300, topicId="x"))
+    elif repair == "refusal":
+        obs.logs["controller-3000"][-1] = leader_and_isr_failed(1, 9250, ("x", 0), error="STALE_BROKER_EPOCH")
+    else:
+        obs.logs["broker-0"] = [{**obs.logs["controller-3000"].pop(), "process": "broker-0", "node": "0"}]
+    assert check(obs) == []
 
 
 def test_gauges_are_judged_within_one_incarnation_and_at_rest_only():

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from properties.kafka.checks import (
+    CHECKS,
+    FAILED_LEADER_AND_ISR,
     MIGRATION_COPIES_ZK,
     ZK_BROKER_EPOCH_BUMP,
     Observed,
@@ -92,6 +94,30 @@ FINDING_34 = "kafka-3.4-deletion-not-mirrored-run.json"
 FINDING_39_STALL = "kafka-3.9-stalled-zookeeper-dual-write-lost-run.json"
 FINDING_39_WEDGED = "kafka-3.9-stalled-zookeeper-dual-write-wedged-run.json"
 FINDING_34_PARTITION = "kafka-3.4-new-partition-not-mirrored-run.json"
+
+
+FINDING_39_FAILED_LEADER_AND_ISR = "kafka-3.9-failed-leader-and-isr-run.json"
+
+
+def test_kafka_39_leader_and_isr_failed_in_a_zk_broker_is_never_repaired():
+    """A finding about Kafka 3.9.2 (KIP-866 §ZK Broker RPCs, KIP-380 §Motivation): the KRaft controller's LeaderAndIsr
+    to a ZooKeeper-mode broker whose ZooKeeper session had just expired failed inside it, after it had taken the new
+    leader epoch of the partitions before the one whose config read threw; nothing sent them again at a newer epoch
+    (a KRaft controller resends on neither the error nor the broker's new ZooKeeper registration), so the broker
+    never fetched them again and the reassignment of orders-0, which needed it in the ISR, never completed. The
+    check names the request and the partitions; the broker's restart would have repaired them."""
+    run = json.loads((DATA / FINDING_39_FAILED_LEADER_AND_ISR).read_text())
+    obs = recorded(FINDING_39_FAILED_LEADER_AND_ISR)
+    obs.logs = run["logs"]
+    assert [e["goal"] for e in obs.operator if e["kind"] == "stuck"] == ["orders-0 reassigned to [0, 2]"]
+    assert [v.message for v in CHECKS[FAILED_LEADER_AND_ISR](obs)] == [
+        "broker 0 failed controller 3000's LeaderAndIsr (UNKNOWN_SERVER_ERROR, controller-3000/logs/server.log:488); "
+        "ledger-0, ledger-1, ledger-2, orders-0, refunds-0 were never sent to it again at a newer leader epoch, it "
+        "did not restart, and it is outside their ISR at the end"]
+    failed_at = obs.log_events("leader-and-isr-failed")[0]["time"]
+    obs.logs["broker-0"].append({"channel": "log", "process": "broker-0", "line": 9999, "time": failed_at + 1000,
+                                 "kind": "process-started", "zkbroker": "0"})
+    assert CHECKS[FAILED_LEADER_AND_ISR](obs) == []
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("kafka-*-run.json")

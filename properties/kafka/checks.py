@@ -17,6 +17,7 @@ Rules:
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -1589,6 +1590,67 @@ def zk_broker_partition_changes_bump_leader_epoch(obs: Observed) -> list[Violati
 
 
 CHECKS[ZK_BROKER_EPOCH_BUMP] = zk_broker_partition_changes_bump_leader_epoch
+
+
+# A LeaderAndIsr that fails inside a ZooKeeper-mode broker (the handler threw: UNKNOWN_SERVER_ERROR for the whole
+# request) may leave it half-applied: ReplicaManager.makeFollowers takes each partition's new leader epoch before
+# it creates the partition's log and its fetcher, so an exception part-way (a ZooKeeper read of the topic's config
+# in an expired session, Kafka 3.9) leaves the partitions before it at the new epoch with no fetcher. Only a newer
+# leader epoch makes the broker act on that partition again (an equal one it has taken is "not a new epoch"), or a
+# restart. Other error answers (a stale controller or broker epoch) are refusals decided before anything changes.
+FAILED_LEADER_AND_ISR = "FailedLeaderAndIsrIsRepaired"
+_TOPIC_ERRORS = re.compile(r"LeaderAndIsrTopicError\(topicId=([\w-]+), partitionErrors=\[(.*?)\]\)")
+_PARTITION_ERROR = re.compile(r"partitionIndex=(\d+), errorCode=(-?\d+)")
+
+
+def _failed_partitions(response: str) -> list[tuple[str, int]]:
+    """(topic id, partition) of each partition a LeaderAndIsr response answers with an error."""
+    return [(topic_id, int(p)) for topic_id, errors in _TOPIC_ERRORS.findall(response)
+            for p, code in _PARTITION_ERROR.findall(errors) if code != "0"]
+
+
+def failed_leader_and_isr_is_repaired(obs: Observed) -> list[Violation]:
+    """KIP-866 §ZK Broker RPCs (the KRaft controller sends ZooKeeper-mode brokers the LeaderAndIsr a ZK controller
+    would) and KIP-380 §Motivation (a ZK controller that sees a broker's new epoch, a bounce, sends it its state
+    again): when a KRaft controller's LeaderAndIsr failed inside a ZooKeeper-mode broker (UNKNOWN_SERVER_ERROR), each
+    partition it named is, by the end of the run, deleted, no longer on that broker, back in its ISR, moved to a
+    newer leader epoch after the failure, or the broker restarted. A KRaft controller resends on neither the error
+    nor the broker's new ZooKeeper session (its KRaft registration does not change), so a partition the failure
+    left at the new epoch without a fetcher stays out of the ISR for good. A real-run check: the model's
+    LeaderAndIsr handling is atomic."""
+    log = _live_records(max(obs.metadata.values(), key=len, default=[]))
+    final = TopicImage.of(log)
+    out = []
+    for e in obs.log_events("leader-and-isr-failed"):
+        if e["error"] != "UNKNOWN_SERVER_ERROR" or not e["process"].startswith("controller-"):
+            continue
+        broker, failed_at = int(e["broker"]), e["time"]
+        if any(s["kind"] == "process-started" and s["time"] > failed_at for s in obs.logs.get(f"broker-{broker}", ())):
+            continue
+        then = TopicImage.of([r for r in log if r["time"] <= failed_at])
+        stuck = []
+        for topic_id, p in _failed_partitions(e["response"]):
+            name = final.names.get(topic_id)
+            now = final.partitions.get((name, p)) if name is not None else None
+            if now is None or broker not in now.replicas or broker in now.record.isr:
+                continue
+            before = then.partitions.get((name, p))
+            if before is None or now.record.leader_epoch <= before.record.leader_epoch:
+                stuck.append(f"{name}-{p}")
+        if stuck:
+            several = len(stuck) > 1
+            out.append(Violation(
+                FAILED_LEADER_AND_ISR,
+                f"broker {broker} failed controller {e['node']}'s LeaderAndIsr (UNKNOWN_SERVER_ERROR, "
+                f"{e['process']}/logs/server.log:{e['line']}); {', '.join(sorted(stuck))} "
+                f"{'were' if several else 'was'} never sent to it again at a newer leader epoch, it did not restart, "
+                f"and it is outside {'their' if several else 'its'} ISR at the end",
+                (e,),
+            ))
+    return out
+
+
+CHECKS[FAILED_LEADER_AND_ISR] = failed_leader_and_isr_is_repaired
 
 
 RUNBOOK_PROGRESS = "RunbookReachesItsEnd"  # the real run's own liveness property: no model state names it

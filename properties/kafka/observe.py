@@ -228,6 +228,13 @@ LOG_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         ("zk-controller-resigned", r"\[Controller id=(?P<node>\d+)\] Resigned"),
         (
+            # a controller's channel to a ZooKeeper-mode broker (a ZK controller's, or a KRaft controller's in
+            # migration: MigrationPropagatorBatch) logs an error answer; the response names each partition
+            "leader-and-isr-failed",
+            r"\[Controller id=(?P<node>\d+)\] Received error (?P<error>\w+) in LeaderAndIsr response "
+            r"(?P<response>.*) from broker (?P<broker>\d+)",
+        ),
+        (
             "zk-broker-registered",
             r"Registered broker (?P<broker>\d+) at path /brokers/ids/\d+ with addresses: .*czxid \(broker "
             r"epoch\): (?P<epoch>\d+)",
