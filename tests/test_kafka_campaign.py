@@ -222,6 +222,26 @@ def test_kafka_roll_of_a_broker_a_fault_killed_waits_for_its_old_registration(tm
     assert not stopping.is_alive()
 
 
+def test_kafka_rollback_end_state_waits_for_every_broker_to_register_again(tmp_path, monkeypatch):
+    """A rollback-before-brokers run (3.9.2, seed 20): a fault expired broker-0's session, the ZooKeeper controller,
+    just after the rollback's election; the end state (a ZooKeeper controller, every broker running) held at once, and
+    the final gauges, sampled 1.5 s later, had broker-0 (not yet in its new session, so not yet resigned) and the new
+    controller both report ActiveControllerCount 1. The end state now also waits for every /brokers/ids/N."""
+    from properties.kafka.run import Run
+
+    run = Run(RealRunPlan(seed=20, runbook="rollback-before-brokers"), KAFKA, tmp_path)
+    run.observer = type("Observer", (), {"client": _Registrations({1, 2})})()
+    for b in range(3):
+        run.cluster.node(f"broker-{b}", {"zookeeper.connect": "127.0.0.1:1"}, 64)
+    monkeypatch.setattr(Run, "zk_controller", lambda self: True)
+    monkeypatch.setattr(Run, "ready", lambda self, process, marker: lambda: True)
+    goal, reached = run.end_state()
+    assert goal == "a ZooKeeper controller and every broker running"
+    assert not reached()
+    run.observer.client.ids.add(0)  # broker-0 registered in its new session
+    assert reached()
+
+
 def test_kafka_heal_of_a_killed_zk_broker_waits_for_its_old_registration(tmp_path, monkeypatch):
     """A ZooKeeper-mode broker killed and started again before its session expired exits at start ("node
     already exists and owner ... does not match current session", KafkaZkClient's CheckedEphemeral): the heal

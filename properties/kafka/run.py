@@ -419,9 +419,11 @@ class Run:
             zk_brokers = [
                 self.ready(self.broker(b), "started (kafka.server.KafkaServer)") for b in range(self.plan.brokers)
             ]
+            # registered too: a broker whose session a fault expired resigns as controller (and its
+            # ActiveControllerCount drops) only as it starts a new session, before it registers again
             return (
                 "a ZooKeeper controller and every broker running",
-                lambda: self.zk_controller() and all(r() for r in zk_brokers),
+                lambda: self.zk_controller() and all(r() for r in zk_brokers) and self.every_zk_broker_registered(),
             )
         brokers = [
             self.ready(self.broker(b), "Transitioning from RECOVERY to RUNNING") for b in range(self.plan.brokers)
@@ -671,6 +673,10 @@ class Run:
             )
         except (ValueError, NoNodeError):  # gone meanwhile, or not yet written
             return False
+
+    def every_zk_broker_registered(self) -> bool:
+        """Every broker's ``/brokers/ids/N`` exists: each ZooKeeper-mode broker holds a live session."""
+        return all(self.zk("exists", f"/brokers/ids/{b}") is not None for b in range(self.plan.brokers))
 
     def reach_zk_controller(self) -> None:
         self.wait("a ZooKeeper controller elected", self.zk_controller)

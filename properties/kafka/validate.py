@@ -881,11 +881,18 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
         [e for e in events if e["kind"] in LOG_KINDS and (e["kind"] in WON_WHILE_STOPPING or not shutting_down(e))]
         for events in obs.logs.values()
     ]
-    won = {  # (process, began) -> the last election it won while stopping
-        (p, began): max(e["time"] for e in obs.logs.get(p, ()) if e["kind"] in WON_WHILE_STOPPING
-                        and began <= e["time"] <= ended)
-        for p, began, ended in stopping
-        if any(e["kind"] in WON_WHILE_STOPPING and began <= e["time"] <= ended for e in obs.logs.get(p, ()))
+    def left_while_stopping(process: str, began: int, ended: int) -> list[int]:
+        """When a process stopping took what outlives it: an election (its epoch is the next winner's base), and
+        a controller's own registration (a controller stopped as it starts registers before it exits, and the
+        record is in the log)."""
+        times = [e["time"] for e in obs.logs.get(process, ())
+                 if e["kind"] in WON_WHILE_STOPPING and began <= e["time"] <= ended]
+        times += [e["time"] for e in records if e["type"] == "REGISTER_CONTROLLER_RECORD"
+                  and process == f"controller-{e['data']['controllerId']}" and began <= e["time"] <= ended]
+        return times
+
+    won = {  # (process, began) -> the last thing it took while stopping, which the stop is placed after
+        (p, began): max(taken) for p, began, ended in stopping if (taken := left_while_stopping(p, began, ended))
     }
     steps = [
         e | {"time": won[(e["process"], e["began"])]} if (e.get("process"), e.get("began")) in won else e
