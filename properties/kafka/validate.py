@@ -33,7 +33,9 @@ What is abstracted, and why:
   migration's copy; each is an observation. An admin's request in the operator log (sent once the
   runbook's step before it was done, or when it began, as runs since note) becomes the model's
   action (``OperatorAdminRequest``), taken when it was sent or later, up to when Kafka answered it (``Node.deferred``:
-  Kafka's controller may first dual-write an earlier request, and a change seen in between precede its record),
+  Kafka's controller may first dual-write an earlier request, and a change seen in between precede its record;
+  a record appended to a batch begun before the request was sent, which carries the batch's time, is placed after
+  the request: ``_after_their_requests``),
   one per record: a topic created or grown, one CreatePartitions
   per partition on the brokers Kafka placed it (Kafka's placer is not the model's; the model checks
   each is registered and one active); a deletion, DeleteTopics; a topic config, AlterConfigs (the
@@ -907,7 +909,7 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
         records = sorted(records + admin, key=lambda e: e["offset"])
     claims = _claims_in_zookeeper(obs) if obs.version < (3, 5, 0) else []
     mirror = mirror_records(obs) if admin is not None else []
-    for e in merge([records, claims, mirror, *logs, steps]):
+    for e in _after_their_requests(merge([records, claims, mirror, *logs, steps]), final):
         if "mirror" in e:
             out.append(Observation((MIRRORED[e["mirror"]],), e["count"], e))
         elif e["channel"] == "metadata" and "fact" in e:
@@ -940,6 +942,50 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
             out.append(Observation(("zk-controller",), "kraft-claim", e))
     hidden = hidden_facts(obs)
     return [o for o in out if o.key[0] not in hidden]
+
+
+def _after_their_requests(timeline: list[dict], log: list[dict]) -> list[dict]:
+    """The merged ``timeline`` with each admin record that is not its batch's first, and the rest of its batch, moved
+    just after an admin request on its topic sent while that batch was open (before ``log``'s next batch began).
+
+    Kafka stamps every record of a batch with the time the batch began (BatchAccumulator.startNewBatch takes
+    time.milliseconds(); BatchBuilder.writeRecord writes each record's timestamp delta as 0), and a batch stays open
+    for the records appended until it is drained (controller.quorum.append.linger.ms, 25 ms by default). A request's
+    record appended to a batch an earlier record began (the controller's NoOpRecord, say) thus shows a time before
+    the request was sent; it was written at its batch's time or later, before the next batch began, and after the
+    request that asked for it."""
+    def appended_later(e: dict) -> bool:
+        return e["channel"] == "metadata" and "fact" in e and e["offset"] > e.get("batch", e["offset"])
+
+    if not any(appended_later(e) for e in timeline):
+        return timeline
+    began: dict[int, int] = {}  # batch -> when it began: the batch before had been drained by then
+    for e in log:
+        if "batch" in e:
+            began.setdefault(e["batch"], e["time"])
+    starts = sorted(began)
+    closed = {b: began[n] for b, n in zip(starts, starts[1:])}
+    out = list(timeline)
+    i = 0
+    while i < len(out):
+        e = out[i]
+        until = closed.get(e["batch"], float("inf")) if appended_later(e) else None
+        request = None if until is None else next(
+            (j for j in range(i + 1, len(out)) if out[j]["time"] < until and _asks_about(out[j], e["topic"])), None)
+        if request is None:
+            i += 1
+            continue
+        span = out[i:request + 1]  # the record, what came between (of its batch and not), the request
+        batched = [x["channel"] == "metadata" and x.get("batch") == e["batch"] for x in span]
+        out[i:request + 1] = [x for x, b in zip(span, batched) if not b] + [x for x, b in zip(span, batched) if b]
+        i = request + 1
+    return out
+
+
+def _asks_about(e: dict, topic: str) -> bool:
+    """Whether ``e`` is an operator's admin request about ``topic``."""
+    return e["channel"] == "operator" and e["kind"] == "step" and e.get("action") in ADMIN_STEPS and topic in (
+        e.get("topics") or [e.get("topic")])
 
 
 def _claims_in_zookeeper(obs: Observed) -> list[dict]:
