@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from properties.kafka import campaign as campaign_module
 from properties.kafka.install import Installation
@@ -197,6 +198,31 @@ def test_kafka_wait_on_a_znode_heals_the_paused_zookeeper_it_waits_for(tmp_path,
     run._operator.close()
     assert not waiting.is_alive(), "the wait never ended: the pause's heal did not fire"
     assert server.resumed and server.tries >= 2 and not run.pending
+
+
+def test_kafka_admin_request_waiting_on_a_paused_broker_lets_the_pause_heal(tmp_path, monkeypatch):
+    """Seed 9 of the dual-write runbook (3.9.2): a 7.6 s pause of broker-0 lasted 23 s, because the runbook's
+    DeleteTopics waited on the paused broker until its 20 s request timeout, and the pause's heal, due meanwhile,
+    fired only after. An admin request's answer is now awaited a second at a time, with the faults and heals due
+    fired in between, so the heal comes when the plan says; the answer is the request's, once it comes."""
+    from concurrent.futures import Future
+
+    from properties.kafka.run import FaultPlan, Run
+
+    run = Run(RealRunPlan(seed=9, runbook="dual-write"), KAFKA, tmp_path)
+    run._operator = open(tmp_path / "operator.jsonl", "a")
+    broker = run.cluster.node("broker-0", {"zookeeper.connect": "127.0.0.1:1"}, 64)
+    request: Future = Future()
+    monkeypatch.setattr(type(broker), "resume", lambda self: request.set_result("deleted"))
+    fault = FaultPlan("roll-broker-2-migrating", 0.0, "pause-broker", 0, 0.5)
+    run.struck[id(fault)] = broker
+    run.pending.append((time.monotonic() + 0.5, "heal", fault))  # the pause's heal, due in half a second
+    began = time.monotonic()
+    assert run.answer(request, timeout_s=20) == "deleted"
+    run._operator.close()
+    assert time.monotonic() - began < 5 and not run.pending
+    with pytest.raises(TimeoutError):
+        run.answer(Future(), timeout_s=0.2)  # no answer within the request's own time: as future.result's timeout
 
 
 def test_kafka_roll_of_a_broker_a_fault_killed_waits_for_its_old_registration(tmp_path):

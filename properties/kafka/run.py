@@ -280,6 +280,23 @@ class Run:
                     raise RunbookStuck(f"ZooKeeper did not answer kraftcheck's {request} of {args[0]} within "
                                        f"{PROGRESS_BOUND_S:.0f} s of the last heal") from None
 
+    def answer(self, future, timeout_s: float = 30.0):
+        """An admin request's answer (``future.result``) that never blocks the one thread that heals: the admin
+        client waits for a paused broker until its request times out (20 s), and a fault due meanwhile (a pause's
+        heal) would fire only after, lengthening the fault beyond its plan. Each try waits ``ZK_ANSWER_S``, and
+        between tries the faults and heals due fire (``tick``); past ``timeout_s`` the wait ends as
+        ``future.result(0)`` does."""
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return future.result(timeout=min(ZK_ANSWER_S, max(0.0, deadline - time.monotonic())))
+            except FutureTimeout:
+                if time.monotonic() >= deadline:
+                    raise
+                self.tick()
+
     # ---- faults -------------------------------------------------------------------------------
 
     def arm(self, step: str) -> None:
@@ -737,12 +754,12 @@ class Run:
             try:
                 for topic, future in admin.create_topics(pending, request_timeout=20).items():
                     try:
-                        future.result(30)
+                        self.answer(future)
                     except KafkaException as e:
                         if e.args[0].name() != "TOPIC_ALREADY_EXISTS":  # created by an earlier try
                             raise
                 for future in admin.incremental_alter_configs([resource], request_timeout=20).values():
-                    future.result(30)
+                    self.answer(future)
                 return True
             except KafkaException as e:
                 last_error[:] = [str(e.args[0])]
@@ -763,7 +780,7 @@ class Run:
             try:
                 for future in admin.delete_topics(topics, operation_timeout=30, request_timeout=20).values():
                     try:
-                        future.result(30)
+                        self.answer(future)
                     except KafkaException as e:
                         if e.args[0].name() != "UNKNOWN_TOPIC_OR_PART":  # deleted by an earlier try
                             raise
@@ -788,7 +805,7 @@ class Run:
             try:
                 for future in admin.create_partitions([NewPartitions(topic, total)], request_timeout=20).values():
                     try:
-                        future.result(30)
+                        self.answer(future)
                     except KafkaException as e:
                         if e.args[0].name() != "INVALID_PARTITIONS":  # grown by an earlier try
                             raise
