@@ -817,6 +817,23 @@ class Run:
         self.wait(f"topic {topic} grown to {total} partitions", done, stuck_note={"began": began})
         self.note("step", action="add-partitions", topic=topic, partitions=total, began=began)
 
+    def replicas_listed(self, topic: str, partition: int) -> list[int] | None:
+        """The partition's replicas as the cluster lists them; None while its metadata does not name the partition
+        (a request that timed out, or the topic's metadata answered with an error and no partitions, as a loaded
+        cluster did just after the topic grew: that read had failed the run with a KeyError)."""
+        from confluent_kafka import KafkaException
+
+        try:
+            listed = self.admin().list_topics(topic, timeout=20).topics.get(topic)
+        except KafkaException as e:
+            self.note("admin-retry", topics=[topic], error=str(e.args[0]))
+            return None
+        if listed is None or partition not in listed.partitions:
+            self.note("admin-retry", topics=[topic], error=f"no metadata for {topic}-{partition}"
+                      + (f" ({listed.error})" if listed is not None and listed.error else ""))
+            return None
+        return list(listed.partitions[partition].replicas)
+
     def reassign_partition(self, topic: str, partition: int) -> None:
         """One partition moved as an operator moves it, with Kafka's ReassignPartitionsCommand: its first replica
         swapped for a broker outside its replica set (or moved last when there is none), retried until the
@@ -824,7 +841,15 @@ class Run:
         ZooKeeper through the dual write (KIP-866 §Dual Metadata Writes)."""
         from confluent_kafka import KafkaException
 
-        replicas = self.admin().list_topics(topic, timeout=20).topics[topic].partitions[partition].replicas
+        known: list[list[int]] = []
+
+        def listed() -> bool:
+            replicas = self.replicas_listed(topic, partition)
+            known[:] = [] if replicas is None else [replicas]
+            return replicas is not None
+
+        self.wait(f"{topic}-{partition} listed", listed)
+        replicas = known[0]
         spare = [b for b in sorted(self.cluster.broker_ports) if b not in replicas]
         target = [*replicas[1:], spare[0] if spare else replicas[0]]
         plan = self.folder / f"reassign-{topic}-{partition}.json"
@@ -839,8 +864,7 @@ class Run:
 
         def done() -> bool:
             try:
-                if list(self.admin().list_topics(topic, timeout=20).topics[topic].partitions[partition].replicas) \
-                        == target:
+                if self.replicas_listed(topic, partition) == target:
                     return True
                 if not sent:
                     began = int(time.time() * 1000)
