@@ -100,6 +100,21 @@ def migration_znode(offset, epoch, controller_epoch=1):
     )
 
 
+def txn(zxid, session, time, *ops, kind="multi", failed=False):
+    """One transaction of ZooKeeper's log, as ZkTxnLog.java prints it."""
+    return {"channel": "zk-txn", "zxid": zxid, "session": session, "time": time, "type": kind, "failed": failed,
+            "ops": list(ops)}
+
+
+def op(kind, path=None, data=None, version=None, ephemeral=None, error=None):
+    fields = {"path": path, "version": version, "ephemeral": ephemeral, "data": data, "error": error}
+    return {"op": kind, **{k: v for k, v in fields.items() if v is not None}}
+
+
+ZK_CONTROLLER_SESSION, KRAFT_SESSION = 0x100007, 0x100011
+STALE_ZK_CONTROLLER_WRITE = 4  # obs.zk_txns' index of broker 0's write after the claim, which failed
+
+
 def clean() -> Observed:
     """A migration to dual write, as Kafka 3.9.2 showed it (zxids, offsets and lines from a real run)."""
     obs = Observed(version=(3, 9, 2))
@@ -212,6 +227,26 @@ def clean() -> Observed:
             "controller-3000", 9600, True, ZkMigrationState=MIGRATION, MigratingZkBrokerCount=2, **ctl_gauges,
             **{"high-watermark": 77}
         ),
+    ]
+    # ZooKeeper's log of the same story: broker 0's election and write, the KRaft claim, broker 0's write fenced by
+    # the claim's /controller_epoch, the dual write's multi (its last op sets /migration) and the config change's
+    # notification, which Kafka writes outside the multi
+    obs.zk_txns = [
+        txn(70, ZK_CONTROLLER_SESSION, 5000, op("create", "/controller", controller_znode(0), ephemeral=True),
+            op("setData", "/controller_epoch", "2", version=1)),
+        txn(80, ZK_CONTROLLER_SESSION, 5100, op("check", "/controller_epoch", version=1),
+            op("create", "/brokers/topics/orders", '{"partitions":{},"topic_id":"x"}', ephemeral=False)),
+        txn(96, KRAFT_SESSION, 3000, op("create", "/migration", migration_znode(-1, -1), ephemeral=False)),
+        txn(194, KRAFT_SESSION, 9000, op("setData", "/controller_epoch", "3", version=2), op("delete", "/controller"),
+            op("create", "/controller", controller_znode(3000, 1), ephemeral=False)),
+        txn(195, ZK_CONTROLLER_SESSION, 9010, op("error", error=-103), op("error", error=-2), failed=True),
+        txn(197, KRAFT_SESSION, 9100, op("setData", "/migration", migration_znode(75, 1), version=1), kind="setData"),
+        txn(198, KRAFT_SESSION, 9200, op("check", "/controller_epoch", version=2),
+            op("setData", "/migration", migration_znode(76, 1), version=2),
+            op("setData", "/config/topics/orders", '{"version":1,"config":{}}', version=1)),
+        txn(199, KRAFT_SESSION, 9210, op("create", "/config/changes/config_change_0000000000",
+                                         '{"version":2,"entity_path":"topics/orders"}', ephemeral=False),
+            kind="create"),
     ]
     obs.operator.append({"channel": "operator", "kind": "end", "outcome": "completed", "time": 9700})
     return obs
@@ -388,6 +423,16 @@ def _replica_removed_without_epoch_bump(obs):
                                   isr=[0]))
 
 
+def _stale_zk_controller_write_applies(obs):
+    """KIP-866 §Controller Leadership: the claim bumps /controller_epoch so that the ZooKeeper controller's writes,
+    each conditional on its own epoch's version, fail; here broker 0's write after the claim applies."""
+    state = '{"controller_epoch":2,"leader":0,"version":1,"leader_epoch":1,"isr":[0,1]}'
+    obs.zk_txns[STALE_ZK_CONTROLLER_WRITE].update(failed=False, ops=[
+        op("check", "/controller_epoch", version=1),
+        op("setData", "/brokers/topics/orders/partitions/0/state", state, version=2),
+    ])
+
+
 def _failed_leader_and_isr_never_repaired(obs):
     # KIP-866 §ZK Broker RPCs: orders-0 on ZK brokers 0 and 1, broker 1 out of the ISR; the KRaft controller's
     # LeaderAndIsr to broker 1 fails inside it (UNKNOWN_SERVER_ERROR) and nothing moves orders-0's leader epoch
@@ -483,6 +528,7 @@ SEEDED = {
     "ZkEqualsImageAtMigrationOffset": _kraft_deletion_not_mirrored,
     ZK_BROKER_EPOCH_BUMP: _replica_removed_without_epoch_bump,
     FAILED_LEADER_AND_ISR: _failed_leader_and_isr_never_repaired,
+    "OneZkWriterAfterClaim": _stale_zk_controller_write_applies,
 }
 
 
@@ -750,3 +796,42 @@ def test_kafka_gauge_shows_none_before_the_first_migration_state_commits():
     at = back.jmx.index(next(e for e in back.jmx if e.get("metrics", {}).get("ZkMigrationState") == PRE_MIGRATION))
     back.jmx.insert(at + 1, back.jmx[at] | {"metrics": {"ZkMigrationState": 0}, "time": back.jmx[at]["time"] + 1})
     assert [v.invariant for v in zk_migration_state_gauge_follows_the_log(back)] == [GAUGES_FOLLOW_THE_LOG]
+
+
+def test_one_zk_writer_after_claim_names_the_write():
+    """The seeded bug's message names the transaction, its session and the claim it broke; the stale write that
+    failed, as Kafka's does, and the notification written outside the fenced multi are not writes of metadata."""
+    obs = clean()
+    _stale_zk_controller_write_applies(obs)
+    assert [v.message for v in CHECKS["OneZkWriterAfterClaim"](obs)] == [
+        "zxid 0xc3, session 0x100007: setData /brokers/topics/orders/partitions/0/state while controller 3000's claim "
+        "at Raft epoch 1 holds /controller, in a transaction that neither moves nor checks /migration"]
+
+
+def test_one_zk_writer_after_claim_wants_the_claimants_stamp_on_migration():
+    """A write conditional on /migration that leaves it stamped by another controller (a deposed KRaft leader that
+    read /migration before the claimant wrote it) is a second writer (KIP-866 §Migration State ZNode)."""
+    obs = clean()
+    deposed = json.loads(migration_znode(77, 1, controller_epoch=0)) | {"kraft_controller_id": 3001}
+    obs.zk_txns.append(txn(200, 0x100012, 9300, op("setData", "/migration", json.dumps(deposed), version=3),
+                           op("delete", "/brokers/topics/orders/partitions/0/state")))
+    assert [v.message for v in CHECKS["OneZkWriterAfterClaim"](obs)] == [
+        "zxid 0xc8, session 0x100012: delete /brokers/topics/orders/partitions/0/state while controller 3000's claim "
+        "at Raft epoch 1 holds /controller, leaving /migration stamped by controller 3001 at Raft epoch 0"]
+
+
+@pytest.mark.parametrize("ends", ["deleted", "owner's session closed", "another session closed"])
+def test_one_zk_writer_after_claim_holds_until_the_claim_goes(ends):
+    """KIP-866 §Reverting to ZooKeeper: the operator deletes /controller and a ZooKeeper-mode broker is elected, whose
+    writes are the only ones then. A persistent claim outlives the session that wrote it."""
+    obs = clean()
+    if ends == "deleted":
+        obs.zk_txns.append(txn(300, 0x100020, 9800, op("delete", "/controller"), kind="delete"))
+        obs.zk_txns.append(txn(301, 0x100008, 9900, op("create", "/controller", controller_znode(1), ephemeral=True),
+                               op("setData", "/controller_epoch", "4", version=3)))
+    else:
+        session = KRAFT_SESSION if ends == "owner's session closed" else ZK_CONTROLLER_SESSION
+        obs.zk_txns.append(txn(300, session, 9800, kind="closeSession"))
+    obs.zk_txns.append(txn(302, 0x100008, 9950, op("check", "/controller_epoch", version=4),
+                           op("setData", "/brokers/topics/orders", '{"partitions":{},"topic_id":"x"}', version=1)))
+    assert len(CHECKS["OneZkWriterAfterClaim"](obs)) == (0 if ends == "deleted" else 1)

@@ -116,6 +116,33 @@ def test_kafka_run_mirrors_topics_changed_in_dual_write(migrated):
     assert TopicImage.of(_live_records(log)).partitions[("orders", 0)].replicas == tuple(moved["replicas"])
 
 
+def test_kafka_run_reads_zookeepers_transaction_log(migrated, capsys, tmp_path):
+    """ZooKeeper's own log of every write (the zk-txn channel, read after the run) holds the KRaft claim and the dual
+    writes fenced by /migration, which OneZkWriterAfterClaim judged clean; a write of the ZooKeeper controller's
+    session after the claim, not conditional on /migration, is one more writer (KIP-866 §Controller Leadership)."""
+    _, folder = migrated
+    txns = [json.loads(line) for line in (folder / "zk-txns.jsonl").read_text().splitlines()]
+    assert [t["zxid"] for t in txns] == sorted(t["zxid"] for t in txns) and txns[0]["zxid"] == 1
+    claim = next(t for t in txns if any(o.get("path") == "/controller" and o["op"] == "create" and
+                                        json.loads(o["data"])["kraftControllerEpoch"] >= 0 for o in t["ops"]))
+    after = [t for t in txns if t["zxid"] > claim["zxid"] and not t["failed"]]
+    assert any(o.get("path", "").startswith("/brokers/topics") for t in after for o in t["ops"])
+    assert all(any(o.get("path") == "/migration" for o in t["ops"]) for t in after
+               if any(o.get("path", "").startswith("/brokers/topics") for o in t["ops"]))
+    zk_controller = next(t["session"] for t in txns if any(
+        o.get("path") == "/controller" and o["op"] == "create" and o.get("ephemeral") for o in t["ops"]))
+    copy = tmp_path / "run"
+    os.system(f"cp -r {folder} {copy}")
+    stray = {"channel": "zk-txn", "zxid": txns[-1]["zxid"] + 1, "session": zk_controller, "time": txns[-1]["time"],
+             "type": "setData", "failed": False, "ops": [{"op": "setData", "path": "/config/topics/orders",
+                                                          "version": 9, "data": '{"version":1,"config":{}}'}]}
+    with open(copy / "zk-txns.jsonl", "a") as f:
+        f.write(json.dumps(stray) + "\n")
+    capsys.readouterr()
+    assert main(["kafka", "check", str(copy)]) == 1
+    assert "VIOLATION OneZkWriterAfterClaim" in capsys.readouterr().out
+
+
 def test_kafka_run_samples_every_process_over_jmx(migrated):
     """KIP-866 §Metrics from outside: the controller's gauges followed the migration to MIGRATION, the
     killed controller was seen unreachable, and every process was sampled once more at rest."""

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from model import PROPERTIES
+from model.end_to_end_invariants import METADATA_ZNODES
 from model.kraft import PartitionRecord, ZkMigrationState
 from model.kraft_migration import migrated_partition
 from model.migration import STATE_BYTES, STATE_ORDER, MigrationDriverState, Profile, is_valid_transition
@@ -61,6 +62,7 @@ class Observed:
     acknowledged: list[dict] = field(default_factory=list)  # the client's writes, as Kafka acknowledged them
     ledger: list[dict] = field(default_factory=list)  # the ledger topic read back at the end
     jmx: list[dict] = field(default_factory=list)  # each process's gauges, sampled over JMX, when they changed
+    zk_txns: list[dict] = field(default_factory=list)  # ZooKeeper's transaction log, by zxid (empty: not read)
 
     @property
     def profile(self) -> Profile:
@@ -881,6 +883,73 @@ def no_zk_write_after_post_migration(obs: Observed) -> list[Violation]:
                     (finalized[0], e),
                 )
             )
+    return out
+
+
+# Written outside the fenced multi by design: a config change's notification, a plain create that
+# ZkConfigMigrationClient makes once its fenced write of the entity's config succeeded
+# (KafkaZkClient.createConfigChangeNotification). It carries no metadata: it names the entity whose
+# znode the brokers should read again, which the fenced write changed.
+CONFIG_CHANGE_NOTIFICATIONS = "/config/changes/"
+_ZK_WRITES = ("create", "setData", "delete", "createContainer", "createTTL", "deleteContainer")
+
+
+def _kraft_claimant(controller: dict | None) -> tuple[int, int] | None:
+    """(controller id, Raft epoch) of /controller's data when a KRaft controller wrote it (KIP-866 §Controller
+    Leadership: kraftControllerEpoch set); None while a ZooKeeper-mode broker holds it or nobody does."""
+    if controller is None or controller.get("kraftControllerEpoch", -1) < 0:
+        return None
+    return controller.get("brokerid"), controller["kraftControllerEpoch"]
+
+
+@check("OneZkWriterAfterClaim")
+def one_zk_writer_after_claim(obs: Observed) -> list[Violation]:
+    """Read off ZooKeeper's transaction log (the zk-txn channel): while /controller holds a KRaft controller's
+    claim, every committed transaction that changes ZooKeeper's metadata (the model's METADATA_ZNODES; config change
+    notifications aside, ``CONFIG_CHANGE_NOTIFICATIONS``) is conditional on /migration, moving it or checking its
+    version, and leaves /migration stamped by the claimant (its kraft_controller_id and kraft_controller_epoch are
+    /controller's brokerid and kraftControllerEpoch). Kafka's dual write fences each of its multis so
+    (KafkaZkClient.retryMigrationRequestsUntilConnected: the last op of a batch sets /migration, the others check
+    its version, each checks /controller_epoch's); a stale ZooKeeper controller's multi checks /controller_epoch at
+    its own, older version, fails, and writes nothing. /controller is the claim's from the transaction that writes
+    it until one deletes it (a rollback's operator) or the session owning it (an ephemeral one) closes."""
+    out = []
+    controller: dict | None = None
+    owner: int | None = None  # the session of an ephemeral /controller
+    migration: dict | None = None
+    for t in obs.zk_txns:
+        if t["failed"]:
+            continue
+        claimant = _kraft_claimant(controller)
+        writes = [o for o in t["ops"] if o["op"] in _ZK_WRITES and o["path"].startswith(METADATA_ZNODES)
+                  and not o["path"].startswith(CONFIG_CHANGE_NOTIFICATIONS)]
+        for o in t["ops"]:
+            if o.get("path") not in ("/controller", "/migration") or o["op"] not in ("create", "setData", "delete"):
+                continue
+            data = None if o["op"] == "delete" else _json(o)
+            if o["path"] == "/migration":
+                migration = data
+                continue
+            controller = data
+            if o["op"] != "setData":
+                owner = t["session"] if o.get("ephemeral") else None
+        if t["type"] == "closeSession" and t["session"] == owner:
+            controller = owner = None
+        if claimant is None or not writes:
+            continue
+        what = f"{writes[0]['op']} {writes[0]['path']}" + (f" and {len(writes) - 1} more" if len(writes) > 1 else "")
+        where = (f"zxid 0x{t['zxid']:x}, session 0x{t['session']:x}: {what} while controller {claimant[0]}'s claim at "
+                 f"Raft epoch {claimant[1]} holds /controller")
+        fenced = any(o.get("path") == "/migration" and o["op"] in ("setData", "check") for o in t["ops"])
+        stamp = None if migration is None else (migration.get("kraft_controller_id"),
+                                                migration.get("kraft_controller_epoch"))
+        if not fenced:
+            out.append(Violation("OneZkWriterAfterClaim", f"{where}, in a transaction that neither moves nor checks "
+                                 "/migration", (t,)))
+        elif stamp != claimant:
+            out.append(Violation("OneZkWriterAfterClaim", f"{where}, leaving /migration stamped by "
+                                 + ("nobody" if stamp is None else f"controller {stamp[0]} at Raft epoch {stamp[1]}"),
+                                 (t,)))
     return out
 
 
@@ -1934,7 +2003,6 @@ NOT_OBSERVABLE: dict[str, str] = {
     "ZkBrokersConvergeToCommittedImage": "a ZooKeeper broker's metadata cache is " + _MEMORY,
     "HeartbeatingBrokerNeverFenced": "the heartbeats a controller answered are not logged one by one",
     "MetadataVersionGoesDownOnlyWhenForced": "the runbook makes no metadata.version update",
-    "OneZkWriterAfterClaim": "the znodes are sampled, not every write: two writes between samples look like one",
     "ServedMetadataSurvivesFailover": "a broker's replayed metadata is " + _MEMORY,
     "BrokerTakesOnlyCommittedRegistration": "when a broker took its epoch from the registration's answer is " + _MEMORY,
     "BrokerOnlineOnlyOnceUnfencingCommitted": "a broker logs its move to RUNNING, but the controllers' high watermark"

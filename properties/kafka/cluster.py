@@ -489,6 +489,30 @@ class Cluster:
             poller.wait()
         _LIVE.pop(poller.pid, None)
 
+    def read_zk_txn_log(self, out: Path) -> str | None:
+        """ZooKeeper's transaction log, every write with its session, into ``out`` as JSON lines (ZkTxnLog.java,
+        ZooKeeper's own reader), whole or not at all; read once the server has stopped, so that it is complete.
+        None, or why the log is missing or cut short (what could be read is kept)."""
+        data = self.root / "zookeeper" / "data"
+        if not (data / "version-2").is_dir():
+            return "ZooKeeper never started: no transaction log"
+        source = Path(__file__).with_name("ZkTxnLog.java")
+        try:
+            result = subprocess.run(
+                ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", str(ZOOKEEPER_JAR),
+                 str(source), str(data)],
+                capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            return "ZooKeeper's transaction log was not read within 120 s"
+        partial = out.with_name(out.name + ".tmp")
+        partial.write_text(result.stdout)
+        partial.replace(out)
+        if result.returncode != 0:
+            lines = [line for line in result.stderr.splitlines() if not line.startswith("SLF4J")]
+            return lines[-1] if lines else f"ZkTxnLog exited {result.returncode}"
+        return None
+
     def expire_session(self, session: int) -> None:
         """Ends a ZooKeeper session at the server, as its timeout would, while its process runs on."""
         source = Path(__file__).with_name("ExpireSession.java")

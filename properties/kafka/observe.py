@@ -1,6 +1,6 @@
 """What a real Kafka exposes, read from outside, as events of one timeline.
 
-Three channels, each with its own total order, none of them a change to Kafka:
+Four channels, each with its own total order, none of them a change to Kafka:
 - ``zk``: znodes and their ``Stat`` (czxid, mzxid, version, ephemeralOwner), watched with kazoo
   from a session of kraftcheck's own. ZooKeeper orders every write by zxid. A watch fires once and
   the re-read may skip versions, so an observation says "this znode was so at mzxid", never "it
@@ -10,6 +10,11 @@ Three channels, each with its own total order, none of them a change to Kafka:
   epoch (the Raft epoch) and its CreateTime. The offset orders them.
 - ``log``: the processes' log lines where they carry a decision (driver transitions, claims,
   elections, registrations, fencing), in file order per process.
+- ``zk-txn``: ZooKeeper's own transaction log, read after the run with ZooKeeper's classes
+  (``ZkTxnLog.java``, into ``zk-txns.jsonl``): every transaction in zxid order with the session that
+  made it and each op of a multi (a check with the version it checked, a write with the version it
+  gave and its data when short text), failed multis marked. What the watches cannot give: every write,
+  and who made it.
 
 Each event has a ``time`` in epoch milliseconds from the one clock all processes share (znode
 mtime, record CreateTime, log timestamp), used only to interleave channels: the timeline keeps
@@ -27,6 +32,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
+ZK_TXNS = "zk-txns.jsonl"  # the zk-txn channel, in the run's folder
 WATCHED = ("/controller", "/controller_epoch", "/migration", "/feature", "/cluster/id")
 WATCHED_CHILDREN = ("/brokers/ids", "/brokers/topics", "/config/topics", "/admin/delete_topics")
 
@@ -330,6 +336,11 @@ def describe(event: dict) -> str:
             f"zk   {event['path']} = {event['data']} (czxid {event['czxid']}, mzxid {event['mzxid']}, "
             f"version {event['version']})"
         )
+    if channel == "zk-txn":
+        ops = "; ".join(f"{o['op']} {o.get('path', '')}".rstrip() + (f" v{o['version']}" if "version" in o else "")
+                        for o in event["ops"])
+        failed = " (failed)" if event["failed"] else ""
+        return f"txn  zxid 0x{event['zxid']:x} session 0x{event['session']:x} {event['type']}{failed}: {ops}"[:240]
     if channel == "metadata":
         return (
             f"log  controller {event['controller']} offset {event['offset']} epoch {event['epoch']}: "

@@ -37,6 +37,7 @@ from properties.kafka.checks import PROGRESS_BOUND_S, Observed, Violation, run_c
 from properties.kafka.cluster import ZK_SESSION_TIMEOUT_MS, Cluster, ClusterError, Process, free_port
 from properties.kafka.install import Installation
 from properties.kafka.observe import (
+    ZK_TXNS,
     ZkObserver,
     merge,
     metadata_files,
@@ -1099,6 +1100,9 @@ class Run:
                         time.sleep(0.5)  # the last watch events
                         self.observer.stop()
         finally:
+            unread = self.cluster.read_zk_txn_log(self.folder / ZK_TXNS)  # the server has stopped: the log is whole
+            if unread is not None:
+                self.note("zk-txn-log-unread", reason=unread)
             self.note("end", outcome=outcome, seconds=round(time.monotonic() - self.started, 1))
             self._operator.close()
         return outcome
@@ -1155,13 +1159,14 @@ def load(folder: Path) -> Observed:
     obs.acknowledged = read_jsonl(folder / "client.jsonl")
     obs.ledger = read_jsonl(folder / "ledger.jsonl")
     obs.jmx = read_jsonl(folder / "jmx.jsonl")  # absent from runs made before JMX was read: no samples
+    obs.zk_txns = read_jsonl(folder / ZK_TXNS)  # absent from runs made before it was read: nothing checked on it
     return obs
 
 
 def timeline(obs: Observed) -> list[dict]:
     """Every event of the run: ZooKeeper by zxid, each log by offset, each process's lines in order."""
     zk = sorted((e for events in obs.zk.values() for e in events), key=lambda e: (e["zxid"], e["seen"]))
-    streams = [zk, *obs.metadata.values(), *obs.logs.values(), obs.operator, obs.jmx]
+    streams = [zk, obs.zk_txns, *obs.metadata.values(), *obs.logs.values(), obs.operator, obs.jmx]
     return merge(streams)
 
 
