@@ -423,6 +423,13 @@ def _replica_removed_without_epoch_bump(obs):
                                   isr=[0]))
 
 
+def _failed_multi_applies(obs):
+    """A multi that failed (broker 0's write after the claim) whose write the watches see applied."""
+    failed = obs.zk_txns[STALE_ZK_CONTROLLER_WRITE]
+    obs.zk["/brokers/topics/orders"].append(zk("/brokers/topics/orders", '{"partitions":{},"topic_id":"y"}', 80,
+                                               failed["zxid"], 1, failed["time"]))
+
+
 def _stale_zk_controller_write_applies(obs):
     """KIP-866 §Controller Leadership: the claim bumps /controller_epoch so that the ZooKeeper controller's writes,
     each conditional on its own epoch's version, fail; here broker 0's write after the claim applies."""
@@ -529,6 +536,7 @@ SEEDED = {
     ZK_BROKER_EPOCH_BUMP: _replica_removed_without_epoch_bump,
     FAILED_LEADER_AND_ISR: _failed_leader_and_isr_never_repaired,
     "OneZkWriterAfterClaim": _stale_zk_controller_write_applies,
+    "MultiIsAllOrNothing": _failed_multi_applies,
 }
 
 
