@@ -252,6 +252,38 @@ def test_kafka_replicas_listed_waits_for_metadata_that_names_the_partition(tmp_p
         "no metadata for orders-0 (LEADER_NOT_AVAILABLE)"]
 
 
+def test_kafka_metadata_read_waiting_on_a_paused_broker_lets_the_pause_heal(tmp_path, monkeypatch):
+    """The admin client's metadata read (list_topics) waits on a paused broker until its own 20 s timeout, as an admin
+    request's answer did in seed 9 of the dual-write runbook: the pause's heal, due meanwhile, would fire only after.
+    The read is now made on a thread of its own and awaited a second at a time, with the heals due fired in between,
+    so the heal comes when the plan says and the read returns once the broker answers."""
+    import threading
+    from types import SimpleNamespace
+
+    from properties.kafka.run import FaultPlan, Run
+
+    resumed = threading.Event()
+
+    class Admin:
+        def list_topics(self, topic, timeout):
+            resumed.wait(timeout)  # a paused broker answers nothing until it resumes
+            replicas = {0: SimpleNamespace(replicas=[1, 0])} if resumed.is_set() else {}
+            return SimpleNamespace(topics={topic: SimpleNamespace(partitions=replicas, error=None)})
+
+    run = Run(RealRunPlan(seed=9, runbook="dual-write"), KAFKA, tmp_path)
+    run._operator = open(tmp_path / "operator.jsonl", "a")
+    monkeypatch.setattr(Run, "admin", lambda self: Admin())
+    broker = run.cluster.node("broker-0", {"zookeeper.connect": "127.0.0.1:1"}, 64)
+    monkeypatch.setattr(type(broker), "resume", lambda self: resumed.set())
+    fault = FaultPlan("roll-broker-2-migrating", 0.0, "pause-broker", 0, 0.5)
+    run.struck[id(fault)] = broker
+    run.pending.append((time.monotonic() + 0.5, "heal", fault))  # the pause's heal, due in half a second
+    began = time.monotonic()
+    assert run.replicas_listed("orders", 0) == [1, 0]
+    run._operator.close()
+    assert time.monotonic() - began < 5 and not run.pending
+
+
 def test_kafka_roll_of_a_broker_a_fault_killed_waits_for_its_old_registration(tmp_path):
     """A fault killed broker-1 just before the runbook rolled it (3.9.2, dual-write, three controllers): its stop found
     no process, and the start that followed exited on its old /brokers/ids/1 ("node already exists and owner ... does

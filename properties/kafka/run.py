@@ -28,6 +28,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
@@ -238,6 +239,9 @@ class Run:
 
     def __post_init__(self) -> None:
         self.cluster = Cluster(self.install, self.folder)
+        # a thread for the calls that block (the admin client's metadata reads, Kafka's tools), so that the one
+        # thread that heals awaits their answers as it awaits an admin request's (``blocking``)
+        self._blocking = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kraftcheck-blocking")
 
     # ---- the operator's log -----------------------------------------------------------------
 
@@ -297,6 +301,18 @@ class Run:
                 if time.monotonic() >= deadline:
                     raise
                 self.tick()
+
+    def blocking(self, call: Callable[..., object], *args: object, timeout_s: float = 30.0, **kwargs: object):
+        """``call(*args, **kwargs)`` run on the blocking-call thread, its answer awaited as ``answer`` awaits an
+        admin request's: a second at a time, the faults and heals due fired in between. The admin client's
+        ``list_topics`` waits on a paused broker until its 20 s timeout and a Kafka tool until its own, and a heal
+        due meanwhile would fire only after, lengthening the fault beyond its plan."""
+        return self.answer(self._blocking.submit(call, *args, **kwargs), timeout_s=timeout_s)
+
+    def listed(self, topic: str | None = None):
+        """The cluster's metadata as the admin client lists it (every topic's, or ``topic``'s), without holding up
+        the heals (``blocking``)."""
+        return self.blocking(self.admin().list_topics, topic, timeout=20, timeout_s=25)
 
     # ---- faults -------------------------------------------------------------------------------
 
@@ -785,7 +801,7 @@ class Run:
                     except KafkaException as e:
                         if e.args[0].name() != "UNKNOWN_TOPIC_OR_PART":  # deleted by an earlier try
                             raise
-                return not set(topics) & set(admin.list_topics(timeout=20).topics)
+                return not set(topics) & set(self.listed().topics)
             except KafkaException as e:
                 self.note("admin-retry", topics=topics, error=str(e.args[0]))
                 return False
@@ -810,7 +826,8 @@ class Run:
                     except KafkaException as e:
                         if e.args[0].name() != "INVALID_PARTITIONS":  # grown by an earlier try
                             raise
-                return len(admin.list_topics(topic, timeout=20).topics[topic].partitions) == total
+                listed = self.listed(topic).topics.get(topic)
+                return listed is not None and len(listed.partitions) == total
             except KafkaException as e:
                 self.note("admin-retry", topics=[topic], error=str(e.args[0]))
                 return False
@@ -825,7 +842,7 @@ class Run:
         from confluent_kafka import KafkaException
 
         try:
-            listed = self.admin().list_topics(topic, timeout=20).topics.get(topic)
+            listed = self.listed(topic).topics.get(topic)
         except KafkaException as e:
             self.note("admin-retry", topics=[topic], error=str(e.args[0]))
             return None
@@ -869,8 +886,8 @@ class Run:
                     return True
                 if not sent:
                     began = int(time.time() * 1000)
-                    self.cluster.tool([tool, "--bootstrap-server", servers, "--reassignment-json-file", str(plan),
-                                       "--execute"])
+                    self.blocking(self.cluster.tool, [tool, "--bootstrap-server", servers, "--reassignment-json-file",
+                                                      str(plan), "--execute"], timeout_s=130)
                     sent["began"] = began
             except (KafkaException, ClusterError) as e:
                 self.note("admin-retry", topics=[topic], error=str(e.args[0]))
@@ -958,7 +975,8 @@ class Run:
         command = [kind, level, release, *flags]
         began = int(time.time() * 1000)  # the tool takes seconds: its records come before its note
         try:
-            answer, refused = self.cluster.tool([tool, *bootstrap, *command]).strip(), False
+            answer = self.blocking(self.cluster.tool, [tool, *bootstrap, *command], timeout_s=130).strip()
+            refused = False
         except ClusterError as e:
             answer, refused = "\n".join(line for line in e.output.splitlines() if not line.startswith("log4j:")), True
             if not kafka_answered(answer):
@@ -1105,6 +1123,7 @@ class Run:
                 self.note("zk-txn-log-unread", reason=unread)
             self.note("end", outcome=outcome, seconds=round(time.monotonic() - self.started, 1))
             self._operator.close()
+            self._blocking.shutdown(wait=False, cancel_futures=True)
         return outcome
 
 
