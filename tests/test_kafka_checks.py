@@ -830,7 +830,7 @@ def test_one_zk_writer_after_claim_wants_the_claimants_stamp_on_migration():
 
 @pytest.mark.parametrize("ends", ["deleted", "owner's session closed", "another session closed"])
 def test_one_zk_writer_after_claim_holds_until_the_claim_goes(ends):
-    """KIP-866 §Reverting to ZooKeeper: the operator deletes /controller and a ZooKeeper-mode broker is elected, whose
+    """KIP-866 §Rollback to ZK: the operator deletes /controller and a ZooKeeper-mode broker is elected, whose
     writes are the only ones then. A persistent claim outlives the session that wrote it."""
     obs = clean()
     if ends == "deleted":
