@@ -843,3 +843,15 @@ def test_one_zk_writer_after_claim_holds_until_the_claim_goes(ends):
     obs.zk_txns.append(txn(302, 0x100008, 9950, op("check", "/controller_epoch", version=4),
                            op("setData", "/brokers/topics/orders", '{"partitions":{},"topic_id":"x"}', version=1)))
     assert len(CHECKS["OneZkWriterAfterClaim"](obs)) == (0 if ends == "deleted" else 1)
+
+
+def test_no_zk_write_after_post_migration_reads_zookeepers_log():
+    """KIP-866 §Finalizing the Migration: once POST_MIGRATION is committed, nothing more is written to ZooKeeper. A
+    write the watches do not follow (a config change's notification, 10 ms after the record) is in ZooKeeper's log."""
+    obs = clean()
+    obs.metadata[3000].append(rec(77, 1, "ZK_MIGRATION_STATE_RECORD", 9205, zkMigrationState=POST_MIGRATION))
+    assert [v.message for v in CHECKS["NoZkWriteAfterPostMigration"](obs)] == [
+        "/config/changes/config_change_0000000000 written (zxid 0xc7, session 0x100011) after POST_MIGRATION was "
+        "committed"]
+    obs.zk_txns.clear()  # a run made before ZooKeeper's log was read
+    assert CHECKS["NoZkWriteAfterPostMigration"](obs) == []

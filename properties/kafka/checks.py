@@ -879,6 +879,14 @@ def kraft_epoch_in_zk_increases(obs: Observed) -> list[Violation]:
     return out
 
 
+# Written outside the fenced multi by design: a config change's notification, a plain create that
+# ZkConfigMigrationClient makes once its fenced write of the entity's config succeeded
+# (KafkaZkClient.createConfigChangeNotification). It carries no metadata: it names the entity whose
+# znode the brokers should read again, which the fenced write changed.
+CONFIG_CHANGE_NOTIFICATIONS = "/config/changes/"
+_ZK_WRITES = ("create", "setData", "delete", "createContainer", "createTTL", "deleteContainer")
+
+
 @check("NoZkWriteAfterPostMigration")
 def no_zk_write_after_post_migration(obs: Observed) -> list[Violation]:
     out = []
@@ -900,15 +908,21 @@ def no_zk_write_after_post_migration(obs: Observed) -> list[Violation]:
                     (finalized[0], e),
                 )
             )
+    # ZooKeeper's log has every write the watches may have skipped, metadata as well as /migration
+    seen = {e["mzxid"] for _, e in _migration_znodes(obs)}
+    for t in obs.zk_txns:
+        written = [o["path"] for o in t["ops"] if o["op"] in _ZK_WRITES
+                   and (o["path"] == "/migration" or o["path"].startswith(METADATA_ZNODES))]
+        if written and not t["failed"] and t["time"] > since and t["zxid"] not in seen:
+            out.append(
+                Violation(
+                    "NoZkWriteAfterPostMigration",
+                    f"{written[0]} written (zxid 0x{t['zxid']:x}, session 0x{t['session']:x}) after POST_MIGRATION "
+                    "was committed",
+                    (finalized[0], t),
+                )
+            )
     return out
-
-
-# Written outside the fenced multi by design: a config change's notification, a plain create that
-# ZkConfigMigrationClient makes once its fenced write of the entity's config succeeded
-# (KafkaZkClient.createConfigChangeNotification). It carries no metadata: it names the entity whose
-# znode the brokers should read again, which the fenced write changed.
-CONFIG_CHANGE_NOTIFICATIONS = "/config/changes/"
-_ZK_WRITES = ("create", "setData", "delete", "createContainer", "createTTL", "deleteContainer")
 
 
 def _kraft_claimant(controller: dict | None) -> tuple[int, int] | None:
