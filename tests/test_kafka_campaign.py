@@ -284,6 +284,23 @@ def test_kafka_metadata_read_waiting_on_a_paused_broker_lets_the_pause_heal(tmp_
     assert time.monotonic() - began < 5 and not run.pending
 
 
+def test_kafka_tool_that_never_finishes_is_a_cluster_error(tmp_path, monkeypatch):
+    """A Kafka tool waiting past its timeout on a cluster that does not answer (the reassignment's, a FeatureCommand)
+    fails as the cluster's error, which the runbook's steps retry or report, not as kraftcheck's own (it had ended the
+    run as interrupted by subprocess.TimeoutExpired)."""
+    import subprocess
+
+    from properties.kafka.cluster import Cluster, ClusterError
+
+    def never_finishes(argv, **kwargs):
+        raise subprocess.TimeoutExpired(argv, kwargs["timeout"], output=b"Current partition replica assignment")
+
+    monkeypatch.setattr(subprocess, "run", never_finishes)
+    with pytest.raises(ClusterError, match="ReassignPartitionsCommand did not finish within 120 s") as raised:
+        Cluster(KAFKA, tmp_path).tool(["org.apache.kafka.tools.reassign.ReassignPartitionsCommand", "--execute"])
+    assert raised.value.output == "Current partition replica assignment"
+
+
 def test_kafka_roll_of_a_broker_a_fault_killed_waits_for_its_old_registration(tmp_path):
     """A fault killed broker-1 just before the runbook rolled it (3.9.2, dual-write, three controllers): its stop found
     no process, and the start that followed exited on its old /brokers/ids/1 ("node already exists and owner ... does

@@ -539,15 +539,19 @@ class Cluster:
             self.install.classpath,
             *main,
         ]
-        result = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
+        try:
+            result = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        except subprocess.TimeoutExpired as e:  # a tool waiting on a cluster that does not answer: as its failure
+            output = "".join(x.decode(errors="replace") if isinstance(x, bytes) else x or "" for x in (e.stdout, e.stderr))
+            raise ClusterError(f"{main[0]} did not finish within {timeout:.0f} s", output) from None
         if result.returncode != 0:
             detail = (result.stderr.strip() or result.stdout.strip()).splitlines()
             raise ClusterError(
