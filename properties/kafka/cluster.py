@@ -550,7 +550,8 @@ class Cluster:
                 preexec_fn=_die_with_parent,
             )
         except subprocess.TimeoutExpired as e:  # a tool waiting on a cluster that does not answer: as its failure
-            output = "".join(x.decode(errors="replace") if isinstance(x, bytes) else x or "" for x in (e.stdout, e.stderr))
+            streams = (e.stdout, e.stderr)
+            output = "".join(x.decode(errors="replace") if isinstance(x, bytes) else x or "" for x in streams)
             raise ClusterError(f"{main[0]} did not finish within {timeout:.0f} s", output) from None
         if result.returncode != 0:
             detail = (result.stderr.strip() or result.stdout.strip()).splitlines()
