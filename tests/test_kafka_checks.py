@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,7 @@ from properties.kafka.checks import (
     ACKNOWLEDGED_WRITES,
     BROKER_GAUGES,
     CHECKS,
+    DUAL_WRITES_RESUME,
     FAILED_LEADER_AND_ISR,
     GAUGES_FOLLOW_THE_LOG,
     MIGRATION_COPIES_ZK,
@@ -29,6 +31,7 @@ from properties.kafka.checks import (
     run_checks,
 )
 
+DATA = Path(__file__).parent / "data"
 MIGRATION, PRE_MIGRATION, POST_MIGRATION = 1, 2, 3  # Kafka >= 3.5's ZkMigrationState bytes
 
 
@@ -430,6 +433,16 @@ def _failed_multi_applies(obs):
                                                failed["zxid"], 1, failed["time"]))
 
 
+def _dual_write_wedged(obs, after_heal_s=130):
+    """A ZooKeeper stall heals, and the claiming controller's writes go on failing on /migration's version (its driver
+    holds a version ZooKeeper no longer has)."""
+    obs.operator[-1:-1] = [{"channel": "operator", "kind": "fault", "fault": "pause-zookeeper", "time": 9300},
+                           {"channel": "operator", "kind": "heal", "fault": "pause-zookeeper", "time": 9400}]
+    for i in range(3):
+        at = 9400 + after_heal_s * 1000 + 500 * i
+        obs.zk_txns.append(txn(300 + i, KRAFT_SESSION, at, op("error", error=-103), kind="error", failed=True))
+
+
 def _stale_zk_controller_write_applies(obs):
     """KIP-866 §Controller Leadership: the claim bumps /controller_epoch so that the ZooKeeper controller's writes,
     each conditional on its own epoch's version, fail; here broker 0's write after the claim applies."""
@@ -537,6 +550,7 @@ SEEDED = {
     FAILED_LEADER_AND_ISR: _failed_leader_and_isr_never_repaired,
     "OneZkWriterAfterClaim": _stale_zk_controller_write_applies,
     "MultiIsAllOrNothing": _failed_multi_applies,
+    DUAL_WRITES_RESUME: _dual_write_wedged,
 }
 
 
@@ -557,7 +571,7 @@ def test_kafka_check_catches_its_seeded_bug(name):
 def test_kafka_checks_cover_the_model_registry():
     """Every model property is either checked on real runs or listed with the reason it cannot be."""
     own = {RUNBOOK_PROGRESS, ACKNOWLEDGED_WRITES, GAUGES_FOLLOW_THE_LOG, ONE_ACTIVE_CONTROLLER, BROKER_GAUGES,
-           NO_METADATA_ERRORS, MIGRATION_COPIES_ZK, ZK_BROKER_EPOCH_BUMP, FAILED_LEADER_AND_ISR}
+           NO_METADATA_ERRORS, MIGRATION_COPIES_ZK, ZK_BROKER_EPOCH_BUMP, FAILED_LEADER_AND_ISR, DUAL_WRITES_RESUME}
     names = {p.name for p in PROPERTIES} | own
     assert set(CHECKS) | set(NOT_OBSERVABLE) == names
     assert not set(CHECKS) & set(NOT_OBSERVABLE)
@@ -855,3 +869,37 @@ def test_no_zk_write_after_post_migration_reads_zookeepers_log():
         "committed"]
     obs.zk_txns.clear()  # a run made before ZooKeeper's log was read
     assert CHECKS["NoZkWriteAfterPostMigration"](obs) == []
+
+
+@pytest.mark.parametrize("case", ["wedged", "within the bound", "deposed"])
+def test_dual_writes_resume_once_faults_heal(case):
+    """A claimant's writes that keep failing on a version past the progress bound are a wedged dual write; failures
+    within the bound are a stall's, and a deposed claimant's are its fencing (a newer claim bumped its epoch)."""
+    obs = clean()
+    _dual_write_wedged(obs, after_heal_s=100 if case == "within the bound" else 130)
+    if case == "deposed":
+        claim = txn(299, 0x100012, 9500, op("setData", "/controller_epoch", "4", version=3),
+                    op("setData", "/controller", controller_znode(3001, 2), version=1))
+        obs.zk_txns.insert(-3, claim)
+    found = [v.message for v in CHECKS[DUAL_WRITES_RESUME](obs)]
+    assert found == ([] if case != "wedged" else [
+        "controller 3000's ZooKeeper writes (session 0x100011) still failed with BadVersion 120 s after the last "
+        "heal: 3 of them, from zxid 0x12c to 0x12e"])
+
+
+def test_kafka_38_dual_write_wedged_after_a_zookeeper_stall():
+    """A finding about Kafka 3.8.1, as on 3.9.2 and 3.6.2 (KIP-866 §Failure Modes): after an 8 s ZooKeeper stall, the
+    controller's multi that moved /migration applied, its resent copy failed on /migration's version, and every write
+    of the session failed the same way until the run ended. The log of that run, cut down to the claim on; no other
+    writer wrote ZooKeeper's metadata meanwhile."""
+    run = json.loads((DATA / "kafka-3.8-dual-write-wedged-zk-txns.json").read_text())
+    obs = Observed(version=tuple(run["version"]))
+    obs.operator, obs.zk_txns = run["operator"], run["zk_txns"]
+    assert [v.message for v in CHECKS[DUAL_WRITES_RESUME](obs)] == [
+        "controller 3000's ZooKeeper writes (session 0x1000157d5730005) still failed with BadVersion 120 s after the "
+        "last heal: 42 of them, from zxid 0x239 to 0x262"]
+    applied, resent = [t for t in obs.zk_txns if t["zxid"] in (0x11a, 0x11e)]
+    moved = applied["ops"][1]
+    assert not applied["failed"] and (moved["path"], moved["version"]) == ("/migration", 21)
+    assert resent["failed"] and resent["ops"][1] == {"op": "error", "error": -103}  # BadVersion on /migration
+    assert CHECKS["OneZkWriterAfterClaim"](obs) == []

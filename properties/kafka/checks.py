@@ -1815,6 +1815,50 @@ def acknowledged_writes_survive(obs: Observed) -> list[Violation]:
 
 CHECKS[ACKNOWLEDGED_WRITES] = acknowledged_writes_survive
 
+# A real-run progress check on ZooKeeper's log. The model parks a driver whose dual write failed on /migration's
+# version (ActiveDriverNeverStaysInactive); Kafka's stays in DUAL_WRITE and tries again every poll, so the harm shows
+# as writes that keep failing.
+DUAL_WRITES_RESUME = "DualWritesResumeOnceFaultsHeal"
+_BAD_VERSION = -103  # KeeperException.Code.BADVERSION
+
+
+def _first_error(t: dict) -> int | None:
+    return next((o["error"] for o in t["ops"] if o["op"] == "error"), None)
+
+
+def dual_writes_resume_once_faults_heal(obs: Observed) -> list[Violation]:
+    """KIP-866 §Dual Metadata Writes, §Failure Modes (a ZooKeeper write that fails holds the log back, within a bound,
+    until it succeeds): once the last fault has healed, the KRaft controller that holds the claim does not go on
+    failing its writes on a version, as a driver that holds a /migration version ZooKeeper no longer has does (Kafka
+    3.6.2 to 3.9.2, after a resent write that had applied: every later write fails). A write of the claiming session
+    that fails with BadVersion more than ``PROGRESS_BOUND_S`` after the last heal, with no newer claim made, is the
+    violation; a deposed claimant's failures (a newer claim bumped /controller_epoch) are its fencing, and a session
+    the claimant opened after losing the claiming one is not followed (its writes are not attributed)."""
+    bound_ms = _faults_healed_at(obs) + PROGRESS_BOUND_S * 1000
+    claiming: tuple[int, int | None] | None = None  # (session, controller id) of the newest KRaft claim
+    late: list[dict] = []
+    for t in obs.zk_txns:
+        for o in t["ops"]:
+            if o.get("path") == "/controller" and o["op"] in ("create", "setData"):
+                claimant = _kraft_claimant(_json(o))
+                claiming = None if claimant is None else (t["session"], claimant[0])
+                late = []
+        if (claiming is not None and t["failed"] and t["session"] == claiming[0] and t["time"] > bound_ms
+                and _first_error(t) == _BAD_VERSION):
+            late.append(t)
+    if not late:
+        return []
+    return [Violation(
+        DUAL_WRITES_RESUME,
+        f"controller {claiming[1]}'s ZooKeeper writes (session 0x{claiming[0]:x}) still failed with BadVersion "
+        f"{PROGRESS_BOUND_S} s after the last heal: {len(late)} of them, from zxid 0x{late[0]['zxid']:x} to "
+        f"0x{late[-1]['zxid']:x}",
+        (late[0], late[-1]),
+    )]
+
+
+CHECKS[DUAL_WRITES_RESUME] = dual_writes_resume_once_faults_heal
+
 
 # ---- gauges, sampled over JMX (KIP-866 §Metrics) ----------------------------------------------
 #
