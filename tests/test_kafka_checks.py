@@ -903,3 +903,22 @@ def test_kafka_38_dual_write_wedged_after_a_zookeeper_stall():
     assert not applied["failed"] and (moved["path"], moved["version"]) == ("/migration", 21)
     assert resent["failed"] and resent["ops"][1] == {"op": "error", "error": -103}  # BadVersion on /migration
     assert CHECKS["OneZkWriterAfterClaim"](obs) == []
+
+
+def test_zookeepers_log_names_the_sessions():
+    """A transaction is shown with the process whose session made it, where the log shows it: a broker's registration
+    names its session, a KRaft claim or a /migration stamp names the controller's; the rest stay numbers."""
+    from properties.kafka.observe import describe, name_sessions
+
+    obs = clean()
+    obs.zk_txns.append(txn(300, ZK_CONTROLLER_SESSION, 9900, op("create", "/brokers/ids/0", ephemeral=True)))
+    obs.zk_txns.append(txn(301, 0x100099, 9950, op("create", "/kraftcheck", ephemeral=True)))
+    name_sessions(obs.zk_txns)
+    assert {t["session"]: t.get("by") for t in obs.zk_txns} == {
+        ZK_CONTROLLER_SESSION: "broker-0", KRAFT_SESSION: "controller-3000", 0x100099: None}
+    _stale_zk_controller_write_applies(obs)
+    assert [v.message for v in CHECKS["OneZkWriterAfterClaim"](obs)] == [
+        "zxid 0xc3, session 0x100007 (broker-0): setData /brokers/topics/orders/partitions/0/state while controller "
+        "3000's claim at Raft epoch 1 holds /controller, in a transaction that neither moves nor checks /migration"]
+    assert describe(obs.zk_txns[STALE_ZK_CONTROLLER_WRITE]).startswith(
+        "txn  zxid 0xc3 session 0x100007 (broker-0) multi: check /controller_epoch v1; setData ")

@@ -28,6 +28,7 @@ from model.kraft import PartitionRecord, ZkMigrationState
 from model.kraft_migration import migrated_partition
 from model.migration import STATE_BYTES, STATE_ORDER, MigrationDriverState, Profile, is_valid_transition
 from model.state import PartitionState
+from properties.kafka.observe import session_of
 
 PROGRESS_BOUND_S = 120  # the driver re-polls at most 60 s apart (KRaftMigrationDriver.PollTimeSupplier)
 # Comparisons across channels go by time: a watch sees a deletion a little after it happened, and a
@@ -917,8 +918,7 @@ def no_zk_write_after_post_migration(obs: Observed) -> list[Violation]:
             out.append(
                 Violation(
                     "NoZkWriteAfterPostMigration",
-                    f"{written[0]} written (zxid 0x{t['zxid']:x}, session 0x{t['session']:x}) after POST_MIGRATION "
-                    "was committed",
+                    f"{written[0]} written (zxid 0x{t['zxid']:x}, {session_of(t)}) after POST_MIGRATION was committed",
                     (finalized[0], t),
                 )
             )
@@ -969,7 +969,7 @@ def one_zk_writer_after_claim(obs: Observed) -> list[Violation]:
         if claimant is None or not writes:
             continue
         what = f"{writes[0]['op']} {writes[0]['path']}" + (f" and {len(writes) - 1} more" if len(writes) > 1 else "")
-        where = (f"zxid 0x{t['zxid']:x}, session 0x{t['session']:x}: {what} while controller {claimant[0]}'s claim at "
+        where = (f"zxid 0x{t['zxid']:x}, {session_of(t)}: {what} while controller {claimant[0]}'s claim at "
                  f"Raft epoch {claimant[1]} holds /controller")
         fenced = any(o.get("path") == "/migration" and o["op"] in ("setData", "check") for o in t["ops"])
         stamp = None if migration is None else (migration.get("kraft_controller_id"),

@@ -294,6 +294,39 @@ def parse_log_text(text: str, process: str) -> list[dict]:
     return events
 
 
+# ---- ZooKeeper's transaction log --------------------------------------------------------------
+
+
+def name_sessions(txns: list[dict]) -> None:
+    """Marks each transaction of ZooKeeper's log with the process whose session made it (``by``), where the log shows
+    it: the session that creates a broker's ephemeral /brokers/ids/N is broker-N's; one that writes a KRaft claim into
+    /controller, or stamps /migration, is that controller's. Other sessions (kraftcheck's own, a KRaft controller's
+    that wrote nothing of the kind) stay unnamed."""
+    owners: dict[int, str] = {}
+    for t in txns:
+        for o in t["ops"]:
+            path = o.get("path") or ""
+            if o["op"] == "create" and o.get("ephemeral") and path.startswith("/brokers/ids/"):
+                owners.setdefault(t["session"], "broker-" + path.rsplit("/", 1)[1])
+            elif o["op"] in ("create", "setData") and path in ("/controller", "/migration") and o.get("data"):
+                try:
+                    data = json.loads(o["data"])
+                except json.JSONDecodeError:
+                    continue
+                epoch, node = ((data.get("kraftControllerEpoch", -1), data.get("brokerid")) if path == "/controller"
+                               else (data.get("kraft_controller_epoch", -1), data.get("kraft_controller_id")))
+                if isinstance(epoch, int) and epoch >= 0 and node is not None:
+                    owners.setdefault(t["session"], f"controller-{node}")
+    for t in txns:
+        if t["session"] in owners:
+            t["by"] = owners[t["session"]]
+
+
+def session_of(txn: dict) -> str:
+    """A transaction's session as a reader finds it: its id, and its process when ``name_sessions`` knew it."""
+    return f"session 0x{txn['session']:x}" + (f" ({txn['by']})" if "by" in txn else "")
+
+
 # ---- one timeline ---------------------------------------------------------------------------
 
 
@@ -340,7 +373,7 @@ def describe(event: dict) -> str:
         ops = "; ".join(f"{o['op']} {o.get('path', '')}".rstrip() + (f" v{o['version']}" if "version" in o else "")
                         for o in event["ops"])
         failed = " (failed)" if event["failed"] else ""
-        return f"txn  zxid 0x{event['zxid']:x} session 0x{event['session']:x} {event['type']}{failed}: {ops}"[:240]
+        return f"txn  zxid 0x{event['zxid']:x} {session_of(event)} {event['type']}{failed}: {ops}"[:240]
     if channel == "metadata":
         return (
             f"log  controller {event['controller']} offset {event['offset']} epoch {event['epoch']}: "

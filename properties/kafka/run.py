@@ -42,6 +42,7 @@ from properties.kafka.observe import (
     ZkObserver,
     merge,
     metadata_files,
+    name_sessions,
     parse_dump,
     parse_log,
     parse_log_text,
@@ -1179,6 +1180,7 @@ def load(folder: Path) -> Observed:
     obs.ledger = read_jsonl(folder / "ledger.jsonl")
     obs.jmx = read_jsonl(folder / "jmx.jsonl")  # absent from runs made before JMX was read: no samples
     obs.zk_txns = read_jsonl(folder / ZK_TXNS)  # absent from runs made before it was read: nothing checked on it
+    name_sessions(obs.zk_txns)
     return obs
 
 
