@@ -373,7 +373,8 @@ def describe(event: dict) -> str:
         ops = "; ".join(f"{o['op']} {o.get('path', '')}".rstrip() + (f" v{o['version']}" if "version" in o else "")
                         for o in event["ops"])
         failed = " (failed)" if event["failed"] else ""
-        return f"txn  zxid 0x{event['zxid']:x} {session_of(event)} {event['type']}{failed}: {ops}"[:240]
+        ops = f": {ops}" if ops else ""
+        return f"txn  zxid 0x{event['zxid']:x} {session_of(event)} {event['type']}{failed}{ops}"[:240]
     if channel == "metadata":
         return (
             f"log  controller {event['controller']} offset {event['offset']} epoch {event['epoch']}: "
