@@ -2095,9 +2095,10 @@ NOT_OBSERVABLE: dict[str, str] = {
     "ReassignmentCompletesWithTargetInIsr": "the log's PartitionChangeRecords show a reassignment's end and its ISR,"
     " but no check of real runs reads them yet (trace validation of reassignments is not built either)",
 }
-# sometimes-properties are witnesses for the model's search: on a real run they are coverage, not checks
+# sometimes-properties are witnesses for the model's search, which reports which states it reached; nothing reports
+# them for a real run yet
 NOT_OBSERVABLE |= {
-    p.name: "a witness (sometimes): reported as coverage of the run, not checked"
+    p.name: "a witness (sometimes): the explorer reports whether it is reached; a real run's coverage is not reported"
     for p in PROPERTIES
     if p.kind.value == "sometimes"
 }
