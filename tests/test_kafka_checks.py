@@ -922,3 +922,21 @@ def test_zookeepers_log_names_the_sessions():
         "3000's claim at Raft epoch 1 holds /controller, in a transaction that neither moves nor checks /migration"]
     assert describe(obs.zk_txns[STALE_ZK_CONTROLLER_WRITE]).startswith(
         "txn  zxid 0xc3 session 0x100007 (broker-0) multi: check /controller_epoch v1; setData ")
+
+
+def test_broker_gauges_of_a_controller_still_loading_are_not_judged():
+    """3.8.1, three controllers: controller-3001, killed and started again 4 s before the run's end, was judged by its
+    sample from before a record its dump lacks, and that sample came before it had loaded its first image
+    (ZkMigrationState -1): its broker gauges read 0, as every gauge of an image not yet loaded does. Such a sample
+    says nothing of the counts; one taken after the image loaded is judged as before."""
+    obs = clean()
+    obs.metadata[3001] = [*obs.metadata[3000], rec(77, 1, "NO_OP_RECORD", 9350)]  # a record 3000's dump lacks
+    loading = obs.jmx[6]
+    assert loading["process"] == "controller-3000" and loading["metrics"]["ZkMigrationState"] == -1
+    loading["metrics"].update(ActiveBrokerCount=0, MigratingZkBrokerCount=0, FencedBrokerCount=0)
+    check = CHECKS[BROKER_GAUGES]
+    assert check(obs) == []
+    loading["metrics"]["ZkMigrationState"] = MIGRATION  # loaded, and still counting no broker: judged
+    assert sorted(v.message for v in check(obs)) == [
+        "at rest controller-3000 reported FencedBrokerCount 0; its log's registrations give 2",
+        "at rest controller-3000 reported MigratingZkBrokerCount 0; its log's registrations give 2"]

@@ -2007,6 +2007,10 @@ def broker_count_gauges_match_the_log(obs: Observed) -> list[Violation]:
             if not before:
                 continue
             e = before[-1]
+        if e["metrics"].get("ZkMigrationState") == -1:
+            # a controller that has not loaded its first image yet (a restarted one, still replaying) counts nothing
+            # yet: its gauges read 0 (3.8.1, a controller killed and started again 4 s before the run's end)
+            continue
         expected = BrokerRegistrations.of(obs.metadata[controller]).counts()
         for gauge, count in expected.items():
             value = e["metrics"].get(gauge)
