@@ -922,6 +922,8 @@ def test_zookeepers_log_names_the_sessions():
         "3000's claim at Raft epoch 1 holds /controller, in a transaction that neither moves nor checks /migration"]
     assert describe(obs.zk_txns[STALE_ZK_CONTROLLER_WRITE]).startswith(
         "txn  zxid 0xc3 session 0x100007 (broker-0) multi: check /controller_epoch v1; setData ")
+    assert describe(clean().zk_txns[STALE_ZK_CONTROLLER_WRITE]) == (
+        "txn  zxid 0xc3 session 0x100007 multi (failed): error -103 (BadVersionError); error -2 (RuntimeInconsistency)")
 
 
 def test_broker_gauges_of_a_controller_still_loading_are_not_judged():

@@ -359,6 +359,16 @@ def merge(streams: Iterable[list[dict]]) -> list[dict]:
         current[i] = next(heads[i], None)
 
 
+def _zk_op(op: dict) -> str:
+    """One op of a ZooKeeper transaction: its kind, path and version, or the error it failed with (kazoo's name)."""
+    if op["op"] == "error":
+        from kazoo.exceptions import EXCEPTIONS
+
+        code = op.get("error")
+        return f"error {code} ({EXCEPTIONS[code].__name__})" if code in EXCEPTIONS else f"error {code}"
+    return f"{op['op']} {op.get('path', '')}".rstrip() + (f" v{op['version']}" if "version" in op else "")
+
+
 def describe(event: dict) -> str:
     """One observation as a line a reader can find again in the run's raw files."""
     channel = event.get("channel")
@@ -370,8 +380,7 @@ def describe(event: dict) -> str:
             f"version {event['version']})"
         )
     if channel == "zk-txn":
-        ops = "; ".join(f"{o['op']} {o.get('path', '')}".rstrip() + (f" v{o['version']}" if "version" in o else "")
-                        for o in event["ops"])
+        ops = "; ".join(_zk_op(o) for o in event["ops"])
         failed = " (failed)" if event["failed"] else ""
         ops = f": {ops}" if ops else ""
         return f"txn  zxid 0x{event['zxid']:x} {session_of(event)} {event['type']}{failed}{ops}"[:240]
