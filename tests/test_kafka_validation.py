@@ -306,6 +306,24 @@ def test_validation_places_a_stop_after_the_registration_the_stopping_controller
     assert [type(a).__name__ for a in result.path][-2:] == ["RegisterController", "ShutdownController"]
 
 
+def test_validation_lets_a_stopping_controller_vote_for_the_next_leader():
+    """Seed 2 of `kafka campaign --runbook rollback-before-brokers --controllers 3 --faults all` (3.9.2): the rollback
+    stopped controller-3000, then controller-3001, the leader at Raft epoch 1; controller-3002 became leader at epoch 2
+    while 3001's clean stop was under way (a leader that stops resigns and hands over, and votes until its Raft client
+    closes). The model's ShutdownController is one step, placed when the stop began, so no quorum was left to elect
+    3002: unexplained, in 7 of 16 runs of that campaign. A stop is now placed after another controller's election
+    made while it was under way, as after one the stopping controller won itself."""
+    obs, plan = recorded("kafka-3.9-rollback-vote-while-stopping-run.json")
+    stop = next(e for e in obs.operator if e["kind"] == "step" and e.get("action") == "stop"
+                and e["process"] == "controller-3001")
+    elected = next(e for e in obs.logs["controller-3002"] if e["kind"] == "raft-leader" and e["epoch"] == "2")
+    assert stop["began"] < elected["time"] < stop["time"]
+    result = validate(obs, plan)
+    assert result.ok, "\n".join(result.report())
+    steps = [(type(a).__name__, getattr(a, "controller", None)) for a in result.path]
+    assert steps.index(("BecomeLeader", 3002)) < steps.index(("ShutdownController", 3001))
+
+
 def test_validation_lets_a_request_sent_while_no_controller_runs_wait_for_one():
     """A 3.9.2 kraft run whose one controller was killed as the admin asked for a topic (refunds: two partitions and
     a config, three parts of one request), and started again 20 s later: Kafka answered the request after the

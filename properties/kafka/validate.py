@@ -884,13 +884,19 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
         for events in obs.logs.values()
     ]
     def left_while_stopping(process: str, began: int, ended: int) -> list[int]:
-        """When a process stopping took what outlives it: an election (its epoch is the next winner's base), and
-        a controller's own registration (a controller stopped as it starts registers before it exits, and the
-        record is in the log)."""
+        """When a process stopping took what outlives it: an election (its epoch is the next winner's base), a
+        controller's own registration (a controller stopped as it starts registers before it exits, and the
+        record is in the log), and another controller's election it may have voted in."""
         times = [e["time"] for e in obs.logs.get(process, ())
                  if e["kind"] in WON_WHILE_STOPPING and began <= e["time"] <= ended]
         times += [e["time"] for e in records if e["type"] == "REGISTER_CONTROLLER_RECORD"
                   and process == f"controller-{e['data']['controllerId']}" and began <= e["time"] <= ended]
+        if process.startswith("controller-"):
+            # a controller stopping votes until its Raft client closes (a leader that stops resigns and hands over,
+            # KIP-595's EndQuorumEpoch): another controller's election meanwhile may have needed its vote
+            times += [e["time"] for other, events in obs.logs.items() if other != process
+                      and other.startswith("controller-") for e in events
+                      if e["kind"] == "raft-leader" and began <= e["time"] <= ended]
         return times
 
     won = {  # (process, began) -> the last thing it took while stopping, which the stop is placed after
