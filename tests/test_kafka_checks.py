@@ -426,6 +426,25 @@ def _replica_removed_without_epoch_bump(obs):
                                   isr=[0]))
 
 
+def _reassignment_completes_outside_the_isr(obs):
+    # KIP-866 §ZK Broker RPCs: orders-0 moves from [0, 1] to [1, 2]; the record that ends the move leaves the
+    # new replica 2 outside the ISR, a replica that never caught up
+    obs.metadata[3000].insert(9, rec(72, 1, "PARTITION_RECORD", 9050, topicId="x", partitionId=0, replicas=[0, 1],
+                                     isr=[0, 1], leader=0, leaderEpoch=4, partitionEpoch=6))
+    obs.metadata[3000] += [
+        rec(77, 1, "PARTITION_CHANGE_RECORD", 9300, topicId="x", partitionId=0, replicas=[0, 1, 2],
+            addingReplicas=[2], removingReplicas=[0]),
+        rec(78, 1, "PARTITION_CHANGE_RECORD", 9400, topicId="x", partitionId=0, replicas=[1, 2], isr=[1], leader=1,
+            addingReplicas=[], removingReplicas=[]),
+    ]
+
+
+def _metadata_version_downgraded_losing_metadata(obs):
+    # KIP-584: metadata.version 21 (3.9-IV0) down to 13 (3.6-IV1), across 3.6-IV2, 3.7-IV0 and 3.7-IV2, which
+    # changed metadata, with no operator forcing it
+    obs.metadata[3000].append(rec(77, 1, "FEATURE_LEVEL_RECORD", 9300, name="metadata.version", featureLevel=13))
+
+
 def _failed_multi_applies(obs):
     """A multi that failed (broker 0's write after the claim) whose write the watches see applied."""
     failed = obs.zk_txns[STALE_ZK_CONTROLLER_WRITE]
@@ -551,6 +570,8 @@ SEEDED = {
     "OneZkWriterAfterClaim": _stale_zk_controller_write_applies,
     "MultiIsAllOrNothing": _failed_multi_applies,
     DUAL_WRITES_RESUME: _dual_write_wedged,
+    "ReassignmentCompletesWithTargetInIsr": _reassignment_completes_outside_the_isr,
+    "MetadataVersionGoesDownOnlyWhenForced": _metadata_version_downgraded_losing_metadata,
 }
 
 
@@ -942,3 +963,69 @@ def test_broker_gauges_of_a_controller_still_loading_are_not_judged():
     assert sorted(v.message for v in check(obs)) == [
         "at rest controller-3000 reported FencedBrokerCount 0; its log's registrations give 2",
         "at rest controller-3000 reported MigratingZkBrokerCount 0; its log's registrations give 2"]
+
+
+def _recorded_log(name: str) -> Observed:
+    run = json.loads((DATA / name).read_text())
+    obs = Observed(version=tuple(run["version"]))
+    obs.operator = run["operator"]
+    obs.metadata = {int(c): records for c, records in run["metadata"].items()}
+    return obs
+
+
+def test_metadata_version_goes_down_only_where_nothing_is_lost_or_the_operator_forced_it():
+    """KIP-584 on Kafka 3.9.2's kraft runbook: metadata.version up to 21 (3.9-IV0), a safe downgrade to 20 (3.8-IV0,
+    no metadata changed between) and an unsafe one to the same level. Had the downgrade gone to 13 (3.6-IV1), across
+    levels that changed metadata, it loses metadata: named unless an operator forced exactly that downgrade (Kafka
+    3.x refuses them: a refused force forces nothing)."""
+    obs = _recorded_log("kafka-3.9-kraft-roll-run.json")
+    check = CHECKS["MetadataVersionGoesDownOnlyWhenForced"]
+    assert check(obs) == []
+    downgrade = next(r for r in obs.metadata[3000] if r["offset"] == 135)
+    downgrade["data"]["featureLevel"] = 13
+    assert [v.message for v in check(obs)] == [
+        "controller 3000's log takes metadata.version from 21 (offset 45) down to 13 at offset 135, across levels 14,"
+        " 15, 17 that changed metadata, and no operator forced it"]
+    unsafe = next(e for e in obs.operator if e.get("action") == "update-features" and "--unsafe" in e["command"])
+    unsafe["answer"] = "metadata.version was downgraded to 13."
+    assert check(obs) == []
+    unsafe["refused"] = True
+    assert len(check(obs)) == 1
+
+
+def test_reassignment_ends_only_with_its_replicas_in_the_isr():
+    """Kafka 3.6.2 moved orders-0 from [0, 2] to [2, 1] in dual write: the record that ended the move had both new
+    replicas in its ISR. Ended with replica 1 outside it, it is named; a cancelled move back to [0, 2] adds no replica,
+    whatever the ISR (PartitionReassignmentReplicas.maybeCompleteReassignment; a revert keeps the replicas it began
+    with)."""
+    obs = _recorded_log("kafka-3.6.2-reassignment-run.json")
+    check = CHECKS["ReassignmentCompletesWithTargetInIsr"]
+    assert check(obs) == []
+    end = next(r for r in obs.metadata[3000] if r["offset"] == 101)
+    assert end["data"]["replicas"] == [2, 1] and end["data"]["isr"] == [2, 1]
+    end["data"]["isr"] = [2]
+    assert [v.message for v in check(obs)] == [
+        "the PARTITION_CHANGE_RECORD at offset 101 completes the reassignment of orders-0 (replicas [2, 1, 0] -> "
+        "[2, 1]) with replica 1 outside the ISR [2]"]
+    end["data"]["replicas"] = [2, 0]  # cancelled: back to the replicas the move began with
+    assert check(obs) == []
+    obs = _recorded_log("kafka-3.6.2-reassignment-run.json")
+    begin = next(r for r in obs.metadata[3000] if r["offset"] == 100)
+    del begin["data"]["addingReplicas"], begin["data"]["removingReplicas"]  # a move at once, no reassignment
+    assert [v.message for v in check(obs)][0] == (
+        "the PARTITION_CHANGE_RECORD at offset 100 moves orders-0 (replicas [0, 2] -> [2, 1, 0]) with replica 1 "
+        "outside the ISR [0, 2]")
+
+
+def test_kafka_37_completes_a_reassignment_with_only_its_adding_replicas_in_the_isr():
+    """Differs: Kafka 3.7.2 moved orders-0 from [1, 0] to [0, 2] while broker 0, its failed LeaderAndIsr never
+    repaired, stayed outside the ISR, and completed the move with the ISR [2]: before KAFKA-15665 (3.8.0) a KRaft
+    controller asked the ISR only for the adding replicas. Read as 3.8.1, which asks it for every target replica, the
+    completion is named."""
+    obs = _recorded_log("kafka-3.7-reassignment-outside-isr-run.json")
+    check = CHECKS["ReassignmentCompletesWithTargetInIsr"]
+    assert obs.version == (3, 7, 2) and check(obs) == []
+    obs.version = (3, 8, 1)
+    assert [v.message for v in check(obs)] == [
+        "the PARTITION_CHANGE_RECORD at offset 151 completes the reassignment of orders-0 (replicas [0, 2, 1] -> "
+        "[0, 2]) with replica 0 outside the ISR [2]"]

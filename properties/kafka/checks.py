@@ -28,6 +28,7 @@ from model.kraft import PartitionRecord, ZkMigrationState
 from model.kraft_migration import migrated_partition
 from model.migration import STATE_BYTES, STATE_ORDER, MigrationDriverState, Profile, is_valid_transition
 from model.state import PartitionState
+from model.types import CHANGED_METADATA, FEATURE_LEVELS
 from properties.kafka.observe import session_of
 
 PROGRESS_BOUND_S = 120  # the driver re-polls at most 60 s apart (KRaftMigrationDriver.PollTimeSupplier)
@@ -103,6 +104,17 @@ class Observed:
         # Differs: KAFKA-16120 (3.6.2, 3.7.0 on) has ReplicaManager.becomeLeaderOrFollower take an equal leader
         # epoch from a KRaft controller (IsKRaftController); before, as in ZooKeeper mode, only a newer one
         return self.version >= (3, 6, 2)
+
+    @property
+    def reassignment_needs_every_target_in_isr(self) -> bool:
+        """Whether a KRaft controller completes a reassignment only with every target replica in the ISR, not only
+        the adding ones."""
+        # Differs: KAFKA-15665 (3.8.0) made PartitionReassignmentReplicas.maybeCompleteReassignment ask the ISR for
+        # every target replica; 3.7.2 and before asked it for the adding ones only (a 3.7.2 run completed orders-0's
+        # move with an original replica, never rejoined, outside the ISR). KAFKA-19975 (after 4.1) again completes
+        # with a replica neither added nor removed outside the ISR unless the move shrinks the replica set: from 4.2
+        # on only the rule every release shares, the adding replicas in the ISR, is judged.
+        return (3, 8, 0) <= self.version < (4, 2, 0)
 
     def existing(self, path: str) -> list[dict]:
         return [e for e in self.zk.get(path, ()) if e["exists"]]
@@ -662,6 +674,62 @@ def metadata_version_fixed(obs: Observed) -> list[Violation]:
                         (r,),
                     )
                 )
+    return out
+
+
+# Kafka's MetadataVersion.didMetadataChange for every feature level a real run may go through: the model's table
+# (3.3-IV0 to 3.9-IV0, 4 to 21) and Kafka 4.0's levels (4.0-IV0 to 4.0-IV3, 22 to 25, of which 4.0-IV1 changed
+# metadata). A level above these is not judged: what it changed is not known here.
+KNOWN_FEATURE_LEVELS = range(min(FEATURE_LEVELS.values()), 26)
+CHANGED_METADATA_LEVELS = CHANGED_METADATA | {23}
+DOWNGRADED_TO = re.compile(r"metadata\.version was downgraded to (\d+)")
+
+
+def _forced_downgrades(obs: Observed) -> set[int] | None:
+    """The metadata.version levels an operator forced a downgrade to (FeatureCommand's ``--unsafe``, accepted);
+    None: one was accepted to a level Kafka's answer does not name, so any may have been forced."""
+    levels: set[int] = set()
+    for e in obs.operator:
+        if e.get("action") != "update-features" or e.get("refused") or "--unsafe" not in e.get("command", ()):
+            continue
+        found = DOWNGRADED_TO.search(e.get("answer", ""))
+        if found is None:
+            return None
+        levels.add(int(found.group(1)))
+    return levels
+
+
+@check("MetadataVersionGoesDownOnlyWhenForced")
+def metadata_version_goes_down_only_when_forced(obs: Observed) -> list[Violation]:
+    """KIP-584: a downgrade that may lose metadata needs the operator's force (Kafka refuses such an unsafe one
+    outright: FeatureControlManager's "Unsafe metadata downgrade is not supported in this version"). No committed
+    record takes metadata.version down across a level that changed metadata (MetadataVersion.checkIfMetadataChanged),
+    unless an operator forced that downgrade."""
+    forced = _forced_downgrades(obs)
+    if forced is None:
+        return []
+    out = []
+    for controller, records in obs.metadata.items():
+        level, set_at = None, None
+        for r in _live_records(records):
+            if r["type"] != "FEATURE_LEVEL_RECORD" or r["data"].get("name") != "metadata.version":
+                continue
+            new = r["data"]["featureLevel"]
+            lost = [] if level is None or new >= level else [
+                changed for changed in range(new + 1, level + 1) if changed in CHANGED_METADATA_LEVELS
+            ]
+            known = level is not None and {new, level} <= set(KNOWN_FEATURE_LEVELS)
+            if known and lost and new not in forced:
+                out.append(
+                    Violation(
+                        "MetadataVersionGoesDownOnlyWhenForced",
+                        f"controller {controller}'s log takes metadata.version from {level} (offset {set_at['offset']})"
+                        f" down to {new} at offset {r['offset']}, across level{'s' * (len(lost) > 1)} "
+                        f"{', '.join(map(str, lost))} that changed metadata, and no operator forced it",
+                        (set_at, r),
+                    )
+                )
+            level, set_at = new, r
     return out
 
 
@@ -1692,6 +1760,72 @@ def zk_broker_partition_changes_bump_leader_epoch(obs: Observed) -> list[Violati
 CHECKS[ZK_BROKER_EPOCH_BUMP] = zk_broker_partition_changes_bump_leader_epoch
 
 
+@dataclass(frozen=True)
+class Assignment:
+    """A partition's replicas as a KRaft log holds them, with a reassignment's adding and removing replicas."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    def changed(self, data: dict) -> Assignment:
+        """After a PARTITION_CHANGE_RECORD: a field it leaves out is unchanged."""
+        return Assignment(*(tuple(data.get(name, getattr(self, field_name))) for name, field_name in (
+            ("replicas", "replicas"), ("isr", "isr"), ("addingReplicas", "adding"), ("removingReplicas", "removing"))))
+
+
+@check("ReassignmentCompletesWithTargetInIsr")
+def reassignment_completes_with_target_in_isr(obs: Observed) -> list[Violation]:
+    """A record that completes a reassignment (its adding and removing replicas cleared, the removing ones gone)
+    leaves every replica it added in the ISR, and from 3.8.0 every replica
+    (``Observed.reassignment_needs_every_target_in_isr``; PartitionReassignmentReplicas.maybeCompleteReassignment),
+    and one that moves a partition with no reassignment in progress adds no replica outside the ISR. A cancelled
+    reassignment (back to the replicas it began from, the adding ones gone) adds none."""
+    log = _live_records(max(obs.metadata.values(), key=len, default=[]))
+    names: dict[str, str] = {}
+    parts: dict[tuple[str, int], Assignment] = {}
+    out = []
+    for r in log:
+        data = r["data"]
+        if r["type"] == "TOPIC_RECORD":
+            names[data["topicId"]] = data["name"]
+        elif r["type"] == "REMOVE_TOPIC_RECORD":
+            parts = {key: a for key, a in parts.items() if key[0] != data.get("topicId")}
+        elif r["type"] == "PARTITION_RECORD":
+            parts[(data["topicId"], data["partitionId"])] = Assignment(
+                tuple(data["replicas"]), tuple(data["isr"]), tuple(data.get("addingReplicas") or ()),
+                tuple(data.get("removingReplicas") or ()))
+        elif r["type"] == "PARTITION_CHANGE_RECORD" and (key := (data["topicId"], data["partitionId"])) in parts:
+            was = parts[key]
+            now = parts[key] = was.changed(data)
+            if now.reassigning or now.replicas == was.replicas:
+                continue
+            cancelled = was.adding and set(now.replicas) == set(was.replicas) - set(was.adding)
+            if cancelled:
+                joined = set()
+            elif was.reassigning:  # its replicas already name the adding ones
+                joined = set(now.replicas) if obs.reassignment_needs_every_target_in_isr else set(was.adding)
+            else:
+                joined = set(now.replicas) - set(was.replicas)
+            outside = sorted(joined - set(now.isr))
+            if outside:
+                how = "completes the reassignment of" if was.reassigning else "moves"
+                out.append(Violation(
+                    "ReassignmentCompletesWithTargetInIsr",
+                    f"the PARTITION_CHANGE_RECORD at offset {r['offset']} {how} {names.get(key[0], key[0])}-{key[1]}"
+                    f" (replicas {list(was.replicas)} -> {list(now.replicas)}) with "
+                    f"replica{'s' * (len(outside) > 1)} {', '.join(map(str, outside))} outside the ISR "
+                    f"{list(now.isr)}",
+                    (r,),
+                ))
+    return out
+
+
 # A LeaderAndIsr that fails inside a ZooKeeper-mode broker (the handler threw: UNKNOWN_SERVER_ERROR for the whole
 # request) may leave it half-applied: ReplicaManager.makeFollowers takes each partition's new leader epoch before
 # it creates the partition's log and its fetcher, so an exception part-way (a ZooKeeper read of the topic's config
@@ -2081,7 +2215,6 @@ NOT_OBSERVABLE: dict[str, str] = {
     "ZkHoldsWhatZkBrokersAreTold": "control requests to ZooKeeper brokers are not logged one by one",
     "ZkBrokersConvergeToCommittedImage": "a ZooKeeper broker's metadata cache is " + _MEMORY,
     "HeartbeatingBrokerNeverFenced": "the heartbeats a controller answered are not logged one by one",
-    "MetadataVersionGoesDownOnlyWhenForced": "the runbook makes no metadata.version update",
     "ServedMetadataSurvivesFailover": "a broker's replayed metadata is " + _MEMORY,
     "BrokerTakesOnlyCommittedRegistration": "when a broker took its epoch from the registration's answer is " + _MEMORY,
     "BrokerOnlineOnlyOnceUnfencingCommitted": "a broker logs its move to RUNNING, but the controllers' high watermark"
@@ -2096,8 +2229,6 @@ NOT_OBSERVABLE: dict[str, str] = {
     " in /admin/delete_topics",
     "StaleHeartbeatWritesNothing": "the heartbeats a controller answered, with their broker epochs, are not logged one"
     " by one",
-    "ReassignmentCompletesWithTargetInIsr": "the log's PartitionChangeRecords show a reassignment's end and its ISR,"
-    " but no check of real runs reads them yet (trace validation of reassignments is not built either)",
 }
 # sometimes-properties are witnesses for the model's search, which reports which states it reached; nothing reports
 # them for a real run yet
