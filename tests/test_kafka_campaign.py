@@ -372,3 +372,29 @@ def test_kafka_heal_of_a_killed_zk_broker_waits_for_its_old_registration(tmp_pat
     run._heal(fault)
     assert started == ["broker-0", "broker-1"]
     run._operator.close()
+
+
+def test_kafka_campaign_report_shows_what_its_runs_covered():
+    """The report's coverage: faults by the runbook step they struck (every step a run began is a row, so a step no
+    fault struck shows as empty cells), and the model's witnesses by the runs whose explaining path reached them,
+    those no run reached listed empty."""
+    runs = [
+        {"faults": "kill-controller@reach-dual-write", "steps": "start-zookeeper, reach-dual-write",
+         "witnesses": "MigrationReachesDualWrite, ControllerFailover", "trace": "explained"},
+        {"faults": "kill-controller@reach-dual-write, pause-zookeeper@start-zookeeper",
+         "steps": "start-zookeeper, reach-dual-write, write-during-dual-write",
+         "witnesses": "MigrationReachesDualWrite", "trace": "undecided"},
+    ]
+    faults = campaign_module.fault_coverage(runs)
+    rows = faults.split("<tr>")[2:]
+    assert [row.split("</td>")[0].removeprefix("<td>") for row in rows] == [
+        "start-zookeeper", "reach-dual-write", "write-during-dual-write"]
+    assert "<th>kill-controller</th><th>pause-zookeeper</th></tr>" in faults  # the kinds struck, in FAULT_KINDS order
+    assert rows[1].count("<td class=''>2</td>") == 1 and rows[1].count("class='empty'") == 1
+    assert rows[2].count("class='empty'") == 2
+    witnesses = campaign_module.witness_coverage(runs)
+    assert "(1 of 2 runs had one)" in witnesses
+    assert "<tr><td>MigrationReachesDualWrite</td><td class=''>2</td></tr>" in witnesses
+    assert "<tr><td>ControllerFailover</td><td class=''>1</td></tr>" in witnesses
+    assert "<tr><td>MultiFails</td><td class='empty'></td></tr>" in witnesses
+    assert witnesses.count("<tr><td>") == len(campaign_module.SOMETIMES_NAMES)

@@ -37,6 +37,19 @@ def controller_lines(obs: Observed) -> list[dict]:
     return obs.logs["controller-3000"]
 
 
+def test_validation_names_the_witnesses_its_explanation_reaches():
+    """A campaign's coverage of the model's witnesses (KIP-866 §Migration Overview): the finalize run's explaining path
+    reaches dual write and the finalization, and no rollback; a rolled-back run's reaches the rollback's end. The path
+    is played again step by step, so each witness is the model's own predicate on it."""
+    result = validate(*recorded())
+    assert {"MigrationReachesDualWrite", "MigrationFinalized"} <= set(result.witnesses)
+    assert "RollbackCompletes" not in result.witnesses
+    assert result.as_json()["witnesses"] == list(result.witnesses)
+    rolled_back = validate(*recorded("kafka-rollback-paused-run.json"))
+    assert rolled_back.ok and "RollbackCompletes" in rolled_back.witnesses
+    assert "MigrationFinalized" not in rolled_back.witnesses
+
+
 def test_validation_explains_the_recorded_real_run():
     """Every visible change of a real finalize run, faults included, is a step of the kafka-3.9 model."""
     obs, plan = recorded()

@@ -31,11 +31,14 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from model import PROPERTIES
 from properties.files import replace_atomically, write_text
 from properties.kafka.install import Installation
 from properties.kafka.observe import describe
-from properties.kafka.run import Execute, RealRunPlan, check_folder, execute_run, timeline
+from properties.kafka.run import FAULT_KINDS, Execute, RealRunPlan, check_folder, execute_run, timeline
 from properties.kafka.shrink import SHRINK_LOG, SHRUNK_PLAN, real_runner, shrink_folder, step_names, summary
+
+SOMETIMES_NAMES = tuple(p.name for p in PROPERTIES if p.kind.value == "sometimes")
 
 
 def run_folder(out: Path, seed: int) -> Path:
@@ -83,6 +86,10 @@ def row(folder: Path) -> dict:
         "trace": validation.get("outcome", "not checked"),
         "trace_explained": validation.get("explained", 0),
         "trace_total": validation.get("total", 0),
+        # the model's witnesses its explaining path reaches; the runbook steps the run began, in order
+        "witnesses": ", ".join(validation.get("witnesses", [])),
+        "steps": ", ".join(json.loads(line)["step"] for line in (folder / "operator.jsonl").read_text().splitlines()
+                           if '"step-begins"' in line),
     }
 
 
@@ -320,6 +327,44 @@ def _shrunk(folder: Path, invariant: str) -> str:
     )
 
 
+def _split(text: str) -> list[str]:
+    return [part for part in text.split(", ") if part]
+
+
+def fault_coverage(runs: list[dict]) -> str:
+    """A table of the faults struck, by runbook step (rows, in the runbooks' order) and kind (columns): how many
+    runs struck each; an empty cell is a fault the campaign never aimed at that step."""
+    steps = list(dict.fromkeys(step for r in runs for step in _split(r.get("steps", ""))))
+    struck = Counter(tuple(f.split("@", 1)) for r in runs for f in _split(r["faults"]))
+    steps += [step for _, step in struck if step not in steps]
+    kinds = [k for k in FAULT_KINDS["all"] if any(kind == k for kind, _ in struck)] or list(FAULT_KINDS["all"])
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in kinds)
+    rows = "".join(
+        f"<tr><td>{html.escape(step)}</td>"
+        + "".join(f"<td class='{'' if struck[(k, step)] else 'empty'}'>{struck[(k, step)] or ''}</td>" for k in kinds)
+        + "</tr>"
+        for step in steps
+    )
+    return f"<table class='coverage'><tr><th>runbook step</th>{head}</tr>{rows}</table>"
+
+
+def witness_coverage(runs: list[dict]) -> str:
+    """A table of the model's witnesses (sometimes-properties) by the runs whose explanation reached each; those no
+    run reached are listed too."""
+    reached = Counter(w for r in runs for w in _split(r.get("witnesses", "")))
+    explained = sum(1 for r in runs if r.get("trace") in ("explained", "unexplained"))
+    rows = "".join(
+        f"<tr><td>{html.escape(name)}</td>"
+        f"<td class='{'' if reached[name] else 'empty'}'>{reached[name] or ''}</td></tr>"
+        for name in sorted(SOMETIMES_NAMES, key=lambda n: (-reached[n], n))
+    )
+    return (
+        f"<p>Read from trace validation's explaining path of each run ({explained} of {len(runs)} runs had one): a "
+        "witness reached only by hidden steps is the model's guess of what the run did unseen.</p>"
+        f"<table class='coverage'><tr><th>witness</th><th>runs</th></tr>{rows}</table>"
+    )
+
+
 def render(out: Path, runs: list[dict], violations: list[dict]) -> str:
     outcomes = Counter(r["outcome"].split(":")[0] for r in runs)
     traces = Counter(r.get("trace", "not checked") for r in runs)
@@ -359,7 +404,8 @@ def render(out: Path, runs: list[dict], violations: list[dict]) -> str:
 <style>body{{font-family:sans-serif;max-width:1300px;margin:1em auto;padding:0 1em}}
 table{{border-collapse:collapse;width:100%}}
 td,th{{border:1px solid #ccc;padding:2px 6px;font-size:13px;text-align:left;overflow-wrap:anywhere}}
-tr.hit{{background:#fde2e2}}code{{font-size:13px}}</style></head><body>
+tr.hit{{background:#fde2e2}}code{{font-size:13px}}td.empty{{background:#f3f3f3}}
+table.coverage{{width:auto}}</style></head><body>
 <h1>Real Kafka campaign</h1>
 <p><b>{html.escape(verdict)}</b>; {len(runs)} runs: {html.escape(tally)}.
 Each seed fixes the schedule of steps and faults; Kafka's own timing varies from run to run,
@@ -370,5 +416,7 @@ and each run's folder keeps what it saw.</p>
 <h2>Runs</h2><table><tr><th>seed</th><th>runbook</th><th>faults</th><th>outcome</th><th>s</th><th>violations</th>
 <th>invariants</th><th>trace validation (explained/observed)</th></tr>{table}</table>
 <h2>Violations</h2>{"".join(details) or "<p>none</p>"}
+<h2>Coverage: faults by runbook step</h2>{fault_coverage(runs)}
+<h2>Coverage: the model's witnesses</h2>{witness_coverage(runs)}
 </body></html>
 """

@@ -2230,10 +2230,11 @@ NOT_OBSERVABLE: dict[str, str] = {
     "StaleHeartbeatWritesNothing": "the heartbeats a controller answered, with their broker epochs, are not logged one"
     " by one",
 }
-# sometimes-properties are witnesses for the model's search, which reports which states it reached; nothing reports
-# them for a real run yet
+# sometimes-properties are witnesses, not checks: a real run's are read from trace validation's explaining path
+# (``validate.witnesses_on_path``) and counted in a campaign's report
 NOT_OBSERVABLE |= {
-    p.name: "a witness (sometimes): the explorer reports whether it is reached; a real run's coverage is not reported"
+    p.name: "a witness (sometimes), not a check: a real campaign's report counts the runs whose explaining path"
+    " (trace validation) reaches it"
     for p in PROPERTIES
     if p.kind.value == "sometimes"
 }

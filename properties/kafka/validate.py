@@ -169,6 +169,7 @@ from model.actions import (
     ZkRecover,
 )
 from model.bugs import Variant
+from model.invariants import witnessed
 from model.kraft import (
     METADATA_VERSION,
     ConfigRecord,
@@ -305,6 +306,7 @@ class Validation:
     not_validated: str = ""  # why the run was not validated at all
     undecided: str = ""  # the search hit its bound: neither explained nor refuted
     states: int = 0  # model states explored
+    witnesses: tuple[str, ...] = ()  # the model's sometimes-properties its explaining path reaches
     unshown: tuple[str, ...] = ()  # what every explaining path showed and the run never did
     notes: list[str] = field(default_factory=list)
 
@@ -330,6 +332,7 @@ class Validation:
             "states": self.states,
             "report": self.report(),
             "path": [repr(a) for a in self.path],
+            "witnesses": list(self.witnesses),
             "unexplained": None if self.unexplained is None else self.unexplained.event,
         }
 
@@ -1468,6 +1471,7 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
                     mirrored=frozenset(f for f, key in MIRRORED.items() if key not in hidden)
                     if admin_records(obs) is not None else frozenset(), never=never_shown(obs.version))
     frontier = [start]
+    witnesses = partial(witnesses_on_path, trail, variant=search.variant, budget=window_budget(controllers, True))
     faulty = 0  # faults striking now: they open the window for session losses
     killed: set[str] = set()  # processes a stop had to kill (no clean shutdown), until they start again
     healed: dict[str, int] = {}  # process -> when a fault on it last healed: its cost may show only later
@@ -1479,7 +1483,7 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
         taken = _take_deferred(frontier, search, budget, ob, faulty > 0)
         if not taken:
             result.unexplained = ob
-            result.path = _path(trail, frontier[0])
+            result.path, result.witnesses = _path(trail, frontier[0]), witnesses(frontier[0])
             return result
         frontier = taken
         if ob.is_operator:
@@ -1517,7 +1521,7 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
                 healed[e["process"]] = e["time"]
             if not nxt:
                 result.unexplained = ob
-                result.path = _path(trail, frontier[0])
+                result.path, result.witnesses = _path(trail, frontier[0]), witnesses(frontier[0])
                 return result
             frontier = nxt
             continue
@@ -1542,7 +1546,7 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
         result.states += explored
         if not nxt:
             result.unexplained = ob
-            result.path = _path(trail, frontier[0])
+            result.path, result.witnesses = _path(trail, frontier[0]), witnesses(frontier[0])
             result.alternatives = tuple(sorted(alternatives))
             return result
         frontier = nxt[:BEAM]
@@ -1552,7 +1556,7 @@ def validate(obs: Observed, plan: dict, bound: int = SEARCH_BOUND) -> Validation
     if not settled:  # every explanation showed something the run never did
         result.unshown = tuple(f"{_key(k)} {_value(old)} -> {_value(new)}" for k, old, new in frontier[0].pending)
     result.unshown += never_mirrored(obs, search.mirrored)
-    result.path = _path(trail, (settled or frontier)[0])
+    result.path, result.witnesses = _path(trail, (settled or frontier)[0]), witnesses((settled or frontier)[0])
     return result
 
 
@@ -1855,6 +1859,30 @@ def _key(key: tuple) -> str:
 
 def _value(v: object) -> str:
     return v.name if hasattr(v, "name") else str(v)
+
+
+def witnesses_on_path(trail: Trail, node: Node | None, variant: Variant, budget: Budget) -> tuple[str, ...]:
+    """The model's sometimes-properties (witnesses) that the path reaching ``node`` takes a step of, in the order
+    first reached: what the run exercised, as the model's explanation of it tells. Each segment of the path is
+    played again from the state it began at, given ``budget`` (as generous as any window's), so the hidden steps
+    the search chose count too: a witness reached only by them is the model's guess of what the run did unseen."""
+    segments: list[tuple[Node, tuple[Action, ...]]] = []
+    while node is not None:
+        previous, actions = trail.get(node, (None, ()))
+        if previous is not None:
+            segments.append((previous, actions))
+        node = previous
+    reached: dict[str, None] = {}
+    for origin, actions in reversed(segments):
+        state = origin.state.replace(budget=budget)
+        for action in actions:
+            nxt = action.apply(state, variant) if isinstance(action, OperatorEdit) else step(state, action, variant)
+            if nxt is None:  # the step needed what the search's window had and this one lacks: stop this segment
+                break
+            if not isinstance(action, OperatorEdit):
+                reached.update(dict.fromkeys(witnessed(state, action, nxt)))
+            state = nxt
+    return tuple(reached)
 
 
 def _path(trail: Trail, node: Node | None) -> tuple[Action, ...]:
