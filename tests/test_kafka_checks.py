@@ -17,6 +17,7 @@ from model import PROPERTIES
 from properties.kafka.checks import (
     ACKNOWLEDGED_WRITES,
     BROKER_GAUGES,
+    BROKERS_SERVE_IMAGE,
     CHECKS,
     DUAL_WRITES_RESUME,
     FAILED_LEADER_AND_ISR,
@@ -85,6 +86,16 @@ def jmx(process, time, final=False, **metrics):
 
 def unreachable(process, time):
     return {"channel": "jmx", "process": process, "time": time, "up": False}
+
+
+def served(broker, time, round_, brokers=(), topics=None):
+    """What a broker answered a MetadataRequest (BrokerMetadata.java): ``topics`` name -> (id, partitions), each
+    partition (partition, leader, leader epoch, replicas, ISR)."""
+    return {"channel": "broker-metadata", "time": time, "round": round_, "broker": broker, "brokers": list(brokers),
+            "topics": [{"name": name, "id": topic_id, "error": 0, "partitions": [
+                {"partition": p, "leader": leader, "leader_epoch": epoch, "replicas": list(replicas), "isr": list(isr),
+                 "error": 0} for p, leader, epoch, replicas, isr in partitions]}
+                for name, (topic_id, partitions) in (topics or {}).items()]}
 
 
 def controller_znode(broker, kraft_epoch=-1):
@@ -251,6 +262,8 @@ def clean() -> Observed:
                                          '{"version":2,"entity_path":"topics/orders"}', ephemeral=False),
             kind="create"),
     ]
+    # at rest, each ZK broker serves the image: orders (no partitions yet), and no live broker (both fenced)
+    obs.broker_metadata = [served(b, 9600, 0, topics={"orders": ("x", [])}) for b in (0, 1)]
     obs.operator.append({"channel": "operator", "kind": "end", "outcome": "completed", "time": 9700})
     return obs
 
@@ -445,6 +458,21 @@ def _metadata_version_downgraded_losing_metadata(obs):
     obs.metadata[3000].append(rec(77, 1, "FEATURE_LEVEL_RECORD", 9300, name="metadata.version", featureLevel=13))
 
 
+def _zk_broker_serves_a_stale_topic(obs):
+    # KIP-866 §ZK Broker RPCs: broker 1 never got the UpdateMetadata for orders' re-creation: it serves the old id
+    obs.broker_metadata[1]["topics"][0]["id"] = "old"
+
+
+def _kraft_broker_serves_a_deleted_topic(obs):
+    # KIP-500 §Broker Metadata Management: a KRaft broker (2) registered, then orders was deleted; the broker still
+    # serves it
+    obs.metadata[3000] += [
+        rec(77, 1, "REGISTER_BROKER_RECORD", 9300, brokerId=2, brokerEpoch=77, incarnationId="incarnation-2"),
+        rec(78, 1, "REMOVE_TOPIC_RECORD", 9310, topicId="x"),
+    ]
+    obs.broker_metadata = [served(2, 12000, 1, topics={"orders": ("x", [])})]  # 2.7 s after the deletion
+
+
 def _failed_multi_applies(obs):
     """A multi that failed (broker 0's write after the claim) whose write the watches see applied."""
     failed = obs.zk_txns[STALE_ZK_CONTROLLER_WRITE]
@@ -572,6 +600,8 @@ SEEDED = {
     DUAL_WRITES_RESUME: _dual_write_wedged,
     "ReassignmentCompletesWithTargetInIsr": _reassignment_completes_outside_the_isr,
     "MetadataVersionGoesDownOnlyWhenForced": _metadata_version_downgraded_losing_metadata,
+    "ZkBrokersConvergeToCommittedImage": _zk_broker_serves_a_stale_topic,
+    BROKERS_SERVE_IMAGE: _kraft_broker_serves_a_deleted_topic,
 }
 
 
@@ -592,7 +622,8 @@ def test_kafka_check_catches_its_seeded_bug(name):
 def test_kafka_checks_cover_the_model_registry():
     """Every model property is either checked on real runs or listed with the reason it cannot be."""
     own = {RUNBOOK_PROGRESS, ACKNOWLEDGED_WRITES, GAUGES_FOLLOW_THE_LOG, ONE_ACTIVE_CONTROLLER, BROKER_GAUGES,
-           NO_METADATA_ERRORS, MIGRATION_COPIES_ZK, ZK_BROKER_EPOCH_BUMP, FAILED_LEADER_AND_ISR, DUAL_WRITES_RESUME}
+           NO_METADATA_ERRORS, MIGRATION_COPIES_ZK, ZK_BROKER_EPOCH_BUMP, FAILED_LEADER_AND_ISR, DUAL_WRITES_RESUME,
+           BROKERS_SERVE_IMAGE}
     names = {p.name for p in PROPERTIES} | own
     assert set(CHECKS) | set(NOT_OBSERVABLE) == names
     assert not set(CHECKS) & set(NOT_OBSERVABLE)
@@ -970,6 +1001,7 @@ def _recorded_log(name: str) -> Observed:
     obs = Observed(version=tuple(run["version"]))
     obs.operator = run["operator"]
     obs.metadata = {int(c): records for c, records in run["metadata"].items()}
+    obs.broker_metadata = run.get("broker_metadata", [])
     return obs
 
 
@@ -1029,3 +1061,36 @@ def test_kafka_37_completes_a_reassignment_with_only_its_adding_replicas_in_the_
     assert [v.message for v in check(obs)] == [
         "the PARTITION_CHANGE_RECORD at offset 151 completes the reassignment of orders-0 (replicas [0, 2, 1] -> "
         "[0, 2]) with replica 0 outside the ISR [2]"]
+
+
+def test_each_broker_serves_the_committed_image_at_rest():
+    """KIP-866 §ZK Broker RPCs: Kafka 3.9.2 in dual write, asked broker by broker at rest, served exactly the image
+    (payments, deleted in dual write, by none). A ZooKeeper-mode broker that missed an UpdateMetadata serving orders-0
+    at an older leader epoch, or serving payments still, is named; a change appended within 2 s before the answer may
+    not have reached it yet, and is not."""
+    obs = _recorded_log("kafka-3.9-brokers-serve-image-run.json")
+    zk_brokers, kraft_brokers = CHECKS["ZkBrokersConvergeToCommittedImage"], CHECKS[BROKERS_SERVE_IMAGE]
+    assert zk_brokers(obs) == [] and kraft_brokers(obs) == []
+    assert [s["round"] for s in obs.broker_metadata] == [0, 0, 0, 1, 1, 1]
+    last = obs.broker_metadata[4]  # broker 1's last round
+    orders = next(t for t in last["topics"] if t["name"] == "orders")
+    orders["partitions"][0]["leader_epoch"] = 3
+    last["topics"].append({"name": "payments", "id": "gone", "error": 0, "partitions": []})
+    assert [v.message for v in zk_brokers(obs)] == [
+        "at rest ZooKeeper-mode broker 1 (round 1 of broker-metadata.jsonl) differs from the committed image: "
+        "partition orders 0: serves leader 1 at epoch 3, replicas [1, 0], ISR [0, 1], the image has leader 1 at epoch "
+        "4, replicas [1, 0], ISR [0, 1]; topic payments: serves id gone, the image has none"]
+    assert kraft_brokers(obs) == []
+    change = next(r for r in reversed(obs.metadata[3000]) if r["type"] == "PARTITION_CHANGE_RECORD"
+                  and r["data"].get("leader", -2) != -2 and r["data"]["partitionId"] == 0)
+    assert change["data"]["topicId"] == orders["id"]
+    orders["partitions"][0]["leader_epoch"] = 4
+    del last["topics"][-1]
+    later = dict(change, time=last["time"] - 1000)  # orders-0's latest leader change, appended again 1 s before
+    later["data"] = dict(change["data"], leader=0)
+    obs.metadata[3000].append(later)
+    assert zk_brokers(obs) == []  # the image passed through what it serves within the slack
+    later["time"] = last["time"] - 3000
+    obs.metadata[3000].sort(key=lambda r: r["time"])
+    assert [v.message.split(" (")[0] for v in zk_brokers(obs)] == [  # appended 3 s before: no broker serves it
+        f"at rest ZooKeeper-mode broker {b}" for b in (0, 1, 2)]

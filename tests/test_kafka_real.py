@@ -89,6 +89,12 @@ def test_kafka_run_observes_every_channel(migrated):
     timeline = [json.loads(line) for line in (folder / "timeline.jsonl").read_text().splitlines()]
     offsets = [e["offset"] for e in timeline if e["channel"] == "metadata"]
     assert offsets == sorted(offsets)  # the merged timeline keeps the log's own order
+    # at rest, each ZooKeeper-mode broker was asked alone what it serves: the ledger, orders and refunds; payments,
+    # deleted in dual write, by none (ZkBrokersConvergeToCommittedImage found it equal to the image)
+    served = [e for e in timeline if e["channel"] == "broker-metadata"]
+    assert {e["broker"] for e in served} == {0, 1, 2} and not any("error" in e for e in served)
+    assert {t["name"] for t in served[-1]["topics"]} >= {"ledger", "orders", "refunds"}
+    assert "payments" not in {t["name"] for e in served for t in e["topics"]}
 
 
 def test_kafka_run_mirrors_topics_changed_in_dual_write(migrated):

@@ -65,6 +65,7 @@ class Observed:
     ledger: list[dict] = field(default_factory=list)  # the ledger topic read back at the end
     jmx: list[dict] = field(default_factory=list)  # each process's gauges, sampled over JMX, when they changed
     zk_txns: list[dict] = field(default_factory=list)  # ZooKeeper's transaction log, by zxid (empty: not read)
+    broker_metadata: list[dict] = field(default_factory=list)  # each broker's served metadata at rest, by round
 
     @property
     def profile(self) -> Profile:
@@ -678,10 +679,11 @@ def metadata_version_fixed(obs: Observed) -> list[Violation]:
 
 
 # Kafka's MetadataVersion.didMetadataChange for every feature level a real run may go through: the model's table
-# (3.3-IV0 to 3.9-IV0, 4 to 21) and Kafka 4.0's levels (4.0-IV0 to 4.0-IV3, 22 to 25, of which 4.0-IV1 changed
-# metadata). A level above these is not judged: what it changed is not known here.
-KNOWN_FEATURE_LEVELS = range(min(FEATURE_LEVELS.values()), 26)
-CHANGED_METADATA_LEVELS = CHANGED_METADATA | {23}
+# (3.3-IV0 to 3.9-IV0, 4 to 21) and the 4.x releases' levels up to 4.3-IV0 (22 to 30), of which 4.0-IV1 (23) and
+# 4.3-IV0 (30) changed metadata (Kafka's upgrade notes name both). A level above these is not judged: what it changed
+# is not known here.
+KNOWN_FEATURE_LEVELS = range(min(FEATURE_LEVELS.values()), 31)
+CHANGED_METADATA_LEVELS = CHANGED_METADATA | {23, 30}
 DOWNGRADED_TO = re.compile(r"metadata\.version was downgraded to (\d+)")
 
 
@@ -1182,6 +1184,109 @@ class BrokerRegistrations:
             "FencedBrokerCount": sum(1 for b in self.last if self.fenced[b]),
             "MigratingZkBrokerCount": sum(1 for r in self.last.values() if r["data"].get("isMigratingZkBroker")),
         }
+
+
+# ---- what brokers serve, at rest (KIP-866 §ZK Broker RPCs, KIP-500 §Broker Metadata Management) -----------
+#
+# At the end of a run whose end leaves a KRaft controller in charge, every broker is asked alone what it serves
+# clients (``broker-metadata.jsonl``, a round a second until a round answers as the one before): its live brokers,
+# each topic's id, each partition's leader, leader epoch, replicas and ISR. A ZooKeeper-mode broker learns them from
+# the KRaft controller's UpdateMetadata, a KRaft broker from replaying the log: either way, once the cluster has
+# settled, the committed image's. The image a sample is held to is the final log's as of the sample's time, or any
+# state it passed through in the SERVED_SLACK_MS before (a broker applies a change a moment after it is appended).
+
+BROKERS_SERVE_IMAGE = "KRaftBrokersServeCommittedImage"  # a real-run check: the model's KRaft brokers replay exactly
+SERVED_SLACK_MS = 2000
+
+
+def _served(sample: dict) -> dict[tuple, object]:
+    """A broker's answer, entity by entity: its live brokers, each topic's id and each partition."""
+    out: dict[tuple, object] = {("live brokers",): tuple(sorted(sample["brokers"]))}
+    for topic in sample["topics"]:
+        out[("topic", topic["name"])] = topic["id"]
+        for p in topic["partitions"]:
+            out[("partition", topic["name"], p["partition"])] = (
+                p["leader"], p["leader_epoch"], tuple(p["replicas"]), tuple(sorted(p["isr"])))
+    return out
+
+
+def _image_served(topics: TopicImage, brokers: BrokerRegistrations) -> dict[tuple, object]:
+    """What a broker holding this image serves, in ``_served``'s form (a fenced broker is not live)."""
+    out: dict[tuple, object] = {("live brokers",): tuple(sorted(b for b in brokers.last if not brokers.fenced[b]))}
+    out |= {("topic", name): topic_id for name, topic_id in topics.ids.items()}
+    for (name, p), part in topics.partitions.items():
+        r = part.record
+        out[("partition", name, p)] = (r.leader, r.leader_epoch, part.replicas, tuple(sorted(r.isr)))
+    return out
+
+
+def _served_text(key: tuple, value: object) -> str:
+    if value is None:
+        return "none"
+    if key[0] == "partition":
+        leader, epoch, replicas, isr = value
+        return f"leader {leader} at epoch {epoch}, replicas {list(replicas)}, ISR {list(isr)}"
+    return str(list(value)) if isinstance(value, tuple) else f"id {value}"
+
+
+def _brokers_serve_the_committed_image(obs: Observed) -> list[Violation]:
+    """KIP-866 §ZK Broker RPCs ("UpdateMetadata ... to keep the ZK brokers' metadata up to date") and KIP-500 §Broker
+    Metadata Management: at rest, each broker serves the committed image's live brokers (a fenced one left out),
+    topics with their ids, and partitions with their leader, leader epoch, replicas and ISR; a deleted topic is
+    served by none. A ZooKeeper-mode broker's answer is ZkBrokersConvergeToCommittedImage's, a KRaft broker's
+    KRaftBrokersServeCommittedImage's."""
+    last: dict[int, dict] = {}
+    for sample in obs.broker_metadata:
+        last[sample["broker"]] = sample
+    log = _live_records(max(obs.metadata.values(), key=len, default=[]))
+    if not last or not log:
+        return []
+    out = []
+    for broker, sample in sorted(last.items()):
+        if "error" in sample:
+            continue  # a broker that could not be asked serves nothing to judge
+        topics, brokers, states = TopicImage(), BrokerRegistrations(), []
+        for r in log:
+            if r["time"] > sample["time"]:
+                break
+            topics.apply(r)
+            brokers.apply(r)
+            if not states or r["time"] >= sample["time"] - SERVED_SLACK_MS:
+                states.append(_image_served(topics, brokers))
+            else:
+                states[0] = _image_served(topics, brokers)
+        registration = brokers.last.get(broker)
+        if registration is None or not states:
+            continue  # not registered with KRaft: what it serves is a ZooKeeper controller's
+        zk_mode = bool(registration["data"].get("isMigratingZkBroker"))
+        served = _served(sample)
+        differences = [
+            f"{' '.join(map(str, key))}: serves {_served_text(key, served.get(key))}, the image has "
+            f"{_served_text(key, states[-1].get(key))}"
+            for key in sorted(set(served).union(*states), key=str)
+            if all(served.get(key) != state.get(key) for state in states)
+        ]
+        if differences:
+            out.append(Violation(
+                "ZkBrokersConvergeToCommittedImage" if zk_mode else BROKERS_SERVE_IMAGE,
+                f"at rest {'ZooKeeper-mode' if zk_mode else 'KRaft'} broker {broker} (round {sample['round']} of "
+                f"broker-metadata.jsonl) differs from the committed image: " + "; ".join(differences[:6])
+                + (f"; and {len(differences) - 6} more" if len(differences) > 6 else ""),
+                (sample,),
+            ))
+    return out
+
+
+@check("ZkBrokersConvergeToCommittedImage")
+def zk_brokers_converge_to_committed_image(obs: Observed) -> list[Violation]:
+    return [v for v in _brokers_serve_the_committed_image(obs) if v.invariant == "ZkBrokersConvergeToCommittedImage"]
+
+
+def kraft_brokers_serve_committed_image(obs: Observed) -> list[Violation]:
+    return [v for v in _brokers_serve_the_committed_image(obs) if v.invariant == BROKERS_SERVE_IMAGE]
+
+
+CHECKS[BROKERS_SERVE_IMAGE] = kraft_brokers_serve_committed_image
 
 
 # ---- progress (the model's eventually-properties, on the run's clock) -------------------------
@@ -2213,7 +2318,6 @@ NOT_OBSERVABLE: dict[str, str] = {
     "OnlyAllowedWritesInPreMigration": "the model's allowed record kinds are not mapped to Kafka's record types yet",
     # the model-independent properties (model.end_to_end_invariants): not built for real runs yet
     "ZkHoldsWhatZkBrokersAreTold": "control requests to ZooKeeper brokers are not logged one by one",
-    "ZkBrokersConvergeToCommittedImage": "a ZooKeeper broker's metadata cache is " + _MEMORY,
     "HeartbeatingBrokerNeverFenced": "the heartbeats a controller answered are not logged one by one",
     "ServedMetadataSurvivesFailover": "a broker's replayed metadata is " + _MEMORY,
     "BrokerTakesOnlyCommittedRegistration": "when a broker took its epoch from the registration's answer is " + _MEMORY,

@@ -513,6 +513,26 @@ class Cluster:
             return lines[-1] if lines else f"ZkTxnLog exited {result.returncode}"
         return None
 
+    def sample_broker_metadata(self, out: Path, brokers: list[int], rounds: int = 10, interval_ms: int = 1000) -> None:
+        """What each of ``brokers`` serves clients, asked of it alone (BrokerMetadata.java, Kafka's own Metadata
+        request), appended to ``out`` as JSON lines: a round a second until a round answers as the one before it,
+        at most ``rounds``."""
+        source = Path(__file__).with_name("BrokerMetadata.java")
+        targets = [f"{b}=127.0.0.1:{self.broker_ports[b]}" for b in brokers]
+        try:
+            result = subprocess.run(
+                ["java", "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", str(self.install.lib / "*"),
+                 str(source), str(rounds), str(interval_ms), *targets],
+                capture_output=True, text=True, timeout=60 + rounds * (interval_ms / 1000 + 10),
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise ClusterError(f"asking the brokers for their metadata took more than {e.timeout:.0f} s") from e
+        if result.returncode != 0:
+            raise ClusterError(f"BrokerMetadata exited {result.returncode}: {result.stderr.strip()[-300:]}")
+        with open(out, "a") as sink:
+            sink.write(result.stdout)
+
     def expire_session(self, session: int) -> None:
         """Ends a ZooKeeper session at the server, as its timeout would, while its process runs on."""
         source = Path(__file__).with_name("ExpireSession.java")

@@ -1,6 +1,6 @@
 """What a real Kafka exposes, read from outside, as events of one timeline.
 
-Four channels, each with its own total order, none of them a change to Kafka:
+Five channels, each with its own total order, none of them a change to Kafka:
 - ``zk``: znodes and their ``Stat`` (czxid, mzxid, version, ephemeralOwner), watched with kazoo
   from a session of kraftcheck's own. ZooKeeper orders every write by zxid. A watch fires once and
   the re-read may skip versions, so an observation says "this znode was so at mzxid", never "it
@@ -15,6 +15,11 @@ Four channels, each with its own total order, none of them a change to Kafka:
   made it and each op of a multi (a check with the version it checked, a write with the version it
   gave and its data when short text), failed multis marked. What the watches cannot give: every write,
   and who made it.
+- ``broker-metadata``: at the end of a run whose end leaves a KRaft controller in charge, what each
+  broker serves clients, asked of it alone with Kafka's own MetadataRequest (``BrokerMetadata.java``,
+  into ``broker-metadata.jsonl``): its live brokers, topics with their ids, and each partition's
+  leader, leader epoch, replicas and ISR, a round a second until a round answers as the one before.
+  What a broker holds in memory, as it serves it.
 
 Each event has a ``time`` in epoch milliseconds from the one clock all processes share (znode
 mtime, record CreateTime, log timestamp), used only to interleave channels: the timeline keeps
@@ -33,6 +38,7 @@ from datetime import datetime
 from pathlib import Path
 
 ZK_TXNS = "zk-txns.jsonl"  # the zk-txn channel, in the run's folder
+BROKER_METADATA = "broker-metadata.jsonl"  # the broker-metadata channel: what each broker serves, at rest
 WATCHED = ("/controller", "/controller_epoch", "/migration", "/feature", "/cluster/id")
 WATCHED_CHILDREN = ("/brokers/ids", "/brokers/topics", "/config/topics", "/admin/delete_topics")
 
@@ -389,6 +395,12 @@ def describe(event: dict) -> str:
             f"log  controller {event['controller']} offset {event['offset']} epoch {event['epoch']}: "
             f"{event['type']} {json.dumps(event['data'])[:160]}"
         )
+    if channel == "broker-metadata":
+        if "error" in event:
+            return f"meta broker {event['broker']} round {event['round']}: {event['error']}"
+        partitions = sum(len(t["partitions"]) for t in event["topics"])
+        return (f"meta broker {event['broker']} round {event['round']}: live brokers {event['brokers']}, "
+                f"{len(event['topics'])} topics, {partitions} partitions")
     if channel == "log":
         fields = {k: v for k, v in event.items() if k not in ("channel", "process", "line", "time", "kind")}
         return f"line {event['process']}/logs/server.log:{event['line']} {event['kind']} {fields}"

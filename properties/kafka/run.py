@@ -38,6 +38,7 @@ from properties.kafka.checks import PROGRESS_BOUND_S, Observed, Violation, run_c
 from properties.kafka.cluster import ZK_SESSION_TIMEOUT_MS, Cluster, ClusterError, Process, free_port
 from properties.kafka.install import Installation
 from properties.kafka.observe import (
+    BROKER_METADATA,
     ZK_TXNS,
     ZkObserver,
     merge,
@@ -445,6 +446,17 @@ class Run:
             time.sleep(0.2)
         goal, reached = self.end_state()
         self.wait(f"{goal} after the faults", reached)
+
+    def sample_broker_metadata(self) -> None:
+        """At rest, what every broker serves clients, asked of each alone (``BROKER_METADATA``), where a KRaft
+        controller is in charge at the end: its committed image is what they must serve. A rollback's end leaves a
+        ZooKeeper controller in charge, whose state is ZooKeeper's: not sampled."""
+        if self.rolls_back:
+            return
+        try:
+            self.cluster.sample_broker_metadata(self.folder / BROKER_METADATA, list(range(self.plan.brokers)))
+        except ClusterError as e:  # kraftcheck's own observation failed: said so, the run still judged on the rest
+            self.note("broker-metadata-unread", reason=str(e))
 
     def end_state(self) -> tuple[str, Callable[[], bool]]:
         """What the finished runbook leaves, as a goal a recovered cluster must be back in."""
@@ -1103,6 +1115,7 @@ class Run:
                     self.say(f"{time.monotonic() - self.started:6.1f} s  settle")
                     self.settle()
                     self.finish_ledger(read=True)
+                    self.sample_broker_metadata()
                 except RunbookStuck as e:
                     outcome = f"stuck: {e}"
                 except ClusterError as e:
@@ -1180,6 +1193,7 @@ def load(folder: Path) -> Observed:
     obs.ledger = read_jsonl(folder / "ledger.jsonl")
     obs.jmx = read_jsonl(folder / "jmx.jsonl")  # absent from runs made before JMX was read: no samples
     obs.zk_txns = read_jsonl(folder / ZK_TXNS)  # absent from runs made before it was read: nothing checked on it
+    obs.broker_metadata = read_jsonl(folder / BROKER_METADATA)  # absent from runs made before it was sampled
     name_sessions(obs.zk_txns)
     return obs
 
@@ -1187,7 +1201,7 @@ def load(folder: Path) -> Observed:
 def timeline(obs: Observed) -> list[dict]:
     """Every event of the run: ZooKeeper by zxid, each log by offset, each process's lines in order."""
     zk = sorted((e for events in obs.zk.values() for e in events), key=lambda e: (e["zxid"], e["seen"]))
-    streams = [zk, obs.zk_txns, *obs.metadata.values(), *obs.logs.values(), obs.operator, obs.jmx]
+    streams = [zk, obs.zk_txns, *obs.metadata.values(), *obs.logs.values(), obs.operator, obs.jmx, obs.broker_metadata]
     return merge(streams)
 
 
