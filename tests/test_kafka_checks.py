@@ -18,6 +18,7 @@ from properties.kafka.checks import (
     ACKNOWLEDGED_WRITES,
     BROKER_GAUGES,
     BROKERS_SERVE_IMAGE,
+    BROKERS_SERVE_ZK,
     CHECKS,
     DUAL_WRITES_RESUME,
     FAILED_LEADER_AND_ISR,
@@ -473,6 +474,24 @@ def _kraft_broker_serves_a_deleted_topic(obs):
     obs.broker_metadata = [served(2, 12000, 1, topics={"orders": ("x", [])})]  # 2.7 s after the deletion
 
 
+def _broker_serves_a_topic_zookeeper_lost_after_rollback(obs):
+    # KIP-866 §Rollback to ZK: rolled back, broker 0 controls again from ZooKeeper, which has orders only; broker 1
+    # still serves payments, which the KRaft side made and ZooKeeper never got
+    _rolled_back(obs)
+    obs.broker_metadata[1]["topics"].append({"name": "payments", "id": "p", "error": 0, "partitions": []})
+
+
+def _rolled_back(obs):
+    """clean() rolled back: /controller deleted by the operator, then won by broker 0 again; each broker serves
+    ZooKeeper's state."""
+    obs.zk["/controller"] += [
+        {**zk("/controller", "", 194, 194, 0, 9800), "exists": False, "zxid": 200},
+        zk("/controller", controller_znode(0), 201, 201, 0, 9900, owner=7),
+    ]
+    obs.zk["/controller_epoch"].append(zk("/controller_epoch", "4", 25, 201, 3, 9900))
+    obs.broker_metadata = [served(b, 12000, 1, brokers=(0, 1), topics={"orders": ("x", [])}) for b in (0, 1)]
+
+
 def _failed_multi_applies(obs):
     """A multi that failed (broker 0's write after the claim) whose write the watches see applied."""
     failed = obs.zk_txns[STALE_ZK_CONTROLLER_WRITE]
@@ -602,6 +621,7 @@ SEEDED = {
     "MetadataVersionGoesDownOnlyWhenForced": _metadata_version_downgraded_losing_metadata,
     "ZkBrokersConvergeToCommittedImage": _zk_broker_serves_a_stale_topic,
     BROKERS_SERVE_IMAGE: _kraft_broker_serves_a_deleted_topic,
+    BROKERS_SERVE_ZK: _broker_serves_a_topic_zookeeper_lost_after_rollback,
 }
 
 
@@ -623,7 +643,7 @@ def test_kafka_checks_cover_the_model_registry():
     """Every model property is either checked on real runs or listed with the reason it cannot be."""
     own = {RUNBOOK_PROGRESS, ACKNOWLEDGED_WRITES, GAUGES_FOLLOW_THE_LOG, ONE_ACTIVE_CONTROLLER, BROKER_GAUGES,
            NO_METADATA_ERRORS, MIGRATION_COPIES_ZK, ZK_BROKER_EPOCH_BUMP, FAILED_LEADER_AND_ISR, DUAL_WRITES_RESUME,
-           BROKERS_SERVE_IMAGE}
+           BROKERS_SERVE_IMAGE, BROKERS_SERVE_ZK}
     names = {p.name for p in PROPERTIES} | own
     assert set(CHECKS) | set(NOT_OBSERVABLE) == names
     assert not set(CHECKS) & set(NOT_OBSERVABLE)
@@ -1094,3 +1114,28 @@ def test_each_broker_serves_the_committed_image_at_rest():
     obs.metadata[3000].sort(key=lambda r: r["time"])
     assert [v.message.split(" (")[0] for v in zk_brokers(obs)] == [  # appended 3 s before: no broker serves it
         f"at rest ZooKeeper-mode broker {b}" for b in (0, 1, 2)]
+
+
+def test_after_a_rollback_brokers_serve_zookeeper_not_the_log():
+    """KIP-866 §Rollback to ZK: rolled back, a ZooKeeper controller (broker 0) is in charge, and what each broker
+    serves is held to ZooKeeper, not to the KRaft log, which the rollback left behind: the image's checks judge
+    nothing. A broker serving an older leader epoch than the state znode's, or missing a registered broker, is named."""
+    obs = clean()
+    _rolled_back(obs)
+    obs.zk["/brokers/topics/orders"].append(zk("/brokers/topics/orders", '{"partitions":{"0":[0,1]},"topic_id":"x"}',
+                                               80, 202, 1, 9910))
+    obs.zk["/brokers/topics/orders/partitions/0/state"] = [
+        zk("/brokers/topics/orders/partitions/0/state", '{"leader":0,"leader_epoch":5,"isr":[0,1]}', 203, 203, 0, 9920)]
+    for sample in obs.broker_metadata:
+        sample["topics"][0]["partitions"] = [
+            {"partition": 0, "leader": 0, "leader_epoch": 5, "replicas": [0, 1], "isr": [1, 0], "error": 0}]
+    assert run_checks(obs) == []
+    obs.broker_metadata[0]["topics"][0]["partitions"][0]["leader_epoch"] = 4
+    obs.broker_metadata[1]["brokers"] = [0]
+    assert [v.message for v in CHECKS[BROKERS_SERVE_ZK](obs)] == [
+        "at rest after the rollback broker 0 (round 1 of broker-metadata.jsonl) differs from ZooKeeper: partition "
+        "orders 0: serves leader 0 at epoch 4, replicas [0, 1], ISR [0, 1], ZooKeeper has leader 0 at epoch 5, "
+        "replicas [0, 1], ISR [0, 1]",
+        "at rest after the rollback broker 1 (round 1 of broker-metadata.jsonl) differs from ZooKeeper: live brokers: "
+        "serves [0], ZooKeeper has [0, 1]"]
+    assert CHECKS["ZkBrokersConvergeToCommittedImage"](obs) == []

@@ -1188,12 +1188,13 @@ class BrokerRegistrations:
 
 # ---- what brokers serve, at rest (KIP-866 §ZK Broker RPCs, KIP-500 §Broker Metadata Management) -----------
 #
-# At the end of a run whose end leaves a KRaft controller in charge, every broker is asked alone what it serves
-# clients (``broker-metadata.jsonl``, a round a second until a round answers as the one before): its live brokers,
-# each topic's id, each partition's leader, leader epoch, replicas and ISR. A ZooKeeper-mode broker learns them from
-# the KRaft controller's UpdateMetadata, a KRaft broker from replaying the log: either way, once the cluster has
-# settled, the committed image's. The image a sample is held to is the final log's as of the sample's time, or any
-# state it passed through in the SERVED_SLACK_MS before (a broker applies a change a moment after it is appended).
+# At the end of a run, every broker is asked alone what it serves clients (``broker-metadata.jsonl``, a round a
+# second until a round answers as the one before): its live brokers, each topic's id, each partition's leader,
+# leader epoch, replicas and ISR. Where a KRaft controller is in charge at the end, a ZooKeeper-mode broker learns
+# them from its UpdateMetadata, a KRaft broker from replaying the log: either way, once the cluster has settled, the
+# committed image's. The image a sample is held to is the final log's as of the sample's time, or any state it
+# passed through in the SERVED_SLACK_MS before (a broker applies a change a moment after it is appended). After a
+# rollback a ZooKeeper controller is in charge, and ZooKeeper's state is what the brokers must serve.
 
 BROKERS_SERVE_IMAGE = "KRaftBrokersServeCommittedImage"  # a real-run check: the model's KRaft brokers replay exactly
 SERVED_SLACK_MS = 2000
@@ -1239,8 +1240,8 @@ def _brokers_serve_the_committed_image(obs: Observed) -> list[Violation]:
     for sample in obs.broker_metadata:
         last[sample["broker"]] = sample
     log = _live_records(max(obs.metadata.values(), key=len, default=[]))
-    if not last or not log:
-        return []
+    if not last or not log or _zk_controlled_at_end(obs):
+        return []  # a rollback's end: a ZooKeeper controller tells the brokers ZooKeeper's state (BROKERS_SERVE_ZK)
     out = []
     for broker, sample in sorted(last.items()):
         if "error" in sample:
@@ -1287,6 +1288,78 @@ def kraft_brokers_serve_committed_image(obs: Observed) -> list[Violation]:
 
 
 CHECKS[BROKERS_SERVE_IMAGE] = kraft_brokers_serve_committed_image
+
+
+BROKERS_SERVE_ZK = "BrokersServeZooKeeperAfterRollback"  # a real-run check: the model's brokers are told exactly
+
+
+def _zk_controlled_at_end(obs: Observed) -> bool:
+    """Whether /controller ends held by a ZooKeeper-mode broker (a rollback's end), not by a KRaft claim."""
+    seen = obs.zk.get("/controller", [])
+    return bool(seen) and seen[-1]["exists"] and _kraft_claimant(_json(seen[-1])) is None
+
+
+def _zk_served(obs: Observed, zxid: int) -> tuple[dict[tuple, object], set[tuple]]:
+    """What a broker told by a ZooKeeper controller serves, as ZooKeeper stood at ``zxid``, in ``_served``'s form
+    (the registered brokers, each topic's id and each partition's state), and the keys a watch may have missed."""
+    topics = zk_topics(obs, zxid, migrating=False)
+    live = []
+    for path in obs.paths("/brokers/ids/"):
+        e, _ = _at(obs.zk[path], zxid)
+        if e is not None and e["exists"]:
+            live.append(int(path.rsplit("/", 1)[1]))
+    out: dict[tuple, object] = {("live brokers",): tuple(sorted(live))}
+    out |= {("topic", name): topic_id for name, topic_id in topics.ids.items()}
+    for (name, p), part in topics.partitions.items():
+        r = part.record
+        out[("partition", name, p)] = (r.leader, r.leader_epoch, part.replicas, tuple(sorted(r.isr)))
+    return out, {key for key in topics.unknown if key[0] in ("topic", "partition")}
+
+
+def brokers_serve_zookeeper_after_rollback(obs: Observed) -> list[Violation]:
+    """KIP-866 §Rollback to ZK: once the migration is rolled back and a ZooKeeper controller is in charge again, it
+    tells every broker ZooKeeper's state (UpdateMetadata from its context, which it loaded from ZooKeeper): at rest,
+    each broker serves the registered brokers, every topic with its id and every partition's leader, leader epoch,
+    replicas and ISR as ZooKeeper has them at that moment, or as ZooKeeper stood in the SERVED_SLACK_MS before; a
+    topic ZooKeeper no longer has, by none. What a watch may have missed is not judged. A real-run check: the
+    model's brokers are told exactly."""
+    if not obs.broker_metadata or not _zk_controlled_at_end(obs):
+        return []
+    writes = sorted((e["zxid"], e["time"]) for events in obs.zk.values() for e in events)
+    last: dict[int, dict] = {}
+    for sample in obs.broker_metadata:
+        last[sample["broker"]] = sample
+    out = []
+    for broker, sample in sorted(last.items()):
+        if "error" in sample:
+            continue
+        before = [zxid for zxid, time in writes if time < sample["time"] - SERVED_SLACK_MS]
+        window = [zxid for zxid, time in writes if sample["time"] - SERVED_SLACK_MS <= time <= sample["time"]]
+        zxids = before[-1:] + window
+        if not zxids:
+            continue
+        states = [_zk_served(obs, zxid) for zxid in zxids]
+        unknown = set().union(*(missed for _, missed in states))
+        served = _served(sample)
+        differences = [
+            f"{' '.join(map(str, key))}: serves {_served_text(key, served.get(key))}, ZooKeeper has "
+            f"{_served_text(key, states[-1][0].get(key))}"
+            for key in sorted(set(served).union(*(state for state, _ in states)), key=str)
+            if key not in unknown and ("topic", *key[1:2]) not in unknown
+            and all(served.get(key) != state.get(key) for state, _ in states)
+        ]
+        if differences:
+            out.append(Violation(
+                BROKERS_SERVE_ZK,
+                f"at rest after the rollback broker {broker} (round {sample['round']} of broker-metadata.jsonl) "
+                "differs from ZooKeeper: " + "; ".join(differences[:6])
+                + (f"; and {len(differences) - 6} more" if len(differences) > 6 else ""),
+                (sample,),
+            ))
+    return out
+
+
+CHECKS[BROKERS_SERVE_ZK] = brokers_serve_zookeeper_after_rollback
 
 
 # ---- progress (the model's eventually-properties, on the run's clock) -------------------------

@@ -15,11 +15,11 @@ Five channels, each with its own total order, none of them a change to Kafka:
   made it and each op of a multi (a check with the version it checked, a write with the version it
   gave and its data when short text), failed multis marked. What the watches cannot give: every write,
   and who made it.
-- ``broker-metadata``: at the end of a run whose end leaves a KRaft controller in charge, what each
-  broker serves clients, asked of it alone with Kafka's own MetadataRequest (``BrokerMetadata.java``,
-  into ``broker-metadata.jsonl``): its live brokers, topics with their ids, and each partition's
-  leader, leader epoch, replicas and ISR, a round a second until a round answers as the one before.
-  What a broker holds in memory, as it serves it.
+- ``broker-metadata``: at the end of a run, what each broker serves clients, asked of it alone
+  with Kafka's own MetadataRequest (``BrokerMetadata.java``, into ``broker-metadata.jsonl``): its
+  live brokers, topics with their ids, and each partition's leader, leader epoch, replicas and ISR,
+  a round a second until a round answers as the one before. What a broker holds in memory, as it
+  serves it.
 
 Each event has a ``time`` in epoch milliseconds from the one clock all processes share (znode
 mtime, record CreateTime, log timestamp), used only to interleave channels: the timeline keeps

@@ -448,11 +448,8 @@ class Run:
         self.wait(f"{goal} after the faults", reached)
 
     def sample_broker_metadata(self) -> None:
-        """At rest, what every broker serves clients, asked of each alone (``BROKER_METADATA``), where a KRaft
-        controller is in charge at the end: its committed image is what they must serve. A rollback's end leaves a
-        ZooKeeper controller in charge, whose state is ZooKeeper's: not sampled."""
-        if self.rolls_back:
-            return
+        """At rest, what every broker serves clients, asked of each alone (``BROKER_METADATA``): the committed image
+        where a KRaft controller is in charge at the end, ZooKeeper's state after a rollback."""
         try:
             self.cluster.sample_broker_metadata(self.folder / BROKER_METADATA, list(range(self.plan.brokers)))
         except ClusterError as e:  # kraftcheck's own observation failed: said so, the run still judged on the rest
