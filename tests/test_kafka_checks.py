@@ -1139,3 +1139,20 @@ def test_after_a_rollback_brokers_serve_zookeeper_not_the_log():
         "at rest after the rollback broker 1 (round 1 of broker-metadata.jsonl) differs from ZooKeeper: live brokers: "
         "serves [0], ZooKeeper has [0, 1]"]
     assert CHECKS["ZkBrokersConvergeToCommittedImage"](obs) == []
+
+
+def test_kafka_35_zk_broker_serves_a_topic_deleted_while_it_was_offline():
+    """Kafka 3.5.2, dual write with three controllers: broker 1, paused while it rolled, lost its ZooKeeper session,
+    and payments was deleted while the KRaft controller held it offline ("Not sending request UpdateMetadata ... to
+    broker 1, since it is offline"). Registered again, it was never told: at rest it still served payments, which
+    brokers 0 and 2 had dropped (KIP-866 §ZK Broker RPCs; 3.5's ZkMetadataCache reads every UpdateMetadata as
+    incremental, and KAFKA-15799, 3.7.0, has a KRaft controller's full UpdateMetadata remove what it lacks)."""
+    obs = _recorded_log("kafka-3.5-deleted-topic-still-served-run.json")
+    assert [e["topics"] for e in obs.operator if e.get("action") == "delete-topics"] == [["payments"]]
+    found = CHECKS["ZkBrokersConvergeToCommittedImage"](obs)
+    assert [v.message for v in found] == [
+        "at rest ZooKeeper-mode broker 1 (round 2 of broker-metadata.jsonl) differs from the committed image: "
+        "partition payments 0: serves leader 0 at epoch 2, replicas [0, 2], ISR [0, 2], the image has none; "
+        "partition payments 1: serves leader 2 at epoch 3, replicas [2, 1], ISR [2], the image has none; "
+        "topic payments: serves id rOoYXFEnR1OjW6Tn5E9MhQ, the image has none"]
+    assert {e["broker"] for e in obs.broker_metadata if "payments" in {t["name"] for t in e["topics"]}} == {1}
