@@ -1156,3 +1156,20 @@ def test_kafka_35_zk_broker_serves_a_topic_deleted_while_it_was_offline():
         "partition payments 1: serves leader 2 at epoch 3, replicas [2, 1], ISR [2], the image has none; "
         "topic payments: serves id rOoYXFEnR1OjW6Tn5E9MhQ, the image has none"]
     assert {e["broker"] for e in obs.broker_metadata if "payments" in {t["name"] for t in e["topics"]}} == {1}
+
+
+def test_kafka_39_zk_broker_unfenced_after_a_deletion_serves_the_topic_for_good():
+    """Kafka 3.9.2, the LeaderAndIsr plan (broker-0 paused 23.4 s in dual write): payments was deleted while broker 0
+    was offline to the KRaft controller, which skipped its UpdateMetadata and StopReplica; broker 0, unfenced 120 ms
+    later, got its partitions in requests that were not "full", and at rest still served payments (KIP-866 §ZK Broker
+    RPCs). Found by this check, after KAFKA-15799's fix (which covers a full UpdateMetadata only)."""
+    obs = _recorded_log("kafka-3.9-deleted-topic-still-served-run.json")
+    assert obs.version == (3, 9, 2)
+    assert [v.message for v in CHECKS["ZkBrokersConvergeToCommittedImage"](obs)] == [
+        "at rest ZooKeeper-mode broker 0 (round 1 of broker-metadata.jsonl) differs from the committed image: "
+        "partition payments 0: serves leader 1 at epoch 3, replicas [0, 1], ISR [0, 1], the image has none; "
+        "partition payments 1: serves leader 0 at epoch 2, replicas [2, 0], ISR [0], the image has none; "
+        "topic payments: serves id T4aM_HbbR0uPsY2EhdW5Vw, the image has none"]
+    deleted = next(e for e in obs.operator if e.get("action") == "delete-topics")
+    healed = next(e for e in obs.operator if e["kind"] == "heal")
+    assert deleted["time"] < healed["time"]  # the deletion came while broker 0 was still paused
