@@ -1866,14 +1866,8 @@ def witnesses_on_path(trail: Trail, node: Node | None, variant: Variant, budget:
     first reached: what the run exercised, as the model's explanation of it tells. Each segment of the path is
     played again from the state it began at, given ``budget`` (as generous as any window's), so the hidden steps
     the search chose count too: a witness reached only by them is the model's guess of what the run did unseen."""
-    segments: list[tuple[Node, tuple[Action, ...]]] = []
-    while node is not None:
-        previous, actions = trail.get(node, (None, ()))
-        if previous is not None:
-            segments.append((previous, actions))
-        node = previous
     reached: dict[str, None] = {}
-    for origin, actions in reversed(segments):
+    for origin, actions in _segments(trail, node):
         state = origin.state.replace(budget=budget)
         for action in actions:
             nxt = action.apply(state, variant) if isinstance(action, OperatorEdit) else step(state, action, variant)
@@ -1885,10 +1879,16 @@ def witnesses_on_path(trail: Trail, node: Node | None, variant: Variant, budget:
     return tuple(reached)
 
 
-def _path(trail: Trail, node: Node | None) -> tuple[Action, ...]:
-    segments: list[tuple[Action, ...]] = []
+def _segments(trail: Trail, node: Node | None) -> list[tuple[Node, tuple[Action, ...]]]:
+    """The path reaching ``node``, from the start: each node it went through and the actions taken from it."""
+    segments: list[tuple[Node, tuple[Action, ...]]] = []
     while node is not None:
         previous, actions = trail.get(node, (None, ()))
-        segments.append(actions)
+        if previous is not None:
+            segments.append((previous, actions))
         node = previous
-    return tuple(a for segment in reversed(segments) for a in segment)
+    return segments[::-1]
+
+
+def _path(trail: Trail, node: Node | None) -> tuple[Action, ...]:
+    return tuple(a for _, actions in _segments(trail, node) for a in actions)
