@@ -1022,6 +1022,7 @@ def _recorded_log(name: str) -> Observed:
     obs.operator = run["operator"]
     obs.metadata = {int(c): records for c, records in run["metadata"].items()}
     obs.broker_metadata = run.get("broker_metadata", [])
+    obs.zk = run.get("zk", {})
     return obs
 
 
@@ -1173,3 +1174,19 @@ def test_kafka_39_zk_broker_unfenced_after_a_deletion_serves_the_topic_for_good(
     deleted = next(e for e in obs.operator if e.get("action") == "delete-topics")
     healed = next(e for e in obs.operator if e["kind"] == "heal")
     assert deleted["time"] < healed["time"]  # the deletion came while broker 0 was still paused
+
+
+def test_kafka_39_brokers_serve_zookeeper_after_a_rollback():
+    """KIP-866 §Rollback to ZK on Kafka 3.9.2: rolled back from dual write, broker 0's ZooKeeper controller in charge,
+    each broker served at rest exactly what the watches saw ZooKeeper hold. A broker that missed refunds is named."""
+    obs = _recorded_log("kafka-3.9-rollback-brokers-serve-zk-run.json")
+    check = CHECKS[BROKERS_SERVE_ZK]
+    assert check(obs) == []
+    last = obs.broker_metadata[-1]
+    assert last["broker"] == 2 and len({t["name"] for t in last["topics"]}) == 4
+    refunds = next(t for t in last["topics"] if t["name"] == "refunds")
+    last["topics"].remove(refunds)
+    found = [v.message for v in check(obs)]
+    assert len(found) == 1 and found[0].startswith(
+        f"at rest after the rollback broker 2 (round {last['round']} of broker-metadata.jsonl) differs from ZooKeeper: ")
+    assert f"topic refunds: serves none, ZooKeeper has id {refunds['id']}" in found[0]
