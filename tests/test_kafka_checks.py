@@ -1188,5 +1188,6 @@ def test_kafka_39_brokers_serve_zookeeper_after_a_rollback():
     last["topics"].remove(refunds)
     found = [v.message for v in check(obs)]
     assert len(found) == 1 and found[0].startswith(
-        f"at rest after the rollback broker 2 (round {last['round']} of broker-metadata.jsonl) differs from ZooKeeper: ")
+        f"at rest after the rollback broker 2 (round {last['round']} of broker-metadata.jsonl) differs from "
+        "ZooKeeper: ")
     assert f"topic refunds: serves none, ZooKeeper has id {refunds['id']}" in found[0]
