@@ -804,8 +804,9 @@ class BrokerNode(Node):
                     role = ReplicaRole.LEADER if leader == self.broker_id else ReplicaRole.FOLLOWER
                     self.replicas[p] = (leader_epoch, role, replicas)
                     self.replica_slots = max(self.replica_slots, p + 1)
-            case UpdateMetadata(partitions=partitions, kraft=kraft, live=live):
-                self.metadata = partitions
+            case UpdateMetadata(partitions=partitions, kraft=kraft, live=live, incremental=incremental):
+                # ZkMetadataCache: an incremental request leaves the partitions it does not name cached.
+                self.metadata = partitions + self.metadata[len(partitions):] if incremental else partitions
                 if kraft and ImplBug.ZK_BROKER_KEEPS_REMOVED_BROKERS in self.bugs:
                     self.metadata_live = tuple(sorted(set(self.metadata_live) | set(live)))
                 elif kraft:

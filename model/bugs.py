@@ -91,6 +91,7 @@ class Bug(Enum):
     # Topic deletions during the migration (the ``delete-topics`` scope)
     DELETION_STOPS_WITHOUT_DELETE = "deletion_stops_without_delete"
     MIGRATES_PENDING_DELETION = "migrates_pending_deletion"
+    DELETION_SKIPS_FENCED_BROKER = "deletion_skips_fenced_broker"
     STALE_EVENT_RUNS = "stale_event_runs"
     FAILED_WRITE_DROPS_DELTA = "failed_write_drops_delta"
     RESEND_KEEPS_STALE_VERSION = "resend_keeps_stale_version"
@@ -296,6 +297,10 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug(Bug.DELETION_STOPS_WITHOUT_DELETE, "ZkBrokersDropDeletedTopic", "delete-topics",
               "a topic deleted on KRaft in dual write is stopped on the ZK brokers without deletePartitions (KIP-866"
               " says only \"stop managing\"): they stop fetching it and keep hosting it"),
+    SeededBug(Bug.DELETION_SKIPS_FENCED_BROKER, "ZkBrokersDropDeletedTopic", "deletion-while-fenced",
+              "kafka-3.9's rule under kip (Kafka 3.7.2 to 3.9.2, found on real runs): a topic deleted in dual write"
+              " is stopped only on the unfenced ZK brokers, and a broker unfenced later is told in an incremental"
+              " UpdateMetadata: it keeps hosting and serving the deleted topic"),
     SeededBug(Bug.MIGRATES_PENDING_DELETION, "PendingDeletionNeverLiveInKRaft", "delete-topics",
               "KAFKA-15605 (Kafka 3.4 to 3.6.0): the migration copies a topic ZooKeeper marks for deletion as a live"
               " topic, and the sync leaves the mark: a topic the admin deleted lives on in KRaft"),

@@ -920,10 +920,12 @@ def zk_broker_targets(image: MetadataImage) -> list[tuple[BrokerId, BrokerEpoch]
 
 def _controller_rpcs(
     c: KRaftController, image: MetadataImage, partitions: list[int], full: bool, variant: Variant,
-    deleted: tuple[int, ...] = (),
+    deleted: tuple[int, ...] = (), incremental: bool = False,
 ) -> list[Message]:
     """UpdateMetadata, then LeaderAndIsr, to each target ZK broker, marked IsKRaftController; then, for the
-    partitions of a topic ``deleted`` since the last write, StopReplica with deletePartitions (``topic_stops``)."""
+    partitions of a topic ``deleted`` since the last write, StopReplica with deletePartitions (``topic_stops``).
+    ``full``: every target is sent UpdateMetadata and every partition's LeaderAndIsr; ``incremental``: the
+    UpdateMetadata's type, which leaves the partitions it does not name in the broker's cache."""
     d = _known_driver(c)
     leaders = tuple((p.leader, p.leader_epoch) for p in image.partitions)
     live = served_brokers(image, variant)
@@ -931,7 +933,9 @@ def _controller_rpcs(
     cid = BrokerId(c.id)
     epoch = ControllerEpoch(d.zk_epoch)
     for b, broker_epoch in zk_broker_targets(image):
-        update: list[Message] = [UpdateMetadata(cid, epoch, broker_epoch, b, leaders, kraft=True, live=live)]
+        update: list[Message] = [
+            UpdateMetadata(cid, epoch, broker_epoch, b, leaders, kraft=True, live=live, incremental=incremental)
+        ]
         if not (full or partitions or deleted):
             update = []
         leaderships: list[Message] = [
@@ -955,11 +959,15 @@ def topic_stops(c: KRaftController, image: MetadataImage, deleted: tuple[int, ..
     # The seeded bug DELETION_STOPS_WITHOUT_DELETE: the KIP's "stop managing" read as a StopReplica that keeps the
     # partition (deletePartitions false, as the ZK controller's first StopReplica of a deletion is).
     delete = not variant.has(Bug.DELETION_STOPS_WITHOUT_DELETE)
-    # Differs: Kafka sends them to the partition's replicas, fenced or not; the model's image holds no replicas for
-    # a partition copied from ZooKeeper, so it sends them to every registered ZK broker, fenced or not (one that
-    # hosts no such partition has nothing to stop).
+    # Differs: Kafka addresses them to the partition's replicas; the model's image holds no replicas for a partition
+    # copied from ZooKeeper, so it addresses every registered ZK broker (one that hosts no such partition has nothing
+    # to stop). kip sends them to the fenced ones too, so that a broker away when the topic goes stops hosting it once
+    # it is back. kafka-3.9 (and the seeded bug DELETION_SKIPS_FENCED_BROKER): the channel manager holds only the
+    # unfenced ZK brokers (MigrationPropagator.publishMetadata), so a fenced one's is skipped ("since it is offline")
+    # and never sent again: the Kafka bug the real runs found (docs/guide/real-kafka.md, Findings).
+    skips_fenced = variant.profile is Profile.KAFKA_3_9 or variant.has(Bug.DELETION_SKIPS_FENCED_BROKER)
     return [StopReplica(cid, epoch, r.epoch, r.broker, PartitionId(p), delete, kraft=True)
-            for r in image.brokers if r.is_migrating_zk_broker for p in deleted]
+            for r in image.brokers if r.is_migrating_zk_broker and not (skips_fenced and r.fenced) for p in deleted]
 
 
 def replicas_removed(
@@ -1136,12 +1144,20 @@ def _dual_write_image(
     deleted: tuple[int, ...] = ()
     if before is not None and topic_deleted_between(before, image):
         deleted = tuple(range(len(before.partitions)))
+    # The UpdateMetadata's type. kip: full, so that a ZK broker unfenced after a change it missed (it was no target)
+    # learns it. kafka-3.9 (and the seeded bug DELETION_SKIPS_FENCED_BROKER): MigrationPropagator's delta path sends
+    # incremental ones (only sendRPCsToBrokersFromMetadataImage, SendRPCsToBrokers here, sends full ones, KAFKA-15799),
+    # so a broker unfenced after a deletion it missed keeps the deleted topic cached. A deletion's own names its
+    # partitions (LeaderDuringDelete), which the model's one topic makes a full one.
+    incremental = not deleted and (
+        variant.profile is Profile.KAFKA_3_9 or variant.has(Bug.DELETION_SKIPS_FENCED_BROKER))
     if changed or deleted:
-        rpcs = _controller_rpcs(c, image, changed, False, variant, deleted)
+        rpcs = _controller_rpcs(c, image, changed, False, variant, deleted, incremental)
         if before is not None and not deleted:
             rpcs += reassignment_stops(c, before, image, changed, assignment, variant)
     elif before is None or before.brokers != image.brokers:
-        rpcs = [m for m in _controller_rpcs(c, image, [], True, variant) if isinstance(m, UpdateMetadata)]
+        rpcs = [m for m in _controller_rpcs(c, image, [], True, variant, incremental=incremental)
+                if isinstance(m, UpdateMetadata)]
     else:
         rpcs = []
     if not rpcs:

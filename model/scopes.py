@@ -955,6 +955,26 @@ DELETE_TOPICS = small_migration_scope(
     max_depth=14,  # a StopReplica without deletePartitions shows at 14 steps: the migration, the deletion, quiescence
 )
 SCOPES[DELETE_TOPICS.name] = DELETE_TOPICS
+# A topic deleted in dual write while a ZK broker is fenced (issue #17 §4; the Kafka bug the real runs' broker-metadata
+# channel found on 3.7.2 to 3.9.2, docs/guide/real-kafka.md): broker 1's heartbeats go unheard for a session timeout,
+# KRaft fences it, the admin deletes the topic, and the broker heartbeats again and is unfenced. kafka-3.9 skips the
+# fenced broker's StopReplica and tells it the change in an incremental UpdateMetadata, which leaves the deleted
+# topic cached and hosted: the model-independent properties catch Kafka's behaviour, which its profile shares.
+FENCED_BROKER_MISSES_DELETION = (
+    ("kafka-3.9", "ZkBrokersConvergeToCommittedImage"),
+    ("kafka-3.9", "ZkBrokersDropDeletedTopic"),
+)
+DELETION_WHILE_FENCED = migration_scope(
+    name="deletion-while-fenced",
+    summary="2 ZK brokers hosting one partition, 1 controller in dual write: a broker is fenced for a session"
+            " timeout, an admin deletes the topic on KRaft, and the broker is unfenced again",
+    controllers=(MIGRATING,),
+    stage="dual-write",
+    budget=Budget(topic_deletions=1, timeouts=1, max_in_flight=8),
+    findings=FENCED_BROKER_MISSES_DELETION,
+    max_depth=14,
+)
+SCOPES[DELETION_WHILE_FENCED.name] = DELETION_WHILE_FENCED
 # Heartbeats answered only once the log up to them commits (issue #17; QuorumController.processBrokerHeartbeat's
 # future in the deferred event queue): the ZK broker in dual write moves to KRaft, registers and is unfenced by a
 # heartbeat with 2 controllers, each answer once the log up to it commits. The warm start unfences no KRaft broker,

@@ -324,6 +324,9 @@ class LeaderAndIsr(Record):
         return repr_quiet_when_empty(self, QUIET_WHEN_EMPTY)
 
 
+UPDATE_METADATA_QUIET = frozenset({"incremental"})  # shown only when set, as every other scope printed it before
+
+
 @record
 class UpdateMetadata(Record):
     controller_id: BrokerId
@@ -333,6 +336,12 @@ class UpdateMetadata(Record):
     partitions: tuple[tuple[BrokerId, LeaderEpoch], ...]  # (leader, leader epoch) per partition
     kraft: bool = False  # IsKRaftController
     live: tuple[BrokerId, ...] = ()  # LiveBrokers as a KRaft controller sends them: the unfenced
+    # The request's type (KAFKA-15799): a full one replaces the broker's cached partitions; an incremental one only
+    # adds or changes those it names, and the broker keeps the rest (kafka-3.9's dual writes send these).
+    incremental: bool = False
+
+    def __repr__(self) -> str:
+        return repr_quiet_when_empty(self, UPDATE_METADATA_QUIET)
 
 
 @record

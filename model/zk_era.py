@@ -1217,8 +1217,9 @@ def deliver_message(state: ClusterState, m: Message, variant: Variant) -> Result
                 term = (p, leader_epoch, dest.id, dest.epoch, m.controller_epoch)
                 terms = state.history.leader_terms | {term}
                 state = state.replace(history=state.history.replace(leader_terms=terms))
-        case UpdateMetadata(partitions=partitions, kraft=kraft, live=live):
-            dest = dest.replace(metadata=partitions)
+        case UpdateMetadata(partitions=partitions, kraft=kraft, live=live, incremental=incremental):
+            # ZkMetadataCache.updateMetadata: an incremental request leaves the partitions it does not name cached.
+            dest = dest.replace(metadata=partitions + dest.metadata[len(partitions):] if incremental else partitions)
             if kraft and variant.has(Bug.ZK_BROKER_KEEPS_REMOVED_BROKERS):
                 dest = dest.replace(metadata_live=tuple(sorted(set(dest.metadata_live) | set(live))))
             elif kraft:

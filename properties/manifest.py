@@ -65,6 +65,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "zk-lag": 10,  # complete at depth 25, 223,648 states: tests/test_zk_lag.py, under the slow marker
     "purgatory": None,
     "delete-topics": None,
+    "deletion-while-fenced": None,
     "heartbeat-commit": None,
     "heartbeat-transaction": None,
     "held-heartbeats": None,

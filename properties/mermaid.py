@@ -66,7 +66,7 @@ def message_text(m) -> str:
             return f"LeaderAndIsr p{m.partition} leader {m.leader} epoch {m.leader_epoch} isr [{isr}] ({fenced})"
         case UpdateMetadata():
             leaders = ", ".join(f"p{p} {leader}@{epoch}" for p, (leader, epoch) in enumerate(m.partitions))
-            return f"UpdateMetadata leaders [{leaders}] ({fenced})"
+            return f"UpdateMetadata{' incremental' if m.incremental else ''} leaders [{leaders}] ({fenced})"
         case StopReplica():
             return f"StopReplica p{m.partition}{' delete' if m.delete_partition else ''} ({fenced})"
         case ControlledShutdown():

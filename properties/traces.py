@@ -776,10 +776,11 @@ def replay(trace: Trace) -> ReplayResult:
 
 # Fields left out of ``describe`` while empty (or 0): the driver's queue, empty in every scope but event-queue, its
 # handed image, 0 in every scope but dual-write-failure, and the replicas a LeaderAndIsr carries and a broker keeps,
-# empty but for a partition created or reassigned on KRaft, so that states read (and scenario files' expected
-# outputs stay) as before they existed.
+# empty but for a partition created or reassigned on KRaft, and whether an UpdateMetadata is incremental (only
+# kafka-3.9's dual writes send such), so that states read (and scenario files' expected outputs stay) as before they
+# existed.
 QUIET_WHEN_EMPTY = frozenset({("Driver", "queue"), ("Driver", "handed_offset"), ("LeaderAndIsr", "replicas"),
-                              ("LocalReplica", "replicas")})
+                              ("LocalReplica", "replicas"), ("UpdateMetadata", "incremental")})
 
 
 def describe(value: Any) -> str:
