@@ -750,6 +750,28 @@ def test_kafka_checks_registration_after_cleanup_records_keeps_the_batch_offset(
     assert CHECKS["BrokerEpochIsRegistrationOffset"](obs) == []
 
 
+def test_kafka_checks_registration_behind_a_leader_change_is_one_offset_late_only_before_3_6():
+    """Before 3.6.0 (KAFKA-15213) a new active controller took its last committed offset for its write offset, not
+    counting the LeaderChange control record its epoch begins with: a registration it handled before its first
+    append carries the control record's offset as its epoch, one less than its own (a 3.5.2 run: offset 58, epoch
+    57). Allowed on 3.5.2; from 3.6.0 the claim starts after the control record, and the same log is a violation."""
+    obs = clean()
+    obs.metadata[3000][5:6] = [
+        rec(9, 2, "CONTROL:LEADER_CHANGE", 6100),
+        rec(10, 2, "REGISTER_BROKER_RECORD", 6100, brokerId=0, brokerEpoch=9, isMigratingZkBroker=True, features=[]),
+    ]
+    obs.version = (3, 5, 2)
+    assert CHECKS["BrokerEpochIsRegistrationOffset"](obs) == []
+    for version in ((3, 6, 0), (3, 9, 2)):
+        obs.version = version
+        found = CHECKS["BrokerEpochIsRegistrationOffset"](obs)
+        assert [v.message for v in found] == [
+            "RegisterBrokerRecord at offset 10 gives broker 0 epoch 9, with CONTROL:LEADER_CHANGE between"]
+    obs.version = (3, 5, 2)
+    obs.metadata[3000][5] = rec(9, 2, "TOPIC_RECORD", 6100, name="other")  # anything else between is not allowed
+    assert len(CHECKS["BrokerEpochIsRegistrationOffset"](obs)) == 1
+
+
 def test_kafka_checks_amended_registration_keeps_its_epoch():
     """A registration retried by the same incarnation, amended as Kafka 3.9 amends it (the record again, later,
     with the epoch the incarnation has: ClusterControlManager's "Amending registration"), breaks no check."""

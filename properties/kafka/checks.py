@@ -117,6 +117,16 @@ class Observed:
         # on only the rule every release shares, the adding replicas in the ISR, is judged.
         return (3, 8, 0) <= self.version < (4, 2, 0)
 
+    @property
+    def leader_change_shifts_first_records(self) -> bool:
+        """Whether a new active controller's first records may sit one offset past where it believes they go."""
+        # Differs: before KAFKA-15213 (3.6.0) QuorumController.claim took the last committed offset as its write
+        # offset, not counting the LeaderChange control record Raft appends as the new epoch's first entry, so a
+        # registration handled before the leadership's first append carries the control record's offset as its
+        # epoch, one less than its own (a 3.5.2 run: RegisterBrokerRecord at offset 58, epoch 57, LEADER_CHANGE at
+        # 57). From 3.6.0 the claim starts at Raft's log end offset, after the control record.
+        return self.version < (3, 6, 0)
+
     def existing(self, path: str) -> list[dict]:
         return [e for e in self.zk.get(path, ()) if e["exists"]]
 
@@ -493,8 +503,12 @@ def broker_epoch_is_offset(obs: Observed) -> list[Violation]:
     it carries, with nothing but such cleanup records between. A registration retried by the same
     incarnation (its answer lost) is amended, not renewed: Kafka 3.9 writes the record again with the
     epoch the incarnation has (ClusterControlManager.registerBroker, "Amending registration"), which
-    ``OneBrokerEpochPerIncarnation`` checks instead.
+    ``OneBrokerEpochPerIncarnation`` checks instead. Before 3.6.0 (KAFKA-15213) a new leader's write
+    offset did not count the LeaderChange control record its epoch begins with, so that record may
+    sit between the epoch and the registration too (``Observed.leader_change_shifts_first_records``).
     """
+    between_allowed = CLEANUP_RECORDS + ("CONTROL:LEADER_CHANGE",) if obs.leader_change_shifts_first_records \
+        else CLEANUP_RECORDS
     out = []
     for records in obs.metadata.values():
         by_offset = {r["offset"]: r for r in records}
@@ -508,7 +522,7 @@ def broker_epoch_is_offset(obs: Observed) -> list[Violation]:
             incarnations.add(incarnation)
             epoch = r["data"].get("brokerEpoch", -1)
             between = [by_offset.get(o) for o in range(epoch, r["offset"])]
-            if epoch > r["offset"] or any(x is None or x["type"] not in CLEANUP_RECORDS for x in between):
+            if epoch > r["offset"] or any(x is None or x["type"] not in between_allowed for x in between):
                 out.append(
                     Violation(
                         "BrokerEpochIsRegistrationOffset",
