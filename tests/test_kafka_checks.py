@@ -32,6 +32,7 @@ from properties.kafka.checks import (
     Observed,
     run_checks,
 )
+from properties.kafka.observe import parse_log_text
 
 DATA = Path(__file__).parent / "data"
 MIGRATION, PRE_MIGRATION, POST_MIGRATION = 1, 2, 3  # Kafka >= 3.5's ZkMigrationState bytes
@@ -772,6 +773,48 @@ def test_kafka_checks_registration_behind_a_leader_change_is_one_offset_late_onl
     assert len(CHECKS["BrokerEpochIsRegistrationOffset"](obs)) == 1
 
 
+def test_kafka_checks_a_migration_without_progress_says_where_its_drivers_stood():
+    """MigrationReachesDualWriteWithoutFaults names each driver that did not end a silent standby, where it ended
+    and why it said it waited: on 3.5.2 the leader's driver waited for a controller's ApiVersions its Raft client
+    never learnt again (the lines as Kafka 3.5.2 logs them, parsed by the log channel); a leader whose driver
+    logged nothing is named too (KAFKA-16563)."""
+    obs = clean()
+    _never_dual_write(obs)
+    ctl = "controller-3000"
+    text = "\n".join(
+        f"[2026-11-29 07:32:{second},452] INFO [KRaftMigrationDriver id=3000] Still waiting for all controller nodes "
+        "ready to begin the migration. due to: Missing apiVersion from nodes: [3001] "
+        "(org.apache.kafka.metadata.migration.KRaftMigrationDriver)" for second in (22, 23, 24))
+    waits = parse_log_text(text, ctl)
+    assert [e["kind"] for e in waits] == ["driver-waiting"] * 3
+    obs.logs[ctl] = obs.logs[ctl][:3] + waits  # the leader's driver went no further than the controllers' check
+    obs.logs["controller-3001"] = [line("controller-3001", "driver-transition", 4, 2000, node="3001",
+                                        old="UNINITIALIZED", new="INACTIVE")]  # a silent standby: left out
+    [found] = CHECKS["MigrationReachesDualWriteWithoutFaults"](obs)
+    assert found.message.endswith(
+        ": the driver of controller 3000 (the last Raft leader) ended in WAIT_FOR_CONTROLLER_QUORUM, logging \"Still "
+        "waiting for all controller nodes ready to begin the migration. due to: Missing apiVersion from nodes: [3001]\""
+        " 3 times (the last at controller-3000/logs/server.log:3)")
+    assert found.evidence[-1] == waits[-1]
+    obs.logs[ctl] = obs.logs[ctl][:1]  # the leader's driver logged no transition and no wait
+    [found] = CHECKS["MigrationReachesDualWriteWithoutFaults"](obs)
+    assert found.message.endswith(": the driver of controller 3000 (the last Raft leader) logged no transition")
+
+
+def test_a_recorded_3_5_migration_that_never_starts_names_the_missing_api_versions():
+    """Kafka 3.5.2 (the guide's plan): the active controller killed for 4 s as the brokers roll; the controller
+    elected meanwhile never connects to it again once it is back, and its driver waits in WAIT_FOR_CONTROLLER_QUORUM
+    for that controller's ApiVersions to the end. The progress check says so, with the line to read."""
+    obs = _recorded_log("kafka-3.5-migration-waits-for-apiversions-run.json")
+    [found] = CHECKS["MigrationReachesDualWriteWithoutFaults"](obs)
+    assert found.message == (
+        "no driver reached DUAL_WRITE within 120 s of the last fault healing: the driver of controller 3002 (the last"
+        " Raft leader) ended in WAIT_FOR_CONTROLLER_QUORUM, logging \"Still waiting for all controller nodes ready to"
+        " begin the migration. due to: Missing apiVersion from nodes: [3001]\" 122 times (the last at"
+        " controller-3002/logs/server.log:555)")
+    assert not any(e["kind"] == "driver-transition" and e["new"] == "DUAL_WRITE" for e in obs.logs["controller-3002"])
+
+
 def test_kafka_checks_amended_registration_keeps_its_epoch():
     """A registration retried by the same incarnation, amended as Kafka 3.9 amends it (the record again, later,
     with the epoch the incarnation has: ClusterControlManager's "Amending registration"), breaks no check."""
@@ -1045,6 +1088,7 @@ def _recorded_log(name: str) -> Observed:
     obs.metadata = {int(c): records for c, records in run["metadata"].items()}
     obs.broker_metadata = run.get("broker_metadata", [])
     obs.zk = run.get("zk", {})
+    obs.logs = run.get("logs", {})
     return obs
 
 

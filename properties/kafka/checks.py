@@ -1393,14 +1393,46 @@ def reaches_dual_write(obs: Observed) -> list[Violation]:
     reached = [e for e in obs.log_events("driver-transition") if e["new"] == "DUAL_WRITE"]
     deadline = max(healed, goals[0]["time"]) + PROGRESS_BOUND_S * 1000
     if not any(e["time"] <= deadline for e in reached):  # reached before the runbook asked counts too
+        where, waits = _where_drivers_stood(obs, max(healed, goals[0]["time"]))
         return [
             Violation(
                 "MigrationReachesDualWriteWithoutFaults",
-                f"no driver reached DUAL_WRITE within {PROGRESS_BOUND_S} s of the last fault healing",
-                tuple(goals),
+                f"no driver reached DUAL_WRITE within {PROGRESS_BOUND_S} s of the last fault healing"
+                + (f": {where}" if where else ""),
+                tuple(goals) + waits,
             )
         ]
     return []
+
+
+def _where_drivers_stood(obs: Observed, since: float) -> tuple[str, tuple[dict, ...]]:
+    """Where each migration driver ended and why it said it waited (its last such line since ``since``), for a
+    migration that made no progress; and those lines. A driver that ended INACTIVE and said nothing is a standby's,
+    left out unless its controller was the last Raft leader, which is named even if its driver logged no
+    transition at all (KAFKA-16563: a driver that never polled again stays UNINITIALIZED)."""
+    state: dict[str, str] = {}
+    for e in sorted(obs.log_events("driver-transition"), key=lambda e: e["time"]):
+        state[e["node"]] = e["new"]
+    waiting: dict[str, list[dict]] = defaultdict(list)
+    for e in obs.log_events("driver-waiting"):
+        if e["time"] >= since:
+            waiting[e["node"]].append(e)
+    leaders = sorted(obs.log_events("raft-leader"), key=lambda e: e["time"])
+    leader = leaders[-1]["node"] if leaders else None
+    parts, lines = [], []
+    for node in sorted(set(state) | set(waiting) | ({leader} if leader else set())):
+        if node not in waiting and state.get(node) == "INACTIVE" and node != leader:
+            continue
+        text = f"the driver of controller {node}{' (the last Raft leader)' if node == leader else ''} " + (
+            f"ended in {state[node]}" if node in state else "logged no transition")
+        if waiting[node]:
+            last = waiting[node][-1]
+            times = len(waiting[node])
+            text += (f", logging \"{last['reason']}\" {times} time{'s' if times > 1 else ''} (the last at "
+                     f"{last['process']}/logs/server.log:{last['line']})")
+            lines.append(last)
+        parts.append(text)
+    return "; ".join(parts), tuple(lines)
 
 
 @check("LiveFencedBrokerEventuallyUnfenced")

@@ -200,6 +200,16 @@ LOG_PATTERNS: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"\(org\.apache\.kafka\.metadata\.migration\.KRaftMigrationDriver\)",
         ),
         (
+            # why a driver stays put: the controllers not ready (3.5 and 3.6: "... due to: Missing apiVersion from
+            # nodes: [N]", the Raft client's ApiVersions; 3.7 on: "... Not ready due to: ...", KIP-919's
+            # registrations), or ZK brokers not registered with KRaft yet
+            "driver-waiting",
+            r"\[KRaftMigrationDriver id=(?P<node>\d+)\] (?P<reason>Still waiting for all controller nodes ready to "
+            r"begin the migration\. ?(?:Not ready )?due to: ?.*?|Still waiting for ZK brokers .*? to register with "
+            r"KRaft\.|No brokers are (?:known to KRaft|registered in ZK), waiting for brokers to register\.) "
+            r"\(org\.apache\.kafka\.metadata\.migration\.KRaftMigrationDriver\)",
+        ),
+        (
             "driver-zk-writes",
             r"\[KRaftMigrationDriver id=(?P<node>\d+)\] Made the following ZK writes when (?P<what>[^:]+):",
         ),
