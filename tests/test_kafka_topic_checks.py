@@ -94,6 +94,7 @@ FINDING_34 = "kafka-3.4-deletion-not-mirrored-run.json"
 FINDING_39_STALL = "kafka-3.9-stalled-zookeeper-dual-write-lost-run.json"
 FINDING_39_WEDGED = "kafka-3.9-stalled-zookeeper-dual-write-wedged-run.json"
 FINDING_34_PARTITION = "kafka-3.4-new-partition-not-mirrored-run.json"
+FINDING_34_QUOTA = "kafka-3.4-quota-migrated-as-users-run.json"
 
 
 FINDING_39_FAILED_LEADER_AND_ISR = "kafka-3.9-failed-leader-and-isr-run.json"
@@ -121,8 +122,8 @@ def test_kafka_39_leader_and_isr_failed_in_a_zk_broker_is_never_repaired():
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("kafka-*-run.json")
-                                        if p.name not in (FINDING_34, FINDING_34_PARTITION, FINDING_39_STALL,
-                                                          FINDING_39_WEDGED)))
+                                        if p.name not in (FINDING_34, FINDING_34_PARTITION, FINDING_34_QUOTA,
+                                                          FINDING_39_STALL, FINDING_39_WEDGED)))
 def test_every_recorded_run_passes_the_topic_checks(name):
     """Kafka 3.4 to 4.1, faults and rollbacks included: no other recorded run breaks a topic check."""
     assert topic_violations(recorded(name)) == []
@@ -405,3 +406,57 @@ def test_dual_write_of_a_state_kraft_never_committed_is_named():
     found = topic_violations(obs)
     assert [i for i, _ in found] == [FOLLOW]
     assert "/brokers/topics/orders/partitions/1/state written in dual write" in found[0][1]
+
+
+# ---- brokers' dynamic configs and client quotas (KIP-866 §Controller Migration: "all of the metadata") ----------
+
+CONFIGS_RUN = "kafka-3.9-configs-and-quotas-run.json"
+
+
+def test_the_migration_copies_a_broker_config_and_a_quota_and_dual_write_mirrors_them():
+    """Kafka 3.9.2: every broker's message.max.bytes and user alice's producer_byte_rate, set in ZooKeeper mode, are
+    in the migration (a ConfigRecord for the default broker, a ClientQuotaRecord), and their changes in dual write
+    reach ZooKeeper: the topic checks compare them as entities of their own, and the recorded run passes."""
+    obs = recorded(CONFIGS_RUN)
+    assert topic_violations(obs) == []
+    migrated_quota = next(r for r in log(obs) if r["type"] == "CLIENT_QUOTA_RECORD")
+    migrated_quota["data"]["value"] = 1.0  # copied wrong
+    [message] = [m for i, m in topic_violations(obs) if i == MIGRATION_COPIES_ZK]
+    assert message.startswith(
+        "the quota of users/alice: ZooKeeper has {'producer_byte_rate': 1048576.0}; the migration (up to offset")
+
+
+def test_a_broker_config_the_migration_leaves_out_is_named():
+    """KIP-866 §Controller Migration: the default broker's config in ZooKeeper is in the migration."""
+    obs = recorded(CONFIGS_RUN)
+    first = next(r for r in log(obs) if r["type"] == "CONFIG_RECORD" and r["data"]["resourceType"] == 4)
+    log(obs).remove(first)
+    assert [m for i, m in topic_violations(obs) if i == MIGRATION_COPIES_ZK] == [
+        next(m for _, m in topic_violations(obs) if m.startswith(
+            "every broker's dynamic config: ZooKeeper has {'message.max.bytes': '2000000'}; the migration"))]
+
+
+def test_a_quota_change_dual_write_does_not_mirror_is_named():
+    """KIP-866 §Dual Metadata Writes: alice's quota, raised in KRaft during dual write, reaches ZooKeeper."""
+    obs = recorded(CONFIGS_RUN)
+    path = "/config/users/alice"
+    obs.zk[path] = [e for e in obs.zk[path] if "2097152" not in (e.get("data") or "")]
+    found = topic_violations(obs)
+    assert [i for i, _ in found] == [EQUAL]
+    assert "the quota of users/alice: ZooKeeper has {'producer_byte_rate': 1048576.0}; the image at offset" \
+        in found[0][1]
+
+
+def test_kafka_34_migrates_a_user_quota_under_zookeepers_folder_name():
+    """Kafka 3.4.1: the migration copies user alice's quota as a ClientQuotaRecord whose entity type is "users"
+    (ZooKeeper's folder, ConfigType.User) where KRaft's is "user" (ClientQuotaEntity.USER): KRaft's image holds no
+    quota for user alice, and one for an entity type nothing reads. Kafka 3.5.0 rewrote the copy (KAFKA-14840's
+    ZkConfigMigrationClient) and names the type right, as the 3.9.2 recording shows."""
+    found = [m for i, m in topic_violations(recorded(FINDING_34_QUOTA)) if i == MIGRATION_COPIES_ZK]
+    claim = "(ZooKeeper as of the claim, zxid 219)"
+    assert found == [
+        f"the quota of (entity type 'users') alice: ZooKeeper has none; the migration (up to offset 66) has "
+        f"{{'producer_byte_rate': 1048576.0}} {claim}",
+        f"the quota of users/alice: ZooKeeper has {{'producer_byte_rate': 1048576.0}}; the migration (up to offset 66)"
+        f" has none {claim}",
+    ]

@@ -1497,11 +1497,14 @@ def rollback_loses_nothing(obs: Observed) -> list[Violation]:
 # real run's znodes and records in that vocabulary (``model.kraft.PartitionRecord``) and compare also
 # what Kafka has and the model does not: each topic's name and id, each partition's replicas (the
 # topic znode's assignment), the partition epoch (KRaft's; in ZooKeeper the state znode's version,
-# which ZkTopicMigrationClient copies) and every topic config by name. Not compared: the adding and
-# removing replicas of a reassignment in flight (``ZkBrokerPartitionChangesBumpLeaderEpoch`` reads how
-# the replica set moves), the leader recovery state, KRaft's log directories and eligible leader
-# replicas (KRaft only), and what the migration also copies but no observer watches (broker configs,
-# quotas, ACLs, producer ids, delegation tokens).
+# which ZkTopicMigrationClient copies) and every topic config by name; and, beside topics, brokers' dynamic
+# configs (/config/brokers: ConfigRecords of the BROKER resource) and the quotas of users and of client ids
+# (/config/users, /config/clients: ClientQuotaRecords), which ZkConfigMigrationClient copies and dual-writes. Not
+# compared: the adding and removing replicas of a reassignment in flight (``ZkBrokerPartitionChangesBumpLeaderEpoch``
+# reads how the replica set moves), the leader recovery state, KRaft's log directories and eligible leader
+# replicas (KRaft only), a quota of a user and a client id together (/config/users/U/clients/C, which no runbook
+# makes), and what the migration also copies but no observer watches (SCRAM credentials, ACLs, producer ids,
+# delegation tokens).
 #
 # ZooKeeper "as of zxid Z" is each znode's last observation at or before Z. A watch can skip
 # versions: a znode whose next observation skips a version may have changed unseen before Z, and is
@@ -1510,7 +1513,13 @@ def rollback_loses_nothing(obs: Observed) -> list[Violation]:
 MIGRATION_COPIES_ZK = "MigrationCopiesZkExactly"  # a real-run check: the model's migration copies by construction
 TOPIC_CONFIG = 2  # ConfigResource.Type.TOPIC: a ConfigRecord's resourceType for a topic's config
 NO_LEADER_CHANGE = -2  # PartitionChangeRecord's leader when it keeps the leader (and the leader epoch)
-TOPIC_RECORDS = ("TOPIC_RECORD", "PARTITION_RECORD", "PARTITION_CHANGE_RECORD", "CONFIG_RECORD", "REMOVE_TOPIC_RECORD")
+TOPIC_RECORDS = ("TOPIC_RECORD", "PARTITION_RECORD", "PARTITION_CHANGE_RECORD", "CONFIG_RECORD", "REMOVE_TOPIC_RECORD",
+                 "CLIENT_QUOTA_RECORD")
+BROKER_CONFIG = 4  # ConfigResource.Type.BROKER: a broker's dynamic config, or every broker's (resourceName "")
+ZK_DEFAULT = "<default>"  # ZooKeeper's name of a default entity (ConfigEntityName.DEFAULT): every broker, user, client
+# A ClientQuotaRecord's entity type and ZooKeeper's folder for it, for the entities of one type (a user and a client id
+# together, /config/users/U/clients/C, are not compared: no runbook makes one)
+QUOTA_ENTITIES = {"user": "users", "client-id": "clients"}
 # A change committed this long before dual write ends must be in ZooKeeper by then: 3.9.2's dual writes
 # reached ZooKeeper within 141 ms of the record's append (557 changes over nine runs with faults).
 DUAL_WRITE_SLACK_MS = 1000
@@ -1536,19 +1545,27 @@ class Partition:
 
 @dataclass
 class Topics:
-    """Topics (name -> topic id), their partitions and their non-empty configs."""
+    """Topics (name -> topic id), their partitions and their non-empty configs; and the other entities the migration
+    copies that the runbooks make: brokers' dynamic configs (by ZooKeeper's name: a broker id, or ``ZK_DEFAULT`` for
+    every broker's) and client quotas (by ZooKeeper's path below /config: ``users/alice``, ``clients/<default>``)."""
 
     ids: dict[str, str] = field(default_factory=dict)
     partitions: dict[tuple[str, int], Partition] = field(default_factory=dict)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    unknown: set[tuple] = field(default_factory=set)  # ("topic", name), ("partition", name, p), ("config", name)
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    quotas: dict[str, dict[str, float]] = field(default_factory=dict)
+    # ("topic", name), ("partition", name, p), ("config", name), ("broker-config", name), ("quota", path)
+    unknown: set[tuple] = field(default_factory=set)
 
     def entities(self, epochs: bool) -> dict[tuple, object]:
-        """Each topic's id, partition and config, keyed as ``unknown`` is, in comparable form."""
+        """Each topic's id, partition and config, each broker config and quota, keyed as ``unknown`` is, in
+        comparable form."""
         out: dict[tuple, object] = {("topic", t): i for t, i in self.ids.items()}
         for (t, p), part in self.partitions.items():
             out[("partition", t, p)] = part if epochs else replace(part, partition_epoch=-1)
         out |= {("config", t): tuple(sorted(c.items())) for t, c in self.configs.items()}
+        out |= {("broker-config", b): tuple(sorted(c.items())) for b, c in self.broker_configs.items()}
+        out |= {("quota", q): tuple(sorted(c.items())) for q, c in self.quotas.items()}
         return out
 
     def differences(self, images: list[Topics], name: str, epochs: bool) -> list[str]:
@@ -1566,9 +1583,12 @@ class Topics:
                 continue
             if key[0] == "topic" and (key not in zk or key not in kraft[0]):
                 reported.add(key[1])
-            what = {"topic": f"topic {key[1]}", "partition": f"partition {key[1]}-{key[-1]}"}.get(
-                key[0], f"the config of topic {key[1]}"
-            )
+            what = {
+                "topic": f"topic {key[1]}", "partition": f"partition {key[1]}-{key[-1]}",
+                "broker-config": "every broker's dynamic config" if key[1] == ZK_DEFAULT
+                else f"broker {key[1]}'s dynamic config",
+                "quota": f"the quota of {key[1]}",
+            }.get(key[0], f"the config of topic {key[1]}")
             later = "" if len(images) == 1 else " (nor any later committed state)"
             out.append(
                 f"{what}: ZooKeeper has {_shown(zk.get(key), epochs)}; {name} has "
@@ -1630,9 +1650,21 @@ class TopicImage(Topics):
             self.ids.pop(topic, None)
             self.configs.pop(topic, None)
             self.partitions = {k: v for k, v in self.partitions.items() if k[0] != topic}
+        elif kind == "CONFIG_RECORD" and data.get("resourceType") == BROKER_CONFIG:
+            _set(self.broker_configs, data["resourceName"] or ZK_DEFAULT, data["name"], data.get("value"))
+        elif kind == "CLIENT_QUOTA_RECORD" and len(data.get("entity", ())) == 1:
+            [entity] = data["entity"]
+            kind_of = entity.get("entityType")
+            # an entity type KRaft does not know (Kafka 3.4's migration wrote ZooKeeper's folder name, "users") is
+            # kept under a name of its own, so that a comparison shows it beside the quota missing
+            folder = QUOTA_ENTITIES.get(kind_of, f"(entity type {kind_of!r}) ")
+            name = f"{folder}{'' if folder.endswith(' ') else '/'}{entity.get('entityName') or ZK_DEFAULT}"
+            _set(self.quotas, name, data["key"], None if data.get("remove") else float(data["value"]))
 
     def snapshot(self) -> Topics:
-        return Topics(dict(self.ids), dict(self.partitions), {t: dict(c) for t, c in self.configs.items()})
+        return Topics(dict(self.ids), dict(self.partitions), {t: dict(c) for t, c in self.configs.items()},
+                      {b: dict(c) for b, c in self.broker_configs.items()},
+                      {q: dict(c) for q, c in self.quotas.items()})
 
     @classmethod
     def of(cls, records: list[dict]) -> TopicImage:
@@ -1640,6 +1672,18 @@ class TopicImage(Topics):
         for r in records:
             image.apply(r)
         return image
+
+
+def _set(entities: dict[str, dict], name: str, key: str, value: object) -> None:
+    """``entities[name][key] = value``, or the key removed when ``value`` is None; an entity left empty is removed,
+    as ZooKeeper and the image leave no empty one."""
+    values = entities.setdefault(name, {})
+    if value is None:
+        values.pop(key, None)
+    else:
+        values[key] = value
+    if not values:
+        del entities[name]
 
 
 def _at(events: list[dict], zxid: int) -> tuple[dict | None, bool]:
@@ -1696,7 +1740,26 @@ def zk_topics(obs: Observed, zxid: int, migrating: bool) -> Topics:
             out.unknown.add(("config", topic))
         if config is not None and config["exists"] and _json(config).get("config"):
             out.configs[topic] = dict(_json(config)["config"])
+    for folder, kind, into in (("brokers", "broker-config", out.broker_configs), ("users", "quota", out.quotas),
+                               ("clients", "quota", out.quotas)):
+        for path in obs.paths(f"/config/{folder}/"):
+            name = path.split("/", 2)[2] if kind == "quota" else path.rsplit("/", 1)[1]
+            e, known = _at(obs.zk[path], zxid)
+            if not known:
+                out.unknown.add((kind, name))
+            value = _config_entity(kind, e) if e is not None and e["exists"] else None
+            if value:
+                into[name] = dict(value)
     return out
+
+
+def _config_entity(kind: str, e: dict) -> tuple[tuple[str, object], ...] | None:
+    """A /config/brokers, /config/users or /config/clients znode's values in comparable form: a quota's as numbers
+    (ZooKeeper holds strings, the image doubles); None for a znode whose data a cut-down recording left out."""
+    if not e.get("data"):
+        return None
+    values = _json(e).get("config", {})
+    return tuple(sorted((k, float(v) if kind == "quota" else v) for k, v in values.items()))
 
 
 @dataclass(frozen=True)
@@ -1750,11 +1813,11 @@ def _migration(obs: Observed, log: list[dict]) -> Migration | None:
 
 def migration_copies_zk_exactly(obs: Observed) -> list[Violation]:
     """KIP-866 §Controller Migration ("copy the existing metadata from ZK and write it into the KRaft
-    metadata log", in a single transaction), §Initial Data Migration: the migration's topic, partition
-    and topic-config records are exactly ZooKeeper's as of the KRaft claim it ran under (nothing but
-    that controller writes topics once it has claimed ZooKeeper): every topic with its id, every
-    partition with its replicas, leader, ISR, leader epoch and partition epoch, every topic config;
-    nothing missing and nothing else."""
+    metadata log", in a single transaction), §Initial Data Migration: the migration's topic, partition,
+    config and quota records are exactly ZooKeeper's as of the KRaft claim it ran under (nothing but
+    that controller writes them once it has claimed ZooKeeper): every topic with its id, every
+    partition with its replicas, leader, ISR, leader epoch and partition epoch, every topic config,
+    every broker's dynamic config, every user's and client id's quota; nothing missing and nothing else."""
     log = max(obs.metadata.values(), key=len, default=[])
     migration = _migration(obs, log)
     if migration is None:
@@ -1784,6 +1847,10 @@ def _zk_entity(path: str, e: dict) -> tuple[tuple, object] | None:
         return ("partition", parts[3], int(parts[5])), migrated_partition(int(parts[5]), state)
     if path.startswith("/config/topics/") and len(parts) == 4:
         return ("config", parts[3]), tuple(sorted(_json(e).get("config", {}).items()))
+    if path.startswith("/config/brokers/") and len(parts) == 4:
+        return ("broker-config", parts[3]), _config_entity("broker-config", e)
+    if path.startswith(("/config/users/", "/config/clients/")) and len(parts) == 4:
+        return ("quota", f"{parts[2]}/{parts[3]}"), _config_entity("quota", e)
     return None
 
 

@@ -796,6 +796,36 @@ class Run:
         self.wait(f"topics {', '.join(t[0] for t in topics)} created", done, stuck_note={"began": began})
         self.note("step", action="admin", topics=[t[0] for t in topics], config=config, began=began)
 
+    def alter_broker_config_and_quota(self, max_bytes: str, producer_byte_rate: int) -> None:
+        """Every broker's dynamic config (its cluster default, ``message.max.bytes``) and user alice's quota
+        (``producer_byte_rate``) as an operator sets them, with Kafka's ConfigCommand (the Python client can name
+        neither a default broker nor a quota), retried until both are done. ZooKeeper-mode brokers write them to
+        ZooKeeper; in dual write a broker forwards them to the KRaft controller, whose dual write mirrors them
+        (KIP-866 §Dual Metadata Writes)."""
+        command = ["kafka.admin.ConfigCommand", "--bootstrap-server", self.bootstrap, "--alter"]
+        changes = (
+            ["--entity-type", "brokers", "--entity-default", "--add-config", f"message.max.bytes={max_bytes}"],
+            ["--entity-type", "users", "--entity-name", "alice", "--add-config",
+             f"producer_byte_rate={producer_byte_rate}"],
+        )
+        began = int(time.time() * 1000)
+
+        def done() -> bool:
+            try:
+                for change in changes:
+                    self.blocking(self.cluster.tool, [*command, *change], timeout_s=60, timeout=45)
+                return True
+            except (ClusterError, TimeoutError) as e:
+                output = getattr(e, "output", "")
+                if "Could not find or load main class" in output or "Exception in thread \"main\" joptsimple" in output:
+                    raise RuntimeError(f"ConfigCommand did not reach Kafka: {e}") from e  # kraftcheck's, not Kafka's
+                self.note("admin-retry", configs=["brokers/<default>", "users/alice"], error=str(e)[-300:])
+                return False
+
+        self.wait("broker config and quota set", done, stuck_note={"began": began})
+        self.note("step", action="configs", broker_default={"message.max.bytes": max_bytes},
+                  quotas={"users/alice": {"producer_byte_rate": producer_byte_rate}}, began=began)
+
     def delete_topics(self, topics: list[str]) -> None:
         """Topics deleted as an operator deletes them, retried until the cluster no longer lists them."""
         from confluent_kafka import KafkaException
@@ -909,6 +939,8 @@ class Run:
     def create_data(self) -> None:
         self.create_topics([("orders", 3, 2), ("payments", 2, 2)], {"retention.ms": "3600000"})
         self.create_topics([(TOPIC, 3, 3)], {"min.insync.replicas": str(min(2, self.plan.brokers))})
+        if self.plan.runbook != "kraft":  # what the migration copies besides topics (MigrationCopiesZkExactly)
+            self.alter_broker_config_and_quota("2000000", 1048576)
         if not self.plan.client:
             return
         self.writer = LedgerWriter(self.bootstrap, self.folder / "client.jsonl", quiet_logger("producer"))
@@ -1010,7 +1042,8 @@ class Run:
         self.dump_metadata("dual-write")
 
     def write_during_dual_write(self) -> None:
-        """A topic created, another grown by a partition and one of its partitions moved, and a third deleted, while
+        """A topic created, another grown by a partition and one of its partitions moved, a third deleted, and every
+        broker's config and a user's quota changed (before the move, which Kafka before 3.6.2 never completes), while
         KRaft writes ZooKeeper behind it (KIP-866 §Dual Metadata Writes): all must reach ZooKeeper
         (``ZkEqualsImageAtMigrationOffset``). A fault drawn for this step strikes between the writes, when due, so
         that a write can meet it (a ZooKeeper stall with a write waiting on it, say)."""
@@ -1020,6 +1053,8 @@ class Run:
         self.delete_topics(["payments"])
         self.tick()
         self.add_partitions("orders", 4)
+        self.tick()
+        self.alter_broker_config_and_quota("3000000", 2097152)
         self.tick()
         self.reassign_partition("orders", 0)
 
