@@ -956,7 +956,7 @@ DELETE_TOPICS = small_migration_scope(
 )
 SCOPES[DELETE_TOPICS.name] = DELETE_TOPICS
 # A topic deleted in dual write while a ZK broker is fenced (issue #17 §4; the Kafka bug the real runs' broker-metadata
-# channel found on 3.7.2 to 3.9.2, docs/guide/real-kafka.md): broker 1's heartbeats go unheard for a session timeout,
+# channel found on 3.7.2 to 3.9.2, docs/guide/real-kafka.md): a broker's heartbeats go unheard for a session timeout,
 # KRaft fences it, the admin deletes the topic, and the broker heartbeats again and is unfenced. kafka-3.9 skips the
 # fenced broker's StopReplica and tells it the change in an incremental UpdateMetadata, which leaves the deleted
 # topic cached and hosted: the model-independent properties catch Kafka's behaviour, which its profile shares.
