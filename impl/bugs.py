@@ -77,6 +77,7 @@ class ImplBug(Enum):
     REGISTRATION_ANSWERED_BEFORE_COMMIT = "impl_registration_answered_before_commit"
     HEARTBEAT_ANSWERED_BEFORE_COMMIT = "impl_heartbeat_answered_before_commit"
     REASSIGNMENT_SENDS_NO_STOP_REPLICA = "impl_reassignment_sends_no_stop_replica"
+    DELETION_SKIPS_FENCED_BROKER = "impl_deletion_skips_fenced_broker"
 
 
 @dataclass(frozen=True)
@@ -203,12 +204,18 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
 class SharedSeededBug:
     """A mistake in the design itself: the model (``model.bugs``) and the implementation make it alike, so
     differential testing sees them agree and every property that restates the model's rules agrees with
-    both. Only the model-independent property it names (``model.end_to_end_invariants``) can catch it;
-    switched on by its name, both are run together (``properties.plan.resolve_mutant``)."""
+    both. Only the model-independent property it names (``model.end_to_end_invariants``) can catch it, with
+    those of ``also_breaks``, model-independent too, at the same step; switched on by its name, both are run
+    together (``properties.plan.resolve_mutant``)."""
 
     model_bug: Bug
     bug: ImplBug
     invariant: str  # the model-independent property it breaks (the model bug's, in model.bugs)
+    also_breaks: tuple[str, ...] = ()  # other model-independent properties it breaks at the same step
+
+    @property
+    def breaks(self) -> frozenset[str]:
+        return frozenset({self.invariant, *self.also_breaks})
 
     @property
     def name(self) -> str:
@@ -228,8 +235,8 @@ class SharedSeededBug:
 
 
 SHARED_SEEDED_BUGS: tuple[SharedSeededBug, ...] = tuple(
-    SharedSeededBug(model_bug, bug, SEEDED_BUGS_BY_NAME[model_bug.value].invariant)
-    for model_bug, bug in (
+    SharedSeededBug(model_bug, bug, SEEDED_BUGS_BY_NAME[model_bug.value].invariant, *also_breaks)
+    for model_bug, bug, *also_breaks in (
         (Bug.DUAL_WRITE_RPCS_BEFORE_ZK, ImplBug.DUAL_WRITE_RPCS_BEFORE_ZK),
         (Bug.ZK_BROKER_KEEPS_REMOVED_BROKERS, ImplBug.ZK_BROKER_KEEPS_REMOVED_BROKERS),
         (Bug.TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS, ImplBug.TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS),
@@ -242,5 +249,8 @@ SHARED_SEEDED_BUGS: tuple[SharedSeededBug, ...] = tuple(
         (Bug.REGISTRATION_ANSWERED_BEFORE_COMMIT, ImplBug.REGISTRATION_ANSWERED_BEFORE_COMMIT),
         (Bug.HEARTBEAT_ANSWERED_BEFORE_COMMIT, ImplBug.HEARTBEAT_ANSWERED_BEFORE_COMMIT),
         (Bug.REASSIGNMENT_SENDS_NO_STOP_REPLICA, ImplBug.REASSIGNMENT_SENDS_NO_STOP_REPLICA),
+        # the broker away at the deletion keeps the topic cached as well as hosted
+        (Bug.DELETION_SKIPS_FENCED_BROKER, ImplBug.DELETION_SKIPS_FENCED_BROKER,
+         ("ZkBrokersConvergeToCommittedImage",)),
     )
 )

@@ -229,6 +229,9 @@ def bug_lines(p: Property) -> list[str]:
         if s.invariant == p.name:
             out.append(f"    - `{s.name}` (the model and the implementation alike, `{s.model_bug.value}` and "
                        f"`{s.bug.value}`; caught by `shared:{s.scope}` and nothing else): {s.mistake}")
+        elif p.name in s.also_breaks:
+            out.append(f"    - `{s.name}` breaks it too, at the same step as [{s.invariant}](#{s.invariant.lower()}) "
+                       f"(the model and the implementation alike; caught by `shared:{s.scope}`): {s.mistake}")
     return out
 
 
@@ -316,8 +319,9 @@ def render() -> str:
             for b in SEEDED_BUGS]
     out += [f"| `{b.name}` | implementation | [{b.invariant}](#{b.invariant.lower()}) | {scope_link(b.scope)} "
             f"| {b.mistake} |" for b in IMPL_SEEDED_BUGS]
-    out += [f"| `{b.name}` | model and implementation | [{b.invariant}](#{b.invariant.lower()}) | "
-            f"{scope_link(b.scope)} | {b.mistake} |" for b in SHARED_SEEDED_BUGS]
+    out += [f"| `{b.name}` | model and implementation | "
+            + ", ".join(f"[{name}](#{name.lower()})" for name in (b.invariant, *b.also_breaks))
+            + f" | {scope_link(b.scope)} | {b.mistake} |" for b in SHARED_SEEDED_BUGS]
     out += ["", "## z3 cores", "",
             "`kraftcheck prove` checks each core: bounded model checking to depth 20 from each of its scopes, then "
             "one induction obligation per (encoded action, invariant), named `Action/Invariant` (and `Init/Invariant` "

@@ -219,8 +219,8 @@ def _shared(bug: SeededBug | ImplSeededBug | SharedSeededBug) -> tuple[str, list
     bugs, variant = frozenset({bug.bug}), Variant(frozenset({bug.model_bug}))
 
     def only_its_own(found: Disagreement) -> bool:
-        """Its property broke on states that agree (a disagreement of state carries details)."""
-        return found.broken == [bug.invariant] and not found.details
+        """Its properties broke on states that agree (a disagreement of state carries details)."""
+        return set(found.broken) == bug.breaks and not found.details
 
     steps = shared_counterexample(bug)
     if steps is not None:

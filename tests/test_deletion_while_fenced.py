@@ -11,6 +11,8 @@ ZkBrokersConvergeToCommittedImage and ZkBrokersDropDeletedTopic catch Kafka's be
 
 from __future__ import annotations
 
+import pytest
+
 from model.actions import BrokerHeartbeat, DeleteTopics, Deliver, DualWrite, SessionTimeout
 from model.bugs import SEEDED_BUGS_BY_NAME, Bug, Profile, Variant
 from model.end_to_end_invariants import zk_brokers_at_quiescence
@@ -110,3 +112,22 @@ def test_the_scope_documents_its_findings_and_the_search_finds_them():
     assert all(len(trace.actions) == len(AWAY_WHILE_DELETED) + 1 for trace in found.values())
     seeded = SEEDED_BUGS_BY_NAME[Bug.DELETION_SKIPS_FENCED_BROKER.value]
     assert (seeded.invariant, seeded.scope) == ("ZkBrokersDropDeletedTopic", SCOPE)
+
+
+# ---- the implementation -------------------------------------------------------------------------------------
+
+
+def test_impl_follows_kip_and_its_seeded_bug_disagrees_at_the_deletion():
+    """The implementation takes the six-step path as kip does; with the seeded bug alone (Kafka's rule against kip's
+    model) it disagrees at the dual write that deletes the topic: the fenced broker's StopReplica is missing."""
+    from impl.bugs import ImplBug
+    from properties.differential import Differential, Disagreement
+
+    diff = Differential(SCOPES[SCOPE])
+    for action in AWAY_WHILE_DELETED:
+        assert diff.apply(action) == [action]
+    buggy = Differential(SCOPES[SCOPE], bugs=frozenset({ImplBug.DELETION_SKIPS_FENCED_BROKER}))
+    buggy.apply(AWAY_WHILE_DELETED[0])
+    buggy.apply(AWAY_WHILE_DELETED[1])
+    with pytest.raises(Disagreement, match="only in model: StopReplica"):
+        buggy.apply(AWAY_WHILE_DELETED[2])

@@ -581,12 +581,17 @@ class KRaftMigrationDriver:
             if before is None or p >= len(before.partitions) or before.partitions[p] != part
         ]
         deleted = list(range(len(before.partitions))) if before is not None and _deleted(before, image) else []
+        # The UpdateMetadata's type: full (kip, as the model), so that a ZK broker unfenced after a change it missed
+        # learns it; the seeded bug DELETION_SKIPS_FENCED_BROKER (Kafka 3.9's delta path, KAFKA-15799) sends
+        # incremental ones but for a deletion's.
+        incremental = not deleted and ImplBug.DELETION_SKIPS_FENCED_BROKER in self.bugs
         if changed or deleted:
-            rpcs = self._controller_rpcs(image, changed, False, deleted)
+            rpcs = self._controller_rpcs(image, changed, False, deleted, incremental)
             if before is not None and not deleted:
                 rpcs += self._reassignment_stops(before, image, changed, assignment)
         elif before is None or before.to_model().brokers != image.to_model().brokers:
-            rpcs = [m for m in self._controller_rpcs(image, [], True) if isinstance(m, UpdateMetadata)]
+            rpcs = [m for m in self._controller_rpcs(image, [], True, incremental=incremental)
+                    if isinstance(m, UpdateMetadata)]
         else:
             rpcs = []
         for m in rpcs:
@@ -742,12 +747,13 @@ class KRaftMigrationDriver:
     # ---- RPCs to ZK brokers ----------------------------------------------------------------------
 
     def _controller_rpcs(
-        self, image: Image, partitions: list[int], full: bool, deleted: list[int] | None = None
+        self, image: Image, partitions: list[int], full: bool, deleted: list[int] | None = None,
+        incremental: bool = False,
     ) -> list:
-        """UpdateMetadata, then LeaderAndIsr, to each target ZK broker, marked IsKRaftController; then StopReplica with
-        deletePartitions for each partition of a topic ``deleted`` since the last write, to every registered ZK
-        broker, fenced or not (MigrationPropagator sends them to the partition's replicas: as the model, the image
-        holds no replicas for a partition copied from ZooKeeper)."""
+        """UpdateMetadata (of type ``incremental`` or full), then LeaderAndIsr, to each target ZK broker, marked
+        IsKRaftController; then StopReplica with deletePartitions for each partition of a topic ``deleted`` since the
+        last write, to every registered ZK broker, fenced or not (MigrationPropagator sends them to the partition's
+        replicas: as the model, the image holds no replicas for a partition copied from ZooKeeper)."""
         deleted = deleted or []
         leaders = tuple((BrokerId(p.leader), LeaderEpoch(p.leader_epoch)) for p in image.partitions)
         live = image.unfenced()
@@ -755,7 +761,8 @@ class KRaftMigrationDriver:
         epoch = ControllerEpoch(self.zk_epoch)
         out: list = []
         for b, broker_epoch in zk_broker_targets(image):
-            update = [UpdateMetadata(cid, epoch, broker_epoch, b, leaders, kraft=True, live=live)]
+            update = [UpdateMetadata(cid, epoch, broker_epoch, b, leaders, kraft=True, live=live,
+                                     incremental=incremental)]
             if not (full or partitions or deleted):
                 update = []
             leaderships = [
@@ -774,8 +781,12 @@ class KRaftMigrationDriver:
         if ImplBug.DELETION_SENDS_NO_STOP_REPLICA in self.bugs:
             return out  # the mistake: the topic is gone from ZooKeeper and the metadata, its replicas stay hosted
         delete = ImplBug.DELETION_STOPS_WITHOUT_DELETE not in self.bugs  # (the mistake: "stop managing" only)
+        # The seeded bug DELETION_SKIPS_FENCED_BROKER (Kafka 3.7 to 3.9, found on real runs): the channel manager
+        # holds the unfenced ZK brokers alone, so a fenced one's StopReplica is skipped and never sent again.
+        skips_fenced = ImplBug.DELETION_SKIPS_FENCED_BROKER in self.bugs
         return out + [StopReplica(cid, epoch, reg.epoch, BrokerId(b), PartitionId(p), delete, kraft=True)
-                      for b, reg in sorted(image.brokers.items()) if reg.is_migrating_zk_broker for p in deleted]
+                      for b, reg in sorted(image.brokers.items())
+                      if reg.is_migrating_zk_broker and not (skips_fenced and reg.fenced) for p in deleted]
 
     def _reassignment_stops(self, before: Image, image: Image, changed: list[int], assignment: tuple | None) -> list:
         """MigrationPropagator's removed replicas (KIP-866 §ZK Broker RPCs: StopReplicas "following reassignments"):
