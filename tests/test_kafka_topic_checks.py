@@ -26,6 +26,7 @@ from properties.kafka.checks import (
     Observed,
     dual_writes_follow_commits,
     migration_copies_zk_exactly,
+    quota_znode_name,
     zk_broker_partition_changes_bump_leader_epoch,
     zk_equals_image_at_migration_offset,
 )
@@ -95,6 +96,7 @@ FINDING_39_STALL = "kafka-3.9-stalled-zookeeper-dual-write-lost-run.json"
 FINDING_39_WEDGED = "kafka-3.9-stalled-zookeeper-dual-write-wedged-run.json"
 FINDING_34_PARTITION = "kafka-3.4-new-partition-not-mirrored-run.json"
 FINDING_34_QUOTA = "kafka-3.4-quota-migrated-as-users-run.json"
+FINDING_35_QUOTA_NAMES = "kafka-3.5-quota-names-run.json"
 
 
 FINDING_39_FAILED_LEADER_AND_ISR = "kafka-3.9-failed-leader-and-isr-run.json"
@@ -123,7 +125,7 @@ def test_kafka_39_leader_and_isr_failed_in_a_zk_broker_is_never_repaired():
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("kafka-*-run.json")
                                         if p.name not in (FINDING_34, FINDING_34_PARTITION, FINDING_34_QUOTA,
-                                                          FINDING_39_STALL, FINDING_39_WEDGED)))
+                                                          FINDING_35_QUOTA_NAMES, FINDING_39_STALL, FINDING_39_WEDGED)))
 def test_every_recorded_run_passes_the_topic_checks(name):
     """Kafka 3.4 to 4.1, faults and rollbacks included: no other recorded run breaks a topic check."""
     assert topic_violations(recorded(name)) == []
@@ -254,7 +256,7 @@ def test_kafka_361_reassignment_in_dual_write_never_completes():
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("kafka-*-run.json")
-                                        if p.name not in (FINDING_35, FINDING_361)))
+                                        if p.name not in (FINDING_35, FINDING_361, FINDING_35_QUOTA_NAMES)))
 def test_every_other_recorded_run_bumps_the_leader_epoch_for_zk_brokers(name):
     """Kafka 3.4 to 4.1: every other recorded change that ZooKeeper-mode brokers act on moves the leader epoch
     (3.4.1 and 3.9.2 drop brokers from ISRs in dual write, each with a bump; 3.6.2 adds a replica without one,
@@ -460,3 +462,64 @@ def test_kafka_34_migrates_a_user_quota_under_zookeepers_folder_name():
         f"the quota of users/alice: ZooKeeper has {{'producer_byte_rate': 1048576.0}}; the migration (up to offset 66)"
         f" has none {claim}",
     ]
+
+
+def test_a_quota_entity_is_keyed_by_the_znode_name_zookeeper_gives_it():
+    """ZooKeeper stores a quota under the entity's name sanitized (Kafka's Sanitizer) and the default entity under
+    <default>; KRaft names the default null and any other entity as the operator wrote it. A user named by the empty
+    string is not the default (KAFKA-16411), nor is a name left sanitized in KRaft the same user (KAFKA-16222)."""
+    assert quota_znode_name(None) == "<default>"
+    assert quota_znode_name("alice") == "alice"
+    assert quota_znode_name("bob@example.com") == "bob%40example.com"
+    assert quota_znode_name("CN=bob, O=x*y") == "CN%3Dbob%2C%20O%3Dx%2Ay"
+    assert quota_znode_name("é") == "%C3%A9"
+    assert quota_znode_name("bob%40example.com") == "bob%2540example.com"
+    assert quota_znode_name("") not in {"<default>", ""}
+
+
+def test_kafka_35_migrates_default_quotas_as_the_empty_name_and_keeps_a_sanitized_name():
+    """A finding about Kafka 3.5.2 (KIP-866 §Controller Migration, §Dual Metadata Writes), Kafka's own KAFKA-16411
+    and KAFKA-16222: the migration copies the default user's and the default client id's quotas (ZooKeeper's
+    <default>) as quotas of the user and client id named by the empty string, and bob@example.com's (ZooKeeper's
+    bob%40example.com) under the sanitized name as if it were the user's own; in dual write the defaults' raises
+    never reach ZooKeeper and bob's lands in an unsanitized /config/users/bob@example.com. The same run's reassignment
+    is the known KAFKA-16120 (no leader-epoch bump)."""
+    obs = recorded(FINDING_35_QUOTA_NAMES)
+    found = topic_violations(obs)
+    claim = "(ZooKeeper as of the claim, zxid 250)"
+    assert [m for i, m in found if i == MIGRATION_COPIES_ZK] == [
+        f"the quota of clients/(the empty name): ZooKeeper has none; the migration (up to offset 91) has "
+        f"{{'consumer_byte_rate': 2097152.0}} {claim}",
+        f"the quota of clients/<default>: ZooKeeper has {{'consumer_byte_rate': 2097152.0}}; the migration (up to "
+        f"offset 91) has none {claim}",
+        f"the quota of users/(the empty name): ZooKeeper has none; the migration (up to offset 91) has "
+        f"{{'producer_byte_rate': 4194304.0}} {claim}",
+        f"the quota of users/<default>: ZooKeeper has {{'producer_byte_rate': 4194304.0}}; the migration (up to "
+        f"offset 91) has none {claim}",
+        f"the quota of users/bob%2540example.com: ZooKeeper has none; the migration (up to offset 91) has "
+        f"{{'request_percentage': 25.0}} {claim}",
+        f"the quota of users/bob%40example.com: ZooKeeper has {{'request_percentage': 25.0}}; the migration (up to "
+        f"offset 91) has none {claim}",
+    ]
+    at_end = "\n".join(m for i, m in found if i == EQUAL)
+    assert "the quota of users/bob@example.com: ZooKeeper has {'request_percentage': 50.0}; the image at offset 120 " \
+        "has none" in at_end
+    assert "the quota of users/<default>: ZooKeeper has {'producer_byte_rate': 4194304.0}; the image at offset 120 " \
+        "has {'producer_byte_rate': 8388608.0}" in at_end
+    assert "/config/users/bob@example.com written in dual write (mzxid 312)" in "\n".join(
+        m for i, m in found if i == FOLLOW)
+    assert [v.split(",")[0] for v in epoch_violations(obs)] == [
+        "the PARTITION_CHANGE_RECORD at offset 121 adds replica 0 of orders-0 (replicas [2"]
+
+
+def test_kafka_362_copies_and_mirrors_default_and_sanitized_quotas_exactly():
+    """Kafka 3.6.2, the first release here with KAFKA-16222 and KAFKA-16411: the same runbook's quotas (the default
+    user and client id, bob@example.com) are copied and mirrored exactly, and the checks hold; a default quota copied
+    as the empty name again is named."""
+    obs = recorded("kafka-3.6.2-quota-names-run.json")
+    assert topic_violations(obs) == []
+    default_user = next(r for r in log(obs) if r["type"] == "CLIENT_QUOTA_RECORD"
+                        and r["data"]["entity"] == [{"entityType": "user", "entityName": None}])
+    default_user["data"]["entity"][0]["entityName"] = ""
+    assert any(m.startswith("the quota of users/(the empty name): ZooKeeper has none; the migration")
+               for i, m in topic_violations(obs) if i == MIGRATION_COPIES_ZK)

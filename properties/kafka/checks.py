@@ -1547,7 +1547,8 @@ class Partition:
 class Topics:
     """Topics (name -> topic id), their partitions and their non-empty configs; and the other entities the migration
     copies that the runbooks make: brokers' dynamic configs (by ZooKeeper's name: a broker id, or ``ZK_DEFAULT`` for
-    every broker's) and client quotas (by ZooKeeper's path below /config: ``users/alice``, ``clients/<default>``)."""
+    every broker's) and client quotas (by ZooKeeper's path below /config: ``users/alice``, ``clients/<default>``,
+    ``users/bob%40example.com``: ``quota_znode_name``)."""
 
     ids: dict[str, str] = field(default_factory=dict)
     partitions: dict[tuple[str, int], Partition] = field(default_factory=dict)
@@ -1658,7 +1659,7 @@ class TopicImage(Topics):
             # an entity type KRaft does not know (Kafka 3.4's migration wrote ZooKeeper's folder name, "users") is
             # kept under a name of its own, so that a comparison shows it beside the quota missing
             folder = QUOTA_ENTITIES.get(kind_of, f"(entity type {kind_of!r}) ")
-            name = f"{folder}{'' if folder.endswith(' ') else '/'}{entity.get('entityName') or ZK_DEFAULT}"
+            name = f"{folder}{'' if folder.endswith(' ') else '/'}{quota_znode_name(entity.get('entityName'))}"
             _set(self.quotas, name, data["key"], None if data.get("remove") else float(data["value"]))
 
     def snapshot(self) -> Topics:
@@ -1751,6 +1752,19 @@ def zk_topics(obs: Observed, zxid: int, migrating: bool) -> Topics:
             if value:
                 into[name] = dict(value)
     return out
+
+
+def quota_znode_name(entity_name: str | None) -> str:
+    """ZooKeeper's znode name for a ClientQuotaRecord's entity name: the default entity (KRaft's null name) is
+    ``ZK_DEFAULT``; any other name is stored sanitized (Kafka's Sanitizer.sanitize: URL-encoded, with ``*`` and the
+    space percent-encoded too, so every byte but ASCII letters, digits and ``._-`` becomes %XX). The empty name is a
+    user or client id of its own, not the default: Kafka before 3.7.1 migrated defaults so (KAFKA-16411)."""
+    if entity_name is None:
+        return ZK_DEFAULT
+    if entity_name == "":
+        return "(the empty name)"
+    return "".join(chr(b) if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "._-") else f"%{b:02X}"
+                   for b in entity_name.encode())
 
 
 def _config_entity(kind: str, e: dict) -> tuple[tuple[str, object], ...] | None:

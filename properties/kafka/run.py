@@ -797,17 +797,23 @@ class Run:
         self.note("step", action="admin", topics=[t[0] for t in topics], config=config, began=began)
 
     def alter_broker_config_and_quota(self, max_bytes: str, producer_byte_rate: int) -> None:
-        """Every broker's dynamic config (its cluster default, ``message.max.bytes``), user alice's quota
-        (``producer_byte_rate``) and every client id's (its default, ``consumer_byte_rate`` twice that) as an operator
-        sets them, with Kafka's ConfigCommand (the Python client can name neither a default broker nor a quota),
-        retried until all are done. ZooKeeper-mode brokers write them to
-        ZooKeeper; in dual write a broker forwards them to the KRaft controller, whose dual write mirrors them
-        (KIP-866 §Dual Metadata Writes)."""
+        """Every broker's dynamic config (its cluster default, ``message.max.bytes``), the quotas of user alice
+        (``producer_byte_rate``), of user bob@example.com (``request_percentage``: a name ZooKeeper stores sanitized,
+        bob%40example.com), of every user (their default, ``producer_byte_rate`` four times alice's) and of every
+        client id (their default, ``consumer_byte_rate`` twice alice's) as an operator sets them, with Kafka's
+        ConfigCommand (the Python client can name neither a default broker nor a quota), retried until all are done.
+        ZooKeeper-mode brokers write them to ZooKeeper; in dual write a broker forwards them to the KRaft controller,
+        whose dual write mirrors them (KIP-866 §Dual Metadata Writes). The default and the sanitized name are where
+        Kafka's copy went wrong before 3.7.1 (KAFKA-16222, KAFKA-16411)."""
         command = ["kafka.admin.ConfigCommand", "--bootstrap-server", self.bootstrap, "--alter"]
         changes = (
             ["--entity-type", "brokers", "--entity-default", "--add-config", f"message.max.bytes={max_bytes}"],
             ["--entity-type", "users", "--entity-name", "alice", "--add-config",
              f"producer_byte_rate={producer_byte_rate}"],
+            ["--entity-type", "users", "--entity-name", "bob@example.com", "--add-config",
+             f"request_percentage={producer_byte_rate // 1048576 * 25}"],
+            ["--entity-type", "users", "--entity-default", "--add-config",
+             f"producer_byte_rate={4 * producer_byte_rate}"],
             ["--entity-type", "clients", "--entity-default", "--add-config",
              f"consumer_byte_rate={2 * producer_byte_rate}"],
         )
@@ -822,13 +828,15 @@ class Run:
                 output = getattr(e, "output", "")
                 if "Could not find or load main class" in output or "Exception in thread \"main\" joptsimple" in output:
                     raise RuntimeError(f"ConfigCommand did not reach Kafka: {e}") from e  # kraftcheck's, not Kafka's
-                self.note("admin-retry", configs=["brokers/<default>", "users/alice", "clients/<default>"],
-                          error=str(e)[-300:])
+                self.note("admin-retry", configs=["brokers/<default>", "users/alice", "users/bob%40example.com",
+                                                  "users/<default>", "clients/<default>"], error=str(e)[-300:])
                 return False
 
         self.wait("broker config and quota set", done, stuck_note={"began": began})
         self.note("step", action="configs", broker_default={"message.max.bytes": max_bytes},
                   quotas={"users/alice": {"producer_byte_rate": producer_byte_rate},
+                          "users/bob%40example.com": {"request_percentage": producer_byte_rate // 1048576 * 25},
+                          "users/<default>": {"producer_byte_rate": 4 * producer_byte_rate},
                           "clients/<default>": {"consumer_byte_rate": 2 * producer_byte_rate}}, began=began)
 
     def delete_topics(self, topics: list[str]) -> None:
