@@ -24,6 +24,7 @@ from properties.kafka.checks import (
     MIGRATION_COPIES_ZK,
     ZK_BROKER_EPOCH_BUMP,
     Observed,
+    TopicImage,
     dual_writes_follow_commits,
     migration_copies_zk_exactly,
     quota_znode_name,
@@ -97,6 +98,7 @@ FINDING_39_WEDGED = "kafka-3.9-stalled-zookeeper-dual-write-wedged-run.json"
 FINDING_34_PARTITION = "kafka-3.4-new-partition-not-mirrored-run.json"
 FINDING_34_QUOTA = "kafka-3.4-quota-migrated-as-users-run.json"
 FINDING_35_QUOTA_NAMES = "kafka-3.5-quota-names-run.json"
+FINDING_35_ACLS = "kafka-3.5-acl-deletion-drops-acls-run.json"  # the quota findings and KAFKA-16120 too
 
 
 FINDING_39_FAILED_LEADER_AND_ISR = "kafka-3.9-failed-leader-and-isr-run.json"
@@ -125,7 +127,8 @@ def test_kafka_39_leader_and_isr_failed_in_a_zk_broker_is_never_repaired():
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("kafka-*-run.json")
                                         if p.name not in (FINDING_34, FINDING_34_PARTITION, FINDING_34_QUOTA,
-                                                          FINDING_35_QUOTA_NAMES, FINDING_39_STALL, FINDING_39_WEDGED)))
+                                                          FINDING_35_QUOTA_NAMES, FINDING_35_ACLS, FINDING_39_STALL,
+                                                          FINDING_39_WEDGED)))
 def test_every_recorded_run_passes_the_topic_checks(name):
     """Kafka 3.4 to 4.1, faults and rollbacks included: no other recorded run breaks a topic check."""
     assert topic_violations(recorded(name)) == []
@@ -256,7 +259,8 @@ def test_kafka_361_reassignment_in_dual_write_never_completes():
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("kafka-*-run.json")
-                                        if p.name not in (FINDING_35, FINDING_361, FINDING_35_QUOTA_NAMES)))
+                                        if p.name not in (FINDING_35, FINDING_361, FINDING_35_QUOTA_NAMES,
+                                                          FINDING_35_ACLS)))
 def test_every_other_recorded_run_bumps_the_leader_epoch_for_zk_brokers(name):
     """Kafka 3.4 to 4.1: every other recorded change that ZooKeeper-mode brokers act on moves the leader epoch
     (3.4.1 and 3.9.2 drop brokers from ISRs in dual write, each with a bump; 3.6.2 adds a replica without one,
@@ -523,3 +527,68 @@ def test_kafka_362_copies_and_mirrors_default_and_sanitized_quotas_exactly():
     default_user["data"]["entity"][0]["entityName"] = ""
     assert any(m.startswith("the quota of users/(the empty name): ZooKeeper has none; the migration")
                for i, m in topic_violations(obs) if i == MIGRATION_COPIES_ZK)
+
+
+# ---- ACLs (KIP-866 §Controller Migration: "all of the metadata"; ZkAclMigrationClient) ---------------------------
+
+ACLS_RUN = "kafka-3.9-acls-run.json"
+ALICE_READ, ALICE_WRITE, BOB_READ = "User:alice Allow Read from *", "User:alice Allow Write from *", \
+    "User:bob Allow Read from *"
+
+
+def test_the_migration_copies_acls_and_dual_write_mirrors_a_deletion_and_a_creation():
+    """Kafka 3.9.2: topic audit's three ACLs, made in ZooKeeper mode, are AccessControlEntryRecords of the migration;
+    bob's, deleted in dual write, and alice's on group audit-readers, created then, reach /kafka-acl; the checks
+    compare them resource by resource, and the recorded run passes."""
+    obs = recorded(ACLS_RUN)
+    assert topic_violations(obs) == []
+    image = TopicImage.of(log(obs))
+    assert image.acls == {"Topic/audit": frozenset({ALICE_READ, ALICE_WRITE}),
+                          "Group/audit-readers": frozenset({ALICE_READ})}
+    removed = next(r for r in log(obs) if r["type"] == "REMOVE_ACCESS_CONTROL_ENTRY_RECORD")
+    assert image.acl_ids.get(removed["data"]["id"]) is None
+
+
+def test_an_acl_the_migration_leaves_out_is_named():
+    obs = recorded(ACLS_RUN)
+    bob = next(r for r in log(obs)
+               if r["type"] == "ACCESS_CONTROL_ENTRY_RECORD" and r["data"]["principal"] == "User:bob")
+    log(obs).remove(bob)
+    [message] = [m for i, m in topic_violations(obs) if i == MIGRATION_COPIES_ZK]
+    assert message.startswith(f"the ACLs of Topic/audit: ZooKeeper has [{ALICE_READ}, {ALICE_WRITE}, {BOB_READ}]; "
+                              f"the migration (up to offset")
+    assert message.split("; ")[1].startswith(f"the migration (up to offset 96) has [{ALICE_READ}, {ALICE_WRITE}]")
+
+
+def test_an_acl_deletion_dual_write_writes_short_is_named():
+    """The Kafka bug fixed by apache/kafka#15327 (before it, deleting one of a resource's ACLs in dual write could
+    write only one of those left): /kafka-acl/Topic/audit rewritten with alice's Read alone is named at the end of
+    dual write. (ZkWritesFollowKRaftCommits holds: the log held that state once, while the migration's records
+    added the ACLs one by one.)"""
+    obs = recorded(ACLS_RUN)
+    path = "/kafka-acl/Topic/audit"
+    last = obs.zk[path][-1]
+    body = json.loads(last["data"])
+    body["acls"] = [a for a in body["acls"] if a["operation"] == "Read"]
+    last["data"] = json.dumps(body)
+    found = topic_violations(obs)
+    assert [i for i, _ in found] == [EQUAL]
+    assert f"the ACLs of Topic/audit: ZooKeeper has [{ALICE_READ}]; the image at offset" in found[0][1]
+
+
+def test_kafka_35_dual_write_of_an_acl_deletion_drops_the_resources_other_acls():
+    """A finding about Kafka 3.5.2 (KIP-866 §Dual Metadata Writes): bob's Read on topic audit, deleted in dual write,
+    is mirrored by rewriting /kafka-acl/Topic/audit with alice's Write alone, so alice's Read, which KRaft keeps, is
+    gone from ZooKeeper, where the ZooKeeper-mode brokers' AclAuthorizer authorizes from. Kafka's handleAclsDelta
+    (fixed by apache/kafka#15327) collected a resource's remaining ACLs through a set it emptied at the first one."""
+    found = [(i, m) for i, m in topic_violations(recorded(FINDING_35_ACLS)) if "acl" in m.lower()]
+    assert found == [
+        (EQUAL, f"at the end of dual write, the ACLs of Topic/audit: ZooKeeper has [{ALICE_WRITE}]; the image at "
+                f"offset 127 has [{ALICE_READ}, {ALICE_WRITE}] (nor any later committed state) (ZooKeeper as of "
+                f"zxid 431)"),
+        (FOLLOW, '/kafka-acl/Topic/audit written in dual write (mzxid 427) with {"version":1,"acls":[{"principal":'
+                 '"User:alice","permissionType":"Allow","operation":"Write","host":"*"}]}, which the log had not '
+                 'committed by then'),
+    ]
+    # the migration itself copied all three
+    assert not [m for i, m in topic_violations(recorded(FINDING_35_ACLS)) if i == MIGRATION_COPIES_ZK and "ACL" in m]

@@ -1499,12 +1499,13 @@ def rollback_loses_nothing(obs: Observed) -> list[Violation]:
 # topic znode's assignment), the partition epoch (KRaft's; in ZooKeeper the state znode's version,
 # which ZkTopicMigrationClient copies) and every topic config by name; and, beside topics, brokers' dynamic
 # configs (/config/brokers: ConfigRecords of the BROKER resource) and the quotas of users and of client ids
-# (/config/users, /config/clients: ClientQuotaRecords), which ZkConfigMigrationClient copies and dual-writes. Not
-# compared: the adding and removing replicas of a reassignment in flight (``ZkBrokerPartitionChangesBumpLeaderEpoch``
-# reads how the replica set moves), the leader recovery state, KRaft's log directories and eligible leader
-# replicas (KRaft only), a quota of a user and a client id together (/config/users/U/clients/C, which no runbook
-# makes), and what the migration also copies but no observer watches (SCRAM credentials, ACLs, producer ids,
-# delegation tokens).
+# (/config/users, /config/clients: ClientQuotaRecords), which ZkConfigMigrationClient copies and dual-writes, and the
+# ACLs of topics and groups (/kafka-acl/Topic, /kafka-acl/Group: AccessControlEntryRecords), which ZkAclMigrationClient
+# copies and dual-writes resource by resource. Not compared: the adding and removing replicas of a reassignment in
+# flight (``ZkBrokerPartitionChangesBumpLeaderEpoch`` reads how the replica set moves), the leader recovery state,
+# KRaft's log directories and eligible leader replicas (KRaft only), a quota of a user and a client id together
+# (/config/users/U/clients/C, which no runbook makes), ACLs of other resource types or patterns (none made), and what
+# the migration also copies but no observer watches (SCRAM credentials, producer ids, delegation tokens).
 #
 # ZooKeeper "as of zxid Z" is each znode's last observation at or before Z. A watch can skip
 # versions: a znode whose next observation skips a version may have changed unseen before Z, and is
@@ -1514,12 +1515,21 @@ MIGRATION_COPIES_ZK = "MigrationCopiesZkExactly"  # a real-run check: the model'
 TOPIC_CONFIG = 2  # ConfigResource.Type.TOPIC: a ConfigRecord's resourceType for a topic's config
 NO_LEADER_CHANGE = -2  # PartitionChangeRecord's leader when it keeps the leader (and the leader epoch)
 TOPIC_RECORDS = ("TOPIC_RECORD", "PARTITION_RECORD", "PARTITION_CHANGE_RECORD", "CONFIG_RECORD", "REMOVE_TOPIC_RECORD",
-                 "CLIENT_QUOTA_RECORD")
+                 "CLIENT_QUOTA_RECORD", "ACCESS_CONTROL_ENTRY_RECORD", "REMOVE_ACCESS_CONTROL_ENTRY_RECORD")
 BROKER_CONFIG = 4  # ConfigResource.Type.BROKER: a broker's dynamic config, or every broker's (resourceName "")
 ZK_DEFAULT = "<default>"  # ZooKeeper's name of a default entity (ConfigEntityName.DEFAULT): every broker, user, client
 # A ClientQuotaRecord's entity type and ZooKeeper's folder for it, for the entities of one type (a user and a client id
 # together, /config/users/U/clients/C, are not compared: no runbook makes one)
 QUOTA_ENTITIES = {"user": "users", "client-id": "clients"}
+# An AccessControlEntryRecord's codes as ZooKeeper's /kafka-acl names them (Kafka's SecurityUtils: the enum's name in
+# PascalCase): ResourceType, the folder below /kafka-acl; AclOperation and AclPermissionType, an entry's fields. A
+# literal resource's ACLs are the znode /kafka-acl/<type>/<name>; other patterns (/kafka-acl-extended) no runbook makes.
+ACL_RESOURCE_TYPES = ("Unknown", "Any", "Topic", "Group", "Cluster", "TransactionalId", "DelegationToken", "User")
+ACL_OPERATIONS = ("Unknown", "Any", "All", "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
+                  "DescribeConfigs", "AlterConfigs", "IdempotentWrite", "CreateTokens", "DescribeTokens")
+ACL_PERMISSIONS = ("Unknown", "Any", "Deny", "Allow")
+LITERAL_PATTERN = 3  # PatternType.LITERAL
+WATCHED_ACL_RESOURCES = ("Topic", "Group")  # the /kafka-acl folders the observer watches (``observe.WATCHED_CHILDREN``)
 # A change committed this long before dual write ends must be in ZooKeeper by then: 3.9.2's dual writes
 # reached ZooKeeper within 141 ms of the record's append (557 changes over nine runs with faults).
 DUAL_WRITE_SLACK_MS = 1000
@@ -1555,7 +1565,9 @@ class Topics:
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     quotas: dict[str, dict[str, float]] = field(default_factory=dict)
-    # ("topic", name), ("partition", name, p), ("config", name), ("broker-config", name), ("quota", path)
+    # a literal resource's ACLs (by ZooKeeper's path below /kafka-acl: ``Topic/audit``), each as ``_acl_entry`` shows it
+    acls: dict[str, frozenset[str]] = field(default_factory=dict)
+    # ("topic", name), ("partition", name, p), ("config", name), ("broker-config", name), ("quota", path), ("acl", path)
     unknown: set[tuple] = field(default_factory=set)
 
     def entities(self, epochs: bool) -> dict[tuple, object]:
@@ -1567,6 +1579,7 @@ class Topics:
         out |= {("config", t): tuple(sorted(c.items())) for t, c in self.configs.items()}
         out |= {("broker-config", b): tuple(sorted(c.items())) for b, c in self.broker_configs.items()}
         out |= {("quota", q): tuple(sorted(c.items())) for q, c in self.quotas.items()}
+        out |= {("acl", r): entries for r, entries in self.acls.items()}
         return out
 
     def differences(self, images: list[Topics], name: str, epochs: bool) -> list[str]:
@@ -1589,6 +1602,7 @@ class Topics:
                 "broker-config": "every broker's dynamic config" if key[1] == ZK_DEFAULT
                 else f"broker {key[1]}'s dynamic config",
                 "quota": f"the quota of {key[1]}",
+                "acl": f"the ACLs of {key[1]}",
             }.get(key[0], f"the config of topic {key[1]}")
             later = "" if len(images) == 1 else " (nor any later committed state)"
             out.append(
@@ -1603,6 +1617,8 @@ def _shown(value: object, epochs: bool) -> str:
         return "none"
     if isinstance(value, Partition):
         return value.describe(epochs)
+    if isinstance(value, frozenset):
+        return "[" + ", ".join(sorted(value)) + "]"
     if isinstance(value, tuple):
         return str(dict(value))
     return f"id {value}"
@@ -1615,6 +1631,7 @@ class TopicImage(Topics):
     epoch; RemoveTopicRecord takes the topic's partitions and configs with it)."""
 
     names: dict[str, str] = field(default_factory=dict)  # topic id -> name
+    acl_ids: dict[str, tuple[str, str]] = field(default_factory=dict)  # ACL id -> (its resource, its entry)
 
     def apply(self, r: dict) -> None:
         data, kind = r["data"], r["type"]
@@ -1661,11 +1678,24 @@ class TopicImage(Topics):
             folder = QUOTA_ENTITIES.get(kind_of, f"(entity type {kind_of!r}) ")
             name = f"{folder}{'' if folder.endswith(' ') else '/'}{quota_znode_name(entity.get('entityName'))}"
             _set(self.quotas, name, data["key"], None if data.get("remove") else float(data["value"]))
+        elif kind == "ACCESS_CONTROL_ENTRY_RECORD":
+            resource = f"{ACL_RESOURCE_TYPES[data['resourceType']]}/{data['resourceName']}"
+            if data["patternType"] != LITERAL_PATTERN:
+                resource = f"(pattern type {data['patternType']}) {resource}"
+            entry = _acl_entry(data["principal"], data["host"], ACL_OPERATIONS[data["operation"]],
+                               ACL_PERMISSIONS[data["permissionType"]])
+            self.acl_ids[data["id"]] = resource, entry
+            self.acls[resource] = self.acls.get(resource, frozenset()) | {entry}
+        elif kind == "REMOVE_ACCESS_CONTROL_ENTRY_RECORD" and data["id"] in self.acl_ids:
+            resource, entry = self.acl_ids.pop(data["id"])
+            self.acls[resource] = self.acls[resource] - {entry}
+            if not self.acls[resource]:
+                del self.acls[resource]
 
     def snapshot(self) -> Topics:
         return Topics(dict(self.ids), dict(self.partitions), {t: dict(c) for t, c in self.configs.items()},
                       {b: dict(c) for b, c in self.broker_configs.items()},
-                      {q: dict(c) for q, c in self.quotas.items()})
+                      {q: dict(c) for q, c in self.quotas.items()}, dict(self.acls))
 
     @classmethod
     def of(cls, records: list[dict]) -> TopicImage:
@@ -1751,7 +1781,30 @@ def zk_topics(obs: Observed, zxid: int, migrating: bool) -> Topics:
             value = _config_entity(kind, e) if e is not None and e["exists"] else None
             if value:
                 into[name] = dict(value)
+    for resource in WATCHED_ACL_RESOURCES:
+        for path in obs.paths(f"/kafka-acl/{resource}/"):
+            name = path.split("/", 2)[2]
+            e, known = _at(obs.zk[path], zxid)
+            if not known:
+                out.unknown.add(("acl", name))
+            entries = _acl_entries(e) if e is not None and e["exists"] else None
+            if entries:
+                out.acls[name] = entries
     return out
+
+
+def _acl_entry(principal: str, host: str, operation: str, permission: str) -> str:
+    """One ACL of a resource as the checks show it: ``User:alice Allow Read from *``."""
+    return f"{principal} {permission} {operation} from {host}"
+
+
+def _acl_entries(e: dict) -> frozenset[str] | None:
+    """A /kafka-acl/<type>/<name> znode's ACLs (AclAuthorizer's JSON: {"version":1,"acls":[{"principal",
+    "permissionType", "operation", "host"}]}); None for a znode whose data a cut-down recording left out."""
+    if not e.get("data"):
+        return None
+    return frozenset(_acl_entry(a["principal"], a["host"], a["operation"], a["permissionType"])
+                     for a in _json(e).get("acls", ()))
 
 
 def quota_znode_name(entity_name: str | None) -> str:
@@ -1865,6 +1918,8 @@ def _zk_entity(path: str, e: dict) -> tuple[tuple, object] | None:
         return ("broker-config", parts[3]), _config_entity("broker-config", e)
     if path.startswith(("/config/users/", "/config/clients/")) and len(parts) == 4:
         return ("quota", f"{parts[2]}/{parts[3]}"), _config_entity("quota", e)
+    if path.startswith("/kafka-acl/") and len(parts) == 4:
+        return ("acl", f"{parts[2]}/{parts[3]}"), _acl_entries(e)
     return None
 
 

@@ -36,6 +36,16 @@ SMALL = {
 }
 
 
+# Authorization, so that ACLs exist to migrate (KIP-866 §Controller Migration copies them; the runbooks make some):
+# ZooKeeper-mode brokers keep theirs in /kafka-acl with AclAuthorizer; KRaft brokers and the controllers (which take
+# the ZooKeeper brokers' forwarded CreateAcls in dual write) use StandardAuthorizer, the switch Kafka's docs/ops.html
+# puts at the brokers' roll to KRaft. Every client here is PLAINTEXT's User:ANONYMOUS, a super user, so no request is
+# ever denied, nor refused while a StandardAuthorizer has not loaded its ACLs (super users are exempt).
+SUPER_USERS = {"super.users": "User:ANONYMOUS"}
+ZK_AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", **SUPER_USERS}
+KRAFT_AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer", **SUPER_USERS}
+
+
 def ibp(version: tuple[int, int, int]) -> str:
     """inter.broker.protocol.version as ``MAJOR.MINOR``: it must equal the controllers' metadata.version."""
     return f"{version[0]}.{version[1]}"
@@ -62,6 +72,7 @@ def zk_broker(cluster: Cluster, broker: int, phase: str) -> dict[str, object]:
         "zookeeper.session.timeout.ms": ZK_SESSION_TIMEOUT_MS,
         "log.dirs": cluster.root / f"broker-{broker}" / "data",
         **SMALL,
+        **ZK_AUTHORIZER,
     }
     if phase == "migrating":
         config |= {
@@ -90,6 +101,7 @@ def kraft_broker(cluster: Cluster, broker: int) -> dict[str, object]:
         "broker.session.timeout.ms": BROKER_SESSION_TIMEOUT_MS,
         "log.dirs": cluster.root / f"broker-{broker}" / "data",
         **SMALL,
+        **KRAFT_AUTHORIZER,
     }
 
 
@@ -106,6 +118,7 @@ def controller(cluster: Cluster, node: int, migration: bool) -> dict[str, object
         "num.io.threads": 2,
         "num.network.threads": 2,
         "background.threads": 2,
+        **KRAFT_AUTHORIZER,
     }
     if migration:
         config |= {

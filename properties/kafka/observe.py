@@ -41,7 +41,7 @@ ZK_TXNS = "zk-txns.jsonl"  # the zk-txn channel, in the run's folder
 BROKER_METADATA = "broker-metadata.jsonl"  # the broker-metadata channel: what each broker serves, at rest
 WATCHED = ("/controller", "/controller_epoch", "/migration", "/feature", "/cluster/id")
 WATCHED_CHILDREN = ("/brokers/ids", "/brokers/topics", "/config/topics", "/admin/delete_topics", "/config/brokers",
-                    "/config/users", "/config/clients")
+                    "/config/users", "/config/clients", "/kafka-acl/Topic", "/kafka-acl/Group")
 
 
 # ---- the ZooKeeper channel ------------------------------------------------------------------

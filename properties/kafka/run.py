@@ -215,6 +215,16 @@ class RunbookStuck(Exception):
 # How long one request of kraftcheck's own ZooKeeper session waits for an answer before the driver looks at its faults
 # again (``Run.zk``): a paused server answers nothing, and the heal that resumes it is the driver's own to fire.
 ZK_ANSWER_S = 1.0
+# ACLs the ZooKeeper runbooks make, each (resource type, literal name, principal, operation), all ALLOW from any host:
+# three on one topic in ZooKeeper mode; in dual write one of them deleted (the resource keeps two, rewritten whole)
+# and one created on a group. No client here uses either resource. Kafka migrates ACLs from 3.5.0 (KAFKA-14796):
+# 3.4's migration leaves them in ZooKeeper, so the runbooks make none there.
+Acl = tuple[str, str, str, str]
+ACL_MIGRATION = (3, 5, 0)
+ZK_MODE_ACLS: tuple[Acl, ...] = (("topic", "audit", "User:alice", "read"), ("topic", "audit", "User:alice", "write"),
+                                 ("topic", "audit", "User:bob", "read"))
+DUAL_WRITE_ACLS: tuple[tuple[Acl, ...], tuple[Acl, ...]] = ((("group", "audit-readers", "User:alice", "read"),),
+                                                            (("topic", "audit", "User:bob", "read"),))
 
 
 @dataclass
@@ -839,6 +849,47 @@ class Run:
                           "users/<default>": {"producer_byte_rate": 4 * producer_byte_rate},
                           "clients/<default>": {"consumer_byte_rate": 2 * producer_byte_rate}}, began=began)
 
+    def alter_acls(self, create: tuple[Acl, ...], delete: tuple[Acl, ...] = ()) -> None:
+        """ACLs created and deleted as an operator does (CreateAcls, DeleteAcls with an exact filter), retried until
+        all are done (both are idempotent). ZooKeeper-mode brokers write them to /kafka-acl (AclAuthorizer); in dual
+        write they forward them to the KRaft controller, whose dual write mirrors them (KIP-866 §Dual Metadata
+        Writes): a resource's ACLs are one znode, rewritten whole."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import (
+            AclBinding,
+            AclBindingFilter,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+            ResourceType,
+        )
+
+        def binding(acl: Acl, kind=AclBinding):
+            resource, name, principal, operation = acl
+            return kind(ResourceType[resource.upper()], name, ResourcePatternType.LITERAL, principal, "*",
+                        AclOperation[operation.upper()], AclPermissionType.ALLOW)
+
+        began = int(time.time() * 1000)
+
+        def done() -> bool:
+            admin = self.admin()
+            try:
+                futures = [*admin.create_acls([binding(a) for a in create], request_timeout=20).values()] if create \
+                    else []
+                if delete:
+                    futures += admin.delete_acls([binding(a, AclBindingFilter) for a in delete],
+                                                 request_timeout=20).values()
+                for future in futures:
+                    self.answer(future)
+                return True
+            except KafkaException as e:
+                self.note("admin-retry", acls=[list(a) for a in (*create, *delete)], error=str(e.args[0]))
+                return False
+
+        self.wait("ACLs set", done, stuck_note={"began": began})
+        self.note("step", action="acls", created=[list(a) for a in create], deleted=[list(a) for a in delete],
+                  began=began)
+
     def delete_topics(self, topics: list[str]) -> None:
         """Topics deleted as an operator deletes them, retried until the cluster no longer lists them."""
         from confluent_kafka import KafkaException
@@ -954,6 +1005,8 @@ class Run:
         self.create_topics([(TOPIC, 3, 3)], {"min.insync.replicas": str(min(2, self.plan.brokers))})
         if self.plan.runbook != "kraft":  # what the migration copies besides topics (MigrationCopiesZkExactly)
             self.alter_broker_config_and_quota("2000000", 1048576)
+            if self.install.release >= ACL_MIGRATION:
+                self.alter_acls(ZK_MODE_ACLS)
         if not self.plan.client:
             return
         self.writer = LedgerWriter(self.bootstrap, self.folder / "client.jsonl", quiet_logger("producer"))
@@ -1068,6 +1121,9 @@ class Run:
         self.add_partitions("orders", 4)
         self.tick()
         self.alter_broker_config_and_quota("3000000", 2097152)
+        if self.install.release >= ACL_MIGRATION:
+            self.tick()
+            self.alter_acls(*DUAL_WRITE_ACLS)
         self.tick()
         self.reassign_partition("orders", 0)
 
