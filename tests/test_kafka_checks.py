@@ -396,6 +396,18 @@ def _never_dual_write(obs):
     obs.operator[0]["time"] = 0
 
 
+def _unfencing_aborted(obs, end="ABORT_TRANSACTION_RECORD"):
+    """Broker 1, registered with KRaft at epoch 20, is answered that it is unfenced and moves to RUNNING, but its one
+    unfencing was inside a metadata transaction that a failover aborted (Kafka 3.9.2's, recorded)."""
+    obs.metadata[3000][7:7] = [
+        rec(60, 1, "BEGIN_TRANSACTION_RECORD", 8000, name="ZK Migration"),
+        rec(61, 1, "BROKER_REGISTRATION_CHANGE_RECORD", 8001, brokerId=1, brokerEpoch=20, fenced=-1),
+        rec(62, 2, end, 8500, **({"reason": "Controller failover"} if end == "ABORT_TRANSACTION_RECORD" else {})),
+    ]
+    obs.logs["broker-1"] += [line("broker-1", "kraft-broker-registered", 20, 7000, broker="1", zk="true", epoch="20"),
+                             line("broker-1", "kraft-broker-running", 21, 8010, broker="1")]
+
+
 def _kraft_broker_never_running(obs):
     obs.operator.append(
         {
@@ -605,6 +617,7 @@ SEEDED = {
     "NoKRaftBrokerTakesALiveZkBrokersId": _kraft_broker_takes_live_id,
     "MigrationReachesDualWriteWithoutFaults": _never_dual_write,
     "LiveFencedBrokerEventuallyUnfenced": _kraft_broker_never_running,
+    "BrokerOnlineOnlyOnceUnfencingCommitted": _unfencing_aborted,
     "ZxidStrictlyIncreases": _czxid_newer_than_mzxid,
     "CzxidFixedForNodeLife": _version_back,
     RUNBOOK_PROGRESS: _stuck,
@@ -1257,3 +1270,43 @@ def test_kafka_39_brokers_serve_zookeeper_after_a_rollback():
         f"at rest after the rollback broker 2 (round {last['round']} of broker-metadata.jsonl) differs from "
         "ZooKeeper: ")
     assert f"topic refunds: serves none, ZooKeeper has id {refunds['id']}" in found[0]
+
+
+def test_a_broker_running_on_an_aborted_unfencing_is_named_and_a_kept_one_is_not():
+    """KIP-500 §Broker States, KIP-868: the unfencing broker 1 moved to RUNNING on was taken back by the transaction's
+    abort; committed with the transaction's end, or unfenced again after the abort, it stands."""
+    obs = clean()
+    _unfencing_aborted(obs)
+    [found] = CHECKS["BrokerOnlineOnlyOnceUnfencingCommitted"](obs)
+    assert found.message == (
+        "broker 1 moved to RUNNING at broker epoch 20 (broker-1/logs/server.log:21), but KRaft never unfenced that "
+        "epoch: its unfencing at offset 61 was inside a metadata transaction aborted at offset 62 ('Controller "
+        "failover'), so KRaft's image keeps broker 1 fenced while it serves (a migrating ZooKeeper-mode broker then "
+        "gets no control request from the KRaft controller)")
+    ended = clean()
+    _unfencing_aborted(ended, end="END_TRANSACTION_RECORD")
+    assert CHECKS["BrokerOnlineOnlyOnceUnfencingCommitted"](ended) == []
+    again = clean()
+    _unfencing_aborted(again)
+    again.metadata[3000].insert(10, rec(63, 2, "BROKER_REGISTRATION_CHANGE_RECORD", 8600, brokerId=1, brokerEpoch=20,
+                                        fenced=-1))
+    assert CHECKS["BrokerOnlineOnlyOnceUnfencingCommitted"](again) == []
+
+
+def test_kafka_39_unfencing_aborted_by_a_failover_in_the_migrations_transaction_is_named():
+    """A finding about Kafka 3.9.2 (KIP-500 §Broker States, KIP-866 §Controller Migration, KIP-868): the controller
+    killed just as the last ZooKeeper-mode broker registered; that broker's unfencing was appended inside the
+    migration's transaction (answered at the Raft commit, KAFKA-15441's rule), and the restarted controller aborted
+    the transaction. The broker stays RUNNING while KRaft never unfences its epoch again: its MigrationPropagator
+    counts the broker offline for the rest of the run."""
+    obs = _recorded_log("kafka-3.9-unfencing-aborted-by-failover-run.json")
+    [found] = CHECKS["BrokerOnlineOnlyOnceUnfencingCommitted"](obs)
+    assert found.message.startswith(
+        "broker 2 moved to RUNNING at broker epoch 32 (broker-2/logs/server.log:2316), but KRaft never unfenced that "
+        "epoch: its unfencing at offset 34 was inside a metadata transaction aborted at offset 36 ('Controller "
+        "failover')")
+    log = obs.metadata[3000]
+    assert [r["type"] for r in log if 32 <= r["offset"] <= 36] == [
+        "REGISTER_BROKER_RECORD", "BEGIN_TRANSACTION_RECORD", "BROKER_REGISTRATION_CHANGE_RECORD",
+        "CONTROL:LEADER_CHANGE", "ABORT_TRANSACTION_RECORD"]
+    assert not [r for r in log if r["offset"] > 36 and r["data"].get("brokerId") == 2]

@@ -24,7 +24,11 @@ from properties.kafka import install
 from properties.kafka.run import kafka_answered
 from tests.zk_server import SKIP_ENV
 
-SEED = 6  # kills the KRaft controller while the last broker rolls into migration mode (the trigger)
+# Kills the KRaft controller as the last broker begins its roll into migration mode (the trigger), and lets it back
+# before that broker registers: seed 6's draw, 3.05 s into the roll, met Kafka 3.9.2's aborted-unfencing bug in about
+# one run of seven (the broker's unfencing inside the migration's transaction, which the failover aborts), a finding
+# of its own (tests/test_kafka_checks.py), not what these tests are about.
+PLAN = Path(__file__).parent / "data" / "kafka-killed-controller-as-last-broker-rolls-plan.json"
 
 # A real Kafka runs with the real ZooKeeper server: the switch that skips the real-ZooKeeper tests skips these too.
 needs_real_zookeeper = pytest.mark.skipif(os.environ.get(SKIP_ENV) == "1", reason=f"{SKIP_ENV}=1")
@@ -50,9 +54,7 @@ def migrated(tmp_path_factory):
         pytest.skip(f"{SKIP_ENV}=1: the tests against a real ZooKeeper server (and so a real Kafka) are skipped")
     install.install(install.DEFAULT_VERSION)
     folder = tmp_path_factory.mktemp("kafka") / "run"
-    code = main(
-        ["kafka", "run", "--seed", str(SEED), "--runbook", "dual-write", "--faults", "process", "--out", str(folder)]
-    )
+    code = main(["kafka", "run", "--plan", str(PLAN), "--out", str(folder)])
     return code, folder
 
 

@@ -1435,6 +1435,70 @@ def _where_drivers_stood(obs: Observed, since: float) -> tuple[str, tuple[dict, 
     return "; ".join(parts), tuple(lines)
 
 
+UNFENCE = -1  # BrokerRegistrationChangeRecord.fenced: BrokerRegistrationFencingChange.UNFENCE
+
+
+def _unfencings(log: list[dict]) -> dict[tuple[int, int], list[tuple[dict, dict | None]]]:
+    """Each record that unfences a broker epoch (BrokerRegistrationChangeRecord, or UnfenceBrokerRecord before
+    metadata.version 3.3), by (broker, epoch), with the AbortTransactionRecord of the metadata transaction that took it
+    back (KIP-868: an aborted transaction's records are never applied), or None."""
+    out: dict[tuple[int, int], list[tuple[dict, dict | None]]] = defaultdict(list)
+    pending: list[tuple[int, int, dict]] | None = None
+    for r in log:
+        kind, data = r["type"], r["data"]
+        if kind == "BEGIN_TRANSACTION_RECORD":
+            pending = []
+        elif kind in ("END_TRANSACTION_RECORD", "ABORT_TRANSACTION_RECORD"):
+            for broker, epoch, unfencing in pending or []:
+                out[(broker, epoch)].append((unfencing, r if kind == "ABORT_TRANSACTION_RECORD" else None))
+            pending = None
+        elif (kind == "BROKER_REGISTRATION_CHANGE_RECORD" and data.get("fenced") == UNFENCE) \
+                or kind == "UNFENCE_BROKER_RECORD":
+            broker, epoch = data.get("brokerId", data.get("id")), data.get("brokerEpoch", data.get("epoch"))
+            if pending is not None:
+                pending.append((broker, epoch, r))
+            else:
+                out[(broker, epoch)].append((r, None))
+    for broker, epoch, unfencing in pending or []:  # an open transaction's: not taken back (yet)
+        out[(broker, epoch)].append((unfencing, None))
+    return out
+
+
+@check("BrokerOnlineOnlyOnceUnfencingCommitted")
+def broker_runs_only_on_a_kept_unfencing(obs: Observed) -> list[Violation]:
+    """KIP-500 §Broker States: a broker leaves Fenced when the controller unfences it. A broker (KRaft, or ZooKeeper-
+    mode and migrating: BrokerLifecycleManager) that logs its move to RUNNING at broker epoch E acts on an unfencing of
+    E that KRaft's log keeps: one that only an aborted metadata transaction held was never applied (KIP-868), and KRaft
+    counts the broker fenced while it serves. What a real run cannot show: whether the unfencing had committed when
+    the broker was answered (the high watermark at that moment is the controllers' memory)."""
+    log = max(obs.metadata.values(), key=len, default=[])
+    unfencings = _unfencings(log)
+    out = []
+    for process, events in sorted(obs.logs.items()):
+        registered: int | None = None
+        for e in events:
+            if e["kind"] == "kraft-broker-registered":
+                registered = int(e["epoch"])
+            elif e["kind"] == "kraft-broker-running" and registered is not None:
+                broker = int(e["broker"])
+                found = unfencings.get((broker, registered), [])
+                if not found or any(abort is None for _, abort in found):
+                    continue  # kept; or no unfencing in the log at all (a log cut short): nothing to judge
+                unfencing, abort = found[-1]
+                reason = abort["data"].get("reason")
+                out.append(Violation(
+                    "BrokerOnlineOnlyOnceUnfencingCommitted",
+                    f"broker {broker} moved to RUNNING at broker epoch {registered} ({process}/logs/server.log:"
+                    f"{e['line']}), but KRaft never unfenced that epoch: its unfencing at offset {unfencing['offset']} "
+                    f"was inside a metadata transaction aborted at offset {abort['offset']}"
+                    f"{f' ({reason!r})' if reason else ''}, so KRaft's image keeps broker {broker} fenced while it "
+                    f"serves (a migrating ZooKeeper-mode broker then gets no control request from the KRaft "
+                    f"controller)",
+                    (e, unfencing, abort),
+                ))
+    return out
+
+
 @check("LiveFencedBrokerEventuallyUnfenced")
 def fenced_broker_unfenced(obs: Observed) -> list[Violation]:
     """Every KRaft broker the runbook started reaches RUNNING (unfenced) within the bound of healing."""
@@ -2576,8 +2640,6 @@ NOT_OBSERVABLE: dict[str, str] = {
     "HeartbeatingBrokerNeverFenced": "the heartbeats a controller answered are not logged one by one",
     "ServedMetadataSurvivesFailover": "a broker's replayed metadata is " + _MEMORY,
     "BrokerTakesOnlyCommittedRegistration": "when a broker took its epoch from the registration's answer is " + _MEMORY,
-    "BrokerOnlineOnlyOnceUnfencingCommitted": "a broker logs its move to RUNNING, but the controllers' high watermark"
-    " at that moment is " + _MEMORY,
     "KRaftZkWritesFailOnlyOnStaleReads": "ZooKeeper's log shows the driver's failed multis, but an ErrorTxn carries"
     " only its code, not the path of the op that failed, and Kafka's dual write fails with NodeExists by design when"
     " it creates a parent that exists (90 such multis in 128 runs of 3.9.2); ZooKeeper here is one server, which"
