@@ -40,10 +40,20 @@ SMALL = {
 # ZooKeeper-mode brokers keep theirs in /kafka-acl with AclAuthorizer; KRaft brokers and the controllers (which take
 # the ZooKeeper brokers' forwarded CreateAcls in dual write) use StandardAuthorizer, the switch Kafka's docs/ops.html
 # puts at the brokers' roll to KRaft. Every client here is PLAINTEXT's User:ANONYMOUS, a super user, so no request is
-# ever denied, nor refused while a StandardAuthorizer has not loaded its ACLs (super users are exempt).
+# ever denied, nor refused while a StandardAuthorizer has not loaded its ACLs (super users are exempt). From 3.5.0
+# (KAFKA-14796): Kafka 3.4 refuses an authorizer in migration mode ("ZooKeeper migration does not yet support
+# authorizers"), so a 3.4 cluster runs without one.
+ACL_MIGRATION = (3, 5, 0)
 SUPER_USERS = {"super.users": "User:ANONYMOUS"}
 ZK_AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", **SUPER_USERS}
 KRAFT_AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer", **SUPER_USERS}
+
+
+def authorizer(cluster: Cluster, zookeeper_mode: bool) -> dict[str, str]:
+    """The authorization settings of a process of ``cluster``: none before ``ACL_MIGRATION``."""
+    if cluster.install.release < ACL_MIGRATION:
+        return {}
+    return ZK_AUTHORIZER if zookeeper_mode else KRAFT_AUTHORIZER
 
 
 def ibp(version: tuple[int, int, int]) -> str:
@@ -72,7 +82,7 @@ def zk_broker(cluster: Cluster, broker: int, phase: str) -> dict[str, object]:
         "zookeeper.session.timeout.ms": ZK_SESSION_TIMEOUT_MS,
         "log.dirs": cluster.root / f"broker-{broker}" / "data",
         **SMALL,
-        **ZK_AUTHORIZER,
+        **authorizer(cluster, zookeeper_mode=True),
     }
     if phase == "migrating":
         config |= {
@@ -101,7 +111,7 @@ def kraft_broker(cluster: Cluster, broker: int) -> dict[str, object]:
         "broker.session.timeout.ms": BROKER_SESSION_TIMEOUT_MS,
         "log.dirs": cluster.root / f"broker-{broker}" / "data",
         **SMALL,
-        **KRAFT_AUTHORIZER,
+        **authorizer(cluster, zookeeper_mode=False),
     }
 
 
@@ -118,7 +128,7 @@ def controller(cluster: Cluster, node: int, migration: bool) -> dict[str, object
         "num.io.threads": 2,
         "num.network.threads": 2,
         "background.threads": 2,
-        **KRAFT_AUTHORIZER,
+        **authorizer(cluster, zookeeper_mode=False),
     }
     if migration:
         config |= {

@@ -217,10 +217,9 @@ class RunbookStuck(Exception):
 ZK_ANSWER_S = 1.0
 # ACLs the ZooKeeper runbooks make, each (resource type, literal name, principal, operation), all ALLOW from any host:
 # three on one topic in ZooKeeper mode; in dual write one of them deleted (the resource keeps two, rewritten whole)
-# and one created on a group. No client here uses either resource. Kafka migrates ACLs from 3.5.0 (KAFKA-14796):
-# 3.4's migration leaves them in ZooKeeper, so the runbooks make none there.
+# and one created on a group. No client here uses either resource. Kafka migrates ACLs from 3.5.0
+# (``configs.ACL_MIGRATION``): a 3.4 cluster runs with no authorizer, and the runbooks make none there.
 Acl = tuple[str, str, str, str]
-ACL_MIGRATION = (3, 5, 0)
 ZK_MODE_ACLS: tuple[Acl, ...] = (("topic", "audit", "User:alice", "read"), ("topic", "audit", "User:alice", "write"),
                                  ("topic", "audit", "User:bob", "read"))
 DUAL_WRITE_ACLS: tuple[tuple[Acl, ...], tuple[Acl, ...]] = ((("group", "audit-readers", "User:alice", "read"),),
@@ -1005,7 +1004,7 @@ class Run:
         self.create_topics([(TOPIC, 3, 3)], {"min.insync.replicas": str(min(2, self.plan.brokers))})
         if self.plan.runbook != "kraft":  # what the migration copies besides topics (MigrationCopiesZkExactly)
             self.alter_broker_config_and_quota("2000000", 1048576)
-            if self.install.release >= ACL_MIGRATION:
+            if self.install.release >= configs.ACL_MIGRATION:
                 self.alter_acls(ZK_MODE_ACLS)
         if not self.plan.client:
             return
@@ -1121,7 +1120,7 @@ class Run:
         self.add_partitions("orders", 4)
         self.tick()
         self.alter_broker_config_and_quota("3000000", 2097152)
-        if self.install.release >= ACL_MIGRATION:
+        if self.install.release >= configs.ACL_MIGRATION:
             self.tick()
             self.alter_acls(*DUAL_WRITE_ACLS)
         self.tick()
