@@ -1875,7 +1875,7 @@ def quota_znode_name(entity_name: str | None) -> str:
     """ZooKeeper's znode name for a ClientQuotaRecord's entity name: the default entity (KRaft's null name) is
     ``ZK_DEFAULT``; any other name is stored sanitized (Kafka's Sanitizer.sanitize: URL-encoded, with ``*`` and the
     space percent-encoded too, so every byte but ASCII letters, digits and ``._-`` becomes %XX). The empty name is a
-    user or client id of its own, not the default: Kafka before 3.7.1 migrated defaults so (KAFKA-16411)."""
+    user or client id of its own, not the default: Kafka before 3.6.2 migrated defaults so (KAFKA-16411)."""
     if entity_name is None:
         return ZK_DEFAULT
     if entity_name == "":
