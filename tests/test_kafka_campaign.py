@@ -398,3 +398,60 @@ def test_kafka_campaign_report_shows_what_its_runs_covered():
     assert "<tr><td>ControllerFailover</td><td class=''>1</td></tr>" in witnesses
     assert "<tr><td>MultiFails</td><td class='empty'></td></tr>" in witnesses
     assert witnesses.count("<tr><td>") == len(campaign_module.SOMETIMES_NAMES)
+
+
+class _LedgerConsumer:
+    """A stand-in for confluent_kafka's Consumer over ``ledger``'s three partitions, one record in each; its first
+    ``stale`` metadata answers (all, if None) come from a broker that serves no topic (as after Kafka 3.9.2's aborted
+    unfencing)."""
+
+    stale: int | None = 0
+
+    def __init__(self, config):
+        self.assigned: list = []
+
+    def list_topics(self, topic, timeout):
+        from types import SimpleNamespace
+
+        full = SimpleNamespace(error=None, partitions={p: None for p in range(3)})
+        empty = SimpleNamespace(error="UNKNOWN_TOPIC_OR_PART", partitions={})
+        if self.stale is None:
+            return SimpleNamespace(topics={topic: empty})
+        type(self).stale, answer = max(0, self.stale - 1), empty if self.stale else full
+        return SimpleNamespace(topics={topic: answer})
+
+    def get_watermark_offsets(self, partition, timeout):
+        return (0, 1)
+
+    def assign(self, partitions):
+        self.assigned = [p.partition for p in partitions]
+
+    def poll(self, timeout):
+        if not self.assigned:
+            return None
+        p = self.assigned.pop(0)
+        return type("Message", (), {"error": lambda s: None, "value": lambda s: str(p).encode(),
+                                    "partition": lambda s: p, "offset": lambda s: 0})()
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("stale, complete", [(0, True), (2, True), (None, False)])
+def test_kafka_ledger_read_is_complete_only_from_metadata_that_names_its_partitions(stale, complete, tmp_path,
+                                                                                   monkeypatch):
+    """A 3.9.2 run hit the aborted unfencing: the ledger reader's metadata came from the broker that served no topic,
+    named no partition, and the read counted as complete with nothing in it, so every acknowledged write looked lost
+    (AcknowledgedWritesSurvive, 587 times). The reader now asks again until an answer names the topic and every
+    partition a write was acknowledged in, and says it did not finish when none does."""
+    import confluent_kafka
+
+    from properties.kafka import workload
+
+    monkeypatch.setattr(confluent_kafka, "Consumer", _LedgerConsumer)
+    monkeypatch.setattr(_LedgerConsumer, "stale", stale)
+    monkeypatch.setattr(workload.time, "sleep", lambda s: None)
+    path = tmp_path / "ledger.jsonl"
+    assert workload.read_ledger("127.0.0.1:1", path, None, acknowledged={0, 2}, timeout=0.2) is complete
+    if complete:
+        assert sorted(json.loads(line)["partition"] for line in path.read_text().splitlines()) == [0, 1, 2]

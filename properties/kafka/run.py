@@ -1020,7 +1020,10 @@ class Run:
         if self.writer is None:
             return
         unknown = self.writer.finish(timeout=60 if read else 5)
-        complete = read and read_ledger(self.bootstrap, self.folder / "ledger.jsonl", quiet_logger("consumer"))
+        acknowledged = {a["partition"] for a in read_jsonl(self.writer.path) if "partition" in a}
+        complete = read and read_ledger(
+            self.bootstrap, self.folder / "ledger.jsonl", quiet_logger("consumer"), acknowledged
+        )
         self.note(
             "ledger", written=self.writer.sent, refused=self.writer.refused, unknown=unknown, read_complete=complete
         )

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 TOPIC = "ledger"
@@ -83,8 +84,13 @@ class LedgerWriter(threading.Thread):
         return left
 
 
-def read_ledger(servers: str, path: Path, logger, timeout: float = 90.0) -> bool:
-    """Every record of ``ledger``, partition by partition, to ``path``; False if the end was not reached in time."""
+def read_ledger(servers: str, path: Path, logger, acknowledged: Collection[int] = (), timeout: float = 90.0) -> bool:
+    """Every record of ``ledger``, partition by partition, to ``path``; False if the end was not reached in time.
+
+    The partitions are those a broker's metadata names, asked again until an answer names the topic, without an
+    error, with every partition a write was ``acknowledged`` in: a broker whose metadata is stale or empty (Kafka
+    3.9.2's aborted unfencing leaves a ZooKeeper-mode broker serving no topic at all) would otherwise make an empty
+    read look complete, and every acknowledged write look lost."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer(
@@ -98,8 +104,16 @@ def read_ledger(servers: str, path: Path, logger, timeout: float = 90.0) -> bool
     )
     deadline = time.monotonic() + timeout
     try:
-        metadata = consumer.list_topics(TOPIC, timeout=30)
-        partitions = sorted(metadata.topics[TOPIC].partitions)
+        while True:
+            topic = consumer.list_topics(TOPIC, timeout=30).topics.get(TOPIC)
+            if topic is not None and topic.error is None and topic.partitions and set(acknowledged) <= set(
+                topic.partitions
+            ):
+                break
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(1.0)
+        partitions = sorted(topic.partitions)
         ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1] for p in partitions}
         consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in partitions])
         done = {p for p, end in ends.items() if end == 0}
