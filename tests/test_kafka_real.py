@@ -400,3 +400,48 @@ def test_kafka_shrink_makes_a_real_failing_run_short(tmp_path, monkeypatch, caps
     ran = json.loads((replay / "run.json").read_text())
     assert plan_from_json(ran) == shrunk and ran["drawn"] is False
     assert _processes_under(tmp_path) == []
+
+
+ABORTED_UNFENCING_PLAN = Path(__file__).parent / "data" / "kafka-3.9-unfencing-aborted-plan.json"
+
+
+def _unfencing_aborted(records: list[dict], broker: int) -> bool | None:
+    """Whether ``broker``'s last unfencing in a controller's log lies inside a metadata transaction that was then
+    aborted (True), or outside any or in one that ended (False); None when the log unfences it nowhere."""
+    unfencings = [r["offset"] for r in records if r["type"] == "BROKER_REGISTRATION_CHANGE_RECORD"
+                  and r["data"].get("brokerId") == broker and r["data"].get("fenced") == -1]
+    if not unfencings:
+        return None
+    open_since = None  # the offset of the transaction open at each point, if any
+    for r in sorted(records, key=lambda r: r["offset"]):
+        if r["type"] == "BEGIN_TRANSACTION_RECORD":
+            open_since = r["offset"]
+        elif r["type"] in ("END_TRANSACTION_RECORD", "ABORT_TRANSACTION_RECORD"):
+            if open_since is not None and open_since < unfencings[-1] < r["offset"]:
+                return r["type"] == "ABORT_TRANSACTION_RECORD"
+            open_since = None
+    return False
+
+
+@needs_real_zookeeper
+@pytest.mark.slow
+def test_kafka_fault_aimed_at_the_last_brokers_unfencing_meets_the_migrations_transaction(tmp_path):
+    """The aborted-unfencing plan (a fault aimed at broker 2's move to RUNNING): the controller is killed within half
+    a second of that line, after Kafka's log has the unfencing; where the unfencing lay inside the migration's
+    transaction, the failover aborts it and BrokerOnlineOnlyOnceUnfencingCommitted fires (Kafka 3.9.2's bug: 5 of 6
+    replays did on 2026-11-29), and where Kafka unfenced the broker before the transaction began, the run is clean
+    of it. Either way the check agrees with the log, read here on its own."""
+    from properties.kafka.run import load
+
+    folder = tmp_path / "run"
+    main(["kafka", "run", "--plan", str(ABORTED_UNFENCING_PLAN), "--out", str(folder)])
+    events = _operator(folder)
+    (moment,) = [e for e in events if e["kind"] == "moment"]
+    (fault,) = [e for e in events if e["kind"] == "fault"]
+    assert moment["after"] == "kraft-broker-running broker=2" and fault["fault"] == "kill-controller"
+    assert 0 <= fault["time"] - moment["logged"] < 500
+    (records,) = load(folder).metadata.values()
+    aborted = _unfencing_aborted(records, 2)
+    assert aborted is not None
+    fired = {v["invariant"] for v in json.loads((folder / "violations.json").read_text())}
+    assert ("BrokerOnlineOnlyOnceUnfencingCommitted" in fired) == aborted

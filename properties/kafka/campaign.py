@@ -71,6 +71,7 @@ def row(folder: Path) -> dict:
     )
     violations = json.loads((folder / "violations.json").read_text())
     faults = [f"{f['kind']}@{f['step']}" for f in meta["faults"]]
+    operator = [json.loads(line) for line in (folder / "operator.jsonl").read_text().splitlines()]
     validation_file = folder / "validation.json"
     validation = json.loads(validation_file.read_text()) if validation_file.is_file() else {}
     return {
@@ -88,8 +89,10 @@ def row(folder: Path) -> dict:
         "trace_total": validation.get("total", 0),
         # the model's witnesses its explaining path reaches; the runbook steps the run began, in order
         "witnesses": ", ".join(validation.get("witnesses", [])),
-        "steps": ", ".join(json.loads(line)["step"] for line in (folder / "operator.jsonl").read_text().splitlines()
-                           if '"step-begins"' in line),
+        "steps": ", ".join(e["step"] for e in operator if e.get("kind") == "step-begins"),
+        # aimed faults (``after``): each "kind@moment" the plan aimed at, and those whose moment was logged
+        "aimed": ", ".join(f"{f['kind']}@{f['after']}" for f in meta["faults"] if f.get("after")),
+        "moments": ", ".join(f"{e['fault']}@{e['after']}" for e in operator if e.get("kind") == "moment"),
     }
 
 
@@ -348,6 +351,30 @@ def fault_coverage(runs: list[dict]) -> str:
     return f"<table class='coverage'><tr><th>runbook step</th>{head}</tr>{rows}</table>"
 
 
+def moment_coverage(runs: list[dict]) -> str:
+    """A table of the aimed faults, by moment (rows) and kind (columns): in how many runs the moment was logged
+    and the fault struck, of how many aimed at it; a cell whose moment never came is marked empty."""
+    aimed = Counter(tuple(f.split("@", 1)) for r in runs for f in _split(r.get("aimed", "")))
+    if not aimed:
+        return "<p>No fault was aimed at a moment (<code>--aimed</code>).</p>"
+    logged = Counter(tuple(f.split("@", 1)) for r in runs for f in _split(r.get("moments", "")))
+    moments = list(dict.fromkeys(moment for _, moment in aimed))
+    kinds = [k for k in FAULT_KINDS["all"] if any(kind == k for kind, _ in aimed)]
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in kinds)
+    rows = "".join(
+        f"<tr><td>{html.escape(moment)}</td>"
+        + "".join(
+            f"<td class='{'empty' if aimed[(k, moment)] and not logged[(k, moment)] else ''}'>"
+            + (f"{logged[(k, moment)]}/{aimed[(k, moment)]}" if aimed[(k, moment)] else "")
+            + "</td>"
+            for k in kinds
+        )
+        + "</tr>"
+        for moment in moments
+    )
+    return f"<table class='coverage'><tr><th>moment</th>{head}</tr>{rows}</table>"
+
+
 def witness_coverage(runs: list[dict]) -> str:
     """A table of the model's witnesses (sometimes-properties) by the runs whose explanation reached each; those no
     run reached are listed too."""
@@ -417,6 +444,7 @@ and each run's folder keeps what it saw.</p>
 <th>invariants</th><th>trace validation (explained/observed)</th></tr>{table}</table>
 <h2>Violations</h2>{"".join(details) or "<p>none</p>"}
 <h2>Coverage: faults by runbook step</h2>{fault_coverage(runs)}
+<h2>Coverage: aimed faults by moment (logged and struck / aimed)</h2>{moment_coverage(runs)}
 <h2>Coverage: the model's witnesses</h2>{witness_coverage(runs)}
 </body></html>
 """

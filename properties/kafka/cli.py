@@ -81,10 +81,15 @@ def _plan(args: argparse.Namespace):
         brokers=args.brokers,
         controllers=args.controllers,
         fault_count=args.fault_count,
+        aimed=args.aimed,
     )
 
 
-RUN_DEFAULTS = {"seed": 0, "faults": "process", "fault_count": 1, "brokers": 3, "controllers": 1}
+RUN_DEFAULTS = {"seed": 0, "faults": "process", "fault_count": 1, "brokers": 3, "controllers": 1, "aimed": False}
+AIMED_HELP = (
+    "each drawn fault waits for a moment its runbook step makes Kafka log (a broker's registration or unfencing, the "
+    "migration driver's next state, a Raft leader) and strikes within 0.5 s of it, instead of at a delay into the step"
+)
 
 
 def _read_plan(args: argparse.Namespace) -> str | None:
@@ -335,6 +340,7 @@ def add_commands(sub, parser_class) -> None:
     p.add_argument("--fault-count", type=_count(0), help="faults drawn for the run (default 1)")
     p.add_argument("--brokers", type=_count(1, 5), help="default 3")
     p.add_argument("--controllers", type=int, choices=(1, 3), help="default 1")
+    p.add_argument("--aimed", action="store_true", default=None, help=AIMED_HELP)
     p.add_argument(
         "--plan",
         metavar="FILE",
@@ -355,6 +361,7 @@ def add_commands(sub, parser_class) -> None:
     p.add_argument("--fault-count", type=_count(0), default=1)
     p.add_argument("--brokers", type=_count(1, 5), default=3)
     p.add_argument("--controllers", type=int, choices=(1, 3), default=1)
+    p.add_argument("--aimed", action="store_true", help=AIMED_HELP)
     p.add_argument("--master", help="a Spark master: each run is a task that runs its cluster on its executor's host")
     shrinking(p, "the campaign's shrinking, over all its violations (default 20)", 20.0)
     p.add_argument("--no-shrink", action="store_true", help="report the failing runs as they ran, unshrunk")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import shutil
 import time
 import uuid
@@ -39,6 +40,7 @@ from properties.kafka.cluster import ZK_SESSION_TIMEOUT_MS, Cluster, ClusterErro
 from properties.kafka.install import Installation
 from properties.kafka.observe import (
     BROKER_METADATA,
+    LOG_PATTERNS,
     ZK_TXNS,
     ZkObserver,
     merge,
@@ -81,10 +83,78 @@ HEAP_MB = {"zk-broker": 320, "kraft-broker": 320, "controller": 256}
 @dataclass(frozen=True)
 class FaultPlan:
     step: str  # the runbook step it strikes during
-    delay_s: float  # after the step starts
+    delay_s: float  # after the step starts, or after its moment (``after``) is logged
     kind: str
     target: int  # a broker id or a controller index, drawn; resolved at fire time
     duration_s: float  # how long until the heal (restart, SIGCONT, ZooKeeper back)
+    # a moment (``parse_moment``): the fault waits, from its step's start on, for the first line of it that a
+    # process logs, and strikes ``delay_s`` after it is read; never logged, the fault is skipped
+    after: str = ""
+
+
+# How often a wait reads the processes' logs while a fault waits for its moment: a moment's window can be a few
+# hundred milliseconds (the migration's metadata transaction, open from its first record to its last).
+MOMENT_POLL_S = 0.02
+MOMENT_KINDS = {kind: set(pattern.groupindex) for kind, pattern in LOG_PATTERNS}
+# the driver's states as Kafka's MigrationDriverState names them (3.4 to 3.9)
+DRIVER_STATES = (
+    "UNINITIALIZED", "INACTIVE", "WAIT_FOR_CONTROLLER_QUORUM", "WAIT_FOR_BROKERS", "BECOME_CONTROLLER",
+    "ZK_MIGRATION", "SYNC_KRAFT_TO_ZK", "KRAFT_CONTROLLER_TO_BROKER_COMM", "DUAL_WRITE",
+)
+
+
+def parse_moment(text: str) -> tuple[str, dict[str, str]]:
+    """A moment, ``KIND [FIELD=VALUE ...]``: a decision line of kind KIND (``observe.LOG_PATTERNS``) whose
+    fields have these values, say ``kraft-broker-running broker=2`` or ``driver-transition new=ZK_MIGRATION``."""
+    kind, *pairs = text.split()
+    if kind not in MOMENT_KINDS:
+        raise PlanError(f"moment {text!r}: unknown kind {kind!r} (kinds: {', '.join(MOMENT_KINDS)})")
+    fields: dict[str, str] = {}
+    for pair in pairs:
+        name, is_pair, value = pair.partition("=")
+        if not is_pair or not value:
+            raise PlanError(f"moment {text!r}: {pair!r} is not FIELD=VALUE")
+        if name not in MOMENT_KINDS[kind]:
+            known = ", ".join(sorted(MOMENT_KINDS[kind])) or "none"
+            raise PlanError(f"moment {text!r}: {kind} has no field {name!r} (its fields: {known})")
+        fields[name] = value
+    return kind, fields
+
+
+def moment_logged(moment: str, event: dict) -> bool:
+    """Whether a parsed decision line (``parse_log_text``) is ``moment``."""
+    kind, fields = parse_moment(moment)
+    return event["kind"] == kind and all(event.get(name) == value for name, value in fields.items())
+
+
+def step_moments(step: str, plan: RealRunPlan) -> tuple[str, ...]:
+    """The moments a runbook step makes Kafka log, in the order it logs them: where an aimed fault (``aimed``)
+    waits. The last broker's roll into migration mode sets the migration off (KIP-866 §Migration Overview: the
+    driver starts once every ZooKeeper-mode broker has registered with KRaft), so its moments are the driver's too."""
+    rolled = re.fullmatch(r"roll-broker-(\d+)-(migrating|kraft|zk|back-migrating)", step)
+    if rolled:
+        b, mode = rolled[1], rolled[2]
+        if mode in ("migrating", "kraft"):
+            moments = [f"kraft-broker-registered broker={b}", f"kraft-broker-running broker={b}"]
+            if mode == "migrating":
+                moments.insert(0, f"zk-broker-registered broker={b}")
+                if int(b) == plan.brokers - 1:
+                    moments += [f"driver-transition new={s}" for s in DRIVER_STATES[4:]] + ["migration-completed"]
+            return tuple(moments)
+        return (f"zk-broker-registered broker={b}", "zk-controller-elected")
+    if step.startswith("finalize-controller-"):
+        return ("raft-leader", "active-controller")
+    if step == "start-controllers" and plan.runbook != "kraft":  # controllers in migration mode start a driver
+        return ("raft-leader", "active-controller", "driver-transition new=WAIT_FOR_BROKERS")
+    return {
+        "start-zk-brokers": ("zk-broker-registered", "zk-controller-elected"),
+        "start-controllers": ("raft-leader", "active-controller"),
+        "start-kraft-brokers": ("kraft-broker-registered", "kraft-broker-running"),
+        "reach-dual-write": ("migration-completed", "driver-transition new=DUAL_WRITE"),
+        "write-during-dual-write": ("driver-zk-writes",),
+        "reach-zk-controller-before-roll": ("zk-controller-elected",),
+        "reach-zk-controller": ("zk-controller-elected",),
+    }.get(step, ())
 
 
 # Steps the operations guide does not need for the migration or the rollback: metadata written while
@@ -114,6 +184,9 @@ class RealRunPlan:
     schedule: tuple[FaultPlan, ...] | None = None  # these faults, not the seed's
     skip: tuple[str, ...] = ()  # OPTIONAL_STEPS left out
     client: bool = True  # the ledger's producer and its read-back (workload.py)
+    # each drawn fault waits for a moment its step makes Kafka log (``step_moments``) and strikes within half a
+    # second of it, instead of at a delay into the step; the same faults as unaimed, on the same steps
+    aimed: bool = False
 
 
 class PlanError(ValueError):
@@ -146,6 +219,8 @@ def plan_from_json(data: object) -> RealRunPlan:
     for f in result.schedule or ():
         if f.kind not in FAULT_KINDS["all"]:
             raise PlanError(f"plan: unknown fault kind {f.kind!r}")
+        if f.after:
+            parse_moment(f.after)
     bad = sorted(set(result.skip) - set(OPTIONAL_STEPS))
     if bad:
         raise PlanError(f"plan: step {bad[0]!r} cannot be skipped (optional: {', '.join(OPTIONAL_STEPS)})")
@@ -205,6 +280,13 @@ def schedule_faults(plan: RealRunPlan, steps: list[str]) -> list[FaultPlan]:
                 ),
             )
         )
+    if plan.aimed:
+        # a stream of its own, so an aimed plan's faults are its unaimed twin's, each moved to a moment
+        aim = random.Random(f"{plan.seed}-aimed")
+        for i, f in enumerate(faults):
+            moments = step_moments(f.step, plan)
+            if moments:
+                faults[i] = replace(f, after=aim.choice(moments), delay_s=round(aim.uniform(0.0, 0.5), 2))
     return sorted(faults, key=lambda f: steps.index(f.step))
 
 
@@ -235,6 +317,8 @@ class Run:
     cluster: Cluster = field(init=False)
     cluster_id: str = field(init=False, default="")
     pending: list[tuple[float, str, FaultPlan]] = field(default_factory=list)  # (due, "fault"|"heal", fault)
+    # faults waiting for their moment, each with how far it has read each process's log (bytes)
+    awaiting: list[tuple[FaultPlan, dict[str, int]]] = field(default_factory=list)
     faults: list[FaultPlan] = field(default_factory=list)
     last_heal: float = 0.0
     dumps: int = 0
@@ -307,7 +391,7 @@ class Run:
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                return future.result(timeout=min(ZK_ANSWER_S, max(0.0, deadline - time.monotonic())))
+                return future.result(timeout=min(ZK_ANSWER_S, self.poll_s, max(0.0, deadline - time.monotonic())))
             except FutureTimeout:
                 if time.monotonic() >= deadline:
                     raise
@@ -330,10 +414,52 @@ class Run:
     def arm(self, step: str) -> None:
         now = time.monotonic()
         for f in self.faults:
-            if f.step == step:
+            if f.step == step and f.after:
+                read = {name: process.log_offset() for name, process in self.cluster.processes.items()}
+                self.awaiting.append((f, read))
+            elif f.step == step:
                 self.pending.append((now + f.delay_s, "fault", f))
 
+    @property
+    def poll_s(self) -> float:
+        """How long a wait sleeps between looks: often while a fault waits for its moment."""
+        return MOMENT_POLL_S if self.awaiting else 0.2
+
+    def watch_moments(self) -> None:
+        """Reads each process's log lines since the last look (whole lines only) for the moments faults wait for;
+        a fault whose moment is logged falls due ``delay_s`` later. A process started after its fault was armed
+        is read from its log's start."""
+        for fault, read in list(self.awaiting):
+            for name, process in list(self.cluster.processes.items()):
+                try:
+                    with open(process.log, "rb") as f:
+                        f.seek(read.get(name, 0))
+                        new = f.read()
+                except FileNotFoundError:
+                    continue
+                whole = new[: new.rfind(b"\n") + 1]
+                read[name] = read.get(name, 0) + len(whole)
+                lines = parse_log_text(whole.decode("utf-8", "replace"), name)
+                seen = next((e for e in lines if moment_logged(fault.after, e)), None)
+                if seen is not None:
+                    self.awaiting.remove((fault, read))
+                    self.pending.append((time.monotonic() + fault.delay_s, "fault", fault))
+                    self.note("moment", fault=fault.kind, step=fault.step, after=fault.after, process=name,
+                              logged=seen["time"])
+                    self.say(f"  moment: {fault.after} ({name}); {fault.kind} in {fault.delay_s:.2f} s")
+                    break
+
+    def forget_moments(self) -> None:
+        """The faults whose moment was never logged: skipped, and said so."""
+        self.watch_moments()
+        for fault, _ in self.awaiting:
+            self.note("fault-skipped", fault=fault.kind, step=fault.step, after=fault.after,
+                      why="its moment was never logged")
+            self.say(f"  fault skipped: {fault.kind} (no {fault.after!r} logged after {fault.step} began)")
+        self.awaiting.clear()
+
     def tick(self) -> None:
+        self.watch_moments()
         now = time.monotonic()
         for entry in sorted((e for e in self.pending if e[0] <= now), key=lambda e: e[0]):
             self.pending.remove(entry)
@@ -450,6 +576,7 @@ class Run:
 
     def settle(self) -> None:
         """Lets every scheduled fault strike and heal, then waits for the runbook's end state again."""
+        self.forget_moments()
         while self.pending:
             self.tick()
             time.sleep(0.2)
@@ -515,7 +642,7 @@ class Run:
                         self.note("restart", process=awaited.name, why=why)
                         self.say(f"  {awaited.name} gave up while ZooKeeper was down: started again")
                         awaited.start()
-                    time.sleep(0.2)
+                    time.sleep(self.poll_s)
                     continue
                 # it exited on its own for another reason: an operator would look at why before going on
                 self.note("stuck", goal=goal, exited=awaited.name, why=why)
@@ -523,7 +650,7 @@ class Run:
             if time.monotonic() > max(began, self.last_heal) + bound and not self.pending:
                 self.note("stuck", goal=goal, **(stuck_note or {}))
                 raise RunbookStuck(f"{goal} not reached within {bound:.0f} s of the last heal")
-            time.sleep(0.2)
+            time.sleep(self.poll_s)
         self.note("reached", goal=goal)
 
     def outage_explains(self, restarts: int) -> bool:
