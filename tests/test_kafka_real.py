@@ -445,3 +445,24 @@ def test_kafka_fault_aimed_at_the_last_brokers_unfencing_meets_the_migrations_tr
     assert aborted is not None
     fired = {v["invariant"] for v in json.loads((folder / "violations.json").read_text())}
     assert ("BrokerOnlineOnlyOnceUnfencingCommitted" in fired) == aborted
+
+
+EXPIRED_AT_STARTUP_PLAN = Path(__file__).parent / "data" / "kafka-broker-session-expired-at-startup-plan.json"
+
+
+@needs_real_zookeeper
+@pytest.mark.slow
+def test_kafka_broker_whose_session_expires_at_startup_is_started_again_and_the_run_is_clean(tmp_path):
+    """A pause aimed at broker 1's ZooKeeper registration outlives its session while it still starts: Kafka exits at
+    startup on the SessionExpiredException (as it is built to), and the runbook starts it again as a supervisor would;
+    the run completes with no violation and trace validation explains it. Should Kafka finish starting before the
+    pause, there is nothing to start again and the run is as clean."""
+    folder = tmp_path / "run"
+    code = main(["kafka", "run", "--plan", str(EXPIRED_AT_STARTUP_PLAN), "--out", str(folder)])
+    events = _operator(folder)
+    assert [e["process"] for e in events if e["kind"] == "fault"] == ["broker-1"]
+    for restart in (e for e in events if e["kind"] == "restart"):
+        assert restart["process"] == "broker-1" and "Fatal error during KafkaServer startup" in restart["why"]
+    assert events[-1]["outcome"] == "completed"
+    assert json.loads((folder / "validation.json").read_text())["outcome"] == "explained"
+    assert code == 0

@@ -290,6 +290,17 @@ def schedule_faults(plan: RealRunPlan, steps: list[str]) -> list[FaultPlan]:
     return sorted(faults, key=lambda f: steps.index(f.step))
 
 
+def session_expired_at_start(process: Process) -> bool:
+    """Whether ``process``, since it last started, exited at startup on a ZooKeeper session that expired meanwhile:
+    ``KafkaServer.startup`` takes any ``SessionExpiredException`` as fatal ("Fatal error during KafkaServer startup",
+    the exception on the next line: Kafka's ZooKeeper client retries a request after a lost connection, not after a
+    lost session). Another fatal error (a crash such as ``CheckedEphemeral``'s NullPointerException) is not one."""
+    text = process.log_since(process.start_offset)
+    fatal = text.find("Fatal error during KafkaServer startup")
+    cause = text[fatal:].splitlines()[1:2] if fatal >= 0 else []
+    return any("KeeperException$SessionExpiredException" in line for line in cause)
+
+
 class RunbookStuck(Exception):
     """A goal was not reached within the progress bound: the run ends, the checks report it."""
 
@@ -643,6 +654,14 @@ class Run:
                         self.say(f"  {awaited.name} gave up while ZooKeeper was down: started again")
                         awaited.start()
                     time.sleep(self.poll_s)
+                    continue
+                if restarts < 2 and session_expired_at_start(awaited):
+                    # its ZooKeeper session expired while it started (a fault paused it, or ZooKeeper, past the
+                    # session timeout), which KafkaServer.startup takes as fatal: a supervisor starts it again
+                    restarts += 1
+                    self.note("restart", process=awaited.name, why=why)
+                    self.say(f"  {awaited.name} exited at startup on its expired ZooKeeper session: started again")
+                    awaited.start()
                     continue
                 # it exited on its own for another reason: an operator would look at why before going on
                 self.note("stuck", goal=goal, exited=awaited.name, why=why)
