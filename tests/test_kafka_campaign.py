@@ -511,3 +511,45 @@ def test_kafka_broker_whose_session_expired_at_startup_is_started_again(log, res
     assert len(restarts) == restarted
     if restarted:
         assert restarts[0]["process"] == "broker-1" and "Fatal error during KafkaServer startup" in restarts[0]["why"]
+
+
+# a stand-in for a Kafka process: on SIGTERM it shuts down for half a second (a controlled shutdown), then exits
+SLOW_TO_STOP = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *a: (time.sleep(0.5), sys.exit(0)))\n"
+    "print('up', flush=True)\n"
+    "while True:\n"
+    "    time.sleep(0.02)\n"
+)
+
+
+def test_kafka_faults_due_while_the_runbook_stops_a_process_fire_on_time_but_not_on_it(tmp_path):
+    """An aimed campaign (3.9.2, seed 7 of dual-write --aimed): a pause aimed at broker 0's unfencing, which came as
+    its roll's step ended, struck 11 s late, after the next step's controlled shutdown of broker 1, during which
+    nothing fired. A stop now fires the faults due meanwhile, except those on the process it stops (struck after)."""
+    import sys
+
+    from properties.kafka.cluster import Process
+    from properties.kafka.run import FaultPlan, Run
+
+    run = Run(RealRunPlan(seed=7, runbook="dual-write"), KAFKA, tmp_path)
+    run._operator = open(tmp_path / "operator.jsonl", "a")
+    for b in (0, 1):
+        process = run.cluster.processes[f"broker-{b}"] = Process(f"broker-{b}", [sys.executable, "-c", SLOW_TO_STOP],
+                                                                 tmp_path / f"broker-{b}", log_name="stdout.log")
+        process.start()
+        process.wait_for("up", timeout=10)
+    on_other = FaultPlan("roll-broker-1-migrating", 0.0, "pause-broker", 0, 30.0)
+    on_stopped = FaultPlan("roll-broker-1-migrating", 0.0, "kill-broker", 1, 30.0)
+    run.pending += [(time.monotonic() + 0.1, "fault", on_other), (time.monotonic() + 0.1, "fault", on_stopped)]
+    try:
+        run.stop(run.broker(1), "zk-broker", 1)
+        notes = [json.loads(line) for line in (tmp_path / "operator.jsonl").read_text().splitlines()]
+        assert [(n["kind"], n.get("process")) for n in notes] == [("fault", "broker-0"), ("step", "broker-1")]
+        assert notes[1]["clean"] and notes[0]["time"] < notes[1]["time"]  # struck while broker-1 shut down
+        assert [f for _, what, f in run.pending if what == "fault"] == [on_stopped]  # waits for the stop's end
+        assert run.broker(0).paused
+    finally:
+        run._operator.close()
+        for process in run.cluster.processes.values():
+            process.kill()

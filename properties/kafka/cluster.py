@@ -208,19 +208,25 @@ class Process:
         self.signal(signal.SIGKILL)
         self._reap(10)
 
-    def stop(self, timeout: float = 60) -> bool:
+    def stop(self, timeout: float = 60, meanwhile: Callable[[], None] | None = None) -> bool:
         """SIGTERM: the shutdown hook runs (a broker's controlled shutdown); SIGKILL after ``timeout``.
+        ``meanwhile`` is called every 20 ms while the process shuts down (a run fires its faults due then).
 
         True when the process stopped by itself, False when it had to be killed."""
         if self.paused:
             self.resume()
         self.signal(signal.SIGTERM)
-        try:
-            self._reap(timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return False
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._reap(max(0.0, deadline - time.monotonic()) if meanwhile is None else 0.02)
+                return True
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    self.kill()
+                    return False
+                if meanwhile is not None:
+                    meanwhile()
 
     def fatal_line(self) -> str | None:
         """The line of its log since its last start that says why it exited, if one does."""

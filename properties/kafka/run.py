@@ -2,7 +2,8 @@
 
 Rules:
 - The plan (``RealRunPlan``) and the seed fix the schedule: which runbook steps run, which fault
-  strikes at which step, after how long, on whom, for how long. Kafka's timing still varies, so
+  strikes at which step, after how long (from the step's start, or from a moment Kafka logs during
+  it: ``FaultPlan.after``), on whom, for how long. Kafka's timing still varies, so
   two runs of one plan can see different interleavings; the run's folder keeps every channel's
   raw files and ``kraftcheck kafka check DIR`` re-checks them offline.
 - One thread drives everything: a wait polls its condition and fires the faults and heals that
@@ -469,12 +470,15 @@ class Run:
             self.say(f"  fault skipped: {fault.kind} (no {fault.after!r} logged after {fault.step} began)")
         self.awaiting.clear()
 
-    def tick(self) -> None:
+    def tick(self, sparing: Process | None = None) -> None:
+        """Fires the faults and heals due; a fault on ``sparing`` (a process the runbook is stopping) waits."""
         self.watch_moments()
         now = time.monotonic()
         for entry in sorted((e for e in self.pending if e[0] <= now), key=lambda e: e[0]):
-            self.pending.remove(entry)
             _, what, fault = entry
+            if sparing is not None and what == "fault" and self._victim(fault) is sparing:
+                continue
+            self.pending.remove(entry)
             (self._strike if what == "fault" else self._heal)(fault)
 
     def _victim(self, fault: FaultPlan) -> Process:
@@ -704,7 +708,9 @@ class Run:
             process.resume()
         began = int(time.time() * 1000)  # a clean stop takes seconds: what it causes happens from here on
         was_running = process.running
-        clean = process.stop() if was_running else True
+        # the faults due meanwhile fire on time (a controlled shutdown takes seconds: an aimed fault whose moment came
+        # as the step before ended struck 11 s late, after the stop), but none on the process being stopped
+        clean = process.stop(meanwhile=lambda: self.tick(sparing=process)) if was_running else True
         self.note("step", action="stop", role=role, node=node, process=process.name, clean=clean, began=began)
         if not clean:
             self.say(f"  {process.name} did not stop within 60 s of SIGTERM: killed")
