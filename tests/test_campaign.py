@@ -33,8 +33,9 @@ from properties.campaign.options import (
     partition_seeds,
     plan_differences,
 )
+from properties.campaign.spark import KILL_WORKER_ENV
 from properties.campaign.tables import PARTS, TABLES, finished_partitions
-from properties.campaign.tasks import KILL_WORKER_ENV, run_partition
+from properties.campaign.tasks import run_partition
 from properties.cli import main
 from properties.plan import DEFAULT_STEPS, Plan, default_partition_size
 from properties.runs import coverage_signature, run_seed

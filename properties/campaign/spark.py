@@ -106,6 +106,11 @@ def _storage_directory() -> str:
     return directory
 
 
+# Test-only: a directory; a task for partition p kills its own Python worker (after its first seed)
+# when ``kill-partition-<p>`` is in it and ``killed-partition-<p>`` is not (which it then creates).
+KILL_WORKER_ENV = "KRAFTCHECK_CAMPAIGN_TEST_KILL_DIR"
+
+
 def session(master: str, app_name: str = "kraftcheck campaign", log: Path | None = None):
     """A SparkSession on ``master`` (made retrying when local), with the project shipped when not local;
     the JVM's output goes to ``log`` (appended) when one is given."""
@@ -123,6 +128,10 @@ def session(master: str, app_name: str = "kraftcheck campaign", log: Path | None
         .config("spark.executorEnv.HYPOTHESIS_STORAGE_DIRECTORY", storage)
         .config("spark.task.maxFailures", str(TASK_ATTEMPTS))
     )
+    if os.environ.get(KILL_WORKER_ENV):
+        # handed to the Python workers by the session: the JVM's own environment is the one this process had when
+        # its first session started, which a test that set the hook later does not reach
+        builder = builder.config(f"spark.executorEnv.{KILL_WORKER_ENV}", os.environ[KILL_WORKER_ENV])
     try:
         with _stderr_to(log):  # the JVM starts here and keeps the stderr it inherits
             spark = builder.getOrCreate()

@@ -15,15 +15,12 @@ import os
 import signal
 
 from properties.campaign.options import partition_seeds
+from properties.campaign.spark import KILL_WORKER_ENV
 from properties.campaign.tables import TABLES
 from properties.plan import Plan
 from properties.runs import coverage_signature, run_seed
 from properties.shrink import invariant_of, shrink_violation, signature_of, trace_for
 from properties.steering import aims_for
-
-# Test-only: a directory; a task for partition p kills its own Python worker (after its first seed)
-# when ``kill-partition-<p>`` is in it and ``killed-partition-<p>`` is not (which it then creates).
-KILL_WORKER_ENV = "KRAFTCHECK_CAMPAIGN_TEST_KILL_DIR"
 
 
 def run_partition(plan: Plan, partition: int) -> dict:
