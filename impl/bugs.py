@@ -63,6 +63,7 @@ class ImplBug(Enum):
     RPCS_WAIT_FOR_NEWER_OFFSET = "impl_rpcs_wait_for_newer_offset"
     INACTIVE_IGNORES_LEADERSHIP = "impl_inactive_ignores_leadership"
     FENCED_BROKER_HEARTBEATS_WHEN_CAUGHT_UP = "impl_fenced_broker_heartbeats_when_caught_up"
+    ZK_BROKER_HEARTBEATS_WHEN_CAUGHT_UP = "impl_zk_broker_heartbeats_when_caught_up"
     REASSIGNMENT_COMPLETES_EARLY = "impl_reassignment_completes_early"
     # Mistakes of the design, each made by the model too (``SHARED_SEEDED_BUGS``)
     DUAL_WRITE_RPCS_BEFORE_ZK = "impl_dual_write_rpcs_before_zk"
@@ -194,6 +195,9 @@ IMPL_SEEDED_BUGS: tuple[ImplSeededBug, ...] = (
                   "sim-migration",
                   "a fenced KRaft broker heartbeats only once it counts itself caught up, and counts one record too"
                   " many after its registration"),
+    ImplSeededBug(ImplBug.ZK_BROKER_HEARTBEATS_WHEN_CAUGHT_UP, "MigratingZkBrokerEventuallyUnfenced", "sim-migration",
+                  "a migrating ZK broker, as a KRaft broker does, heartbeats only once it has replayed past its"
+                  " registration: it replays no log, so it never heartbeats and KRaft never unfences it"),
 )
 
 

@@ -193,8 +193,12 @@ class KRaftBrokerClient:
 
     def _waits_to_catch_up(self, node: Any, kraft: bool) -> bool:
         """The mistake of ``FENCED_BROKER_HEARTBEATS_WHEN_CAUGHT_UP``: a fenced KRaft broker keeps its heartbeats
-        until it has replayed past the record after its registration (a record that may never come)."""
-        return ImplBug.FENCED_BROKER_HEARTBEATS_WHEN_CAUGHT_UP in node.bugs and kraft \
+        until it has replayed past the record after its registration (a record that may never come); and of
+        ``ZK_BROKER_HEARTBEATS_WHEN_CAUGHT_UP``: a ZK broker keeps them until it has replayed past its registration,
+        which it never does (it replays no log)."""
+        if not kraft:
+            return ImplBug.ZK_BROKER_HEARTBEATS_WHEN_CAUGHT_UP in node.bugs and self.metadata.offset <= self.kraft_epoch
+        return ImplBug.FENCED_BROKER_HEARTBEATS_WHEN_CAUGHT_UP in node.bugs \
             and self.lifecycle is BrokerState.FENCED and self.metadata.offset <= self.kraft_epoch + 1
 
     def _towards(self, kind: type, controller: int, now: int) -> bool:

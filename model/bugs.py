@@ -121,6 +121,7 @@ class Bug(Enum):
     METADATA_FETCH_PAST_HIGH_WATERMARK = "metadata_fetch_past_high_watermark"
     REGISTRATION_ANSWERED_BEFORE_COMMIT = "registration_answered_before_commit"
     HEARTBEAT_ANSWERED_BEFORE_COMMIT = "heartbeat_answered_before_commit"
+    HEARTBEAT_MANAGER_SURVIVES_ABORT = "heartbeat_manager_survives_abort"
     REASSIGNMENT_SENDS_NO_STOP_REPLICA = "reassignment_sends_no_stop_replica"
 
 
@@ -361,6 +362,10 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug(Bug.HEARTBEAT_ANSWERED_BEFORE_COMMIT, "BrokerOnlineOnlyOnceUnfencingCommitted", "heartbeat-commit",
               "the controller answers a BrokerHeartbeat that unfences the broker as soon as it appended the record,"
               " not once it commits (the broker serves while a failover may truncate its unfencing)"),
+    SeededBug(Bug.HEARTBEAT_MANAGER_SURVIVES_ABORT, "MigratingZkBrokerEventuallyUnfenced", "aborted-unfencing",
+              "a new active controller's heartbeat manager keeps the fencing it read before it aborted the migration's"
+              " transaction: a ZK broker whose unfencing the abort took back counts as unfenced, and its heartbeats"
+              " never unfence it again (as Kafka 3.7 to 3.9 do)"),
     SeededBug(Bug.REASSIGNMENT_SENDS_NO_STOP_REPLICA, "ZkBrokersDropReassignedReplicas", "reassignment-move",
               "the dual write of a completed reassignment tells the ZK brokers the new replicas but sends the one it"
               " removed no StopReplica (only a deleted topic's get one): the removed ZK broker keeps hosting it"),

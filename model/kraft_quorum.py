@@ -68,6 +68,7 @@ from model.kraft import (
     AbortTransactionRecord,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
+    BrokerRegistrationImage,
     BrokerState,
     ConfigRecord,
     ControllerConfig,
@@ -269,6 +270,9 @@ def _note_commits(state: ClusterState) -> ClusterState:
 def append(state: ClusterState, c: KRaftController, records: list[MetadataRecord], variant: Variant) -> ClusterState:
     """The leader appends ``records`` in its epoch; with a quorum of one they commit at once."""
     log = c.log + tuple(LogEntry(c.epoch, r) for r in records)
+    if c.stale_fencing:  # replaying a broker's registration or its change registers it with the manager afresh
+        c = c.replace(stale_fencing=c.stale_fencing - {r.broker for r in records if isinstance(
+            r, (RegisterBrokerRecord, BrokerRegistrationChangeRecord))})
     fetched = list(c.fetched)
     fetched[controller_index(c.id)] = len(log)
     c = c.replace(log=log, fetched=tuple(fetched))
@@ -332,18 +336,47 @@ def _step_down(c: KRaftController, epoch: KRaftEpoch, leader: ControllerId | Non
         active=False,
         fetched=(),
         lapsed=frozenset(),
+        stale_fencing=frozenset(),
     )
 
 
-def election_heals(state: ClusterState) -> bool:
-    """An election timeout repairs a quorum with no live leader and no live candidate; it costs no budget.
+def election_heals(state: ClusterState, cid: ControllerId) -> bool:
+    """Controller ``cid``'s election timeout repairs a quorum with no live leader and no live candidate that can
+    still win; it costs no budget.
 
     Any other election (one that disrupts a leader, splits a vote, or follows a controller that
     resigned for its configuration) is a perturbation. One free candidate at a time keeps the
-    epochs finite, as randomised timeouts do in practice.
+    epochs finite, as randomised timeouts do in practice. Where every live candidate has lost (too few voters may
+    still grant it: their logs are ahead, or they voted for another in its epoch), a voter whose log every voter's
+    vote rule accepts stands for free, as its own election timeout would have it in Raft: it wins the next epoch.
+    Without that, a quorum whose one election was refused by a longer log would have no leader for good.
     """
-    busy = (QuorumRole.LEADER, QuorumRole.CANDIDATE, QuorumRole.RESIGNED)
-    return not any(o.alive and o.role in busy for o in state.controllers)
+    live = [o for o in state.controllers if o.alive]
+    if any(o.role in (QuorumRole.LEADER, QuorumRole.RESIGNED) for o in live):
+        return False
+    candidates = [o for o in live if o.role is QuorumRole.CANDIDATE]
+    if not candidates:
+        return True
+    me = ctrl(state, cid)
+    return all(_lost_election(state, o) for o in candidates) and all(
+        log_up_to_date(me.log, o.log) for o in state.controllers)
+
+
+def _lost_election(state: ClusterState, cand: KRaftController) -> bool:
+    """Candidate ``cand`` can no longer gather a majority in its epoch: too few voters have granted it or may still
+    (``_request_vote``'s rule; a voter that is down counts as it will be when it restarts). One in a newer epoch
+    has not lost: asking it, the candidate steps down."""
+    may_grant = 0
+    for v in state.controllers:
+        if v.id in cand.votes:
+            may_grant += 1
+        elif v.epoch > cand.epoch:
+            return False
+        elif (v.epoch < cand.epoch or (v.voted_for in (None, cand.id)
+                                       and v.role in (QuorumRole.UNATTACHED, QuorumRole.VOTED))) \
+                and log_up_to_date(cand.log, v.log):
+            may_grant += 1
+    return may_grant < majority(voters(state))
 
 
 def _start_election(state: ClusterState, cid: ControllerId) -> Result:
@@ -352,7 +385,7 @@ def _start_election(state: ClusterState, cid: ControllerId) -> Result:
         return _NOT_RUNNING
     if c.role is QuorumRole.LEADER:
         return _LEADS
-    if not election_heals(state):
+    if not election_heals(state, cid):
         spent = spend(state, kraft_elections=1)
         if spent is None:
             return BUDGET_SPENT
@@ -365,6 +398,7 @@ def _start_election(state: ClusterState, cid: ControllerId) -> Result:
         votes=frozenset({c.id}),
         active=False,
         lapsed=frozenset(),
+        stale_fencing=frozenset(),
     )
     return put_ctrl(state, c)
 
@@ -453,9 +487,21 @@ def _activate(state: ClusterState, c: KRaftController, variant: Variant) -> Clus
     if isinstance(decided, Refused):
         return put_ctrl(state, _resign(c))
     c = c.replace(active=True)
-    if decided:
-        return append(state, c, decided, variant)
-    return put_ctrl(state, c)
+    if not decided:
+        return put_ctrl(state, c)
+    replayed = own_image(c)  # what activate() filled BrokerHeartbeatManager from
+    state = append(state, c, decided, variant)
+    if any(isinstance(r, AbortTransactionRecord) for r in decided) and (
+            variant.profile is Profile.KAFKA_3_9 or variant.has(Bug.HEARTBEAT_MANAGER_SURVIVES_ABORT)):
+        # Differs: a failover's abort undoes all the transaction did (KIP-866 §Initial Data Migration); Kafka 3.7 to
+        # 3.9's BrokerHeartbeatManager keeps the fencing it read before the abort, so a broker whose unfencing was
+        # aborted counts as unfenced and no heartbeat unfences it again (docs/guide/real-kafka.md, Findings).
+        c = ctrl(state, c.id)
+        reverted = own_image(c)
+        stale = frozenset(was.broker for was in replayed.brokers
+                          if (now := reverted.registration(was.broker)) is not None and now.fenced != was.fenced)
+        state = put_ctrl(state, c.replace(stale_fencing=stale))
+    return state
 
 
 def decide_activation(
@@ -521,7 +567,7 @@ def _may_finalize(state: ClusterState, variant: Variant) -> bool:
 
 
 def _resign(c: KRaftController) -> KRaftController:
-    return c.replace(role=QuorumRole.RESIGNED, active=False, fetched=(), lapsed=frozenset())
+    return c.replace(role=QuorumRole.RESIGNED, active=False, fetched=(), lapsed=frozenset(), stale_fencing=frozenset())
 
 
 def _fetch(state: ClusterState, fid: ControllerId, lid: ControllerId, variant: Variant) -> Result:
@@ -573,7 +619,7 @@ def _process_stops(c: KRaftController) -> KRaftController:
     """Only the persisted epoch, vote and log survive the process."""
     return c.replace(
         alive=False, role=QuorumRole.UNATTACHED, leader=None, votes=frozenset(), high_watermark=0,
-        fetched=(), active=False, driver=None, lapsed=frozenset(),
+        fetched=(), active=False, driver=None, lapsed=frozenset(), stale_fencing=frozenset(),
     )
 
 
@@ -937,8 +983,9 @@ def handle_heartbeat(
                        (request.broker_epoch, reg.epoch))
     leads = bool(_leaderships(image, bid))
     records: list[MetadataRecord] = []
-    answer = HeartbeatAnswer(reg.fenced, reg.in_controlled_shutdown, False)
-    if reg.fenced:
+    fenced = heartbeat_fenced(c, reg)
+    answer = HeartbeatAnswer(fenced, reg.in_controlled_shutdown, False)
+    if fenced:
         if request.want_shutdown:
             answer = answer.replace(shutdown_now=True)
         elif caught_up(request, reg.epoch, variant) or variant.has(Bug.UNFENCE_BEFORE_CAUGHT_UP):
@@ -959,6 +1006,12 @@ def handle_heartbeat(
     if not (variant.has(Bug.TIMEOUT_IGNORES_ZK_BROKER_HEARTBEATS) and reg.is_migrating_zk_broker):
         state = _renew_session(state, ctrl(state, c.id), bid)
     return state, answer, bool(records)
+
+
+def heartbeat_fenced(c: KRaftController, reg: BrokerRegistrationImage) -> bool:
+    """Whether controller ``c``'s BrokerHeartbeatManager holds registration ``reg`` fenced, which decides heartbeats
+    and session timeouts: as its image, but the other way for the brokers whose fencing it has stale."""
+    return reg.fenced != (reg.broker in c.stale_fencing)
 
 
 def may_heartbeat(b: Broker) -> Refused | None:
@@ -1177,7 +1230,7 @@ def _fencing_refused(c: KRaftController, bid: BrokerId) -> Refused | None:
     reg = own_image(c).registration(bid)
     if reg is None:
         return _NO_REGISTRATION
-    if reg.fenced:
+    if heartbeat_fenced(c, reg):
         return _FENCED
     return None
 

@@ -721,3 +721,27 @@ def _live_fenced_broker(state: ClusterState) -> bool:
 def live_fenced_broker_eventually_unfenced(state: ClusterState) -> bool:
     return not _live_fenced_broker(state)
 
+
+def _live_zk_broker_fenced_in_kraft(state: ClusterState) -> bool:
+    image = None
+    for b in state.brokers:
+        if b.alive and not b.config.kraft_mode and b.kraft_epoch != UNKNOWN_BROKER_EPOCH and not b.want_shutdown:
+            image = image or committed_image(state)
+            reg = image.registration(b.id)
+            if reg is not None and reg.epoch == b.kraft_epoch and reg.fenced:
+                return True
+    return False
+
+
+@eventually(
+    "MigratingZkBrokerEventuallyUnfenced",
+    "A live migrating ZK broker whose registration with KRaft is fenced in the committed image is eventually"
+    " unfenced there (or stops, or registers anew): while it heartbeats, KRaft counts it among the live brokers"
+    " its UpdateMetadata go to.",
+    "KIP-866 §Broker Registration (ZK brokers register with KRaft and heartbeat); KIP-500 §Broker States (Fenced ->"
+    " Online once caught up)",
+    when=_live_zk_broker_fenced_in_kraft,
+)
+def migrating_zk_broker_eventually_unfenced(state: ClusterState) -> bool:
+    return not _live_zk_broker_fenced_in_kraft(state)
+

@@ -1006,3 +1006,22 @@ HEARTBEAT_TRANSACTION = at_metadata_version(small_migration_scope(
     max_depth=16,
 ), Ibp.IBP_3_6_IV1)
 SCOPES[HEARTBEAT_TRANSACTION.name] = HEARTBEAT_TRANSACTION
+
+# A failover that takes back an unfencing (issue #17; docs/guide/real-kafka.md, Findings): the ZK broker registers
+# with one controller migrating in batches of one record and heartbeats while the transaction is open, and the
+# controller is killed and restarted once, as a real Kafka run met it. Activation aborts the transaction and with it
+# the unfencing inside. kip unfences the broker again on its next heartbeat; kafka-3.9's BrokerHeartbeatManager,
+# filled before the abort, still counts it unfenced and writes nothing, so it stays fenced in KRaft's image for good
+# (MigratingZkBrokerEventuallyUnfenced violated on the complete graph; tests/test_aborted_unfencing.py). One
+# controller, as in the run: with two, a failed election leaves the model's quorum without a leader for good, which
+# breaks every goal in heartbeat-transaction.
+ABORTED_UNFENCING = at_metadata_version(small_migration_scope(
+    name="aborted-unfencing",
+    summary="1 ZK broker, 1 controller migrating in 2 batches, killed and restarted once: the abort of the"
+            " transaction takes back the broker's unfencing (kip unfences it again, kafka-3.9 never does)",
+    controllers=(BATCHED,),
+    stage="quorum",
+    budget=Budget(controller_crashes=1, timeouts=1, heartbeats_at_commit=True, max_in_flight=6),
+    max_depth=16,
+), Ibp.IBP_3_6_IV1)
+SCOPES[ABORTED_UNFENCING.name] = ABORTED_UNFENCING

@@ -297,6 +297,12 @@ class KRaftController(Record):
     # unheard for broker.session.timeout.ms and is not fenced yet (maybeFenceOneStaleBroker runs later); empty
     # whenever it is not active, as activate() starts every registration's session afresh
     lapsed: frozenset[BrokerId] = frozenset()
+    # as the active controller: brokers whose fencing BrokerHeartbeatManager holds the other way from the
+    # controller's image (kraft_quorum.heartbeat_fenced). Kafka 3.9's activate() fills the manager from the
+    # registrations as replayed, an open transaction's records included; the AbortTransactionRecord activation then
+    # writes reverts the registrations (timeline maps) but not the manager (a plain map). Set right when the
+    # controller writes the broker's next registration or registration change; empty whenever it is not active
+    stale_fencing: frozenset[BrokerId] = frozenset()
 
 
 def controller_index(c: ControllerId) -> int:

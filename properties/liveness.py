@@ -72,11 +72,12 @@ def fair_step(state, action: Hashable) -> bool:
     """Whether weak fairness covers ``action`` from ``state``.
 
     The type rule, except for the two KRaft steps that are healing in some states and faults in
-    others: an election timeout when the quorum has no live leader or candidate, and timing out
+    others: an election timeout when the quorum has no live leader and no live candidate that can still win, and
+    timing out
     the session of a broker process that is gone (``model.kraft_quorum``).
     """
     if isinstance(action, StartElection):
-        return election_heals(state)
+        return election_heals(state, action.controller)
     if isinstance(action, SessionTimeout):
         return timeout_heals(state, action.broker, action.controller)
     return is_fair(action)

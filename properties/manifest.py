@@ -68,6 +68,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "deletion-while-fenced": None,
     "heartbeat-commit": None,
     "heartbeat-transaction": None,
+    "aborted-unfencing": None,
     "held-heartbeats": None,
 }
 

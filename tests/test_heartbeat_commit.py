@@ -115,7 +115,7 @@ def test_answering_before_commit_breaks_the_property_at_once():
 def test_only_the_new_scopes_answer_heartbeats_at_commit():
     """Every other scope answers heartbeats at once, as before (the Differs at model.kraft_quorum): pins stay."""
     waiting = [name for name, s in SCOPES.items() if s.budget.heartbeats_at_commit]
-    assert waiting == ["heartbeat-commit", "heartbeat-transaction"]
+    assert waiting == ["heartbeat-commit", "heartbeat-transaction", "aborted-unfencing"]
 
 
 # ---- the migration's open transaction -------------------------------------------------------------

@@ -553,3 +553,37 @@ def test_kafka_faults_due_while_the_runbook_stops_a_process_fire_on_time_but_not
         run._operator.close()
         for process in run.cluster.processes.values():
             process.kill()
+
+
+def test_kafka_settle_waits_for_the_active_controllers_fenced_brokers_to_reach_zero(tmp_path, monkeypatch):
+    """At rest every broker runs, so the settle waits, UNFENCE_BOUND_S at most, for the active controller's newest
+    FencedBrokerCount over JMX (taken after the wait began) to be 0: a broker KRaft leaves fenced is then judged that
+    long after the faults healed (MigratingZkBrokerEventuallyUnfenced). A wait that runs out is noted."""
+    from properties.kafka import run as run_module
+    from properties.kafka.run import Run
+
+    run = Run(RealRunPlan(seed=6, runbook="dual-write"), KAFKA, tmp_path)
+    run._operator = open(tmp_path / "operator.jsonl", "a")
+    now = time.time() * 1000
+
+    def sample(process, at, **metrics):
+        return json.dumps({"channel": "jmx", "time": at, "process": process, "up": True, "metrics": metrics})
+
+    samples = [
+        sample("controller-3000", now - 5000, ActiveControllerCount=1, FencedBrokerCount=0),  # before the wait
+        sample("controller-3001", now + 5000, ActiveControllerCount=0, FencedBrokerCount=0),  # not active
+        sample("broker-0", now + 5000, ActiveControllerCount=1),
+        sample("controller-3000", now + 5000, ActiveControllerCount=1, FencedBrokerCount=1),
+    ]
+    (tmp_path / "jmx.jsonl").write_text("\n".join(samples) + "\n")
+    assert run.fenced_broker_count(now) == 1 and run.fenced_broker_count(now + 6000) is None
+    monkeypatch.setattr(run_module, "UNFENCE_BOUND_S", 0.3)
+    run.wait_for_brokers_unfenced()
+    with open(tmp_path / "jmx.jsonl", "a") as jmx:
+        jmx.write(sample("controller-3000", time.time() * 1000 + 5000, ActiveControllerCount=1, FencedBrokerCount=0))
+    began = time.monotonic()
+    run.wait_for_brokers_unfenced()
+    run._operator.close()
+    assert time.monotonic() - began < 0.2
+    notes = [json.loads(line) for line in (tmp_path / "operator.jsonl").read_text().splitlines()]
+    assert [(n["kind"], n["count"]) for n in notes] == [("brokers-fenced-at-rest", 1)]

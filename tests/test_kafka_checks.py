@@ -408,6 +408,11 @@ def _unfencing_aborted(obs, end="ABORT_TRANSACTION_RECORD"):
                              line("broker-1", "kraft-broker-running", 21, 8010, broker="1")]
 
 
+def _zk_broker_left_fenced(obs):
+    # broker 1 registered with KRaft at 7000 and answered at rest 33 s later, fenced still: no heartbeat unfenced it
+    obs.broker_metadata[1]["time"] = 40_000
+
+
 def _kraft_broker_never_running(obs):
     obs.operator.append(
         {
@@ -618,6 +623,7 @@ SEEDED = {
     "MigrationReachesDualWriteWithoutFaults": _never_dual_write,
     "LiveFencedBrokerEventuallyUnfenced": _kraft_broker_never_running,
     "BrokerOnlineOnlyOnceUnfencingCommitted": _unfencing_aborted,
+    "MigratingZkBrokerEventuallyUnfenced": _zk_broker_left_fenced,
     "ZxidStrictlyIncreases": _czxid_newer_than_mzxid,
     "CzxidFixedForNodeLife": _version_back,
     RUNBOOK_PROGRESS: _stuck,
@@ -1293,6 +1299,38 @@ def test_a_broker_running_on_an_aborted_unfencing_is_named_and_a_kept_one_is_not
     assert CHECKS["BrokerOnlineOnlyOnceUnfencingCommitted"](again) == []
 
 
+def test_a_running_zk_broker_left_fenced_is_judged_only_once_it_had_time():
+    """MigratingZkBrokerEventuallyUnfenced: a running migrating broker fenced in KRaft's image UNFENCE_BOUND_S after it
+    registered (and the faults healed) is named; sooner, unfenced, or not running, it is not."""
+    check = CHECKS["MigratingZkBrokerEventuallyUnfenced"]
+    assert check(clean()) == []  # both brokers fenced at rest, 2.6 and 3.5 s after they registered
+    late = clean()
+    _zk_broker_left_fenced(late)
+    [found] = check(late)
+    assert found.message.startswith(
+        "broker 1, a running migrating ZooKeeper-mode broker registered with KRaft at broker epoch 20 (offset 20), is "
+        "still fenced in KRaft's image at the run's end, 33 s after it registered or the faults healed: KRaft never "
+        "unfenced that epoch")
+    healed = clean()
+    _zk_broker_left_fenced(healed)
+    healed.operator.append({"channel": "operator", "kind": "heal", "fault": "kill-controller", "time": 20_000})
+    assert check(healed) == []  # 20 s after the heal
+    down = clean()
+    _zk_broker_left_fenced(down)
+    down.broker_metadata[1]["error"] = "timed out"
+    assert check(down) == []
+    unfenced = clean()
+    _zk_broker_left_fenced(unfenced)
+    unfenced.metadata[3000].append(rec(77, 1, "BROKER_REGISTRATION_CHANGE_RECORD", 9300, brokerId=1, brokerEpoch=20,
+                                       fenced=-1))
+    assert check(unfenced) == []
+    aborted = clean()
+    _zk_broker_left_fenced(aborted)
+    _unfencing_aborted(aborted)
+    [found] = check(aborted)
+    assert "its unfencing at offset 61 was inside a metadata transaction aborted at offset 62" in found.message
+
+
 def test_kafka_39_unfencing_aborted_by_a_failover_in_the_migrations_transaction_is_named():
     """A finding about Kafka 3.9.2 (KIP-500 §Broker States, KIP-866 §Controller Migration, KIP-868): the controller
     killed just as the last ZooKeeper-mode broker registered; that broker's unfencing was appended inside the
@@ -1310,3 +1348,8 @@ def test_kafka_39_unfencing_aborted_by_a_failover_in_the_migrations_transaction_
         "REGISTER_BROKER_RECORD", "BEGIN_TRANSACTION_RECORD", "BROKER_REGISTRATION_CHANGE_RECORD",
         "CONTROL:LEADER_CHANGE", "ABORT_TRANSACTION_RECORD"]
     assert not [r for r in log if r["offset"] > 36 and r["data"].get("brokerId") == 2]
+    # the run got stuck (no sample at rest); judged at its end, broker 2's process started last, it was left fenced
+    [fenced] = CHECKS["MigratingZkBrokerEventuallyUnfenced"](obs)
+    assert fenced.message.startswith("broker 2, a running migrating ZooKeeper-mode broker registered with KRaft at "
+                                     "broker epoch 32 (offset 32), is still fenced in KRaft's image at the run's end, "
+                                     "333 s after it registered or the faults healed: its unfencing at offset 34")

@@ -1499,6 +1499,65 @@ def broker_runs_only_on_a_kept_unfencing(obs: Observed) -> list[Violation]:
     return out
 
 
+# How long a running migrating ZooKeeper-mode broker may stay fenced in KRaft's image once it registered and the
+# faults healed: it heartbeats every broker.heartbeat.interval.ms (2 s) and, replaying no log, is caught up at once,
+# so the first heartbeat the active controller answers unfences it; this leaves room for a controller failover and
+# a loaded machine. The runbook's settle waits as long for the active controller's FencedBrokerCount to reach 0.
+UNFENCE_BOUND_S = 30
+
+
+@check("MigratingZkBrokerEventuallyUnfenced")
+def migrating_zk_broker_unfenced(obs: Observed) -> list[Violation]:
+    """KIP-866 §Broker Registration and KIP-500 §Broker States: a ZooKeeper-mode broker that registered with KRaft
+    and runs on is unfenced by its next heartbeats. Each broker whose newest registration in the final log is a
+    migrating ZooKeeper-mode broker's, and that runs at the run's end, is unfenced in KRaft's image by then, unless it
+    registered, or the faults healed, less than UNFENCE_BOUND_S before (no time to judge). It runs at the end when it
+    answered at rest; in a run that took no sample at rest (one that got stuck), when its process's last operator
+    event started or healed it, judged at the run's end."""
+    final = max(obs.metadata.values(), key=len, default=[])
+    if not final or _zk_controlled_at_end(obs):
+        return []
+    image, unfencings, healed = BrokerRegistrations.of(final), _unfencings(final), _faults_healed_at(obs)
+    out = []
+    for broker, registration in sorted(image.last.items()):
+        if not registration["data"].get("isMigratingZkBroker") or not image.fenced[broker]:
+            continue
+        judged = _running_at_end(obs, broker)
+        since = max(healed, registration["time"])
+        if judged is None or judged["time"] - since < UNFENCE_BOUND_S * 1000:
+            continue
+        epoch = registration["data"].get("brokerEpoch")
+        taken_back = [(u, abort) for u, abort in unfencings.get((broker, epoch), []) if abort is not None]
+        why = "KRaft never unfenced that epoch"
+        if taken_back:
+            unfencing, abort = taken_back[-1]
+            why = (f"its unfencing at offset {unfencing['offset']} was inside a metadata transaction aborted at offset "
+                   f"{abort['offset']}, and none of its heartbeats unfenced it again")
+        out.append(Violation(
+            "MigratingZkBrokerEventuallyUnfenced",
+            f"broker {broker}, a running migrating ZooKeeper-mode broker registered with KRaft at broker epoch {epoch} "
+            f"(offset {registration['offset']}), is still fenced in KRaft's image at the run's end, "
+            f"{(judged['time'] - since) / 1000:.0f} s after it registered or the faults healed: {why} (the KRaft "
+            f"controller sends a fenced broker no UpdateMetadata)",
+            (registration, judged, *(taken_back[-1] if taken_back else ())),
+        ))
+    return out
+
+
+def _running_at_end(obs: Observed, broker: int) -> dict | None:
+    """The event that shows broker ``broker`` running at the run's end: its last answer at rest; without samples at
+    rest, the run's end, if the last operator event on its process started or healed it. None: not known to run."""
+    if obs.broker_metadata:
+        samples = [e for e in obs.broker_metadata if e["broker"] == broker]
+        return samples[-1] if samples and "error" not in samples[-1] else None
+    process = f"broker-{broker}"
+    last = [e for e in obs.operator if e.get("process") == process and e.get("kind") in ("step", "fault", "heal")]
+    ends = [e for e in obs.operator if e.get("kind") == "end"]
+    if not last or not ends or not (last[-1]["kind"] == "heal" or last[-1].get("action") == "start"):
+        return None
+    return ends[-1]
+
+
 @check("LiveFencedBrokerEventuallyUnfenced")
 def fenced_broker_unfenced(obs: Observed) -> list[Violation]:
     """Every KRaft broker the runbook started reaches RUNNING (unfenced) within the bound of healing."""

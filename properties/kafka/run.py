@@ -36,8 +36,15 @@ from pathlib import Path
 from typing import TextIO
 
 from properties.kafka import configs
-from properties.kafka.checks import PROGRESS_BOUND_S, Observed, Violation, run_checks
-from properties.kafka.cluster import ZK_SESSION_TIMEOUT_MS, Cluster, ClusterError, Process, free_port
+from properties.kafka.checks import PROGRESS_BOUND_S, UNFENCE_BOUND_S, Observed, Violation, run_checks
+from properties.kafka.cluster import (
+    JMX_INTERVAL_MS,
+    ZK_SESSION_TIMEOUT_MS,
+    Cluster,
+    ClusterError,
+    Process,
+    free_port,
+)
 from properties.kafka.install import Installation
 from properties.kafka.observe import (
     BROKER_METADATA,
@@ -597,6 +604,31 @@ class Run:
             time.sleep(0.2)
         goal, reached = self.end_state()
         self.wait(f"{goal} after the faults", reached)
+        if not self.rolls_back:
+            self.wait_for_brokers_unfenced()
+
+    def wait_for_brokers_unfenced(self) -> None:
+        """At rest every broker runs, so KRaft's image should fence none: waits, UNFENCE_BOUND_S at most, for the
+        active controller's FencedBrokerCount (sampled over JMX after this wait began) to be 0, so that a broker KRaft
+        leaves fenced is judged that long after the faults healed (MigratingZkBrokerEventuallyUnfenced); noted when
+        the wait runs out."""
+        since, deadline = time.time() * 1000, time.monotonic() + UNFENCE_BOUND_S
+        while time.monotonic() < deadline:
+            if self.fenced_broker_count(since) == 0:
+                return
+            time.sleep(JMX_INTERVAL_MS / 1000)
+        self.note("brokers-fenced-at-rest", count=self.fenced_broker_count(since), waited_s=UNFENCE_BOUND_S)
+
+    def fenced_broker_count(self, since: float) -> int | None:
+        """The FencedBrokerCount of the newest JMX sample, taken after ``since``, of a controller that was active then
+        (None: no such sample yet; 0 from a release without the gauge: nothing to wait for)."""
+        count = None
+        for sample in read_jsonl(self.folder / "jmx.jsonl"):
+            metrics = sample.get("metrics") or {}
+            if sample.get("time", 0) >= since and metrics.get("ActiveControllerCount") == 1 \
+                    and sample.get("process", "").startswith("controller-"):
+                count = metrics.get("FencedBrokerCount", 0)
+        return count
 
     def sample_broker_metadata(self) -> None:
         """At rest, what every broker serves clients, asked of each alone (``BROKER_METADATA``): the committed image

@@ -230,6 +230,8 @@ def project(state: ClusterState) -> Projection:
         raise OutsideProjection("the KRaft controller is not active")
     if c.high_watermark != len(c.log) or c.pending:
         raise OutsideProjection("answers waiting for a commit (a purgatory) are not encoded")
+    if c.stale_fencing:
+        raise OutsideProjection("a heartbeat manager whose fencing an aborted transaction left stale is not encoded")
     for name in UNENCODED_BUDGETS:
         if getattr(state.budget, name):
             raise OutsideProjection(f"the budget allows {name}, which the core does not encode")

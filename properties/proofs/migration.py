@@ -557,14 +557,20 @@ def _spends(s: SymState, budget: str) -> tuple[z3.BoolRef, dict[str, Any]]:
 
 def start_election(s: SymState, c, variant: Variant, choose) -> Effect:
     """_start_election: a live controller that does not lead stands in the next epoch. It costs an
-    election from the budget unless it heals a quorum where no live controller leads, stands or resigned."""
+    election from the budget unless it heals a quorum where no live controller leads or resigned, and none stands
+    or every one that stands has lost with this one's log ahead (votes and logs are outside the core: the choice
+    ``others_lost``)."""
     me = s.of(c)
 
     def idle(x):
         other = s.of(x)
         return z3.Not(z3.And(other.alive, z3.Or(other.leads, other.awaiting, other.candidate, other.resigned)))
 
-    heals = s.dom.every(idle)
+    def not_in_charge(x):
+        other = s.of(x)
+        return z3.Not(z3.And(other.alive, z3.Or(other.leads, other.awaiting, other.resigned)))
+
+    heals = z3.Or(s.dom.every(idle), z3.And(s.dom.every(not_in_charge), choose("others_lost")))
     left = s.kraft_elections_left
     return Effect(
         z3.And(me.alive, z3.Not(me.leads), z3.Not(me.awaiting), z3.Or(heals, left > 0)),
