@@ -4,7 +4,8 @@ How it works (in the manner of trace validation against a TLA+ spec: a search fo
 the model that agrees with the trace, hidden steps allowed):
 - The run's operator log becomes the model's environment: each start, stop, kill, pause, outage
   or forced expiry is the model action that does the same (``environment``). Nothing else may
-  crash, stop or reconfigure a model process.
+  crash, stop or reconfigure a model process. A kill may cut off the killed controller's last log line: one step
+  of its migration driver just before it may go unseen (``_after_unlogged_steps``).
 - A few facts Kafka logs on every change become the visible part of a model state (``view``):
   each controller's migration driver state, each controller's Raft leadership, who holds
   /controller, the migration state committed to the metadata log, what an admin's request
@@ -1651,6 +1652,7 @@ def _apply(frontier: list[Node], ob: Observation, budget: Budget, search: Search
     hidden steps that make it possible (a clean stop of the active controller waits for ZooKeeper
     to have every committed record, KIP-866 §Rollback to ZK), searched as ``_explain`` does."""
     out = [child for node in frontier if (child := _operate(node, node, (), ob, budget, search))]
+    out += _after_unlogged_steps(frontier, ob, budget, search)
     if out or any(isinstance(a, OperatorAdminRequest) and a.never(frontier[0].state) for a in ob.actions):
         return out, 0
     window = _Window(frontier, budget, bound, shortest=True)
@@ -1665,6 +1667,34 @@ def _apply(frontier: list[Node], ob: Observation, budget: Budget, search: Search
             found.setdefault(done)
             window.found_at(depth + 1)
     return list(found), window.explored
+
+
+def _after_unlogged_steps(frontier: list[Node], ob: Observation, budget: Budget, search: Search) -> list[Node]:
+    """The operator's kill of a controller, each just after one step of its migration driver whose log line the kill
+    cut off: a step that changes nothing else of the view (a 3.6.2 driver wrote /migration's offset and was killed
+    40 ms later, before it logged its move to SYNC_KRAFT_TO_ZK)."""
+    unlogged = {("driver", a.controller) for a in ob.actions if isinstance(a, CrashController)}
+    out = []
+    for node in frontier if unlogged else ():
+        before = search.see(node.state)
+        for action in candidate_actions(node.state, search.scope):
+            if not isinstance(action, HIDDEN):
+                continue
+            nxt = step(node.state, action, search.variant)
+            if nxt is None or nxt.controllers is node.state.controllers:
+                continue
+            changes = visible_changes(before, search.see(nxt), node.shown) + search.mirror(node.state, nxt, node.shown)
+            if changes and all(key in unlogged for key, _, _ in changes):
+                if (done := _operate(node.but(nxt), node, (action,), ob, budget, search)) is not None:
+                    out.append(done)
+    return out
+
+
+def _unlogged_before(ob: Observation) -> frozenset[tuple]:
+    """The view's keys a step just before the operator's ``ob`` may change unseen: the migration driver of a
+    controller ``ob`` kills, whose last log line a kill may cut off (a 3.6.2 driver wrote /migration's offset and
+    was killed 40 ms later, before it logged its move to SYNC_KRAFT_TO_ZK)."""
+    return frozenset(("driver", a.controller) for a in ob.actions if isinstance(a, CrashController))
 
 
 def _operate(node: Node, origin: Node, hidden: tuple[Action, ...], ob: Observation, budget: Budget,
