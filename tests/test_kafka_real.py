@@ -469,3 +469,30 @@ def test_kafka_broker_whose_session_expires_at_startup_is_started_again_and_the_
     assert events[-1]["outcome"] == "completed"
     assert json.loads((folder / "validation.json").read_text())["outcome"] == "explained"
     assert code == 0
+
+
+PAUSED_CONTROLLER_PLAN = Path(__file__).parent / "data" / "kafka-3.9-paused-controller-dual-write-lost-plan.json"
+LOST_DUAL_WRITE = "Encountered ZooKeeper error during event MetadataChangeEvent"
+
+
+@needs_real_zookeeper
+@pytest.mark.slow
+def test_kafka_controller_paused_past_its_zookeeper_session_loses_the_dual_write(tmp_path):
+    """A finding about Kafka 3.9.2 (KIP-866 §Dual Metadata Writes): the KRaft controller paused 0.42 s after its
+    driver's move to KRAFT_CONTROLLER_TO_BROKER_COMM, for longer than its ZooKeeper session (a long GC), fences every
+    broker when it resumes; the MetadataChangeEvent carrying those changes fails on the expired session ("Will
+    retry.") and is never written, so ZooKeeper keeps the old leaders and epochs (3 of 3 replays on 2026-11-29).
+    Read on its own from the controller's log: where that event failed, ZkEqualsImageAtMigrationOffset fires and
+    trace validation explains the run by kafka-3.9's lost delta; where it did not, the run is clean of it."""
+    folder = tmp_path / "run"
+    main(["kafka", "run", "--plan", str(PAUSED_CONTROLLER_PLAN), "--out", str(folder)])
+    events = _operator(folder)
+    (moment,) = [e for e in events if e["kind"] == "moment"]
+    (fault,) = [e for e in events if e["kind"] == "fault"]
+    assert moment["after"] == "driver-transition new=KRAFT_CONTROLLER_TO_BROKER_COMM"
+    assert fault["fault"] == "pause-controller" and 0 <= fault["time"] - moment["logged"] < 1500
+    assert events[-1]["outcome"] == "completed"
+    lost = LOST_DUAL_WRITE in (folder / "controller-3000" / "logs" / "server.log").read_text()
+    fired = {v["invariant"] for v in json.loads((folder / "violations.json").read_text())}
+    assert ("ZkEqualsImageAtMigrationOffset" in fired) == lost
+    assert json.loads((folder / "validation.json").read_text())["outcome"] == "explained"
