@@ -365,7 +365,7 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug(Bug.HEARTBEAT_MANAGER_SURVIVES_ABORT, "MigratingZkBrokerEventuallyUnfenced", "aborted-unfencing",
               "a new active controller's heartbeat manager keeps the fencing it read before it aborted the migration's"
               " transaction: a ZK broker whose unfencing the abort took back counts as unfenced, and its heartbeats"
-              " never unfence it again (as Kafka 3.7 to 3.9 do)"),
+              " never unfence it again (as Kafka 3.6 to 3.9 do)"),
     SeededBug(Bug.REASSIGNMENT_SENDS_NO_STOP_REPLICA, "ZkBrokersDropReassignedReplicas", "reassignment-move",
               "the dual write of a completed reassignment tells the ZK brokers the new replicas but sends the one it"
               " removed no StopReplica (only a deleted topic's get one): the removed ZK broker keeps hosting it"),

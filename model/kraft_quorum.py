@@ -493,7 +493,7 @@ def _activate(state: ClusterState, c: KRaftController, variant: Variant) -> Clus
     state = append(state, c, decided, variant)
     if any(isinstance(r, AbortTransactionRecord) for r in decided) and (
             variant.profile is Profile.KAFKA_3_9 or variant.has(Bug.HEARTBEAT_MANAGER_SURVIVES_ABORT)):
-        # Differs: a failover's abort undoes all the transaction did (KIP-866 §Initial Data Migration); Kafka 3.7 to
+        # Differs: a failover's abort undoes all the transaction did (KIP-866 §Initial Data Migration); Kafka 3.6 to
         # 3.9's BrokerHeartbeatManager keeps the fencing it read before the abort, so a broker whose unfencing was
         # aborted counts as unfenced and no heartbeat unfences it again (docs/guide/real-kafka.md, Findings).
         c = ctrl(state, c.id)
