@@ -189,12 +189,18 @@ def test_the_report_shows_which_moments_came_and_which_never_did(tmp_path):
     (folder / "violations.json").write_text("[]")
     notes = [{"kind": "step-begins", "step": "roll-broker-2-migrating"},
              {"kind": "moment", "fault": "kill-controller", "after": UNFENCED},
-             {"kind": "fault-skipped", "fault": "kill-controller", "after": "migration-completed"},
+             {"kind": "fault-skipped", "fault": "kill-controller", "step": "reach-dual-write",
+              "after": "migration-completed"},
              {"kind": "end", "outcome": "completed", "seconds": 1.0}]
     (folder / "operator.jsonl").write_text("".join(json.dumps(n) + "\n" for n in notes))
     row = campaign_module.row(folder)
     assert row["aimed"] == f"kill-controller@{UNFENCED}, kill-controller@migration-completed"
     assert row["moments"] == f"kill-controller@{UNFENCED}"
+    # the fault whose moment never came did not strike: the step table counts only the other
+    assert row["struck"] == "kill-controller@roll-broker-2-migrating"
+    steps = campaign_module.fault_coverage([row])
+    assert "<tr><td>roll-broker-2-migrating</td><td class=''>1</td></tr>" in steps
+    assert "reach-dual-write" not in steps
     table = campaign_module.moment_coverage([row, row])
     assert f"<tr><td>{UNFENCED}</td><td class=''>2/2</td></tr>" in table
     assert "<tr><td>migration-completed</td><td class='empty'>0/2</td></tr>" in table

@@ -79,6 +79,7 @@ def row(folder: Path) -> dict:
         "kafka": meta["kafka"],
         "runbook": meta["plan"]["runbook"],
         "faults": ", ".join(faults),
+        "struck": ", ".join(_struck(faults, operator)),
         "outcome": end.get("outcome", "unknown"),
         "seconds": end.get("seconds", 0.0),
         "violations": len(violations),
@@ -94,6 +95,20 @@ def row(folder: Path) -> dict:
         "aimed": ", ".join(f"{f['kind']}@{f['after']}" for f in meta["faults"] if f.get("after")),
         "moments": ", ".join(f"{e['fault']}@{e['after']}" for e in operator if e.get("kind") == "moment"),
     }
+
+
+def _struck(faults: list[str], operator: list[dict]) -> list[str]:
+    """The run's planned faults ("kind@step") but those it skipped (their moment never logged, their process not
+    running, ZooKeeper not answering: the operator's ``fault-skipped`` notes, a step named or the first of the kind)."""
+    struck = list(faults)
+    for e in operator:
+        if e.get("kind") != "fault-skipped":
+            continue
+        wanted = f"{e['fault']}@{e['step']}" if e.get("step") else None
+        match = next((f for f in struck if f == wanted or wanted is None and f.startswith(f"{e['fault']}@")), None)
+        if match is not None:
+            struck.remove(match)
+    return struck
 
 
 def write_tables(out: Path) -> tuple[list[dict], list[dict]]:
@@ -336,9 +351,10 @@ def _split(text: str) -> list[str]:
 
 def fault_coverage(runs: list[dict]) -> str:
     """A table of the faults struck, by runbook step (rows, in the runbooks' order) and kind (columns): how many
-    runs struck each; an empty cell is a fault the campaign never aimed at that step."""
+    runs struck each; an empty cell is a fault no run struck at that step (a fault skipped, its moment never logged
+    or its process not running, is not counted; tables made before "struck" was kept count the planned ones)."""
     steps = list(dict.fromkeys(step for r in runs for step in _split(r.get("steps", ""))))
-    struck = Counter(tuple(f.split("@", 1)) for r in runs for f in _split(r["faults"]))
+    struck = Counter(tuple(f.split("@", 1)) for r in runs for f in _split(r.get("struck", r["faults"])))
     steps += [step for _, step in struck if step not in steps]
     kinds = [k for k in FAULT_KINDS["all"] if any(kind == k for kind, _ in struck)] or list(FAULT_KINDS["all"])
     head = "".join(f"<th>{html.escape(k)}</th>" for k in kinds)
