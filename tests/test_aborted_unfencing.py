@@ -1,8 +1,8 @@
 """A failover that takes back an unfencing (issue #17 §4-5; docs/guide/real-kafka.md, Findings).
 
-Kafka 3.6 to 3.9 (met on 3.6.2, 3.7.2, 3.8.1 and 3.9.2): a migrating ZK broker's unfencing appended inside the migration's
-metadata transaction, and the controller killed before the transaction ends. The next active controller fills its
-BrokerHeartbeatManager from the registrations as replayed (the unfencing included), then writes the
+Kafka 3.6 to 3.9 (met on 3.6.2, 3.7.2, 3.8.1 and 3.9.2): a migrating ZK broker's unfencing appended inside the
+migration's metadata transaction, and the controller killed before the transaction ends. The next active controller
+fills its BrokerHeartbeatManager from the registrations as replayed (the unfencing included), then writes the
 AbortTransactionRecord, which reverts the registrations but not the manager: the manager counts the broker unfenced,
 its heartbeats write nothing, and KRaft's image keeps it fenced for good. kip aborts every effect of the transaction,
 so the next heartbeat unfences it again.

@@ -286,6 +286,12 @@ def _millis(stamp: str) -> int:
     return int(datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp() * 1000)
 
 
+def line_time(line: str) -> int | None:
+    """When a line of a Kafka log was logged (ms since the epoch), if it is one."""
+    head = _LINE.match(line)
+    return None if head is None else _millis(head[1])
+
+
 def parse_log(path: Path, process: str) -> list[dict]:
     """The decision lines of one process's server.log, in file order."""
     try:
