@@ -517,14 +517,16 @@ def _failed_multi_applies(obs):
                                                failed["zxid"], 1, failed["time"]))
 
 
-def _dual_write_wedged(obs, after_heal_s=130):
+def _dual_write_wedged(obs, after_heal_s=130, session=KRAFT_SESSION, epoch_version=None):
     """A ZooKeeper stall heals, and the claiming controller's writes go on failing on /migration's version (its driver
-    holds a version ZooKeeper no longer has)."""
+    holds a version ZooKeeper no longer has): each a multi whose check of /controller_epoch at ``epoch_version``
+    passes (none: not written) and whose write of /migration fails."""
     obs.operator[-1:-1] = [{"channel": "operator", "kind": "fault", "fault": "pause-zookeeper", "time": 9300},
                            {"channel": "operator", "kind": "heal", "fault": "pause-zookeeper", "time": 9400}]
+    checked = () if epoch_version is None else (op("check", "/controller_epoch", version=epoch_version),)
     for i in range(3):
         at = 9400 + after_heal_s * 1000 + 500 * i
-        obs.zk_txns.append(txn(300 + i, KRAFT_SESSION, at, op("error", error=-103), kind="error", failed=True))
+        obs.zk_txns.append(txn(300 + i, session, at, *checked, op("error", error=-103), kind="error", failed=True))
 
 
 def _stale_zk_controller_write_applies(obs):
@@ -1027,19 +1029,28 @@ def test_no_zk_write_after_post_migration_reads_zookeepers_log():
     assert CHECKS["NoZkWriteAfterPostMigration"](obs) == []
 
 
-@pytest.mark.parametrize("case", ["wedged", "within the bound", "deposed"])
+@pytest.mark.parametrize("case", ["wedged", "within the bound", "deposed", "claimant's new session", "not the claim's"])
 def test_dual_writes_resume_once_faults_heal(case):
-    """A claimant's writes that keep failing on a version past the progress bound are a wedged dual write; failures
-    within the bound are a stall's, and a deposed claimant's are its fencing (a newer claim bumped its epoch)."""
+    """A claimant's writes that keep failing on a version past the driver's retry bound are a wedged dual write;
+    failures within the bound are a stall's, and a deposed claimant's are its fencing (a newer claim bumped its epoch).
+    The claimant's writes from the session it opened after the stall expired its claiming one are its own: each is
+    conditional on the /controller_epoch version its claim wrote (Kafka 3.9.2, stuck in SYNC_KRAFT_TO_ZK: aimed
+    campaign seed 6, 2026-11-29); a write checking another version is not."""
     obs = clean()
-    _dual_write_wedged(obs, after_heal_s=100 if case == "within the bound" else 130)
+    if case == "claimant's new session":
+        _dual_write_wedged(obs, session=0x100030, epoch_version=2)
+    elif case == "not the claim's":
+        _dual_write_wedged(obs, session=0x100030, epoch_version=1)
+    else:
+        _dual_write_wedged(obs, after_heal_s=50 if case == "within the bound" else 130)
     if case == "deposed":
         claim = txn(299, 0x100012, 9500, op("setData", "/controller_epoch", "4", version=3),
                     op("setData", "/controller", controller_znode(3001, 2), version=1))
         obs.zk_txns.insert(-3, claim)
     found = [v.message for v in CHECKS[DUAL_WRITES_RESUME](obs)]
-    assert found == ([] if case != "wedged" else [
-        "controller 3000's ZooKeeper writes (session 0x100011) still failed with BadVersion 120 s after the last "
+    session = "0x100030" if case == "claimant's new session" else "0x100011"
+    assert found == ([] if case not in ("wedged", "claimant's new session") else [
+        f"controller 3000's ZooKeeper writes (session {session}) still failed with BadVersion 62 s after the last "
         "heal: 3 of them, from zxid 0x12c to 0x12e"])
 
 
@@ -1052,8 +1063,8 @@ def test_kafka_38_dual_write_wedged_after_a_zookeeper_stall():
     obs = Observed(version=tuple(run["version"]))
     obs.operator, obs.zk_txns = run["operator"], run["zk_txns"]
     assert [v.message for v in CHECKS[DUAL_WRITES_RESUME](obs)] == [
-        "controller 3000's ZooKeeper writes (session 0x1000157d5730005) still failed with BadVersion 120 s after the "
-        "last heal: 42 of them, from zxid 0x239 to 0x262"]
+        "controller 3000's ZooKeeper writes (session 0x1000157d5730005) still failed with BadVersion 62 s after the "
+        "last heal: 158 of them, from zxid 0x1c5 to 0x262"]
     applied, resent = [t for t in obs.zk_txns if t["zxid"] in (0x11a, 0x11e)]
     moved = applied["ops"][1]
     assert not applied["failed"] and (moved["path"], moved["version"]) == ("/migration", 21)

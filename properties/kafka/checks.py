@@ -32,6 +32,9 @@ from model.types import CHANGED_METADATA, FEATURE_LEVELS
 from properties.kafka.observe import session_of
 
 PROGRESS_BOUND_S = 120  # the driver re-polls at most 60 s apart (KRaftMigrationDriver.PollTimeSupplier)
+# The longest a migration driver waits before it tries a failed step again: PollTimeSupplier's backoff, 100 ms doubled
+# up to 60 s, with 2% jitter. A write still failing this long after a heal has been tried again since.
+DRIVER_RETRY_BOUND_S = 62
 # Comparisons across channels go by time: a watch sees a deletion a little after it happened, and a
 # driver decides on a ZooKeeper read made a little before it logs; only what is this much clear counts.
 CROSS_CHANNEL_SLACK_MS = 500
@@ -2447,31 +2450,54 @@ def dual_writes_resume_once_faults_heal(obs: Observed) -> list[Violation]:
     """KIP-866 §Dual Metadata Writes, §Failure Modes (a ZooKeeper write that fails holds the log back, within a bound,
     until it succeeds): once the last fault has healed, the KRaft controller that holds the claim does not go on
     failing its writes on a version, as a driver that holds a /migration version ZooKeeper no longer has does (Kafka
-    3.6.2 to 3.9.2, after a resent write that had applied: every later write fails). A write of the claiming session
-    that fails with BadVersion more than ``PROGRESS_BOUND_S`` after the last heal, with no newer claim made, is the
-    violation; a deposed claimant's failures (a newer claim bumped /controller_epoch) are its fencing, and a session
-    the claimant opened after losing the claiming one is not followed (its writes are not attributed)."""
-    bound_ms = _faults_healed_at(obs) + PROGRESS_BOUND_S * 1000
-    claiming: tuple[int, int | None] | None = None  # (session, controller id) of the newest KRaft claim
+    3.6.2 to 3.9.2, after a resent write that had applied: every later write fails, the full sync before dual write
+    as well as the dual writes). A write of the claimant's that fails with BadVersion more than
+    ``DRIVER_RETRY_BOUND_S`` after the last heal (the driver has tried again since), with no newer claim made, is the
+    violation, so a run the runbook saw stuck ``PROGRESS_BOUND_S`` after the heal is judged on the retries it made
+    meanwhile. The claimant's writes are those of the session that claimed, and those of any session that checks
+    /controller_epoch at the version the claim gave it (only the claimant knows it: a session that expired in a
+    ZooKeeper stall is replaced, and the claim, a persistent znode, stays). A deposed claimant's failures (a newer
+    claim bumped /controller_epoch) are its fencing."""
+    bound_ms = _faults_healed_at(obs) + DRIVER_RETRY_BOUND_S * 1000
+    claiming: _Claim | None = None
     late: list[dict] = []
     for t in obs.zk_txns:
         for o in t["ops"]:
             if o.get("path") == "/controller" and o["op"] in ("create", "setData"):
                 claimant = _kraft_claimant(_json(o))
-                claiming = None if claimant is None else (t["session"], claimant[0])
+                epoch = next((x.get("version") for x in t["ops"]
+                              if x.get("path") == "/controller_epoch" and x["op"] == "setData"), None)
+                claiming = None if claimant is None else _Claim(t["session"], claimant[0], epoch)
                 late = []
-        if (claiming is not None and t["failed"] and t["session"] == claiming[0] and t["time"] > bound_ms
+        if (claiming is not None and t["failed"] and claiming.made(t) and t["time"] > bound_ms
                 and _first_error(t) == _BAD_VERSION):
             late.append(t)
     if not late:
         return []
+    sessions = ", ".join(f"0x{session:x}" for session in dict.fromkeys(t["session"] for t in late))
     return [Violation(
         DUAL_WRITES_RESUME,
-        f"controller {claiming[1]}'s ZooKeeper writes (session 0x{claiming[0]:x}) still failed with BadVersion "
-        f"{PROGRESS_BOUND_S} s after the last heal: {len(late)} of them, from zxid 0x{late[0]['zxid']:x} to "
+        f"controller {claiming.controller}'s ZooKeeper writes (session {sessions}) still failed with BadVersion "
+        f"{DRIVER_RETRY_BOUND_S} s after the last heal: {len(late)} of them, from zxid 0x{late[0]['zxid']:x} to "
         f"0x{late[-1]['zxid']:x}",
         (late[0], late[-1]),
     )]
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """A KRaft controller's claim of /controller, as ZooKeeper's log shows it."""
+
+    session: int
+    controller: int | None
+    epoch_version: int | None  # the version /controller_epoch took in the claim's multi
+
+    def made(self, t: dict) -> bool:
+        """Whether the transaction ``t`` is the claimant's: its session's, or conditional on the claim's epoch."""
+        first = t["ops"][0] if t["ops"] else {}
+        return t["session"] == self.session or (
+            self.epoch_version is not None and first.get("op") == "check"
+            and first.get("path") == "/controller_epoch" and first.get("version") == self.epoch_version)
 
 
 CHECKS[DUAL_WRITES_RESUME] = dual_writes_resume_once_faults_heal
