@@ -21,6 +21,8 @@ from properties.kafka.run import (
     PlanError,
     RealRunPlan,
     Run,
+    aimable_cells,
+    eligible_steps,
     moment_logged,
     parse_moment,
     plan_from_json,
@@ -205,3 +207,43 @@ def test_the_report_shows_which_moments_came_and_which_never_did(tmp_path):
     assert f"<tr><td>{UNFENCED}</td><td class=''>2/2</td></tr>" in table
     assert "<tr><td>migration-completed</td><td class='empty'>0/2</td></tr>" in table
     assert "No fault was aimed" in campaign_module.moment_coverage([{**row, "aimed": "", "moments": ""}])
+
+
+@pytest.mark.parametrize("runbook", ["dual-write", "rollback-kraft-brokers"])
+def test_a_steered_draw_aims_at_cells_no_earlier_run_struck(runbook):
+    """An aimed campaign's later seeds (issue #17 §2): given the cells ("kind@moment") earlier runs struck, each fault
+    aims at one they did not where its kind has one left on a step no other fault takes, moving to another step if
+    its own has none; with nothing covered the draw is the seed's alone."""
+    steered_away = 0
+    for seed in range(30):
+        plan = RealRunPlan(seed=seed, runbook=runbook, faults="all", fault_count=2, aimed=True)
+        steps = _steps(plan)
+        seeds_own = schedule_faults(plan, steps)
+        covered = tuple(f"{f.kind}@{f.after}" for f in seeds_own if f.after)
+        steered = schedule_faults(replace(plan, covered=covered), steps)
+        assert [(f.kind, f.target, f.duration_s) for f in sorted(steered, key=lambda f: f.kind)] == [
+            (f.kind, f.target, f.duration_s) for f in sorted(seeds_own, key=lambda f: f.kind)]
+        assert steered == schedule_faults(replace(plan, covered=covered), steps)  # still the seed's
+        for f in steered:
+            if f.after and f"{f.kind}@{f.after}" not in covered:
+                steered_away += 1
+                continue
+            # a cell struck before only where its kind has none fresh left on a step free of the other faults
+            free = {s for s in steps} - {g.step for g in steered if g is not f}
+            assert not any(f"{f.kind}@{m}" not in covered for s in free for m in step_moments(s, plan)
+                           if s in eligible_steps(f.kind, steps))
+    assert steered_away > 40
+
+
+def test_aimable_cells_are_the_moments_of_the_steps_each_kind_may_strike():
+    """The report's moment table lists every cell an aimed draw may strike, whether or not a run aimed at it."""
+    plan = RealRunPlan(seed=0, runbook="dual-write", faults="all", aimed=True)
+    steps = _steps(plan)
+    cells = aimable_cells(plan, steps)
+    assert ("kill-controller", "driver-transition new=DUAL_WRITE") in cells
+    assert ("pause-zookeeper", "zk-broker-registered") in cells
+    # the ZooKeeper brokers' start, before any controller runs, is the only step that logs this moment bare
+    assert ("kill-controller", "zk-broker-registered") not in cells
+    assert all(any(m == moment for s in eligible_steps(kind, steps) for m in step_moments(s, plan))
+               for kind, moment in cells)
+    assert len(cells) == len(set(cells))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -587,3 +588,44 @@ def test_kafka_settle_waits_for_the_active_controllers_fenced_brokers_to_reach_z
     assert time.monotonic() - began < 0.2
     notes = [json.loads(line) for line in (tmp_path / "operator.jsonl").read_text().splitlines()]
     assert [(n["kind"], n["count"]) for n in notes] == [("brokers-fenced-at-rest", 1)]
+
+
+@pytest.mark.parametrize("master", [None, pytest.param("local[2]", marks=pytest.mark.slow)])
+def test_kafka_aimed_campaign_steers_later_seeds_to_cells_not_struck_yet(master, tmp_path):
+    """An aimed campaign hands each seed the cells its lower seeds struck (their moments logged), so the faults aim
+    elsewhere, and the report's moment table lists every cell the draw may aim at, those no run struck as empty. On
+    Spark the seeds run in waves as wide as the cluster, each steered by the waves before."""
+    from dataclasses import asdict
+
+    from properties.kafka.run import plan_from_json, schedule_faults
+    from properties.kafka.shrink import step_names
+
+    def execute(plan: RealRunPlan, kafka: Installation, folder: Path) -> str:
+        folder.mkdir(parents=True, exist_ok=True)
+        faults = schedule_faults(plan, step_names(kafka)(plan))
+        (folder / "run.json").write_text(json.dumps({"plan": {**asdict(plan), "schedule": None}, "kafka": "3.9.2",
+                                                     "faults": [asdict(f) for f in faults]}))
+        moments = [{"channel": "operator", "kind": "moment", "fault": f.kind, "after": f.after, "step": f.step,
+                    "time": 1} for f in faults if f.after]
+        end = {"channel": "operator", "kind": "end", "outcome": "completed", "seconds": 1.0, "time": 6}
+        (folder / "operator.jsonl").write_text("".join(json.dumps(x) + "\n" for x in [*moments, end]))
+        return "completed"
+
+    plan = RealRunPlan(seed=0, runbook="dual-write", faults="all", fault_count=2, aimed=True)
+    runs, _ = campaign_module.campaign(plan, KAFKA, tmp_path, 6, None, master, say=lambda line: None,
+                                       execute=execute)
+    plans = [plan_from_json(json.loads((tmp_path / "runs" / f"seed-{s}" / "run.json").read_text())) for s in range(6)]
+    wave = 1 if master is None else 2
+    struck = [set(campaign_module._split(r["moments"])) for r in runs]
+    for seed in range(6):
+        assert set(plans[seed].covered) == set().union(set(), *struck[:seed - seed % wave])
+    cells = [c for r in struck for c in r]
+    if master is None:
+        assert len(set(cells)) == len(cells)  # each seed aimed at cells no lower seed had struck
+    unsteered = [{f"{f.kind}@{f.after}" for f in schedule_faults(replace(p, schedule=None, covered=()),
+                                                                    step_names(KAFKA)(p)) if f.after} for p in plans]
+    assert len(set().union(*unsteered)) < len(set(cells))
+    report = (tmp_path / "report.html").read_text()
+    possible = len(campaign_module.aimable_cells(plan, step_names(KAFKA)(plan)))
+    assert f"{len(set(cells))} of {possible} cells struck; {possible - len(set(cells))} empty." in report
+    assert "<td class='empty'>0/0</td>" in report  # a cell no run aimed at is shown, empty

@@ -35,7 +35,15 @@ from model import PROPERTIES
 from properties.files import replace_atomically, write_text
 from properties.kafka.install import Installation
 from properties.kafka.observe import describe
-from properties.kafka.run import FAULT_KINDS, Execute, RealRunPlan, check_folder, execute_run, timeline
+from properties.kafka.run import (
+    FAULT_KINDS,
+    Execute,
+    RealRunPlan,
+    aimable_cells,
+    check_folder,
+    execute_run,
+    timeline,
+)
 from properties.kafka.shrink import SHRINK_LOG, SHRUNK_PLAN, real_runner, shrink_folder, step_names, summary
 
 SOMETIMES_NAMES = tuple(p.name for p in PROPERTIES if p.kind.value == "sometimes")
@@ -236,7 +244,7 @@ def campaign(
         seed = 0
         while (seeds is None or seed < seeds) and (minutes is None or time.monotonic() - began < minutes * 60):
             done = finished(run_folder(out, seed))
-            result = run_one(replace(plan, seed=seed), kafka, out, execute)
+            result = run_one(seed_plan(plan, seed, out), kafka, out, execute)
             say(
                 f"seed {seed}: {result['outcome']}, {result['violations']} violations"
                 + (" (finished before)" if done else f", {result['seconds']:.0f} s")
@@ -246,8 +254,25 @@ def campaign(
         if shrink_minutes:
             shrink_violations(out, kafka, shrink_minutes, tries, say, execute)
     runs, violations = write_tables(out)
-    write_text(out / "report.html", render(out, runs, violations))
+    cells = aimable_cells(plan, step_names(kafka)(plan)) if plan.aimed else None
+    write_text(out / "report.html", render(out, runs, violations, cells))
     return runs, violations
+
+
+def seed_plan(plan: RealRunPlan, seed: int, out: Path) -> RealRunPlan:
+    """Seed ``seed``'s plan; an aimed campaign's steered by the cells its runs of lower seeds struck."""
+    return replace(plan, seed=seed, covered=struck_cells(out, seed) if plan.aimed else ())
+
+
+def struck_cells(out: Path, before: int) -> tuple[str, ...]:
+    """The cells ("kind@moment": a fault struck at a moment it was aimed at, the moment logged) the campaign's
+    finished runs of seeds below ``before`` struck."""
+    cells: set[str] = set()
+    for seed in range(before):
+        folder = run_folder(out, seed)
+        if finished(folder):
+            cells.update(_split(row(folder)["moments"]))
+    return tuple(sorted(cells))
 
 
 def _on_spark(
@@ -268,12 +293,16 @@ def _on_spark(
     spark = session(master, "kraftcheck kafka campaign")
     try:
         where = str(out.resolve())
-        jobs = [(replace(plan, seed=s), kafka, where) for s in range(seeds)]
-        rows = (
-            spark.sparkContext.parallelize(jobs, len(jobs))
-            .map(lambda job: run_one(job[0], job[1], Path(job[2]), execute))
-            .collect()
-        )
+        # an aimed campaign runs in waves as wide as the cluster, each steered by the runs before it
+        wave = max(1, spark.sparkContext.defaultParallelism) if plan.aimed else seeds
+        rows = []
+        for first in range(0, seeds, wave):
+            jobs = [(seed_plan(plan, s, out), kafka, where) for s in range(first, min(seeds, first + wave))]
+            rows += (
+                spark.sparkContext.parallelize(jobs, len(jobs))
+                .map(lambda job: run_one(job[0], job[1], Path(job[2]), execute))
+                .collect()
+            )
         for r in rows:
             say(f"seed {r['seed']}: {r['outcome']}, {r['violations']} violations")
         targets = _shrink_targets(out) if shrink_minutes else []
@@ -367,28 +396,34 @@ def fault_coverage(runs: list[dict]) -> str:
     return f"<table class='coverage'><tr><th>runbook step</th>{head}</tr>{rows}</table>"
 
 
-def moment_coverage(runs: list[dict]) -> str:
+def moment_coverage(runs: list[dict], cells: list[tuple[str, str]] | None = None) -> str:
     """A table of the aimed faults, by moment (rows) and kind (columns): in how many runs the moment was logged
-    and the fault struck, of how many aimed at it; a cell whose moment never came is marked empty."""
+    and the fault struck, of how many aimed at it. ``cells``: every (kind, moment) the campaign's draw may aim at
+    (``aimable_cells``); each no run struck is marked empty, aimed at or not ("0/0"), and a cell no fault of that
+    kind may strike is blank. Without them, the cells aimed at, those whose moment never came marked empty."""
     aimed = Counter(tuple(f.split("@", 1)) for r in runs for f in _split(r.get("aimed", "")))
     if not aimed:
         return "<p>No fault was aimed at a moment (<code>--aimed</code>).</p>"
     logged = Counter(tuple(f.split("@", 1)) for r in runs for f in _split(r.get("moments", "")))
-    moments = list(dict.fromkeys(moment for _, moment in aimed))
-    kinds = [k for k in FAULT_KINDS["all"] if any(kind == k for kind, _ in aimed)]
+    possible = set(cells or ()) | set(aimed)
+    moments = list(dict.fromkeys([moment for _, moment in cells or ()] + [moment for _, moment in aimed]))
+    kinds = [k for k in FAULT_KINDS["all"] if any(kind == k for kind, _ in possible)]
     head = "".join(f"<th>{html.escape(k)}</th>" for k in kinds)
+
+    def cell(kind: str, moment: str) -> str:
+        if (kind, moment) not in possible:
+            return "<td class=''></td>"
+        struck, tried = logged[(kind, moment)], aimed[(kind, moment)]
+        return f"<td class='{'' if struck else 'empty'}'>{struck}/{tried}</td>"
+
     rows = "".join(
-        f"<tr><td>{html.escape(moment)}</td>"
-        + "".join(
-            f"<td class='{'empty' if aimed[(k, moment)] and not logged[(k, moment)] else ''}'>"
-            + (f"{logged[(k, moment)]}/{aimed[(k, moment)]}" if aimed[(k, moment)] else "")
-            + "</td>"
-            for k in kinds
-        )
-        + "</tr>"
-        for moment in moments
+        f"<tr><td>{html.escape(moment)}</td>" + "".join(cell(k, moment) for k in kinds) + "</tr>" for moment in moments
     )
-    return f"<table class='coverage'><tr><th>moment</th>{head}</tr>{rows}</table>"
+    empty = sum(1 for kind, moment in possible if not logged[(kind, moment)])
+    return (
+        f"<p>{len(possible) - empty} of {len(possible)} cells struck; {empty} empty.</p>"
+        f"<table class='coverage'><tr><th>moment</th>{head}</tr>{rows}</table>"
+    )
 
 
 def witness_coverage(runs: list[dict]) -> str:
@@ -408,7 +443,7 @@ def witness_coverage(runs: list[dict]) -> str:
     )
 
 
-def render(out: Path, runs: list[dict], violations: list[dict]) -> str:
+def render(out: Path, runs: list[dict], violations: list[dict], cells: list[tuple[str, str]] | None = None) -> str:
     outcomes = Counter(r["outcome"].split(":")[0] for r in runs)
     traces = Counter(r.get("trace", "not checked") for r in runs)
     counts = Counter(v["invariant"] for v in {(v["seed"], v["invariant"]): v for v in violations}.values())
@@ -460,7 +495,7 @@ and each run's folder keeps what it saw.</p>
 <th>invariants</th><th>trace validation (explained/observed)</th></tr>{table}</table>
 <h2>Violations</h2>{"".join(details) or "<p>none</p>"}
 <h2>Coverage: faults by runbook step</h2>{fault_coverage(runs)}
-<h2>Coverage: aimed faults by moment (logged and struck / aimed)</h2>{moment_coverage(runs)}
+<h2>Coverage: aimed faults by moment (logged and struck / aimed)</h2>{moment_coverage(runs, cells)}
 <h2>Coverage: the model's witnesses</h2>{witness_coverage(runs)}
 </body></html>
 """

@@ -88,7 +88,8 @@ def _plan(args: argparse.Namespace):
 RUN_DEFAULTS = {"seed": 0, "faults": "process", "fault_count": 1, "brokers": 3, "controllers": 1, "aimed": False}
 AIMED_HELP = (
     "each drawn fault waits for a moment its runbook step makes Kafka log (a broker's registration or unfencing, the "
-    "migration driver's next state, a Raft leader) and strikes within 0.5 s of it, instead of at a delay into the step"
+    "migration driver's next state, a Raft leader) and strikes within 0.5 s of it, instead of at a delay into the "
+    "step; a campaign's later seeds aim at the fault kinds and moments its earlier runs did not strike"
 )
 
 

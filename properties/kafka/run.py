@@ -195,6 +195,9 @@ class RealRunPlan:
     # each drawn fault waits for a moment its step makes Kafka log (``step_moments``) and strikes within half a
     # second of it, instead of at a delay into the step; the same faults as unaimed, on the same steps
     aimed: bool = False
+    # an aimed draw's steering: the cells ("kind@moment") earlier runs of its campaign struck, which the draw aims
+    # away from where its kind has another to strike (``schedule_faults``)
+    covered: tuple[str, ...] = ()
 
 
 class PlanError(ValueError):
@@ -216,6 +219,7 @@ def plan_from_json(data: object) -> RealRunPlan:
         if faults is not None:
             plan["schedule"] = tuple(FaultPlan(**f) for f in faults)
         plan["skip"] = tuple(plan.get("skip", ()))
+        plan["covered"] = tuple(plan.get("covered", ()))
         result = RealRunPlan(**plan)
     except TypeError as e:
         raise PlanError(f"plan: {e}") from None
@@ -253,6 +257,19 @@ def plan_problem(plan: RealRunPlan, steps: list[str]) -> str | None:
     return None
 
 
+def eligible_steps(kind: str, steps: list[str]) -> list[str]:
+    """The steps a fault of ``kind`` may strike: where its victim exists (controllers from their start until a
+    rollback deprovisions them; brokers and ZooKeeper from the brokers' start), the admin's data step aside."""
+    brokers_start = "start-zk-brokers" if "start-zk-brokers" in steps else "start-kraft-brokers"
+    first = steps.index("start-controllers" if kind.endswith("controller") else brokers_start)
+    last = (
+        steps.index("deprovision-controllers")
+        if kind.endswith("controller") and "deprovision-controllers" in steps
+        else len(steps)
+    )
+    return [s for s in steps[first:last] if s != "create-data"]
+
+
 def schedule_faults(plan: RealRunPlan, steps: list[str]) -> list[FaultPlan]:
     """The seed's faults: each on a step where its victim exists, no two on one step (or the plan's own)."""
     if plan.schedule is not None:
@@ -261,20 +278,14 @@ def schedule_faults(plan: RealRunPlan, steps: list[str]) -> list[FaultPlan]:
     kinds = [k for k in FAULT_KINDS[plan.faults] if plan.runbook != "kraft" or k not in ZOOKEEPER_FAULTS]
     rng = random.Random(plan.seed)
     faults: list[FaultPlan] = []
+    where: list[list[str]] = []  # each fault's eligible steps, as drawn
     for _ in range(plan.fault_count if kinds else 0):
         kind = rng.choice(kinds)
-        brokers_start = "start-zk-brokers" if "start-zk-brokers" in steps else "start-kraft-brokers"
-        first = steps.index("start-controllers" if kind.endswith("controller") else brokers_start)
-        # controllers exist from their start until a rollback deprovisions them
-        last = (
-            steps.index("deprovision-controllers")
-            if kind.endswith("controller") and "deprovision-controllers" in steps
-            else len(steps)
-        )
         taken = {f.step for f in faults}
-        eligible = [s for s in steps[first:last] if s not in taken and s != "create-data"]
+        eligible = [s for s in eligible_steps(kind, steps) if s not in taken]
         if not eligible:
             break
+        where.append(eligible)
         pause = kind.startswith("pause")
         faults.append(
             FaultPlan(
@@ -291,11 +302,45 @@ def schedule_faults(plan: RealRunPlan, steps: list[str]) -> list[FaultPlan]:
     if plan.aimed:
         # a stream of its own, so an aimed plan's faults are its unaimed twin's, each moved to a moment
         aim = random.Random(f"{plan.seed}-aimed")
+        # steered (a campaign's later runs), each fault aims at a cell no run struck yet where it can; the first
+        # run's draw is the seed's alone
+        covered = set(plan.covered) if plan.covered else None
         for i, f in enumerate(faults):
+            if covered is not None:
+                f = faults[i] = _steered(f, where[i], {g.step for g in faults} - {f.step}, covered, plan, aim)
             moments = step_moments(f.step, plan)
             if moments:
-                faults[i] = replace(f, after=aim.choice(moments), delay_s=round(aim.uniform(0.0, 0.5), 2))
+                fresh = [m for m in moments if covered is None or f"{f.kind}@{m}" not in covered]
+                after = aim.choice(fresh or moments)
+                if covered is not None:
+                    covered.add(f"{f.kind}@{after}")
+                faults[i] = replace(f, after=after, delay_s=round(aim.uniform(0.0, 0.5), 2))
     return sorted(faults, key=lambda f: steps.index(f.step))
+
+
+def _steered(fault: FaultPlan, eligible: list[str], taken: set[str], covered: set[str], plan: RealRunPlan,
+             aim: random.Random) -> FaultPlan:
+    """``fault`` on its step if a moment there is one its kind has not struck (``covered``), else moved to another
+    eligible step, not another fault's, that has such a moment; as it was if none has."""
+    def fresh(step: str) -> bool:
+        return any(f"{fault.kind}@{m}" not in covered for m in step_moments(step, plan))
+
+    if fresh(fault.step):
+        return fault
+    elsewhere = [s for s in eligible if s not in taken and fresh(s)]
+    return replace(fault, step=aim.choice(elsewhere)) if elsewhere else fault
+
+
+def aimable_cells(plan: RealRunPlan, steps: list[str]) -> list[tuple[str, str]]:
+    """Every (kind, moment) an aimed draw of ``plan``'s fault mix may strike on its runbook's ``steps``, in the
+    runbook's order: the cells of a campaign's moment table, those no run struck included."""
+    kinds = [k for k in FAULT_KINDS[plan.faults] if plan.runbook != "kraft" or k not in ZOOKEEPER_FAULTS]
+    cells: dict[tuple[str, str], None] = {}
+    for kind in kinds:
+        for step in eligible_steps(kind, steps):
+            for moment in step_moments(step, plan):
+                cells[(kind, moment)] = None
+    return list(cells)
 
 
 def session_expired_at_start(process: Process) -> bool:
