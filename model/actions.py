@@ -15,7 +15,7 @@ from typing import TypeGuard
 
 from model.kraft import ControllerId, UpgradeType
 from model.record import Record, record
-from model.state import BrokerHeartbeatRequest, Message
+from model.state import BrokerHeartbeatRequest, LeaderAndIsr, Message
 from model.types import BrokerId, FeatureLevel, Ibp, PartitionId, SessionId
 
 # ---- the environment ----------------------------------------------------------------------
@@ -81,6 +81,16 @@ class Deliver(Record):
     """The network delivers a message, in any order relative to the others."""
 
     message: Message
+
+
+@record
+class LeaderAndIsrFailsInBroker(Record):
+    """A ZK broker handles a KRaft controller's LeaderAndIsr for a partition it follows while its ZooKeeper session
+    is expired (its client starting a new one): the request also names a partition new to it, whose log it cannot
+    create (the topic config read throws), and it answers UNKNOWN_SERVER_ERROR. kip: nothing changed; kafka-3.9: it
+    took the new leader epoch and started no fetcher (``LocalReplica.no_fetcher``). (perturbation)"""
+
+    message: LeaderAndIsr
 
 
 @record
@@ -616,6 +626,7 @@ ZkEraAction = (
     | Drop
     | Redeliver
     | Deliver
+    | LeaderAndIsrFailsInBroker
     | CrashBroker
     | StopBroker
     | RestartBroker
@@ -776,6 +787,7 @@ PERTURBATIONS: frozenset[type] = frozenset(
         ExpireSession,
         Drop,
         Redeliver,
+        LeaderAndIsrFailsInBroker,
         CrashBroker,
         StopBroker,
         ChangeIbp,

@@ -122,6 +122,7 @@ class Bug(Enum):
     REGISTRATION_ANSWERED_BEFORE_COMMIT = "registration_answered_before_commit"
     HEARTBEAT_ANSWERED_BEFORE_COMMIT = "heartbeat_answered_before_commit"
     HEARTBEAT_MANAGER_SURVIVES_ABORT = "heartbeat_manager_survives_abort"
+    LEADER_AND_ISR_APPLIED_PART_WAY = "leader_and_isr_applied_part_way"
     REASSIGNMENT_SENDS_NO_STOP_REPLICA = "reassignment_sends_no_stop_replica"
 
 
@@ -366,6 +367,10 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
               "a new active controller's heartbeat manager keeps the fencing it read before it aborted the migration's"
               " transaction: a ZK broker whose unfencing the abort took back counts as unfenced, and its heartbeats"
               " never unfence it again (as Kafka 3.6 to 3.9 do)"),
+    SeededBug(Bug.LEADER_AND_ISR_APPLIED_PART_WAY, "FailedLeaderAndIsrIsRepaired", "failed-leader-and-isr",
+              "kafka-3.9's rule under kip: a ZK broker whose LeaderAndIsr fails inside it (its session expired as it"
+              " creates a new partition's log) keeps the leader epoch it took and starts no fetcher, and nothing"
+              " sends it the partition at a newer epoch: the reassignment adding it never completes"),
     SeededBug(Bug.REASSIGNMENT_SENDS_NO_STOP_REPLICA, "ZkBrokersDropReassignedReplicas", "reassignment-move",
               "the dual write of a completed reassignment tells the ZK brokers the new replicas but sends the one it"
               " removed no StopReplica (only a deleted topic's get one): the removed ZK broker keeps hosting it"),

@@ -124,7 +124,7 @@ def _repr_without_empty_replicas(r: Record) -> str:
 
 
 TOPIC_NAME = "t"  # the one topic whose partitions the image tracks (/brokers/topics/t)
-QUIET_WHEN_EMPTY = frozenset({"replicas", "adding", "removing"})  # partition fields shown only when set
+QUIET_WHEN_EMPTY = frozenset({"replicas", "adding", "removing", "no_fetcher"})  # partition fields shown only when set
 
 
 @record

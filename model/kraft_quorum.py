@@ -1486,7 +1486,8 @@ def alter_partition_refused(
     alive and leads ``p`` at the image's leader epoch (it learned the reassignment from a LeaderAndIsr: the
     leader's side, which Kafka's controller checks as the request's leader epoch); ``r`` is an adding replica of a
     reassignment in progress, not in the ISR yet, registered, unfenced and not shutting down (the controller's
-    side, which also stands for "its process is alive and fetches").
+    side, which also stands for "its process is alive and fetches"), and, a ZK broker, not a follower whose failed
+    LeaderAndIsr left it without a fetcher (``LocalReplica.no_fetcher``: it never catches up).
 
     The model replicates no data, so a replica that may fetch may have caught up: the step is free while the guard
     holds, as catching up takes no bounded time. Only a ZK broker's process keeps the replicas it hosts
@@ -1501,6 +1502,9 @@ def alter_partition_refused(
             or led.leader_epoch != part.leader_epoch):
         return _NOT_LEADING
     if r not in part.adding or r in part.isr or not _acceptable_leader(image, r):
+        return _NOT_CAUGHT_UP
+    follower = state.brokers[r].replicas[p] if r < len(state.brokers) and p < len(state.brokers[r].replicas) else None
+    if follower is not None and follower.no_fetcher:
         return _NOT_CAUGHT_UP
     return None
 

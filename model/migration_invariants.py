@@ -745,3 +745,20 @@ def _live_zk_broker_fenced_in_kraft(state: ClusterState) -> bool:
 def migrating_zk_broker_eventually_unfenced(state: ClusterState) -> bool:
     return not _live_zk_broker_fenced_in_kraft(state)
 
+
+
+def _follower_without_fetcher(state: ClusterState) -> bool:
+    return any(b.alive and not b.want_shutdown and any(r is not None and r.no_fetcher for r in b.replicas)
+               for b in state.brokers)
+
+
+@eventually(
+    "FailedLeaderAndIsrIsRepaired",
+    "A live ZK broker left following a partition at a leader epoch with no fetcher, by a LeaderAndIsr that failed"
+    " inside it, is eventually repaired: sent the partition at a newer leader epoch, or restarted.",
+    "KIP-866 §ZK Broker RPCs (the KRaft controller sends LeaderAndIsr to the ZK brokers, which see it as a ZK"
+    " controller); KIP-380 §Motivation (a ZK controller sends a bounced broker its partitions again)",
+    when=_follower_without_fetcher,
+)
+def failed_leader_and_isr_is_repaired(state: ClusterState) -> bool:
+    return not _follower_without_fetcher(state)

@@ -1025,3 +1025,20 @@ ABORTED_UNFENCING = at_metadata_version(small_migration_scope(
     max_depth=16,
 ), Ibp.IBP_3_6_IV1)
 SCOPES[ABORTED_UNFENCING.name] = ABORTED_UNFENCING
+
+# A LeaderAndIsr that fails inside a ZK broker (issue #17; docs/guide/real-kafka.md, Findings: met on Kafka 3.5.2,
+# 3.7.2, 3.8.1 and 3.9.2): in dual write an admin adds broker 1 to partition 0, broker 1's ZooKeeper session expires,
+# and the KRaft controller's LeaderAndIsr making it a follower reaches it while its client starts a new one; the
+# request also names a partition new to it, whose log it cannot create, and it answers UNKNOWN_SERVER_ERROR: it took
+# the new leader epoch and started no fetcher, so broker 1 never joins the ISR, the reassignment never completes, and
+# nothing sends the partition again at a newer epoch (FailedLeaderAndIsrIsRepaired violated on kafka-3.9's complete
+# graph; tests/test_failed_leader_and_isr.py). kip's broker takes the request whole: the failure is kafka-3.9's.
+FAILED_LEADER_AND_ISR = REASSIGNMENT.replace(
+    name="failed-leader-and-isr",
+    summary="2 ZK brokers, 1 controller in dual write: an admin adds broker 1 to a partition as broker 1's ZooKeeper"
+            " session expires; kafka-3.9's LeaderAndIsr making it a follower fails inside it: no fetcher, for good",
+    stage="dual-write",
+    budget=Budget(reassignments=1, expiries=1, failed_leader_and_isrs=1, max_in_flight=8),
+    findings=(),
+)
+SCOPES[FAILED_LEADER_AND_ISR.name] = FAILED_LEADER_AND_ISR

@@ -131,6 +131,9 @@ class LocalReplica(Record):
     leader_epoch: LeaderEpoch
     role: ReplicaRole
     replicas: tuple[BrokerId, ...] = ()  # the replica set its last accepted LeaderAndIsr carried (see there)
+    # a follower that took its leader epoch from a LeaderAndIsr that failed part-way and started no fetcher
+    # (``LeaderAndIsrFailsInBroker``, kafka-3.9): it neither fetches nor catches up until a newer leader epoch
+    no_fetcher: bool = False
 
     def __repr__(self) -> str:
         return repr_quiet_when_empty(self, QUIET_WHEN_EMPTY)
@@ -460,6 +463,8 @@ class Budget(Record):
     write_failures: int = 0  # a dual write fails: its ZooKeeper session expired as it waited (KIP-866 §Failure Modes)
     # a dual write applies in ZooKeeper, its reply is lost and the resent copy fails on /migration's version
     lost_write_replies: int = 0
+    # a ZK broker's LeaderAndIsr from a KRaft controller fails inside it, its ZooKeeper session expired
+    failed_leader_and_isrs: int = 0
     # A mode, not spent: a BrokerRegistration is answered once its record commits, as Kafka's controller does
     # (its deferred event queue); off, the model answers at once (the Differs at model.kraft_quorum).
     answer_at_commit: bool = False

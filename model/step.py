@@ -57,6 +57,7 @@ from model.actions import (
     HoldHeartbeat,
     InitializeController,
     KRaftLeaderChange,
+    LeaderAndIsrFailsInBroker,
     MarkTopicDeletion,
     MigrateBrokerToKRaft,
     MigrateMetadata,
@@ -106,7 +107,7 @@ from model.harness import HarnessAction, Inject, is_harness_action
 from model.kraft import ControllerId, QuorumRole
 from model.observations import observe
 from model.outcome import Outcome, Result, Unchanged, Verdict
-from model.state import TOPIC, ClusterState, heartbeat_sort_key, message_sort_key, znode_data
+from model.state import TOPIC, ClusterState, LeaderAndIsr, heartbeat_sort_key, message_sort_key, znode_data
 from model.types import BrokerId, FeatureLevel, PartitionId
 
 if TYPE_CHECKING:
@@ -227,8 +228,11 @@ def candidate_actions(state: ClusterState, scope: Scope) -> list[Action]:
                 actions.append(ApiPartitionReassignment(i, *scope.reassignment))
             if scope.budget.topic_deletions:  # never in a scope without topic deletions
                 actions.append(TopicDeletion(i))
+    failing = state.budget.failed_leader_and_isrs > 0  # never in a scope without failed LeaderAndIsrs
     for m in sorted(state.network, key=message_sort_key):
         actions += [Deliver(m), Drop(m), Redeliver(m)]
+        if failing and isinstance(m, LeaderAndIsr) and m.kraft:
+            actions.append(LeaderAndIsrFailsInBroker(m))
     if state.controllers:
         actions += kraft_candidate_actions(state, scope)
     return actions

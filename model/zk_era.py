@@ -36,6 +36,7 @@ from model.actions import (
     ElectPartitionLeader,
     ExpireSession,
     InitializeController,
+    LeaderAndIsrFailsInBroker,
     MarkTopicDeletion,
     ObserveControllerEpoch,
     OpenSession,
@@ -59,7 +60,7 @@ from model.actions import (
 from model.bugs import CORRECT, Bug, Variant
 from model.kraft import TOPIC_NAME
 from model.kraft_quorum import fresh_kraft_process
-from model.migration import pending_deletion_path
+from model.migration import Profile, pending_deletion_path
 from model.outcome import BUDGET_SPENT, IN_FLIGHT_CAP, MOVES_LEADER, Refused, Result, Unchanged
 from model.state import (
     BROKER_IDS,
@@ -184,6 +185,8 @@ def handle(state: ClusterState, action: ZkEraAction, variant: Variant) -> Result
             return _drop(state, message)
         case Deliver(message=message):
             return _deliver(state, message, variant)
+        case LeaderAndIsrFailsInBroker(message=message):
+            return _leader_and_isr_fails(state, message, variant)
         case CrashBroker(broker=b):
             return _crash(state, b)
         case StopBroker(broker=b):
@@ -1182,6 +1185,48 @@ def _deliver(state: ClusterState, m: Message, variant: Variant) -> Result:
     if m not in state.network:
         return _NOT_IN_FLIGHT
     return deliver_message(state.replace(network=state.network - {m}), m, variant)
+
+
+_NOT_A_KRAFT_FOLLOWER_REQUEST = Refused(None, "not a KRaft controller's LeaderAndIsr making its broker a follower")
+_READS_ZOOKEEPER = Refused(None, "the broker's ZooKeeper session is live: the new partition's log is created")
+_TAKEN_WHOLE = Refused(None, "kip: a broker takes a control request whole")
+
+
+def _leader_and_isr_fails(state: ClusterState, m: Message, variant: Variant) -> Result:
+    """A KRaft controller's LeaderAndIsr that makes a ZK broker a follower of its partition, handled while the
+    broker's ZooKeeper session is expired (or ZooKeeper down): the request also names a partition new to the broker,
+    whose log it cannot create (LogManager reads the topic's config from ZooKeeper; the SessionExpiredException
+    escapes, KAFKA-9769 catching only ZooKeeperClientException), and the broker answers UNKNOWN_SERVER_ERROR, which
+    the KRaft controller logs and drops (MigrationPropagatorBatch). The broker has taken the new leader epoch of the
+    partition and started no fetcher (``LocalReplica.no_fetcher``); a later LeaderAndIsr at that epoch is "not a new
+    epoch" and starts none either. Only what the broker would take: a request it refuses, or one that waits for its
+    registration, is refused as it is delivered. It spends ``Budget.failed_leader_and_isrs``, 0 outside scope
+    failed-leader-and-isr.
+
+    Differs: kip's broker takes a control request whole, and no ZooKeeper read fails it part-way (the seeds say
+    nothing of a broker reading its topics' configs); Kafka 3.5 to 3.9's ``ReplicaManager.makeFollowers`` takes the
+    partitions one by one, recording each new leader epoch before it creates the log, and the fetchers of the
+    partitions handled before the one that threw are never started (docs/guide/real-kafka.md, Findings)."""
+    if not (variant.profile is Profile.KAFKA_3_9 or variant.has(Bug.LEADER_AND_ISR_APPLIED_PART_WAY)):
+        return _TAKEN_WHOLE
+    if m not in state.network:
+        return _NOT_IN_FLIGHT
+    if not isinstance(m, LeaderAndIsr) or not m.kraft or m.leader == m.dest:
+        return _NOT_A_KRAFT_FOLLOWER_REQUEST
+    dest = state.brokers[m.dest]
+    if not dest.alive or dest.config.kraft_mode:
+        return _NOT_RUNNING
+    if state.zk.available and _holds_session(state, dest):
+        return _READS_ZOOKEEPER
+    taken = deliver_message(state.replace(network=state.network - {m}), m, variant)
+    if not isinstance(taken, ClusterState):
+        return taken  # refused, or waiting for the broker's registration: delivered as it is
+    spent = spend(state, failed_leader_and_isrs=1)
+    if spent is None:
+        return BUDGET_SPENT
+    spent = spent.replace(network=spent.network - {m})
+    dest = taken.brokers[m.dest]
+    return put_broker(spent, with_replica(dest, m.partition, dest.replicas[m.partition].replace(no_fetcher=True)))
 
 
 def deliver_message(state: ClusterState, m: Message, variant: Variant) -> Result:

@@ -94,6 +94,7 @@ from model.actions import (
     DualWriteSessionExpired,
     HeartbeatResponseLost,
     HoldHeartbeat,
+    LeaderAndIsrFailsInBroker,
     MarkTopicDeletion,
     ProcessPartitionModifications,
     PublishMetadataChange,
@@ -116,18 +117,19 @@ DEFAULT_TRACE_DIR = Path(".hypothesis") / "kraftcheck-traces"
 # ``ProcessPartitionModifications``, ``CreatePartitions``), reassignments (``ApiPartitionReassignment``,
 # ``AlterPartitionReassignments``, ``AlterPartition``), topic deletions (``MarkTopicDeletion``, ``TopicDeletion``,
 # ``DeleteTopics``),
-# brokers' lagging servers (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``) and lost dual-write replies
-# (``DualWriteReplyLost``) and held heartbeats (``HoldHeartbeat``, ``DeliverHeartbeat``) get no rule: only scopes
-# ``lost-responses``, ``create-partitions``, ``reassignment`` and ``reassignment-move``, ``delete-topics``, ``zk-lag``,
-# ``dual-write-resend`` and ``held-heartbeats`` budget them, which exploration covers whole, and leaving them out keeps
-# every other scope's examples as they were.
+# brokers' lagging servers (``BrokerZkServerLags``, ``BrokerZkServerCatchesUp``), lost dual-write replies
+# (``DualWriteReplyLost``), held heartbeats (``HoldHeartbeat``, ``DeliverHeartbeat``) and LeaderAndIsrs failing
+# inside a broker (``LeaderAndIsrFailsInBroker``) get no rule: only scopes ``lost-responses``, ``create-partitions``,
+# ``reassignment`` and ``reassignment-move``, ``delete-topics``, ``zk-lag``, ``dual-write-resend``,
+# ``held-heartbeats`` and ``failed-leader-and-isr`` budget them, which exploration covers whole, and leaving them out
+# keeps every other scope's examples as they were.
 NO_RULE_KINDS: frozenset[type] = frozenset({RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
                                             ProcessPartitionModifications, CreatePartitions,
                                             ApiPartitionReassignment, AlterPartitionReassignments, AlterPartition,
                                             DeleteTopics,
                                             MarkTopicDeletion, TopicDeletion, BrokerZkServerLags,
                                             BrokerZkServerCatchesUp, DualWriteReplyLost, HoldHeartbeat,
-                                            DeliverHeartbeat})
+                                            DeliverHeartbeat, LeaderAndIsrFailsInBroker})
 MACHINE_KINDS: tuple[type, ...] = tuple(k for k in ACTION_TYPES if k not in NO_RULE_KINDS)
 # (Not ZkServerLags, PublishMetadataChange nor DualWriteSessionExpired: their own budgets, 0 outside scopes stale-reads,
 # event-queue and dual-write-failure, switch them off, and the machines draw as before.)

@@ -69,6 +69,7 @@ DEPTH_LIMITS: dict[str, int | None] = {
     "heartbeat-commit": None,
     "heartbeat-transaction": None,
     "aborted-unfencing": None,
+    "failed-leader-and-isr": None,
     "held-heartbeats": None,
 }
 

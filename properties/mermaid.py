@@ -88,6 +88,8 @@ def view(action) -> StepView:
             return StepView(_sender(m), node(m.dest), "again: " + message_text(m), "again")
         case act.Drop(message=m):
             return StepView(_sender(m), node(m.dest), "lost: " + message_text(m), "drop")
+        case act.LeaderAndIsrFailsInBroker(message=m):
+            return StepView(_sender(m), node(m.dest), "fails inside, no fetcher: " + message_text(m), "drop")
         case act.ZkOutage():
             return StepView(zk, None, "outage: ZooKeeper loses its quorum", "note")
         case act.ZkRecover():

@@ -780,7 +780,8 @@ def replay(trace: Trace) -> ReplayResult:
 # kafka-3.9's dual writes send such), so that states read (and scenario files' expected outputs stay) as before they
 # existed.
 QUIET_WHEN_EMPTY = frozenset({("Driver", "queue"), ("Driver", "handed_offset"), ("LeaderAndIsr", "replicas"),
-                              ("LocalReplica", "replicas"), ("UpdateMetadata", "incremental")})
+                              ("LocalReplica", "replicas"), ("LocalReplica", "no_fetcher"),
+                              ("UpdateMetadata", "incremental")})
 
 
 def describe(value: Any) -> str:
