@@ -1226,7 +1226,9 @@ def _leader_and_isr_fails(state: ClusterState, m: Message, variant: Variant) -> 
         return BUDGET_SPENT
     spent = spent.replace(network=spent.network - {m})
     dest = taken.brokers[m.dest]
-    return put_broker(spent, with_replica(dest, m.partition, dest.replicas[m.partition].replace(no_fetcher=True)))
+    followed = dest.replicas[m.partition]
+    assert followed is not None  # deliver_message took the LeaderAndIsr: the broker hosts the partition
+    return put_broker(spent, with_replica(dest, m.partition, followed.replace(no_fetcher=True)))
 
 
 def deliver_message(state: ClusterState, m: Message, variant: Variant) -> Result:

@@ -169,6 +169,7 @@ def test_machine_has_one_rule_per_action_type():
         DualWriteReplyLost,
         HeartbeatResponseLost,
         HoldHeartbeat,
+        LeaderAndIsrFailsInBroker,
         MarkTopicDeletion,
         ProcessPartitionModifications,
         RegistrationResponseLost,
@@ -178,7 +179,8 @@ def test_machine_has_one_rule_per_action_type():
 
     rules = {r.function.__name__ for r in machine_class("fencing").setup_state().rules}
     assert rules == {rule_name(kind) for kind in MACHINE_KINDS} | {"wait"}
-    assert set(ACTION_TYPES) - set(MACHINE_KINDS) == {RegistrationResponseLost, HeartbeatResponseLost, AddPartitions,
+    assert set(ACTION_TYPES) - set(MACHINE_KINDS) == {LeaderAndIsrFailsInBroker, RegistrationResponseLost,
+                                                      HeartbeatResponseLost, AddPartitions,
                                                       ProcessPartitionModifications, CreatePartitions,
                                                       ApiPartitionReassignment, AlterPartitionReassignments,
                                                       AlterPartition, MarkTopicDeletion, TopicDeletion, DeleteTopics,

@@ -17,7 +17,7 @@ from impl.bugs import IMPL_SEEDED_BUGS
 from model.registry import Kind, Property
 from properties.liveness import eventually_properties
 from properties.plan import Plan
-from properties.progress import Goal, ProgressMonitor, Stall, goal_of, progress_goals
+from properties.progress import KAFKA_3_9_ONLY_GOALS, Goal, ProgressMonitor, Stall, goal_of, progress_goals
 from properties.runs import run_seed
 from properties.shrink import replay_record, replay_trace, shrink_violation, signature_of, trace_for
 from properties.steering import aims_for
@@ -31,7 +31,9 @@ def _goal(name: str, bound_ms: int, when, goal) -> Goal:
 def test_progress_goals_are_the_liveness_checks_eventually_properties():
     """One definition: the campaign's goals are the very Property records the explorer's liveness check reads."""
     goals = progress_goals()
-    assert [g.prop for g in goals] == eventually_properties()
+    assert [g.prop for g in goals] == [p for p in eventually_properties() if p.name not in KAFKA_3_9_ONLY_GOALS]
+    # a goal left out is one the implementation, which follows kip, can never open: kip takes no step that opens it
+    # (tests/test_failed_leader_and_isr.py)
     assert all(g.bound_ms > 0 and goal_of(g.signature) == g.name for g in goals)
 
 

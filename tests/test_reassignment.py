@@ -169,7 +169,7 @@ def test_dual_write_writes_the_assignment_and_both_replicas_learn_it():
 
 def test_scopes_without_the_budget_offer_no_reassignment():
     assert all(s.budget.reassignments == 0 and s.reassignment is None for n, s in SCOPES.items()
-               if n not in (SCOPE, "reassignment-move"))
+               if n not in (SCOPE, "reassignment-move", "failed-leader-and-isr"))
     spent = start().budget.replace(reassignments=0)
     assert step(start().replace(budget=spent), ApiPartitionReassignment(B0, P0, MOVED)) is None
     migrated = run(start(), *DUAL_WRITE)

@@ -12,8 +12,17 @@ from collections import deque
 import pytest
 
 from model import SCOPES, Variant, initial_state, successors
-from model.actions import ACTION_TYPES, AlterPartition, ChangeIbp, CrashBroker, Deliver, ExpireSession, RestartBroker
-from model.bugs import Bug
+from model.actions import (
+    ACTION_TYPES,
+    AlterPartition,
+    ChangeIbp,
+    CrashBroker,
+    Deliver,
+    ExpireSession,
+    LeaderAndIsrFailsInBroker,
+    RestartBroker,
+)
+from model.bugs import CORRECT, Bug
 from model.migration import Profile
 from model.state import LeaderAndIsr
 from model.types import Ibp
@@ -37,17 +46,20 @@ def walk_actions(seed_count: int = 25, steps: int = 60) -> dict[type, list]:
                 seen.setdefault(type(action), []).append(action)
     # an adding replica's ISR join is enabled only deep in the reassignment scope, which walks rarely reach
     seen.setdefault(AlterPartition, []).extend(first_enabled(SCOPES["reassignment"], AlterPartition))
+    # a LeaderAndIsr failing inside a broker is kafka-3.9's alone
+    seen.setdefault(LeaderAndIsrFailsInBroker, []).extend(
+        first_enabled(SCOPES["failed-leader-and-isr"], LeaderAndIsrFailsInBroker, KAFKA_3_9))
     return seen
 
 
-def first_enabled(scope, kind: type) -> list:
+def first_enabled(scope, kind: type, variant=CORRECT) -> list:
     """The actions of ``kind`` enabled in the first state a breadth-first search of ``scope`` finds them in."""
     start = initial_state(scope)
     frontier, seen = deque([start]), {start}
     while frontier:
         state = frontier.popleft()
         found = []
-        for action, nxt in successors(state, scope):
+        for action, nxt in successors(state, scope, variant):
             if isinstance(action, kind):
                 found.append(action)
             if nxt not in seen:
