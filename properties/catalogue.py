@@ -206,10 +206,13 @@ def coverage_lines(p: Property) -> list[str]:
             "    - liveness (`kraftcheck liveness`), on the whole state graph of the scopes explored "
             f"completely: {_listing(live)}"
         )
-        bound = next(g.bound_ms for g in progress_goals() if g.name == p.name)
+        bound = next((g.bound_ms for g in progress_goals() if g.name == p.name), None)
         out.append(
             "    - campaigns (`kraftcheck campaign`): once a run's faults stop and are healed, on the "
             f"implementation's state, met within {bound / 1000:g} s of simulated time (`properties.progress`)"
+            if bound is not None else
+            "    - campaigns (`kraftcheck campaign`): not followed: only `kafka-3.9`'s rules open it, and the "
+            "implementation follows `kip` (`properties.progress.KAFKA_3_9_ONLY_GOALS`)"
         )
     return out
 
