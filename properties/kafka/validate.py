@@ -911,7 +911,8 @@ def observations(obs: Observed, brokers: int) -> list[Observation]:
         (p, began): max(taken) for p, began, ended in stopping if (taken := left_while_stopping(p, began, ended))
     }
     steps = [
-        e | {"time": won[(e["process"], e["began"])]} if (e.get("process"), e.get("began")) in won else e
+        e | {"time": max(e["time"], won[(e["process"], e["began"])])} if (e.get("process"), e.get("began")) in won
+        else e
         for e in _steps_when_they_began(operator)
     ]
     steps.sort(key=lambda e: e["time"])  # stable: a stop moved after its election comes after it in the merge
@@ -1044,14 +1045,29 @@ def _steps_when_they_began(operator: list[dict]) -> list[dict]:
     """The operator log with each step that takes a while (a clean stop, a feature update) at the time
     it began: what it causes comes before its note.
 
-    Runs recorded before such steps carried ``began`` take the start of the runbook step they open."""
+    Runs recorded before such steps carried ``began`` take the start of the runbook step they open. A ZooKeeper-mode
+    broker's clean stop begun while ZooKeeper was down (an outage, a pause) that healed before the stop ended is
+    placed at the heal: KafkaServer.shutdown closes the broker's session only once ZooKeeper answers, and what the
+    close frees (/controller) is taken from then on (broker 2 elected ZooKeeper-mode controller 9 ms after stopping
+    broker 0's session closed, 1.6 s after an outage healed that had struck 0.2 s before the stop began: kafka
+    campaign --runbook rollback-dual-write --controllers 1 --faults all --fault-count 2 --aimed, seed 7)."""
     out, step_began, previous = [], None, None
+    zk_down: int | None = None  # when the fault that has ZooKeeper down (an outage, a pause) struck, while it lasts
+    zk_outages: list[tuple[int, int]] = []  # (struck, healed) of each such fault healed
     for e in operator:
         noted = e["time"]
+        if e.get("process") == "zookeeper" and e["kind"] == "fault":
+            zk_down = e["time"]
+        elif e.get("process") == "zookeeper" and e["kind"] in ("heal", "heal-skipped") and zk_down is not None:
+            zk_outages.append((zk_down, e["time"]))
+            zk_down = None
         if e["kind"] == "step-begins":
             step_began = e["time"]
         elif e["kind"] == "step" and e.get("action") in ("stop", "update-features"):
-            e = e | {"time": e.get("began", step_began if step_began is not None else e["time"])}
+            began = e.get("began", step_began if step_began is not None else e["time"])
+            healed = next((healed for struck, healed in zk_outages if struck <= began < healed <= noted), None) \
+                if e.get("action") == "stop" and e.get("role") == "zk-broker" and e.get("clean", True) else None
+            e = e | {"time": began if healed is None else healed}
         elif e["kind"] == "stuck" and (deletion := STUCK_DELETION.fullmatch(e["goal"])):
             # a deletion Kafka may have accepted, whose topics the brokers still listed (its mirror lost, say)
             e = {"channel": "operator", "kind": "step", "action": "delete-topics", "stuck": True,
