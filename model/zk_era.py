@@ -1190,6 +1190,7 @@ def _deliver(state: ClusterState, m: Message, variant: Variant) -> Result:
 _NOT_A_KRAFT_FOLLOWER_REQUEST = Refused(None, "not a KRaft controller's LeaderAndIsr making its broker a follower")
 _READS_ZOOKEEPER = Refused(None, "the broker's ZooKeeper session is live: the new partition's log is created")
 _TAKEN_WHOLE = Refused(None, "kip: a broker takes a control request whole")
+_NOT_TAKEN = Refused(None, "the broker would not take the request (refused, or waiting for its registration)")
 
 
 def _leader_and_isr_fails(state: ClusterState, m: Message, variant: Variant) -> Result:
@@ -1199,8 +1200,8 @@ def _leader_and_isr_fails(state: ClusterState, m: Message, variant: Variant) -> 
     escapes, KAFKA-9769 catching only ZooKeeperClientException), and the broker answers UNKNOWN_SERVER_ERROR, which
     the KRaft controller logs and drops (MigrationPropagatorBatch). The broker has taken the new leader epoch of the
     partition and started no fetcher (``LocalReplica.no_fetcher``); a later LeaderAndIsr at that epoch is "not a new
-    epoch" and starts none either. Only what the broker would take: a request it refuses, or one that waits for its
-    registration, is refused as it is delivered. It spends ``Budget.failed_leader_and_isrs``, 0 outside scope
+    epoch" and starts none either. Only a request the broker would take fails so: one it refuses, or one that waits
+    for its registration, is ``Deliver``'s alone. It spends ``Budget.failed_leader_and_isrs``, 0 outside scope
     failed-leader-and-isr.
 
     Differs: kip's broker takes a control request whole, and no ZooKeeper read fails it part-way (the seeds say
@@ -1220,7 +1221,7 @@ def _leader_and_isr_fails(state: ClusterState, m: Message, variant: Variant) -> 
         return _READS_ZOOKEEPER
     taken = deliver_message(state.replace(network=state.network - {m}), m, variant)
     if not isinstance(taken, ClusterState):
-        return taken  # refused, or waiting for the broker's registration: delivered as it is
+        return _NOT_TAKEN
     spent = spend(state, failed_leader_and_isrs=1)
     if spent is None:
         return BUDGET_SPENT

@@ -257,6 +257,11 @@ def plan_problem(plan: RealRunPlan, steps: list[str]) -> str | None:
     return None
 
 
+def fault_kinds(plan: RealRunPlan) -> list[str]:
+    """The kinds of fault ``plan``'s mix draws from (a KRaft-born cluster has no ZooKeeper to fault)."""
+    return [k for k in FAULT_KINDS[plan.faults] if plan.runbook != "kraft" or k not in ZOOKEEPER_FAULTS]
+
+
 def eligible_steps(kind: str, steps: list[str]) -> list[str]:
     """The steps a fault of ``kind`` may strike: where its victim exists (controllers from their start until a
     rollback deprovisions them; brokers and ZooKeeper from the brokers' start), the admin's data step aside."""
@@ -274,8 +279,7 @@ def schedule_faults(plan: RealRunPlan, steps: list[str]) -> list[FaultPlan]:
     """The seed's faults: each on a step where its victim exists, no two on one step (or the plan's own)."""
     if plan.schedule is not None:
         return sorted(plan.schedule, key=lambda f: steps.index(f.step) if f.step in steps else len(steps))
-    # a KRaft-born cluster has no ZooKeeper to fault
-    kinds = [k for k in FAULT_KINDS[plan.faults] if plan.runbook != "kraft" or k not in ZOOKEEPER_FAULTS]
+    kinds = fault_kinds(plan)
     rng = random.Random(plan.seed)
     faults: list[FaultPlan] = []
     where: list[list[str]] = []  # each fault's eligible steps, as drawn
@@ -334,9 +338,8 @@ def _steered(fault: FaultPlan, eligible: list[str], taken: set[str], covered: se
 def aimable_cells(plan: RealRunPlan, steps: list[str]) -> list[tuple[str, str]]:
     """Every (kind, moment) an aimed draw of ``plan``'s fault mix may strike on its runbook's ``steps``, in the
     runbook's order: the cells of a campaign's moment table, those no run struck included."""
-    kinds = [k for k in FAULT_KINDS[plan.faults] if plan.runbook != "kraft" or k not in ZOOKEEPER_FAULTS]
     cells: dict[tuple[str, str], None] = {}
-    for kind in kinds:
+    for kind in fault_kinds(plan):
         for step in eligible_steps(kind, steps):
             for moment in step_moments(step, plan):
                 cells[(kind, moment)] = None
