@@ -301,25 +301,37 @@ class Choices:
     An action's formula calls ``choose(name)`` where the model decides from something outside
     the core; ``asked`` records the names it called, so a decoded step keeps only its own
     choices. With ``fixed`` (concrete evaluation), each name is that value (False if not given).
+    ``choose.number(name)`` is a free integer instead: a value the core takes from outside it (the offset
+    of an image a write carries), which the formulas compare only by order with the core's ``ordered_fields``.
     """
 
-    def __init__(self, tag: str, fixed: dict[str, bool] | None = None) -> None:
+    def __init__(self, tag: str, fixed: dict[str, bool | int] | None = None) -> None:
         self.tag = tag
         self.fixed = fixed
-        self.terms: dict[str, z3.BoolRef] = {}
+        self.terms: dict[str, z3.ExprRef] = {}
+        self.numbers: set[str] = set()
         self.asked: list[str] = []
 
     def __call__(self, name: str) -> z3.BoolRef:
         if name not in self.asked:
             self.asked.append(name)
         if self.fixed is not None:
-            return z3.BoolVal(self.fixed.get(name, False))
+            return z3.BoolVal(bool(self.fixed.get(name, False)))
         return self.terms.setdefault(name, z3.Bool(f"{name}@{self.tag}"))
+
+    def number(self, name: str) -> z3.ArithRef:
+        if name not in self.asked:
+            self.asked.append(name)
+        self.numbers.add(name)
+        if self.fixed is not None:
+            return z3.IntVal(int(self.fixed.get(name, 0)))
+        return self.terms.setdefault(name, z3.Int(f"{name}@{self.tag}"))
 
     def fork(self) -> Choices:
         """The same terms, with a record of its own of the names asked."""
         other = Choices(self.tag, self.fixed)
         other.terms = self.terms
+        other.numbers = self.numbers
         return other
 
 
@@ -363,7 +375,10 @@ def holds(inv: Invariant, pre: SymState, post: SymState) -> z3.BoolRef:
 class EncodedStep:
     action: str
     actors: tuple[int, ...]
-    choices: tuple[tuple[str, bool], ...] = ()  # the values of the choices this action asked for
+    choices: tuple[tuple[str, bool | int], ...] = ()  # the values of the choices this action asked for
+    # For each integer choice, how it compares with each ordered field of the state it was taken in (-1, 0, 1, in
+    # the order of ``Core.ordered_terms``): what a trace the model cannot follow is blocked by (``_matches``).
+    orders: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def broker(self) -> int:
@@ -374,7 +389,8 @@ class EncodedStep:
         return dict(self.choices).get("writes", False)
 
     def __str__(self) -> str:
-        chosen = [name for name, value in self.choices if value]
+        chosen = [name if value is True else f"{name}={value}" for name, value in self.choices
+                  if value is not False]
         suffix = f" ({', '.join(chosen)})" if chosen else ""
         return f"{self.action}({', '.join(map(str, self.actors))}){suffix}"
 
@@ -405,6 +421,7 @@ class PropertyBmc:
     counterexample: Counterexample | None = None
     refinements: int = 0  # abstract traces the model could not follow, blocked and solved again
     complete: bool = True  # False when the solver gave up or the refinement limit stopped the search
+    finding: bool = False  # the correct model breaks it in this scope: a finding the scope names (Scope.findings)
 
 
 @dataclass
@@ -466,7 +483,8 @@ class BmcResult:
             row = {
                 "name": f"BMC/{self.scope}/depth-{self.depth}/{p.name}",
                 "brokers": self.label,
-                "result": "holds" if p.holds and p.complete else ("unknown" if p.holds else "violated"),
+                "result": "holds" if p.holds and p.complete else (
+                    "unknown" if p.holds else ("finding" if p.finding else "violated")),
                 "seconds": round(p.seconds, 3),
             }
             if p.counterexample is not None:
@@ -515,6 +533,11 @@ def _diff(want: Projection, got: Projection) -> str:
     return ", ".join(f"{k}: encoding {want[k]} model {got[k]}" for k in want if want[k] != got[k])
 
 
+# z3's timeout for an obligation the design is known to fail (``Core.findings``): over any number of actors z3 has
+# left such a one unknown at 60 s as at 5 s, and its counterexample is then found among a few actors in seconds.
+FINDING_TIMEOUT_MS = 5_000
+
+
 class Core:
     """A projection of the model onto z3, with everything the machinery needs to check it.
 
@@ -532,6 +555,16 @@ class Core:
     the formulas follow whose properties lie outside the core, so no obligation of the core's can fail for them: a
     variant may hold them, to prove that the core's properties survive them; they are not ``encoded_bugs``,
     which the core must catch.
+
+    ``ordered_fields``: fields that hold values the core takes from outside it (offsets into a log it does not
+    keep), which every formula compares only by order, with each other, with ``Choices.number`` values and with
+    the ``ordered_constants``. Where ``meaningful(projection, field, actor)`` says such a field means something,
+    the replay compares a BMC trace's steps with the model's by the order of these values, not the values
+    themselves (``order_key``), and blocks a trace the model cannot follow by the order of its integer choices
+    (``EncodedStep.orders``). ``findings``: the
+    (action, property) obligations that fail for the design itself, with why (a finding the explorer pins in a
+    scope); ``kraftcheck prove`` lists them as "finding", as it does a BMC counterexample of a property the scope
+    names among its findings for the profile.
 
     What ``kraftcheck prove`` runs of a core (``report``) is built here from these: ``bmc_in_scope``,
     ``prove_finite``, ``prove_unbounded``, so a core module writes only its encoding.
@@ -558,6 +591,10 @@ class Core:
         bmc_may_stop: bool = False,
         bmc_refinements: int = 25,
         followed_bugs: frozenset[Bug] = frozenset(),
+        ordered_fields: tuple[str, ...] = (),
+        ordered_constants: tuple[int, ...] = (),
+        meaningful: Callable[[Projection, str, int | None], bool] | None = None,
+        findings: dict[tuple[str, str], str] | None = None,
     ) -> None:
         self.name = name
         self.noun = noun
@@ -578,6 +615,10 @@ class Core:
         self.bmc_may_stop = bmc_may_stop
         self.bmc_refinements = bmc_refinements
         self.followed_bugs = followed_bugs
+        self.ordered_fields = ordered_fields
+        self.ordered_constants = ordered_constants
+        self.meaningful = meaningful
+        self.findings = findings or {}
         self.actions_by_name = {a.name: a for a in actions}
         self.invariants_by_name = {i.name: i for i in invariants}
         for inv in invariants:  # a misspelt name would only assume more, silently: refuse it
@@ -610,6 +651,51 @@ class Core:
 
     def without_step_ghosts(self, p: Projection) -> Projection:
         return {**p, **self.step_fields}
+
+    def ordered_cells(self, p: Projection) -> list[tuple[str, int | None]]:
+        """The cells of ``p``'s ordered fields that mean something: (field, actor, or None for a global field)."""
+        if self.meaningful is None:
+            return []
+        cells: list[tuple[str, int | None]] = []
+        for name in self.ordered_fields:
+            actors: list[int | None] = [None] if name in self.global_fields else list(range(self.size_of(p)))
+            cells += [(name, i) for i in actors if self.meaningful(p, name, i)]
+        return cells
+
+    def order_key(self, before: Projection, after: Projection) -> Any:
+        """The step from ``before`` to ``after`` with the meaningful values of the ordered fields replaced by their
+        ranks among those of both states. Every formula compares these values only by order, so two steps with
+        the same key are the same step to the core: what the replay compares a BMC trace's steps with the model's
+        by (the solver's offsets are not the model's, only their order is)."""
+        if not self.ordered_fields:
+            return after
+
+        def value(p: Projection, name: str, i: int | None) -> int:
+            return p[name] if i is None else p[name][i]
+
+        values = {value(p, name, i) for p in (before, after) for name, i in self.ordered_cells(p)}
+        rank = {v: r for r, v in enumerate(sorted(values | set(self.ordered_constants)))}
+
+        def ranked(p: Projection) -> Projection:
+            out = dict(p)
+            for name, i in self.ordered_cells(p):
+                if i is None:
+                    out[name] = ("rank", rank[p[name]])
+                else:
+                    row = list(out[name])
+                    row[i] = ("rank", rank[p[name][i]])
+                    out[name] = tuple(row)
+            return out
+
+        return ranked(before), ranked(after)
+
+    def ordered_terms(self, s: SymState) -> list[z3.ExprRef]:
+        """The ordered constants, then every ordered field's term of ``s`` (finite domain), globals first: what an
+        integer choice is compared with when a trace is blocked."""
+        terms: list[z3.ExprRef] = [z3.IntVal(v) for v in self.ordered_constants]
+        for name in self.ordered_fields:
+            terms += [s.values[name]] if name in self.global_fields else list(s.values[name])
+        return terms
 
     def check_variant(self, variant: Variant) -> None:
         unknown = variant.bugs - self.encoded_bugs.keys() - self.followed_bugs
@@ -652,7 +738,7 @@ class Core:
     def _concrete_effect(self, p: Projection, action: str, actors: tuple, variant: Variant, fixed: dict):
         s = self.concrete(self.finite(self.size_of(p)), p)
         choose = Choices("concrete", fixed)
-        return self.actions_by_name[action].effect(s, *actors, variant, choose), choose.asked
+        return self.actions_by_name[action].effect(s, *actors, variant, choose), choose
 
     def encoded_guard(self, p: Projection, action: str, actors: tuple, variant: Variant = CORRECT) -> bool:
         return _value(self._concrete_effect(p, action, actors, variant, {})[0].guard)
@@ -681,6 +767,11 @@ class Core:
         pre, post = self.concrete(dom, before), self.concrete(dom, after)
         asked = self._concrete_effect(before, action, actors, variant, {})[1]
         encoded = self.actions_by_name[action]
+        if asked.numbers:  # an integer choice: ask the solver for values of them all
+            solver = z3.Solver()
+            solver.add(self.transition(encoded, pre, post, actors, variant, Choices("c")))
+            return solver.check() == z3.sat
+        asked = asked.asked
         return any(
             _value(self.transition(encoded, pre, post, actors, variant, Choices("c", dict(zip(asked, values)))))
             for values in itertools.product((False, True), repeat=len(asked))
@@ -751,12 +842,15 @@ class Core:
     ) -> list[ObligationResult]:
         """Discharge the induction obligations (all, or those of ``actions``: action names and "Init"; of
         ``goals``' invariants only, when named, see ``induction_obligations``); a satisfiable one is a
-        counterexample to induction."""
+        counterexample to induction. An obligation the design is known to fail (``findings``) gets at most
+        ``FINDING_TIMEOUT_MS``: over any number of actors z3 leaves it unknown, and ``prove_unbounded`` then finds
+        its counterexample among a few."""
         dom = dom or self.finite(2)
         results = []
         for name, formulas, pre, post in self.induction_obligations(dom, variant, invariants, actions, goals):
             solver = z3.Solver()
-            solver.set("timeout", timeout_ms)
+            known = tuple(name.split("/", 1)) in self.findings
+            solver.set("timeout", min(timeout_ms, FINDING_TIMEOUT_MS) if known else timeout_ms)
             solver.add(formulas)
             start = time.perf_counter()
             verdict = solver.check()
@@ -893,6 +987,10 @@ class Core:
             found = self._shortest_counterexample(scope, variant, states, steps, init, bad, prop, max_refinements)
             found.seconds = time.perf_counter() - began
             results.append(found)
+        if not variant.bugs:
+            known = scope.expected_findings(variant.profile)
+            for r in results:
+                r.finding = r.name in known
         bugs = tuple(sorted(b.value for b in variant.bugs))
         return BmcResult(name or scope.name, bugs, n, self.noun, depth, time.perf_counter() - start, results)
 
@@ -966,9 +1064,17 @@ class Core:
         properties = [p for p in self.property_names if p in wanted]
         rows = [row for scope in self.scopes
                 for row in self.bmc_in_scope(depth, variant, scope=scope, properties=properties).rows()]
-        rows += [r.as_json() for r in self.prove_finite(variant, goals=goals)]
-        rows += [r.as_json() for r in self.prove_unbounded(variant, goals=goals)]
+        obligations = self.prove_finite(variant, goals=goals) + self.prove_unbounded(variant, goals=goals)
+        rows += [self._as_finding(r, variant).as_json() for r in obligations]
         return rows
+
+    def _as_finding(self, result: ObligationResult, variant: Variant) -> ObligationResult:
+        """A counterexample to an obligation the design itself fails (``findings``) is that finding, for the
+        correct model; under a seeded bug every counterexample is reported as it is."""
+        action, _, invariant = result.name.partition("/")
+        if variant.bugs or result.result != "counterexample-to-induction" or (action, invariant) not in self.findings:
+            return result
+        return replace(result, result="finding")
 
     def replay(
         self, scope: Scope, variant: Variant, trace: list[EncodedStep], expected: list[Projection]
@@ -1007,6 +1113,7 @@ class Core:
             step_ = trace[j]
             encoded = self.actions_by_name[step_.action]
             here, want = self.project(state), expected[j + 1]
+            wanted = self.order_key(expected[j], want)
             enabled = False
             for action in self.model_actions(step_, state, scope, variant):
                 nxt = model_step(state, action, variant)
@@ -1014,7 +1121,7 @@ class Core:
                     continue
                 enabled = True
                 got = self.project(nxt)
-                if got != want:
+                if self.order_key(here, got) != wanted:
                     if self.satisfies_transition(here, got, step_.action, step_.actors, variant):
                         continue  # the model chose otherwise, from what the core does not see
                     raise EncodingMismatch(f"step {j + 1}: {action!r} projects to {_diff(want, got)}")
@@ -1046,6 +1153,7 @@ class _Unrolled:
     constraints: list[z3.BoolRef]
     selectors: list[tuple[z3.BoolRef, EncodedStep, tuple[str, ...]]]  # (selector, step, choices it asks)
     choices: Choices
+    ordered: list[z3.ExprRef]  # the ordered fields of the step's pre-state (``Core.ordered_terms``)
 
 
 def _bmc_step(core: Core, pre: SymState, post: SymState, variant: Variant, tag: str) -> _Unrolled:
@@ -1078,22 +1186,41 @@ def _bmc_step(core: Core, pre: SymState, post: SymState, variant: Variant, tag: 
                     if b == i and name in changed:
                         value = z3.If(selector, changed[name], value)
             constraints.append(post.values[name][i] == value)
-    return _Unrolled(constraints, [(o[0], o[3], o[4]) for o in options], choices)
+    return _Unrolled(constraints, [(o[0], o[3], o[4]) for o in options], choices, core.ordered_terms(pre))
+
+
+def _sign(x: int) -> int:
+    return (x > 0) - (x < 0)
 
 
 def _decode_step(model: z3.ModelRef, unrolled: _Unrolled) -> EncodedStep:
+    def value(term: z3.ExprRef) -> bool | int:
+        v = model.eval(term, model_completion=True)
+        return z3.is_true(v) if z3.is_bool(v) else v.as_long()
+
     for selector, step_, asked in unrolled.selectors:
         if z3.is_true(model.eval(selector, model_completion=True)):
-            values = tuple(
-                (name, z3.is_true(model.eval(unrolled.choices.terms[name], model_completion=True))) for name in asked
+            values = tuple((name, value(unrolled.choices.terms[name])) for name in asked)
+            ordered = [value(t) for t in unrolled.ordered]
+            orders = tuple(
+                (name, tuple(_sign(int(v) - int(o)) for o in ordered))
+                for name, v in values if name in unrolled.choices.numbers
             )
-            return EncodedStep(step_.action, step_.actors, values)
+            return EncodedStep(step_.action, step_.actors, values, orders)
     raise AssertionError("no action selected")
 
 
 def _matches(unrolled: _Unrolled, step_: EncodedStep) -> z3.BoolRef:
+    """The step as taken: its action and actors, its Bool choices, and how its integer choices compare with the
+    ordered fields (their values themselves mean nothing to the formulas, so blocking one value would block
+    nothing)."""
     selector = next(sel for sel, s, _ in unrolled.selectors if (s.action, s.actors) == (step_.action, step_.actors))
-    return z3.And(selector, *[unrolled.choices.terms[name] == value for name, value in step_.choices])
+    terms = unrolled.choices.terms
+    same = [terms[name] == value for name, value in step_.choices if name not in unrolled.choices.numbers]
+    for name, signs in step_.orders:
+        x = terms[name]
+        same += [x < o if sign < 0 else (x == o if sign == 0 else x > o) for sign, o in zip(signs, unrolled.ordered)]
+    return z3.And(selector, *same)
 
 
 def bmc_bits(init: Projection, depth: int, core: Core) -> int:
@@ -1121,4 +1248,5 @@ def _whole_depth_solver() -> z3.Solver:
 
 
 def all_hold(rows: list[dict]) -> bool:
-    return all(r["result"] in ("holds", "proved") for r in rows)
+    """Every row holds, is proved, or is a finding the design is known to have (a scope's, a core's)."""
+    return all(r["result"] in ("holds", "proved", "finding") for r in rows)
