@@ -162,13 +162,17 @@ def _exercised_by(p: Property) -> str:
 
 def _obligation_lines(p: Property) -> list[str]:
     out = []
+    cores = {core.name: core for core, _ in z3_cores()}
     for ob in z3_obligations(p):
         bmc = ", ".join(scope_link(s) for s in ob.bmc_scopes)
         names = ", ".join(f"<code>{n}</code>" for n in ob.induction)
+        failing = [f"`{action}/{prop}` (a finding: {why})" for (action, prop), why in cores[ob.core].findings.items()
+                   if prop == p.name]
+        fails = f"; the design itself fails {', '.join(failing)}" if failing else ""
         out.append(
             f"    - z3, the {ob.core} core (`{ob.module}`): bounded model checking to depth 20 from {bmc}; "
             f"induction, for 2 {ob.noun}s and for any number of them: <details><summary>{len(ob.induction)} "
-            f"obligations</summary>{names}</details>"
+            f"obligations</summary>{names}</details>{fails}"
         )
     return out
 
@@ -341,6 +345,8 @@ def render() -> str:
             f"- **Properties:** {', '.join(f'[{n}](#{n.lower()})' for n in core.property_names)}",
             f"- **Lemmas:** {', '.join(f'`{i.name}`' for i in core.invariants if i.lemma) or 'none needed'}",
             f"- **Seeded bugs it switches (in these actions):** {bugs}",
+            *[f"- **Finding (an obligation the design fails):** `{action}/{prop}`: {why}"
+              for (action, prop), why in core.findings.items()],
             "",
         ]
     return "\n".join(out)

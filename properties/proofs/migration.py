@@ -13,22 +13,23 @@ The migration fencing core (``project``), and what it leaves out:
   wrote it, that controller and its Raft epoch); /migration (exists, version, the Raft epoch it
   names); the budgets the core's perturbations spend (KRaft elections, controller crashes,
   operator migration steps, ZooKeeper outages, stale reads, dual writes whose session expired or whose
-  reply was lost, MetadataChangeEvents queued). /migration's offset is left out: no property of
-  this core reads it (the offsets' properties, ZkWritesFollowKRaftCommits and the lag bound,
-  need the committed log). The migration state of the committed log (its last
+  reply was lost, MetadataChangeEvents queued). /migration's offset (``migration_offset``), with the
+  offsets below it is compared to; the log they point into is not kept (ZkWritesFollowKRaftCommits and the lag
+  bound, which need it, are outside the core). The migration state of the committed log (its last
   ZkMigrationStateRecord: ``committed_state``) and whether the quorum is a single controller.
 - Per KRaft controller (the actors; an uninterpreted sort ``Controller`` in the unbounded proof):
   alive, its migration flag, its persisted Raft epoch, candidate, holding another controller's
   vote, leading (``is_active``), leading in Raft but not yet active (its LeaderChange has not
   committed), resigned, and its migration driver: the state as a code
   (``DRIVER_CODES``, -1 for no driver), the leadership it believes in (epoch, whether its own),
-  the /migration version and the /controller_epoch version of its claim that it believes (-2:
+  the /migration version and offset and the /controller_epoch version of its claim that it believes (-2:
   unknown), and the MetadataChangeEvent in its queue, if any (the Raft epoch and whether the node led when it
-  was raised; ``project`` refuses scopes where two may be queued); the migration state of its whole log,
+  was raised, the offset of the image it carries; ``project`` refuses scopes where two may be queued); the
+  migration state of its whole log,
   committed or not (``log_state``); and its
   ZooKeeper server's view (``model.zookeeper`` views, scope stale-reads): whether the server lags, and
   what it shows of /controller_epoch (exists, value, version), /controller (exists, a KRaft claim,
-  its Raft epoch) and /migration (exists, version), all False/0 while it does not lag. The driver's
+  its Raft epoch) and /migration (exists, version, offset), all False/0 while it does not lag. The driver's
   reads go through it (``_read``): the claim decides on what its server shows and its multi runs at
   ZooKeeper's leader, where a stale read fails it (the /controller_epoch version it read, /controller
   as it saw it); RecoverMigrationState reads /migration through it (a create a lagging read asked for
@@ -37,6 +38,13 @@ The migration fencing core (``project``), and what it leaves out:
   multi). ``project`` refuses a /controller whose version is not 0 (the model only ever creates it).
 - The step's ghost (``STEP_FIELDS``, reset by every step): the KRaft write ZooKeeper applied in
   this step, if any: its writer's epoch, whether it was a dual write, the writer's driver state.
+- Offsets (``ORDERED``): the offset of an image a write carries comes from the log, outside the core, so it is a
+  free integer of the step (``Choices.number``) bounded as the handler's guard bounds it: a sync's image is not
+  behind the driver's offset, a dual write's, a queued event's and a lost-reply write's are past it, the
+  migration's end is past it and past 0 (a driver in ZK_MIGRATION wrote back a /migration with no migration).
+  Every formula compares offsets only by order, with each other and with 0, so the BMC's offsets are its own: the
+  replay follows a trace whose offsets are in the model's order (``Core.order_key``), and a trace it cannot follow
+  is blocked by that order, not by the values (``EncodedStep.orders``).
 - Logs, high watermarks and images are abstracted away but for their migration states. Where a
   handler decides from them (is there committed metadata ZooKeeper lacks? did activation resign?
   how far does a Fetch commit?) its guard is over-approximated or its outcome is a choice
@@ -97,7 +105,13 @@ MigrateBrokerToKRaft and RollbackBrokerToZk (they spend the migrations budget), 
 
 Properties (registry names): OnlyCurrentKRaftLeaderWritesApply, KRaftEpochInZkOnlyIncreases,
 ZkControllerEpochsIncreaseAcrossHandOver, DriverTakesOnlyTableTransitions,
-DualWritesOnlyInDualWriteStates, KRaftEpochNeverDecreases, MigrationStateOnlyMovesForward. Lemmas,
+DualWritesOnlyInDualWriteStates, KRaftEpochNeverDecreases, MigrationStateOnlyMovesForward,
+MigrationOffsetNeverGoesBack. The last fails for the design in one obligation, BecomeZkController's
+(``MIGRATION_OFFSET_FINDING``, ``Core.findings``): its unconditional write of /migration (KAFKA-16171) takes the
+offset a lagging server shows; BMC finds it from stale-reads in the 17 steps the explorer pins under both profiles,
+and ``kraftcheck prove`` lists both as the finding. Every other write is the fenced compare-and-set, which writes
+past /migration's offset because a driver that believes /migration's current version believes its offset
+(BelievedMigrationOffsetIsCurrent, and ViewedMigrationOffsetIsCurrent for what a lagging server shows). Lemmas,
 each proved inductive with them (``INVARIANTS``): /controller_epoch holds the largest epoch ever
 written; a stopped controller holds nothing; driver codes are table states; Raft epochs are >= 0; a
 driver's claimed /controller_epoch version is not ahead of the znode; every driver that has claimed
@@ -125,12 +139,13 @@ seeded bugs (RESEND_KEEPS_STALE_VERSION, FAILED_WRITE_DROPS_DELTA) break converg
 properties, outside this core, so they are not switched. The driver's event queue is encoded (scope event-queue,
 BMC'd by ``kraftcheck prove``): the fencing properties hold with queued events under both profiles, and still with
 the seeded bug STALE_EVENT_RUNS (a stale event written as current), whose write is the fenced multi of a driver
-that believes it leads; that bug breaks MigrationOffsetNeverGoesBack, over /migration's offset, which the core
-leaves out. The formulas follow it and RESEND_KEEPS_STALE_VERSION (``followed_bugs``), so the proofs can be asked
-under them; they do not switch them. The initial migration in batches (scope batched-migration, BMC'd too, a KRaft
-failover or a ZooKeeper outage between the batches) needs no encoding of its own: a batch (MigrateMetadata) writes
-records of the migration's transaction and no migration state, so it is a Stutter of this core, and the walks of
-that scope agree with model.step.
+that believes it leads; that bug breaks MigrationOffsetNeverGoesBack (RunMetadataChange's obligation fails, and BMC
+finds it from event-queue in 5 encoded steps, 9 of the model's: two commits, one before the event is raised and one
+after, are log-only steps the replay inserts). The formulas follow RESEND_KEEPS_STALE_VERSION (``followed_bugs``),
+whose properties are outside the core, so the proofs can be asked under it; they do not switch it. The initial
+migration in batches (scope batched-migration, BMC'd too, a KRaft failover or a ZooKeeper outage between the
+batches) needs no encoding of its own: a batch (MigrateMetadata) writes records of the migration's transaction and
+no migration state, so it is a Stutter of this core, and the walks of that scope agree with model.step.
 
 BMC (``Core.bmc``) from a scope's real initial state, with Ints for the counters, assumes at every
 step the lemmas that are inductive for the variant (``Core.inductive_lemmas``: those the
@@ -274,7 +289,15 @@ ENCODED_BUGS: dict[Bug, tuple[str, ...]] = {
     Bug.ACTIVATE_ON_UNCOMMITTED_LOG: ("BecomeLeader",),
     # the claim's multi sets /controller_epoch and replaces /controller at version -1, trusting a lagging read
     Bug.CLAIM_TRUSTS_STALE_READ: ("BecomeZkController",),
+    # a queued MetadataChangeEvent of another leadership runs, its image taken as the newest
+    Bug.STALE_EVENT_RUNS: ("RunMetadataChange",),
 }
+
+# The one way the design lowers /migration's offset (scope stale-reads pins it under both profiles, 17 steps):
+# BecomeZkController's second write (KAFKA-16171) sets /migration unconditionally to what the driver's server
+# shows, and a server that lags shows an older offset, which undoes a newer leader's MigrationCommitted.
+MIGRATION_OFFSET_FINDING = ("BecomeZkController writes /migration back unconditionally (KAFKA-16171), as a lagging"
+                            " server shows it: an older offset (scope stale-reads)")
 
 # ---- the projection -----------------------------------------------------------------------------
 
@@ -291,6 +314,7 @@ GLOBAL_FIELDS: dict[str, str] = {
     "migration_exists": BOOL,  # /migration exists
     "migration_version": INT,
     "migration_epoch": INT,  # its kraft_controller_epoch
+    "migration_offset": INT,  # its kraft_metadata_offset (ordered: compared only by order, ``ORDERED``)
     "handed_back": BOOL,  # history.handed_back: the rollback deleted KRaft's znodes; the quorum is over
     "committed_state": INT,  # STATE_CODES of the committed log: image_of(history.committed).migration
     "single_voter": BOOL,  # the quorum is one controller: what it appends commits at once (constant)
@@ -325,12 +349,14 @@ CONTROLLER_FIELDS: dict[str, str] = {
     "driver_epoch": INT,  # Driver.kraft_epoch: the leadership the driver last heard of
     "driver_leader": BOOL,  # Driver.leader: that leadership is its own
     "driver_migration_version": INT,  # Driver.migration_version
+    "driver_migration_offset": INT,  # Driver.migration_offset: /migration's offset as it last read or wrote it
     "driver_zk_version": INT,  # Driver.zk_epoch_version: /controller_epoch's version after its claim
     # The MetadataChangeEvent in its driver's queue (Driver.queue; at most one, ``project``), if any: the Raft
     # epoch and whether the node led when it was raised (KAFKA-16667); the image it carries is outside the core.
     "queued": BOOL,
     "queued_epoch": INT,
     "queued_leader": BOOL,
+    "queued_offset": INT,  # the offset of the committed image it carries
     # Its ZooKeeper server's view (model.zookeeper views): whether it lags, and what it shows of the znodes its
     # driver reads (/controller's version is always 0: it is only ever created), all False/0 while it does not lag.
     "lags": BOOL,
@@ -342,19 +368,36 @@ CONTROLLER_FIELDS: dict[str, str] = {
     "view_controller_kraft_epoch": INT,
     "view_migration_exists": BOOL,
     "view_migration_version": INT,
+    "view_migration_offset": INT,
 }
 NO_VIEW: dict[str, Any] = {name: False if kind == BOOL else 0
                            for name, kind in CONTROLLER_FIELDS.items() if name == "lags" or name.startswith("view_")}
 VIEWED = [name[len("view_"):] for name in NO_VIEW if name != "lags"]  # the global fields a view shows
-NO_QUEUE = {"queued": False, "queued_epoch": 0, "queued_leader": False}
+NO_QUEUE = {"queued": False, "queued_epoch": 0, "queued_leader": False, "queued_offset": 0}
 NO_DRIVER_FIELDS = {
     "driver": NO_DRIVER, "driver_epoch": 0, "driver_leader": False, "driver_migration_version": 0,
-    "driver_zk_version": 0, **NO_QUEUE,
+    "driver_migration_offset": 0, "driver_zk_version": 0, **NO_QUEUE,
 }
 FRESH_DRIVER = {
     "driver": DRIVER_CODES[_FRESH.state], "driver_epoch": _FRESH.kraft_epoch, "driver_leader": _FRESH.leader,
-    "driver_migration_version": _FRESH.migration_version, "driver_zk_version": _FRESH.zk_epoch_version, **NO_QUEUE,
+    "driver_migration_version": _FRESH.migration_version, "driver_migration_offset": int(_FRESH.migration_offset),
+    "driver_zk_version": _FRESH.zk_epoch_version, **NO_QUEUE,
 }
+# The fields holding offsets into the metadata log, which the core does not keep: the formulas compare them only
+# with each other and with the offset a write carries (a free integer, ``Choices.number``), by order.
+ORDERED = ("migration_offset", "driver_migration_offset", "queued_offset", "view_migration_offset")
+
+
+def offset_means_something(p: Projection, name: str, i: int | None) -> bool:
+    """Whether an ordered field of ``p`` holds an offset (else it holds its constant for "none")."""
+    if name == "migration_offset":
+        return bool(p["migration_exists"])
+    assert i is not None
+    if name == "driver_migration_offset":
+        return p["driver"][i] not in (NO_DRIVER, UNINITIALIZED)
+    if name == "queued_offset":
+        return bool(p["queued"][i])
+    return bool(p["lags"][i] and p["view_migration_exists"][i])
 
 
 def project(state: ClusterState) -> Projection:
@@ -383,6 +426,7 @@ def project(state: ClusterState) -> Projection:
     out["migration_exists"] = migration is not None
     out["migration_version"] = 0 if migration is None else migration.version
     out["migration_epoch"] = 0 if migration is None else int(migration.data.kraft_controller_epoch)
+    out["migration_offset"] = 0 if migration is None else int(migration.data.kraft_metadata_offset)
     out["handed_back"] = state.history.handed_back is not None
     out["committed_state"] = STATE_CODES[image_of(state.history.committed).bootstrapped_migration]
     out["single_voter"] = len(state.controllers) == 1
@@ -422,7 +466,8 @@ def project(state: ClusterState) -> Projection:
             **(
                 NO_DRIVER_FIELDS if d is None else {
                     "driver": DRIVER_CODES[d.state], "driver_epoch": int(d.kraft_epoch), "driver_leader": d.leader,
-                    "driver_migration_version": d.migration_version, "driver_zk_version": d.zk_epoch_version,
+                    "driver_migration_version": d.migration_version,
+                    "driver_migration_offset": int(d.migration_offset), "driver_zk_version": d.zk_epoch_version,
                     **_project_queue(d),
                 }
             ),
@@ -439,7 +484,8 @@ def _project_queue(d: Driver) -> dict[str, Any]:
     if not d.queue:
         return NO_QUEUE
     event = d.queue[0]
-    return {"queued": True, "queued_epoch": int(event.kraft_epoch), "queued_leader": event.leader}
+    return {"queued": True, "queued_epoch": int(event.kraft_epoch), "queued_leader": event.leader,
+            "queued_offset": int(event.offset)}
 
 
 def _project_view(seen: zkm.ZkState) -> dict[str, Any]:
@@ -458,6 +504,7 @@ def _project_view(seen: zkm.ZkState) -> dict[str, Any]:
         "view_controller_kraft_epoch": int(claim.kraft_epoch) if isinstance(claim, KRaftControllerZNode) else 0,
         "view_migration_exists": migration is not None,
         "view_migration_version": 0 if migration is None else migration.version,
+        "view_migration_offset": 0 if migration is None else int(migration.data.kraft_metadata_offset),
     }
 
 
@@ -706,8 +753,8 @@ def reconfigure_controller(s: SymState, c, variant: Variant, choose) -> Effect:
 
 def recover_migration_state(s: SymState, c, variant: Variant, choose) -> Effect:
     """_recover_migration_state: read /migration (through the view) and go INACTIVE, or create it empty
-    (version 0), a write that ends the view; a create a lagging read asked for fails (NodeExists) and the
-    driver stays UNINITIALIZED."""
+    (version 0, offset -1), a write that ends the view; a create a lagging read asked for fails (NodeExists) and
+    the driver stays UNINITIALIZED. The driver takes the version and offset it read or created."""
     me = s.of(c)
     seen = _read(s, c, "migration_exists")
     created = z3.And(z3.Not(seen), z3.Not(s.migration_exists))
@@ -717,11 +764,15 @@ def recover_migration_state(s: SymState, c, variant: Variant, choose) -> Effect:
         changes=_either(s, created, {
             "migration_exists": True, "migration_version": 0,
             "migration_epoch": EMPTY_MIGRATION.kraft_controller_epoch,
+            "migration_offset": EMPTY_MIGRATION.kraft_metadata_offset,
         }, {}),
         mine={
             "driver": _pick(s, z3.Or(seen, created), INACTIVE, UNINITIALIZED),
             "driver_migration_version": _pick(s, seen, _read(s, c, "migration_version"),
                                               _pick(s, created, 0, me.driver_migration_version)),
+            "driver_migration_offset": _pick(s, seen, _read(s, c, "migration_offset"),
+                                             _pick(s, created, EMPTY_MIGRATION.kraft_metadata_offset,
+                                                   me.driver_migration_offset)),
             **view,
         },
     )
@@ -730,7 +781,7 @@ def recover_migration_state(s: SymState, c, variant: Variant, choose) -> Effect:
 def kraft_leader_change(s: SymState, c, variant: Variant, choose) -> Effect:
     """_kraft_leader_change: a leadership the driver has not heard of. Not its own: INACTIVE in that
     epoch. Its own: INACTIVE first if it is anywhere else, then WAIT_FOR_CONTROLLER_QUORUM with
-    /migration's version read again. Either way it forgets its claim."""
+    /migration's version and offset read again. Either way it forgets its claim."""
     me = s.of(c)
     running = z3.And(me.alive, me.driver != NO_DRIVER, me.driver != UNINITIALIZED)
     news = z3.Not(z3.And(me.driver_epoch == me.epoch, me.driver_leader == me.leads))
@@ -743,6 +794,7 @@ def kraft_leader_change(s: SymState, c, variant: Variant, choose) -> Effect:
             "driver_leader": resume,
             "driver_zk_version": UNKNOWN_VERSION,
             "driver_migration_version": z3.If(resume, _read(s, c, "migration_version"), me.driver_migration_version),
+            "driver_migration_offset": z3.If(resume, _read(s, c, "migration_offset"), me.driver_migration_offset),
         },
     )
 
@@ -771,9 +823,11 @@ def wait_for_zk_brokers(s: SymState, c, variant: Variant, choose) -> Effect:
 def become_zk_controller(s: SymState, c, variant: Variant, choose) -> Effect:
     """_become_zk_controller in its two round trips. Without a claim yet (_claim): one multi bumps
     /controller_epoch by compare-and-set and writes /controller with the driver's Raft epoch, unless
-    /controller already holds that epoch or a newer one. Then an unconditional write of /migration
-    learns its version, and the driver goes on to SYNC_KRAFT_TO_ZK if /migration or the committed
-    log shows the migration done (choice ``synced``, outside the core), else to ZK_MIGRATION."""
+    /controller already holds that epoch or a newer one. Then an unconditional write of /migration, its data as
+    the driver's server shows it (the offset a lagging server shows may be older than /migration's: the finding
+    ``MIGRATION_OFFSET_FINDING``), learns its version, and the driver goes on to SYNC_KRAFT_TO_ZK if the offset
+    it wrote holds a migration (> 0) or, under kip, its committed image is in MIGRATION (the choice ``synced``,
+    outside the core; the committed log has reached MIGRATION), else to ZK_MIGRATION."""
     me = s.of(c)
     claiming = me.driver_zk_version < 0
     # The claim decides on what its server shows (the view while it lags); the multi runs at the leader.
@@ -804,8 +858,14 @@ def become_zk_controller(s: SymState, c, variant: Variant, choose) -> Effect:
         "write_epoch": me.driver_epoch,
         "write_state": _code(D.BECOME_CONTROLLER),
     }
-    learn = {"migration_version": s.migration_version + 1, "migration_epoch": me.driver_epoch}
-    onward = _pick(s, choose("synced"), _code(D.SYNC_KRAFT_TO_ZK), _code(D.ZK_MIGRATION))
+    learn = {"migration_version": s.migration_version + 1, "migration_epoch": me.driver_epoch,
+             "migration_offset": _read(s, c, "migration_offset")}
+    # Done: /migration as read holds a migration's offset (> 0); kip also goes on when the controller's committed
+    # image is in MIGRATION (outside the core, the choice "synced": the committed log has reached it).
+    done = _read(s, c, "migration_offset") > 0
+    if variant.profile is Profile.KIP:
+        done = z3.Or(done, z3.And(choose("synced"), _reaches(MIG, s.committed_state)))
+    onward = _pick(s, done, _code(D.SYNC_KRAFT_TO_ZK), _code(D.ZK_MIGRATION))
     return Effect(
         z3.And(_driving(s, c, D.BECOME_CONTROLLER), s.zk_available, z3.Or(z3.Not(claiming), claim_ok)),
         changes=_either(s, claiming, _either(s, applied, claim, {}), learn),
@@ -813,16 +873,18 @@ def become_zk_controller(s: SymState, c, variant: Variant, choose) -> Effect:
             "driver": z3.If(claiming, me.driver, onward),
             "driver_zk_version": z3.If(claiming, z3.If(applied, version, me.driver_zk_version), me.driver_zk_version),
             "driver_migration_version": z3.If(claiming, me.driver_migration_version, s.migration_version + 1),
+            "driver_migration_offset": z3.If(claiming, me.driver_migration_offset, _read(s, c, "migration_offset")),
             **NO_VIEW,
         },
     )
 
 
-def _kraft_zk_write(s: SymState, c, variant: Variant, dual: bool, onward, reply_lost: bool = False
+def _kraft_zk_write(s: SymState, c, variant: Variant, dual: bool, onward, offset, reply_lost: bool = False
                     ) -> tuple[dict, dict]:
     """_kraft_zk_write: one multi, the Check of /controller_epoch at the claim's version (left out by a
     seeded bug, for dual writes), the metadata ops (they cannot fail), and the compare-and-set of
-    /migration at the version the driver believes. Applied, the driver moves ``onward``; failed, it
+    /migration at the version the driver believes, to ``offset``. Applied, the driver moves ``onward`` and holds
+    the new version and offset; failed, it
     goes INACTIVE and forgets its claim. With ``reply_lost`` (_resent_write) the applied multi's reply is lost
     and its resent copy fails on /migration's version: kip's driver reads /migration back, finds its own write
     (its controller id, Raft epoch and offset, just written) and goes on at the new version; kafka-3.9's keeps the
@@ -835,6 +897,7 @@ def _kraft_zk_write(s: SymState, c, variant: Variant, dual: bool, onward, reply_
     wrote = {
         "migration_version": version,
         "migration_epoch": me.driver_epoch,
+        "migration_offset": offset,
         "wrote": True,
         "write_epoch": me.driver_epoch,
         "write_dual": dual,
@@ -845,6 +908,8 @@ def _kraft_zk_write(s: SymState, c, variant: Variant, dual: bool, onward, reply_
         "driver": _pick(s, applied, onward, INACTIVE),
         "driver_migration_version": z3.If(applied, version, me.driver_migration_version) if learns
         else me.driver_migration_version,
+        "driver_migration_offset": z3.If(applied, offset, me.driver_migration_offset) if learns
+        else me.driver_migration_offset,
         "driver_zk_version": z3.If(applied, me.driver_zk_version, UNKNOWN_VERSION),
         **NO_VIEW,  # its server has applied the multi (its reader)
     }
@@ -866,15 +931,24 @@ def complete_migration(s: SymState, c, variant: Variant, choose) -> Effect:
 
 def migration_committed(s: SymState, c, variant: Variant, choose) -> Effect:
     """_migration_committed: once the migration's records are committed (outside the core), write
-    /migration's offset; then SYNC_KRAFT_TO_ZK."""
-    changes, mine = _kraft_zk_write(s, c, variant, False, _code(D.SYNC_KRAFT_TO_ZK))
-    return Effect(z3.And(_driving(s, c, D.ZK_MIGRATION), s.zk_available), changes=changes, mine=mine)
+    /migration's offset, the migration's end; then SYNC_KRAFT_TO_ZK. The end is past the driver's offset: a
+    driver is in ZK_MIGRATION only if the /migration it wrote back held no migration (an offset <= 0), and the
+    migration's records take offsets from 1 (the offset itself is outside the core: ``choose.number``)."""
+    end = choose.number("offset")
+    changes, mine = _kraft_zk_write(s, c, variant, False, _code(D.SYNC_KRAFT_TO_ZK), end)
+    # The migration's records are committed: the committed log has reached MIGRATION.
+    guard = z3.And(_driving(s, c, D.ZK_MIGRATION), s.zk_available, end > 0, end > s.of(c).driver_migration_offset,
+                   _reaches(MIG, s.committed_state))
+    return Effect(guard, changes=changes, mine=mine)
 
 
 def sync_kraft_to_zk(s: SymState, c, variant: Variant, choose) -> Effect:
-    """_sync_kraft_to_zk: the whole committed image to ZooKeeper; then KRAFT_CONTROLLER_TO_BROKER_COMM."""
-    changes, mine = _kraft_zk_write(s, c, variant, False, _code(D.KRAFT_CONTROLLER_TO_BROKER_COMM))
-    return Effect(z3.And(_driving(s, c, D.SYNC_KRAFT_TO_ZK), s.zk_available), changes=changes, mine=mine)
+    """_sync_kraft_to_zk: the whole committed image to ZooKeeper, at the image's offset, which is not behind the
+    driver's (``_behind``); then KRAFT_CONTROLLER_TO_BROKER_COMM."""
+    image = choose.number("offset")
+    changes, mine = _kraft_zk_write(s, c, variant, False, _code(D.KRAFT_CONTROLLER_TO_BROKER_COMM), image)
+    guard = z3.And(_driving(s, c, D.SYNC_KRAFT_TO_ZK), s.zk_available, image >= s.of(c).driver_migration_offset)
+    return Effect(guard, changes=changes, mine=mine)
 
 
 def send_rpcs_to_brokers(s: SymState, c, variant: Variant, choose) -> Effect:
@@ -884,11 +958,14 @@ def send_rpcs_to_brokers(s: SymState, c, variant: Variant, choose) -> Effect:
 
 def dual_write(s: SymState, c, variant: Variant, choose) -> Effect:
     """_dual_write: committed metadata ZooKeeper lacks (outside the core) goes to ZooKeeper in DUAL_WRITE
-    (and, with the seeded bug, in SYNC_KRAFT_TO_ZK); the driver stays where it is."""
+    (and, with the seeded bug, in SYNC_KRAFT_TO_ZK), at the image's offset, past the driver's; the driver stays
+    where it is."""
     me = s.of(c)
     allowed = (D.DUAL_WRITE, D.SYNC_KRAFT_TO_ZK) if variant.has(Bug.DUAL_WRITE_BEFORE_SYNC) else (D.DUAL_WRITE,)
-    changes, mine = _kraft_zk_write(s, c, variant, True, me.driver)
-    guard = z3.And(me.alive, z3.Or([me.driver == _code(a) for a in allowed]), me.driver_leader, s.zk_available)
+    image = choose.number("offset")
+    changes, mine = _kraft_zk_write(s, c, variant, True, me.driver, image)
+    guard = z3.And(me.alive, z3.Or([me.driver == _code(a) for a in allowed]), me.driver_leader, s.zk_available,
+                   image > me.driver_migration_offset)
     return Effect(guard, changes=changes, mine=mine)
 
 
@@ -903,37 +980,43 @@ def dual_write_session_expired(s: SymState, c, variant: Variant, choose) -> Effe
 
 def dual_write_reply_lost(s: SymState, c, variant: Variant, choose) -> Effect:
     """_dual_write_reply_lost: a MetadataChangeEvent in DUAL_WRITE whose multi ZooKeeper applies and whose reply is
-    lost (``_kraft_zk_write`` with ``reply_lost``). It spends lost_write_replies."""
+    lost (``_kraft_zk_write`` with ``reply_lost``), at the offset of an image past the driver's. It spends
+    lost_write_replies."""
     me = s.of(c)
     left, spent = _spends(s, "lost_replies_left")
-    changes, mine = _kraft_zk_write(s, c, variant, True, me.driver, reply_lost=True)
-    guard = z3.And(left, me.alive, _driving(s, c, D.DUAL_WRITE), me.driver_leader, s.zk_available)
+    image = choose.number("offset")
+    changes, mine = _kraft_zk_write(s, c, variant, True, me.driver, image, reply_lost=True)
+    guard = z3.And(left, me.alive, _driving(s, c, D.DUAL_WRITE), me.driver_leader, s.zk_available,
+                   image > me.driver_migration_offset)
     return Effect(guard, changes={**changes, **spent}, mine=mine)
 
 
 def publish_metadata_change(s: SymState, c, variant: Variant, choose) -> Effect:
     """_publish_metadata_change: a driver in DUAL_WRITE (leading or not: the publisher does not ask) queues a
-    MetadataChangeEvent with Raft's current epoch and whether its node leads; that the committed image is past
-    /migration's offset is outside the core. It spends a queued event."""
+    MetadataChangeEvent with Raft's current epoch, whether its node leads, and the offset of the committed image,
+    past the driver's offset (the image itself is outside the core). It spends a queued event."""
     me = s.of(c)
     left, spent = _spends(s, "queued_events_left")
-    guard = z3.And(me.alive, me.driver == _code(D.DUAL_WRITE), left, z3.Not(me.queued))
-    return Effect(guard, changes=spent, mine={"queued": True, "queued_epoch": me.epoch, "queued_leader": me.leads})
+    image = choose.number("offset")
+    guard = z3.And(me.alive, me.driver == _code(D.DUAL_WRITE), left, z3.Not(me.queued),
+                   image > me.driver_migration_offset)
+    mine = {"queued": True, "queued_epoch": me.epoch, "queued_leader": me.leads, "queued_offset": image}
+    return Effect(guard, changes=spent, mine=mine)
 
 
 def run_metadata_change(s: SymState, c, variant: Variant, choose) -> Effect:
     """_run_metadata_change: the queued event runs. Raised under another epoch or leadership than Raft's now, it
-    is dropped (KAFKA-16667; the seeded bug STALE_EVENT_RUNS runs it as current, which breaks only /migration's
-    offset, outside the core); run by a driver not in DUAL_WRITE or that believes it does not lead, dropped too; and
-    with an image ZooKeeper has already (outside the core: the choice "newer"). Otherwise it is DualWrite's fenced
-    multi (``_kraft_zk_write``), and waits while ZooKeeper is away."""
+    is dropped (KAFKA-16667; the seeded bug STALE_EVENT_RUNS runs it as current, its image taken as the newest,
+    which /migration's offset may be past); run by a driver not in DUAL_WRITE or that believes it does not lead,
+    dropped too; and with an image no newer than the driver's offset ("already written to ZK"). Otherwise it is
+    DualWrite's fenced multi (``_kraft_zk_write``) at the event's offset, and waits while ZooKeeper is away."""
     me = s.of(c)
     stale = z3.Or(me.queued_epoch != me.epoch, me.queued_leader != me.leads)
     as_current = z3.And(stale, z3.BoolVal(variant.has(Bug.STALE_EVENT_RUNS)))
     proceeds = z3.And(z3.Or(z3.Not(stale), as_current), me.driver == _code(D.DUAL_WRITE), me.driver_leader)
-    goes = z3.And(proceeds, z3.Or(as_current, choose("newer")))
+    goes = z3.And(proceeds, z3.Or(as_current, me.queued_offset > me.driver_migration_offset))
     writes = z3.And(goes, s.zk_available)
-    changes, wrote = _kraft_zk_write(s, c, variant, True, me.driver)
+    changes, wrote = _kraft_zk_write(s, c, variant, True, me.driver, me.queued_offset)
     mine = {name: z3.If(writes, value, getattr(me, name)) if isinstance(value, (z3.BoolRef, bool))
             else _pick(s, writes, value, getattr(me, name)) for name, value in wrote.items()}
     guard = z3.And(me.alive, me.driver != NO_DRIVER, me.queued, z3.Not(z3.And(goes, z3.Not(s.zk_available))))
@@ -982,7 +1065,7 @@ def delete_controller_znodes(s: SymState, variant: Variant, choose) -> Effect:
     if variant.profile is Profile.KIP:
         gone.update(epoch_exists=False, epoch_value=0, epoch_version=0)
         return Effect(guard, changes={**_either(s, s.epoch_exists, gone, {}), **spent})
-    gone.update(migration_exists=False, migration_version=0, migration_epoch=0)
+    gone.update(migration_exists=False, migration_version=0, migration_epoch=0, migration_offset=0)
     return Effect(guard, changes={**gone, **spent})
 
 
@@ -1120,7 +1203,9 @@ def model_actions(step: EncodedStep, state: ClusterState, scope: Scope, variant:
 STUTTER_KINDS = (
     AlterConfigs, UpdateMetadataVersion, RegisterWithKRaft, BrokerHeartbeat, SessionTimeout, MigrateMetadata, Fetch,
 )
-MAX_STUTTERS = 3
+# Four: STALE_EVENT_RUNS's trace needs two commits (an append and the Fetch that commits it, twice), one before the
+# event is raised and one after, so that a later write passes the event's offset.
+MAX_STUTTERS = 4
 
 
 def stutters(state: ClusterState, scope: Scope) -> list[Action]:
@@ -1179,6 +1264,11 @@ def _kraft_epoch_never_decreases(pre: SymState, post: SymState) -> z3.BoolRef:
 
 def _migration_state_only_moves_forward(pre: SymState, post: SymState) -> z3.BoolRef:
     return _legal_move(pre.committed_state, post.committed_state)
+
+
+def _migration_offset_never_goes_back(pre: SymState, post: SymState) -> z3.BoolRef:
+    both = z3.And(pre.migration_exists, post.migration_exists)
+    return z3.Implies(both, post.migration_offset >= pre.migration_offset)
 
 
 # Lemmas: what the proofs of the properties above need to know about every reachable state.
@@ -1335,6 +1425,26 @@ def _views_are_not_ahead(s: SymState) -> z3.BoolRef:
     return s.dom.every(behind)
 
 
+def _believed_migration_offset_is_current(s: SymState) -> z3.BoolRef:
+    def current(c):
+        me = s.of(c)
+        same_version = z3.And(me.driver != NO_DRIVER, me.driver != UNINITIALIZED, s.migration_exists,
+                              me.driver_migration_version == s.migration_version)
+        return z3.Implies(same_version, me.driver_migration_offset == s.migration_offset)
+
+    return s.dom.every(current)
+
+
+def _viewed_migration_offset_is_current(s: SymState) -> z3.BoolRef:
+    def current(c):
+        me = s.of(c)
+        same_version = z3.And(me.lags, me.view_migration_exists, s.migration_exists,
+                              me.view_migration_version == s.migration_version)
+        return z3.Implies(same_version, me.view_migration_offset == s.migration_offset)
+
+    return s.dom.every(current)
+
+
 def _handed_back_quorum_stays_down(s: SymState) -> z3.BoolRef:
     return z3.Implies(s.handed_back, s.dom.every(lambda c: z3.Not(s.of(c).alive)))
 
@@ -1354,6 +1464,8 @@ INVARIANTS: tuple[Invariant, ...] = (
               _kraft_epoch_never_decreases, on_step=True),
     Invariant("MigrationStateOnlyMovesForward", "the committed migration state moves only along STATE_ORDER",
               _migration_state_only_moves_forward, on_step=True),
+    Invariant("MigrationOffsetNeverGoesBack", "no write of /migration lowers its KRaft offset",
+              _migration_offset_never_goes_back, on_step=True),
     # Strengthening lemmas.
     Invariant("EpochZnodeHoldsTheLargestEpoch", "/controller_epoch, while it exists, holds the largest epoch ever"
               " written, at a version >= 0", _epoch_znode_holds_the_largest_epoch, lemma=True),
@@ -1388,6 +1500,11 @@ INVARIANTS: tuple[Invariant, ...] = (
               proved_without=("ViewsAreNotAhead",)),
     Invariant("HandedBackQuorumStaysDown", "once the rollback has deleted KRaft's znodes no controller runs",
               _handed_back_quorum_stays_down, lemma=True),
+    Invariant("BelievedMigrationOffsetIsCurrent", "a driver that believes /migration's current version believes its"
+              " offset (why a compare-and-set that succeeds writes past /migration's offset)",
+              _believed_migration_offset_is_current, lemma=True),
+    Invariant("ViewedMigrationOffsetIsCurrent", "a lagging server that shows /migration at its current version shows"
+              " its offset", _viewed_migration_offset_is_current, lemma=True),
     Invariant("ViewsAreNotAhead", "a lagging server shows no znode version the leader has not had, /migration to a"
               " recovered driver, and at /controller_epoch's current version the same claim as /controller",
               _views_are_not_ahead, lemma=True),
@@ -1412,7 +1529,8 @@ def migration_start(s: SymState) -> z3.BoolRef:
     return z3.And(
         s.epoch_exists, s.epoch_value == s.max_epoch, s.max_epoch >= 0, s.epoch_version >= 0,
         z3.Not(s.controller_kraft), s.controller_owner == s.dom.nobody(), s.controller_kraft_epoch == 0,
-        z3.Not(s.migration_exists), s.migration_version == 0, s.migration_epoch == 0, z3.Not(s.handed_back),
+        z3.Not(s.migration_exists), s.migration_version == 0, s.migration_epoch == 0, s.migration_offset == 0,
+        z3.Not(s.handed_back),
         s.committed_state == NO_STATE, z3.Implies(s.single_voter, _one_controller(s)),
         *[s.values[name] == value for name, value in STEP_FIELDS.items()],
         s.dom.every(fresh),
@@ -1438,6 +1556,10 @@ MIGRATION_CORE = Core(
     bmc_lemmas=True,
     bmc_bits=False,
     bmc_refinements=60,
-    # Their properties (MigrationOffsetNeverGoesBack; the dual write's convergence) lie outside the core.
-    followed_bugs=frozenset({Bug.STALE_EVENT_RUNS, Bug.RESEND_KEEPS_STALE_VERSION}),
+    # Its properties (the dual write's convergence) lie outside the core.
+    followed_bugs=frozenset({Bug.RESEND_KEEPS_STALE_VERSION}),
+    ordered_fields=ORDERED,
+    ordered_constants=(0,),  # a /migration offset > 0 holds a migration (BecomeZkController)
+    meaningful=offset_means_something,
+    findings={("BecomeZkController", "MigrationOffsetNeverGoesBack"): MIGRATION_OFFSET_FINDING},
 )
