@@ -274,10 +274,10 @@ def test_prove_lists_the_design_finding_as_a_finding_and_only_for_the_correct_mo
     finding does not fail ``kraftcheck prove``, a violation does."""
     cti = ObligationResult("BecomeZkController/MigrationOffsetNeverGoesBack", "2 controllers",
                            "counterexample-to-induction", 0.1)
-    assert CORE._as_finding(cti, CORRECT).result == "finding"
-    assert CORE._as_finding(cti, BUG_VARIANTS[Bug.STALE_EVENT_RUNS]).result == "counterexample-to-induction"
+    assert CORE.as_finding(cti, CORRECT).result == "finding"
+    assert CORE.as_finding(cti, BUG_VARIANTS[Bug.STALE_EVENT_RUNS]).result == "counterexample-to-induction"
     other = dataclasses.replace(cti, name="RunMetadataChange/MigrationOffsetNeverGoesBack")
-    assert CORE._as_finding(other, CORRECT).result == "counterexample-to-induction"
+    assert CORE.as_finding(other, CORRECT).result == "counterexample-to-induction"
     assert all_hold([{"result": "proved"}, {"result": "finding"}]) and not all_hold([{"result": "violated"}])
 
 

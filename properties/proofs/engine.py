@@ -1065,10 +1065,10 @@ class Core:
         rows = [row for scope in self.scopes
                 for row in self.bmc_in_scope(depth, variant, scope=scope, properties=properties).rows()]
         obligations = self.prove_finite(variant, goals=goals) + self.prove_unbounded(variant, goals=goals)
-        rows += [self._as_finding(r, variant).as_json() for r in obligations]
+        rows += [self.as_finding(r, variant).as_json() for r in obligations]
         return rows
 
-    def _as_finding(self, result: ObligationResult, variant: Variant) -> ObligationResult:
+    def as_finding(self, result: ObligationResult, variant: Variant) -> ObligationResult:
         """A counterexample to an obligation the design itself fails (``findings``) is that finding, for the
         correct model; under a seeded bug every counterexample is reported as it is."""
         action, _, invariant = result.name.partition("/")
