@@ -104,7 +104,11 @@ unbounded proof):
 
 What it leaves out: controller failover (a second controller, a new leader's log, truncation of
 registrations: the migration core has the quorum; ``split_epochs``' step form needs a log that only
-grows), the purgatory's deferred answers, ZK brokers registering with KRaft (KIP-866 §Broker
+grows), the purgatory's deferred answers (they need a second voter, whose Fetch commits, since a lone voter
+commits at once; and the step that advances the high watermark completes every waiting broker's answer at once,
+``model.kraft_quorum.settle_answers``, where an engine action changes only its own actors' fields: an update of
+every actor's, a z3 lambda over the broker sort, would have to come first), ZK brokers registering with KRaft
+(KIP-866 §Broker
 Registration's IsMigratingZkBroker path), and BrokerEpochIsRegistrationOffset, the registry's ALWAYS
 property about where in the log each registration sits: the core keeps the log's length, not its
 records.
