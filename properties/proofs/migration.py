@@ -13,9 +13,9 @@ The migration fencing core (``project``), and what it leaves out:
   wrote it, that controller and its Raft epoch); /migration (exists, version, the Raft epoch it
   names); the budgets the core's perturbations spend (KRaft elections, controller crashes,
   operator migration steps, ZooKeeper outages, stale reads, dual writes whose session expired or whose
-  reply was lost, MetadataChangeEvents queued). /migration's offset (``migration_offset``), with the
-  offsets below it is compared to; the log they point into is not kept (ZkWritesFollowKRaftCommits and the lag
-  bound, which need it, are outside the core). The migration state of the committed log (its last
+  reply was lost, MetadataChangeEvents queued). /migration's offset (``migration_offset``; the offsets it is
+  compared with are the controllers', below); the log the offsets point into is not kept (ZkWritesFollowKRaftCommits
+  and the lag bound, which need it, are outside the core). The migration state of the committed log (its last
   ZkMigrationStateRecord: ``committed_state``) and whether the quorum is a single controller.
 - Per KRaft controller (the actors; an uninterpreted sort ``Controller`` in the unbounded proof):
   alive, its migration flag, its persisted Raft epoch, candidate, holding another controller's
