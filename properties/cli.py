@@ -418,6 +418,8 @@ def cmd_prove(args: argparse.Namespace) -> int:
     else:
         for r in rows:
             print(f"{r['result']:27s} {r['seconds']:8.3f}s  {r['name']}  [{r['brokers']}]")
+            if "why" in r:  # a finding of the design: why it is one
+                print(f"      {r['why']}")
             if "counterexample" in r:  # a BMC trace, replayed through the model
                 _print_trace(r["counterexample"]["actions"], "      ")
         failed = sum(r["result"] not in ("holds", "proved", "finding") for r in rows)

@@ -250,7 +250,8 @@ def test_bmc_finds_the_lagging_write_back_of_migrations_offset(profile):
     for action in cex.actions:
         before, state = state, model_step(state, action, Variant(profile=profile))
     assert "MigrationOffsetNeverGoesBack" in violations(before, cex.actions[-1], state)
-    assert [row["result"] for row in result.rows()] == ["finding"]
+    [row] = result.rows()
+    assert row["result"] == "finding" and "scope stale-reads" in row["why"]
 
 
 def test_replay_compares_offsets_by_their_order():
@@ -274,7 +275,8 @@ def test_prove_lists_the_design_finding_as_a_finding_and_only_for_the_correct_mo
     finding does not fail ``kraftcheck prove``, a violation does."""
     cti = ObligationResult("BecomeZkController/MigrationOffsetNeverGoesBack", "2 controllers",
                            "counterexample-to-induction", 0.1)
-    assert CORE.as_finding(cti, CORRECT).result == "finding"
+    finding = CORE.as_finding(cti, CORRECT)
+    assert finding.result == "finding" and "KAFKA-16171" in finding.as_json()["why"]
     assert CORE.as_finding(cti, BUG_VARIANTS[Bug.STALE_EVENT_RUNS]).result == "counterexample-to-induction"
     other = dataclasses.replace(cti, name="RunMetadataChange/MigrationOffsetNeverGoesBack")
     assert CORE.as_finding(other, CORRECT).result == "counterexample-to-induction"

@@ -421,7 +421,7 @@ class PropertyBmc:
     counterexample: Counterexample | None = None
     refinements: int = 0  # abstract traces the model could not follow, blocked and solved again
     complete: bool = True  # False when the solver gave up or the refinement limit stopped the search
-    finding: bool = False  # the correct model breaks it in this scope: a finding the scope names (Scope.findings)
+    finding: str = ""  # why the correct model's violation is a finding the scope names (Scope.findings), if it is
 
 
 @dataclass
@@ -487,6 +487,8 @@ class BmcResult:
                     "unknown" if p.holds else ("finding" if p.finding else "violated")),
                 "seconds": round(p.seconds, 3),
             }
+            if p.finding and not p.holds:
+                row["why"] = p.finding
             if p.counterexample is not None:
                 row["counterexample"] = p.counterexample.as_json()
             rows.append(row)
@@ -500,6 +502,7 @@ class ObligationResult:
     result: str  # "proved", "counterexample-to-induction" or "unknown"
     seconds: float
     counterexample: dict | None = None  # pre- and post-state projections (finite domain only)
+    why: str = ""  # a finding's reason (``Core.findings``)
 
     @property
     def proved(self) -> bool:
@@ -509,6 +512,8 @@ class ObligationResult:
         out = {"name": self.name, "brokers": self.brokers, "result": self.result, "seconds": round(self.seconds, 4)}
         if self.counterexample is not None:
             out["cti"] = self.counterexample  # pre- and post-state projections
+        if self.why:
+            out["why"] = self.why
         return out
 
 
@@ -990,7 +995,9 @@ class Core:
         if not variant.bugs:
             known = scope.expected_findings(variant.profile)
             for r in results:
-                r.finding = r.name in known
+                if r.name in known:
+                    r.finding = (f"the correct model breaks it in scope {scope.name} under {variant.profile.value}:"
+                                 " a finding about the seeds (docs/model.md, Findings)")
         bugs = tuple(sorted(b.value for b in variant.bugs))
         return BmcResult(name or scope.name, bugs, n, self.noun, depth, time.perf_counter() - start, results)
 
@@ -1074,7 +1081,7 @@ class Core:
         action, _, invariant = result.name.partition("/")
         if variant.bugs or result.result != "counterexample-to-induction" or (action, invariant) not in self.findings:
             return result
-        return replace(result, result="finding")
+        return replace(result, result="finding", why=self.findings[(action, invariant)])
 
     def replay(
         self, scope: Scope, variant: Variant, trace: list[EncodedStep], expected: list[Projection]
